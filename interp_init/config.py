@@ -1,0 +1,147 @@
+"""Frozen, validated configuration for the model architecture and its initialization.
+
+One dataclass per concern (nanoGPT's ``GPTConfig`` style): :class:`ModelConfig` says
+what network is built, :class:`InitConfig` how its weights are drawn.  Both validate in
+``__post_init__`` and raise ``ValueError`` naming the field, the value and what is
+allowed.  Neither touches global state.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Literal
+
+CONVENTIONS = ("reference", "fan_in")
+Convention = Literal["reference", "fan_in"]
+
+#: Vocabulary of the anchor-function task: tokens 0..200 (SPEC section 1).
+ANCHOR_VOCAB = 201
+#: Sequence length of the anchor-function task: 9 input tokens.
+ANCHOR_CTX = 9
+
+
+def _check_int(name: str, value: Any, minimum: int = 1) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def check_positive_finite(name: str, value: Any) -> None:
+    """Raise ``ValueError`` unless ``value`` is a finite number > 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a finite positive number, got {value!r}")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Architecture of the decoder-only transformer (SPEC section 2).
+
+    Pre-LayerNorm (GPT-2 order, as the papers' released code), GELU MLP, learned
+    positional embeddings, causal attention. Paper sizes: ``d_model=400``,
+    ``d_mlp=1200``, one head with ``d_head=200``.
+    """
+
+    n_layers: int = 2
+    d_model: int = 400
+    n_heads: int = 1
+    d_head: int = 200
+    d_mlp: int = 1200
+    d_vocab: int = ANCHOR_VOCAB
+    n_ctx: int = ANCHOR_CTX
+    act_fn: str = "gelu"
+    normalization_type: str = "LN"
+
+    def __post_init__(self) -> None:
+        for name in ("n_layers", "d_model", "n_heads", "d_head", "d_mlp", "d_vocab", "n_ctx"):
+            _check_int(name, getattr(self, name))
+        allowed_act = ("gelu", "gelu_new", "relu", "silu", "gelu_fast")
+        if self.act_fn not in allowed_act:
+            raise ValueError(f"act_fn must be one of {allowed_act}, got {self.act_fn!r}")
+        allowed_norm = ("LN", "LNPre", "RMS", "RMSPre")
+        if self.normalization_type not in allowed_norm:
+            raise ValueError(f"normalization_type must be one of {allowed_norm}, got {self.normalization_type!r}")
+
+    @property
+    def d_attn(self) -> int:
+        """Width of the merged attention heads, ``n_heads * d_head``."""
+        return self.n_heads * self.d_head
+
+    def to_hooked_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``transformer_lens.HookedTransformerConfig``."""
+        return dict(
+            n_layers=self.n_layers,
+            d_model=self.d_model,
+            n_heads=self.n_heads,
+            d_head=self.d_head,
+            d_mlp=self.d_mlp,
+            d_vocab=self.d_vocab,
+            n_ctx=self.n_ctx,
+            act_fn=self.act_fn,
+            normalization_type=self.normalization_type,
+            positional_embedding_type="standard",
+            attn_only=False,
+            default_prepend_bos=False,
+        )
+
+
+@dataclass(frozen=True)
+class InitConfig:
+    """Gamma-scaled initialization (SPEC section 3): weights ~ N(0, std = d_in ** -gamma).
+
+    ``convention`` picks what ``d_in`` is:
+
+    * ``"reference"`` (default; the papers' released code): ``d_in = d_model`` for every
+      weight matrix, embeddings and unembedding included, and the two residual output
+      projections (attention ``W_O``, MLP ``W_out``) further divided by
+      ``sqrt(2 * n_layers)`` (GPT-2 residual scaling).
+    * ``"fan_in"``: the true input dimension (``n_heads * d_head`` for ``W_O``,
+      ``d_mlp`` for ``W_out``, ``d_model`` elsewhere; embeddings use ``d_model``), no
+      residual scaling.
+
+    ``gamma_embed`` (W_E, W_pos), ``gamma_qk`` (W_Q, W_K), ``gamma_vo`` (W_V, W_O),
+    ``gamma_mlp`` (W_in, W_out) and ``gamma_unembed`` (W_U) default to ``gamma``.
+    """
+
+    gamma: float = 0.5
+    convention: str = "reference"
+    gamma_embed: float | None = None
+    gamma_qk: float | None = None
+    gamma_vo: float | None = None
+    gamma_mlp: float | None = None
+    gamma_unembed: float | None = None
+
+    def __post_init__(self) -> None:
+        check_positive_finite("gamma", self.gamma)
+        for name in ("gamma_embed", "gamma_qk", "gamma_vo", "gamma_mlp", "gamma_unembed"):
+            value = getattr(self, name)
+            if value is not None:
+                check_positive_finite(name, value)
+        if self.convention not in CONVENTIONS:
+            raise ValueError(f"convention must be one of {CONVENTIONS}, got {self.convention!r}")
+
+    @property
+    def group_gammas(self) -> dict[str, float]:
+        """The gamma of each parameter group, defaults resolved."""
+        return {
+            "embed": self.gamma if self.gamma_embed is None else self.gamma_embed,
+            "qk": self.gamma if self.gamma_qk is None else self.gamma_qk,
+            "vo": self.gamma if self.gamma_vo is None else self.gamma_vo,
+            "mlp": self.gamma if self.gamma_mlp is None else self.gamma_mlp,
+            "unembed": self.gamma if self.gamma_unembed is None else self.gamma_unembed,
+        }
+
+
+def config_to_dict(cfg: Any) -> dict[str, Any]:
+    """A plain-JSON dict of a config dataclass."""
+    return asdict(cfg)
+
+
+def config_from_dict(cls: type, data: dict[str, Any], where: str = "config") -> Any:
+    """Build ``cls`` from a dict, rejecting unknown keys with a message naming them."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{where} must be a mapping, got {type(data).__name__}")
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"{where}: unknown field(s) {unknown}; allowed: {sorted(known)}")
+    return cls(**data)

@@ -1,0 +1,153 @@
+"""Gamma-scaled initialization of any ``HookedTransformer`` (SPEC section 3).
+
+Every weight matrix is drawn from N(0, std = d_in ** -gamma): the *standard deviation*,
+not the variance, scales as ``d_in ** -gamma``.  Larger gamma means a smaller
+initialization; gamma = 0.5 is about the usual scale.  Biases and LayerNorm parameters
+keep their TransformerLens defaults (zeros and ones).
+
+Example::
+
+    >>> from transformer_lens import HookedTransformer, HookedTransformerConfig
+    >>> from interp_init import gamma_init_, init_stds
+    >>> cfg = HookedTransformerConfig(n_layers=1, d_model=16, n_ctx=9, d_head=8,
+    ...                               n_heads=2, d_mlp=32, d_vocab=50, act_fn="gelu")
+    >>> model = gamma_init_(HookedTransformer(cfg), gamma=0.8, seed=0)
+    >>> round(init_stds(model, gamma=0.8)["blocks.0.attn.W_Q"], 4)  # 16 ** -0.8
+    0.1088
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import replace
+
+import torch
+from transformer_lens import HookedTransformer
+
+from interp_init.config import InitConfig
+
+# parameter-name suffix -> (group, which dimension is the fan-in in the "fan_in" convention)
+_GROUPS: dict[str, str] = {
+    "W_E": "embed",
+    "W_pos": "embed",
+    "W_Q": "qk",
+    "W_K": "qk",
+    "_W_K": "qk",
+    "W_V": "vo",
+    "_W_V": "vo",
+    "W_O": "vo",
+    "W_in": "mlp",
+    "W_gate": "mlp",
+    "W_out": "mlp",
+    "W_U": "unembed",
+}
+_RESIDUAL_OUTPUTS = ("W_O", "W_out")
+
+
+def _weight_params(model: HookedTransformer) -> Iterator[tuple[str, torch.nn.Parameter, str]]:
+    for name, param in model.named_parameters():
+        leaf = name.rsplit(".", 1)[-1]
+        if leaf in _GROUPS:
+            yield name, param, leaf
+        elif leaf.startswith("W_") or leaf.startswith("_W_"):
+            raise ValueError(
+                f"gamma_init_ does not know the weight matrix {name!r} (shape {tuple(param.shape)}); "
+                f"known weights: {sorted(_GROUPS)}"
+            )
+
+
+def _fan_in(model: HookedTransformer, leaf: str, param: torch.Tensor) -> int:
+    cfg = model.cfg
+    if leaf == "W_O":
+        # [n_heads, d_head, d_model]: the true fan-in is n_heads * d_head. TransformerLens'
+        # own helper takes shape[1] (d_head) here, which is wrong for a merged output.
+        return int(param.shape[0] * param.shape[1])
+    if leaf == "W_out":
+        return int(param.shape[0])  # [d_mlp, d_model]
+    return int(cfg.d_model)
+
+
+def init_stds(
+    model: HookedTransformer,
+    gamma: float | None = None,
+    convention: str = "reference",
+    *,
+    config: InitConfig | None = None,
+    **group_gammas: float | None,
+) -> dict[str, float]:
+    """The standard deviation each weight matrix of ``model`` is drawn with.
+
+    Same arguments as :func:`gamma_init_`; returns ``{parameter name: std}``.
+    """
+    cfg = _resolve(gamma, convention, config, group_gammas)
+    gammas = cfg.group_gammas
+    n_layers = model.cfg.n_layers
+    stds: dict[str, float] = {}
+    for name, param, leaf in _weight_params(model):
+        gamma_g = gammas[_GROUPS[leaf]]
+        if cfg.convention == "reference":
+            std = float(model.cfg.d_model) ** -gamma_g
+            if leaf in _RESIDUAL_OUTPUTS:
+                std /= math.sqrt(2 * n_layers)
+        else:
+            std = float(_fan_in(model, leaf, param)) ** -gamma_g
+        stds[name] = std
+    return stds
+
+
+def _resolve(
+    gamma: float | None, convention: str, config: InitConfig | None, group_gammas: dict[str, float | None]
+) -> InitConfig:
+    if config is not None:
+        if gamma is not None or group_gammas:
+            raise ValueError("pass either config=InitConfig(...) or gamma and group gammas, not both")
+        return config
+    if gamma is None:
+        raise ValueError("gamma is required (a finite positive number), or pass config=InitConfig(...)")
+    allowed = {"gamma_embed", "gamma_qk", "gamma_vo", "gamma_mlp", "gamma_unembed"}
+    unknown = sorted(set(group_gammas) - allowed)
+    if unknown:
+        raise ValueError(f"unknown group gamma(s) {unknown}; allowed: {sorted(allowed)}")
+    return replace(InitConfig(gamma=gamma, convention=convention), **group_gammas)
+
+
+@torch.no_grad()
+def gamma_init_(
+    model: HookedTransformer,
+    gamma: float | None = None,
+    convention: str = "reference",
+    *,
+    seed: int | None = None,
+    generator: torch.Generator | None = None,
+    config: InitConfig | None = None,
+    **group_gammas: float | None,
+) -> HookedTransformer:
+    """Re-initialize every weight matrix of ``model`` in place and return it.
+
+    Args:
+        model: any ``HookedTransformer`` (ours or one built elsewhere, any number of
+            layers and heads).
+        gamma: the initialization rate; std = d_in ** -gamma.
+        convention: ``"reference"`` (the papers' code: d_in = d_model everywhere, W_O and
+            W_out divided by sqrt(2 n_layers)) or ``"fan_in"`` (true fan-in, no scaling).
+        seed, generator: the source of randomness; exactly one is required. Weights
+            are drawn on the CPU and copied to the model's device, so a seed gives the
+            same weights on any device.
+        config: an :class:`InitConfig` instead of ``gamma``/``convention``/group gammas.
+        **group_gammas: ``gamma_embed``, ``gamma_qk``, ``gamma_vo``, ``gamma_mlp``,
+            ``gamma_unembed``; each defaults to ``gamma``.
+    """
+    if (seed is None) == (generator is None):
+        raise ValueError("gamma_init_ needs exactly one source of randomness: seed=<int> or generator=<torch.Generator>")
+    if generator is None:
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        generator = torch.Generator(device="cpu").manual_seed(seed)
+    stds = init_stds(model, gamma, convention, config=config, **group_gammas)
+    params = dict(model.named_parameters())
+    for name, std in stds.items():
+        param = params[name]
+        values = torch.randn(param.shape, generator=generator, dtype=torch.float32) * std
+        param.copy_(values.to(device=param.device, dtype=param.dtype))
+    return model

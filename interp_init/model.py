@@ -1,0 +1,143 @@
+"""Build ``HookedTransformer`` models from configs, and save and load their weights.
+
+The run-folder layout shared with :mod:`training`:
+
+* ``config.json``: the whole run config; its ``"model"`` section is a :class:`ModelConfig`.
+* ``model.safetensors``: the final weights, with the model config in the file's metadata
+  so that weights from another architecture are refused with a clear message.
+
+Weights are stored with safetensors, so loading never executes pickled code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+from transformer_lens import HookedTransformer, HookedTransformerConfig
+
+from interp_init.config import InitConfig, ModelConfig, config_from_dict, config_to_dict
+from interp_init.init import gamma_init_
+
+WEIGHTS_FILE = "model.safetensors"
+CONFIG_FILE = "config.json"
+
+
+@contextlib.contextmanager
+def quiet_deprecation() -> Iterator[None]:
+    """Silence TransformerLens' own "HookedTransformer is deprecated" warning, nothing else."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"HookedTransformer is deprecated", category=DeprecationWarning)
+        yield
+
+
+def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
+    """``"auto"``/``None`` -> CUDA when available, else CPU; anything else as given."""
+    if device is None or device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}") from err
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} was asked for but CUDA is not available; use --device cpu or auto")
+    return resolved
+
+
+def empty_model(model_cfg: ModelConfig, device: str | torch.device | None = "cpu") -> HookedTransformer:
+    """A ``HookedTransformer`` of the given architecture with uninitialized weight matrices."""
+    hooked_cfg = HookedTransformerConfig(**model_cfg.to_hooked_kwargs(), init_weights=False, device=str(resolve_device(device)))
+    with quiet_deprecation():
+        model = HookedTransformer(hooked_cfg)
+    return model.to(resolve_device(device), print_details=False)
+
+
+def build_model(
+    model_cfg: ModelConfig,
+    init_cfg: InitConfig,
+    seed: int,
+    device: str | torch.device | None = "cpu",
+) -> HookedTransformer:
+    """Make the model of ``model_cfg`` with weights drawn per ``init_cfg`` from ``seed``.
+
+    The same configs and seed give the same weights on any device (they are drawn on
+    the CPU). Biases are zero and LayerNorm weights one, as TransformerLens makes them.
+    """
+    model = empty_model(model_cfg, device)
+    return gamma_init_(model, config=init_cfg, seed=seed)
+
+
+def _atomic_write_bytes(path: Path, write: callable) -> None:  # type: ignore[valid-type]
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    write(tmp)
+    os.replace(tmp, path)
+
+
+def save_weights(model: HookedTransformer, model_cfg: ModelConfig, path: str | Path) -> Path:
+    """Write ``model``'s weights to ``path`` (safetensors, atomically), tagged with its config."""
+    path = Path(path)
+    state = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items() if not k.endswith(".IGNORE")}
+    metadata = {"model_config": json.dumps(config_to_dict(model_cfg), sort_keys=True), "format": "interp-init/1"}
+    _atomic_write_bytes(path, lambda tmp: save_file(state, str(tmp), metadata=metadata))
+    return path
+
+
+def load_weights(model: HookedTransformer, model_cfg: ModelConfig, path: str | Path) -> HookedTransformer:
+    """Load weights saved by :func:`save_weights` into ``model``, checking the config matches."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no weights file at {path}")
+    try:
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="pt") as handle:
+            metadata = handle.metadata() or {}
+        state = load_file(str(path))
+    except (SafetensorError, OSError, ValueError) as err:
+        raise ValueError(f"{path} is not a readable safetensors weights file ({err}); it may be truncated or foreign") from err
+    saved_cfg = metadata.get("model_config")
+    if saved_cfg is None:
+        raise ValueError(f"{path} carries no model config: it was not written by interp-init")
+    if json.loads(saved_cfg) != config_to_dict(model_cfg):
+        raise ValueError(
+            f"{path} holds weights for the model config {saved_cfg}, which differs from the run's "
+            f"config {json.dumps(config_to_dict(model_cfg), sort_keys=True)}: the checkpoint is from another config"
+        )
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    missing = [k for k in missing if not k.endswith(".IGNORE")]
+    if missing or unexpected:
+        raise ValueError(f"{path} does not match the model: missing {missing}, unexpected {unexpected}")
+    return model
+
+
+def read_run_config(run_dir: str | Path) -> dict:
+    """The parsed ``config.json`` of a run folder, with a clear error if it is absent or broken."""
+    path = Path(run_dir) / CONFIG_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist: {run_dir} is not a run folder (train one with `interp-init train`)")
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path} is not valid JSON ({err})") from err
+
+
+def load_model(run_dir: str | Path, device: str | torch.device | None = "cpu") -> HookedTransformer:
+    """The trained ``HookedTransformer`` of a run folder, in eval mode.
+
+    Its logits are identical to those of the model that was saved.
+    """
+    run_dir = Path(run_dir)
+    data = read_run_config(run_dir)
+    if "model" not in data:
+        raise ValueError(f"{run_dir / CONFIG_FILE} has no 'model' section")
+    model_cfg = config_from_dict(ModelConfig, data["model"], where=f"{run_dir / CONFIG_FILE} [model]")
+    model = empty_model(model_cfg, device)
+    load_weights(model, model_cfg, run_dir / WEIGHTS_FILE)
+    return model.eval()

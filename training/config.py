@@ -1,0 +1,214 @@
+"""Frozen configs for data and training, the whole-run config, and the named presets.
+
+A run is a :class:`RunConfig`: model (:class:`interp_init.ModelConfig`), init
+(:class:`interp_init.InitConfig`), data (:class:`DataConfig`), training
+(:class:`TrainConfig`) and a seed.  Every field has a unique name across the four
+sections, so a run can be described by one flat mapping of options (the CLI's flags,
+with dashes for underscores, and a sweep spec's keys).  :func:`make_run_config` builds a
+run from a preset plus such overrides.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from interp_init.config import InitConfig, ModelConfig, check_positive_finite, config_from_dict, config_to_dict
+from training.data import SYMMETRIC_GROUPS, TASKS, task_spec
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Which task, how many samples (SPEC section 1)."""
+
+    task: str = "symmetric"
+    n_train: int = 900_000
+    n_test: int = 10_000
+    k: int = 0
+    offset: int = 4
+
+    def __post_init__(self) -> None:
+        if self.task not in TASKS:
+            raise ValueError(f"unknown task {self.task!r}; choose one of {TASKS}")
+        for name in ("n_train", "n_test"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        if self.task == "complexity" and not 0 <= self.k <= len(SYMMETRIC_GROUPS):
+            raise ValueError(f"k must be an integer in 0..{len(SYMMETRIC_GROUPS)}, got {self.k!r}")
+        task_spec(self.task, k=self.k, offset=self.offset)  # validates k and offset
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The optimization recipe (SPEC section 4).
+
+    The learning rate warms up linearly from ``warmup_start_lr`` to ``lr`` over
+    ``warmup_epochs``, then follows a cosine from ``lr`` to ``min_lr`` over
+    ``cosine_epochs``, then stays at ``min_lr``; it is updated every step (epochs may be
+    fractional).  The papers: ``lr = multiplier * 1e-5`` (25 in NeurIPS, 15 in the
+    journal), warmup 10 epochs from 1e-5, cosine over 200 epochs to 1e-5, 210 epochs.
+    """
+
+    epochs: int = 210
+    batch_size: int = 2048
+    lr: float = 2.5e-4
+    warmup_start_lr: float = 1e-5
+    min_lr: float = 1e-5
+    warmup_epochs: float = 10.0
+    cosine_epochs: float = 200.0
+    weight_decay: float = 0.01
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+    grad_clip: float = 1.0
+    eval_every: int = 1
+    eval_samples: int = 10_000
+    checkpoint_every: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("epochs", "batch_size", "eval_every", "eval_samples", "checkpoint_every"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        for name in ("lr", "warmup_start_lr", "min_lr", "eps"):
+            check_positive_finite(name, getattr(self, name))
+        for name in ("warmup_epochs", "cosine_epochs", "weight_decay", "grad_clip"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        for name in ("beta1", "beta2"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+                raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")
+
+    def lr_at(self, epoch: float) -> float:
+        """The learning rate at a (fractional) epoch."""
+        if epoch < self.warmup_epochs:
+            return self.warmup_start_lr + (self.lr - self.warmup_start_lr) * epoch / self.warmup_epochs
+        t = epoch - self.warmup_epochs
+        if self.cosine_epochs == 0 or t >= self.cosine_epochs:
+            return self.min_lr if self.cosine_epochs > 0 else self.lr
+        return self.min_lr + 0.5 * (self.lr - self.min_lr) * (1 + math.cos(math.pi * t / self.cosine_epochs))
+
+
+SECTIONS: dict[str, type] = {"model": ModelConfig, "init": InitConfig, "data": DataConfig, "train": TrainConfig}
+#: Flat option name -> its section.
+OPTION_SECTION: dict[str, str] = {}
+for _section, _cls in SECTIONS.items():
+    for _f in fields(_cls):
+        if _f.name in OPTION_SECTION or _f.name == "seed":
+            raise RuntimeError(f"option {_f.name!r} is defined twice")  # pragma: no cover
+        OPTION_SECTION[_f.name] = _section
+OPTIONS: tuple[str, ...] = (*OPTION_SECTION, "seed")
+
+
+def derive_seed(seed: int, name: str) -> int:
+    """A 63-bit seed for one random source (``"data.train"``, ``"init"``, ...) of a run."""
+    digest = hashlib.sha256(f"{seed}:{name}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything needed to rebuild a run; written to the run folder's ``config.json``."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    init: InitConfig = field(default_factory=InitConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    seed: int = 0
+    preset: str | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
+
+    @property
+    def seeds(self) -> dict[str, int]:
+        """The seed of every random source, derived from :attr:`seed`."""
+        names = ("init", "data.train", "data.id_test", "data.heldout", "data.eval", "shuffle")
+        return {name: derive_seed(self.seed, name) for name in names}
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {name: config_to_dict(getattr(self, name)) for name in SECTIONS}
+        out["seed"] = self.seed
+        out["preset"] = self.preset
+        out["seeds"] = self.seeds
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], where: str = "config") -> RunConfig:
+        if not isinstance(data, dict):
+            raise ValueError(f"{where} must be a mapping")
+        unknown = sorted(set(data) - set(SECTIONS) - {"seed", "preset", "seeds"})
+        if unknown:
+            raise ValueError(f"{where}: unknown section(s) {unknown}")
+        parts = {name: config_from_dict(cls_, data.get(name, {}), f"{where} [{name}]") for name, cls_ in SECTIONS.items()}
+        return cls(**parts, seed=data.get("seed", 0), preset=data.get("preset"))
+
+    def flat(self) -> dict[str, Any]:
+        """All options as one flat mapping (the CLI's and the sweep's names)."""
+        out = {name: getattr(getattr(self, section), name) for name, section in OPTION_SECTION.items()}
+        out["seed"] = self.seed
+        return out
+
+    def with_options(self, **options: Any) -> RunConfig:
+        """A copy with flat options replaced (validated)."""
+        unknown = sorted(set(options) - set(OPTIONS))
+        if unknown:
+            raise ValueError(f"unknown option(s) {unknown}; allowed: {sorted(OPTIONS)}")
+        seed = options.pop("seed", self.seed)
+        per_section: dict[str, dict[str, Any]] = {}
+        for name, value in options.items():
+            per_section.setdefault(OPTION_SECTION[name], {})[name] = value
+        parts = {s: replace(getattr(self, s), **kw) for s, kw in per_section.items()}
+        return replace(self, **parts, seed=seed)
+
+
+# ---------------------------------------------------------------------------- presets
+
+def _paper(task: str) -> dict[str, Any]:
+    # SPEC sections 2 and 4. The journal (id-ood) used multiplier 15, NeurIPS 25.
+    lr = 1.5e-4 if task == "id-ood" else 2.5e-4
+    n_train = 100_000 if task == "complexity" else 900_000
+    return dict(
+        n_layers=2, d_model=400, n_heads=1, d_head=200, d_mlp=1200,
+        n_train=n_train, n_test=10_000,
+        epochs=210, batch_size=2048, lr=lr, warmup_start_lr=1e-5, min_lr=1e-5,
+        warmup_epochs=10.0, cosine_epochs=200.0, weight_decay=0.01, grad_clip=1.0,
+        eval_every=1, eval_samples=10_000,
+    )  # fmt: skip
+
+
+def _tiny(task: str) -> dict[str, Any]:
+    # Seconds on a CPU: for tests and smoke runs; learns little.
+    return dict(
+        n_layers=2, d_model=32, n_heads=2, d_head=16, d_mlp=64,
+        n_train=2_000, n_test=500,
+        epochs=3, batch_size=256, lr=1e-3, warmup_start_lr=1e-4, min_lr=1e-4,
+        warmup_epochs=1.0, cosine_epochs=2.0, weight_decay=0.01, grad_clip=1.0,
+        eval_every=1, eval_samples=500,
+    )  # fmt: skip
+
+
+PRESETS: dict[str, Any] = {"paper": _paper, "tiny": _tiny}
+
+
+def preset_options(preset: str, task: str = "symmetric") -> dict[str, Any]:
+    """The flat options of a named preset for a task."""
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; choose one of {TASKS}")
+    return dict(PRESETS[preset](task))
+
+
+def make_run_config(preset: str = "paper", **options: Any) -> RunConfig:
+    """A :class:`RunConfig` from a preset and flat overrides (``gamma=0.8, seed=1, ...``)."""
+    task = options.get("task", "symmetric")
+    base = RunConfig(data=DataConfig(task=task) if task in TASKS else DataConfig(), preset=preset)
+    merged = {**preset_options(preset, task), **options}
+    return base.with_options(**merged)

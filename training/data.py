@@ -1,0 +1,259 @@
+"""The anchor-function task (SPEC section 1), generated without a per-sample Python loop.
+
+Tokens 1, 2, 3, 4 are *anchors*, each a function g(x; a) = x + s(a) with
+s = {1: +5, 2: +1, 3: -2, 4: -8}.  A sequence holds 9 tokens: noise drawn uniformly from
+20..99, a key x at position p (uniform in 0..6) and one adjacent anchor pair (a1, a2) at
+positions p+1, p+2.  The target, predicted at the last position, is the composite
+f(x; a1, a2) = x + s(a1) + s(a2), unless the task gives the pair another mapping.
+
+One encoded example (task ``symmetric``, split ``train``)::
+
+    position   0   1   2   3   4   5   6   7   8
+    tokens    35  63  99   1   2  38  42  36  62     key x = 99 at p = 2, pair (1, 2)
+    target    99 + 5 + 1 = 105
+
+Splits, by key value and key position (the papers' appendix, as their code does it):
+``train`` keys satisfy x mod 9 != p, ``id_test`` keys x mod 9 == p, so the two never
+share a (key, position) yet every key value occurs in training.  ``heldout`` holds the
+task's unseen pair(s), keys drawn as in training.
+
+Tasks (SPEC's presets): ``symmetric`` (14 pairs with f, pair (3,4) with the
+non-inferential x - 6, (4,3) held out with candidate targets inferential x - 10 and
+symmetric x - 6), ``id-ood`` (14 pairs with f, (3,4) and (4,3) held out) and
+``complexity`` (all 16 pairs; the first ``k`` of the 6 symmetric groups get target
+f + ``offset``; no held-out pair).
+
+Example::
+
+    >>> from training import make_dataset
+    >>> ds = make_dataset("symmetric", "heldout", n=4, seed=0)
+    >>> ds.tokens.shape, sorted(ds.candidate_targets)
+    (torch.Size([4, 9]), ['inferential', 'symmetric'])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from jaxtyping import Int
+from torch import Tensor
+
+ANCHORS: tuple[int, ...] = (1, 2, 3, 4)
+SHIFTS: dict[int, int] = {1: 5, 2: 1, 3: -2, 4: -8}
+KEY_LOW, KEY_HIGH = 20, 99  # inclusive range of keys and noise tokens
+SEQ_LEN = 9
+N_KEY_POSITIONS = 7  # p in 0..6
+VOCAB_SIZE = 201
+TASKS = ("symmetric", "id-ood", "complexity")
+SPLITS = ("train", "id_test", "heldout")
+ALL_PAIRS: tuple[tuple[int, int], ...] = tuple((a, b) for a in ANCHORS for b in ANCHORS)
+#: The 6 symmetric groups, in SPEC's order; ``complexity`` with ``k`` offsets the first k.
+SYMMETRIC_GROUPS: tuple[tuple[tuple[int, int], tuple[int, int]], ...] = (
+    ((1, 2), (2, 1)),
+    ((1, 3), (3, 1)),
+    ((1, 4), (4, 1)),
+    ((2, 3), (3, 2)),
+    ((2, 4), (4, 2)),
+    ((3, 4), (4, 3)),
+)
+#: The symmetric task's non-inferential target for (3, 4): x - 6 instead of f = x - 10.
+SYMMETRIC_TASK_OFFSET = 4
+
+
+def composite(x: Tensor | int, a1: Tensor | int, a2: Tensor | int) -> Tensor | int:
+    """f(x; a1, a2) = x + s(a1) + s(a2), on ints or tensors of anchors."""
+    if isinstance(a1, int) and isinstance(a2, int):
+        return x + SHIFTS[a1] + SHIFTS[a2]
+    table = torch.zeros(max(ANCHORS) + 1, dtype=torch.int64)
+    for a, s in SHIFTS.items():
+        table[a] = s
+    return x + table[torch.as_tensor(a1)] + table[torch.as_tensor(a2)]
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """Which pairs a task trains on, which it holds out, and each pair's target offset from f."""
+
+    name: str
+    train_pairs: tuple[tuple[int, int], ...]
+    heldout_pairs: tuple[tuple[int, int], ...]
+    offsets: dict[tuple[int, int], int] = field(default_factory=dict)
+    #: For a held-out pair: named candidate targets as offsets from f.
+    candidates: dict[str, int] = field(default_factory=dict)
+
+    def offset(self, pair: tuple[int, int]) -> int:
+        return self.offsets.get(pair, 0)
+
+
+def task_spec(task: str, k: int = 0, offset: int = 4) -> TaskSpec:
+    """The :class:`TaskSpec` of a task name (see the module docstring)."""
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; choose one of {TASKS}")
+    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= len(SYMMETRIC_GROUPS):
+        raise ValueError(f"k (inferential complexity) must be an integer in 0..{len(SYMMETRIC_GROUPS)}, got {k!r}")
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset == 0:
+        raise ValueError(f"offset must be a non-zero integer (the shift of a non-inferential target from f), got {offset!r}")
+    if task != "complexity" and k != 0:
+        raise ValueError(f"k applies to the 'complexity' task only; task {task!r} takes k=0")
+    if task == "symmetric":
+        train = tuple(p for p in ALL_PAIRS if p != (4, 3))
+        return TaskSpec(
+            task,
+            train,
+            ((4, 3),),
+            offsets={(3, 4): SYMMETRIC_TASK_OFFSET},
+            candidates={"inferential": 0, "symmetric": SYMMETRIC_TASK_OFFSET},
+        )
+    if task == "id-ood":
+        train = tuple(p for p in ALL_PAIRS if p not in ((3, 4), (4, 3)))
+        return TaskSpec(task, train, ((3, 4), (4, 3)))
+    offsets = {pair: offset for group in SYMMETRIC_GROUPS[:k] for pair in group}
+    lowest = KEY_LOW + min(composite(0, a, b) + offsets.get((a, b), 0) for a, b in ALL_PAIRS)
+    highest = KEY_HIGH + max(composite(0, a, b) + offsets.get((a, b), 0) for a, b in ALL_PAIRS)
+    if lowest < 0 or highest >= VOCAB_SIZE:
+        raise ValueError(f"offset {offset} puts targets in {lowest}..{highest}, outside the vocabulary 0..{VOCAB_SIZE - 1}")
+    return TaskSpec(task, ALL_PAIRS, (), offsets=offsets)
+
+
+@dataclass(frozen=True)
+class AnchorDataset:
+    """Encoded anchor-function samples with their per-sample metadata.
+
+    Attributes:
+        tokens: ``[n, 9]`` int64 input sequences.
+        targets: ``[n]`` int64 designated targets (for a held-out pair: the composite f).
+        key_positions: ``[n]`` int64 position p of the key (anchors at p+1, p+2).
+        anchor_pairs: ``[n, 2]`` int64 the anchor pair (a1, a2).
+        candidate_targets: for ``symmetric``'s held-out pair, ``{"inferential": [n],
+            "symmetric": [n]}``; empty otherwise.
+    """
+
+    task: str
+    split: str
+    tokens: Int[Tensor, "n 9"]
+    targets: Int[Tensor, " n"]
+    key_positions: Int[Tensor, " n"]
+    anchor_pairs: Int[Tensor, "n 2"]
+    candidate_targets: dict[str, Tensor] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return int(self.tokens.shape[0])
+
+    @property
+    def keys(self) -> Int[Tensor, " n"]:
+        """The key value x of each sample."""
+        return self.tokens.gather(1, self.key_positions[:, None]).squeeze(1)
+
+    def to(self, device: str | torch.device) -> AnchorDataset:
+        """A copy with every tensor on ``device``."""
+        return AnchorDataset(
+            self.task,
+            self.split,
+            self.tokens.to(device),
+            self.targets.to(device),
+            self.key_positions.to(device),
+            self.anchor_pairs.to(device),
+            {k: v.to(device) for k, v in self.candidate_targets.items()},
+        )
+
+    def subset(self, index: Tensor | slice) -> AnchorDataset:
+        """The samples at ``index`` (a slice, index tensor or boolean mask)."""
+        return AnchorDataset(
+            self.task,
+            self.split,
+            self.tokens[index],
+            self.targets[index],
+            self.key_positions[index],
+            self.anchor_pairs[index],
+            {k: v[index] for k, v in self.candidate_targets.items()},
+        )
+
+    def swapped(self) -> AnchorDataset:
+        """The same inputs with each anchor pair (a, b) swapped to (b, a), key and noise kept.
+
+        Targets are recomputed as the composite f (which is symmetric); use it for
+        commutativity, which compares predictions, not targets.
+        """
+        tokens = self.tokens.clone()
+        rows = torch.arange(len(self), device=tokens.device)
+        p = self.key_positions
+        tokens[rows, p + 1] = self.anchor_pairs[:, 1]
+        tokens[rows, p + 2] = self.anchor_pairs[:, 0]
+        return AnchorDataset(self.task, self.split, tokens, self.targets, p, self.anchor_pairs.flip(1), {})
+
+
+def _key_table(split: str) -> tuple[Tensor, Tensor]:
+    """Per key position p: the allowed key values (padded) and how many there are."""
+    values = torch.arange(KEY_LOW, KEY_HIGH + 1)
+    allowed = []
+    for p in range(N_KEY_POSITIONS):
+        on_diag = values % 9 == p
+        allowed.append(values[on_diag] if split == "id_test" else values[~on_diag])
+    counts = torch.tensor([len(a) for a in allowed])
+    table = torch.zeros(N_KEY_POSITIONS, int(counts.max()), dtype=torch.int64)
+    for p, a in enumerate(allowed):
+        table[p, : len(a)] = a
+    return table, counts
+
+
+def make_dataset(
+    task: str,
+    split: str,
+    n: int,
+    seed: int | None = None,
+    *,
+    generator: torch.Generator | None = None,
+    k: int = 0,
+    offset: int = 4,
+) -> AnchorDataset:
+    """Draw ``n`` samples of ``task``'s ``split`` (see the module docstring).
+
+    Args:
+        task: ``"symmetric"``, ``"id-ood"`` or ``"complexity"``.
+        split: ``"train"``, ``"id_test"`` or ``"heldout"`` (not for ``complexity``).
+        n: number of samples (>= 1).
+        seed, generator: the source of randomness; exactly one. The same seed gives
+            the same samples.
+        k, offset: for ``complexity``: how many symmetric groups get target f + offset.
+    """
+    spec = task_spec(task, k=k, offset=offset)
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; choose one of {SPLITS}")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n (number of samples) must be an integer >= 1, got {n!r}")
+    if (seed is None) == (generator is None):
+        raise ValueError("make_dataset needs exactly one source of randomness: seed=<int> or generator=<torch.Generator>")
+    if generator is None:
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        generator = torch.Generator().manual_seed(seed)
+    if split == "heldout":
+        if not spec.heldout_pairs:
+            raise ValueError(f"task {task!r} has no held-out pair; its splits are 'train' and 'id_test'")
+        pairs = torch.tensor(spec.heldout_pairs)
+    else:
+        pairs = torch.tensor(spec.train_pairs)
+
+    g = generator
+    tokens = torch.randint(KEY_LOW, KEY_HIGH + 1, (n, SEQ_LEN), generator=g)
+    p = torch.randint(0, N_KEY_POSITIONS, (n,), generator=g)
+    table, counts = _key_table("id_test" if split == "id_test" else "train")
+    idx = (torch.rand(n, generator=g) * counts[p]).long().clamp_max(counts[p] - 1)
+    keys = table[p, idx]
+    pair = pairs[torch.randint(0, len(pairs), (n,), generator=g)]
+    rows = torch.arange(n)
+    tokens[rows, p] = keys
+    tokens[rows, p + 1] = pair[:, 0]
+    tokens[rows, p + 2] = pair[:, 1]
+
+    f = composite(keys, pair[:, 0], pair[:, 1])
+    offsets = torch.zeros(max(ANCHORS) + 1, max(ANCHORS) + 1, dtype=torch.int64)
+    for (a, b), off in spec.offsets.items():
+        offsets[a, b] = off
+    targets = f + offsets[pair[:, 0], pair[:, 1]]
+    candidates: dict[str, Tensor] = {}
+    if split == "heldout":
+        targets = f
+        candidates = {name: f + off for name, off in spec.candidates.items()}
+    return AnchorDataset(task, split, tokens, targets, p, pair, candidates)

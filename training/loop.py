@@ -1,0 +1,319 @@
+"""The training loop (SPEC section 4) and the run folder it writes.
+
+:func:`train` trains one :class:`RunConfig` and returns the ``HookedTransformer`` with
+its metrics.  Given ``out_dir`` it writes a run folder::
+
+    out_dir/config.json       the whole RunConfig (enough to rebuild the run)
+    out_dir/metrics.json      {"status", "final", "history", ...}
+    out_dir/model.safetensors final weights (interp_init.load_model reads them)
+    out_dir/checkpoint.pt     training state while the run is unfinished
+
+Every file is written atomically (temporary file, then rename), so a kill never leaves
+a half-written file.  The same call after a kill resumes from the checkpoint and ends
+with the same weights and metrics as an uninterrupted run on CPU; a finished run is
+not trained again.  A non-finite loss stops the run, marks it ``diverged`` with the
+step, and keeps its last good checkpoint.
+
+Batches are taken by indexing a shuffled tensor on the device (no per-sample
+``DataLoader``); the loss is cross-entropy at the last position.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+from transformer_lens import HookedTransformer
+
+from interp_init import build_model, empty_model, load_weights, resolve_device, save_weights
+from interp_init.model import CONFIG_FILE, WEIGHTS_FILE
+from training.config import RunConfig
+from training.data import AnchorDataset, make_dataset, task_spec
+from training.evaluate import LogitsFn, evaluate, full_forward_last
+
+METRICS_FILE = "metrics.json"
+CHECKPOINT_FILE = "checkpoint.pt"
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file and a rename."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def atomic_write_json(path: Path, data: Any) -> None:
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
+
+
+def atomic_torch_save(obj: Any, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def read_metrics(run_dir: str | Path) -> dict | None:
+    """The run's ``metrics.json``, or ``None`` if it has none yet."""
+    path = Path(run_dir) / METRICS_FILE
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path} is not valid JSON ({err})") from err
+
+
+@dataclass
+class RunData:
+    """The datasets of a run, on its device."""
+
+    train: AnchorDataset
+    id_test: AnchorDataset
+    heldout: AnchorDataset | None
+    train_eval: AnchorDataset
+
+
+def make_run_data(cfg: RunConfig, device: torch.device | str = "cpu") -> RunData:
+    """Generate a run's train, ID-test, held-out and train-evaluation sets from its seeds."""
+    d, seeds = cfg.data, cfg.seeds
+    opts = dict(k=d.k, offset=d.offset)
+    train = make_dataset(d.task, "train", d.n_train, seeds["data.train"], **opts)
+    id_test = make_dataset(d.task, "id_test", d.n_test, seeds["data.id_test"], **opts)
+    heldout = None
+    if task_spec(d.task, **opts).heldout_pairs:
+        heldout = make_dataset(d.task, "heldout", d.n_test, seeds["data.heldout"], **opts)
+    n_eval = min(cfg.train.eval_samples, d.n_train)
+    train_eval = train.subset(slice(0, n_eval))
+    return RunData(
+        train.to(device), id_test.to(device), heldout.to(device) if heldout is not None else None, train_eval.to(device)
+    )
+
+
+@dataclass
+class TrainResult:
+    model: HookedTransformer
+    metrics: dict
+    config: RunConfig
+
+
+def _config_diff(a: dict, b: dict, prefix: str = "") -> list[str]:
+    diffs = []
+    for key in sorted(set(a) | set(b)):
+        va, vb = a.get(key), b.get(key)
+        if isinstance(va, dict) and isinstance(vb, dict):
+            diffs += _config_diff(va, vb, f"{prefix}{key}.")
+        elif va != vb:
+            diffs.append(f"{prefix}{key}: {va!r} (folder) vs {vb!r} (asked)")
+    return diffs
+
+
+def _check_run_dir(out_dir: Path, cfg: RunConfig) -> bool:
+    """True if ``out_dir`` already holds this run; error if it holds another."""
+    path = out_dir / CONFIG_FILE
+    if not path.exists():
+        return False
+    try:
+        saved = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path} is not valid JSON ({err}); remove the folder or choose another --out") from err
+    diffs = _config_diff(saved, cfg.to_dict())
+    if diffs:
+        raise ValueError(
+            f"{out_dir} holds a run with a different config ({'; '.join(diffs[:5])}); "
+            "choose another --out or remove that folder"
+        )
+    return True
+
+
+def train(
+    cfg: RunConfig,
+    out_dir: str | Path | None = None,
+    *,
+    device: str | torch.device | None = "auto",
+    progress: bool = True,
+    logits_fn: LogitsFn = full_forward_last,
+) -> TrainResult:
+    """Train the run ``cfg``; with ``out_dir``, write (or resume) its run folder.
+
+    Returns the trained ``HookedTransformer`` (eval mode, on ``device``) and its metrics
+    (the content of ``metrics.json``).
+    """
+    dev = resolve_device(device)
+    folder = Path(out_dir) if out_dir is not None else None
+    start_epoch, step, history, elapsed = 0, 0, [], 0.0
+    model: HookedTransformer | None = None
+    checkpoint = None
+    if folder is not None:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise ValueError(f"cannot create the run folder {folder}: {err.strerror}") from err
+        if not os.access(folder, os.W_OK):
+            raise ValueError(f"the run folder {folder} is not writable; choose another --out")
+        if _check_run_dir(folder, cfg):
+            metrics = read_metrics(folder)
+            if metrics is not None and metrics.get("status") in ("completed", "diverged") and (folder / WEIGHTS_FILE).exists():
+                model = empty_model(cfg.model, dev)
+                load_weights(model, cfg.model, folder / WEIGHTS_FILE)
+                return TrainResult(model.eval(), metrics, cfg)
+            if (folder / CHECKPOINT_FILE).exists():
+                checkpoint = _load_checkpoint(folder / CHECKPOINT_FILE, cfg)
+        else:
+            atomic_write_json(folder / CONFIG_FILE, cfg.to_dict())
+
+    model = build_model(cfg.model, cfg.init, cfg.seeds["init"], device=dev)
+    tc = cfg.train
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=tc.lr, betas=(tc.beta1, tc.beta2), eps=tc.eps, weight_decay=tc.weight_decay
+    )
+    if checkpoint is not None:
+        model.load_state_dict(checkpoint["model"])
+        optimizer.load_state_dict(checkpoint["optimizer"])
+        start_epoch, step = int(checkpoint["epoch"]), int(checkpoint["step"])
+        history, elapsed = list(checkpoint["history"]), float(checkpoint["elapsed_s"])
+
+    data = make_run_data(cfg, dev)
+    n = len(data.train)
+    steps_per_epoch = math.ceil(n / tc.batch_size)
+    status, diverged_step = "running", None
+    bar = tqdm(
+        range(start_epoch, tc.epochs),
+        initial=start_epoch,
+        total=tc.epochs,
+        desc=f"{cfg.data.task} gamma={cfg.init.gamma}",
+        disable=not progress,
+        unit="epoch",
+    )
+    model.train()
+    for epoch in bar:
+        t0 = time.perf_counter()
+        gen = torch.Generator().manual_seed(cfg.seeds["shuffle"] + epoch)
+        perm = torch.randperm(n, generator=gen).to(dev)
+        losses = torch.zeros(steps_per_epoch, device=dev)
+        for i in range(steps_per_epoch):
+            idx = perm[i * tc.batch_size : (i + 1) * tc.batch_size]
+            lr = tc.lr_at(epoch + i / steps_per_epoch)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            logits = logits_fn(model, data.train.tokens[idx])
+            loss = F.cross_entropy(logits.float(), data.train.targets[idx])
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if tc.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
+            optimizer.step()
+            losses[i] = loss.detach()
+            step += 1
+        finite = torch.isfinite(losses)
+        if not bool(finite.all()):
+            bad = int((~finite).nonzero()[0])
+            diverged_step = step - steps_per_epoch + bad
+            status = "diverged"
+            elapsed += time.perf_counter() - t0
+            break
+        record: dict[str, Any] = {"epoch": epoch + 1, "step": step, "loss": float(losses.mean()), "lr": lr}
+        if (epoch + 1) % tc.eval_every == 0 or epoch + 1 == tc.epochs:
+            record.update(evaluate(model, data.train_eval, data.id_test, data.heldout, logits_fn=logits_fn))
+            model.train()
+        history.append(record)
+        elapsed += time.perf_counter() - t0
+        bar.set_postfix(_postfix(record))
+        last = epoch + 1 == tc.epochs
+        if folder is not None and not last and (epoch + 1) % tc.checkpoint_every == 0:
+            _save_checkpoint(folder, cfg, model, optimizer, epoch + 1, step, history, elapsed, dev)
+    bar.close()
+
+    if status == "running":
+        status = "completed"
+    metrics = _metrics(cfg, model, data, history, status, diverged_step, elapsed, dev, logits_fn)
+    if folder is not None:
+        if status == "completed":
+            save_weights(model, cfg.model, folder / WEIGHTS_FILE)
+            atomic_write_json(folder / METRICS_FILE, metrics)
+            (folder / CHECKPOINT_FILE).unlink(missing_ok=True)
+        else:  # diverged: keep the last good checkpoint, and its weights as the run's model
+            good = folder / CHECKPOINT_FILE
+            if good.exists():
+                state = _load_checkpoint(good, cfg)
+                model.load_state_dict(state["model"])
+            else:
+                model = build_model(cfg.model, cfg.init, cfg.seeds["init"], device=dev)
+            save_weights(model, cfg.model, folder / WEIGHTS_FILE)
+            atomic_write_json(folder / METRICS_FILE, metrics)
+    return TrainResult(model.eval(), metrics, cfg)
+
+
+def _postfix(record: dict) -> dict[str, str]:
+    out = {"loss": f"{record['loss']:.3f}"}
+    for key in ("train_acc", "id_acc", "ood_acc"):
+        if key in record:
+            out[key.replace("_acc", "")] = f"{record[key]:.2f}"
+    for pair, accs in record.get("heldout", {}).items():
+        out[pair] = "/".join(f"{k[:3]} {v:.2f}" for k, v in accs.items())
+    return out
+
+
+def _metrics(cfg, model, data, history, status, diverged_step, elapsed, dev, logits_fn) -> dict:
+    final: dict[str, Any] = {}
+    if status == "completed":
+        final = dict(history[-1]) if history and "train_acc" in history[-1] else {}
+        if not final:
+            final = {"epoch": cfg.train.epochs, **evaluate(model, data.train_eval, data.id_test, data.heldout, logits_fn)}
+    elif history:
+        final = dict(history[-1])
+    out = {
+        "status": status,
+        "final": final,
+        "history": history,
+        "device": str(dev),
+        "elapsed_s": round(elapsed, 3),
+    }
+    if diverged_step is not None:
+        out["diverged_at_step"] = diverged_step
+    return out
+
+
+def _save_checkpoint(folder, cfg, model, optimizer, epoch, step, history, elapsed, dev) -> None:
+    state = {
+        "format": "interp-init-checkpoint/1",
+        "config": cfg.to_dict(),
+        "model": {k: v.detach().to("cpu") for k, v in model.state_dict().items()},
+        "optimizer": _to_cpu(optimizer.state_dict()),
+        "epoch": epoch,
+        "step": step,
+        "history": history,
+        "elapsed_s": elapsed,
+    }
+    atomic_torch_save(state, folder / CHECKPOINT_FILE)
+    progress = {"status": "running", "final": {}, "history": history, "device": str(dev), "elapsed_s": round(elapsed, 3)}
+    atomic_write_json(folder / METRICS_FILE, progress)
+
+
+def _to_cpu(obj: Any) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().to("cpu")
+    if isinstance(obj, dict):
+        return {k: _to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_to_cpu(v) for v in obj]
+    return obj
+
+
+def _load_checkpoint(path: Path, cfg: RunConfig) -> dict:
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - any unreadable file gets the same clear message
+        raise ValueError(f"{path} is not a readable checkpoint ({type(err).__name__}: {err}); it may be truncated or foreign. Remove it to restart the run.") from err
+    if not isinstance(state, dict) or state.get("format") != "interp-init-checkpoint/1":
+        raise ValueError(f"{path} is not an interp-init checkpoint; remove it to restart the run")
+    if state.get("config") != cfg.to_dict():
+        raise ValueError(f"{path} is a checkpoint from another config; remove it or choose another --out")
+    return state
