@@ -1,0 +1,102 @@
+"""Stable rank of weight matrices (SPEC section 6.5; journal Fig. 5C).
+
+The stable rank of a matrix W is ||W||_F^2 / ||W||_2^2 = sum_i (s_i / s_max)^2, a smooth
+lower bound of the rank: 1 for a rank-1 matrix, n for an orthogonal n x n matrix,
+unchanged by scaling W or rotating it.  The journal paper plots the stable rank of the
+first layer's W_Q (all heads merged into one ``d_model x n_heads * d_head`` matrix) over
+the (gamma, weight decay) grid: it falls as the phase index rises (small init, reasoning).
+
+Shapes: ``stable_rank`` takes a 2-D tensor ``[rows, cols]``; ``weight_stable_ranks``
+returns a DataFrame with one row per weight matrix of a ``HookedTransformer``.
+
+Example::
+
+    >>> import torch
+    >>> from probes import stable_rank
+    >>> round(stable_rank(torch.eye(5)), 6), round(stable_rank(torch.ones(4, 3)), 6)
+    (5.0, 1.0)
+"""
+
+from __future__ import annotations
+
+import einops
+import pandas as pd
+import torch
+from jaxtyping import Float
+from torch import Tensor
+from transformer_lens import HookedTransformer
+
+
+def _as_matrix(matrix: Tensor, name: str = "matrix") -> Tensor:
+    if not isinstance(matrix, Tensor):
+        matrix = torch.as_tensor(matrix)
+    if matrix.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D matrix, got shape {tuple(matrix.shape)}; merge heads first (see merged_weight)")
+    return matrix.detach().to(torch.float64)
+
+
+def singular_values(matrix: Float[Tensor, "rows cols"]) -> Float[Tensor, " k"]:
+    """Singular values of a 2-D matrix, descending (float64)."""
+    return torch.linalg.svdvals(_as_matrix(matrix))
+
+
+def stable_rank(matrix: Float[Tensor, "rows cols"]) -> float:
+    """||W||_F^2 / ||W||_2^2 of a 2-D matrix (0 for the zero matrix)."""
+    s = singular_values(matrix)
+    if s.numel() == 0 or float(s[0]) == 0.0:
+        return 0.0
+    return float((s / s[0]).pow(2).sum())
+
+
+def merged_weight(model: HookedTransformer, name: str, layer: int | None = None) -> Float[Tensor, "d_in d_out"]:
+    """A weight of ``model`` as one 2-D ``[d_in, d_out]`` matrix, heads merged.
+
+    ``name`` is ``W_Q``, ``W_K``, ``W_V`` (``[d_model, n_heads * d_head]``), ``W_O``
+    (``[n_heads * d_head, d_model]``), ``W_in``, ``W_out`` (need ``layer``), or ``W_E``,
+    ``W_pos``, ``W_U``.
+    """
+    if name in ("W_E", "W_pos", "W_U"):
+        module = {"W_E": model.embed, "W_pos": model.pos_embed, "W_U": model.unembed}[name]
+        return getattr(module, name).detach()
+    if layer is None or not 0 <= layer < model.cfg.n_layers:
+        raise ValueError(f"layer must be in 0..{model.cfg.n_layers - 1} for {name}, got {layer!r}")
+    block = model.blocks[layer]
+    if name in ("W_Q", "W_K", "W_V"):
+        return einops.rearrange(getattr(block.attn, name).detach(), "h d_model d_head -> d_model (h d_head)")
+    if name == "W_O":
+        return einops.rearrange(block.attn.W_O.detach(), "h d_head d_model -> (h d_head) d_model")
+    if name in ("W_in", "W_out"):
+        if model.cfg.attn_only:
+            raise ValueError(f"{name} does not exist: the model is attention-only")
+        return getattr(block.mlp, name).detach()
+    raise ValueError(f"unknown weight {name!r}; use W_Q, W_K, W_V, W_O, W_in, W_out, W_E, W_pos or W_U")
+
+
+def weight_matrices(model: HookedTransformer) -> list[tuple[int | None, str, Tensor]]:
+    """Every weight matrix of ``model`` as ``(layer, name, 2-D matrix)``, heads merged."""
+    out: list[tuple[int | None, str, Tensor]] = [(None, "W_E", merged_weight(model, "W_E")), (None, "W_pos", merged_weight(model, "W_pos"))]
+    names = ["W_Q", "W_K", "W_V", "W_O"] + ([] if model.cfg.attn_only else ["W_in", "W_out"])
+    for layer in range(model.cfg.n_layers):
+        out += [(layer, name, merged_weight(model, name, layer)) for name in names]
+    out.append((None, "W_U", merged_weight(model, "W_U")))
+    return out
+
+
+def weight_stable_ranks(model: HookedTransformer) -> pd.DataFrame:
+    """One row per weight matrix: layer, name, shape, stable_rank, spectral_norm, frobenius_norm."""
+    rows = []
+    for layer, name, matrix in weight_matrices(model):
+        s = singular_values(matrix)
+        rows.append(
+            {
+                "layer": layer,
+                "name": name,
+                "shape": tuple(matrix.shape),
+                "stable_rank": stable_rank(matrix),
+                "spectral_norm": float(s[0]),
+                "frobenius_norm": float(s.pow(2).sum().sqrt()),
+            }
+        )
+    frame = pd.DataFrame(rows, columns=["layer", "name", "shape", "stable_rank", "spectral_norm", "frobenius_norm"])
+    frame["layer"] = frame["layer"].astype("Int64")  # embeddings and unembedding have no layer (<NA>)
+    return frame
