@@ -87,7 +87,10 @@ def train_command(task: str, preset: str, seed: int, device: str, quiet: bool, o
 
 
 #: Extra subcommands, registered by the modules that implement them.
-_EXTRA_COMMANDS: tuple[str, ...] = ()
+_EXTRA_COMMANDS: tuple[str, ...] = (
+    "training.sweep:sweep_command",
+    "training.phase:phase_diagram_command",
+)
 
 
 def _register_extras() -> None:
@@ -98,6 +101,12 @@ def _register_extras() -> None:
         command = getattr(importlib.import_module(module_name), attr)
         if command.name not in cli.commands:
             cli.add_command(command)
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return f"cannot write or read {exc.filename}: {exc.strerror}"
+    return " ".join(str(exc).split())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -114,8 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except click.exceptions.Abort:
         click.echo("interp-init: aborted", err=True)
         return 130
-    except (ValueError, FileNotFoundError, PermissionError) as exc:
-        click.echo(f"interp-init: error: {exc}", err=True)
+    except (ValueError, OSError) as exc:
+        click.echo(f"interp-init: error: {_one_line(exc)}", err=True)
         return 2
     return 0
 

@@ -1,0 +1,145 @@
+"""The anchor-function data against an independent, scalar statement of SPEC section 1."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from training import make_dataset
+from training.data import SYMMETRIC_GROUPS
+
+SHIFT = {1: 5, 2: 1, 3: -2, 4: -8}
+
+
+def _scalar_target(task: str, x: int, a1: int, a2: int, k: int = 0, offset: int = 4) -> int:
+    f = x + SHIFT[a1] + SHIFT[a2]
+    if task == "symmetric" and (a1, a2) == (3, 4):
+        return x - 6
+    if task == "complexity":
+        offset_pairs = {pair for group in SYMMETRIC_GROUPS[:k] for pair in group}
+        if (a1, a2) in offset_pairs:
+            return f + offset
+    return f
+
+
+def _check_rules(ds, task: str, k: int = 0, offset: int = 4) -> None:
+    assert ds.tokens.dtype == torch.int64 and ds.tokens.shape[1] == 9
+    for tokens, target, p, pair in zip(ds.tokens.tolist(), ds.targets.tolist(), ds.key_positions.tolist(), ds.anchor_pairs.tolist()):
+        assert 0 <= p <= 6
+        anchors = [i for i, t in enumerate(tokens) if t in SHIFT]
+        assert anchors == [p + 1, p + 2], tokens  # exactly one adjacent anchor pair, right after the key
+        assert [tokens[p + 1], tokens[p + 2]] == pair
+        assert all(20 <= t <= 99 for i, t in enumerate(tokens) if i not in anchors)
+        x = tokens[p]
+        if ds.split == "id_test":
+            assert x % 9 == p
+        else:
+            assert x % 9 != p
+        want = x + SHIFT[pair[0]] + SHIFT[pair[1]] if ds.split == "heldout" else _scalar_target(task, x, *pair, k=k, offset=offset)
+        assert target == want
+
+
+@pytest.mark.parametrize("task", ["symmetric", "id-ood"])
+@pytest.mark.parametrize("split", ["train", "id_test", "heldout"])
+def test_targets_follow_spec(task: str, split: str) -> None:
+    _check_rules(make_dataset(task, split, 400, seed=1), task)
+
+
+@pytest.mark.parametrize("k", [0, 3, 6])
+def test_complexity_targets(k: int) -> None:
+    ds = make_dataset("complexity", "train", 600, seed=2, k=k, offset=4)
+    _check_rules(ds, "complexity", k=k)
+    assert len({tuple(p) for p in ds.anchor_pairs.tolist()}) == 16
+
+
+def test_symmetric_heldout_candidates() -> None:
+    ds = make_dataset("symmetric", "heldout", 200, seed=0)
+    assert (ds.anchor_pairs == torch.tensor([4, 3])).all()
+    assert torch.equal(ds.candidate_targets["inferential"], ds.keys - 10)
+    assert torch.equal(ds.candidate_targets["symmetric"], ds.keys - 6)
+
+
+def test_train_and_id_test_share_no_key_position() -> None:
+    for task in ("symmetric", "id-ood", "complexity"):
+        train = make_dataset(task, "train", 20_000, seed=0)
+        test = make_dataset(task, "id_test", 5_000, seed=1)
+        combos = lambda ds: set(zip(ds.keys.tolist(), ds.key_positions.tolist()))  # noqa: E731
+        assert not combos(train) & combos(test)
+        assert set(train.keys.tolist()) == set(range(20, 100))  # every key value is seen in training
+
+
+@pytest.mark.parametrize("task,heldout", [("symmetric", {(4, 3)}), ("id-ood", {(3, 4), (4, 3)})])
+def test_heldout_pairs_never_in_training(task: str, heldout: set) -> None:
+    train = make_dataset(task, "train", 20_000, seed=0)
+    pairs = {tuple(p) for p in train.anchor_pairs.tolist()}
+    assert not pairs & heldout
+    assert len(pairs) == 16 - (len(heldout) if task == "id-ood" else 1)
+    assert {tuple(p) for p in make_dataset(task, "heldout", 500, seed=0).anchor_pairs.tolist()} == heldout
+
+
+def test_targets_stay_in_vocabulary() -> None:
+    for task, kw in (("symmetric", {}), ("id-ood", {}), ("complexity", {"k": 6})):
+        ds = make_dataset(task, "train", 50_000, seed=0, **kw)
+        assert int(ds.targets.min()) >= 4 and int(ds.targets.max()) <= 109
+
+
+def test_same_seed_same_data_other_seed_other_data() -> None:
+    a, b, c = (make_dataset("symmetric", "train", 1000, seed=s) for s in (5, 5, 6))
+    assert torch.equal(a.tokens, b.tokens) and torch.equal(a.targets, b.targets)
+    assert not torch.equal(a.tokens, c.tokens)
+
+
+def test_swapped_exchanges_the_pair_only() -> None:
+    ds = make_dataset("id-ood", "heldout", 100, seed=0)
+    sw = ds.swapped()
+    rows = torch.arange(len(ds))
+    assert torch.equal(sw.tokens[rows, ds.key_positions + 1], ds.tokens[rows, ds.key_positions + 2])
+    assert torch.equal(sw.tokens[rows, ds.key_positions + 2], ds.tokens[rows, ds.key_positions + 1])
+    other = torch.ones_like(ds.tokens, dtype=torch.bool)
+    other[rows, ds.key_positions + 1] = False
+    other[rows, ds.key_positions + 2] = False
+    assert torch.equal(sw.tokens[other], ds.tokens[other])
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        (dict(task="nope", split="train", n=5, seed=0), "unknown task 'nope'"),
+        (dict(task="symmetric", split="valid", n=5, seed=0), "unknown split 'valid'"),
+        (dict(task="symmetric", split="train", n=0, seed=0), "n \\(number of samples\\) must be an integer >= 1"),
+        (dict(task="complexity", split="heldout", n=5, seed=0), "has no held-out pair"),
+        (dict(task="complexity", split="train", n=5, seed=0, k=7), "k \\(inferential complexity\\) must be an integer in 0..6"),
+        (dict(task="complexity", split="train", n=5, seed=0, k=-1), "must be an integer in 0..6"),
+        (dict(task="symmetric", split="train", n=5, seed=0, k=2), "k applies to the 'complexity' task only"),
+        (dict(task="complexity", split="train", n=5, seed=0, k=6, offset=200), "outside the vocabulary"),
+        (dict(task="symmetric", split="train", n=5), "exactly one source of randomness"),
+    ],
+)
+def test_bad_input_is_rejected(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        make_dataset(**kwargs)
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    task=st.sampled_from(["symmetric", "id-ood", "complexity"]),
+    split=st.sampled_from(["train", "id_test", "heldout"]),
+    n=st.integers(1, 300),
+    seed=st.integers(0, 2**63 - 1),
+    k=st.integers(0, 6),
+    offset=st.integers(-10, 40).filter(lambda o: o != 0),
+)
+def test_generated_data_always_obeys_spec(task: str, split: str, n: int, seed: int, k: int, offset: int) -> None:
+    if task != "complexity":
+        k, offset = 0, 4
+    if task == "complexity" and split == "heldout":
+        with pytest.raises(ValueError, match="no held-out pair"):
+            make_dataset(task, split, n, seed=seed, k=k, offset=offset)
+        return
+    ds = make_dataset(task, split, n, seed=seed, k=k, offset=offset)
+    assert len(ds) == n
+    _check_rules(ds, task, k=k, offset=offset)

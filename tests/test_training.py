@@ -1,0 +1,188 @@
+"""The training loop and its run folder: metrics, loading, determinism, resume, divergence."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from interp_init import load_model
+from training import make_dataset, make_run_config, read_metrics, train
+from training.config import TrainConfig
+from training.evaluate import full_forward_last
+
+
+def _tiny(**kw):
+    return make_run_config("tiny", **{"gamma": 0.8, "seed": 0, **kw})
+
+
+def test_run_folder_and_metrics_layout(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = train(_tiny(), out, device="cpu", progress=False)
+    assert {p.name for p in out.iterdir()} == {"config.json", "metrics.json", "model.safetensors"}
+    metrics = read_metrics(out)
+    assert metrics == json.loads(json.dumps(result.metrics))
+    assert metrics["status"] == "completed"
+    final = metrics["final"]
+    for key in ("train_acc", "id_acc", "per_pair", "heldout"):
+        assert key in final
+    assert set(final["heldout"]) == {"4,3"} and set(final["heldout"]["4,3"]) == {"inferential", "symmetric"}
+    assert len(final["per_pair"]) == 16 and "4,3" in final["per_pair"]
+    assert [r["epoch"] for r in metrics["history"]] == [1, 2, 3]
+    for record in metrics["history"]:
+        assert {"epoch", "step", "loss", "train_acc", "id_acc"} <= set(record)
+    config = json.loads((out / "config.json").read_text())
+    assert config["init"]["gamma"] == 0.8 and config["seed"] == 0 and set(config["seeds"]) >= {"init", "data.train", "shuffle"}
+
+
+def test_id_ood_metrics(tmp_path: Path) -> None:
+    metrics = train(_tiny(task="id-ood"), tmp_path / "r", device="cpu", progress=False).metrics
+    final = metrics["final"]
+    assert 0 <= final["ood_acc"] <= 1 and 0 <= final["commutativity"] <= 1
+    assert "heldout" not in final and {"3,4", "4,3"} <= set(final["per_pair"])
+
+
+def test_loaded_model_has_identical_logits(tmp_path: Path) -> None:
+    result = train(_tiny(), tmp_path / "r", device="cpu", progress=False)
+    loaded = load_model(tmp_path / "r")
+    tokens = make_dataset("symmetric", "train", 64, seed=9).tokens
+    assert torch.equal(loaded(tokens), result.model(tokens))
+
+
+def test_same_seed_same_weights_and_metrics(tmp_path: Path) -> None:
+    a = train(_tiny(), tmp_path / "a", device="cpu", progress=False)
+    b = train(_tiny(), tmp_path / "b", device="cpu", progress=False)
+    c = train(_tiny(seed=1), tmp_path / "c", device="cpu", progress=False)
+    for (name, pa), pb in zip(a.model.named_parameters(), b.model.parameters()):
+        assert torch.equal(pa, pb), name
+    assert a.metrics["history"] == b.metrics["history"]
+    assert (tmp_path / "a" / "model.safetensors").read_bytes() == (tmp_path / "b" / "model.safetensors").read_bytes()
+    assert not torch.equal(a.model.W_E, c.model.W_E)
+
+
+def test_learns_on_cpu(tmp_path: Path) -> None:
+    """A few seconds of training on a small model fits much of the data (the loop really trains)."""
+    cfg = make_run_config(
+        "tiny", gamma=0.5, d_model=64, d_head=32, n_heads=2, d_mlp=128, n_train=8000, epochs=12, lr=3e-3,
+        warmup_epochs=1.0, cosine_epochs=11.0, batch_size=256,
+    )  # fmt: skip
+    metrics = train(cfg, device="cpu", progress=False).metrics
+    assert metrics["history"][-1]["loss"] < metrics["history"][0]["loss"] - 1.0
+    assert metrics["final"]["train_acc"] > 0.2
+
+
+class _Interrupt(Exception):
+    pass
+
+
+def _interrupting(after_calls: int):
+    calls = {"n": 0}
+
+    def logits_fn(model, tokens):
+        calls["n"] += 1
+        if calls["n"] > after_calls:
+            raise _Interrupt
+        return full_forward_last(model, tokens)
+
+    return logits_fn
+
+
+def test_interrupted_run_resumes_to_identical_result(tmp_path: Path) -> None:
+    cfg = _tiny()
+    reference = train(cfg, tmp_path / "ref", device="cpu", progress=False)
+    steps_per_epoch = math.ceil(cfg.data.n_train / cfg.train.batch_size)
+    evals_per_epoch = 3  # train subset, id test, heldout: one batch each at tiny size
+    with pytest.raises(_Interrupt):
+        train(cfg, tmp_path / "run", device="cpu", progress=False, logits_fn=_interrupting(steps_per_epoch + evals_per_epoch + 2))
+    assert (tmp_path / "run" / "checkpoint.pt").exists()
+    assert read_metrics(tmp_path / "run")["status"] == "running"
+    resumed = train(cfg, tmp_path / "run", device="cpu", progress=False)
+    assert resumed.metrics["history"] == reference.metrics["history"]
+    for pa, pb in zip(reference.model.parameters(), resumed.model.parameters()):
+        assert torch.equal(pa, pb)
+    assert not (tmp_path / "run" / "checkpoint.pt").exists()
+
+
+def test_finished_run_is_not_trained_again(tmp_path: Path) -> None:
+    cfg = _tiny()
+    train(cfg, tmp_path / "r", device="cpu", progress=False)
+    mtime = (tmp_path / "r" / "model.safetensors").stat().st_mtime_ns
+    again = train(cfg, tmp_path / "r", device="cpu", progress=False, logits_fn=_interrupting(0))
+    assert again.metrics["status"] == "completed"
+    assert (tmp_path / "r" / "model.safetensors").stat().st_mtime_ns == mtime
+
+
+def test_folder_with_another_config_is_refused(tmp_path: Path) -> None:
+    train(_tiny(), tmp_path / "r", device="cpu", progress=False)
+    with pytest.raises(ValueError, match=r"holds a run with a different config \(init.gamma: 0.8 \(folder\) vs 0.5"):
+        train(_tiny(gamma=0.5), tmp_path / "r", device="cpu", progress=False)
+
+
+def test_divergence_is_recorded_and_last_good_checkpoint_kept(tmp_path: Path) -> None:
+    cfg = _tiny()
+    steps_per_epoch = math.ceil(cfg.data.n_train / cfg.train.batch_size)
+    calls = {"n": 0}
+
+    def nan_in_second_epoch(model, tokens):
+        logits = full_forward_last(model, tokens)
+        if model.training:
+            calls["n"] += 1
+            if calls["n"] == steps_per_epoch + 3:
+                return logits * float("nan")
+        return logits
+
+    result = train(cfg, tmp_path / "r", device="cpu", progress=False, logits_fn=nan_in_second_epoch)
+    metrics = read_metrics(tmp_path / "r")
+    assert metrics["status"] == "diverged" and result.metrics["status"] == "diverged"
+    assert metrics["diverged_at_step"] == steps_per_epoch + 3
+    assert (tmp_path / "r" / "checkpoint.pt").exists()
+    checkpoint = torch.load(tmp_path / "r" / "checkpoint.pt", weights_only=True)
+    assert checkpoint["epoch"] == 1
+    loaded = load_model(tmp_path / "r")
+    assert all(torch.isfinite(p).all() for p in loaded.parameters())
+    assert torch.equal(loaded.W_E, checkpoint["model"]["embed.W_E"])
+
+
+def test_paper_schedule_is_expressible() -> None:
+    tc = make_run_config("paper").train
+    assert tc.lr_at(0) == pytest.approx(1e-5)
+    assert tc.lr_at(5) == pytest.approx((1e-5 + 2.5e-4) / 2)
+    assert tc.lr_at(10) == pytest.approx(2.5e-4)
+    assert tc.lr_at(110) == pytest.approx((2.5e-4 + 1e-5) / 2)
+    assert tc.lr_at(210) == pytest.approx(1e-5)
+    assert make_run_config("paper", task="id-ood").train.lr == pytest.approx(1.5e-4)
+    assert make_run_config("paper", task="complexity", k=2).data.n_train == 100_000
+
+
+@pytest.mark.parametrize(
+    "field,value,message",
+    [
+        ("lr", 0.0, "lr must be a finite positive number"),
+        ("batch_size", 0, "batch_size must be an integer >= 1"),
+        ("beta1", 1.0, "beta1 must be a number in \\[0, 1\\)"),
+        ("weight_decay", -0.1, "weight_decay must be a finite number >= 0"),
+    ],
+)
+def test_bad_train_config(field: str, value: object, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        TrainConfig(**{field: value})
+
+
+@pytest.mark.parametrize(
+    "options,message",
+    [
+        (dict(preset="nope"), "unknown preset 'nope'"),
+        (dict(task="nope"), "unknown task 'nope'"),
+        (dict(gamma=float("nan")), "gamma must be a finite positive number"),
+        (dict(n_train=0), "n_train must be an integer >= 1"),
+        (dict(task="complexity", k=7), "must be an integer in 0..6"),
+        (dict(colour="red"), "unknown option\\(s\\) \\['colour'\\]"),
+    ],
+)
+def test_bad_run_options(options: dict, message: str) -> None:
+    preset = options.pop("preset", "tiny")
+    with pytest.raises(ValueError, match=message):
+        make_run_config(preset, **options)
