@@ -1,9 +1,100 @@
 """Hook-based analyses of any TransformerLens ``HookedTransformer`` (SPEC section 6).
 
 Each analysis returns data first (tensors, arrays or DataFrames); figures are drawn by
-separate functions.
+separate ``plot_*`` functions.  Modules: :mod:`probes.masking` (attention masking after
+softmax, projections and cluster scores), :mod:`probes.flow` (information flow, top
+paths, circuitsvis HTML), :mod:`probes.similarity` (cosine-similarity heatmaps and block
+scores), :mod:`probes.condensation` (neuron condensation, embedding PCA, spectra) and
+:mod:`probes.rank` (stable rank).
+
+``probes.condensation`` is the function (exported here); the module of the same name is
+reached with ``importlib.import_module("probes.condensation")``.
 """
 
+from probes.condensation import (
+    Condensation,
+    EmbeddingPCA,
+    condensation,
+    embedding_pca,
+    plot_condensation,
+    plot_eigenvalues,
+    plot_embedding_pca,
+    plot_spectra,
+    singular_value_spectra,
+)
+from probes.flow import (
+    attention_html,
+    attention_patterns,
+    fix_self_closing_divs,
+    information_flow,
+    offline_html,
+    plot_flow,
+    standalone_html,
+    token_labels,
+    top_paths,
+)
+from probes.masking import (
+    MaskedRun,
+    candidate_labelings,
+    cluster_scores,
+    mask_key,
+    mask_second_anchor,
+    masked_run,
+    plot_projection,
+    project,
+    source_mask,
+)
 from probes.rank import merged_weight, singular_values, stable_rank, weight_matrices, weight_stable_ranks
+from probes.similarity import (
+    SimilarityResult,
+    block_score,
+    cosine_similarity_matrix,
+    equal_mask,
+    input_grid,
+    plot_similarity,
+    residual_similarity,
+    value_similarity,
+)
 
-__all__ = ["merged_weight", "singular_values", "stable_rank", "weight_matrices", "weight_stable_ranks"]
+__all__ = [
+    "Condensation",
+    "EmbeddingPCA",
+    "MaskedRun",
+    "SimilarityResult",
+    "attention_html",
+    "attention_patterns",
+    "block_score",
+    "candidate_labelings",
+    "cluster_scores",
+    "condensation",
+    "cosine_similarity_matrix",
+    "embedding_pca",
+    "equal_mask",
+    "fix_self_closing_divs",
+    "information_flow",
+    "input_grid",
+    "mask_key",
+    "mask_second_anchor",
+    "masked_run",
+    "merged_weight",
+    "offline_html",
+    "plot_condensation",
+    "plot_eigenvalues",
+    "plot_embedding_pca",
+    "plot_flow",
+    "plot_projection",
+    "plot_similarity",
+    "plot_spectra",
+    "project",
+    "residual_similarity",
+    "singular_value_spectra",
+    "singular_values",
+    "source_mask",
+    "stable_rank",
+    "standalone_html",
+    "token_labels",
+    "top_paths",
+    "value_similarity",
+    "weight_matrices",
+    "weight_stable_ranks",
+]

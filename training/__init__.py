@@ -21,7 +21,9 @@ from training.data import (
     make_dataset,
     task_spec,
 )
+from training.ensemble import train_ensemble
 from training.evaluate import evaluate, predict
+from training.fast import last_position_logits
 from training.loop import TrainResult, make_run_data, read_metrics, train
 
 __all__ = [
@@ -40,6 +42,7 @@ __all__ = [
     "composite",
     "derive_seed",
     "evaluate",
+    "last_position_logits",
     "make_dataset",
     "make_run_config",
     "make_run_data",
@@ -48,4 +51,5 @@ __all__ = [
     "read_metrics",
     "task_spec",
     "train",
+    "train_ensemble",
 ]

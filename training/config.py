@@ -41,6 +41,10 @@ class DataConfig:
         task_spec(self.task, k=self.k, offset=self.offset)  # validates k and offset
 
 
+#: Training precisions: fp32, or bf16 autocast of the forward pass.
+PRECISIONS: tuple[str, ...] = ("fp32", "bf16")
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """The optimization recipe (SPEC section 4).
@@ -67,8 +71,18 @@ class TrainConfig:
     eval_every: int = 1
     eval_samples: int = 10_000
     checkpoint_every: int = 1
+    #: Train through :func:`training.fast.last_position_logits` (the same function,
+    #: computed only where the last-position loss needs it); ``False``: the hooked forward.
+    fast_forward: bool = True
+    #: ``"fp32"``, or ``"bf16"``: forward under ``torch.autocast`` in bfloat16 (weights,
+    #: optimizer and evaluation stay fp32).  See benchmarks/README.md for what it trades.
+    precision: str = "fp32"
 
     def __post_init__(self) -> None:
+        if not isinstance(self.fast_forward, bool):
+            raise ValueError(f"fast_forward must be true or false, got {self.fast_forward!r}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
         for name in ("epochs", "batch_size", "eval_every", "eval_samples", "checkpoint_every"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -129,7 +143,7 @@ class RunConfig:
     @property
     def seeds(self) -> dict[str, int]:
         """The seed of every random source, derived from :attr:`seed`."""
-        names = ("init", "data.train", "data.id_test", "data.heldout", "data.eval", "shuffle")
+        names = ("init", "data.train", "data.id_test", "data.heldout", "shuffle")
         return {name: derive_seed(self.seed, name) for name in names}
 
     def to_dict(self) -> dict[str, Any]:
@@ -194,7 +208,20 @@ def _tiny(task: str) -> dict[str, Any]:
     )  # fmt: skip
 
 
-PRESETS: dict[str, Any] = {"paper": _paper, "tiny": _tiny}
+def _cpu(task: str) -> dict[str, Any]:
+    # Minutes on 2 CPU cores and still shows the memorize-versus-reason flip with the
+    # regimes of training.reproduce.REGIMES["cpu"]; found by the search recorded in
+    # docs/cpu-reproduction.md.
+    return dict(
+        n_layers=2, d_model=128, n_heads=1, d_head=64, d_mlp=384,
+        n_train=20_000, n_test=2_000,
+        epochs=12, batch_size=128, lr=1e-3, warmup_start_lr=5e-5, min_lr=5e-5,
+        warmup_epochs=1.0, cosine_epochs=11.0, weight_decay=0.01, grad_clip=1.0,
+        eval_every=1, eval_samples=2_000,
+    )  # fmt: skip
+
+
+PRESETS: dict[str, Any] = {"paper": _paper, "tiny": _tiny, "cpu": _cpu}
 
 
 def preset_options(preset: str, task: str = "symmetric") -> dict[str, Any]:

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
@@ -38,6 +37,7 @@ from interp_init.model import CONFIG_FILE, WEIGHTS_FILE
 from training.config import RunConfig
 from training.data import AnchorDataset, make_dataset, task_spec
 from training.evaluate import LogitsFn, evaluate, full_forward_last
+from training.fast import last_position_logits, make_optimizer, train_step
 
 METRICS_FILE = "metrics.json"
 CHECKPOINT_FILE = "checkpoint.pt"
@@ -139,13 +139,18 @@ def train(
     *,
     device: str | torch.device | None = "auto",
     progress: bool = True,
-    logits_fn: LogitsFn = full_forward_last,
+    logits_fn: LogitsFn | None = None,
 ) -> TrainResult:
     """Train the run ``cfg``; with ``out_dir``, write (or resume) its run folder.
 
     Returns the trained ``HookedTransformer`` (eval mode, on ``device``) and its metrics
-    (the content of ``metrics.json``).
+    (the content of ``metrics.json``).  ``logits_fn`` (training and evaluation) defaults
+    to :func:`training.fast.last_position_logits` (``cfg.train.fast_forward``, the
+    default) or the hooked forward; ``cfg.train.precision="bf16"`` runs the training
+    forward under bfloat16 autocast (evaluation stays fp32).
     """
+    if logits_fn is None:
+        logits_fn = last_position_logits if cfg.train.fast_forward else full_forward_last
     dev = resolve_device(device)
     folder = Path(out_dir) if out_dir is not None else None
     start_epoch, step, history, elapsed = 0, 0, [], 0.0
@@ -171,9 +176,7 @@ def train(
 
     model = build_model(cfg.model, cfg.init, cfg.seeds["init"], device=dev)
     tc = cfg.train
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=tc.lr, betas=(tc.beta1, tc.beta2), eps=tc.eps, weight_decay=tc.weight_decay
-    )
+    optimizer = make_optimizer(model, tc)
     if checkpoint is not None:
         model.load_state_dict(checkpoint["model"])
         optimizer.load_state_dict(checkpoint["optimizer"])
@@ -203,19 +206,20 @@ def train(
             lr = tc.lr_at(epoch + i / steps_per_epoch)
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            logits = logits_fn(model, data.train.tokens[idx])
-            loss = F.cross_entropy(logits.float(), data.train.targets[idx])
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if tc.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
-            optimizer.step()
-            losses[i] = loss.detach()
+            losses[i] = train_step(
+                model,
+                optimizer,
+                data.train.tokens[idx],
+                data.train.targets[idx],
+                logits_fn=logits_fn,
+                grad_clip=tc.grad_clip,
+                precision=tc.precision,
+            )
             step += 1
         finite = torch.isfinite(losses)
         if not bool(finite.all()):
             bad = int((~finite).nonzero()[0])
-            diverged_step = step - steps_per_epoch + bad
+            diverged_step = step - steps_per_epoch + bad + 1  # 1-based, like history's step counts
             status = "diverged"
             elapsed += time.perf_counter() - t0
             break

@@ -1,0 +1,61 @@
+"""What bf16 autocast trades: train the same runs in fp32 and in bf16, print accuracies and time.
+
+Two configurations of the ``symmetric`` task: the ``tiny`` preset, and a d_model-128
+model like FINDINGS.md's (2 layers, 1 head, d_head 64, d_mlp 384, 40,000 samples,
+batch 512, lr 1e-3, 5% warmup then cosine to 5% of the peak).  Each is trained with
+``precision="fp32"`` and ``"bf16"`` from the same seed; the table shows the final
+train / ID / held-out (4,3) accuracies and the training time::
+
+    python benchmarks/bf16_accuracy.py                  # tiny, then d_model 128 (minutes)
+    python benchmarks/bf16_accuracy.py --only tiny
+"""
+
+from __future__ import annotations
+
+import click
+import torch
+
+from training import make_run_config, train
+
+
+def _configs(epochs_128: int, gamma_128: float) -> dict[str, dict]:
+    return {
+        "tiny": dict(preset="tiny"),
+        "d128": dict(
+            preset="tiny", n_layers=2, d_model=128, n_heads=1, d_head=64, d_mlp=384,
+            n_train=40_000, n_test=2_000, eval_samples=2_000, batch_size=512, epochs=epochs_128,
+            lr=1e-3, warmup_start_lr=1e-5, min_lr=5e-5, warmup_epochs=0.05 * epochs_128,
+            cosine_epochs=0.95 * epochs_128, eval_every=epochs_128, gamma=gamma_128,
+        ),
+    }  # fmt: skip
+
+
+@click.command()
+@click.option("--only", type=click.Choice(["tiny", "d128"]), default=None, help="Run one configuration only.")
+@click.option("--epochs-128", type=int, default=12, show_default=True)
+@click.option("--gamma-128", type=float, default=0.7, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--threads", type=int, default=1, show_default=True)
+def main(only: str | None, epochs_128: int, gamma_128: float, seed: int, threads: int) -> None:
+    """Final accuracies and training time, fp32 vs bf16 autocast."""
+    torch.set_num_threads(threads)
+    click.echo(f"torch {torch.__version__}, {threads} thread(s), seed {seed}")
+    click.echo(f"{'config':>6} {'precision':>9} {'train':>6} {'ID':>6} {'inferential':>11} {'symmetric':>9} {'final loss':>10} {'time s':>7}")
+    for name, opts in _configs(epochs_128, gamma_128).items():
+        if only is not None and name != only:
+            continue
+        opts = dict(opts)
+        preset = opts.pop("preset")
+        for precision in ("fp32", "bf16"):
+            cfg = make_run_config(preset, task="symmetric", seed=seed, precision=precision, **opts)
+            result = train(cfg, device="cpu", progress=False)
+            final, held = result.metrics["final"], result.metrics["final"].get("heldout", {}).get("4,3", {})
+            click.echo(
+                f"{name:>6} {precision:>9} {final['train_acc']:>6.3f} {final['id_acc']:>6.3f} "
+                f"{held.get('inferential', float('nan')):>11.3f} {held.get('symmetric', float('nan')):>9.3f} "
+                f"{result.metrics['history'][-1]['loss']:>10.4f} {result.metrics['elapsed_s']:>7.1f}"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,342 @@
+"""Attention masking after softmax, and the geometry of the masked outputs (SPEC 6.1).
+
+What it measures: what the model computes at a position when chosen source tokens cannot
+be read by attention.  :func:`masked_run` sets ``pattern[batch, head, query, source]`` to 0
+at ``blocks.{l}.attn.hook_pattern`` (after the softmax, so the other circuits keep their
+weights), for the given sources (per sample), layers, heads and query positions;
+``renormalize=True`` rescales each masked row to sum to 1 again.  Without
+renormalizing, masking a source in every layer equals zeroing its value vectors: the
+softmax denominator still holds the masked key, so its token still has an influence.
+
+Uses (complexity-control journal paper, Fig. 4A-C; NeurIPS 2024 Fig. 3b for the t-SNE):
+
+* :func:`mask_key` hides the key token (``AnchorDataset.key_positions``): what do the
+  anchor pairs alone produce at the last position?  The journal's Fig. 4C draws these
+  last-position vectors with t-SNE (perplexity 12, 50 inputs per pair); "symmetric pairs
+  merge" becomes a number with :func:`cluster_scores`: the adjusted Rand index of
+  clusters against the ordered pair, the unordered pair or the composite shift.
+* :func:`mask_second_anchor` hides the second anchor (key position + 2): what do the key
+  and the first anchor produce? (journal Fig. 4D; see :mod:`probes.similarity`).
+
+Shapes: ``tokens [batch, pos]``; sources an int, a list of ``batch`` ints, a list of
+``batch`` lists, or a tensor ``[batch]`` / ``[batch, k]``; :class:`MaskedRun` holds
+``logits [batch, pos, d_vocab]``, the captured activations and the ``[batch, query,
+source]`` mask; :func:`project` and :func:`cluster_scores` return DataFrames.
+
+Example::
+
+    >>> import torch
+    >>> from transformer_lens import HookedTransformer, HookedTransformerConfig
+    >>> from interp_init import quiet_deprecation
+    >>> from probes import masked_run
+    >>> cfg = HookedTransformerConfig(n_layers=2, d_model=16, n_heads=2, d_head=8, n_ctx=9, d_vocab=201, act_fn="gelu")
+    >>> with quiet_deprecation():
+    ...     model = HookedTransformer(cfg)
+    >>> tokens = torch.randint(20, 100, (3, 9), generator=torch.Generator().manual_seed(0))
+    >>> run = masked_run(model, tokens, source_positions=[2, 4, 0], names=["blocks.1.hook_resid_post"])
+    >>> run.logits.shape, run.last_position("blocks.1.hook_resid_post").shape
+    (torch.Size([3, 9, 201]), torch.Size([3, 16]))
+    >>> bool(torch.allclose(masked_run(model, tokens, []).logits, model(tokens)))
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import plotly.express as px
+import plotly.graph_objects as go
+import torch
+from jaxtyping import Bool, Float, Int
+from sklearn.cluster import AgglomerativeClustering, KMeans
+from sklearn.decomposition import PCA
+from sklearn.manifold import TSNE
+from sklearn.metrics import adjusted_rand_score, silhouette_score
+from torch import Tensor
+from transformer_lens import HookedTransformer
+
+from probes._common import as_tokens, capture_hooks, check_index, check_indices
+from training.data import SHIFTS, AnchorDataset
+
+SourcePositions = int | Sequence[int] | Sequence[Sequence[int]] | Tensor
+
+
+@dataclass(frozen=True)
+class MaskedRun:
+    """Result of :func:`masked_run`.
+
+    Attributes:
+        logits: ``[batch, pos, d_vocab]`` logits of the masked run.
+        cache: the activations asked for by name (each as its hook saw it; a captured
+            ``hook_pattern`` is the masked one).
+        mask: ``[batch, query, source]`` bool, True where the pattern was zeroed (in
+            every masked layer and head; only ``source <= query``, as attention is causal).
+    """
+
+    logits: Float[Tensor, "batch pos d_vocab"]
+    cache: dict[str, Tensor] = field(default_factory=dict)
+    mask: Bool[Tensor, "batch query source"] | None = None
+
+    def last_position(self, name: str | None = None) -> Float[Tensor, "batch d"]:
+        """The last position's vector of activation ``name`` (``None``: the logits)."""
+        if name is None or name == "logits":
+            return self.logits[:, -1]
+        if name not in self.cache:
+            raise ValueError(f"activation {name!r} was not captured; pass names=[{name!r}] to the run (captured: {sorted(self.cache)})")
+        return self.cache[name][:, -1]
+
+
+def source_mask(source_positions: SourcePositions, batch: int, n_pos: int) -> Bool[Tensor, "batch pos"]:
+    """``[batch, pos]`` bool, True at each sample's source positions.
+
+    An int masks the same position in every sample; a list of ints or a 1-D tensor gives
+    one position per sample (length ``batch``); a list of per-sample lists (ragged
+    allowed) or a ``[batch, k]`` tensor gives several.  An empty list masks nothing.
+    """
+    mask = torch.zeros(batch, n_pos, dtype=torch.bool)
+    what = f"position of the {n_pos}-token sequence"
+
+    def mark(row: int, positions: Iterable) -> None:
+        for p in positions:
+            mask[row, check_index(p, n_pos, "source_positions", what)] = True
+
+    if isinstance(source_positions, np.ndarray):
+        source_positions = torch.from_numpy(source_positions)
+    if isinstance(source_positions, Tensor):
+        sp = source_positions.detach().cpu()
+        if sp.ndim == 0:
+            mark(slice(None), [sp])  # type: ignore[arg-type]
+            return mask
+        if sp.ndim > 2 or sp.shape[0] != batch:
+            raise ValueError(f"source_positions as a tensor must be [batch={batch}] or [batch={batch}, k], got shape {tuple(sp.shape)}")
+        sp = sp.reshape(batch, -1)
+        for row in range(batch):
+            mark(row, sp[row].tolist())
+        return mask
+    if not isinstance(source_positions, Sequence) or isinstance(source_positions, str):
+        mark(slice(None), [source_positions])  # type: ignore[arg-type]  # an int: every sample
+        return mask
+    if len(source_positions) == 0:
+        return mask
+    if len(source_positions) != batch:
+        raise ValueError(
+            f"source_positions as a list gives one entry per sample: {batch} expected, got {len(source_positions)}; "
+            "for the same position(s) in every sample pass an int or a list of per-sample lists"
+        )
+    for row, entry in enumerate(source_positions):
+        if isinstance(entry, Tensor):
+            entry = entry.reshape(-1).tolist()
+        mark(row, entry if isinstance(entry, Sequence) and not isinstance(entry, str) else [entry])
+    return mask
+
+
+def masked_run(
+    model: HookedTransformer,
+    tokens: Int[Tensor, "batch pos"],
+    source_positions: SourcePositions,
+    layers: int | Iterable[int] | None = None,
+    heads: int | Iterable[int] | None = None,
+    query_positions: int | Iterable[int] | None = None,
+    renormalize: bool = False,
+    names: Iterable[str] = (),
+) -> MaskedRun:
+    """Run ``model`` with attention to ``source_positions`` zeroed after the softmax.
+
+    Args:
+        model: any ``HookedTransformer``.
+        tokens: ``[batch, pos]`` (or ``[pos]``) token ids.
+        source_positions: per sample, see :func:`source_mask`.
+        layers, heads: which to mask (``None``: all); an int or ints.
+        query_positions: the query positions whose attention is masked, the same for
+            every sample (``None``: all).
+        renormalize: rescale each masked row of the pattern to sum to 1 (a row left with
+            nothing to attend to stays 0).
+        names: activations to return in ``cache`` (hook names, e.g.
+            ``"blocks.1.hook_resid_mid"``), captured after the masking.
+    """
+    tokens = as_tokens(tokens, model)
+    batch, n_pos = tokens.shape
+    layers = check_indices(layers, model.cfg.n_layers, "layers", f"layer of this {model.cfg.n_layers}-layer model")
+    heads = check_indices(heads, model.cfg.n_heads, "heads", f"head of this {model.cfg.n_heads}-head model")
+    queries = check_indices(query_positions, n_pos, "query_positions", f"position of the {n_pos}-token sequence")
+    sources = source_mask(source_positions, batch, n_pos)
+    query_mask = torch.zeros(n_pos, dtype=torch.bool)
+    query_mask[queries] = True
+    causal = torch.ones(n_pos, n_pos, dtype=torch.bool).tril()  # a query never sees later sources
+    mask = sources[:, None, :] & query_mask[None, :, None] & causal  # [batch, query, source]
+    head_mask = torch.zeros(model.cfg.n_heads, dtype=torch.bool)
+    head_mask[heads] = True
+    full = (mask[:, None] & head_mask[None, :, None, None]).to(tokens.device)  # [batch, head, query, source]
+    rows = full.any(-1, keepdim=True)
+
+    def mask_pattern(pattern: Float[Tensor, "batch head query source"], hook) -> Tensor:  # noqa: ANN001
+        out = pattern.masked_fill(full, 0.0)
+        if renormalize:
+            total = out.sum(-1, keepdim=True)
+            out = torch.where(rows & (total > 0), out / total.clamp_min(torch.finfo(out.dtype).tiny), out)
+        return out
+
+    store: dict[str, Tensor] = {}
+    hooks = [(f"blocks.{layer}.attn.hook_pattern", mask_pattern) for layer in layers if bool(full.any())]
+    hooks += capture_hooks(names, model, store)  # after the masking hooks: captures see masked values
+    with torch.no_grad(), model.hooks(fwd_hooks=hooks):
+        logits = model(tokens, return_type="logits")
+    return MaskedRun(logits=logits, cache=store, mask=mask)
+
+
+def _output_name(model: HookedTransformer) -> str:
+    return f"blocks.{model.cfg.n_layers - 1}.hook_resid_post"
+
+
+def mask_key(
+    model: HookedTransformer,
+    dataset: AnchorDataset,
+    *,
+    layers: int | Iterable[int] | None = None,
+    heads: int | Iterable[int] | None = None,
+    query_positions: int | Iterable[int] | None = None,
+    renormalize: bool = False,
+    names: Iterable[str] | None = None,
+) -> MaskedRun:
+    """:func:`masked_run` hiding each sample's key token (``dataset.key_positions``).
+
+    ``names`` defaults to the last block's output ``blocks.{L-1}.hook_resid_post`` (the
+    journal's "output embedding", before the final LayerNorm and unembedding).
+    """
+    names = [_output_name(model)] if names is None else names
+    return masked_run(model, dataset.tokens, dataset.key_positions, layers, heads, query_positions, renormalize, names)
+
+
+def mask_second_anchor(
+    model: HookedTransformer,
+    dataset: AnchorDataset,
+    *,
+    layers: int | Iterable[int] | None = None,
+    heads: int | Iterable[int] | None = None,
+    query_positions: int | Iterable[int] | None = None,
+    renormalize: bool = False,
+    names: Iterable[str] | None = None,
+) -> MaskedRun:
+    """:func:`masked_run` hiding each sample's second anchor (key position + 2); ``names`` as :func:`mask_key`."""
+    names = [_output_name(model)] if names is None else names
+    return masked_run(model, dataset.tokens, dataset.key_positions + 2, layers, heads, query_positions, renormalize, names)
+
+
+def candidate_labelings(dataset: AnchorDataset) -> pd.DataFrame:
+    """One row per sample: candidate labels for clustering the masked outputs.
+
+    Columns: ``ordered_pair`` ("1,2"), ``unordered_pair`` ("1,2" for (1,2) and (2,1)),
+    ``composite_shift`` (s(a1) + s(a2)), ``target_shift`` (the designated target minus
+    the key: differs from the composite shift where the task gives a pair another
+    mapping, e.g. (3,4) in ``symmetric``), ``first_anchor``, ``key``,
+    ``single_anchor_target`` (g(x; a1) = x + s(a1)) and ``target`` (the dataset's).
+    With the papers' shifts (5, 1, -2, -8) the ten unordered pairs have ten distinct
+    sums, so ``composite_shift`` groups inputs exactly as ``unordered_pair`` does.
+    """
+    pairs = dataset.anchor_pairs.cpu().tolist()
+    keys = dataset.keys.cpu().tolist()
+    return pd.DataFrame(
+        {
+            "ordered_pair": [f"{a},{b}" for a, b in pairs],
+            "unordered_pair": [f"{min(a, b)},{max(a, b)}" for a, b in pairs],
+            "composite_shift": [SHIFTS[a] + SHIFTS[b] for a, b in pairs],
+            "target_shift": [t - x for t, x in zip(dataset.targets.cpu().tolist(), keys, strict=True)],
+            "first_anchor": [a for a, _ in pairs],
+            "key": keys,
+            "single_anchor_target": [x + SHIFTS[a] for x, (a, _) in zip(keys, pairs, strict=True)],
+            "target": dataset.targets.cpu().tolist(),
+        }
+    )
+
+
+def _as_array(vectors: Tensor | np.ndarray) -> np.ndarray:
+    array = vectors.detach().cpu().double().numpy() if isinstance(vectors, Tensor) else np.asarray(vectors, dtype=np.float64)
+    if array.ndim != 2 or array.shape[0] < 2:
+        raise ValueError(f"vectors must be a 2-D [n_samples >= 2, dim] array, got shape {array.shape}")
+    return array
+
+
+def project(
+    vectors: Float[Tensor, "n d"] | np.ndarray,
+    method: str = "tsne",
+    perplexity: float = 12.0,
+    seed: int = 0,
+    labels: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """A 2-D projection of ``vectors``: columns ``x``, ``y`` (plus the ``labels`` columns).
+
+    ``method`` is ``"tsne"`` (scikit-learn t-SNE, PCA-initialized, ``perplexity`` below
+    the number of samples; the journal uses 12) or ``"pca"``.
+    """
+    array = _as_array(vectors)
+    if method == "tsne":
+        if not 0 < perplexity < array.shape[0]:
+            raise ValueError(f"perplexity must be in (0, n_samples={array.shape[0]}), got {perplexity}; use more inputs or a smaller perplexity")
+        xy = TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=seed).fit_transform(array)
+    elif method == "pca":
+        xy = PCA(n_components=2, random_state=seed).fit_transform(array)
+    else:
+        raise ValueError(f"method must be 'tsne' or 'pca', got {method!r}")
+    frame = pd.DataFrame({"x": xy[:, 0], "y": xy[:, 1]})
+    if labels is not None:
+        if len(labels) != len(frame):
+            raise ValueError(f"labels has {len(labels)} rows for {len(frame)} vectors")
+        frame = pd.concat([frame, labels.reset_index(drop=True)], axis=1)
+    return frame
+
+
+DEFAULT_LABELINGS = ("ordered_pair", "unordered_pair", "composite_shift")
+
+
+def cluster_scores(
+    vectors: Float[Tensor, "n d"] | np.ndarray,
+    labelings: pd.DataFrame | Mapping[str, Sequence],
+    columns: Sequence[str] | None = DEFAULT_LABELINGS,
+    method: str = "kmeans",
+    seed: int = 0,
+) -> pd.DataFrame:
+    """How well each candidate labeling describes the clusters of ``vectors``.
+
+    For each labeling with k distinct labels: ``silhouette`` of the vectors under that
+    labeling (Euclidean, -1..1: high when its groups are compact and apart) and ``ari``,
+    the adjusted Rand index between the labeling and k clusters found without labels
+    (``method`` ``"kmeans"`` or ``"agglomerative"`` (Ward); 1 = identical, ~0 = chance).
+    A score is NaN where undefined (k < 2 or k >= n).  Returns one row per labeling:
+    ``labeling, n_labels, silhouette, ari, method``.
+    """
+    array = _as_array(vectors)
+    frame = pd.DataFrame(labelings)
+    columns = list(frame.columns) if columns is None else list(columns)
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ValueError(f"labelings has no column(s) {missing}; it has {list(frame.columns)}")
+    if len(frame) != len(array):
+        raise ValueError(f"labelings has {len(frame)} rows for {len(array)} vectors")
+    if method not in ("kmeans", "agglomerative"):
+        raise ValueError(f"method must be 'kmeans' or 'agglomerative', got {method!r}")
+    rows = []
+    for column in columns:
+        labels = pd.factorize(frame[column])[0]
+        k = int(labels.max()) + 1
+        silhouette = ari = float("nan")
+        if 2 <= k < len(array):
+            silhouette = float(silhouette_score(array, labels))
+            if method == "kmeans":
+                found = KMeans(n_clusters=k, n_init=10, random_state=seed).fit_predict(array)
+            else:
+                found = AgglomerativeClustering(n_clusters=k).fit_predict(array)
+            ari = float(adjusted_rand_score(labels, found))
+        rows.append({"labeling": column, "n_labels": k, "silhouette": silhouette, "ari": ari, "method": method})
+    return pd.DataFrame(rows, columns=["labeling", "n_labels", "silhouette", "ari", "method"])
+
+
+def plot_projection(frame: pd.DataFrame, color: str = "ordered_pair", title: str | None = "Masked last-position vectors") -> go.Figure:
+    """Scatter of a :func:`project` frame, coloured by the label column ``color``."""
+    if color not in frame.columns:
+        raise ValueError(f"color column {color!r} is not in the frame; it has {list(frame.columns)}")
+    hover = [c for c in frame.columns if c not in ("x", "y")]
+    data = frame.assign(**{color: frame[color].astype(str)})
+    return px.scatter(data, x="x", y="y", color=color, hover_data=hover, title=title)

@@ -1,0 +1,240 @@
+"""Cosine-similarity heatmaps of hidden vectors across inputs (SPEC 6.3; NeurIPS 2024 Fig. 4).
+
+What it measures: whether inputs with equal targets get similar vectors.
+
+* (a) :func:`residual_similarity`: the last position's residual stream after layer L's
+  attention (``blocks.{L}.hook_resid_mid``, default L = 1, the second layer) across
+  inputs with different (key, anchor pair); equal-target cells are those with equal
+  composite f(x; a1, a2) = x + s(a1) + s(a2) (NeurIPS Fig. 4a inferential, 4b symmetric).
+* (b) :func:`value_similarity`: layer L's value vectors (``blocks.{L}.attn.hook_v``,
+  heads merged into ``n_heads * d_head``) at the first anchor's position across
+  (key, first anchor); equal-target cells have equal g(x; a1) = x + s(a1) (Fig. 4c; the
+  journal's Fig. 4D does the same on second-anchor-masked outputs).
+
+The number: :func:`block_score` = mean similarity over equal-target cells minus the mean
+over the other cells, **diagonal excluded** (a vector's similarity with itself is 1 and
+its target equals its own, which would add a constant that depends only on the number of
+inputs, not on the model).  High when the model groups inputs by the target.
+
+Shapes: a grid from :func:`input_grid` has ``len(pairs) * len(keys)`` inputs, pair-major
+(all keys of the first pair, then the next pair); a :class:`SimilarityResult` holds the
+``[n, n]`` similarity and mask and an ``n``-row ``inputs`` DataFrame.
+
+Example::
+
+    >>> import torch
+    >>> from transformer_lens import HookedTransformer, HookedTransformerConfig
+    >>> from interp_init import quiet_deprecation
+    >>> from probes import input_grid, residual_similarity, block_score
+    >>> cfg = HookedTransformerConfig(n_layers=2, d_model=16, n_heads=2, d_head=8, n_ctx=9, d_vocab=201, act_fn="gelu")
+    >>> with quiet_deprecation():
+    ...     model = HookedTransformer(cfg)
+    >>> grid = input_grid(keys=range(30, 41), pairs=[(3, 3), (2, 2)], seed=0)
+    >>> result = residual_similarity(model, grid)
+    >>> result.similarity.shape, int(result.equal_target.sum())  # 22 inputs; f(x;3,3) = f(x-6;2,2)
+    (torch.Size([22, 22]), 32)
+    >>> block_score(torch.eye(3), torch.tensor([[1, 1, 0], [1, 1, 0], [0, 0, 1]]).bool())
+    0.0
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import einops
+import pandas as pd
+import plotly.graph_objects as go
+import torch
+from jaxtyping import Bool, Float, Int
+from torch import Tensor
+from transformer_lens import HookedTransformer
+
+from probes._common import as_tokens, check_index, check_layer, run_capturing
+from training.data import ANCHORS, KEY_HIGH, KEY_LOW, N_KEY_POSITIONS, SEQ_LEN, SHIFTS, AnchorDataset, composite
+
+NAMED_POSITIONS = ("key", "first_anchor", "second_anchor", "last")
+
+
+@dataclass(frozen=True)
+class SimilarityResult:
+    """A cosine-similarity matrix across inputs and its equal-target mask.
+
+    Attributes:
+        similarity: ``[n, n]`` cosine similarities (float64).
+        equal_target: ``[n, n]`` bool, True where the two inputs' targets are equal.
+        inputs: one row per input: ``key, a1, a2, key_position, target``.
+        score: :func:`block_score` of the two (NaN when the inputs have no off-diagonal
+            cell of one kind, e.g. no two inputs with equal targets).
+        name, position: the activation and the position the vectors came from.
+    """
+
+    similarity: Float[Tensor, "n n"]
+    equal_target: Bool[Tensor, "n n"]
+    inputs: pd.DataFrame
+    score: float
+    name: str
+    position: str | int
+
+
+def input_grid(
+    keys: Iterable[int],
+    pairs: Sequence[tuple[int, int]],
+    key_position: int = 2,
+    seed: int | None = 0,
+    noise: Sequence[int] | None = None,
+) -> AnchorDataset:
+    """Every (key, anchor pair) combination as an :class:`AnchorDataset` (targets f), pair-major.
+
+    All inputs share one noise sequence (``noise``: 9 tokens in 20..99, or drawn from
+    ``seed``), so they differ only in key and anchors, which sit at ``key_position``,
+    ``+1``, ``+2``.
+    """
+    keys = [int(k) for k in keys]
+    pairs = [(int(a), int(b)) for a, b in pairs]
+    if not keys or not pairs:
+        raise ValueError(f"input_grid needs at least one key and one pair, got {len(keys)} keys and {len(pairs)} pairs")
+    bad_keys = [k for k in keys if not KEY_LOW <= k <= KEY_HIGH]
+    if bad_keys:
+        raise ValueError(f"keys must lie in {KEY_LOW}..{KEY_HIGH}, got {bad_keys}")
+    bad_pairs = [p for p in pairs if p[0] not in ANCHORS or p[1] not in ANCHORS]
+    if bad_pairs:
+        raise ValueError(f"anchor pairs must use anchors {ANCHORS}, got {bad_pairs}")
+    check_index(key_position, N_KEY_POSITIONS, "key_position", "key position (anchors follow at +1, +2)")
+    if noise is None:
+        if seed is None:
+            raise ValueError("input_grid needs noise=<9 tokens> or seed=<int> to draw them")
+        noise_row = torch.randint(KEY_LOW, KEY_HIGH + 1, (SEQ_LEN,), generator=torch.Generator().manual_seed(seed))
+    else:
+        noise_row = torch.as_tensor(list(noise), dtype=torch.int64)
+        if noise_row.shape != (SEQ_LEN,) or int(noise_row.min()) < KEY_LOW or int(noise_row.max()) > KEY_HIGH:
+            raise ValueError(f"noise must be {SEQ_LEN} tokens in {KEY_LOW}..{KEY_HIGH}, got {noise_row.tolist()}")
+    pair_t = torch.tensor([p for p in pairs for _ in keys], dtype=torch.int64)
+    key_t = torch.tensor([k for _ in pairs for k in keys], dtype=torch.int64)
+    n = len(key_t)
+    tokens = noise_row.repeat(n, 1)
+    tokens[:, key_position] = key_t
+    tokens[:, key_position + 1] = pair_t[:, 0]
+    tokens[:, key_position + 2] = pair_t[:, 1]
+    targets = composite(key_t, pair_t[:, 0], pair_t[:, 1])
+    return AnchorDataset("grid", "grid", tokens, targets, torch.full((n,), key_position, dtype=torch.int64), pair_t)
+
+
+def cosine_similarity_matrix(vectors: Float[Tensor, "n d"]) -> Float[Tensor, "n n"]:
+    """Pairwise cosine similarity of the rows of a 2-D tensor (float64; a zero row gives 0)."""
+    vectors = torch.as_tensor(vectors).detach().double()
+    if vectors.ndim != 2:
+        raise ValueError(f"vectors must be a 2-D [n, d] matrix, got shape {tuple(vectors.shape)}")
+    unit = vectors / vectors.norm(dim=1, keepdim=True).clamp_min(1e-300)
+    return unit @ unit.T
+
+
+def equal_mask(labels: Sequence | Tensor) -> Bool[Tensor, "n n"]:
+    """``[n, n]`` bool: True where ``labels[i] == labels[j]``."""
+    labels = torch.as_tensor(pd.factorize(pd.Series(torch.as_tensor(labels).tolist() if isinstance(labels, Tensor) else list(labels)))[0])
+    return labels[:, None] == labels[None, :]
+
+
+def block_score(similarity: Float[Tensor, "n n"], equal_target: Bool[Tensor, "n n"]) -> float:
+    """Mean similarity over off-diagonal equal-target cells minus the mean over the other off-diagonal cells."""
+    similarity = torch.as_tensor(similarity).double()
+    equal_target = torch.as_tensor(equal_target).bool()
+    if similarity.ndim != 2 or similarity.shape[0] != similarity.shape[1] or similarity.shape != equal_target.shape:
+        raise ValueError(f"similarity and equal_target must be the same square [n, n] shape, got {tuple(similarity.shape)} and {tuple(equal_target.shape)}")
+    off = ~torch.eye(similarity.shape[0], dtype=torch.bool)
+    same, other = equal_target & off, ~equal_target & off
+    if not bool(same.any()) or not bool(other.any()):
+        raise ValueError(
+            f"block_score needs off-diagonal cells of both kinds: {int(same.sum())} equal-target and "
+            f"{int(other.sum())} other; choose keys and pairs whose targets coincide for some inputs but not all"
+        )
+    return float(similarity[same].mean() - similarity[other].mean())
+
+
+def _score(similarity: Tensor, mask: Tensor) -> float:
+    off = ~torch.eye(mask.shape[0], dtype=torch.bool)
+    if not bool((mask & off).any()) or not bool((~mask & off).any()):
+        return float("nan")
+    return block_score(similarity, mask)
+
+
+def _positions(dataset: AnchorDataset, position: str | int, n_pos: int) -> Int[Tensor, " n"]:
+    n = len(dataset)
+    if isinstance(position, str):
+        if position not in NAMED_POSITIONS:
+            raise ValueError(f"position must be an int in 0..{n_pos - 1} or one of {NAMED_POSITIONS}, got {position!r}")
+        if position == "last":
+            return torch.full((n,), n_pos - 1, dtype=torch.int64)
+        return dataset.key_positions.cpu() + NAMED_POSITIONS.index(position)
+    return torch.full((n,), check_index(position, n_pos, "position", f"position of the {n_pos}-token sequence"), dtype=torch.int64)
+
+
+def _inputs_frame(dataset: AnchorDataset, target: Tensor) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "key": dataset.keys.cpu().tolist(),
+            "a1": dataset.anchor_pairs[:, 0].cpu().tolist(),
+            "a2": dataset.anchor_pairs[:, 1].cpu().tolist(),
+            "key_position": dataset.key_positions.cpu().tolist(),
+            "target": target.cpu().tolist(),
+        }
+    )
+
+
+def _vectors_at(model: HookedTransformer, dataset: AnchorDataset, name: str, position: str | int) -> Float[Tensor, "n d"]:
+    tokens = as_tokens(dataset.tokens, model)
+    _, cache = run_capturing(model, tokens, [name])
+    acts = cache[name].cpu()
+    if acts.ndim == 4:  # [batch, pos, head, d_head]: merge heads
+        acts = einops.rearrange(acts, "batch pos head d_head -> batch pos (head d_head)")
+    pos = _positions(dataset, position, tokens.shape[1])
+    return acts[torch.arange(len(pos)), pos]
+
+
+def residual_similarity(model: HookedTransformer, dataset: AnchorDataset, layer: int = 1, position: str | int = "last") -> SimilarityResult:
+    """(a) Similarity of ``blocks.{layer}.hook_resid_mid`` at ``position``; equal cells: equal composite f.
+
+    ``position``: an int or ``"key"``, ``"first_anchor"``, ``"second_anchor"``, ``"last"``.
+    """
+    layer = check_layer(model, layer)
+    name = f"blocks.{layer}.hook_resid_mid"
+    target = composite(dataset.keys.cpu(), dataset.anchor_pairs[:, 0].cpu(), dataset.anchor_pairs[:, 1].cpu())
+    sim = cosine_similarity_matrix(_vectors_at(model, dataset, name, position))
+    mask = equal_mask(target)
+    return SimilarityResult(sim, mask, _inputs_frame(dataset, target), _score(sim, mask), name, position)
+
+
+def value_similarity(model: HookedTransformer, dataset: AnchorDataset, layer: int = 1, position: str | int = "first_anchor") -> SimilarityResult:
+    """(b) Similarity of ``blocks.{layer}.attn.hook_v`` (heads merged) at ``position``; equal cells: equal g(x; a1).
+
+    Attention is causal, so the value vector at the first anchor's position does not
+    depend on the second anchor: a grid with one second anchor, e.g.
+    ``input_grid(keys, [(a, 1) for a in (1, 2, 3, 4)])``, covers every (key, first anchor).
+    """
+    layer = check_layer(model, layer)
+    name = f"blocks.{layer}.attn.hook_v"
+    shift = torch.tensor([SHIFTS.get(int(a), 0) for a in dataset.anchor_pairs[:, 0].cpu().tolist()], dtype=torch.int64)
+    target = dataset.keys.cpu() + shift
+    sim = cosine_similarity_matrix(_vectors_at(model, dataset, name, position))
+    mask = equal_mask(target)
+    return SimilarityResult(sim, mask, _inputs_frame(dataset, target), _score(sim, mask), name, position)
+
+
+def plot_similarity(result: SimilarityResult, title: str | None = None) -> go.Figure:
+    """Heatmap of ``result.similarity`` with the off-diagonal equal-target cells outlined."""
+    frame = result.inputs
+    labels = [f"x={k} ({a},{b}) #{i}" for i, (k, a, b) in enumerate(zip(frame["key"], frame["a1"], frame["a2"], strict=True))]
+    fig = go.Figure(go.Heatmap(z=result.similarity.numpy(), x=labels, y=labels, zmin=-1, zmax=1, colorscale="RdBu_r", colorbar={"title": "cosine"}))
+    rows, cols = torch.nonzero(result.equal_target & ~torch.eye(len(labels), dtype=torch.bool), as_tuple=True)
+    fig.add_trace(
+        go.Scatter(
+            x=[labels[c] for c in cols.tolist()], y=[labels[r] for r in rows.tolist()], mode="markers",
+            marker={"symbol": "square-open", "size": 9, "color": "black", "line": {"width": 1.5}}, name="equal target",
+        )
+    )  # fmt: skip
+    fig.update_layout(
+        title=title or f"{result.name} at {result.position}: block score {result.score:.3f}",
+        yaxis={"autorange": "reversed"},
+        xaxis={"showticklabels": len(labels) <= 60},
+    )
+    return fig

@@ -1,0 +1,253 @@
+"""The last-position logits of a ``HookedTransformer``, without the work the loss does not need.
+
+The anchor-function loss reads one position: the last.  :func:`last_position_logits`
+computes exactly ``model(tokens)[:, -1]`` from the model's own parameters (read from its
+modules on every call, so gradients flow into ``model.parameters()``) and skips what
+that position does not depend on:
+
+* every block but the last runs at all positions (the last position attends to them);
+* in the last block, keys and values are computed at all positions, but the query, the
+  attention pattern, the attention output, the MLP, ``ln_final`` and the unembedding
+  only at the last position.
+
+The blocks are computed with fused PyTorch kernels (``F.layer_norm`` / ``F.rms_norm``,
+one matrix product for Q, K and V, ``F.scaled_dot_product_attention``, ``torch.addmm``)
+instead of TransformerLens' hook-point-by-hook-point code; the activation function is
+the block's own (``block.mlp.act_fn``), the attention scale the block's own
+(``block.attn.attn_scale``).  The result equals the hooked forward to fp32 rounding
+(``tests/test_fast.py`` checks logits and every parameter's gradient).
+
+Hook points are bypassed, so whenever a hook is attached to the model (``with
+model.hooks(...)``), or the model's config asks for something this function does not
+reproduce exactly (see :func:`fast_forward_unsupported`), it falls back to the hooked
+forward ``model(tokens)[:, -1]``: the answer is always the model's.
+
+Example::
+
+    >>> import torch
+    >>> from interp_init import ModelConfig, InitConfig, build_model
+    >>> from training.fast import last_position_logits
+    >>> cfg = ModelConfig(n_layers=2, d_model=32, n_heads=2, d_head=16, d_mlp=64)
+    >>> model = build_model(cfg, InitConfig(gamma=0.5), seed=0)
+    >>> tokens = torch.randint(0, 201, (4, 9))
+    >>> torch.allclose(last_position_logits(model, tokens), model(tokens)[:, -1], atol=1e-5)
+    True
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+
+import einops
+import torch
+import torch.nn.functional as F
+from jaxtyping import Float, Int
+from torch import Tensor
+from transformer_lens import HookedTransformer
+from transformer_lens.hook_points import HookPoint
+
+from training.config import TrainConfig
+
+__all__ = [
+    "autocast_context",
+    "fast_forward_unsupported",
+    "has_hooks",
+    "last_position_logits",
+    "make_optimizer",
+    "train_step",
+]
+
+_NORMS = ("LN", "LNPre", "RMS", "RMSPre")
+_ACT_FNS = ("gelu", "gelu_new", "relu", "silu", "gelu_fast")
+_FLOAT_DTYPES = (torch.float32, torch.float64)
+
+
+def fast_forward_unsupported(model: HookedTransformer) -> str | None:
+    """Why :func:`last_position_logits` must use the hooked forward for ``model``, or ``None``.
+
+    Supported: standard (learned) positional embeddings, causal global multi-head
+    attention (any ``n_heads``, any attention scale), pre-norm blocks with an MLP,
+    normalization ``LN``, ``LNPre``, ``RMS`` or ``RMSPre``, activation ``gelu``,
+    ``gelu_new``, ``relu``, ``silu`` or ``gelu_fast``, fp32 or fp64 weights, one device,
+    no hook attached.  Everything :class:`interp_init.ModelConfig` can build is supported.
+    """
+    cfg = model.cfg
+    checks: tuple[tuple[bool, str], ...] = (
+        (cfg.positional_embedding_type != "standard", f"positional_embedding_type={cfg.positional_embedding_type!r}"),
+        (cfg.attn_only, "attn_only=True"),
+        (cfg.normalization_type not in _NORMS, f"normalization_type={cfg.normalization_type!r}"),
+        (cfg.act_fn not in _ACT_FNS, f"act_fn={cfg.act_fn!r}"),
+        (cfg.n_key_value_heads is not None, "grouped-query attention (n_key_value_heads set)"),
+        (bool(cfg.use_local_attn), "use_local_attn=True"),
+        (bool(cfg.parallel_attn_mlp), "parallel_attn_mlp=True"),
+        (bool(cfg.use_normalization_before_and_after), "use_normalization_before_and_after=True"),
+        (bool(cfg.post_embedding_ln), "post_embedding_ln=True"),
+        (bool(cfg.gated_mlp), "gated_mlp=True"),
+        (cfg.num_experts is not None, "mixture of experts"),
+        (bool(cfg.use_qk_norm), "use_qk_norm=True"),
+        (cfg.clip_qkv is not None, "clip_qkv set"),
+        (bool(getattr(cfg, "use_attention_sinks", False)), "use_attention_sinks=True"),
+        (bool(cfg.use_logn_attn), "use_logn_attn=True"),
+        (cfg.attention_dir != "causal", f"attention_dir={cfg.attention_dir!r}"),
+        (_softcap(cfg.attn_scores_soft_cap), "attn_scores_soft_cap set"),
+        (_softcap(cfg.output_logits_soft_cap), "output_logits_soft_cap set"),
+        (cfg.n_devices != 1, f"n_devices={cfg.n_devices}"),
+        (bool(cfg.load_in_4bit), "load_in_4bit=True"),
+        (cfg.dtype not in _FLOAT_DTYPES, f"dtype={cfg.dtype}"),
+        (cfg.original_architecture not in (None, "GPT2LMHeadModel", "neel"), f"original_architecture={cfg.original_architecture!r}"),
+        (model.tokenizer is not None and model.tokenizer.padding_side == "left", "a left-padding tokenizer"),
+    )
+    for failed, reason in checks:
+        if failed:
+            return reason
+    if has_hooks(model):
+        return "hooks are attached"
+    return None
+
+
+def _softcap(cap: float | None) -> bool:
+    return cap is not None and cap > 0
+
+
+def has_hooks(model: HookedTransformer) -> bool:
+    """True if any hook point of ``model`` has a forward or backward hook attached."""
+    return any(
+        hp._forward_hooks or hp._forward_pre_hooks or hp._backward_hooks or hp._backward_pre_hooks
+        for hp in model.hook_dict.values()
+        if isinstance(hp, HookPoint)
+    )
+
+
+def last_position_logits(model: HookedTransformer, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch vocab"]:
+    """``model(tokens)[:, -1]``, computed only where the last position needs it (module docstring)."""
+    if fast_forward_unsupported(model) is not None:
+        return model(tokens)[:, -1]
+    if tokens.ndim != 2:
+        raise ValueError(f"tokens must be a [batch, pos] integer tensor, got shape {tuple(tokens.shape)}")
+    n_pos = tokens.shape[1]
+    if n_pos > model.cfg.n_ctx:
+        raise ValueError(f"tokens have {n_pos} positions but the model's n_ctx is {model.cfg.n_ctx}")
+    tokens = tokens.to(model.embed.W_E.device)
+    resid = F.embedding(tokens, model.embed.W_E) + model.pos_embed.W_pos[:n_pos]
+    for block in model.blocks[:-1]:
+        resid = _block_all_positions(block, resid)
+    last = _last_block_last_position(model.blocks[-1], resid)
+    last = _norm(model.ln_final, last)
+    return torch.addmm(model.unembed.b_U, last, model.unembed.W_U)
+
+
+def _norm(module: torch.nn.Module, x: Float[Tensor, "... d"]) -> Float[Tensor, "... d"]:
+    """The normalization ``module`` (LN, LNPre, RMS or RMSPre) applied with a fused kernel."""
+    shape = (x.shape[-1],)
+    kind = type(module).__name__
+    if kind == "LayerNorm":
+        return F.layer_norm(x, shape, module.w, module.b, module.eps)
+    if kind == "LayerNormPre":
+        return F.layer_norm(x, shape, None, None, module.eps)
+    if kind == "RMSNorm":
+        return F.rms_norm(x, shape, module.w, module.eps)
+    if kind == "RMSNormPre":
+        return F.rms_norm(x, shape, None, module.eps)
+    raise ValueError(f"unsupported normalization module {kind}")  # pragma: no cover - guarded above
+
+
+def _mlp(mlp: torch.nn.Module, x: Float[Tensor, "rows d_model"]) -> Float[Tensor, "rows d_model"]:
+    hidden = mlp.act_fn(torch.addmm(mlp.b_in, x, mlp.W_in))
+    return torch.addmm(mlp.b_out, hidden, mlp.W_out)
+
+
+def _flat_in(w: Float[Tensor, "head d_model d_head"]) -> Float[Tensor, "head_x_d_head d_model"]:
+    return einops.rearrange(w, "head d_model d_head -> (head d_head) d_model")
+
+
+def _attn_out(attn: torch.nn.Module, z: Float[Tensor, "rows head_x_d_head"]) -> Float[Tensor, "rows d_model"]:
+    w_o = einops.rearrange(attn.W_O, "head d_head d_model -> (head d_head) d_model")
+    return torch.addmm(attn.b_O, z, w_o)
+
+
+def _block_all_positions(block: torch.nn.Module, resid: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+    """One pre-norm block at every position: resid + attn(ln1(resid)), then + mlp(ln2(.))."""
+    attn = block.attn
+    batch, n_pos, d_model = resid.shape
+    n_heads, d_head = attn.b_Q.shape
+    x = _norm(block.ln1, resid)
+    w_qkv = torch.cat([_flat_in(attn.W_Q), _flat_in(attn.W_K), _flat_in(attn.W_V)])
+    b_qkv = torch.cat([attn.b_Q.flatten(), attn.b_K.flatten(), attn.b_V.flatten()])
+    qkv = F.linear(x, w_qkv, b_qkv)
+    q, k, v = einops.rearrange(qkv, "batch pos (three head d_head) -> three batch head pos d_head", three=3, head=n_heads)
+    z = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=1.0 / float(attn.attn_scale))
+    z = einops.rearrange(z, "batch head pos d_head -> (batch pos) (head d_head)")
+    resid = resid + _attn_out(attn, z).view(batch, n_pos, d_model)
+    flat = resid.reshape(batch * n_pos, d_model)
+    return resid + _mlp(block.mlp, _norm(block.ln2, flat)).view(batch, n_pos, d_model)
+
+
+def _last_block_last_position(block: torch.nn.Module, resid: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch d_model"]:
+    """The last block's output at the last position: keys and values from every position,
+    the query, attention output and MLP at the last position only."""
+    attn = block.attn
+    n_heads, d_head = attn.b_Q.shape
+    x = _norm(block.ln1, resid)
+    w_kv = torch.cat([_flat_in(attn.W_K), _flat_in(attn.W_V)])
+    b_kv = torch.cat([attn.b_K.flatten(), attn.b_V.flatten()])
+    kv = F.linear(x, w_kv, b_kv)
+    k, v = einops.rearrange(kv, "batch pos (two head d_head) -> two batch head pos d_head", two=2, head=n_heads)
+    x_last = x[:, -1]
+    q = torch.addmm(attn.b_Q.flatten(), x_last, einops.rearrange(attn.W_Q, "head d_model d_head -> d_model (head d_head)"))
+    q = einops.rearrange(q, "batch (head d_head) -> batch head 1 d_head", head=n_heads)
+    # One query that sees every key: no mask needed.
+    z = F.scaled_dot_product_attention(q, k, v, scale=1.0 / float(attn.attn_scale))
+    z = einops.rearrange(z, "batch head 1 d_head -> batch (head d_head)")
+    out = resid[:, -1] + _attn_out(attn, z)
+    return out + _mlp(block.mlp, _norm(block.ln2, out))
+
+
+# ------------------------------------------------------------------ the training step
+
+
+def make_optimizer(model: torch.nn.Module, train_cfg: TrainConfig) -> torch.optim.AdamW:
+    """AdamW with ``train_cfg``'s hyperparameters; the fused kernel where torch has one
+    (CPU and CUDA, float parameters), which does the same update in one pass."""
+    params = list(model.parameters())
+    fused = all(p.device.type in ("cpu", "cuda") and p.dtype.is_floating_point for p in params)
+    return torch.optim.AdamW(
+        params,
+        lr=train_cfg.lr,
+        betas=(train_cfg.beta1, train_cfg.beta2),
+        eps=train_cfg.eps,
+        weight_decay=train_cfg.weight_decay,
+        fused=fused or None,
+    )
+
+
+def autocast_context(device: torch.device | str, precision: str) -> contextlib.AbstractContextManager:
+    """``torch.autocast`` to bfloat16 on ``device`` for ``precision="bf16"``; nothing for ``"fp32"``."""
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    if precision == "bf16":
+        return torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16)
+    raise ValueError(f"precision must be 'fp32' or 'bf16', got {precision!r}")
+
+
+def train_step(
+    model: HookedTransformer,
+    optimizer: torch.optim.Optimizer,
+    tokens: Int[Tensor, "batch pos"],
+    targets: Int[Tensor, " batch"],
+    *,
+    logits_fn: Callable[[HookedTransformer, Tensor], Tensor] = last_position_logits,
+    grad_clip: float = 1.0,
+    precision: str = "fp32",
+) -> Float[Tensor, ""]:
+    """One optimization step on the last-position cross-entropy; returns the loss (detached,
+    on the device: reading it is left to the caller, so the step never waits on the device)."""
+    with autocast_context(tokens.device, precision):
+        logits = logits_fn(model, tokens)
+    loss = F.cross_entropy(logits.float(), targets)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip, foreach=True)
+    optimizer.step()
+    return loss.detach()
