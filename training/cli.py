@@ -66,7 +66,30 @@ def overrides_from(kwargs: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in kwargs.items() if k in OPTION_SECTION and v is not None}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+#: Subcommands implemented in other modules, imported only when used (click's lazy-group
+#: pattern), so that ``interp-init train`` does not pay for plotting or Ray imports.
+LAZY_COMMANDS: dict[str, str] = {
+    "reproduce": "training.reproduce:reproduce_command",
+    "sweep": "training.sweep:sweep_command",
+    "phase-diagram": "training.phase:phase_diagram_command",
+    "report": "training.report:report_command",
+}
+
+
+class _LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in LAZY_COMMANDS and name not in self.commands:
+            import importlib
+
+            module_name, _, attr = LAZY_COMMANDS[name].partition(":")
+            self.add_command(getattr(importlib.import_module(module_name), attr), name)
+        return super().get_command(ctx, name)
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 def cli() -> None:
     """Train gamma-initialized transformers on anchor functions and probe what they learned."""
 
@@ -86,23 +109,6 @@ def train_command(task: str, preset: str, seed: int, device: str, quiet: bool, o
     click.echo(f"{result.metrics['status']}: {out}  {summary}")
 
 
-#: Extra subcommands, registered by the modules that implement them.
-_EXTRA_COMMANDS: tuple[str, ...] = (
-    "training.sweep:sweep_command",
-    "training.phase:phase_diagram_command",
-)
-
-
-def _register_extras() -> None:
-    import importlib
-
-    for path in _EXTRA_COMMANDS:
-        module_name, _, attr = path.partition(":")
-        command = getattr(importlib.import_module(module_name), attr)
-        if command.name not in cli.commands:
-            cli.add_command(command)
-
-
 def _one_line(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.filename is not None:
         return f"cannot write or read {exc.filename}: {exc.strerror}"
@@ -111,7 +117,6 @@ def _one_line(exc: BaseException) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI on ``argv`` (default: ``sys.argv[1:]``) and return the exit code."""
-    _register_extras()
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         cli.main(args=args, prog_name="interp-init", standalone_mode=False)

@@ -1,0 +1,367 @@
+"""The offline HTML report: its content, its self-containedness, and how it renders in a
+real headless Chromium with the network disabled (skipped, with the reason, where
+Chromium, chromedriver or selenium is missing; `.ci/run` installs Debian's chromium)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import plotly.graph_objects as go
+import plotly.offline
+import pytest
+import torch
+
+from training.cli import main
+from training.config import make_run_config
+from training.data import SHIFTS, composite, task_spec
+from training.loop import train
+from training.report import (
+    ReportConfig,
+    StaticExportUnavailable,
+    accuracy_table,
+    balanced_inputs,
+    circuitsvis_view,
+    find_run_dirs,
+    load_runs,
+    static_export_problem,
+    write_images,
+)
+
+TINY = dict(n_train=300, n_test=64, epochs=2, eval_samples=64, batch_size=128, eval_every=1)
+
+
+@pytest.fixture(scope="module")
+def runs_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Three finished tiny runs: two 2-layer symmetric runs and a 1-layer id-ood run."""
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("runs")
+    for name, options in (
+        ("symmetric/small-init", dict(task="symmetric", gamma=0.8)),
+        ("symmetric/large-init", dict(task="symmetric", gamma=0.3)),
+        ("id-ood/one-layer", dict(task="id-ood", n_layers=1)),
+    ):
+        cfg = make_run_config("tiny", **TINY, **options)
+        train(cfg, root / name, device="cpu", progress=False)
+    return root
+
+
+@pytest.fixture(scope="module")
+def report(runs_root: Path) -> tuple[Path, str]:
+    """The report of all three runs, written through the command line; (path, stdout)."""
+    out = runs_root / "out" / "report.html"
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        code = main(["report", str(runs_root), "--out", str(out), "--per-pair", "4"])
+    assert code == 0, stdout.getvalue()
+    return out, stdout.getvalue()
+
+
+# ------------------------------------------------------------------------- content
+
+
+def test_cli_prints_the_report_path(report: tuple[Path, str]) -> None:
+    path, stdout = report
+    assert path.is_file()
+    assert stdout.strip() == f"report: {path}"
+
+
+def test_plotly_and_circuitsvis_are_inlined_once_and_nothing_is_fetched(report: tuple[Path, str]) -> None:
+    page = report[0].read_text(encoding="utf-8")
+    bundle_start = plotly.offline.get_plotlyjs()[:300]
+    assert page.count(bundle_start) == 1
+    assert page.count("var CircuitsVis=") == 1  # the circuitsvis bundle, once for all views
+    assert page.count("CircuitsVis.render(") == 3  # one attention view per run
+    assert page.count("Plotly.newPlot(") >= 3 * 8
+    # no external script, stylesheet, import or font
+    assert not re.search(r"<script\b[^>]*\bsrc\s*=", page, re.IGNORECASE)
+    assert not re.search(r"<link\b[^>]*\bhref\s*=\s*[\"']?\s*(https?:)?//", page, re.IGNORECASE)
+    assert not re.search(r"@import\s+(url\()?\s*[\"']?\s*(https?:)?//", page, re.IGNORECASE)
+    assert not re.search(r"\bfrom\s+[\"']https?://", page)  # no ES-module import from a CDN
+    assert "sourceMappingURL" not in page
+    # circuitsvis' self-closed container would swallow the next view
+    assert not re.search(r"<div\b[^>]*/>", page)
+
+
+def test_every_section_names_its_paper_figure(report: tuple[Path, str]) -> None:
+    page = report[0].read_text(encoding="utf-8")
+    sections = re.findall(r'<section id="([^"]+)"><h2>[^<]*</h2><p class="what">([^<]*)</p>', page)
+    keys = [key for key, _ in sections]
+    for key in ("curves", "accuracies", "attention", "flow", "key-masking", "second-anchor-masking", "residual-similarity",
+                "value-similarity", "condensation", "embedding-pca", "stable-ranks", "spectra"):  # fmt: skip
+        assert key in keys
+    for key, sentence in sections:
+        assert "Fig." in sentence, key
+
+
+def test_a_probe_that_does_not_apply_says_so(report: tuple[Path, str]) -> None:
+    page = report[0].read_text(encoding="utf-8")
+    similarity = page[page.index('<section id="residual-similarity">') : page.index('<section id="value-similarity">')]
+    assert similarity.count("not applicable: the model has 1 layer") == 1
+    assert similarity.count("Plotly.newPlot(") == 2  # the two 2-layer runs
+
+
+def test_accuracy_table_matches_metrics(runs_root: Path) -> None:
+    runs = load_runs([runs_root])
+    table = accuracy_table(runs).set_index("run")
+    for run in runs:
+        final = json.loads((run.path / "metrics.json").read_text())["final"]
+        assert table.loc[run.name, "ID"] == final["id_acc"]
+        assert table.loc[run.name, "train"] == final["train_acc"]
+        if run.config.data.task == "symmetric":
+            assert table.loc[run.name, "(4,3) inferential"] == final["heldout"]["4,3"]["inferential"]
+        else:
+            assert table.loc[run.name, "OOD"] == final["ood_acc"]
+            assert table.loc[run.name, "commutativity"] == final["commutativity"]
+
+
+def test_find_run_dirs_expands_parents_and_refuses_empty_folders(runs_root: Path, tmp_path: Path) -> None:
+    found = find_run_dirs([runs_root])
+    assert sorted(p.name for p in found) == ["large-init", "one-layer", "small-init"]
+    assert find_run_dirs([runs_root / "symmetric" / "small-init", runs_root / "symmetric"]) == [
+        (runs_root / "symmetric" / "small-init").resolve(),
+        (runs_root / "symmetric" / "large-init").resolve(),
+    ]
+    with pytest.raises(ValueError, match="holds no run folder"):
+        find_run_dirs([tmp_path])
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr):
+        assert main(["report", str(tmp_path), "--out", str(tmp_path / "r.html")]) == 2
+    assert "holds no run folder" in stderr.getvalue()
+
+
+@pytest.mark.parametrize("task", ["symmetric", "id-ood", "complexity"])
+def test_balanced_inputs_hold_every_pair_equally(task: str) -> None:
+    data = balanced_inputs(task, per_pair=5, seed=3)
+    spec = task_spec(task)
+    pairs = [tuple(p) for p in data.anchor_pairs.tolist()]
+    expected = list(spec.train_pairs) + list(spec.heldout_pairs)
+    assert sorted(set(pairs)) == sorted(expected)
+    assert all(pairs.count(p) == 5 for p in expected)
+    rows = torch.arange(len(data))
+    assert torch.equal(data.tokens[rows, data.key_positions + 1], data.anchor_pairs[:, 0])
+    assert torch.equal(data.tokens[rows, data.key_positions + 2], data.anchor_pairs[:, 1])
+    for (a, b), x, target in zip(pairs, data.keys.tolist(), data.targets.tolist(), strict=True):
+        assert target == x + SHIFTS[a] + SHIFTS[b] + (spec.offset((a, b)) if (a, b) in spec.train_pairs else 0)
+    assert torch.equal(data.targets[-5:], composite(data.keys[-5:], data.anchor_pairs[-5:, 0], data.anchor_pairs[-5:, 1]))
+
+
+def test_report_config_is_validated() -> None:
+    with pytest.raises(ValueError, match="projection"):
+        ReportConfig(projection="umap")
+    with pytest.raises(ValueError, match="per_pair"):
+        ReportConfig(per_pair=1)
+
+
+# ------------------------------------------------------------------- static images
+
+
+def _small_figure() -> go.Figure:
+    return go.Figure(go.Bar(x=["a", "b"], y=[1, 2])).update_layout(height=200)
+
+
+def test_static_export_without_a_browser_says_what_to_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("BROWSER_PATH", str(tmp_path / "no-such-chromium"))
+    problem = static_export_problem()
+    assert problem is not None and "chromium" in problem
+    with pytest.raises(StaticExportUnavailable, match="apt-get install chromium"):
+        write_images({"fig": _small_figure()}, tmp_path / "images")
+
+
+def test_static_export_without_kaleido_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "kaleido" else real(name, *a))
+    problem = static_export_problem()
+    assert problem is not None and "pip install kaleido" in problem and "apt-get install chromium" in problem
+
+
+def _static_export_or_skip() -> None:
+    problem = static_export_problem()
+    if problem:
+        pytest.skip(problem)
+
+
+def test_static_png_export(tmp_path: Path) -> None:
+    _static_export_or_skip()
+    (path,) = write_images({"bars": _small_figure()}, tmp_path, "png", width=300, scale=1)
+    assert path.name == "bars.png" and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("fmt", "magic"), [("svg", b"<svg"), ("pdf", b"%PDF")])
+def test_static_svg_and_pdf_export(tmp_path: Path, fmt: str, magic: bytes) -> None:
+    _static_export_or_skip()
+    (path,) = write_images({"bars": _small_figure()}, tmp_path, fmt, width=300, scale=1)
+    assert path.read_bytes().lstrip()[: len(magic)] == magic
+
+
+# --------------------------------------------------------------- headless Chromium
+
+CHROMIUM_FLAGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-extensions",
+    "--disable-default-apps",
+    "--disable-dev-shm-usage",
+    "--window-size=1400,1000",
+    "--host-resolver-rules=MAP * ~NOTFOUND",  # no name resolves: nothing can leave the machine
+)
+
+
+@pytest.fixture(scope="module")
+def browser():  # noqa: ANN201 - a selenium WebDriver
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e '.[dev]')")
+    from selenium.webdriver.chrome.service import Service
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    chromedriver = shutil.which("chromedriver")
+    if not chromium or not chromedriver:
+        pytest.skip("headless Chromium is not installed: apt-get install chromium chromium-driver (as .ci/run does)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    profile = tempfile.mkdtemp(prefix="interp-init-chromium-")
+    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={profile}"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service(chromedriver))
+    try:
+        driver.execute_cdp_cmd("Network.enable", {})
+        driver.execute_cdp_cmd("Network.emulateNetworkConditions", {"offline": True, "latency": 0, "downloadThroughput": 0, "uploadThroughput": 0})
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+RENDER_STATE = """
+const figs = [...document.querySelectorAll('.plotly-graph-div')];  // every figure div, plotted or not
+const drawn = figs.filter(f => f.querySelector('.main-svg') && (f.data || []).length > 0
+    && f.querySelectorAll('g.trace, g.hm, .imagelayer image').length > 0);
+const views = [...document.querySelectorAll('.circuitsvis-view, [id^="circuits-vis-"]')];
+return {figures: figs.length, drawn: drawn.length, views: views.length,
+        mounted: views.filter(v => v.children.length > 0 && v.innerText.trim().length > 0).length};
+"""
+
+
+def _open(driver, path: Path, expect_views: int | None = None, timeout: float = 90.0) -> tuple[dict, list[dict], list[str], list[dict]]:  # noqa: ANN001
+    """Load ``path`` over file://; return the render state, console errors, requested URLs and failed requests."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.get_log("performance")  # drop what came before this page
+    driver.get_log("browser")
+    driver.get(path.resolve().as_uri())
+
+    def ready(d) -> dict | bool:  # noqa: ANN001
+        state = d.execute_script(RENDER_STATE)
+        done = state["drawn"] == state["figures"] and state["mounted"] == (state["views"] if expect_views is None else expect_views)
+        return state if done else False
+
+    try:
+        state = WebDriverWait(driver, timeout, poll_frequency=0.5).until(ready)
+    except Exception:  # noqa: BLE001 - report what was drawn instead of a bare timeout
+        state = driver.execute_script(RENDER_STATE)
+    errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    urls, failed = [], []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent":
+            urls.append(message["params"]["request"]["url"])
+        elif message["method"] == "Network.loadingFailed":
+            failed.append(message["params"])
+    return state, errors, urls, failed
+
+
+def _distinct_colours(png: bytes) -> int:
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(png)).convert("RGB")
+    colours = image.getcolors(maxcolors=1 << 20)
+    return len(colours) if colours is not None else 1 << 20
+
+
+def test_report_renders_offline_in_headless_chromium(browser, report: tuple[Path, str], tmp_path: Path) -> None:  # noqa: ANN001
+    state, errors, urls, failed = _open(browser, report[0])
+    assert errors == [], errors
+    assert failed == [], failed
+    assert urls and all(u.startswith(("file://", "data:")) for u in urls), [u[:80] for u in urls if not u.startswith(("file://", "data:"))]
+    assert state["figures"] >= 3 * 8 and state["drawn"] == state["figures"], state
+    assert state["views"] == 3 and state["mounted"] == 3, state
+    pytest.importorskip("PIL", reason="pillow is not installed (pip install -e '.[dev]')")
+    shot = browser.get_screenshot_as_png()
+    (tmp_path / "report.png").write_bytes(shot)
+    assert _distinct_colours(shot) > 50  # text, tables and plot colours; a blank page has 1
+
+
+def test_two_circuitsvis_views_on_one_page_both_render(browser, tmp_path: Path) -> None:  # noqa: ANN001
+    """Our fragments both mount; circuitsvis' own fragments (self-closed div) lose the second view."""
+    import circuitsvis.attention
+
+    from training.report import circuitsvis_bundle
+
+    pattern = torch.softmax(torch.randn(2, 4, 4), -1).tril()
+    tokens = ["a", "b", "c", "d"]
+    ours = tmp_path / "ours.html"
+    views = "\n".join(circuitsvis_view("AttentionHeads", attention=pattern, tokens=tokens) for _ in range(2))
+    ours.write_text(f"<!DOCTYPE html><html><head><meta charset='utf-8'><script>{circuitsvis_bundle()}</script></head><body>{views}</body></html>", encoding="utf-8")
+    state, errors, _, failed = _open(browser, ours)
+    assert (state["views"], state["mounted"]) == (2, 2), state
+    assert errors == [] and failed == []
+
+    upstream = tmp_path / "upstream.html"
+    fragments = "\n".join(circuitsvis.attention.attention_heads(attention=pattern, tokens=tokens).local_src for _ in range(2))
+    assert re.search(r"<div\b[^>]*/>", fragments)  # the upstream bug this guards against
+    upstream.write_text(f"<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>{fragments}</body></html>", encoding="utf-8")
+    state, _, _, _ = _open(browser, upstream, expect_views=2, timeout=4)
+    assert state["mounted"] < 2, state
+
+
+def test_sample_input_is_the_neurips_fig3_input_with_its_target() -> None:
+    from training.report import sample_input
+
+    sym = sample_input("symmetric")
+    assert sym.tokens.tolist() == [[35, 63, 99, 4, 3, 38, 42, 36, 62]]
+    assert sym.keys.tolist() == [99] and sym.anchor_pairs.tolist() == [[4, 3]]
+    assert sym.candidate_targets["inferential"].tolist() == [99 - 10]
+    assert sym.candidate_targets["symmetric"].tolist() == [99 - 6]
+    assert sample_input("complexity", k=6).targets.tolist() == [99 - 10 + 4]  # (4,3) is in the 6th group
+    assert sample_input("complexity", k=5).targets.tolist() == [99 - 10]
+
+
+def test_svg_only_redraws_webgl_traces_as_svg() -> None:
+    from training.report import svg_only
+
+    x = list(range(1500))
+    fig = go.Figure([go.Scattergl(x=x, y=[v * v for v in x], mode="lines", name="gl"), go.Bar(x=[1], y=[2])]).update_layout(height=123)
+    out = svg_only(fig)
+    assert [t.type for t in out.data] == ["scatter", "bar"]
+    assert list(out.data[0].x) == x and list(out.data[0].y) == [v * v for v in x] and out.data[0].name == "gl"
+    assert out.layout.height == 123
+
+
+def test_a_run_without_weights_and_a_missing_probe_are_noted_not_fatal(runs_root: Path, tmp_path: Path) -> None:
+    from training.report import NotApplicable, _probe, build_page
+
+    unfinished = tmp_path / "unfinished"
+    unfinished.mkdir()
+    (unfinished / "config.json").write_text((runs_root / "symmetric" / "small-init" / "config.json").read_text())
+    page = build_page(load_runs([unfinished]), ReportConfig(per_pair=2))
+    assert "no model: no model.safetensors" in page.html
+    assert "no run has a training history" in page.html
+    assert page.figures == {}
+    with pytest.raises(NotApplicable, match="probe not available: probes.no_such_probe"):
+        _probe("probes.no_such_probe", "anything")
+    with pytest.raises(NotApplicable, match="probes.flow has no no_such_function"):
+        _probe("probes.flow", "no_such_function")
