@@ -1,0 +1,597 @@
+"""Phase diagrams from a sweep's results table: aggregation as in the papers, phases, figures.
+
+Aggregation (NeurIPS Sec. 3, journal Sec. V): within a cell (e.g. one gamma and one
+depth) and a seed, take the best of each metric over the learning rates
+(:func:`best_over`); then the mean and the sample standard deviation over seeds
+(:func:`aggregate`).  Phases (journal; SPEC section 1) come from the aggregated ID and OOD
+accuracies (:func:`classify_phase`): Phase 1 = ID < 0.9 (poor ID), Phase 2 = good ID and
+OOD <= 0.5, Phase 3 = good ID and OOD > 0.5; the thresholds are parameters.
+
+Figures (plotly; each takes the results table of :func:`training.sweep.load_results`):
+
+* :func:`fig_neurips_fig2`: gamma x depth heatmaps of held-out (4,3) accuracy against the
+  symmetric and the inferential target, hatched where ID < 0.9 (NeurIPS Fig. 2).
+* :func:`fig_journal_fig3a`: ID and OOD accuracy against gamma, phases shaded (journal Fig. 3A).
+* :func:`fig_journal_fig3b`: weight decay x gamma heatmap of OOD accuracy, hatched where
+  ID is poor, a triangle where commutativity < 0.7 (journal Fig. 3B).
+* :func:`fig_journal_fig5c`: weight decay x gamma bubbles, colour = stable rank of the
+  first layer's W_Q, size = phase (journal Fig. 5C).
+* :func:`fig_complexity_epochs`: epochs until training loss < 0.05 against depth, one
+  line per complexity k, one panel per gamma (NeurIPS Fig. 6, journal Fig. 8A).
+* :func:`fig_pair_epochs`: per anchor pair, epochs until its training accuracy reaches
+  60% (journal Fig. 8B).
+
+:func:`write_html` writes them with plotly.js inlined, so the files render with no network.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from training.data import ALL_PAIRS, task_spec
+from training.sweep import LOSS_THRESHOLD, PAIR_ACC_THRESHOLD, collect_results, pair_column
+
+#: ID accuracy at or above which ID generalization is "good" (NeurIPS shadow zones).
+ID_THRESHOLD = 0.9
+#: OOD accuracy above which a good-ID cell is Phase 3 (journal Fig. 5C).
+OOD_THRESHOLD = 0.5
+#: Commutativity below which journal Fig. 3B marks a cell.
+COMMUTATIVITY_THRESHOLD = 0.7
+#: Metrics where less is better (best over learning rates = minimum).
+LOWER_IS_BETTER_PREFIXES = ("epochs_to", "final_loss")
+_SHADE = "rgba(90, 90, 90, 0.55)"
+_PHASE_COLOURS = {1: "rgba(220, 80, 60, 0.12)", 2: "rgba(240, 180, 40, 0.15)", 3: "rgba(60, 160, 90, 0.15)"}
+
+
+# ------------------------------------------------------------------------ aggregation
+
+def param_columns(df: pd.DataFrame) -> list[str]:
+    """The configuration columns of a results table (those between ``run`` and ``status``)."""
+    if "status" not in df.columns:
+        raise ValueError("not a results table: it has no 'status' column (load it with training.sweep.load_results)")
+    cols = list(df.columns[: df.columns.get_loc("status")])
+    return [c for c in cols if c != "run"]
+
+
+def _lower_is_better(metric: str) -> bool:
+    return metric.startswith(LOWER_IS_BETTER_PREFIXES)
+
+
+def _check_columns(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValueError(f"{what}: the table has no column(s) {missing}; it has {list(df.columns)}")
+
+
+def best_over(
+    df: pd.DataFrame,
+    metrics: Sequence[str],
+    cell: Sequence[str],
+    over: str = "lr",
+    seed: str = "seed",
+    target: str | None = None,
+) -> pd.DataFrame:
+    """Per ``cell`` and ``seed``, the best of each metric over the values of ``over`` (learning rates).
+
+    With ``target=None`` every metric takes its own best (NeurIPS Fig. 2 selects "the
+    highest accuracy for the inferential and symmetric mappings" separately); with a
+    ``target`` metric, the row (learning rate) best on the target is chosen and all
+    metrics are read from it.  Best is the maximum, or the minimum for metrics named
+    ``epochs_to*`` / ``final_loss``.  NaN values are skipped; a group with no value is NaN.
+    Returns one row per (cell, seed) with the columns ``cell + [seed] + metrics``
+    (and ``over``: the chosen value, when ``target`` is given).
+    """
+    groups = [*cell, seed]
+    _check_columns(df, [*groups, *metrics] + ([target] if target else []), "best_over")
+    if over not in df.columns or target is None:
+        if df.empty:
+            return pd.DataFrame(columns=[*groups, *metrics])
+        agg = {m: ("min" if _lower_is_better(m) else "max") for m in metrics}
+        return df.groupby(groups, sort=True, dropna=False)[list(metrics)].agg(agg).reset_index()
+    valid = df.dropna(subset=[target])
+    lower = _lower_is_better(target)
+    order = valid.sort_values([*groups, target, over], ascending=[True] * len(groups) + [lower, True], kind="stable")
+    chosen = order.groupby(groups, sort=True, dropna=False).head(1)
+    all_groups = df[groups].drop_duplicates()
+    out = all_groups.merge(chosen[[*groups, over, *[m for m in metrics if m != over]]], on=groups, how="left")
+    return out.sort_values(groups, kind="stable").reset_index(drop=True)
+
+
+def aggregate(
+    df: pd.DataFrame,
+    metrics: Sequence[str],
+    cell: Sequence[str] | None = None,
+    over: str = "lr",
+    seed: str = "seed",
+    target: str | None = None,
+    statuses: Sequence[str] | None = ("completed",),
+) -> pd.DataFrame:
+    """The papers' aggregation: best over ``over`` (learning rates), then mean and spread over seeds.
+
+    ``cell`` defaults to every configuration column that varies in the table except
+    ``over`` and ``seed``.  Only rows whose ``status`` is in ``statuses`` count
+    (``None``: all rows).  Returns one row per cell: the cell columns, ``{metric}_mean``,
+    ``{metric}_std`` (sample standard deviation over seeds, ddof=1: NaN for one seed) and
+    ``n_seeds`` (seeds with at least one counted run).
+    """
+    if statuses is not None and "status" in df.columns:
+        df = df[df["status"].isin(statuses)]
+    if cell is None:
+        cell = [c for c in param_columns(df) if c not in (over, seed) and df[c].nunique(dropna=False) > 1]
+    cell = list(cell)
+    best = best_over(df, metrics, cell, over=over, seed=seed, target=target)
+    if best.empty:
+        cols = [*cell, *(f"{m}_{s}" for m in metrics for s in ("mean", "std")), "n_seeds"]
+        return pd.DataFrame(columns=cols)
+    if cell:
+        grouped = best.groupby(cell, sort=True, dropna=False)
+    else:
+        grouped = best.assign(_all=0).groupby("_all")
+    parts = {}
+    for m in metrics:
+        parts[f"{m}_mean"] = grouped[m].mean()
+        parts[f"{m}_std"] = grouped[m].std(ddof=1)
+    parts["n_seeds"] = grouped[seed].nunique()
+    out = pd.DataFrame(parts).reset_index()
+    return out.drop(columns=["_all"], errors="ignore")
+
+
+def classify_phase(
+    id_acc: Any, ood_acc: Any, id_threshold: float = ID_THRESHOLD, ood_threshold: float = OOD_THRESHOLD
+) -> pd.Series:
+    """The journal's phase of each (ID accuracy, OOD accuracy), as a nullable integer Series.
+
+    1: ID < ``id_threshold`` (poor ID; the papers' Phase 1 also has poor OOD, and a
+    poor-ID cell counts as Phase 1 whatever its OOD); 2: ID >= ``id_threshold`` and OOD <=
+    ``ood_threshold``; 3: ID >= ``id_threshold`` and OOD > ``ood_threshold``.  NA where a
+    needed value is NaN.
+    """
+    for name, value in (("id_threshold", id_threshold), ("ood_threshold", ood_threshold)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+            raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
+    index = id_acc.index if isinstance(id_acc, pd.Series) else None
+    ida = np.asarray(id_acc, dtype=float).reshape(-1)
+    ooda = np.asarray(ood_acc, dtype=float).reshape(-1)
+    if ida.shape != ooda.shape:
+        raise ValueError(f"id_acc and ood_acc must have the same length, got {ida.shape[0]} and {ooda.shape[0]}")
+    phase = pd.Series(pd.array([pd.NA] * len(ida), dtype="Int64"), index=index)
+    poor_id = ida < id_threshold
+    good_id = ida >= id_threshold
+    phase[poor_id] = 1
+    phase[good_id & (ooda <= ood_threshold)] = 2
+    phase[good_id & (ooda > ood_threshold)] = 3
+    return phase
+
+
+def add_phase(
+    agg: pd.DataFrame,
+    id_col: str = "id_acc_mean",
+    ood_col: str | None = None,
+    id_threshold: float = ID_THRESHOLD,
+    ood_threshold: float = OOD_THRESHOLD,
+) -> pd.DataFrame:
+    """``agg`` with a ``phase`` column from its ID and OOD columns.
+
+    ``ood_col`` defaults to ``ood_acc_mean`` (id-ood task), else ``heldout_inferential_mean``
+    (the symmetric task's held-out pair against the inferential target).
+    """
+    if ood_col is None:
+        ood_col = "ood_acc_mean" if "ood_acc_mean" in agg.columns else "heldout_inferential_mean"
+    _check_columns(agg, [id_col, ood_col], "add_phase")
+    return agg.assign(phase=classify_phase(agg[id_col], agg[ood_col], id_threshold, ood_threshold).to_numpy())
+
+
+# ---------------------------------------------------------------------------- figures
+
+def _task_rows(df: pd.DataFrame, task: str, what: str) -> pd.DataFrame:
+    _check_columns(df, ["task", "status"], what)
+    rows = df[(df["task"] == task) & (df["status"] == "completed")]
+    if rows.empty:
+        raise ValueError(f"{what} needs completed runs of the {task!r} task; the table has none")
+    return rows
+
+
+def _single_valued(df: pd.DataFrame, keep: Sequence[str], what: str) -> None:
+    """Refuse tables where a configuration column other than ``keep`` varies (it would be averaged away)."""
+    varying = [c for c in param_columns(df) if c not in keep and df[c].nunique(dropna=False) > 1]
+    if varying:
+        raise ValueError(f"{what}: {varying} vary in the table besides {list(keep)}; filter the table first (e.g. df[df.{varying[0]} == ...])")
+
+
+def _label(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer() and abs(value) >= 1:
+        return str(int(value)) if value != 1 else "1"
+    return f"{value:g}" if isinstance(value, (float, np.floating)) else str(value)
+
+
+def _hatch(fig: go.Figure, x: float, y: float, row: int | None = None, col: int | None = None) -> None:
+    """Shade the unit cell centred on (x, y) and draw hatching lines across it."""
+    kw = {"row": row, "col": col} if row is not None else {}
+    fig.add_shape(type="rect", x0=x - 0.5, x1=x + 0.5, y0=y - 0.5, y1=y + 0.5, fillcolor=_SHADE, line_width=0, **kw)
+    for t in (-0.25, 0.25, 0.75, -0.75, 0.0):
+        x0, y0, x1, y1 = x - 0.5 + max(t, 0), y - 0.5 + max(-t, 0), x + 0.5 - max(-t, 0), y + 0.5 - max(t, 0)
+        fig.add_shape(type="line", x0=x0, y0=y0, x1=x1, y1=y1, line=dict(color="white", width=1.5), **kw)
+
+
+def _grid(agg: pd.DataFrame, xcol: str, ycol: str, zcol: str) -> tuple[list, list, np.ndarray]:
+    xs, ys = sorted(agg[xcol].unique()), sorted(agg[ycol].unique())
+    z = np.full((len(ys), len(xs)), np.nan)
+    for _, r in agg.iterrows():
+        z[ys.index(r[ycol]), xs.index(r[xcol])] = r[zcol]
+    return xs, ys, z
+
+
+def _hover(agg: pd.DataFrame, xs: list, ys: list, xcol: str, ycol: str, cols: Sequence[str]) -> np.ndarray:
+    text = np.full((len(ys), len(xs)), "", dtype=object)
+    for _, r in agg.iterrows():
+        parts = [f"{xcol}={_label(r[xcol])}, {ycol}={_label(r[ycol])}"]
+        for c in cols:
+            parts.append(f"{c}: {r[c + '_mean']:.3f} ± {0 if pd.isna(r[c + '_std']) else r[c + '_std']:.3f}")
+        parts.append(f"seeds: {r['n_seeds']}")
+        text[ys.index(r[ycol]), xs.index(r[xcol])] = "<br>".join(parts)
+    return text
+
+
+def fig_neurips_fig2(
+    df: pd.DataFrame, id_threshold: float = ID_THRESHOLD, over: str = "lr"
+) -> go.Figure:
+    """NeurIPS Fig. 2: held-out (4,3) accuracy against the symmetric and the inferential target.
+
+    x = gamma, y = depth (``n_layers``); each cell the best over learning rates, averaged
+    over seeds; cells whose ID accuracy (seen anchors) is below ``id_threshold`` are
+    shaded and hatched.  Uses the completed runs of the ``symmetric`` task.
+    """
+    rows = _task_rows(df, "symmetric", "NeurIPS Fig. 2")
+    cell = ["gamma", "n_layers"]
+    _single_valued(rows, [*cell, over, "seed"], "NeurIPS Fig. 2")
+    metrics = ["heldout_symmetric", "heldout_inferential", "id_acc"]
+    agg = aggregate(rows, metrics, cell=cell, over=over)
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("(a) symmetric target (x − 6)", "(b) inferential target (x − 10)"), horizontal_spacing=0.1)
+    for col, metric in enumerate(("heldout_symmetric", "heldout_inferential"), start=1):
+        xs, ys, z = _grid(agg, "gamma", "n_layers", f"{metric}_mean")
+        fig.add_trace(
+            go.Heatmap(
+                x=list(range(len(xs))), y=list(range(len(ys))), z=z, zmin=0, zmax=1, colorscale="Viridis",
+                text=_hover(agg, xs, ys, "gamma", "n_layers", metrics), hoverinfo="text",
+                colorbar=dict(title="accuracy", x=1.02) if col == 2 else None, showscale=col == 2,
+            ),
+            row=1, col=col,
+        )  # fmt: skip
+        _, _, id_z = _grid(agg, "gamma", "n_layers", "id_acc_mean")
+        for iy, ix in zip(*np.nonzero(id_z < id_threshold), strict=True):
+            _hatch(fig, ix, iy, row=1, col=col)
+        fig.update_xaxes(title_text="γ (initialization rate)", tickvals=list(range(len(xs))), ticktext=[_label(x) for x in xs], row=1, col=col)
+        fig.update_yaxes(title_text="depth (layers)", tickvals=list(range(len(ys))), ticktext=[_label(y) for y in ys], row=1, col=col)
+    fig.update_layout(
+        title=f"Held-out pair (4,3): best over {over}, mean over seeds; hatched: ID accuracy < {id_threshold:g}",
+        template="plotly_white", width=1000, height=450,
+    )
+    return fig
+
+
+def _id_ood_agg(df: pd.DataFrame, what: str, over: str, metrics: Sequence[str]) -> pd.DataFrame:
+    rows = _task_rows(df, "id-ood", what)
+    cell = ["gamma", "weight_decay"]
+    _single_valued(rows, [*cell, over, "seed"], what)
+    return aggregate(rows, metrics, cell=cell, over=over)
+
+
+def fig_journal_fig3a(
+    df: pd.DataFrame,
+    weight_decay: float | None = None,
+    id_threshold: float = ID_THRESHOLD,
+    ood_threshold: float = OOD_THRESHOLD,
+    over: str = "lr",
+) -> go.Figure:
+    """Journal Fig. 3A: ID and OOD accuracy against gamma at one weight decay, phases shaded.
+
+    ``weight_decay`` defaults to 0.01 (the paper's) when the table has it, else the
+    smallest in the table.  Error bars: standard deviation over seeds.
+    """
+    agg = _id_ood_agg(df, "journal Fig. 3A", over, ["id_acc", "ood_acc"])
+    wds = sorted(agg["weight_decay"].unique())
+    if weight_decay is None:
+        weight_decay = 0.01 if any(math.isclose(w, 0.01) for w in wds) else wds[0]
+    sel = agg[np.isclose(agg["weight_decay"], weight_decay)].sort_values("gamma")
+    if sel.empty:
+        raise ValueError(f"journal Fig. 3A: no runs with weight_decay={weight_decay}; the table has {wds}")
+    sel = add_phase(sel, id_threshold=id_threshold, ood_threshold=ood_threshold)
+    fig = go.Figure()
+    gammas = sel["gamma"].to_numpy()
+    half = np.diff(gammas).min() / 2 if len(gammas) > 1 else 0.025
+    for g, phase in zip(gammas, sel["phase"], strict=True):
+        if pd.notna(phase):
+            fig.add_vrect(x0=g - half, x1=g + half, fillcolor=_PHASE_COLOURS[int(phase)], line_width=0, layer="below")
+            fig.add_annotation(x=g, y=1.06, text=f"P{int(phase)}", showarrow=False, font=dict(size=10))
+    for metric, colour, name in (("id_acc", "royalblue", "ID"), ("ood_acc", "crimson", "OOD")):
+        fig.add_trace(
+            go.Scatter(
+                x=gammas, y=sel[f"{metric}_mean"], error_y=dict(type="data", array=sel[f"{metric}_std"].fillna(0)),
+                mode="lines+markers", name=name, line=dict(color=colour),
+            )
+        )  # fmt: skip
+    fig.update_layout(
+        title=f"ID and OOD accuracy vs γ (weight decay {weight_decay:g}); phases P1-P3 (ID ≥ {id_threshold:g}, OOD > {ood_threshold:g})",
+        xaxis_title="γ (initialization rate)", yaxis_title="accuracy", yaxis_range=[-0.02, 1.12],
+        template="plotly_white", width=800, height=450,
+    )  # fmt: skip
+    return fig
+
+
+def fig_journal_fig3b(
+    df: pd.DataFrame,
+    id_threshold: float = ID_THRESHOLD,
+    commutativity_threshold: float = COMMUTATIVITY_THRESHOLD,
+    over: str = "lr",
+) -> go.Figure:
+    """Journal Fig. 3B: OOD accuracy over weight decay (x) x gamma (y).
+
+    Hatched: ID accuracy < ``id_threshold``; green triangle: commutativity <
+    ``commutativity_threshold``.  Each cell: mean over seeds (best over ``over`` if it varies).
+    """
+    agg = _id_ood_agg(df, "journal Fig. 3B", over, ["ood_acc", "id_acc", "commutativity"])
+    xs, ys, z = _grid(agg, "weight_decay", "gamma", "ood_acc_mean")
+    fig = go.Figure(
+        go.Heatmap(
+            x=list(range(len(xs))), y=list(range(len(ys))), z=z, zmin=0, zmax=1, colorscale="Viridis",
+            text=_hover(agg, xs, ys, "weight_decay", "gamma", ["ood_acc", "id_acc", "commutativity"]), hoverinfo="text",
+            colorbar=dict(title="OOD acc"),
+        )
+    )  # fmt: skip
+    _, _, id_z = _grid(agg, "weight_decay", "gamma", "id_acc_mean")
+    for iy, ix in zip(*np.nonzero(id_z < id_threshold), strict=True):
+        _hatch(fig, ix, iy)
+    _, _, comm = _grid(agg, "weight_decay", "gamma", "commutativity_mean")
+    iy, ix = np.nonzero(comm < commutativity_threshold)
+    fig.add_trace(
+        go.Scatter(
+            x=ix, y=iy, mode="markers", name=f"commutativity < {commutativity_threshold:g}",
+            marker=dict(symbol="triangle-up", size=14, color="limegreen", line=dict(color="black", width=1)),
+        )
+    )  # fmt: skip
+    fig.update_xaxes(title_text="weight decay", tickvals=list(range(len(xs))), ticktext=[_label(x) for x in xs])
+    fig.update_yaxes(title_text="γ (initialization rate)", tickvals=list(range(len(ys))), ticktext=[_label(y) for y in ys])
+    fig.update_layout(
+        title=f"OOD accuracy; hatched: ID < {id_threshold:g}; ▲: commutativity < {commutativity_threshold:g}",
+        template="plotly_white", width=650, height=550, legend=dict(orientation="h", y=-0.15),
+    )  # fmt: skip
+    return fig
+
+
+def fig_journal_fig5c(
+    df: pd.DataFrame,
+    id_threshold: float = ID_THRESHOLD,
+    ood_threshold: float = OOD_THRESHOLD,
+    rank_col: str = "stable_rank_wq0",
+    over: str = "lr",
+) -> go.Figure:
+    """Journal Fig. 5C: bubbles over weight decay (x) x gamma (y); colour = stable rank, size = phase.
+
+    Stable rank of the first layer's W_Q (heads merged), averaged over seeds; the phase of
+    the cell from its mean ID and OOD accuracy (:func:`classify_phase`).
+    """
+    agg = _id_ood_agg(df, "journal Fig. 5C", over, ["id_acc", "ood_acc", rank_col])
+    agg = add_phase(agg, id_threshold=id_threshold, ood_threshold=ood_threshold)
+    xs, ys = sorted(agg["weight_decay"].unique()), sorted(agg["gamma"].unique())
+    phase = agg["phase"].astype("float").to_numpy()
+    sizes = np.where(np.isnan(phase), 6, np.nan_to_num(phase) * 14)
+    text = [
+        f"wd={_label(r.weight_decay)}, γ={_label(r.gamma)}<br>phase {r.phase if pd.notna(r.phase) else '?'}"
+        f"<br>stable rank {getattr(r, rank_col + '_mean'):.2f}<br>ID {r.id_acc_mean:.3f}, OOD {r.ood_acc_mean:.3f}"
+        for r in agg.itertuples()
+    ]
+    fig = go.Figure(
+        go.Scatter(
+            x=[xs.index(v) for v in agg["weight_decay"]], y=[ys.index(v) for v in agg["gamma"]], mode="markers",
+            marker=dict(size=sizes, color=agg[f"{rank_col}_mean"], colorscale="Plasma", showscale=True,
+                        colorbar=dict(title="stable rank<br>W_Q (layer 0)"), line=dict(color="black", width=0.5)),
+            text=text, hoverinfo="text", showlegend=False,
+        )
+    )  # fmt: skip
+    fig.update_xaxes(title_text="weight decay", tickvals=list(range(len(xs))), ticktext=[_label(x) for x in xs])
+    fig.update_yaxes(title_text="γ (initialization rate)", tickvals=list(range(len(ys))), ticktext=[_label(y) for y in ys])
+    fig.update_layout(
+        title=f"Layer-0 W_Q stable rank (colour), phase (size 1-3; ID ≥ {id_threshold:g}, OOD > {ood_threshold:g})",
+        template="plotly_white", width=650, height=550,
+    )  # fmt: skip
+    return fig
+
+
+def _complexity_rows(df: pd.DataFrame, what: str, keep: Sequence[str]) -> pd.DataFrame:
+    rows = _task_rows(df, "complexity", what)
+    _single_valued(rows, [*keep, "lr", "seed"], what)
+    return rows
+
+
+def _init_name(gamma: float, gammas: Sequence[float]) -> str:
+    if len(gammas) < 2:
+        return f"γ = {_label(gamma)}"
+    size = "small init" if gamma == max(gammas) else "large init" if gamma == min(gammas) else "init"
+    return f"γ = {_label(gamma)} ({size})"
+
+
+def fig_complexity_epochs(df: pd.DataFrame, over: str = "lr") -> go.Figure:
+    """NeurIPS Fig. 6 / journal Fig. 8A: epochs until training loss < threshold against depth.
+
+    One panel per gamma (small init = largest gamma first), one line per complexity k;
+    mean over seeds (runs that never reach the threshold are left out of the mean; the
+    hover says how many seeds reached it).  The threshold is the one the table was built
+    with (:func:`training.sweep.collect_results`, default 0.05).
+    """
+    rows = _complexity_rows(df, "NeurIPS Fig. 6", ["gamma", "n_layers", "k"])
+    cell = ["gamma", "n_layers", "k"]
+    agg = aggregate(rows, ["epochs_to_loss"], cell=cell, over=over)
+    best = best_over(rows, ["epochs_to_loss"], cell, over=over)
+    reached = best.groupby(cell)["epochs_to_loss"].agg(lambda s: int(s.notna().sum())).rename("reached")
+    agg = agg.merge(reached.reset_index(), on=cell)
+    gammas = sorted(agg["gamma"].unique(), reverse=True)
+    fig = make_subplots(rows=1, cols=len(gammas), subplot_titles=[_init_name(g, gammas) for g in gammas], shared_yaxes=True)
+    ks = sorted(agg["k"].unique())
+    colours = _colours(len(ks))
+    for col, g in enumerate(gammas, start=1):
+        for k, colour in zip(ks, colours, strict=True):
+            sel = agg[(agg["gamma"] == g) & (agg["k"] == k)].sort_values("n_layers")
+            fig.add_trace(
+                go.Scatter(
+                    x=sel["n_layers"], y=sel["epochs_to_loss_mean"], error_y=dict(type="data", array=sel["epochs_to_loss_std"].fillna(0)),
+                    mode="lines+markers", name=f"k = {k}", legendgroup=f"k{k}", showlegend=col == 1, line=dict(color=colour),
+                    text=[f"reached in {r}/{n} seeds" for r, n in zip(sel["reached"], sel["n_seeds"], strict=True)],
+                ),
+                row=1, col=col,
+            )  # fmt: skip
+        fig.update_xaxes(title_text="depth (layers)", dtick=1, row=1, col=col)
+    fig.update_yaxes(title_text="epochs until training loss < threshold", row=1, col=1)
+    fig.update_layout(title="Training speed vs inferential complexity k", template="plotly_white", width=500 * len(gammas), height=450)
+    return fig
+
+
+def _colours(n: int) -> list[str]:
+    import plotly.colors as pc
+
+    if n == 1:
+        return [pc.sample_colorscale("Viridis", [0.0])[0]]
+    return pc.sample_colorscale("Viridis", [i / (n - 1) for i in range(n)])
+
+
+def fig_pair_epochs(df: pd.DataFrame, k: int | None = None, n_layers: int | None = None, over: str = "lr") -> go.Figure:
+    """Journal Fig. 8B: per anchor pair, epochs until its training accuracy reaches the threshold.
+
+    For one complexity ``k`` (default: 1 if present, else the smallest k > 0, else 0) and
+    one depth (default: the smallest), one panel per gamma; bars = mean over seeds; red:
+    the pairs whose target breaks the composition rule at this k.  The threshold is the
+    one the table was built with (default 60%).
+    """
+    rows = _complexity_rows(df, "journal Fig. 8B", ["gamma", "n_layers", "k"])
+    ks = sorted(rows["k"].unique())
+    if k is None:
+        k = 1 if 1 in ks else next((v for v in ks if v > 0), ks[0])
+    depths = sorted(rows["n_layers"].unique())
+    n_layers = depths[0] if n_layers is None else n_layers
+    rows = rows[(rows["k"] == k) & (rows["n_layers"] == n_layers)]
+    if rows.empty:
+        raise ValueError(f"journal Fig. 8B: no completed runs with k={k}, n_layers={n_layers}; the table has k {ks}, depths {depths}")
+    cols = [pair_column(p) for p in ALL_PAIRS]
+    agg = aggregate(rows, cols, cell=["gamma"], over=over)
+    broken = set(task_spec("complexity", k=int(k)).offsets)
+    labels = [f"({a},{b})" for a, b in ALL_PAIRS]
+    colours = ["crimson" if p in broken else "steelblue" for p in ALL_PAIRS]
+    gammas = sorted(agg["gamma"].unique(), reverse=True)
+    fig = make_subplots(rows=1, cols=len(gammas), subplot_titles=[_init_name(g, gammas) for g in gammas], shared_yaxes=True)
+    for col, g in enumerate(gammas, start=1):
+        r = agg[agg["gamma"] == g].iloc[0]
+        fig.add_trace(
+            go.Bar(
+                x=labels, y=[r[f"{c}_mean"] for c in cols], error_y=dict(type="data", array=[0 if pd.isna(r[f"{c}_std"]) else r[f"{c}_std"] for c in cols]),
+                marker_color=colours, showlegend=False,
+            ),
+            row=1, col=col,
+        )  # fmt: skip
+        fig.update_xaxes(title_text="anchor pair", row=1, col=col)
+    fig.update_yaxes(title_text="epochs until pair training accuracy ≥ threshold", row=1, col=1)
+    fig.update_layout(
+        title=f"Per-pair fitting speed, k = {k}, depth {n_layers} (red: pairs with a non-inferential target)",
+        template="plotly_white", width=650 * len(gammas), height=450,
+    )  # fmt: skip
+    return fig
+
+
+def _has(df: pd.DataFrame, task: str, column: str) -> bool:
+    if not {"task", "status", column} <= set(df.columns):
+        return False
+    rows = df[(df["task"] == task) & (df["status"] == "completed")]
+    return bool(rows[column].notna().any())
+
+
+#: Figure name -> (function, does the table support it).
+FIGURES: dict[str, tuple[Callable[..., go.Figure], Callable[[pd.DataFrame], bool]]] = {
+    "neurips_fig2": (fig_neurips_fig2, lambda df: _has(df, "symmetric", "heldout_symmetric")),
+    "journal_fig3a": (fig_journal_fig3a, lambda df: _has(df, "id-ood", "ood_acc")),
+    "journal_fig3b": (fig_journal_fig3b, lambda df: _has(df, "id-ood", "ood_acc")),
+    "journal_fig5c": (fig_journal_fig5c, lambda df: _has(df, "id-ood", "stable_rank_wq0")),
+    "complexity_epochs": (fig_complexity_epochs, lambda df: _has(df, "complexity", "final_loss")),
+    "pair_epochs": (fig_pair_epochs, lambda df: _has(df, "complexity", "final_loss")),
+}
+
+
+def supported_figures(df: pd.DataFrame) -> list[str]:
+    """The names of the :data:`FIGURES` that the results table has the runs for."""
+    return [name for name, (_, ok) in FIGURES.items() if ok(df)]
+
+
+def make_figures(
+    df: pd.DataFrame, names: Sequence[str] | None = None, options: Mapping[str, Mapping[str, Any]] | None = None
+) -> dict[str, go.Figure]:
+    """The figures ``names`` (default: all the table supports), with per-figure keyword ``options``."""
+    names = supported_figures(df) if names is None else list(names)
+    unknown = [n for n in names if n not in FIGURES]
+    if unknown:
+        raise ValueError(f"unknown figure(s) {unknown}; choose from {list(FIGURES)}")
+    options = options or {}
+    return {name: FIGURES[name][0](df, **options.get(name, {})) for name in names}
+
+
+def write_html(figures: Mapping[str, go.Figure], out: str | Path, title: str = "Phase diagrams") -> list[Path]:
+    """Write figures as HTML with plotly.js inlined (renders with no network).
+
+    ``out`` ending in ``.html``: one page with every figure (plotly.js once); otherwise a
+    folder with one ``<name>.html`` per figure.  Returns the written paths.
+    """
+    if not figures:
+        raise ValueError("no figures to write")
+    out = Path(out)
+    if out.suffix.lower() == ".html":
+        out.parent.mkdir(parents=True, exist_ok=True)
+        divs = [
+            f"<h2>{name}</h2>\n" + fig.to_html(full_html=False, include_plotlyjs=(i == 0))
+            for i, (name, fig) in enumerate(figures.items())
+        ]
+        page = f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title></head>\n<body>\n<h1>{title}</h1>\n" + "\n".join(divs) + "\n</body></html>\n"
+        tmp = out.with_name(f".{out.name}.tmp")
+        tmp.write_text(page, encoding="utf-8")
+        tmp.replace(out)
+        return [out]
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, fig in figures.items():
+        path = out / f"{name}.html"
+        fig.write_html(path, include_plotlyjs=True, full_html=True)
+        paths.append(path)
+    return paths
+
+
+@click.command("phase-diagram")
+@click.argument("sweep_dir", type=click.Path(file_okay=False))
+@click.option("--out", default=None, help="An .html file (all figures on one page) or a folder (one file per figure). Default: SWEEP_DIR/phase_diagram.html.")
+@click.option("--figure", "figure_names", multiple=True, type=click.Choice(list(FIGURES)), help="Only these figures (repeatable). Default: every figure the table supports.")
+@click.option("--id-threshold", type=float, default=ID_THRESHOLD, show_default=True, help="Good ID accuracy (hatching, phases).")
+@click.option("--ood-threshold", type=float, default=OOD_THRESHOLD, show_default=True, help="OOD accuracy above which good ID is phase 3.")
+@click.option("--loss-threshold", type=float, default=LOSS_THRESHOLD, show_default=True, help="Training loss for epochs_to_loss.")
+@click.option("--pair-threshold", type=float, default=PAIR_ACC_THRESHOLD, show_default=True, help="Per-pair training accuracy for epochs_to_acc_*.")
+def phase_diagram_command(
+    sweep_dir: str, out: str | None, figure_names: tuple[str, ...], id_threshold: float, ood_threshold: float,
+    loss_threshold: float, pair_threshold: float,
+) -> None:  # fmt: skip
+    """Rebuild SWEEP_DIR/results.csv and write the papers' figures it supports as offline HTML."""
+    df = collect_results(sweep_dir, loss_threshold=loss_threshold, pair_threshold=pair_threshold)
+    names = list(figure_names) or supported_figures(df)
+    if not names:
+        raise ValueError(f"{sweep_dir} has no completed runs any figure can use (statuses: {df['status'].value_counts().to_dict()})")
+    phase_opts = {"id_threshold": id_threshold, "ood_threshold": ood_threshold}
+    options = {
+        "neurips_fig2": {"id_threshold": id_threshold},
+        "journal_fig3a": phase_opts,
+        "journal_fig3b": {"id_threshold": id_threshold},
+        "journal_fig5c": phase_opts,
+    }
+    figures = make_figures(df, names, options)
+    paths = write_html(figures, out or Path(sweep_dir) / "phase_diagram.html")
+    click.echo(f"{len(figures)} figure(s) ({', '.join(figures)}) from {len(df)} runs: {', '.join(map(str, paths))}")
