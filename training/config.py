@@ -209,9 +209,10 @@ def _tiny(task: str) -> dict[str, Any]:
 
 
 def _cpu(task: str) -> dict[str, Any]:
-    # Minutes on 2 CPU cores and still shows the memorize-versus-reason flip with the
-    # regimes of training.reproduce.REGIMES["cpu"]; found by the search recorded in
-    # docs/cpu-reproduction.md.
+    # About 1-2 minutes per model on 2 CPU cores. The closest configuration the search in
+    # docs/cpu-reproduction.md found, NOT a full reproduction: with the regimes of
+    # training.reproduce.REGIMES["cpu"] small init composes the id-ood task's unseen pairs
+    # (the journal's Phase 3), but on the symmetric task it goes symmetric, not inferential.
     return dict(
         n_layers=2, d_model=128, n_heads=1, d_head=64, d_mlp=384,
         n_train=20_000, n_test=2_000,

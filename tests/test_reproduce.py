@@ -1,0 +1,132 @@
+"""The ``reproduce`` command: four runs, a summary.json of the right shape, resumable."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from training.cli import main
+from training.reproduce import REGIMES, check_flip, regime_config, regime_options, reproduce
+
+SYMMETRIC_KEYS = {"gamma", "id_acc", "heldout_inferential", "heldout_symmetric"}
+OOD_KEYS = {"gamma", "id_acc", "ood_acc", "commutativity"}
+
+
+@pytest.fixture(scope="module")
+def tiny_out(tmp_path_factory):
+    out = tmp_path_factory.mktemp("reproduce")
+    code = main(["reproduce", "--preset", "tiny", "--seed", "3", "--out", str(out), "--device", "cpu", "--quiet"])
+    assert code == 0
+    return out
+
+
+def test_summary_structure(tiny_out):
+    summary = json.loads((tiny_out / "summary.json").read_text())
+    assert list(summary) == ["symmetric", "id-ood"]
+    for task, keys in (("symmetric", SYMMETRIC_KEYS), ("id-ood", OOD_KEYS)):
+        assert list(summary[task]) == ["small-init", "large-init"]
+        for regime, row in summary[task].items():
+            assert keys <= set(row), (task, regime, row)
+            assert row["gamma"] == REGIMES["tiny"][regime]["gamma"]
+            for key in keys - {"gamma"}:
+                assert 0.0 <= row[key] <= 1.0
+            # the summary repeats the run folder's own final metrics
+            metrics = json.loads((tiny_out / task / regime / "metrics.json").read_text())
+            assert metrics["status"] == "completed"
+            assert row["id_acc"] == metrics["final"]["id_acc"]
+            config = json.loads((tiny_out / task / regime / "config.json").read_text())
+            assert config["data"]["task"] == task
+            assert config["init"]["gamma"] == row["gamma"]
+            assert config["seed"] == 3
+
+
+def test_rerun_reads_finished_runs_without_training(tiny_out):
+    weights = sorted(tiny_out.glob("*/*/model.safetensors"))
+    assert len(weights) == 4
+    before = {p: p.stat().st_mtime_ns for p in weights}
+    first = json.loads((tiny_out / "summary.json").read_text())
+    again = reproduce("tiny", 3, tiny_out, device="cpu", progress=False)
+    assert {p: p.stat().st_mtime_ns for p in weights} == before
+    assert json.loads(json.dumps(again)) == first
+
+
+def test_unknown_preset_is_a_clear_error(tmp_path, capsys):
+    code = main(["reproduce", "--preset", "nope", "--out", str(tmp_path / "x")])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "unknown preset 'nope'" in err and "cpu" in err
+    assert not (tmp_path / "x").exists()
+
+
+def test_regimes_differ_only_in_their_options():
+    for preset in REGIMES:
+        for task in ("symmetric", "id-ood"):
+            small = regime_config(preset, "small-init", task, seed=0).flat()
+            large = regime_config(preset, "large-init", task, seed=0).flat()
+            differing = {k for k in small if small[k] != large[k]}
+            assert differing <= set(regime_options(preset, "small-init", task)) | set(
+                regime_options(preset, "large-init", task)
+            )
+            assert small["gamma"] > large["gamma"]  # small init = larger gamma
+
+
+def _summary(inf=0.9, sym=0.9, small_ood=0.6, large_ood=0.1, id_acc=0.95):
+    return {
+        "symmetric": {
+            "small-init": {"gamma": 1, "id_acc": id_acc, "heldout_inferential": inf, "heldout_symmetric": 0.0},
+            "large-init": {"gamma": 0, "id_acc": id_acc, "heldout_inferential": 0.0, "heldout_symmetric": sym},
+        },
+        "id-ood": {
+            "small-init": {"gamma": 1, "id_acc": id_acc, "ood_acc": small_ood, "commutativity": 1.0},
+            "large-init": {"gamma": 0, "id_acc": id_acc, "ood_acc": large_ood, "commutativity": 0.0},
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "failed"),
+    [
+        ({}, None),
+        ({"inf": 0.79}, "symmetric: small-init inferential >= 0.8"),
+        ({"sym": 0.5}, "symmetric: large-init symmetric >= 0.8"),
+        ({"small_ood": 0.49}, "id-ood: small-init OOD >= 0.5"),
+        ({"large_ood": 0.2}, "id-ood: large-init OOD < 0.2"),
+        ({"id_acc": 0.89}, "id-ood: both ID >= 0.9"),
+    ],
+)
+def test_check_flip(kwargs, failed):
+    checks = check_flip(_summary(**kwargs))
+    assert checks["all"] == (failed is None)
+    if failed is not None:
+        assert not checks[failed]
+
+
+@pytest.fixture(scope="module")
+def cpu_summary(tmp_path_factory):
+    """The ``cpu`` preset on one seed not used while searching (minutes on 2 cores)."""
+    return reproduce("cpu", 21, tmp_path_factory.mktemp("cpu"), device="cpu", progress=False)
+
+
+@pytest.mark.slow
+def test_cpu_preset_reproduces_what_held_on_fresh_seeds(cpu_summary):
+    """What held on 3 of 3 fresh seeds (docs/cpu-reproduction.md): every model fits its
+    seen pairs within 10 minutes, and small init composes the unseen pairs (id-ood)."""
+    for task in ("symmetric", "id-ood"):
+        for regime in ("small-init", "large-init"):
+            assert cpu_summary[task][regime]["id_acc"] >= 0.9, (task, regime)
+            assert cpu_summary[task][regime]["seconds"] <= 600, (task, regime)
+    assert cpu_summary["id-ood"]["small-init"]["ood_acc"] >= 0.5
+    assert cpu_summary["id-ood"]["small-init"]["commutativity"] >= 0.9
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    reason="no CPU-sized preset met issue 3's criteria (docs/cpu-reproduction.md): small init goes symmetric "
+    "on the symmetric task and large init is not reliably Phase 2 on id-ood",
+    strict=False,
+)
+def test_cpu_preset_shows_the_flip(cpu_summary):
+    """issue 3's full criteria on one fresh seed."""
+    checks = check_flip(cpu_summary)
+    assert checks["all"], (checks, cpu_summary)
