@@ -130,3 +130,13 @@ def test_cpu_preset_shows_the_flip(cpu_summary):
     """issue 3's full criteria on one fresh seed."""
     checks = check_flip(cpu_summary)
     assert checks["all"], (checks, cpu_summary)
+
+
+def test_reproduce_ends_with_an_offline_report(tiny_out, capsys):
+    report = tiny_out / "report.html"
+    assert report.is_file()
+    html = report.read_text()
+    for task in ("symmetric", "id-ood"):
+        for regime in ("small-init", "large-init"):
+            assert str(tiny_out / task / regime) in html or f"{task}/{regime}" in html
+    assert "<script src=" not in html

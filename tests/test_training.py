@@ -189,3 +189,14 @@ def test_bad_run_options(options: dict, message: str) -> None:
     preset = options.pop("preset", "tiny")
     with pytest.raises(ValueError, match=message):
         make_run_config(preset, **options)
+
+
+def test_folder_from_another_data_stream_is_refused(tmp_path: Path) -> None:
+    cfg = _tiny()
+    train(cfg, tmp_path / "r", device="cpu", progress=False)
+    saved = json.loads((tmp_path / "r" / "config.json").read_text())
+    assert saved["data_version"] >= 2
+    saved["data_version"] = 1  # as if made by an older make_dataset
+    (tmp_path / "r" / "config.json").write_text(json.dumps(saved))
+    with pytest.raises(ValueError, match=r"data_version: 1 \(folder\) vs \d+ \(asked\)"):
+        train(cfg, tmp_path / "r", device="cpu", progress=False)

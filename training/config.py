@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from interp_init.config import InitConfig, ModelConfig, check_positive_finite, config_from_dict, config_to_dict
-from training.data import SYMMETRIC_GROUPS, TASKS, task_spec
+from training.data import DATA_VERSION, SYMMETRIC_GROUPS, TASKS, task_spec
 
 
 @dataclass(frozen=True)
@@ -151,13 +151,14 @@ class RunConfig:
         out["seed"] = self.seed
         out["preset"] = self.preset
         out["seeds"] = self.seeds
+        out["data_version"] = DATA_VERSION
         return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "config") -> RunConfig:
         if not isinstance(data, dict):
             raise ValueError(f"{where} must be a mapping")
-        unknown = sorted(set(data) - set(SECTIONS) - {"seed", "preset", "seeds"})
+        unknown = sorted(set(data) - set(SECTIONS) - {"seed", "preset", "seeds", "data_version"})
         if unknown:
             raise ValueError(f"{where}: unknown section(s) {unknown}")
         parts = {name: config_from_dict(cls_, data.get(name, {}), f"{where} [{name}]") for name, cls_ in SECTIONS.items()}

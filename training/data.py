@@ -57,6 +57,10 @@ SYMMETRIC_GROUPS: tuple[tuple[tuple[int, int], tuple[int, int]], ...] = (
     ((2, 4), (4, 2)),
     ((3, 4), (4, 3)),
 )
+#: Version of the sample stream: the same seed gives the same samples within a version.
+#: Bump it whenever a change to :func:`make_dataset` changes what a seed draws; run folders
+#: record it, so a folder made with another stream is refused rather than silently mixed.
+DATA_VERSION = 2
 #: The symmetric task's non-inferential target for (3, 4): x - 6 instead of f = x - 10.
 SYMMETRIC_TASK_OFFSET = 4
 

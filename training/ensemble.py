@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import copy
 import math
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import fields
@@ -53,8 +52,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
-from interp_init import InitConfig, build_model, empty_model, load_weights, resolve_device, save_weights
-from interp_init.model import CONFIG_FILE, WEIGHTS_FILE
+from interp_init import InitConfig, build_model, resolve_device, save_weights
+from interp_init.model import WEIGHTS_FILE
 from training.config import RunConfig
 from training.evaluate import LogitsFn, evaluate, full_forward_last
 from training.fast import autocast_context, last_position_logits, make_optimizer
@@ -63,14 +62,13 @@ from training.loop import (
     METRICS_FILE,
     RunData,
     TrainResult,
-    _check_run_dir,
     _load_checkpoint,
     _metrics,
     _postfix,
     _save_checkpoint,
     atomic_write_json,
     make_run_data,
-    read_metrics,
+    open_run_folder,
 )
 
 __all__ = ["ENSEMBLE_VARYING", "check_ensemble", "train_ensemble"]
@@ -122,27 +120,6 @@ class _OptimizerView:
         return {"state": self.state, "param_groups": self.groups}
 
 
-def _open_folder(folder: Path, cfg: RunConfig, dev: torch.device) -> tuple[TrainResult | None, dict | None]:
-    """As :func:`training.train` starts: a finished result, or a checkpoint to resume, or neither."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise ValueError(f"cannot create the run folder {folder}: {err.strerror}") from err
-    if not os.access(folder, os.W_OK):
-        raise ValueError(f"the run folder {folder} is not writable; choose another folder")
-    if _check_run_dir(folder, cfg):
-        metrics = read_metrics(folder)
-        if metrics is not None and metrics.get("status") in ("completed", "diverged") and (folder / WEIGHTS_FILE).exists():
-            model = empty_model(cfg.model, dev)
-            load_weights(model, cfg.model, folder / WEIGHTS_FILE)
-            return TrainResult(model.eval(), metrics, cfg), None
-        if (folder / CHECKPOINT_FILE).exists():
-            return None, _load_checkpoint(folder / CHECKPOINT_FILE, cfg)
-        return None, None
-    atomic_write_json(folder / CONFIG_FILE, cfg.to_dict())
-    return None, None
-
-
 def train_ensemble(
     cfgs: Sequence[RunConfig],
     out_dirs: Sequence[str | Path] | None = None,
@@ -168,7 +145,7 @@ def train_ensemble(
     checkpoints: list[dict | None] = [None] * len(cfgs)
     for i, (cfg, folder) in enumerate(zip(cfgs, folders)):
         if folder is not None:
-            results[i], checkpoints[i] = _open_folder(folder, cfg, dev)
+            results[i], checkpoints[i] = open_run_folder(folder, cfg, dev)
     todo = [i for i in range(len(cfgs)) if results[i] is None]
     if todo:
         starts = {int(checkpoints[i]["epoch"]) if checkpoints[i] else 0 for i in todo}

@@ -133,6 +133,30 @@ def _check_run_dir(out_dir: Path, cfg: RunConfig) -> bool:
     return True
 
 
+def open_run_folder(folder: Path, cfg: RunConfig, dev: torch.device) -> tuple[TrainResult | None, dict | None]:
+    """Open ``folder`` for the run ``cfg``: ``(finished result, None)`` if the run is done,
+    ``(None, checkpoint)`` to resume it, ``(None, None)`` to start it (``config.json`` is
+    then written).  A folder holding another run, or one that cannot be written, is refused.
+    """
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"cannot create the run folder {folder}: {err.strerror}") from err
+    if not os.access(folder, os.W_OK):
+        raise ValueError(f"the run folder {folder} is not writable; choose another --out")
+    if not _check_run_dir(folder, cfg):
+        atomic_write_json(folder / CONFIG_FILE, cfg.to_dict())
+        return None, None
+    metrics = read_metrics(folder)
+    if metrics is not None and metrics.get("status") in ("completed", "diverged") and (folder / WEIGHTS_FILE).exists():
+        model = empty_model(cfg.model, dev)
+        load_weights(model, cfg.model, folder / WEIGHTS_FILE)
+        return TrainResult(model.eval(), metrics, cfg), None
+    if (folder / CHECKPOINT_FILE).exists():
+        return None, _load_checkpoint(folder / CHECKPOINT_FILE, cfg)
+    return None, None
+
+
 def train(
     cfg: RunConfig,
     out_dir: str | Path | None = None,
@@ -157,22 +181,9 @@ def train(
     model: HookedTransformer | None = None
     checkpoint = None
     if folder is not None:
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as err:
-            raise ValueError(f"cannot create the run folder {folder}: {err.strerror}") from err
-        if not os.access(folder, os.W_OK):
-            raise ValueError(f"the run folder {folder} is not writable; choose another --out")
-        if _check_run_dir(folder, cfg):
-            metrics = read_metrics(folder)
-            if metrics is not None and metrics.get("status") in ("completed", "diverged") and (folder / WEIGHTS_FILE).exists():
-                model = empty_model(cfg.model, dev)
-                load_weights(model, cfg.model, folder / WEIGHTS_FILE)
-                return TrainResult(model.eval(), metrics, cfg)
-            if (folder / CHECKPOINT_FILE).exists():
-                checkpoint = _load_checkpoint(folder / CHECKPOINT_FILE, cfg)
-        else:
-            atomic_write_json(folder / CONFIG_FILE, cfg.to_dict())
+        finished, checkpoint = open_run_folder(folder, cfg, dev)
+        if finished is not None:
+            return finished
 
     model = build_model(cfg.model, cfg.init, cfg.seeds["init"], device=dev)
     tc = cfg.train

@@ -203,7 +203,8 @@ def format_table(summary: dict[str, dict[str, dict[str, Any]]]) -> str:
 def reproduce_command(preset: str, seed: int, out: str, device: str, quiet: bool) -> None:
     """Train small-init and large-init on the symmetric and id-ood tasks; print the flip.
 
-    Writes OUT/<task>/<regime> run folders and OUT/summary.json; a rerun resumes.
+    Writes OUT/<task>/<regime> run folders, OUT/summary.json and OUT/report.html (the
+    offline report of the four runs); a rerun resumes.
     """
     start = time.perf_counter()
     summary = reproduce(preset, seed, out, device=device, progress=not quiet)
@@ -213,3 +214,7 @@ def reproduce_command(preset: str, seed: int, out: str, device: str, quiet: bool
     failed = [name for name, ok in checks.items() if not ok and name != "all"]
     click.echo("flip reproduced (all criteria met)" if checks["all"] else f"flip NOT reproduced; failed: {'; '.join(failed)}")
     click.echo(f"summary: {Path(out) / 'summary.json'}")
+    from training.report import write_report  # imported here: plotting is not needed to train
+
+    run_dirs = [row["run_dir"] for regimes in summary.values() for row in regimes.values()]
+    click.echo(f"report: {write_report(run_dirs, Path(out) / 'report.html')}")
