@@ -19,19 +19,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from training.phase import aggregate, fig_complexity_epochs, fig_pair_epochs, write_html
-from training.sweep import LOSS_THRESHOLD, SweepOptions, SweepSpec, collect_results, load_preset, run_sweep
+from training.sweep import LOSS_THRESHOLD, SweepOptions, collect_results, load_preset, run_sweep
 
 PRESET = "complexity-cpu"
 AXES = ("gamma", "k")
-
-
-def scaled_spec(scale: str) -> SweepSpec:
-    """The sweep preset; at ``tiny`` scale, the tiny run preset and 2 values per axis, 1 of the rest."""
-    spec = load_preset(PRESET)
-    if scale == "tiny":
-        grid = {key: list(values)[: 2 if key in AXES else 1] for key, values in spec.grid.items()}
-        spec = spec.with_overrides(base={"preset": "tiny"}, grid=grid)
-    return spec
 
 
 def main(argv: Sequence[str] | None = None) -> Path:
@@ -43,7 +34,9 @@ def main(argv: Sequence[str] | None = None) -> Path:
     parser.add_argument("--quiet", action="store_true", help="No progress bar.")
     args = parser.parse_args(argv)
 
-    spec = scaled_spec(args.scale)
+    spec = load_preset(PRESET)
+    if args.scale == "tiny":
+        spec = spec.smoke_test(AXES)
     print(f"{PRESET} ({args.scale} scale): {spec.size} runs into {args.out}")
     run_sweep(spec, args.out, SweepOptions(workers=args.workers, progress=not args.quiet))
     table = collect_results(args.out, loss_threshold=args.loss_threshold)

@@ -21,19 +21,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from training.phase import add_phase, aggregate, fig_neurips_fig2, write_html
-from training.sweep import SweepOptions, SweepSpec, load_preset, run_sweep
+from training.sweep import SweepOptions, load_preset, run_sweep
 
 PRESET = "neurips-fig2-cpu"
 AXES = ("gamma", "n_layers")
-
-
-def scaled_spec(scale: str) -> SweepSpec:
-    """The sweep preset; at ``tiny`` scale, the tiny run preset and 2 values per axis, 1 of the rest."""
-    spec = load_preset(PRESET)
-    if scale == "tiny":
-        grid = {key: list(values)[: 2 if key in AXES else 1] for key, values in spec.grid.items()}
-        spec = spec.with_overrides(base={"preset": "tiny"}, grid=grid)
-    return spec
 
 
 def main(argv: Sequence[str] | None = None) -> Path:
@@ -44,7 +35,9 @@ def main(argv: Sequence[str] | None = None) -> Path:
     parser.add_argument("--quiet", action="store_true", help="No progress bar.")
     args = parser.parse_args(argv)
 
-    spec = scaled_spec(args.scale)
+    spec = load_preset(PRESET)
+    if args.scale == "tiny":
+        spec = spec.smoke_test(AXES)
     print(f"{PRESET} ({args.scale} scale): {spec.size} runs into {args.out}")
     summary = run_sweep(spec, args.out, SweepOptions(workers=args.workers, progress=not args.quiet))
     table = summary.results

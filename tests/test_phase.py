@@ -28,7 +28,7 @@ from training.phase import (
     supported_figures,
     write_html,
 )
-from training.sweep import SweepOptions, SweepSpec, pair_column, run_sweep
+from training.sweep import SweepOptions, SweepSpec, load_preset, pair_column, run_sweep
 
 NAN = math.nan
 
@@ -244,7 +244,7 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 @pytest.mark.parametrize("script", ["phase_neurips_fig2.py", "phase_journal_fig3.py", "phase_complexity.py"])
 def test_walkthrough_runs_at_tiny_scale(script, tmp_path, capsys):
     module = runpy.run_path(str(EXAMPLES / script), run_name="walkthrough")
-    assert module["scaled_spec"]("cpu").preset == "cpu"  # the real walkthrough uses the cpu run preset
+    assert load_preset(module["PRESET"]).preset == "cpu"  # the real walkthrough uses the cpu run preset
     out = module["main"](["--out", str(tmp_path), "--scale", "tiny", "--quiet"])
     assert out.is_file() and "<script src" not in out.read_text()
     table = pd.read_csv(tmp_path / "results.csv")

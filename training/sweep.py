@@ -185,6 +185,12 @@ class SweepSpec:
             raise ValueError(f"sweep spec {path} is not valid {path.suffix.lstrip('.').upper() or 'JSON'} ({err})") from err
         return cls.from_dict(data, where=f"sweep spec {path}")
 
+    def smoke_test(self, axes: Sequence[str] = ()) -> SweepSpec:
+        """A seconds-long copy for smoke runs: the ``tiny`` run preset, the first 2 values
+        of each key in ``axes`` (so a figure still has two cells along it), 1 of the rest."""
+        grid = {key: list(values)[: 2 if key in axes else 1] for key, values in self.grid.items()}
+        return self.with_overrides(base={"preset": "tiny"}, grid=grid)
+
     def with_overrides(self, base: Mapping[str, Any] | None = None, grid: Mapping[str, Sequence[Any]] | None = None) -> SweepSpec:
         """A copy with ``base`` options and ``grid`` lists replaced or added (validated)."""
         new_base = {**self.base, **(base or {})}
