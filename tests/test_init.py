@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import pytest
 import torch
-from transformer_lens import HookedTransformer, HookedTransformerConfig
 
-from interp_init import InitConfig, ModelConfig, build_model, gamma_init_, init_stds, quiet_deprecation
+from interp_init import InitConfig, ModelConfig, build_model, gamma_init_, init_stds
+from helpers import foreign_model
 
-
-def _foreign_model(n_heads: int = 4, d_head: int = 16, d_model: int = 64, n_layers: int = 3) -> HookedTransformer:
-    """A HookedTransformer built directly with TransformerLens, not by our builder."""
-    cfg = HookedTransformerConfig(
-        n_layers=n_layers, d_model=d_model, n_ctx=64, d_head=d_head, n_heads=n_heads,
-        d_mlp=4 * d_model, d_vocab=201, act_fn="gelu", normalization_type="LN",
-    )  # fmt: skip
-    with quiet_deprecation():
-        return HookedTransformer(cfg)
+#: A model built directly with TransformerLens, not by our builder (n_ctx 64 for a well-estimated W_pos std).
+_foreign_model = functools.partial(foreign_model, n_layers=3, d_model=64, n_heads=4, n_ctx=64)
 
 
 def _expected(name: str, convention: str, gamma: float, d_model: int, n_heads: int, d_head: int, d_mlp: int, n_layers: int) -> float:

@@ -14,10 +14,7 @@ from interp_init import quiet_deprecation
 from training import make_dataset
 
 MODULES = ["probes.masking", "probes.flow", "probes.similarity", "probes.condensation", "probes.rank"]
-
-
-def n_hooks(model: HookedTransformer) -> int:
-    return sum(len(hp.fwd_hooks) + len(hp.bwd_hooks) + len(hp._forward_hooks) for hp in model.hook_points())
+from helpers import foreign_model, n_hooks
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -36,11 +33,7 @@ def test_public_api_is_exported():
 
 
 def test_every_probe_runs_on_a_foreign_three_layer_multi_head_model(tmp_path):
-    cfg = HookedTransformerConfig(
-        n_layers=3, d_model=24, n_heads=4, d_head=6, d_mlp=48, n_ctx=9, d_vocab=201, act_fn="relu", normalization_type="LNPre"
-    )
-    with quiet_deprecation():
-        model = HookedTransformer(cfg).eval()
+    model = foreign_model(n_layers=3, d_model=24, n_heads=4, d_head=6, d_mlp=48, act_fn="relu", normalization_type="LNPre")
     data = make_dataset("symmetric", "train", n=40, seed=0)
 
     key = probes.mask_key(model, data)

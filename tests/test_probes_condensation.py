@@ -5,9 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from transformer_lens import HookedTransformer, HookedTransformerConfig
 
-from interp_init import quiet_deprecation
 from probes import (
     condensation,
     embedding_pca,
@@ -20,12 +18,7 @@ from probes import (
     stable_rank,
     weight_stable_ranks,
 )
-
-
-def foreign_model() -> HookedTransformer:
-    cfg = HookedTransformerConfig(n_layers=2, d_model=16, n_heads=2, d_head=8, n_ctx=9, d_vocab=201, act_fn="gelu")
-    with quiet_deprecation():
-        return HookedTransformer(cfg).eval()
+from helpers import foreign_model
 
 
 def _partition(groups: np.ndarray, rows: np.ndarray) -> set[frozenset[int]]:
@@ -64,7 +57,7 @@ def test_threshold_extremes_and_query_neurons():
     weight = torch.randn(10, 5, generator=torch.Generator().manual_seed(1))
     assert condensation(weight, threshold=1.0).n_groups == 10  # nothing is identical
     assert condensation(weight, threshold=-1.0).n_groups == 1
-    model = foreign_model()
+    model = foreign_model(d_model=16, n_heads=2, d_head=8)
     w_q = merged_weight(model, "W_Q", 0).T
     assert w_q.shape == (2 * 8, 16)
     torch.testing.assert_close(w_q[8 + 3], model.W_Q[0, 1, :, 3])  # row h * d_head + i = head h, unit i
@@ -85,7 +78,7 @@ def test_matrix_must_be_2d():
 
 
 def test_embedding_pca_finds_an_ordinal_line():
-    model = foreign_model()
+    model = foreign_model(d_model=16, n_heads=2, d_head=8)
     tokens = torch.arange(20, 100)
     direction = torch.randn(16, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
@@ -97,14 +90,14 @@ def test_embedding_pca_finds_an_ordinal_line():
     np.testing.assert_allclose(result.eigenvalues, np.sort(np.linalg.eigvalsh(np.cov(emb, rowvar=False)))[::-1].clip(0), rtol=1e-8, atol=1e-12)
     assert result.coordinates["token"].tolist() == list(range(20, 100))
     assert plot_embedding_pca(result).data and plot_eigenvalues(result).data
-    random = embedding_pca(foreign_model())
+    random = embedding_pca(foreign_model(d_model=16, n_heads=2, d_head=8))
     assert random.ordinal_score < 0.5
     with pytest.raises(ValueError, match="vocabulary"):
         embedding_pca(model, tokens=range(190, 210))
 
 
 def test_singular_value_spectra_match_svd():
-    model = foreign_model()
+    model = foreign_model(d_model=16, n_heads=2, d_head=8)
     spectra = singular_value_spectra(model)
     q = spectra[spectra["matrix"] == "L1 W_Q"]
     np.testing.assert_allclose(q["singular_value"].to_numpy(), torch.linalg.svdvals(merged_weight(model, "W_Q", 1).double()).numpy())
@@ -130,7 +123,7 @@ def test_stable_rank_properties():
 
 
 def test_weight_stable_ranks_table():
-    model = foreign_model()
+    model = foreign_model(d_model=16, n_heads=2, d_head=8)
     table = weight_stable_ranks(model)
     row = table[(table["name"] == "W_Q") & (table["layer"] == 0)].iloc[0]
     assert row["shape"] == (16, 16)

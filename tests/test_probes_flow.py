@@ -9,9 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from transformer_lens import HookedTransformer, HookedTransformerConfig
+from transformer_lens import HookedTransformer
 
-from interp_init import quiet_deprecation
 from probes import (
     attention_html,
     fix_self_closing_divs,
@@ -22,21 +21,12 @@ from probes import (
     token_labels,
     top_paths,
 )
-
-
-def foreign_model(n_layers: int = 2, n_heads: int = 3) -> HookedTransformer:
-    cfg = HookedTransformerConfig(n_layers=n_layers, d_model=24, n_heads=n_heads, d_head=8, n_ctx=9, d_vocab=201, act_fn="gelu")
-    with quiet_deprecation():
-        return HookedTransformer(cfg).eval()
-
-
-def n_hooks(model: HookedTransformer) -> int:
-    return sum(len(hp.fwd_hooks) + len(hp.bwd_hooks) + len(hp._forward_hooks) for hp in model.hook_points())
+from helpers import foreign_model, n_hooks
 
 
 @pytest.fixture
 def model() -> HookedTransformer:
-    return foreign_model()
+    return foreign_model(n_layers=2, d_model=24, n_heads=3, d_head=8)
 
 
 @pytest.fixture

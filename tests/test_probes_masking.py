@@ -6,9 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from transformer_lens import HookedTransformer, HookedTransformerConfig
+from transformer_lens import HookedTransformer
 
-from interp_init import quiet_deprecation
 from probes import (
     candidate_labelings,
     cluster_scores,
@@ -20,20 +19,7 @@ from probes import (
     source_mask,
 )
 from training import make_dataset
-
-
-def foreign_model(n_layers: int = 2, n_heads: int = 2, d_model: int = 16) -> HookedTransformer:
-    """A randomly initialized multi-head model built by TransformerLens, not by our code."""
-    cfg = HookedTransformerConfig(
-        n_layers=n_layers, d_model=d_model, n_heads=n_heads, d_head=d_model // n_heads, d_mlp=4 * d_model,
-        n_ctx=9, d_vocab=201, act_fn="gelu", normalization_type="LN",
-    )  # fmt: skip
-    with quiet_deprecation():
-        return HookedTransformer(cfg).eval()
-
-
-def n_hooks(model: HookedTransformer) -> int:
-    return sum(len(hp.fwd_hooks) + len(hp.bwd_hooks) + len(hp._forward_hooks) for hp in model.hook_points())
+from helpers import foreign_model, n_hooks
 
 
 @pytest.fixture

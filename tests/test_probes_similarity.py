@@ -7,9 +7,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from transformer_lens import HookedTransformer, HookedTransformerConfig
 
-from interp_init import quiet_deprecation
 from probes import (
     block_score,
     cosine_similarity_matrix,
@@ -19,12 +17,7 @@ from probes import (
     residual_similarity,
     value_similarity,
 )
-
-
-def foreign_model() -> HookedTransformer:
-    cfg = HookedTransformerConfig(n_layers=2, d_model=16, n_heads=4, d_head=4, n_ctx=9, d_vocab=201, act_fn="gelu")
-    with quiet_deprecation():
-        return HookedTransformer(cfg).eval()
+from helpers import foreign_model
 
 
 def test_block_score_of_a_constructed_example_equals_the_hand_value():
@@ -62,7 +55,7 @@ def test_input_grid_layout():
 
 
 def test_residual_similarity_matches_run_with_cache():
-    model = foreign_model()
+    model = foreign_model(d_model=16, n_heads=4, d_head=4)
     grid = input_grid(keys=range(30, 41), pairs=[(3, 3), (2, 2), (1, 2)], seed=0)
     result = residual_similarity(model, grid, layer=1)
     _, cache = model.run_with_cache(grid.tokens)
@@ -81,7 +74,7 @@ def test_residual_similarity_matches_run_with_cache():
 
 
 def test_value_similarity_uses_first_anchor_and_single_anchor_target():
-    model = foreign_model()
+    model = foreign_model(d_model=16, n_heads=4, d_head=4)
     grid = input_grid(keys=range(30, 40), pairs=[(1, 4), (2, 4), (3, 4), (4, 4)], key_position=1, seed=0)
     result = value_similarity(model, grid)
     _, cache = model.run_with_cache(grid.tokens)
@@ -93,7 +86,7 @@ def test_value_similarity_uses_first_anchor_and_single_anchor_target():
 
 
 def test_bad_layer_and_position():
-    model = foreign_model()
+    model = foreign_model(d_model=16, n_heads=4, d_head=4)
     grid = input_grid(keys=range(30, 36), pairs=[(3, 3), (2, 2)], seed=0)
     with pytest.raises(ValueError, match="layer=2"):
         residual_similarity(model, grid, layer=2)

@@ -1,0 +1,29 @@
+"""Helpers shared by the tests (imported as ``helpers``: pytest puts tests/ on sys.path)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from transformer_lens import HookedTransformer, HookedTransformerConfig
+
+from interp_init import quiet_deprecation
+
+
+def foreign_model(n_layers: int = 2, d_model: int = 16, n_heads: int = 2, d_head: int | None = None, **overrides: Any) -> HookedTransformer:
+    """A randomly initialized multi-head model built by TransformerLens itself, not by our code.
+
+    ``d_head`` defaults to ``d_model // n_heads``; ``overrides`` go to
+    ``HookedTransformerConfig`` (``d_mlp`` 4 d_model, ``n_ctx`` 9, GELU, LayerNorm unless given).
+    """
+    kwargs: dict[str, Any] = dict(
+        n_layers=n_layers, d_model=d_model, n_heads=n_heads, d_head=d_head or d_model // n_heads,
+        d_mlp=4 * d_model, n_ctx=9, d_vocab=201, act_fn="gelu", normalization_type="LN",
+    )  # fmt: skip
+    kwargs.update(overrides)
+    with quiet_deprecation():
+        return HookedTransformer(HookedTransformerConfig(**kwargs)).eval()
+
+
+def n_hooks(model: HookedTransformer) -> int:
+    """How many hooks are attached to ``model``'s hook points (0 after every probe call)."""
+    return sum(len(hp.fwd_hooks) + len(hp.bwd_hooks) + len(hp._forward_hooks) for hp in model.hook_points())
