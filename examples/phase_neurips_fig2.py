@@ -1,6 +1,6 @@
 """Walkthrough: the NeurIPS Fig. 2 phase diagram (gamma x depth) at CPU scale.
 
-Trains the ``neurips-fig2-cpu`` sweep preset (24 runs on the ``cpu`` run preset; on 2
+Trains the ``neurips-fig2-cpu`` sweep preset (24 runs of the ``cpu`` model at lr 1e-3, 12 epochs; on 2
 cores use ``--workers 2``), aggregates it as the paper does (best over learning rates,
 mean over seeds), prints the cells with their phase, and writes the figure as offline
 HTML.  Interrupt it at any time: running it again resumes.

@@ -133,6 +133,8 @@ def json_command(root: str) -> None:
 def _other(model: dict, init: dict, train_cfg: dict) -> str:
     """What differs from the search base besides the table's columns."""
     out = [] if model["n_layers"] == 2 else [f"{model['n_layers']} layers"]
+    if model["n_heads"] != 1:
+        out.append(f"{model['n_heads']} heads of d_head {model['d_head']}")
     out += [f"{k}={init[k]}" for k in ("gamma_embed", "gamma_qk", "gamma_vo", "gamma_mlp", "gamma_unembed") if init.get(k) is not None]
     if "fast_forward" not in train_cfg:
         out.append("full hooked forward")
@@ -145,9 +147,9 @@ def table_command(root: str) -> None:
     """A markdown table of every run under ``--root`` (the doc's search record)."""
     click.echo(
         "| task | d_model | gamma | wd | lr (peak; warmup from, epochs; min) | batch | n_train | epochs run "
-        "| conv. | seed | train | ID | (4,3) inf / sym or OOD / comm. | status | train s | other |"
+        "| conv. | seed | data v. | train | ID | (4,3) inf / sym or OOD / comm. | status | train s | other |"
     )
-    click.echo("|" + "---|" * 16)
+    click.echo("|" + "---|" * 17)
     for folder in sorted(Path(root).glob("*"), key=lambda p: p.stat().st_mtime):
         metrics = read_metrics(folder)
         if not metrics or not metrics["history"]:
@@ -163,7 +165,7 @@ def table_command(root: str) -> None:
         sched = f"{t['lr']:g}; {t['warmup_start_lr']:g}, {t['warmup_epochs']:g}; {t['min_lr']:g}"
         click.echo(
             f"| {d['task']} | {m['d_model']} | {i['gamma']} | {t['weight_decay']} | {sched} | {t['batch_size']} "
-            f"| {d['n_train']} | {h['epoch']}/{t['epochs']} | {i['convention']} | {c['seed']} | {h['train_acc']:.2f} "
+            f"| {d['n_train']} | {h['epoch']}/{t['epochs']} | {i['convention']} | {c['seed']} | {c.get('data_version', 1)} | {h['train_acc']:.2f} "
             f"| {h['id_acc']:.2f} | {held} | {'stopped' if metrics['status'] == 'running' else metrics['status']} | {metrics['elapsed_s']:.0f} "
             f"| {_other(m, i, t)} |"
         )

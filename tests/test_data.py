@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 import torch
 
 from training import make_dataset
-from training.data import SYMMETRIC_GROUPS
+from training.data import BLOCK_SIZE, DATA_VERSION, SYMMETRIC_GROUPS
 
 SHIFT = {1: 5, 2: 1, 3: -2, 4: -8}
 
@@ -87,6 +89,62 @@ def test_same_seed_same_data_other_seed_other_data() -> None:
     a, b, c = (make_dataset("symmetric", "train", 1000, seed=s) for s in (5, 5, 6))
     assert torch.equal(a.tokens, b.tokens) and torch.equal(a.targets, b.targets)
     assert not torch.equal(a.tokens, c.tokens)
+
+
+#: sha256 (first 16 hex digits) of tokens, targets, key positions and pairs of
+#: BLOCK_SIZE + 1,000 samples (two blocks), seed 7, per task and split, as drawn by the
+#: generator of ``DATA_VERSION`` 3.
+STREAM_DIGESTS = {
+    ("symmetric", "train"): "4d6fb8cfc80909de",
+    ("symmetric", "id_test"): "293afe2710566368",
+    ("symmetric", "heldout"): "5e1597bd5c647b44",
+    ("id-ood", "train"): "312bff378c538cc0",
+    ("id-ood", "id_test"): "6bf831415fbe7fbf",
+    ("id-ood", "heldout"): "33fa9ff5c1213547",
+    ("complexity", "train"): "a6ff19f78482d9cd",
+    ("complexity", "id_test"): "824420bbaaf00b43",
+}
+
+
+@pytest.mark.parametrize(("task", "split"), list(STREAM_DIGESTS))
+def test_a_seed_draws_what_it_drew_under_this_data_version(task: str, split: str) -> None:
+    """Run folders trust ``DATA_VERSION``: a change to what a seed draws must bump it."""
+    ds = make_dataset(task, split, BLOCK_SIZE + 1000, seed=7, **({"k": 3} if task == "complexity" else {}))
+    h = hashlib.sha256()
+    for t in (ds.tokens, ds.targets, ds.key_positions, ds.anchor_pairs):
+        h.update(t.numpy().tobytes())
+    assert DATA_VERSION == 3 and h.hexdigest()[:16] == STREAM_DIGESTS[task, split], (
+        "make_dataset now draws other samples for the same seed: bump training.data.DATA_VERSION "
+        "and record the new digests here"
+    )
+
+
+def test_same_samples_on_any_number_of_threads() -> None:
+    """Blocks are drawn on torch's threads; each has its own generator, so the count does not matter."""
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = make_dataset("id-ood", "heldout", 3 * BLOCK_SIZE + 5, seed=3)
+        torch.set_num_threads(2)
+        two = make_dataset("id-ood", "heldout", 3 * BLOCK_SIZE + 5, seed=3)
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(one.token_ids, two.token_ids) and torch.equal(one.targets, two.targets)
+    assert torch.equal(one.anchor_pairs, two.anchor_pairs) and torch.equal(one.key_positions, two.key_positions)
+
+
+def test_seed_and_generator_are_one_source() -> None:
+    a = make_dataset("symmetric", "train", 500, seed=11)
+    b = make_dataset("symmetric", "train", 500, generator=torch.Generator().manual_seed(11))
+    assert torch.equal(a.token_ids, b.token_ids)
+
+
+def test_tokens_are_stored_compactly_and_widened_on_use() -> None:
+    ds = make_dataset("symmetric", "train", 100, seed=0)
+    assert ds.token_ids.dtype == torch.uint8 and ds.tokens.dtype == torch.int64
+    assert ds.tokens is ds.tokens  # widened once, then kept
+    assert torch.equal(ds.batch_tokens(torch.tensor([3, 1])), ds.tokens[[3, 1]])
+    assert torch.equal(ds.keys, ds.tokens.gather(1, ds.key_positions[:, None]).squeeze(1))
 
 
 def test_swapped_exchanges_the_pair_only() -> None:

@@ -109,21 +109,26 @@ def cpu_summary(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.cpu_reproduction
 def test_cpu_preset_reproduces_what_held_on_fresh_seeds(cpu_summary):
-    """What held on 3 of 3 fresh seeds (docs/cpu-reproduction.md): every model fits its
-    seen pairs within 10 minutes, and small init composes the unseen pairs (id-ood)."""
+    """What held on 3 of 3 fresh seeds and on this one (docs/cpu-reproduction.md): every
+    model fits its seen pairs, and on id-ood the two regimes fall on either side of the
+    journal's 50% OOD line: small init composes the unseen pairs (Phase 3), large init
+    does not (Phase 2; issue 3 asks for < 0.2, which no seed met). Training time is
+    recorded in the summary and the docs, not asserted."""
     for task in ("symmetric", "id-ood"):
         for regime in ("small-init", "large-init"):
             assert cpu_summary[task][regime]["id_acc"] >= 0.9, (task, regime)
-            assert cpu_summary[task][regime]["seconds"] <= 600, (task, regime)
     assert cpu_summary["id-ood"]["small-init"]["ood_acc"] >= 0.5
     assert cpu_summary["id-ood"]["small-init"]["commutativity"] >= 0.9
+    assert cpu_summary["id-ood"]["large-init"]["ood_acc"] < 0.5
 
 
 @pytest.mark.slow
+@pytest.mark.cpu_reproduction
 @pytest.mark.xfail(
-    reason="no CPU-sized preset met issue 3's criteria (docs/cpu-reproduction.md): small init goes symmetric "
-    "on the symmetric task and large init is not reliably Phase 2 on id-ood",
+    reason="no CPU-sized preset met issue 3's criteria (docs/cpu-reproduction.md): on fresh seeds small init "
+    "goes symmetric on the symmetric task, and large init is neither reliably symmetric nor below 0.2 OOD on id-ood",
     strict=False,
 )
 def test_cpu_preset_shows_the_flip(cpu_summary):

@@ -17,6 +17,12 @@ Splits, by key value and key position (the papers' appendix, as their code does 
 share a (key, position) yet every key value occurs in training.  ``heldout`` holds the
 task's unseen pair(s), keys drawn as in training.
 
+Samples are drawn in blocks of :data:`BLOCK_SIZE`, each from its own generator seeded by
+the dataset's seed and the block's index, on torch's threads: the same seed gives the
+same samples on any number of threads (within one :data:`DATA_VERSION`). Token ids are
+stored as uint8 (``AnchorDataset.token_ids``) and widened to int64 where a model reads
+them (``tokens``, ``batch_tokens``).
+
 Tasks (SPEC's presets): ``symmetric`` (14 pairs with f, pair (3,4) with the
 non-inferential x - 6, (4,3) held out with candidate targets inferential x - 10 and
 symmetric x - 6), ``id-ood`` (14 pairs with f, (3,4) and (4,3) held out) and
@@ -34,7 +40,10 @@ Example::
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from concurrent.futures import ThreadPoolExecutor
+from functools import cached_property
 
+import numpy as np
 import torch
 from jaxtyping import Int
 from torch import Tensor
@@ -60,7 +69,11 @@ SYMMETRIC_GROUPS: tuple[tuple[tuple[int, int], tuple[int, int]], ...] = (
 #: Version of the sample stream: the same seed gives the same samples within a version.
 #: Bump it whenever a change to :func:`make_dataset` changes what a seed draws; run folders
 #: record it, so a folder made with another stream is refused rather than silently mixed.
-DATA_VERSION = 2
+DATA_VERSION = 3
+#: Samples are drawn in blocks of this many, each from its own generator seeded by the
+#: dataset's seed and the block's index: blocks are drawn on all of torch's threads, small
+#: enough to stay in cache, and the same seed gives the same samples on any thread count.
+BLOCK_SIZE = 1 << 16
 #: The symmetric task's non-inferential target for (3, 4): x - 6 instead of f = x - 10.
 SYMMETRIC_TASK_OFFSET = 4
 
@@ -124,8 +137,14 @@ def task_spec(task: str, k: int = 0, offset: int = 4) -> TaskSpec:
 class AnchorDataset:
     """Encoded anchor-function samples with their per-sample metadata.
 
+    Token ids are stored compactly (``token_ids``: uint8 from :func:`make_dataset`, since the
+    vocabulary has 201 tokens: 8x less memory than int64, on the GPU too) and widened to
+    int64, what a ``HookedTransformer`` takes, where they are used: ``tokens`` (all of them,
+    made on first use and kept) or ``batch_tokens(index)`` (a batch, as the trainer does).
+
     Attributes:
-        tokens: ``[n, 9]`` int64 input sequences.
+        token_ids: ``[n, 9]`` input sequences, any integer dtype (uint8 from ``make_dataset``).
+        tokens: ``[n, 9]`` int64 input sequences (``token_ids`` widened; cached).
         targets: ``[n]`` int64 designated targets (for a held-out pair: the composite f).
         key_positions: ``[n]`` int64 position p of the key (anchors at p+1, p+2).
         anchor_pairs: ``[n, 2]`` int64 the anchor pair (a1, a2).
@@ -135,26 +154,35 @@ class AnchorDataset:
 
     task: str
     split: str
-    tokens: Int[Tensor, "n 9"]
+    token_ids: Int[Tensor, "n 9"]
     targets: Int[Tensor, " n"]
     key_positions: Int[Tensor, " n"]
     anchor_pairs: Int[Tensor, "n 2"]
     candidate_targets: dict[str, Tensor] = field(default_factory=dict)
 
     def __len__(self) -> int:
-        return int(self.tokens.shape[0])
+        return int(self.token_ids.shape[0])
+
+    @cached_property
+    def tokens(self) -> Int[Tensor, "n 9"]:
+        """All input sequences as int64 (made from ``token_ids`` on first use, then kept)."""
+        return self.token_ids.long()
+
+    def batch_tokens(self, index: Tensor | slice) -> Int[Tensor, "batch 9"]:
+        """The int64 input sequences at ``index``, without widening the whole dataset."""
+        return self.token_ids[index].long()
 
     @property
     def keys(self) -> Int[Tensor, " n"]:
         """The key value x of each sample."""
-        return self.tokens.gather(1, self.key_positions[:, None]).squeeze(1)
+        return self.token_ids.gather(1, self.key_positions[:, None]).squeeze(1).long()
 
     def to(self, device: str | torch.device) -> AnchorDataset:
         """A copy with every tensor on ``device``."""
         return AnchorDataset(
             self.task,
             self.split,
-            self.tokens.to(device),
+            self.token_ids.to(device),
             self.targets.to(device),
             self.key_positions.to(device),
             self.anchor_pairs.to(device),
@@ -166,7 +194,7 @@ class AnchorDataset:
         return AnchorDataset(
             self.task,
             self.split,
-            self.tokens[index],
+            self.token_ids[index],
             self.targets[index],
             self.key_positions[index],
             self.anchor_pairs[index],
@@ -179,11 +207,11 @@ class AnchorDataset:
         Targets are recomputed as the composite f (which is symmetric); use it for
         commutativity, which compares predictions, not targets.
         """
-        tokens = self.tokens.clone()
+        tokens = self.token_ids.clone()
         rows = torch.arange(len(self), device=tokens.device)
         p = self.key_positions
-        tokens[rows, p + 1] = self.anchor_pairs[:, 1]
-        tokens[rows, p + 2] = self.anchor_pairs[:, 0]
+        tokens[rows, p + 1] = self.anchor_pairs[:, 1].to(tokens.dtype)
+        tokens[rows, p + 2] = self.anchor_pairs[:, 0].to(tokens.dtype)
         return AnchorDataset(self.task, self.split, tokens, self.targets, p, self.anchor_pairs.flip(1), {})
 
 
@@ -199,6 +227,12 @@ def _key_table(split: str) -> tuple[Tensor, Tensor]:
     for p, a in enumerate(allowed):
         table[p, : len(a)] = a
     return table, counts
+
+
+def _block_seed(seed: int, block: int) -> int:
+    """The seed of one block's generator: ``seed`` and the block's index, mixed by NumPy's
+    ``SeedSequence`` (so that nearby seeds and blocks give unrelated streams)."""
+    return int(np.random.SeedSequence([seed, block]).generate_state(1, np.uint64)[0] >> 1)
 
 
 def make_dataset(
@@ -239,23 +273,50 @@ def make_dataset(
     else:
         pairs = torch.tensor(spec.train_pairs)
 
-    g = generator
-    tokens = torch.randint(KEY_LOW, KEY_HIGH + 1, (n, SEQ_LEN), generator=g)
-    # One draw for the key position, the key's index among the split's allowed keys and
-    # the pair: uniform 30-bit integers, scaled to each range by multiply-and-shift
-    # (exactly uniform up to a bias below 2**-23, far under sampling noise).
-    r = torch.randint(0, 1 << 30, (n, 3), generator=g)
-    p = r[:, 0] % N_KEY_POSITIONS
+    base_seed = seed if generator is None else int(torch.randint(0, 1 << 62, (1,), generator=generator))
     table, counts = _key_table("id_test" if split == "id_test" else "train")
-    keys = table[p, (r[:, 1] * counts[p]) >> 30]
-    pair = pairs[(r[:, 2] * len(pairs)) >> 30]
-    tokens.scatter_(1, p[:, None] + torch.arange(3), torch.cat([keys[:, None], pair], dim=1))
+    # f + the task's offset for each pair, as one table indexed by a1 * 5 + a2
+    n_codes = max(ANCHORS) + 1
+    shift_sum = torch.zeros(n_codes * n_codes, dtype=torch.int64)
+    for b1, b2 in ALL_PAIRS:
+        shift_sum[b1 * n_codes + b2] = SHIFTS[b1] + SHIFTS[b2] + (0 if split == "heldout" else spec.offset((b1, b2)))
 
-    # f + the task's offset, as one lookup of the pair's total shift
-    shift_sum = torch.zeros(max(ANCHORS) + 1, max(ANCHORS) + 1, dtype=torch.int64)
-    for a1, a2 in ALL_PAIRS:
-        shift_sum[a1, a2] = SHIFTS[a1] + SHIFTS[a2] + (0 if split == "heldout" else spec.offset((a1, a2)))
-    targets = keys + shift_sum[pair[:, 0], pair[:, 1]]
+    tokens = torch.empty(n, SEQ_LEN, dtype=torch.uint8)
+    targets = torch.empty(n, dtype=torch.int64)
+    p = torch.empty(n, dtype=torch.int64)
+    pair = torch.empty(n, 2, dtype=torch.int64)
+
+    def draw_block(block: int) -> None:
+        lo, hi = block * BLOCK_SIZE, min(n, (block + 1) * BLOCK_SIZE)
+        m = hi - lo
+        g = torch.Generator().manual_seed(_block_seed(base_seed, block))
+        block_tokens = tokens[lo:hi]
+        torch.randint(KEY_LOW, KEY_HIGH + 1, (m, SEQ_LEN), generator=g, out=block_tokens)  # noise
+        # One draw for the key position, the key's index among the split's allowed keys
+        # and the pair: uniform 30-bit integers, scaled to each range by multiply-and-shift
+        # (exactly uniform up to a bias below 2**-23, far under sampling noise).
+        r = torch.randint(0, 1 << 30, (m, 3), generator=g, dtype=torch.int32)
+        pb = p[lo:hi]
+        torch.remainder(r[:, 0], N_KEY_POSITIONS, out=pb)
+        keys = table.view(-1).take(pb * table.shape[1] + ((r[:, 1] * counts.take(pb)) >> 30))
+        code = (r[:, 2].long() * len(pairs)) >> 30
+        a1, a2 = pairs[:, 0].take(code), pairs[:, 1].take(code)
+        at = torch.arange(0, m * SEQ_LEN, SEQ_LEN) + pb  # flat index of each key in the block
+        flat = block_tokens.view(-1)
+        for values in (keys, a1, a2):
+            flat.index_put_((at,), values.to(torch.uint8))
+            at += 1
+        torch.add(keys, shift_sum.take(a1 * n_codes + a2), out=targets[lo:hi])
+        pair[lo:hi, 0], pair[lo:hi, 1] = a1, a2
+
+    n_blocks = -(-n // BLOCK_SIZE)
+    workers = min(torch.get_num_threads(), n_blocks)
+    if workers > 1:
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(draw_block, range(n_blocks)))
+    else:
+        for block in range(n_blocks):
+            draw_block(block)
     candidates: dict[str, Tensor] = {}
     if split == "heldout":
         candidates = {name: targets + off for name, off in spec.candidates.items()}

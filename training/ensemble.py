@@ -200,7 +200,7 @@ class _Ensemble:
             self.data.append(by_seed[c.seed])
         seeds = list(by_seed)
         self.source = torch.tensor([seeds.index(c.seed) for c in cfgs], device=dev)
-        self.train_tokens = torch.stack([by_seed[s].train.tokens for s in seeds])
+        self.train_tokens = torch.stack([by_seed[s].train.token_ids for s in seeds])  # compact; widened per batch
         self.train_targets = torch.stack([by_seed[s].train.targets for s in seeds])
         self.logits_fn: LogitsFn = last_position_logits if self.tc.fast_forward else full_forward_last
         self.module = _LogitsModule(copy.deepcopy(self.models[0]), self.logits_fn)
@@ -280,7 +280,7 @@ class _Ensemble:
             for i in range(steps_per_epoch):
                 idx = perms[:, i * tc.batch_size : (i + 1) * tc.batch_size]
                 lr = self._per_model([c.train.lr_at(epoch + i / steps_per_epoch) for c in self.cfgs])
-                tokens = self.train_tokens[self.source[:, None], idx]
+                tokens = self.train_tokens[self.source[:, None], idx].long()
                 targets = self.train_targets[self.source[:, None], idx]
                 loss = self._loss(tokens, targets)
                 loss.sum().backward()

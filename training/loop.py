@@ -220,7 +220,7 @@ def train(
             losses[i] = train_step(
                 model,
                 optimizer,
-                data.train.tokens[idx],
+                data.train.batch_tokens(idx),
                 data.train.targets[idx],
                 logits_fn=logits_fn,
                 grad_clip=tc.grad_clip,

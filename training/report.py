@@ -199,7 +199,7 @@ def balanced_inputs(task: str, per_pair: int, seed: int, k: int = 0, offset: int
     return AnchorDataset(
         task,
         "balanced",
-        torch.cat([p.tokens for p in parts]),
+        torch.cat([p.token_ids for p in parts]),
         torch.cat([p.targets for p in parts]),
         torch.cat([p.key_positions for p in parts]),
         torch.cat([p.anchor_pairs for p in parts]),

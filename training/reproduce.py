@@ -25,9 +25,9 @@ the preset's (see :func:`training.make_run_config`).  A key that names a task ho
 options for that task only.  Both regimes of a preset share its model, data and
 schedule; they differ in their init (and, where a preset says so, weight decay).
 
-Example (CPU, 1-2 minutes per model; see docs/cpu-reproduction.md for what it shows)::
+Example (CPU, about 2 minutes per model; see docs/cpu-reproduction.md for what it shows)::
 
-    interp-init reproduce --preset cpu --seed 11 --out runs/reproduce/cpu-11
+    interp-init reproduce --preset cpu --seed 31 --out runs/reproduce/cpu-31
 """
 
 from __future__ import annotations
