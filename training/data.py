@@ -39,8 +39,8 @@ Example::
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -273,7 +273,8 @@ def make_dataset(
     else:
         pairs = torch.tensor(spec.train_pairs)
 
-    base_seed = seed if generator is None else int(torch.randint(0, 1 << 62, (1,), generator=generator))
+    # One draw from the source of randomness seeds every block (see _block_seed).
+    base_seed = int(torch.randint(0, 1 << 62, (1,), generator=generator))
     table, counts = _key_table("id_test" if split == "id_test" else "train")
     # f + the task's offset for each pair, as one table indexed by a1 * 5 + a2
     n_codes = max(ANCHORS) + 1
