@@ -2,11 +2,28 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from transformer_lens import HookedTransformer, HookedTransformerConfig
 
 from interp_init import quiet_deprecation
+
+#: The repository's root (scripts under examples/, benchmarks/ and docs/ are not packages).
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_script(relative_path: str) -> ModuleType:
+    """Import a script of the repository (``"benchmarks/bench_data.py"``) as a module, by path."""
+    path = ROOT / relative_path
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module  # dataclasses and pickling look the module up by name
+    spec.loader.exec_module(module)
+    return module
 
 
 def foreign_model(n_layers: int = 2, d_model: int = 16, n_heads: int = 2, d_head: int | None = None, **overrides: Any) -> HookedTransformer:

@@ -6,27 +6,14 @@ keeps the scripts from rotting as the packages change.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 from click.testing import CliRunner
-
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
-
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+from helpers import load_script
 
 
 def test_bench_data_prints_ratios_for_every_task_and_split() -> None:
-    bench = _load("bench_data")
+    bench = load_script("benchmarks/bench_data.py")
     result = CliRunner().invoke(bench.main, ["-n", "3000"])
     assert result.exit_code == 0, result.output
     assert result.output.count("x ") >= 8  # one row per task and split
@@ -36,7 +23,7 @@ def test_bench_data_prints_ratios_for_every_task_and_split() -> None:
 @pytest.mark.parametrize("split", ["train", "id_test", "heldout"])
 def test_bench_data_baselines_follow_the_task(split: str) -> None:
     """Both per-sample baselines obey the task's rules, as make_dataset does."""
-    bench = _load("bench_data")
+    bench = load_script("benchmarks/bench_data.py")
     for tokens, targets in (bench.released_dataset("symmetric", split, 500, 0), bench.loop_dataset("symmetric", split, 500, 0)):
         assert tokens.shape == (500, 9) and targets.shape == (500,)
         anchors = (tokens >= 1) & (tokens <= 4)

@@ -100,15 +100,11 @@ def test_no_hooks_remain_after_a_failing_call(call, monkeypatch):
 
 @pytest.mark.slow
 def test_walkthrough_example_writes_every_figure(tmp_path):
-    import importlib.util
-    from pathlib import Path
-
     from click.testing import CliRunner
 
-    path = Path(__file__).resolve().parents[1] / "examples" / "probes_walkthrough.py"
-    spec = importlib.util.spec_from_file_location("probes_walkthrough", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    from helpers import load_script
+
+    module = load_script("examples/probes_walkthrough.py")
     result = CliRunner().invoke(module.main, ["--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     for label in ("small_init", "large_init"):
