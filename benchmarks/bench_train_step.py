@@ -10,7 +10,11 @@
   its logits checked equal before timing.
 
 Variants are interleaved (A B C A B C ...) so background load hits all alike; the
-medians are printed with ratios.  Usage::
+medians are printed with ratios.  A second table gives each variant's matrix-multiply work
+per sample (counted by ``torch.utils.flop_counter.FlopCounterMode``: matrix products and
+attention, not element-wise work), the rate it achieves, and that rate as a fraction of
+the device's matrix-multiply peak, measured here as the rate of one large square matmul
+in fp32 (bf16 for ``ours-bf16``) under the process's settings.  Usage::
 
     python benchmarks/bench_train_step.py                  # d_model 64, 128, 400
     python benchmarks/bench_train_step.py --d-model 64 --reps 3 --threads 2
@@ -21,12 +25,14 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 
 import click
 import einops
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.utils.flop_counter import FlopCounterMode
 from transformer_lens import HookedTransformer
 
 from interp_init import InitConfig, ModelConfig, build_model, resolve_device
@@ -104,7 +110,30 @@ def _sync(dev: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def bench(d_model: int, batch: int, reps: int, steps: int, n_layers: int, dev: torch.device) -> dict[str, float]:
+def step_flops(step: Callable[[], object]) -> int:
+    """Floating-point operations of one call of ``step``, as ``FlopCounterMode`` counts them."""
+    with FlopCounterMode(display=False) as counter:
+        step()
+    return counter.get_total_flops()
+
+
+def matmul_peak(dev: torch.device, dtype: torch.dtype, size: int, reps: int = 5) -> float:
+    """FLOP/s of a ``size`` x ``size`` matrix product on ``dev`` in ``dtype`` (median of ``reps``)."""
+    gen = torch.Generator().manual_seed(0)
+    a, b = (torch.randn(size, size, generator=gen).to(dev, dtype) for _ in range(2))
+    a @ b  # warm-up
+    times = []
+    for _ in range(reps):
+        _sync(dev)
+        t0 = time.perf_counter()
+        a @ b
+        _sync(dev)
+        times.append(time.perf_counter() - t0)
+    return 2 * size**3 / statistics.median(times)
+
+
+def bench(d_model: int, batch: int, reps: int, steps: int, n_layers: int, dev: torch.device) -> tuple[dict[str, float], dict[str, int]]:
+    """Samples/s of each variant's training step, and its FLOPs per step."""
     cfg = ModelConfig(n_layers=n_layers, d_model=d_model, n_heads=1, d_head=d_model // 2, d_mlp=3 * d_model)
     tc = TrainConfig(lr=1e-4, weight_decay=0.01, grad_clip=1.0)
     gen = torch.Generator().manual_seed(0)
@@ -134,8 +163,7 @@ def bench(d_model: int, batch: int, reps: int, steps: int, n_layers: int, dev: t
         "hooked": torch.optim.AdamW(hooked.parameters(), lr=1e-4, weight_decay=0.01),
         "plain": torch.optim.AdamW(plain.parameters(), lr=1e-4, weight_decay=0.01),
     }
-    for name, step in variants.items():  # warm-up
-        step(optimizers[name])
+    flops = {name: step_flops(lambda: step(optimizers[name])) for name, step in variants.items()}  # also the warm-up
     times: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(reps):
         for name, step in variants.items():
@@ -145,7 +173,7 @@ def bench(d_model: int, batch: int, reps: int, steps: int, n_layers: int, dev: t
                 step(optimizers[name])
             _sync(dev)
             times[name].append((time.perf_counter() - t0) / steps)
-    return {name: batch / statistics.median(t) for name, t in times.items()}
+    return {name: batch / statistics.median(t) for name, t in times.items()}, flops
 
 
 @click.command()
@@ -156,19 +184,30 @@ def bench(d_model: int, batch: int, reps: int, steps: int, n_layers: int, dev: t
 @click.option("--steps", type=int, default=3, show_default=True, help="Steps per timed repetition.")
 @click.option("--threads", type=int, default=1, show_default=True, help="torch CPU threads.")
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda or auto.")
-def main(d_models: tuple[int, ...], batch: int, n_layers: int, reps: int, steps: int, threads: int, device: str) -> None:
+@click.option("--peak-size", type=int, default=None, help="Side of the square matmul that measures the peak [default: 2048 on CPU, 8192 on a GPU].")
+def main(d_models: tuple[int, ...], batch: int, n_layers: int, reps: int, steps: int, threads: int, device: str, peak_size: int | None) -> None:
     """Samples/s of one training step: ours vs HookedTransformer as is vs plain PyTorch."""
     torch.set_num_threads(threads)
     dev = resolve_device(device)
     click.echo(f"torch {torch.__version__}, device {dev}, {threads} thread(s), batch {batch}, {n_layers} layers, 1 head, d_head = d_model/2, d_mlp = 3 d_model")
     click.echo(f"{'d_model':>7} {'hooked':>9} {'plain':>9} {'ours':>9} {'ours-bf16':>10}  {'ours/hooked':>11} {'ours/plain':>10} {'plain/hooked':>12} {'bf16/ours':>9}")
+    work = {}
     for d in d_models:
-        r = bench(d, batch, reps, steps, n_layers, dev)
+        r, flops = bench(d, batch, reps, steps, n_layers, dev)
+        work[d] = (r, flops)
         click.echo(
             f"{d:>7} {r['hooked']:>9.0f} {r['plain']:>9.0f} {r['ours']:>9.0f} {r['ours-bf16']:>10.0f}  "
             f"{r['ours'] / r['hooked']:>11.2f} {r['ours'] / r['plain']:>10.2f} {r['plain'] / r['hooked']:>12.2f} {r['ours-bf16'] / r['ours']:>9.2f}"
         )
-
+    size = peak_size or (2048 if dev.type == "cpu" else 8192)
+    peak = {"fp32": matmul_peak(dev, torch.float32, size), "bf16": matmul_peak(dev, torch.bfloat16, size)}
+    click.echo(f"\nmatmul peak measured on a {size} x {size} product: fp32 {peak['fp32'] / 1e9:.1f} GFLOP/s, bf16 {peak['bf16'] / 1e9:.1f} GFLOP/s")
+    click.echo(f"{'d_model':>7} {'variant':>10} {'MFLOP/sample':>13} {'GFLOP/s':>9} {'of peak':>8}")
+    for d, (r, flops) in work.items():
+        for name in ("hooked", "plain", "ours", "ours-bf16"):
+            rate = flops[name] / batch * r[name]
+            fraction = rate / peak["bf16" if name.endswith("bf16") else "fp32"]
+            click.echo(f"{d:>7} {name:>10} {flops[name] / batch / 1e6:>13.2f} {rate / 1e9:>9.2f} {fraction:>8.1%}")
 
 if __name__ == "__main__":
     main()

@@ -14,10 +14,16 @@ from helpers import load_script
 
 def test_bench_data_prints_ratios_for_every_task_and_split() -> None:
     bench = load_script("benchmarks/bench_data.py")
-    result = CliRunner().invoke(bench.main, ["-n", "3000"])
+    result = CliRunner().invoke(bench.main, ["-n", "3000", "--no-cold"])
     assert result.exit_code == 0, result.output
     assert result.output.count("x ") >= 8  # one row per task and split
     assert "vs released: smallest ratio" in result.output and "vs lean: smallest ratio" in result.output
+    assert "vs released, cold" not in result.output  # --no-cold: no fresh processes
+
+
+def test_bench_data_times_a_first_call_in_a_fresh_process() -> None:
+    bench = load_script("benchmarks/bench_data.py")
+    assert 0 < bench._cold_seconds("id-ood", "heldout", 2000, threads=1) < 60
 
 
 @pytest.mark.parametrize("split", ["train", "id_test", "heldout"])
@@ -31,3 +37,25 @@ def test_bench_data_baselines_follow_the_task(split: str) -> None:
         p = anchors.float().argmax(1) - 1  # key sits right before the first anchor
         x = tokens.gather(1, p[:, None]).squeeze(1)
         assert bool(((x % 9 == p) == (split == "id_test")).all())
+
+
+def test_bench_train_step_prints_ratios_and_fraction_of_peak() -> None:
+    bench = load_script("benchmarks/bench_train_step.py")
+    args = ["--d-model", "16", "--batch", "8", "--reps", "1", "--steps", "1", "--peak-size", "64"]
+    result = CliRunner().invoke(bench.main, args)
+    assert result.exit_code == 0, result.output
+    assert "ours/hooked" in result.output and "matmul peak measured" in result.output
+    assert sum(" of peak" in line or "%" in line for line in result.output.splitlines()) >= 4
+
+
+def test_bench_train_step_counts_the_hooked_models_matmul_work() -> None:
+    """FLOPs of one full-forward step against a hand count: forward 2 * (matmul weights) per
+    token plus attention's two products at every position, backward twice the forward."""
+    bench = load_script("benchmarks/bench_train_step.py")
+    d, layers, batch, ctx, vocab = 16, 2, 4, 9, 201
+    d_head, d_mlp = d // 2, 3 * d
+    _, flops = bench.bench(d, batch, reps=1, steps=1, n_layers=layers, dev=torch.device("cpu"))
+    per_token_layer = 2 * (3 * d * d_head + d_head * d + 2 * d * d_mlp) + 2 * 2 * ctx * d_head
+    forward = batch * ctx * (layers * per_token_layer + 2 * d * vocab)
+    assert flops["hooked"] == 3 * forward
+    assert flops["ours"] < flops["hooked"]  # the last block runs at the last position only

@@ -17,9 +17,12 @@ Splits, by key value and key position (the papers' appendix, as their code does 
 share a (key, position) yet every key value occurs in training.  ``heldout`` holds the
 task's unseen pair(s), keys drawn as in training.
 
-Samples are drawn in blocks of :data:`BLOCK_SIZE`, each from its own generator seeded by
-the dataset's seed and the block's index, on torch's threads: the same seed gives the
-same samples on any number of threads (within one :data:`DATA_VERSION`). Token ids are
+Samples are drawn in blocks of :data:`BLOCK_SIZE`, each from its own NumPy generator
+(SFC64, seeded by the dataset's seed and the block's index through ``SeedSequence``), on
+torch's threads: the same seed gives the same samples on any number of threads and any
+platform (within one :data:`DATA_VERSION`).  Every value is exactly uniform on its range,
+drawn from 16-bit words by Lemire's multiply-shift with rejection (:func:`_below`); no
+per-sample Python loop.  Token ids are
 stored as uint8 (``AnchorDataset.token_ids``) and widened to int64 where a model reads
 them (``tokens``, ``batch_tokens``).
 
@@ -69,11 +72,12 @@ SYMMETRIC_GROUPS: tuple[tuple[tuple[int, int], tuple[int, int]], ...] = (
 #: Version of the sample stream: the same seed gives the same samples within a version.
 #: Bump it whenever a change to :func:`make_dataset` changes what a seed draws; run folders
 #: record it, so a folder made with another stream is refused rather than silently mixed.
-DATA_VERSION = 3
+DATA_VERSION = 4
 #: Samples are drawn in blocks of this many, each from its own generator seeded by the
-#: dataset's seed and the block's index: blocks are drawn on all of torch's threads, small
-#: enough to stay in cache, and the same seed gives the same samples on any thread count.
-BLOCK_SIZE = 1 << 16
+#: dataset's seed and the block's index: blocks are drawn on all of torch's threads, their
+#: scratch arrays (about 1 MB) stay in cache, and the same seed gives the same samples on
+#: any thread count.
+BLOCK_SIZE = 1 << 15
 #: The symmetric task's non-inferential target for (3, 4): x - 6 instead of f = x - 10.
 SYMMETRIC_TASK_OFFSET = 4
 
@@ -229,10 +233,25 @@ def _key_table(split: str) -> tuple[Tensor, Tensor]:
     return table, counts
 
 
-def _block_seed(seed: int, block: int) -> int:
-    """The seed of one block's generator: ``seed`` and the block's index, mixed by NumPy's
-    ``SeedSequence`` (so that nearby seeds and blocks give unrelated streams)."""
-    return int(np.random.SeedSequence([seed, block]).generate_state(1, np.uint64)[0] >> 1)
+def _below(words: np.ndarray, bound: int | np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Exactly uniform integers in ``[0, bound)`` from uniform 16-bit ``words`` (any shape).
+
+    Lemire's multiply-shift: ``(word * bound) >> 16``, rejecting the ``2**16 mod bound``
+    words whose low half falls below ``2**16 mod bound`` (so each value keeps exactly
+    ``2**16 // bound`` words); a rejected word (at most 0.03% of them for the task's
+    bounds, all <= 80) is replaced by a fresh exact draw from ``rng``.  ``bound`` is an int
+    or an array of ``words``' shape, each in 1..2**16.  Returns uint32 values.
+    """
+    bound = np.asarray(bound, dtype=np.uint32)
+    scaled = words.astype(np.uint32)
+    scaled *= bound
+    low = scaled.astype(np.uint16)  # the product's low 16 bits
+    scaled >>= 16
+    rejected = np.flatnonzero(low < np.uint32(1 << 16) % bound)
+    if rejected.size:
+        redraw = bound if bound.ndim == 0 else bound.reshape(-1)[rejected]
+        scaled.reshape(-1)[rejected] = rng.integers(0, redraw, size=rejected.size)
+    return scaled
 
 
 def make_dataset(
@@ -273,42 +292,42 @@ def make_dataset(
     else:
         pairs = torch.tensor(spec.train_pairs)
 
-    # One draw from the source of randomness seeds every block (see _block_seed).
+    # One draw from the source of randomness seeds every block's generator.
     base_seed = int(torch.randint(0, 1 << 62, (1,), generator=generator))
-    table, counts = _key_table("id_test" if split == "id_test" else "train")
-    # f + the task's offset for each pair, as one table indexed by a1 * 5 + a2
-    n_codes = max(ANCHORS) + 1
-    shift_sum = torch.zeros(n_codes * n_codes, dtype=torch.int64)
-    for b1, b2 in ALL_PAIRS:
-        shift_sum[b1 * n_codes + b2] = SHIFTS[b1] + SHIFTS[b2] + (0 if split == "heldout" else spec.offset((b1, b2)))
+    key_table, key_counts = (t.numpy() for t in _key_table("id_test" if split == "id_test" else "train"))
+    key_table = key_table.astype(np.uint8)
+    pair_table = pairs.numpy().astype(np.uint8)
+    # f + the task's offset for each of the split's pairs, indexed like pair_table
+    pair_shift = np.array([composite(0, a, b) + (0 if split == "heldout" else spec.offset((a, b))) for a, b in pairs.tolist()])
 
-    tokens = torch.empty(n, SEQ_LEN, dtype=torch.uint8)
+    token_ids = torch.empty(n, SEQ_LEN, dtype=torch.uint8)
     targets = torch.empty(n, dtype=torch.int64)
-    p = torch.empty(n, dtype=torch.int64)
-    pair = torch.empty(n, 2, dtype=torch.int64)
+    key_positions = torch.empty(n, dtype=torch.int64)
+    anchor_pairs = torch.empty(n, 2, dtype=torch.int64)
+    out_tokens, out_targets, out_p, out_pairs = (t.numpy() for t in (token_ids, targets, key_positions, anchor_pairs))
 
     def draw_block(block: int) -> None:
         lo, hi = block * BLOCK_SIZE, min(n, (block + 1) * BLOCK_SIZE)
         m = hi - lo
-        g = torch.Generator().manual_seed(_block_seed(base_seed, block))
-        block_tokens = tokens[lo:hi]
-        torch.randint(KEY_LOW, KEY_HIGH + 1, (m, SEQ_LEN), generator=g, out=block_tokens)  # noise
-        # One draw for the key position, the key's index among the split's allowed keys
-        # and the pair: uniform 30-bit integers, scaled to each range by multiply-and-shift
-        # (exactly uniform up to a bias below 2**-23, far under sampling noise).
-        r = torch.randint(0, 1 << 30, (m, 3), generator=g, dtype=torch.int32)
-        pb = p[lo:hi]
-        torch.remainder(r[:, 0], N_KEY_POSITIONS, out=pb)
-        keys = table.view(-1).take(pb * table.shape[1] + ((r[:, 1] * counts.take(pb)) >> 30))
-        code = (r[:, 2].long() * len(pairs)) >> 30
-        a1, a2 = pairs[:, 0].take(code), pairs[:, 1].take(code)
-        at = torch.arange(0, m * SEQ_LEN, SEQ_LEN) + pb  # flat index of each key in the block
-        flat = block_tokens.view(-1)
-        for values in (keys, a1, a2):
-            flat.index_put_((at,), values.to(torch.uint8))
+        rng = np.random.Generator(np.random.SFC64(np.random.SeedSequence([base_seed, block])))
+        # 12 uniform 16-bit words per sample: 9 noise tokens per sample, then for every
+        # sample its p, its key's index among the keys allowed at p, and its pair's index.
+        words = rng.bit_generator.random_raw(3 * m).astype("<u8", copy=False).view("<u2")
+        noise, p_words, key_words, pair_words = words[: 9 * m].reshape(m, 9), *words[9 * m :].reshape(3, m)
+        tokens = out_tokens[lo:hi]
+        np.add(_below(noise, KEY_HIGH - KEY_LOW + 1, rng), KEY_LOW, out=tokens, casting="unsafe")
+        p = out_p[lo:hi]
+        p[:] = _below(p_words, N_KEY_POSITIONS, rng)
+        keys = key_table.take(p * key_table.shape[1] + _below(key_words, key_counts.take(p), rng))
+        code = _below(pair_words, len(pair_table), rng)
+        pair = pair_table.take(code, axis=0)
+        out_pairs[lo:hi] = pair
+        at = np.arange(0, m * SEQ_LEN, SEQ_LEN) + p  # flat index of each key in the block
+        flat = tokens.reshape(-1)
+        for values in (keys, pair[:, 0], pair[:, 1]):
+            flat[at] = values
             at += 1
-        torch.add(keys, shift_sum.take(a1 * n_codes + a2), out=targets[lo:hi])
-        pair[lo:hi, 0], pair[lo:hi, 1] = a1, a2
+        np.add(keys, pair_shift.take(code), out=out_targets[lo:hi])
 
     n_blocks = -(-n // BLOCK_SIZE)
     workers = min(torch.get_num_threads(), n_blocks)
@@ -321,4 +340,4 @@ def make_dataset(
     candidates: dict[str, Tensor] = {}
     if split == "heldout":
         candidates = {name: targets + off for name, off in spec.candidates.items()}
-    return AnchorDataset(task, split, tokens, targets, p, pair, candidates)
+    return AnchorDataset(task, split, token_ids, targets, key_positions, anchor_pairs, candidates)
