@@ -212,9 +212,9 @@ def _tiny(task: str) -> dict[str, Any]:
 def _cpu(task: str) -> dict[str, Any]:
     # About 2 minutes per model on 2 CPU cores. The closest configuration the searches in
     # docs/cpu-reproduction.md found, NOT a full reproduction: with the regimes of
-    # training.reproduce.REGIMES["cpu"], the papers' direction shows on some seeds only
-    # (small init inferential on the symmetric task on about half of them; large init
-    # symmetric on fewer; large init's id-ood OOD accuracy 0.2-0.35, not below 0.2).
+    # training.reproduce.REGIMES["cpu"], small init composes the id-ood task's unseen pairs
+    # and large init does not (OOD 0.27-0.50, not below 0.2), but on the symmetric task
+    # small init goes symmetric on every fresh seed (inferential on 2 search seeds only).
     # The papers' peak lr (2.5e-4) matters: at 1e-3 every init goes symmetric.
     return dict(
         n_layers=2, d_model=128, n_heads=1, d_head=64, d_mlp=384,

@@ -22,9 +22,8 @@ Samples are drawn in blocks of :data:`BLOCK_SIZE`, each from its own NumPy gener
 torch's threads: the same seed gives the same samples on any number of threads and any
 platform (within one :data:`DATA_VERSION`).  Every value is exactly uniform on its range,
 drawn from 16-bit words by Lemire's multiply-shift with rejection (:func:`_below`); no
-per-sample Python loop.  Token ids are
-stored as uint8 (``AnchorDataset.token_ids``) and widened to int64 where a model reads
-them (``tokens``, ``batch_tokens``).
+per-sample Python loop.  Token ids are stored as uint8 (``AnchorDataset.token_ids``) and
+widened to int64 where a model reads them (``tokens``, ``batch_tokens``).
 
 Tasks (SPEC's presets): ``symmetric`` (14 pairs with f, pair (3,4) with the
 non-inferential x - 6, (4,3) held out with candidate targets inferential x - 10 and
@@ -219,15 +218,12 @@ class AnchorDataset:
         return AnchorDataset(self.task, self.split, tokens, self.targets, p, self.anchor_pairs.flip(1), {})
 
 
-def _key_table(split: str) -> tuple[Tensor, Tensor]:
-    """Per key position p: the allowed key values (padded) and how many there are."""
-    values = torch.arange(KEY_LOW, KEY_HIGH + 1)
-    allowed = []
-    for p in range(N_KEY_POSITIONS):
-        on_diag = values % 9 == p
-        allowed.append(values[on_diag] if split == "id_test" else values[~on_diag])
-    counts = torch.tensor([len(a) for a in allowed])
-    table = torch.zeros(N_KEY_POSITIONS, int(counts.max()), dtype=torch.int64)
+def _key_table(split: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per key position p: the allowed key values (uint8, zero-padded rows) and how many there are."""
+    values = np.arange(KEY_LOW, KEY_HIGH + 1)
+    allowed = [values[(values % 9 == p) == (split == "id_test")] for p in range(N_KEY_POSITIONS)]
+    counts = np.array([len(a) for a in allowed])
+    table = np.zeros((N_KEY_POSITIONS, counts.max()), dtype=np.uint8)
     for p, a in enumerate(allowed):
         table[p, : len(a)] = a
     return table, counts
@@ -294,8 +290,7 @@ def make_dataset(
 
     # One draw from the source of randomness seeds every block's generator.
     base_seed = int(torch.randint(0, 1 << 62, (1,), generator=generator))
-    key_table, key_counts = (t.numpy() for t in _key_table("id_test" if split == "id_test" else "train"))
-    key_table = key_table.astype(np.uint8)
+    key_table, key_counts = _key_table("id_test" if split == "id_test" else "train")
     pair_table = pairs.numpy().astype(np.uint8)
     # f + the task's offset for each of the split's pairs, indexed like pair_table
     pair_shift = np.array([composite(0, a, b) + (0 if split == "heldout" else spec.offset((a, b))) for a, b in pairs.tolist()])
