@@ -42,7 +42,7 @@ def bench(d_model: int, n_models: int, batch: int, reps: int, steps: int, dev: t
     models = [build_model(c.model, c.init, c.seeds["init"], device=dev) for c in cfgs]
     optimizers = [make_optimizer(m, c.train) for m, c in zip(models, cfgs)]
     idx = torch.arange(batch, device=dev).expand(n_models, batch)
-    tokens = ens.train_tokens[ens.source[:, None], idx]
+    tokens = ens.train_tokens[ens.source[:, None], idx].long()  # as the ensemble's loop widens each batch
     targets = ens.train_targets[ens.source[:, None], idx]
     lr = torch.tensor([c.train.lr for c in cfgs], device=dev)
 

@@ -59,3 +59,12 @@ def test_bench_train_step_counts_the_hooked_models_matmul_work() -> None:
     forward = batch * ctx * (layers * per_token_layer + 2 * d * vocab)
     assert flops["hooked"] == 3 * forward
     assert flops["ours"] < flops["hooked"]  # the last block runs at the last position only
+
+
+def test_bench_ensemble_prints_the_ratio() -> None:
+    bench = load_script("benchmarks/bench_ensemble.py")
+    args = ["--d-model", "16", "--models", "2", "--batch", "8", "--reps", "1", "--steps", "1"]
+    result = CliRunner().invoke(bench.main, args)
+    assert result.exit_code == 0, result.output
+    row = result.output.splitlines()[-1].split()
+    assert row[:2] == ["16", "2"] and float(row[-1]) > 0

@@ -156,6 +156,20 @@ def test_bad_tokens_are_refused() -> None:
         last_position_logits(model, torch.zeros(2, 10, dtype=torch.long))
     with pytest.raises(ValueError, match=r"\[batch, pos\]"):
         last_position_logits(model, torch.zeros(10, dtype=torch.long))
+    with pytest.raises(ValueError, match="integer token ids, got dtype torch.float32"):
+        last_position_logits(model, torch.zeros(2, 9))
+
+
+@pytest.mark.parametrize("with_hook", [False, True])
+def test_compact_token_ids_are_widened(with_hook: bool) -> None:
+    """uint8 ids (what make_dataset stores) give the int64 ids' logits, on the fast path and
+    on the hooked fallback (a uint8 index would otherwise be read as a mask)."""
+    model = _model(2, 2)
+    tokens = torch.randint(0, 201, (4, 9))
+    expected = model(tokens)[:, -1]
+    with model.hooks(fwd_hooks=[("blocks.0.hook_resid_pre", lambda t, hook: t)] if with_hook else []):
+        for dtype in (torch.uint8, torch.int16, torch.int32):
+            torch.testing.assert_close(last_position_logits(model, tokens.to(dtype)), expected, rtol=1e-5, atol=1e-5)
 
 
 def test_bf16_autocast_runs_matmuls_in_bfloat16() -> None:

@@ -6,9 +6,11 @@ modules on every call, so gradients flow into ``model.parameters()``) and skips 
 that position does not depend on:
 
 * every block but the last runs at all positions (the last position attends to them);
-* in the last block, keys and values are computed at all positions, but the query, the
-  attention pattern, the attention output, the MLP, ``ln_final`` and the unembedding
-  only at the last position.
+* in the last block, the query, the attention pattern, the attention output, the MLP,
+  ``ln_final`` and the unembedding run at the last position only, and keys and values
+  are never formed: the one query is folded into ``W_K`` and the pattern applied to the
+  normalized residual before ``W_V`` (re-association, exact in real arithmetic; see
+  :func:`_last_block_last_position`).
 
 The blocks are computed with fused PyTorch kernels (``F.layer_norm`` / ``F.rms_norm``,
 one matrix product for Q, K and V, ``F.scaled_dot_product_attention``, ``torch.addmm``)
@@ -120,7 +122,15 @@ def has_hooks(model: HookedTransformer) -> bool:
 
 
 def last_position_logits(model: HookedTransformer, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch vocab"]:
-    """``model(tokens)[:, -1]``, computed only where the last position needs it (module docstring)."""
+    """``model(tokens)[:, -1]``, computed only where the last position needs it (module docstring).
+
+    ``tokens`` may have any integer dtype: compact ids (``AnchorDataset.token_ids`` is
+    uint8) are widened to int64, what the embedding lookup takes.
+    """
+    if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
+        raise ValueError(f"tokens must be integer token ids, got dtype {tokens.dtype}; pass e.g. AnchorDataset.tokens")
+    if tokens.dtype != torch.int64:
+        tokens = tokens.long()
     if fast_forward_unsupported(model) is not None:
         return model(tokens)[:, -1]
     if tokens.ndim != 2:
@@ -184,22 +194,29 @@ def _block_all_positions(block: torch.nn.Module, resid: Float[Tensor, "batch pos
 
 
 def _last_block_last_position(block: torch.nn.Module, resid: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch d_model"]:
-    """The last block's output at the last position: keys and values from every position,
-    the query, attention output and MLP at the last position only."""
+    """The last block's output at the last position: the query, attention output and MLP at
+    the last position only, and keys and values never formed.
+
+    With one query per head the attention is re-associated (exact in real arithmetic):
+    ``q . (x_j W_K + b_K) = x_j . (W_K q) + q . b_K``, and since the pattern sums to 1,
+    ``sum_j a_j (x_j W_V + b_V) = (sum_j a_j x_j) W_V + b_V``.  That costs two
+    ``d_model x d_head`` products per head and sample instead of two per head and
+    *position*.  (The ``q . b_K`` shift changes no pattern; it is kept so that ``b_K``
+    gets the gradient, zero up to rounding, that the hooked forward gives it.)
+    """
     attn = block.attn
-    n_heads, d_head = attn.b_Q.shape
+    n_heads = attn.b_Q.shape[0]
     x = _norm(block.ln1, resid)
-    w_kv = torch.cat([_flat_in(attn.W_K), _flat_in(attn.W_V)])
-    b_kv = torch.cat([attn.b_K.flatten(), attn.b_V.flatten()])
-    kv = F.linear(x, w_kv, b_kv)
-    k, v = einops.rearrange(kv, "batch pos (two head d_head) -> two batch head pos d_head", two=2, head=n_heads)
-    x_last = x[:, -1]
-    q = torch.addmm(attn.b_Q.flatten(), x_last, einops.rearrange(attn.W_Q, "head d_model d_head -> d_model (head d_head)"))
-    q = einops.rearrange(q, "batch (head d_head) -> batch head 1 d_head", head=n_heads)
-    # One query that sees every key: no mask needed.
-    z = F.scaled_dot_product_attention(q, k, v, scale=1.0 / float(attn.attn_scale))
-    z = einops.rearrange(z, "batch head 1 d_head -> batch (head d_head)")
-    out = resid[:, -1] + _attn_out(attn, z)
+    w_q = einops.rearrange(attn.W_Q, "head d_model d_head -> d_model (head d_head)")
+    q = torch.addmm(attn.b_Q.flatten(), x[:, -1], w_q)
+    q = einops.rearrange(q, "batch (head d_head) -> batch head d_head", head=n_heads)
+    q_k = einops.einsum(q, attn.W_K, "batch head d_head, head d_model d_head -> batch head d_model")
+    shift = einops.einsum(q, attn.b_K, "batch head d_head, head d_head -> batch head")
+    scores = einops.einsum(q_k, x, "batch head d_model, batch pos d_model -> batch head pos") + shift.unsqueeze(-1)
+    pattern = torch.softmax(scores / attn.attn_scale, dim=-1)
+    mixed = einops.einsum(pattern, x, "batch head pos, batch pos d_model -> batch head d_model")
+    z = einops.einsum(mixed, attn.W_V, "batch head d_model, head d_model d_head -> batch head d_head") + attn.b_V
+    out = resid[:, -1] + _attn_out(attn, einops.rearrange(z, "batch head d_head -> batch (head d_head)"))
     return out + _mlp(block.mlp, _norm(block.ln2, out))
 
 

@@ -94,9 +94,10 @@ def regime_options(preset: str, regime: str, task: str) -> dict[str, Any]:
     return {**shared, **spec.get(task, {})}
 
 
-def regime_config(preset: str, regime: str, task: str, seed: int) -> RunConfig:
-    """The :class:`training.RunConfig` of one regime on one task."""
-    return make_run_config(preset, task=task, seed=seed, **regime_options(preset, regime, task))
+def regime_config(preset: str, regime: str, task: str, seed: int, precision: str = "fp32") -> RunConfig:
+    """The :class:`training.RunConfig` of one regime on one task (``precision``: ``"fp32"``,
+    or ``"bf16"`` for the forward under bfloat16 autocast)."""
+    return make_run_config(preset, task=task, seed=seed, precision=precision, **regime_options(preset, regime, task))
 
 
 def _row(task: str, cfg: Any, metrics: dict, run_dir: Path) -> dict[str, Any]:
@@ -110,6 +111,7 @@ def _row(task: str, cfg: Any, metrics: dict, run_dir: Path) -> dict[str, Any]:
         row["ood_acc"] = final.get("ood_acc")
         row["commutativity"] = final.get("commutativity")
     row["weight_decay"] = cfg.train.weight_decay
+    row["precision"] = cfg.train.precision
     row["status"] = metrics["status"]
     row["seconds"] = metrics.get("elapsed_s")
     row["run_dir"] = str(run_dir)
@@ -122,22 +124,25 @@ def reproduce(
     out: str | Path = "runs/reproduce",
     device: str = "auto",
     progress: bool = True,
+    precision: str = "fp32",
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """Train both regimes of ``preset`` on both tasks; return and write ``out/summary.json``.
 
     Runs that already finished in ``out`` are read, not retrained; an unfinished one
-    resumes from its checkpoint.  ``seconds`` is each run's training time (summed over
-    resumptions); ``run_dir`` its folder.
+    resumes from its checkpoint (a folder trained at another ``precision`` is refused,
+    as any checkpoint from another config is).  ``seconds`` is each run's training time
+    (summed over resumptions); ``run_dir`` its folder.  ``precision="bf16"`` trains under
+    bfloat16 autocast (see benchmarks/README.md for what it trades).
     """
     for regime in REGIME_NAMES:  # validate everything before training anything
         for task in REPRODUCE_TASKS:
-            regime_config(preset, regime, task, seed)
+            regime_config(preset, regime, task, seed, precision)
     root = Path(out)
     summary: dict[str, dict[str, dict[str, Any]]] = {}
     for task in REPRODUCE_TASKS:
         summary[task] = {}
         for regime in REGIME_NAMES:
-            cfg = regime_config(preset, regime, task, seed)
+            cfg = regime_config(preset, regime, task, seed, precision)
             run_dir = root / task / regime
             if progress:
                 click.echo(f"[{task} / {regime}] gamma={cfg.init.gamma} -> {run_dir}", err=True)
@@ -199,16 +204,17 @@ def format_table(summary: dict[str, dict[str, dict[str, Any]]]) -> str:
 @click.option("--seed", type=int, default=0, show_default=True, help="Run seed of all four runs.")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder: one run per task and regime, summary.json.")
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
+@click.option("--precision", type=click.Choice(["fp32", "bf16"]), default="fp32", show_default=True, help="bf16: the forward under bfloat16 autocast.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
-def reproduce_command(preset: str, seed: int, out: str, device: str, quiet: bool) -> None:
+def reproduce_command(preset: str, seed: int, out: str, device: str, precision: str, quiet: bool) -> None:
     """Train small-init and large-init on the symmetric and id-ood tasks; print the flip.
 
     Writes OUT/<task>/<regime> run folders, OUT/summary.json and OUT/report.html (the
     offline report of the four runs); a rerun resumes.
     """
     start = time.perf_counter()
-    summary = reproduce(preset, seed, out, device=device, progress=not quiet)
-    click.echo(f"preset {preset}, seed {seed}, {time.perf_counter() - start:.0f} s in this call")
+    summary = reproduce(preset, seed, out, device=device, progress=not quiet, precision=precision)
+    click.echo(f"preset {preset}, seed {seed}, {precision}, {time.perf_counter() - start:.0f} s in this call")
     click.echo(format_table(summary))
     checks = check_flip(summary)
     failed = [name for name, ok in checks.items() if not ok and name != "all"]
