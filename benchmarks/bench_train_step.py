@@ -32,6 +32,7 @@ import einops
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.utils import flop_counter
 from torch.utils.flop_counter import FlopCounterMode
 from transformer_lens import HookedTransformer
 
@@ -110,9 +111,28 @@ def _sync(dev: torch.device) -> None:
         torch.cuda.synchronize()
 
 
+def _cpu_sdpa_flops(query_shape, key_shape, value_shape, *args, **kwargs) -> int:
+    return flop_counter.sdpa_flop_count(query_shape, key_shape, value_shape)
+
+
+def _cpu_sdpa_backward_flops(grad_out_shape, query_shape, key_shape, value_shape, *args, **kwargs) -> int:
+    return flop_counter.sdpa_backward_flop_count(grad_out_shape, query_shape, key_shape, value_shape)
+
+
+#: FlopCounterMode has formulas for the GPU attention kernels but not for the CPU one
+#: that ``F.scaled_dot_product_attention`` dispatches to; without these, attention's
+#: products would be missing from the CPU counts of ``ours`` and ``plain``.
+_CPU_SDPA_FORMULAS = {
+    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: _cpu_sdpa_flops,
+    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward: _cpu_sdpa_backward_flops,
+}
+
+
 def step_flops(step: Callable[[], object]) -> int:
-    """Floating-point operations of one call of ``step``, as ``FlopCounterMode`` counts them."""
-    with FlopCounterMode(display=False) as counter:
+    """Floating-point operations of one call of ``step``, as ``FlopCounterMode`` counts them
+    (with the CPU attention kernel counted like the GPU ones: full ``pos x pos`` products,
+    no discount for the causal mask)."""
+    with FlopCounterMode(display=False, custom_mapping=_CPU_SDPA_FORMULAS) as counter:
         step()
     return counter.get_total_flops()
 

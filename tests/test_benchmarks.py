@@ -48,17 +48,25 @@ def test_bench_train_step_prints_ratios_and_fraction_of_peak() -> None:
     assert sum(" of peak" in line or "%" in line for line in result.output.splitlines()) >= 4
 
 
-def test_bench_train_step_counts_the_hooked_models_matmul_work() -> None:
-    """FLOPs of one full-forward step against a hand count: forward 2 * (matmul weights) per
-    token plus attention's two products at every position, backward twice the forward."""
+def test_bench_train_step_counts_each_variants_matmul_work() -> None:
+    """FLOPs of one step of each variant against a hand count: forward 2 * (matmul weights)
+    per token plus attention's two products at every position, backward twice the forward;
+    the fused attention kernel's backward recomputes ``q k^T`` (one product more)."""
     bench = load_script("benchmarks/bench_train_step.py")
     d, layers, batch, ctx, vocab = 16, 2, 4, 9, 201
     d_head, d_mlp = d // 2, 3 * d
     _, flops = bench.bench(d, batch, reps=1, steps=1, n_layers=layers, dev=torch.device("cpu"))
     per_token_layer = 2 * (3 * d * d_head + d_head * d + 2 * d * d_mlp) + 2 * 2 * ctx * d_head
     forward = batch * ctx * (layers * per_token_layer + 2 * d * vocab)
+    recompute = batch * 2 * ctx * ctx * d_head  # per layer through the fused kernel
     assert flops["hooked"] == 3 * forward
-    assert flops["ours"] < flops["hooked"]  # the last block runs at the last position only
+    assert flops["plain"] == 3 * forward + layers * recompute
+    # ours: every block but the last at all positions (fused kernel); the last at the last
+    # position only, its one query folded into W_K and its pattern applied before W_V
+    last = 2 * (d * d_head + d_head * d + d_head + 2 * ctx * d + d * d_head + d_head * d + 2 * d * d_mlp)
+    ours_forward = batch * (ctx * (layers - 1) * per_token_layer + last + 2 * d * vocab)
+    assert flops["ours"] == 3 * ours_forward + (layers - 1) * recompute
+    assert flops["ours-bf16"] == flops["ours"]
 
 
 def test_bench_ensemble_prints_the_ratio() -> None:
