@@ -39,7 +39,7 @@ from typing import Any
 import click
 import pandas as pd
 
-from training.config import PRESETS, RunConfig, make_run_config
+from training.config import PRECISIONS, PRESETS, RunConfig, make_run_config
 from training.data import TASKS
 from training.loop import atomic_write_json, train
 
@@ -204,7 +204,7 @@ def format_table(summary: dict[str, dict[str, dict[str, Any]]]) -> str:
 @click.option("--seed", type=int, default=0, show_default=True, help="Run seed of all four runs.")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder: one run per task and regime, summary.json.")
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
-@click.option("--precision", type=click.Choice(["fp32", "bf16"]), default="fp32", show_default=True, help="bf16: the forward under bfloat16 autocast.")
+@click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True, help="bf16: the forward under bfloat16 autocast.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 def reproduce_command(preset: str, seed: int, out: str, device: str, precision: str, quiet: bool) -> None:
     """Train small-init and large-init on the symmetric and id-ood tasks; print the flip.
