@@ -1,12 +1,14 @@
 """Gamma-scaled initialization and model construction for TransformerLens models.
 
 ``gamma_init_`` re-initializes any ``HookedTransformer`` with std = d_in ** -gamma;
-``build_model`` makes one from a :class:`ModelConfig` and an :class:`InitConfig`;
+three architectures (``standard``, ``journal``, ``neurips``: :mod:`interp_init.architectures`)
+are built by name; ``build_model`` makes one from a :class:`ModelConfig` and an :class:`InitConfig`;
 ``load_model`` returns the trained model of a run folder.
 """
 
-from interp_init.config import CONVENTIONS, InitConfig, ModelConfig
-from interp_init.init import gamma_init_, init_stds
+from interp_init.architectures import JournalBlock, PostLNBlock, architecture_of
+from interp_init.config import ARCHITECTURES, CONVENTIONS, InitConfig, ModelConfig
+from interp_init.init import bias_bounds, gamma_init_, init_stds
 from interp_init.model import (
     build_model,
     empty_model,
@@ -18,7 +20,12 @@ from interp_init.model import (
 )
 
 __all__ = [
+    "ARCHITECTURES",
     "CONVENTIONS",
+    "JournalBlock",
+    "PostLNBlock",
+    "architecture_of",
+    "bias_bounds",
     "InitConfig",
     "ModelConfig",
     "build_model",

@@ -10,10 +10,22 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-CONVENTIONS = ("reference", "fan_in")
+Architecture = Literal["standard", "journal", "neurips"]
+ARCHITECTURES: tuple[str, ...] = get_args(Architecture)
+
+#: Each architecture's MLP activation.
+ACTIVATIONS: dict[str, str] = {"standard": "gelu", "journal": "gelu", "neurips": "relu"}
+#: Each architecture's init convention (see :class:`interp_init.InitConfig`).
+CONVENTION_OF: dict[str, str] = {"standard": "reference", "journal": "reference", "neurips": "fan_in"}
+#: What each architecture does with the biases of its linear layers: ``"zero"`` (zero
+#: parameters), ``"default"`` (PyTorch's U(-1/sqrt(fan_in), 1/sqrt(fan_in)) parameters) or
+#: ``"none"`` (attention and MLP biases are zero buffers; the unembedding's is ``"default"``).
+BIASES: dict[str, str] = {"standard": "zero", "journal": "default", "neurips": "none"}
+
 Convention = Literal["reference", "fan_in"]
+CONVENTIONS: tuple[str, ...] = get_args(Convention)
 
 #: Vocabulary of the anchor-function task: tokens 0..200 (SPEC section 1).
 ANCHOR_VOCAB = 201
@@ -34,13 +46,19 @@ def check_positive_finite(name: str, value: Any) -> None:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Architecture of the decoder-only transformer (SPEC section 2).
+    """Architecture of the decoder-only transformer (docs/science.md).
 
-    Pre-LayerNorm (GPT-2 order, as the papers' released code), GELU MLP, learned
-    positional embeddings, causal attention. Paper sizes: ``d_model=400``,
-    ``d_mlp=1200``, one head with ``d_head=200``.
+    ``architecture`` names the block (:mod:`interp_init.architectures`): ``"neurips"``
+    (post-LN, ReLU, no attention/MLP biases, no final LayerNorm; the NeurIPS 2024
+    experiments' model, the default), ``"journal"`` (pre-LN with only the query
+    normalized, biases; the journal paper's released model) or ``"standard"``
+    (TransformerLens' pre-LN GPT-2 block). ``act_fn`` defaults to the architecture's
+    (ReLU for ``neurips``, GELU otherwise); ``normalization_type`` other than ``"LN"`` is
+    for ``standard`` only. Learned positional embeddings, causal attention. Paper sizes:
+    ``d_model=400``, ``d_mlp=1200``, one head with ``d_head=200``.
     """
 
+    architecture: str = "neurips"
     n_layers: int = 2
     d_model: int = 400
     n_heads: int = 1
@@ -48,18 +66,38 @@ class ModelConfig:
     d_mlp: int = 1200
     d_vocab: int = ANCHOR_VOCAB
     n_ctx: int = ANCHOR_CTX
-    act_fn: str = "gelu"
+    act_fn: str | None = None
     normalization_type: str = "LN"
 
     def __post_init__(self) -> None:
+        if self.architecture not in ARCHITECTURES:
+            raise ValueError(f"architecture must be one of {ARCHITECTURES}, got {self.architecture!r}")
         for name in ("n_layers", "d_model", "n_heads", "d_head", "d_mlp", "d_vocab", "n_ctx"):
             _check_int(name, getattr(self, name))
         allowed_act = ("gelu", "gelu_new", "relu", "silu", "gelu_fast")
-        if self.act_fn not in allowed_act:
+        if self.act_fn is not None and self.act_fn not in allowed_act:
             raise ValueError(f"act_fn must be one of {allowed_act}, got {self.act_fn!r}")
         allowed_norm = ("LN", "LNPre", "RMS", "RMSPre")
         if self.normalization_type not in allowed_norm:
             raise ValueError(f"normalization_type must be one of {allowed_norm}, got {self.normalization_type!r}")
+        if self.architecture != "standard" and self.normalization_type != "LN":
+            raise ValueError(
+                f"normalization_type {self.normalization_type!r} is for architecture 'standard' only; "
+                f"the {self.architecture!r} architecture uses LayerNorm ('LN')"
+            )
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "model config") -> ModelConfig:
+        """Build from a ``config.json`` section. A section without ``architecture`` was
+        written before there was a choice and describes the ``"standard"`` block."""
+        if isinstance(data, dict) and "architecture" not in data:
+            data = {**data, "architecture": "standard"}
+        return config_from_dict(cls, data, where)
+
+    @property
+    def activation(self) -> str:
+        """The MLP activation: ``act_fn``, or the architecture's own where it is ``None``."""
+        return self.act_fn or ACTIVATIONS[self.architecture]
 
     @property
     def d_attn(self) -> int:
@@ -76,8 +114,9 @@ class ModelConfig:
             d_mlp=self.d_mlp,
             d_vocab=self.d_vocab,
             n_ctx=self.n_ctx,
-            act_fn=self.act_fn,
-            normalization_type=self.normalization_type,
+            act_fn=self.activation,
+            # the neurips model has no final LayerNorm; its blocks make their own
+            normalization_type=None if self.architecture == "neurips" else self.normalization_type,
             positional_embedding_type="standard",
             attn_only=False,
             default_prepend_bos=False,
@@ -86,15 +125,17 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class InitConfig:
-    """Gamma-scaled initialization (SPEC section 3): weights ~ N(0, std = d_in ** -gamma).
+    """Gamma-scaled initialization (docs/science.md): weights ~ N(0, std = d_in ** -gamma).
 
-    ``convention`` picks what ``d_in`` is:
+    ``convention`` picks what ``d_in`` is; ``None`` (the default) takes the model
+    architecture's own: ``"fan_in"`` for ``neurips``, ``"reference"`` for ``journal`` and
+    ``standard``.
 
-    * ``"reference"`` (default; the papers' released code): ``d_in = d_model`` for every
+    * ``"reference"`` (the journal's released code): ``d_in = d_model`` for every
       weight matrix, embeddings and unembedding included, and the two residual output
       projections (attention ``W_O``, MLP ``W_out``) further divided by
       ``sqrt(2 * n_layers)`` (GPT-2 residual scaling).
-    * ``"fan_in"``: the true input dimension (``n_heads * d_head`` for ``W_O``,
+    * ``"fan_in"`` (the NeurIPS experiments): the true input dimension (``n_heads * d_head`` for ``W_O``,
       ``d_mlp`` for ``W_out``, ``d_model`` elsewhere; embeddings use ``d_model``), no
       residual scaling.
 
@@ -103,7 +144,7 @@ class InitConfig:
     """
 
     gamma: float = 0.5
-    convention: str = "reference"
+    convention: str | None = None
     gamma_embed: float | None = None
     gamma_qk: float | None = None
     gamma_vo: float | None = None
@@ -116,7 +157,7 @@ class InitConfig:
             value = getattr(self, name)
             if value is not None:
                 check_positive_finite(name, value)
-        if self.convention not in CONVENTIONS:
+        if self.convention is not None and self.convention not in CONVENTIONS:
             raise ValueError(f"convention must be one of {CONVENTIONS}, got {self.convention!r}")
 
     @property

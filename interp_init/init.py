@@ -2,8 +2,17 @@
 
 Every weight matrix is drawn from N(0, std = d_in ** -gamma): the *standard deviation*,
 not the variance, scales as ``d_in ** -gamma``.  Larger gamma means a smaller
-initialization; gamma = 0.5 is about the usual scale.  Biases and LayerNorm parameters
-keep their TransformerLens defaults (zeros and ones).
+initialization; gamma = 0.5 is about the usual scale.  What ``d_in`` is (the convention)
+and what happens to the biases follow the model's architecture
+(:mod:`interp_init.architectures`), never gamma:
+
+* ``standard``: convention ``"reference"``; biases set to zero (TransformerLens' default);
+* ``journal``: convention ``"reference"``; biases drawn by PyTorch's default rule for a
+  linear layer, U(-1/sqrt(fan_in), 1/sqrt(fan_in)), from the same source of randomness;
+* ``neurips``: convention ``"fan_in"``; the attention and MLP have no biases; the
+  unembedding's bias drawn by PyTorch's default rule.
+
+LayerNorm parameters are left as they are (ones and zeros in a new model).
 
 Example::
 
@@ -25,7 +34,8 @@ from dataclasses import replace
 import torch
 from transformer_lens import HookedTransformer
 
-from interp_init.config import InitConfig
+from interp_init.architectures import architecture_of
+from interp_init.config import BIASES, CONVENTION_OF, InitConfig
 
 # parameter-name suffix -> (group, which dimension is the fan-in in the "fan_in" convention)
 _GROUPS: dict[str, str] = {
@@ -43,6 +53,11 @@ _GROUPS: dict[str, str] = {
     "W_U": "unembed",
 }
 _RESIDUAL_OUTPUTS = ("W_O", "W_out")
+#: bias name -> the weight whose fan-in PyTorch's default bias rule uses
+_BIAS_WEIGHT: dict[str, str] = {
+    "b_Q": "W_Q", "b_K": "W_K", "b_V": "W_V", "b_O": "W_O",
+    "b_in": "W_in", "b_out": "W_out", "b_U": "W_U",
+}  # fmt: skip
 
 
 def _weight_params(model: HookedTransformer) -> Iterator[tuple[str, torch.nn.Parameter, str]]:
@@ -71,7 +86,7 @@ def _fan_in(model: HookedTransformer, leaf: str, param: torch.Tensor) -> int:
 def init_stds(
     model: HookedTransformer,
     gamma: float | None = None,
-    convention: str = "reference",
+    convention: str | None = None,
     *,
     config: InitConfig | None = None,
     **group_gammas: float | None,
@@ -83,10 +98,11 @@ def init_stds(
     cfg = _resolve(gamma, convention, config, group_gammas)
     gammas = cfg.group_gammas
     n_layers = model.cfg.n_layers
+    used_convention = cfg.convention or CONVENTION_OF[architecture_of(model)]
     stds: dict[str, float] = {}
     for name, param, leaf in _weight_params(model):
         gamma_g = gammas[_GROUPS[leaf]]
-        if cfg.convention == "reference":
+        if used_convention == "reference":
             std = float(model.cfg.d_model) ** -gamma_g
             if leaf in _RESIDUAL_OUTPUTS:
                 std /= math.sqrt(2 * n_layers)
@@ -96,8 +112,29 @@ def init_stds(
     return stds
 
 
+def bias_bounds(model: HookedTransformer) -> dict[str, float]:
+    """How :func:`gamma_init_` sets each bias parameter of ``model``: ``{name: bound}``,
+    drawn from U(-bound, bound) (PyTorch's default rule, bound = 1/sqrt(fan_in)), or
+    set to zero where the bound is 0. Bias buffers (the ``neurips`` attention and MLP,
+    which have no biases) are not parameters and are not listed."""
+    rule = BIASES[architecture_of(model)]
+    params = dict(model.named_parameters())
+    bounds: dict[str, float] = {}
+    for name, param in params.items():
+        prefix, _, leaf = name.rpartition(".")
+        if leaf not in _BIAS_WEIGHT:
+            continue
+        if rule == "zero":
+            bounds[name] = 0.0
+            continue
+        weight_leaf = _BIAS_WEIGHT[leaf]
+        weight = params[f"{prefix}.{weight_leaf}" if prefix else weight_leaf]
+        bounds[name] = 1.0 / math.sqrt(_fan_in(model, weight_leaf, weight))
+    return bounds
+
+
 def _resolve(
-    gamma: float | None, convention: str, config: InitConfig | None, group_gammas: dict[str, float | None]
+    gamma: float | None, convention: str | None, config: InitConfig | None, group_gammas: dict[str, float | None]
 ) -> InitConfig:
     if config is not None:
         if gamma is not None or group_gammas:
@@ -116,7 +153,7 @@ def _resolve(
 def gamma_init_(
     model: HookedTransformer,
     gamma: float | None = None,
-    convention: str = "reference",
+    convention: str | None = None,
     *,
     seed: int | None = None,
     generator: torch.Generator | None = None,
@@ -129,18 +166,20 @@ def gamma_init_(
         model: any ``HookedTransformer`` (ours or one built elsewhere, any number of
             layers and heads).
         gamma: the initialization rate; std = d_in ** -gamma.
-        convention: ``"reference"`` (the papers' code: d_in = d_model everywhere, W_O and
-            W_out divided by sqrt(2 n_layers)) or ``"fan_in"`` (true fan-in, no scaling).
-        seed, generator: the source of randomness; exactly one is required. Weights
-            are drawn on the CPU and copied to the model's device, so a seed gives the
-            same weights on any device.
+        convention: ``"reference"`` (the journal's code: d_in = d_model everywhere, W_O
+            and W_out divided by sqrt(2 n_layers)), ``"fan_in"`` (true fan-in, no
+            scaling; the NeurIPS experiments), or ``None``: the architecture's own.
+        seed, generator: the source of randomness, at most one of them; with neither,
+            torch's global generator (``torch.manual_seed``), as ``torch.nn.init`` does.
+            Weights are drawn on the CPU and copied to the model's device, so a seed
+            gives the same weights on any device.
         config: an :class:`InitConfig` instead of ``gamma``/``convention``/group gammas.
         **group_gammas: ``gamma_embed``, ``gamma_qk``, ``gamma_vo``, ``gamma_mlp``,
             ``gamma_unembed``; each defaults to ``gamma``.
     """
-    if (seed is None) == (generator is None):
-        raise ValueError("gamma_init_ needs exactly one source of randomness: seed=<int> or generator=<torch.Generator>")
-    if generator is None:
+    if seed is not None and generator is not None:
+        raise ValueError("pass at most one source of randomness: seed=<int> or generator=<torch.Generator>, not both")
+    if seed is not None:
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
         generator = torch.Generator(device="cpu").manual_seed(seed)
@@ -149,5 +188,12 @@ def gamma_init_(
     for name, std in stds.items():
         param = params[name]
         values = torch.randn(param.shape, generator=generator, dtype=torch.float32) * std
+        param.copy_(values.to(device=param.device, dtype=param.dtype))
+    for name, bound in bias_bounds(model).items():  # after the weights: their draws stay as they were
+        param = params[name]
+        if bound == 0:
+            param.zero_()
+            continue
+        values = (torch.rand(param.shape, generator=generator, dtype=torch.float32) * 2 - 1) * bound
         param.copy_(values.to(device=param.device, dtype=param.dtype))
     return model

@@ -23,7 +23,8 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from transformer_lens import HookedTransformer, HookedTransformerConfig
 
-from interp_init.config import InitConfig, ModelConfig, config_from_dict, config_to_dict
+from interp_init.architectures import install_blocks
+from interp_init.config import InitConfig, ModelConfig, config_to_dict
 from interp_init.init import gamma_init_
 
 WEIGHTS_FILE = "model.safetensors"
@@ -52,10 +53,12 @@ def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
 
 
 def empty_model(model_cfg: ModelConfig, device: str | torch.device | None = "cpu") -> HookedTransformer:
-    """A ``HookedTransformer`` of the given architecture with uninitialized weight matrices."""
+    """A ``HookedTransformer`` of the given architecture (its own block class where it is
+    not TransformerLens' standard one) with uninitialized weight matrices."""
     hooked_cfg = HookedTransformerConfig(**model_cfg.to_hooked_kwargs(), init_weights=False, device=str(resolve_device(device)))
     with quiet_deprecation():
         model = HookedTransformer(hooked_cfg)
+    install_blocks(model, model_cfg.architecture)
     return model.to(resolve_device(device), print_details=False)
 
 
@@ -68,7 +71,8 @@ def build_model(
     """Make the model of ``model_cfg`` with weights drawn per ``init_cfg`` from ``seed``.
 
     The same configs and seed give the same weights on any device (they are drawn on
-    the CPU). Biases are zero and LayerNorm weights one, as TransformerLens makes them.
+    the CPU). Biases follow the architecture (:func:`interp_init.gamma_init_`);
+    LayerNorm weights are one and biases zero.
     """
     model = empty_model(model_cfg, device)
     return gamma_init_(model, config=init_cfg, seed=seed)
@@ -105,7 +109,11 @@ def load_weights(model: HookedTransformer, model_cfg: ModelConfig, path: str | P
     saved_cfg = metadata.get("model_config")
     if saved_cfg is None:
         raise ValueError(f"{path} carries no model config: it was not written by interp-init")
-    if json.loads(saved_cfg) != config_to_dict(model_cfg):
+    try:
+        saved = ModelConfig.from_dict(json.loads(saved_cfg), where=f"{path} metadata")
+    except ValueError as err:
+        raise ValueError(f"{path} carries an unreadable model config ({err})") from err
+    if saved != model_cfg:
         raise ValueError(
             f"{path} holds weights for the model config {saved_cfg}, which differs from the run's "
             f"config {json.dumps(config_to_dict(model_cfg), sort_keys=True)}: the checkpoint is from another config"
@@ -137,7 +145,7 @@ def load_model(run_dir: str | Path, device: str | torch.device | None = "cpu") -
     data = read_run_config(run_dir)
     if "model" not in data:
         raise ValueError(f"{run_dir / CONFIG_FILE} has no 'model' section")
-    model_cfg = config_from_dict(ModelConfig, data["model"], where=f"{run_dir / CONFIG_FILE} [model]")
+    model_cfg = ModelConfig.from_dict(data["model"], where=f"{run_dir / CONFIG_FILE} [model]")
     model = empty_model(model_cfg, device)
     load_weights(model, model_cfg, run_dir / WEIGHTS_FILE)
     return model.eval()

@@ -20,14 +20,20 @@ ACT_FNS = ("gelu", "gelu_new", "relu", "silu", "gelu_fast")
 NORMS = ("LN", "LNPre", "RMS", "RMSPre")
 
 
-def _model(n_layers: int, n_heads: int, norm: str = "LN", act_fn: str = "gelu", seed: int = 0) -> HookedTransformer:
-    cfg = ModelConfig(n_layers=n_layers, d_model=24, n_heads=n_heads, d_head=8, d_mlp=40, act_fn=act_fn, normalization_type=norm)
-    model = build_model(cfg, InitConfig(gamma=0.3), seed=seed)
+def _model(
+    n_layers: int, n_heads: int, norm: str = "LN", act_fn: str | None = "gelu", seed: int = 0, architecture: str = "standard",
+    gamma: float = 0.3, noise: float = 0.2,
+) -> HookedTransformer:
+    cfg = ModelConfig(
+        architecture=architecture, n_layers=n_layers, d_model=24, n_heads=n_heads, d_head=8, d_mlp=40,
+        act_fn=act_fn, normalization_type=norm,
+    )  # fmt: skip
+    model = build_model(cfg, InitConfig(gamma=gamma), seed=seed)
     # Biases, LayerNorm weights and biases start at 0 / 1: perturb every parameter so each is exercised.
     gen = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
         for p in model.parameters():
-            p.add_(0.2 * torch.randn(p.shape, generator=gen))
+            p.add_(noise * torch.randn(p.shape, generator=gen))
     return model
 
 
@@ -63,6 +69,27 @@ def test_logits_and_gradients_equal_hooked_forward(norm: str, n_layers: int) -> 
     model = _model(n_layers, n_heads, norm, seed=n_layers)
     assert fast_forward_unsupported(model) is None
     _assert_same_as_hooked(model)
+
+
+@pytest.mark.parametrize("architecture", ["journal", "neurips"])
+@pytest.mark.parametrize("n_layers", [1, 2, 3, 4, 5, 6])
+def test_papers_architectures_equal_hooked_forward(architecture: str, n_layers: int) -> None:
+    n_heads = 1 + n_layers % 3
+    # a milder init than the standard tests': the journal's raw keys and values make a deep,
+    # strongly perturbed model ill-conditioned in fp32 (the fp64 test below checks exactness)
+    model = _model(n_layers, n_heads, act_fn=None, seed=n_layers, architecture=architecture, gamma=0.5, noise=0.1)
+    assert fast_forward_unsupported(model) is None
+    _assert_same_as_hooked(model)
+
+
+@pytest.mark.parametrize("architecture", ["journal", "neurips"])
+def test_papers_architectures_fp64_exactness(architecture: str) -> None:
+    model = _model(6, 3, act_fn=None, architecture=architecture).double()
+    model.cfg.dtype = torch.float64
+    for n_pos in (9, 5):
+        tokens = torch.randint(0, 201, (5, n_pos))
+        diff = (last_position_logits(model, tokens) - model(tokens)[:, -1]).abs().max().item()
+        assert diff < 1e-10
 
 
 @pytest.mark.parametrize("act_fn", ACT_FNS)

@@ -161,7 +161,8 @@ class RunConfig:
         unknown = sorted(set(data) - set(SECTIONS) - {"seed", "preset", "seeds", "data_version"})
         if unknown:
             raise ValueError(f"{where}: unknown section(s) {unknown}")
-        parts = {name: config_from_dict(cls_, data.get(name, {}), f"{where} [{name}]") for name, cls_ in SECTIONS.items()}
+        parts = {name: config_from_dict(cls_, data.get(name, {}), f"{where} [{name}]") for name, cls_ in SECTIONS.items() if name != "model"}
+        parts["model"] = ModelConfig.from_dict(data.get("model", {}), f"{where} [model]")
         return cls(**parts, seed=data.get("seed", 0), preset=data.get("preset"))
 
     def flat(self) -> dict[str, Any]:
@@ -237,9 +238,17 @@ def preset_options(preset: str, task: str = "symmetric") -> dict[str, Any]:
     return dict(PRESETS[preset](task))
 
 
+#: The architecture of the paper each task comes from: the NeurIPS experiments' post-LN model
+#: for ``symmetric`` and ``complexity``, the journal's model for ``id-ood``.
+TASK_ARCHITECTURE: dict[str, str] = {"symmetric": "neurips", "complexity": "neurips", "id-ood": "journal"}
+
+
 def make_run_config(preset: str = "paper", **options: Any) -> RunConfig:
-    """A :class:`RunConfig` from a preset and flat overrides (``gamma=0.8, seed=1, ...``)."""
+    """A :class:`RunConfig` from a preset and flat overrides (``gamma=0.8, seed=1, ...``).
+
+    Unless ``architecture`` is given (or the preset sets it), the task's paper's
+    architecture is used (:data:`TASK_ARCHITECTURE`)."""
     task = options.get("task", "symmetric")
     base = RunConfig(data=DataConfig(task=task) if task in TASKS else DataConfig(), preset=preset)
-    merged = {**preset_options(preset, task), **options}
+    merged = {"architecture": TASK_ARCHITECTURE.get(task, "neurips"), **preset_options(preset, task), **options}
     return base.with_options(**merged)

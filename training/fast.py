@@ -49,6 +49,7 @@ from torch import Tensor
 from transformer_lens import HookedTransformer
 from transformer_lens.hook_points import HookPoint
 
+from interp_init.architectures import architecture_of
 from training.config import TrainConfig
 
 __all__ = [
@@ -68,17 +69,24 @@ _FLOAT_DTYPES = (torch.float32, torch.float64)
 def fast_forward_unsupported(model: HookedTransformer) -> str | None:
     """Why :func:`last_position_logits` must use the hooked forward for ``model``, or ``None``.
 
-    Supported: standard (learned) positional embeddings, causal global multi-head
-    attention (any ``n_heads``, any attention scale), pre-norm blocks with an MLP,
+    Supported: the three architectures of :mod:`interp_init.architectures`, standard
+    (learned) positional embeddings, causal global multi-head attention (any
+    ``n_heads``, any attention scale), blocks with an MLP,
     normalization ``LN``, ``LNPre``, ``RMS`` or ``RMSPre``, activation ``gelu``,
     ``gelu_new``, ``relu``, ``silu`` or ``gelu_fast``, fp32 or fp64 weights, one device,
     no hook attached.  Everything :class:`interp_init.ModelConfig` can build is supported.
     """
     cfg = model.cfg
+    try:
+        architecture = architecture_of(model)
+    except ValueError as err:
+        return str(err)
+    # the neurips model has no final LayerNorm (its blocks carry their own)
+    model_norms = (None,) if architecture == "neurips" else _NORMS
     checks: tuple[tuple[bool, str], ...] = (
         (cfg.positional_embedding_type != "standard", f"positional_embedding_type={cfg.positional_embedding_type!r}"),
         (cfg.attn_only, "attn_only=True"),
-        (cfg.normalization_type not in _NORMS, f"normalization_type={cfg.normalization_type!r}"),
+        (cfg.normalization_type not in model_norms, f"normalization_type={cfg.normalization_type!r}"),
         (cfg.act_fn not in _ACT_FNS, f"act_fn={cfg.act_fn!r}"),
         (cfg.n_key_value_heads is not None, "grouped-query attention (n_key_value_heads set)"),
         (bool(cfg.use_local_attn), "use_local_attn=True"),
@@ -140,10 +148,12 @@ def last_position_logits(model: HookedTransformer, tokens: Int[Tensor, "batch po
         raise ValueError(f"tokens have {n_pos} positions but the model's n_ctx is {model.cfg.n_ctx}")
     tokens = tokens.to(model.embed.W_E.device)
     resid = F.embedding(tokens, model.embed.W_E) + model.pos_embed.W_pos[:n_pos]
+    architecture = architecture_of(model)
     for block in model.blocks[:-1]:
-        resid = _block_all_positions(block, resid)
-    last = _last_block_last_position(model.blocks[-1], resid)
-    last = _norm(model.ln_final, last)
+        resid = _block_all_positions(block, resid, architecture)
+    last = _last_block_last_position(model.blocks[-1], resid, architecture)
+    if architecture != "neurips":
+        last = _norm(model.ln_final, last)
     return torch.addmm(model.unembed.b_U, last, model.unembed.W_U)
 
 
@@ -176,24 +186,56 @@ def _attn_out(attn: torch.nn.Module, z: Float[Tensor, "rows head_x_d_head"]) -> 
     return torch.addmm(attn.b_O, z, w_o)
 
 
-def _block_all_positions(block: torch.nn.Module, resid: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
-    """One pre-norm block at every position: resid + attn(ln1(resid)), then + mlp(ln2(.))."""
+def _attn_inputs(
+    block: torch.nn.Module, resid: Float[Tensor, "batch pos d_model"], architecture: str
+) -> tuple[Float[Tensor, "batch pos d_model"], Float[Tensor, "batch pos d_model"]]:
+    """What the queries and what the keys and values read: ``LN1(x)`` for both (standard),
+    ``LN1(x)`` and the raw ``x`` (journal), the raw ``x`` for both (neurips, post-LN)."""
+    if architecture == "neurips":
+        return resid, resid
+    x = _norm(block.ln1, resid)
+    return (x, resid) if architecture == "journal" else (x, x)
+
+
+def _finish_block(
+    block: torch.nn.Module, resid: Float[Tensor, "rows d_model"], attn_out: Float[Tensor, "rows d_model"], architecture: str
+) -> Float[Tensor, "rows d_model"]:
+    """The block's output from its input and its attention output: pre-LN
+    ``mid = x + attn; mid + MLP(LN2(mid))``, or post-LN ``mid = LN1(x + attn); LN2(mid + MLP(mid))``."""
+    if architecture == "neurips":
+        mid = _norm(block.ln1, resid + attn_out)
+        return _norm(block.ln2, mid + _mlp(block.mlp, mid))
+    mid = resid + attn_out
+    return mid + _mlp(block.mlp, _norm(block.ln2, mid))
+
+
+def _block_all_positions(
+    block: torch.nn.Module, resid: Float[Tensor, "batch pos d_model"], architecture: str
+) -> Float[Tensor, "batch pos d_model"]:
+    """One block at every position (:func:`_attn_inputs`, attention, :func:`_finish_block`)."""
     attn = block.attn
     batch, n_pos, d_model = resid.shape
     n_heads, d_head = attn.b_Q.shape
-    x = _norm(block.ln1, resid)
-    w_qkv = torch.cat([_flat_in(attn.W_Q), _flat_in(attn.W_K), _flat_in(attn.W_V)])
-    b_qkv = torch.cat([attn.b_Q.flatten(), attn.b_K.flatten(), attn.b_V.flatten()])
-    qkv = F.linear(x, w_qkv, b_qkv)
+    q_in, kv_in = _attn_inputs(block, resid, architecture)
+    if q_in is kv_in:  # one matrix product for Q, K and V
+        w_qkv = torch.cat([_flat_in(attn.W_Q), _flat_in(attn.W_K), _flat_in(attn.W_V)])
+        b_qkv = torch.cat([attn.b_Q.flatten(), attn.b_K.flatten(), attn.b_V.flatten()])
+        qkv = F.linear(q_in, w_qkv, b_qkv)
+    else:  # Q from the normalized residual, K and V (one product) from the raw one
+        q = F.linear(q_in, _flat_in(attn.W_Q), attn.b_Q.flatten())
+        w_kv = torch.cat([_flat_in(attn.W_K), _flat_in(attn.W_V)])
+        kv = F.linear(kv_in, w_kv, torch.cat([attn.b_K.flatten(), attn.b_V.flatten()]))
+        qkv = torch.cat([q, kv], dim=-1)
     q, k, v = einops.rearrange(qkv, "batch pos (three head d_head) -> three batch head pos d_head", three=3, head=n_heads)
     z = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=1.0 / float(attn.attn_scale))
     z = einops.rearrange(z, "batch head pos d_head -> (batch pos) (head d_head)")
-    resid = resid + _attn_out(attn, z).view(batch, n_pos, d_model)
     flat = resid.reshape(batch * n_pos, d_model)
-    return resid + _mlp(block.mlp, _norm(block.ln2, flat)).view(batch, n_pos, d_model)
+    return _finish_block(block, flat, _attn_out(attn, z), architecture).view(batch, n_pos, d_model)
 
 
-def _last_block_last_position(block: torch.nn.Module, resid: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch d_model"]:
+def _last_block_last_position(
+    block: torch.nn.Module, resid: Float[Tensor, "batch pos d_model"], architecture: str
+) -> Float[Tensor, "batch d_model"]:
     """The last block's output at the last position: the query, attention output and MLP at
     the last position only, and keys and values never formed.
 
@@ -206,18 +248,18 @@ def _last_block_last_position(block: torch.nn.Module, resid: Float[Tensor, "batc
     """
     attn = block.attn
     n_heads = attn.b_Q.shape[0]
-    x = _norm(block.ln1, resid)
+    q_in, kv_in = _attn_inputs(block, resid, architecture)
     w_q = einops.rearrange(attn.W_Q, "head d_model d_head -> d_model (head d_head)")
-    q = torch.addmm(attn.b_Q.flatten(), x[:, -1], w_q)
+    q = torch.addmm(attn.b_Q.flatten(), q_in[:, -1], w_q)
     q = einops.rearrange(q, "batch (head d_head) -> batch head d_head", head=n_heads)
     q_k = einops.einsum(q, attn.W_K, "batch head d_head, head d_model d_head -> batch head d_model")
     shift = einops.einsum(q, attn.b_K, "batch head d_head, head d_head -> batch head")
-    scores = einops.einsum(q_k, x, "batch head d_model, batch pos d_model -> batch head pos") + shift.unsqueeze(-1)
+    scores = einops.einsum(q_k, kv_in, "batch head d_model, batch pos d_model -> batch head pos") + shift.unsqueeze(-1)
     pattern = torch.softmax(scores / attn.attn_scale, dim=-1)
-    mixed = einops.einsum(pattern, x, "batch head pos, batch pos d_model -> batch head d_model")
+    mixed = einops.einsum(pattern, kv_in, "batch head pos, batch pos d_model -> batch head d_model")
     z = einops.einsum(mixed, attn.W_V, "batch head d_model, head d_model d_head -> batch head d_head") + attn.b_V
-    out = resid[:, -1] + _attn_out(attn, einops.rearrange(z, "batch head d_head -> batch (head d_head)"))
-    return out + _mlp(block.mlp, _norm(block.ln2, out))
+    attn_out = _attn_out(attn, einops.rearrange(z, "batch head d_head -> batch (head d_head)"))
+    return _finish_block(block, resid[:, -1], attn_out, architecture)
 
 
 # ------------------------------------------------------------------ the training step
