@@ -7,7 +7,10 @@
 * ``plain``: a plain PyTorch model of identical math written below (fused QKV linear,
   ``F.layer_norm``, ``F.scaled_dot_product_attention``, ``nn.Linear``), full forward at
   every position, default AdamW; its weights are copied from the HookedTransformer and
-  its logits checked equal before timing.
+  its logits checked equal before timing. Written for the ``standard`` block only: for
+  the ``journal`` and ``neurips`` architectures the plain column is left out.
+
+Each architecture (``--architecture``, all three by default) is measured in turn.
 
 Variants are interleaved (A B C A B C ...) so background load hits all alike; the
 medians are printed with ratios.  A second table gives each variant's matrix-multiply work
@@ -16,7 +19,8 @@ attention, not element-wise work), the rate it achieves, and that rate as a frac
 the device's matrix-multiply peak, measured here as the rate of one large square matmul
 in fp32 (bf16 for ``ours-bf16``) under the process's settings.  Usage::
 
-    python benchmarks/bench_train_step.py                  # d_model 64, 128, 400
+    python benchmarks/bench_train_step.py                  # d_model 64, 128, 400; all architectures
+    python benchmarks/bench_train_step.py --architecture neurips --d-model 128 --d-model 400
     python benchmarks/bench_train_step.py --d-model 64 --reps 3 --threads 2
     python benchmarks/bench_train_step.py --device cuda --batch 2048
 """
@@ -36,7 +40,7 @@ from torch.utils import flop_counter
 from torch.utils.flop_counter import FlopCounterMode
 from transformer_lens import HookedTransformer
 
-from interp_init import InitConfig, ModelConfig, build_model, resolve_device
+from interp_init import ARCHITECTURES, InitConfig, ModelConfig, build_model, resolve_device
 from training.config import TrainConfig
 from training.fast import last_position_logits, make_optimizer, train_step
 
@@ -152,9 +156,12 @@ def matmul_peak(dev: torch.device, dtype: torch.dtype, size: int, reps: int = 5)
     return 2 * size**3 / statistics.median(times)
 
 
-def bench(d_model: int, batch: int, reps: int, steps: int, n_layers: int, dev: torch.device) -> tuple[dict[str, float], dict[str, int]]:
-    """Samples/s of each variant's training step, and its FLOPs per step."""
-    cfg = ModelConfig(n_layers=n_layers, d_model=d_model, n_heads=1, d_head=d_model // 2, d_mlp=3 * d_model)
+def bench(
+    d_model: int, batch: int, reps: int, steps: int, n_layers: int, dev: torch.device, architecture: str = "standard"
+) -> tuple[dict[str, float], dict[str, int]]:
+    """Samples/s of each variant's training step, and its FLOPs per step (no ``plain``
+    variant unless ``architecture`` is ``"standard"``)."""
+    cfg = ModelConfig(architecture=architecture, n_layers=n_layers, d_model=d_model, n_heads=1, d_head=d_model // 2, d_mlp=3 * d_model)
     tc = TrainConfig(lr=1e-4, weight_decay=0.01, grad_clip=1.0)
     gen = torch.Generator().manual_seed(0)
     tokens = torch.randint(20, 100, (batch, cfg.n_ctx), generator=gen).to(dev)
@@ -164,10 +171,11 @@ def bench(d_model: int, batch: int, reps: int, steps: int, n_layers: int, dev: t
         return build_model(cfg, InitConfig(gamma=0.5), seed=0, device=dev)
 
     reference = hooked_model()
-    plain = PlainTransformer(cfg).to(dev).copy_from(reference)
+    plain = PlainTransformer(cfg).to(dev).copy_from(reference) if architecture == "standard" else None
     with torch.no_grad():
         expected = reference(tokens)
-        torch.testing.assert_close(plain(tokens), expected, rtol=1e-4, atol=1e-4)
+        if plain is not None:
+            torch.testing.assert_close(plain(tokens), expected, rtol=1e-4, atol=1e-4)
         torch.testing.assert_close(last_position_logits(reference, tokens), expected[:, -1], rtol=1e-4, atol=1e-4)
 
     ours, ours16, hooked = hooked_model(), hooked_model(), hooked_model()
@@ -175,14 +183,15 @@ def bench(d_model: int, batch: int, reps: int, steps: int, n_layers: int, dev: t
         "ours": lambda opt: train_step(ours, opt, tokens, targets, grad_clip=1.0),
         "ours-bf16": lambda opt: train_step(ours16, opt, tokens, targets, grad_clip=1.0, precision="bf16"),
         "hooked": lambda opt: _default_step(hooked, opt, tokens, targets),
-        "plain": lambda opt: _default_step(plain, opt, tokens, targets),
     }
     optimizers = {
         "ours": make_optimizer(ours, tc),
         "ours-bf16": make_optimizer(ours16, tc),
         "hooked": torch.optim.AdamW(hooked.parameters(), lr=1e-4, weight_decay=0.01),
-        "plain": torch.optim.AdamW(plain.parameters(), lr=1e-4, weight_decay=0.01),
     }
+    if plain is not None:
+        variants["plain"] = lambda opt: _default_step(plain, opt, tokens, targets)
+        optimizers["plain"] = torch.optim.AdamW(plain.parameters(), lr=1e-4, weight_decay=0.01)
     flops = {name: step_flops(lambda: step(optimizers[name])) for name, step in variants.items()}  # also the warm-up
     times: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(reps):
@@ -198,6 +207,7 @@ def bench(d_model: int, batch: int, reps: int, steps: int, n_layers: int, dev: t
 
 @click.command()
 @click.option("--d-model", "d_models", type=int, multiple=True, default=(64, 128, 400), show_default=True)
+@click.option("--architecture", "architectures", type=click.Choice(ARCHITECTURES), multiple=True, default=ARCHITECTURES, show_default=True, help="The blocks to measure (repeat the option for several).")
 @click.option("--batch", type=int, default=512, show_default=True)
 @click.option("--n-layers", type=int, default=2, show_default=True)
 @click.option("--reps", type=int, default=5, show_default=True, help="Interleaved repetitions (median reported).")
@@ -205,29 +215,44 @@ def bench(d_model: int, batch: int, reps: int, steps: int, n_layers: int, dev: t
 @click.option("--threads", type=int, default=1, show_default=True, help="torch CPU threads.")
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda or auto.")
 @click.option("--peak-size", type=int, default=None, help="Side of the square matmul that measures the peak [default: 2048 on CPU, 8192 on a GPU].")
-def main(d_models: tuple[int, ...], batch: int, n_layers: int, reps: int, steps: int, threads: int, device: str, peak_size: int | None) -> None:
+def main(
+    d_models: tuple[int, ...], architectures: tuple[str, ...], batch: int, n_layers: int, reps: int, steps: int,
+    threads: int, device: str, peak_size: int | None,
+) -> None:
     """Samples/s of one training step: ours vs HookedTransformer as is vs plain PyTorch."""
     torch.set_num_threads(threads)
     dev = resolve_device(device)
     click.echo(f"torch {torch.__version__}, device {dev}, {threads} thread(s), batch {batch}, {n_layers} layers, 1 head, d_head = d_model/2, d_mlp = 3 d_model")
-    click.echo(f"{'d_model':>7} {'hooked':>9} {'plain':>9} {'ours':>9} {'ours-bf16':>10}  {'ours/hooked':>11} {'ours/plain':>10} {'plain/hooked':>12} {'bf16/ours':>9}")
+    click.echo(
+        f"{'arch.':>8} {'d_model':>7} {'hooked':>9} {'plain':>9} {'ours':>9} {'ours-bf16':>10}  "
+        f"{'ours/hooked':>11} {'ours/plain':>10} {'plain/hooked':>12} {'bf16/ours':>9}"
+    )
     work = {}
-    for d in d_models:
-        r, flops = bench(d, batch, reps, steps, n_layers, dev)
-        work[d] = (r, flops)
-        click.echo(
-            f"{d:>7} {r['hooked']:>9.0f} {r['plain']:>9.0f} {r['ours']:>9.0f} {r['ours-bf16']:>10.0f}  "
-            f"{r['ours'] / r['hooked']:>11.2f} {r['ours'] / r['plain']:>10.2f} {r['plain'] / r['hooked']:>12.2f} {r['ours-bf16'] / r['ours']:>9.2f}"
-        )
+
+    def cell(value: float | None, spec: str) -> str:
+        return "-".rjust(int(spec.split(".")[0][1:])) if value is None else format(value, spec)
+
+    for arch in architectures:
+        for d in d_models:
+            r, flops = bench(d, batch, reps, steps, n_layers, dev, arch)
+            work[arch, d] = (r, flops)
+            plain = r.get("plain")
+            click.echo(
+                f"{arch:>8} {d:>7} {r['hooked']:>9.0f} {cell(plain, '>9.0f')} {r['ours']:>9.0f} {r['ours-bf16']:>10.0f}  "
+                f"{r['ours'] / r['hooked']:>11.2f} {cell(plain and r['ours'] / plain, '>10.2f')} "
+                f"{cell(plain and plain / r['hooked'], '>12.2f')} {r['ours-bf16'] / r['ours']:>9.2f}"
+            )
     size = peak_size or (2048 if dev.type == "cpu" else 8192)
     peak = {"fp32": matmul_peak(dev, torch.float32, size), "bf16": matmul_peak(dev, torch.bfloat16, size)}
     click.echo(f"\nmatmul peak measured on a {size} x {size} product: fp32 {peak['fp32'] / 1e9:.1f} GFLOP/s, bf16 {peak['bf16'] / 1e9:.1f} GFLOP/s")
-    click.echo(f"{'d_model':>7} {'variant':>10} {'MFLOP/sample':>13} {'GFLOP/s':>9} {'of peak':>8}")
-    for d, (r, flops) in work.items():
+    click.echo(f"{'arch.':>8} {'d_model':>7} {'variant':>10} {'MFLOP/sample':>13} {'GFLOP/s':>9} {'of peak':>8}")
+    for (arch, d), (r, flops) in work.items():
         for name in ("hooked", "plain", "ours", "ours-bf16"):
+            if name not in r:
+                continue
             rate = flops[name] / batch * r[name]
             fraction = rate / peak["bf16" if name.endswith("bf16") else "fp32"]
-            click.echo(f"{d:>7} {name:>10} {flops[name] / batch / 1e6:>13.2f} {rate / 1e9:>9.2f} {fraction:>8.1%}")
+            click.echo(f"{arch:>8} {d:>7} {name:>10} {flops[name] / batch / 1e6:>13.2f} {rate / 1e9:>9.2f} {fraction:>8.1%}")
 
 if __name__ == "__main__":
     main()
