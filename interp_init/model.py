@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, save
 from transformer_lens import HookedTransformer, HookedTransformerConfig
 
 from interp_init.architectures import install_blocks
@@ -84,12 +84,30 @@ def _atomic_write_bytes(path: Path, write: callable) -> None:  # type: ignore[va
     os.replace(tmp, path)
 
 
+def _canonical_header(data: bytes) -> bytes:
+    """The safetensors bytes ``data`` with their JSON header's keys sorted.
+
+    safetensors writes the header's metadata in hash-map order, which differs from one
+    call to the next, so equal weights would give different files. The header is
+    ``8-byte little-endian length + JSON``, padded with spaces to a multiple of 8 bytes;
+    the tensor data after it is unchanged (its offsets are relative to the header's end).
+    """
+    length = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8 : 8 + length])
+    text = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return len(text).to_bytes(8, "little") + text + data[8 + length :]
+
+
 def save_weights(model: HookedTransformer, model_cfg: ModelConfig, path: str | Path) -> Path:
-    """Write ``model``'s weights to ``path`` (safetensors, atomically), tagged with its config."""
+    """Write ``model``'s weights to ``path`` (safetensors, atomically), tagged with its config.
+
+    Equal weights and config give byte-identical files (``sha256sum`` can compare runs)."""
     path = Path(path)
     state = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items() if not k.endswith(".IGNORE")}
     metadata = {"model_config": json.dumps(config_to_dict(model_cfg), sort_keys=True), "format": "interp-init/1"}
-    _atomic_write_bytes(path, lambda tmp: save_file(state, str(tmp), metadata=metadata))
+    data = _canonical_header(save(state, metadata=metadata))
+    _atomic_write_bytes(path, lambda tmp: tmp.write_bytes(data))
     return path
 
 

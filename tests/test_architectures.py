@@ -271,3 +271,37 @@ def test_a_run_folder_of_another_architecture_is_refused(tmp_path, capsys: pytes
     assert main([*args, "--architecture", "journal"]) != 0
     err = capsys.readouterr().err
     assert "architecture" in err and "neurips" in err and "journal" in err
+
+
+def test_equal_weights_give_byte_identical_files(tmp_path) -> None:
+    import hashlib
+
+    from interp_init import save_weights
+
+    cfg = ModelConfig(architecture="journal", **SMALL)
+    model = build_model(cfg, InitConfig(gamma=0.5), seed=0)
+    digests = set()
+    for i in range(6):  # safetensors orders its header's metadata differently on each call
+        path = save_weights(model, cfg, tmp_path / f"w{i}.safetensors")
+        digests.add(hashlib.sha256(path.read_bytes()).hexdigest())
+    assert len(digests) == 1
+    loaded = load_weights_into_fresh(cfg, tmp_path / "w0.safetensors")
+    for (name, a), b in zip(model.state_dict().items(), loaded.state_dict().values()):
+        assert torch.equal(a, b), name
+
+
+def load_weights_into_fresh(cfg: ModelConfig, path) -> HookedTransformer:
+    from interp_init import empty_model, load_weights
+
+    return load_weights(empty_model(cfg), cfg, path)
+
+
+def test_same_config_and_seed_train_byte_identical_weights(tmp_path) -> None:
+    import hashlib
+
+    cfg = make_run_config("tiny", task="symmetric", epochs=1, n_train=300, n_test=100, eval_samples=100, seed=4)
+    hashes = []
+    for name in ("a", "b"):
+        train(cfg, tmp_path / name, device="cpu", progress=False)
+        hashes.append(hashlib.sha256((tmp_path / name / "model.safetensors").read_bytes()).hexdigest())
+    assert hashes[0] == hashes[1]
