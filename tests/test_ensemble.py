@@ -128,7 +128,7 @@ def test_configs_that_cannot_train_together_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"differ in epochs"):
         train_ensemble([a, a.with_options(epochs=4)], device="cpu", progress=False)
     with pytest.raises(ValueError, match=r"differ in task"):
-        check_ensemble([a, make_run_config("tiny", task="id-ood", **SMALL)])
+        check_ensemble([a, make_run_config("tiny", task="id-ood", architecture=a.model.architecture, **SMALL)])
     check_ensemble([a, a.with_options(gamma=0.9, weight_decay=1.0, lr=3e-3, seed=5, grad_clip=2.0, convention="fan_in")])
     with pytest.raises(ValueError, match="one per config"):
         train_ensemble([a, a], [tmp_path / "x"], device="cpu", progress=False)
