@@ -183,6 +183,9 @@ def test_bad_train_config(field: str, value: object, message: str) -> None:
         (dict(n_train=0), "n_train must be an integer >= 1"),
         (dict(task="complexity", k=7), "must be an integer in 0..6"),
         (dict(colour="red"), "unknown option\\(s\\) \\['colour'\\]"),
+        (dict(d_vocab=10), "d_vocab 10 is too small for the 'symmetric' task, whose tokens and targets reach 109: use d_vocab >= 110"),
+        (dict(task="complexity", k=6, offset=20, d_vocab=120), "targets reach 125: use d_vocab >= 126"),
+        (dict(n_ctx=5), "n_ctx 5 is shorter than the task's 9-token sequences: use n_ctx >= 9"),
     ],
 )
 def test_bad_run_options(options: dict, message: str) -> None:

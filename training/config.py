@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from interp_init.config import InitConfig, ModelConfig, check_positive_finite, config_from_dict, config_to_dict
-from training.data import DATA_VERSION, SYMMETRIC_GROUPS, TASKS, task_spec
+from training.data import DATA_VERSION, SEQ_LEN, SYMMETRIC_GROUPS, TASKS, highest_token, task_spec
 
 
 @dataclass(frozen=True)
@@ -139,6 +139,15 @@ class RunConfig:
     def __post_init__(self) -> None:
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
+        # the model as a whole must fit the task: checked here, before any file is written
+        needed = highest_token(self.data.task, k=self.data.k, offset=self.data.offset) + 1
+        if self.model.d_vocab < needed:
+            raise ValueError(
+                f"d_vocab {self.model.d_vocab} is too small for the {self.data.task!r} task, whose tokens and "
+                f"targets reach {needed - 1}: use d_vocab >= {needed} (the papers' is 201)"
+            )
+        if self.model.n_ctx < SEQ_LEN:
+            raise ValueError(f"n_ctx {self.model.n_ctx} is shorter than the task's {SEQ_LEN}-token sequences: use n_ctx >= {SEQ_LEN}")
 
     @property
     def seeds(self) -> dict[str, int]:

@@ -136,6 +136,15 @@ def task_spec(task: str, k: int = 0, offset: int = 4) -> TaskSpec:
     return TaskSpec(task, ALL_PAIRS, (), offsets=offsets)
 
 
+def highest_token(task: str, k: int = 0, offset: int = 4) -> int:
+    """The largest token id a task's sequences or targets use (inputs, designated and
+    candidate targets): a model's vocabulary must be larger than it."""
+    spec = task_spec(task, k=k, offset=offset)
+    extra = max([0, *spec.candidates.values()])
+    targets = [composite(0, a, b) + spec.offset((a, b)) + (extra if (a, b) in spec.heldout_pairs else 0) for a, b in ALL_PAIRS]
+    return max(KEY_HIGH, KEY_HIGH + max(targets))
+
+
 @dataclass(frozen=True)
 class AnchorDataset:
     """Encoded anchor-function samples with their per-sample metadata.
