@@ -1,4 +1,4 @@
-"""Search for a CPU-sized preset that shows the memorize-versus-reason flip (issue 3).
+"""Search for a CPU-sized preset that shows the memorize-versus-reason flip.
 
 Each ``run`` spec is a comma-separated list of flat options over the base below, e.g.::
 
@@ -146,10 +146,10 @@ def _other(model: dict, init: dict, train_cfg: dict) -> str:
 def table_command(root: str) -> None:
     """A markdown table of every run under ``--root`` (the doc's search record)."""
     click.echo(
-        "| task | d_model | gamma | wd | lr (peak; warmup from, epochs; min) | batch | n_train | epochs run "
+        "| task | architecture | d_model | gamma | wd | lr (peak; warmup from, epochs; min) | batch | n_train | epochs run "
         "| conv. | seed | data v. | train | ID | (4,3) inf / sym or OOD / comm. | status | train s | other |"
     )
-    click.echo("|" + "---|" * 17)
+    click.echo("|" + "---|" * 18)
     for folder in sorted(Path(root).glob("*"), key=lambda p: p.stat().st_mtime):
         metrics = read_metrics(folder)
         if not metrics or not metrics["history"]:
@@ -164,8 +164,8 @@ def table_command(root: str) -> None:
             held = f"{h.get('ood_acc', float('nan')):.2f} / {h.get('commutativity', float('nan')):.2f}"
         sched = f"{t['lr']:g}; {t['warmup_start_lr']:g}, {t['warmup_epochs']:g}; {t['min_lr']:g}"
         click.echo(
-            f"| {d['task']} | {m['d_model']} | {i['gamma']} | {t['weight_decay']} | {sched} | {t['batch_size']} "
-            f"| {d['n_train']} | {h['epoch']}/{t['epochs']} | {i['convention']} | {c['seed']} | {c.get('data_version', 1)} | {h['train_acc']:.2f} "
+            f"| {d['task']} | {m.get('architecture', 'standard')} | {m['d_model']} | {i['gamma']} | {t['weight_decay']} | {sched} | {t['batch_size']} "
+            f"| {d['n_train']} | {h['epoch']}/{t['epochs']} | {i['convention'] or 'its own'} | {c['seed']} | {c.get('data_version', 1)} | {h['train_acc']:.2f} "
             f"| {h['id_acc']:.2f} | {held} | {'stopped' if metrics['status'] == 'running' else metrics['status']} | {metrics['elapsed_s']:.0f} "
             f"| {_other(m, i, t)} |"
         )

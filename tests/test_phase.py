@@ -214,12 +214,22 @@ def test_figure_refuses_an_extra_varying_parameter():
 
 @pytest.fixture(scope="module")
 def sweep_dir(tmp_path_factory):
-    out = tmp_path_factory.mktemp("phase_sweep")
+    # Three sweeps (one per task), each in its own folder (one sweep per folder), their run
+    # folders then gathered into one folder (no sweep.json) that every figure can use.
+    root = tmp_path_factory.mktemp("phase_sweep")
+    out = root / "all"
+    out.mkdir()
     base = {"preset": "tiny", "epochs": 2, "n_train": 1000, "n_test": 200, "eval_samples": 200}
     options = SweepOptions(progress=False)
-    run_sweep(SweepSpec({**base, "task": "symmetric"}, {"gamma": [0.3, 0.8], "n_layers": [1, 2]}), out, options)
-    run_sweep(SweepSpec({**base, "task": "id-ood"}, {"gamma": [0.3, 0.8], "weight_decay": [0.0, 0.1]}), out, options)
-    run_sweep(SweepSpec({**base, "task": "complexity"}, {"gamma": [0.3, 0.8], "k": [0, 1]}), out, options)
+    for task, grid in (
+        ("symmetric", {"gamma": [0.3, 0.8], "n_layers": [1, 2]}),
+        ("id-ood", {"gamma": [0.3, 0.8], "weight_decay": [0.0, 0.1]}),
+        ("complexity", {"gamma": [0.3, 0.8], "k": [0, 1]}),
+    ):
+        run_sweep(SweepSpec({**base, "task": task}, grid), root / task, options)
+        for run in (root / task).iterdir():
+            if run.is_dir():
+                run.rename(out / run.name)
     return out
 
 

@@ -91,7 +91,8 @@ def _summary(inf=0.9, sym=0.9, small_ood=0.6, large_ood=0.1, id_acc=0.95):
         ({"inf": 0.79}, "symmetric: small-init inferential >= 0.8"),
         ({"sym": 0.5}, "symmetric: large-init symmetric >= 0.8"),
         ({"small_ood": 0.49}, "id-ood: small-init OOD >= 0.5"),
-        ({"large_ood": 0.2}, "id-ood: large-init OOD < 0.2"),
+        ({"large_ood": 0.3}, None),
+        ({"large_ood": 0.31}, "id-ood: large-init OOD <= 0.3"),
         ({"id_acc": 0.89}, "id-ood: both ID >= 0.9"),
     ],
 )

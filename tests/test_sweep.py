@@ -101,6 +101,9 @@ def test_existing_folder_with_another_config_is_refused_before_training(tmp_path
     spec = _spec({"gamma": [0.5]})
     run_sweep(spec, tmp_path, SweepOptions(progress=False))
     other = _spec({"gamma": [0.5]}, epochs=3)
+    with pytest.raises(ValueError, match="holds another sweep"):  # sweep.json records the first one
+        run_sweep(other, tmp_path, SweepOptions(progress=False))
+    (tmp_path / "sweep.json").unlink()  # a folder without its record: each run folder is still checked
     with pytest.raises(ValueError, match="another config"):
         run_sweep(other, tmp_path, SweepOptions(progress=False))
 
@@ -178,6 +181,87 @@ def test_sigkill_then_resume_trains_each_point_once(tmp_path):
     for run in table["run"]:
         history = read_metrics(out / run)["history"]
         assert [r["epoch"] for r in history] == list(range(1, 7))  # every epoch exactly once
+
+
+def _proc_stat(pid: int) -> tuple[str, int, int] | None:
+    """(state, parent pid, start time) of a process from /proc, or None if it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    fields = text[text.rindex(")") + 2 :].split()  # after "pid (comm) "
+    return fields[0], int(fields[1]), int(fields[19])
+
+
+def _descendants(root: int) -> dict[int, int]:
+    """pid -> start time of every living descendant of ``root``."""
+    stats = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (stat := _proc_stat(int(entry.name))) is not None:
+            stats[int(entry.name)] = stat
+    found: dict[int, int] = {}
+    frontier = [root]
+    while frontier:
+        parent = frontier.pop()
+        for pid, (state, ppid, start) in stats.items():
+            if ppid == parent and pid not in found and state not in "ZX":
+                found[pid] = start
+                frontier.append(pid)
+    return found
+
+
+def _alive(pid: int, start: int) -> bool:
+    stat = _proc_stat(pid)
+    return stat is not None and stat[2] == start and stat[0] not in "ZX"  # a zombie has exited
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from /proc (Linux)")
+@pytest.mark.parametrize(
+    "sig",
+    [  # about 20 s each on 2 loaded cores (three interpreters import torch): SIGKILL, the case
+        # only the workers themselves can handle, in the default suite, the others in CI's slow pass
+        pytest.param(signal.SIGKILL, id="SIGKILL"),
+        pytest.param(signal.SIGTERM, id="SIGTERM", marks=pytest.mark.slow),
+        pytest.param(signal.SIGINT, id="SIGINT", marks=pytest.mark.slow),
+    ],
+)
+def test_a_killed_process_pool_sweep_leaves_no_worker(tmp_path, sig):
+    # Runs far longer than the test waits: the sweep is killed while its workers train.
+    spec = {"base": {**TINY_BASE, "epochs": 200, "n_train": 2000}, "grid": {"gamma": [0.3, 0.5, 0.8, 1.0]}}
+    spec_path = tmp_path / "spec.json"
+    spec_path.write_text(json.dumps(spec))
+    out = tmp_path / "sweep"
+    # SIGINT raises KeyboardInterrupt even where the test runner's shell ignores it.
+    code = "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); from training.cli import main; sys.exit(main())"
+    argv = [sys.executable, "-c", code, "sweep", str(spec_path), "--out", str(out), "--workers", "2", "--threads", "1", "--quiet"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    with open(tmp_path / "stderr.txt", "wb") as stderr:
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=stderr, env=env)
+    children: dict[int, int] = {}
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and proc.poll() is None and not list(out.glob("*/config.json")):
+            time.sleep(0.05)
+        assert proc.poll() is None, f"the sweep ended before a worker started: {(tmp_path / 'stderr.txt').read_text()}"
+        assert list(out.glob("*/config.json")), "no worker started a run within 240 s"
+        children = _descendants(proc.pid)
+        assert children, "the sweep has no child process"
+        os.kill(proc.pid, sig)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (proc.poll() is None or any(_alive(pid, start) for pid, start in children.items())):
+            time.sleep(0.1)
+        survivors = [pid for pid, start in children.items() if _alive(pid, start)]
+        assert not survivors, f"worker processes {survivors} outlived the sweep killed by {sig.name}"
+        assert proc.poll() == {signal.SIGKILL: -signal.SIGKILL, signal.SIGTERM: 143, signal.SIGINT: 130}[sig]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid, start in children.items():
+            if _alive(pid, start):
+                os.kill(pid, signal.SIGKILL)
+    if sig != signal.SIGKILL:
+        assert "Traceback" not in (tmp_path / "stderr.txt").read_text()
 
 
 def test_failed_and_diverged_runs_are_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):

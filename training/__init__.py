@@ -1,55 +1,46 @@
-"""Anchor-function data, the training loop, run folders and the command line."""
+"""Anchor-function data, the training loop, run folders and the command line.
 
-from training.config import (
-    OPTIONS,
-    PRESETS,
-    DataConfig,
-    RunConfig,
-    TrainConfig,
-    derive_seed,
-    make_run_config,
-    preset_options,
-)
-from training.data import (
-    ANCHORS,
-    SHIFTS,
-    SPLITS,
-    SYMMETRIC_GROUPS,
-    TASKS,
-    AnchorDataset,
-    composite,
-    make_dataset,
-    task_spec,
-)
-from training.ensemble import train_ensemble
-from training.evaluate import evaluate, predict
-from training.fast import last_position_logits
-from training.loop import TrainResult, make_run_data, read_metrics, train
+The public names below are imported on first use (PEP 562 ``__getattr__``), so that
+``import training.cli`` (the ``interp-init`` command and its ``--help``) imports neither
+torch nor TransformerLens; ``from training import train`` works as usual.
+"""
 
-__all__ = [
-    "ANCHORS",
-    "OPTIONS",
-    "PRESETS",
-    "SHIFTS",
-    "SPLITS",
-    "SYMMETRIC_GROUPS",
-    "TASKS",
-    "AnchorDataset",
-    "DataConfig",
-    "RunConfig",
-    "TrainConfig",
-    "TrainResult",
-    "composite",
-    "derive_seed",
-    "evaluate",
-    "last_position_logits",
-    "make_dataset",
-    "make_run_config",
-    "make_run_data",
-    "predict",
-    "preset_options",
-    "read_metrics",
-    "task_spec",
-    "train",
-    "train_ensemble",
-]
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+_CONFIG = ("OPTIONS", "PRESETS", "DataConfig", "RunConfig", "TrainConfig", "derive_seed", "make_run_config", "preset_options")
+_DATA = ("ANCHORS", "SHIFTS", "SPLITS", "SYMMETRIC_GROUPS", "TASKS", "AnchorDataset", "composite", "make_dataset", "task_spec")
+_EVALUATE = ("evaluate", "predict")
+_LOOP = ("TrainResult", "make_run_data", "read_metrics", "train")
+
+__all__ = sorted((*_CONFIG, *_DATA, *_EVALUATE, *_LOOP, "last_position_logits", "train_ensemble"))
+
+
+def _module_of(name: str) -> ModuleType:
+    if name in _CONFIG:
+        from training import config as module
+    elif name in _DATA:
+        from training import data as module
+    elif name in _EVALUATE:
+        from training import evaluate as module
+    elif name in _LOOP:
+        from training import loop as module
+    elif name == "last_position_logits":
+        from training import fast as module
+    elif name == "train_ensemble":
+        from training import ensemble as module
+    else:
+        raise AttributeError(f"module 'training' has no attribute {name!r}")
+    return module
+
+
+def __getattr__(name: str) -> Any:
+    value = getattr(_module_of(name), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -580,8 +580,15 @@ def phase_diagram_command(
     sweep_dir: str, out: str | None, figure_names: tuple[str, ...], id_threshold: float, ood_threshold: float,
     loss_threshold: float, pair_threshold: float,
 ) -> None:  # fmt: skip
-    """Rebuild SWEEP_DIR/results.csv and write the papers' figures it supports as offline HTML."""
-    df = collect_results(sweep_dir, loss_threshold=loss_threshold, pair_threshold=pair_threshold)
+    """Rebuild SWEEP_DIR/results.csv and write the papers' figures it supports as offline HTML.
+
+    Exits with code 1, after the figures and a line saying how many, when any run of the
+    sweep failed, diverged or is missing; a folder it refuses gets nothing written.
+    """
+    from training.sweep import RESULTS_FILE, incomplete_runs, problem_summary, write_results
+
+    # Everything is checked and built before the first write: a refused folder is left as it was.
+    df = collect_results(sweep_dir, loss_threshold=loss_threshold, pair_threshold=pair_threshold, write=False)
     names = list(figure_names) or supported_figures(df)
     if not names:
         raise ValueError(f"{sweep_dir} has no completed runs any figure can use (statuses: {df['status'].value_counts().to_dict()})")
@@ -593,5 +600,12 @@ def phase_diagram_command(
         "journal_fig5c": phase_opts,
     }
     figures = make_figures(df, names, options)
+    bad = incomplete_runs(sweep_dir, df)
+    write_results(df, sweep_dir)
     paths = write_html(figures, out or Path(sweep_dir) / "phase_diagram.html")
     click.echo(f"{len(figures)} figure(s) ({', '.join(figures)}) from {len(df)} runs: {', '.join(map(str, paths))}")
+    total = len(df) + sum(1 for status in bad.values() if status == "absent")
+    problem = problem_summary(bad, total, Path(sweep_dir) / RESULTS_FILE)
+    if problem:
+        click.echo(f"interp-init: {problem}; the figures leave them out", err=True)
+        raise click.exceptions.Exit(1)

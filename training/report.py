@@ -998,10 +998,23 @@ def write_images(figures: dict[str, go.Figure], out_dir: str | Path, image_forma
 @click.option("--images", default=None, type=click.Path(file_okay=False), help="Also write every figure into this folder (needs kaleido and Chromium).")
 @click.option("--image-format", default="png", show_default=True, type=click.Choice(IMAGE_FORMATS))
 def report_command(run_dirs: tuple[str, ...], out: str, per_pair: int, projection: str, seed: int, device: str, title: str, images: str | None, image_format: str) -> None:
-    """Write one offline HTML page comparing RUN_DIRS (run folders, or folders that hold them)."""
+    """Write one offline HTML page comparing RUN_DIRS (run folders, or folders that hold them).
+
+    Exits with code 1, after writing the page and a line saying which, when any run did
+    not complete (failed, diverged, or unfinished).
+    """
+    from training.sweep import problem_summary, run_status
+
     config = ReportConfig(per_pair=per_pair, projection=projection, seed=seed, device=device, title=title)
     try:
         path = write_report(run_dirs, out, config, images=images, image_format=image_format)
     except StaticExportUnavailable as err:
         raise click.ClickException(str(err)) from err
     click.echo(f"report: {path}")
+    statuses = {str(run): run_status(run) for run in find_run_dirs(run_dirs)}
+    bad = {run: status for run, status in statuses.items() if status != "completed"}
+    problem = problem_summary(bad, len(statuses), path)
+    if problem:
+        names = "; ".join(f"{run}: {status}" for run, status in list(bad.items())[:3]) + ("; ..." if len(bad) > 3 else "")
+        click.echo(f"interp-init: {problem} ({names})", err=True)
+        raise click.exceptions.Exit(1)

@@ -22,12 +22,17 @@ Backends (:class:`SweepOptions`):
 
 * ``local``: in this process one run after the other (``workers=1``), or a
   ``concurrent.futures.ProcessPoolExecutor`` with ``workers`` processes, each using
-  ``cores // workers`` torch threads.
+  ``cores // workers`` torch threads, that never outlive the sweep process
+  (:func:`worker_pool`: SIGKILL, SIGTERM or SIGINT of the sweep leaves no worker).
 * ``ray``: one Ray task per run, on a local Ray instance or the cluster at ``address``
   (``pip install 'interp-init[ray]'``).  The run folders must be on storage every node
   sees at the same path (see ``docs/sweeps.md``).
 * ``ensemble``: points with the same shape trained together by
   ``training.ensemble.train_ensemble`` (many models at once with ``torch.func``; for GPUs).
+
+One sweep per folder: ``DIR/sweep.json`` records the spec, and another spec into ``DIR``
+is refused unless it is a part of the recorded one or extends it with the same base and
+grid keys (``extend=True``, ``--extend``); see :func:`check_sweep_folder`.
 
 A run that raises is recorded as ``failed`` (``error.txt`` in its folder, with the
 traceback) and the sweep goes on; the next sweep over the same folder retries it.  A run
@@ -40,11 +45,16 @@ ranks); :func:`load_results` reads it as a ``pandas.DataFrame``.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import math
 import os
 import re
+import signal
+import sys
+import threading
+import time
 import tomllib
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -348,8 +358,112 @@ def run_point(cfg: RunConfig, run_dir: str | Path, device: str = "auto", threads
     return status, ""
 
 
-def _pool_init(threads: int) -> None:
+#: How often a pool worker checks that the sweep process that started it is still alive.
+PARENT_POLL_S = 0.5
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived while a process pool was training: raised by the sweep's handler so
+    that the pool is shut down and its workers are stopped before the process exits
+    (``interp-init`` then exits with :attr:`signal_exit_code`)."""
+
+    signal_exit_code = 128 + signal.SIGTERM
+
+
+def watch_parent(parent_pid: int, poll_s: float = PARENT_POLL_S) -> None:
+    """Make this (worker) process exit as soon as ``parent_pid`` is no longer its parent.
+
+    A parent killed by SIGKILL cannot stop its workers; they would be re-parented and
+    finish the queue.  On Linux ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` has the kernel kill
+    this process when its parent dies; everywhere a daemon thread also polls
+    ``os.getppid()`` every ``poll_s`` seconds and calls ``os._exit`` when it changes (the
+    check right after ``prctl`` covers a parent that died before it).
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+        except (OSError, AttributeError):  # pragma: no cover - no libc prctl: the thread below still watches
+            pass
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+    def poll() -> None:
+        while True:
+            time.sleep(poll_s)
+            if os.getppid() != parent_pid:
+                os._exit(1)
+
+    threading.Thread(target=poll, name="interp-init-watch-parent", daemon=True).start()
+
+
+def _pool_init(threads: int, parent_pid: int | None = None) -> None:
+    # Ctrl-C reaches the whole process group: the sweep process handles it and stops the
+    # workers, which must not die on their own halfway through a write.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if parent_pid is not None:
+        watch_parent(parent_pid)
     torch.set_num_threads(threads)
+
+
+@contextlib.contextmanager
+def _sigterm_raises() -> Any:
+    """Within the block, SIGTERM raises :class:`Terminated` in the main thread (so the
+    pool's cleanup runs); the previous handler is restored after it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _stop_pool(pool: ProcessPoolExecutor, timeout_s: float = 10.0) -> None:
+    """Cancel what has not started, terminate the running workers and reap them."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    for process in processes:
+        with contextlib.suppress(Exception):
+            process.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
+    deadline = time.monotonic() + timeout_s
+    for process in processes:
+        with contextlib.suppress(Exception):
+            process.join(max(0.0, deadline - time.monotonic()))
+            if process.is_alive():  # pragma: no cover - SIGTERM is not ignored by the workers
+                process.kill()
+                process.join(1.0)
+
+
+@contextlib.contextmanager
+def worker_pool(workers: int, threads: int) -> Any:
+    """A ``ProcessPoolExecutor`` (spawn) of ``workers`` processes with ``threads`` torch
+    threads each, whose workers never outlive this process.
+
+    The workers watch this process (:func:`watch_parent`: they exit when it is killed, by
+    SIGKILL too) and ignore SIGINT; within the block SIGTERM raises :class:`Terminated`;
+    on any exception (``KeyboardInterrupt`` from Ctrl-C or SIGINT, :class:`Terminated`,
+    an error) the pending work is cancelled and the workers are terminated before the
+    exception goes on.  On a normal exit it waits for the work as ``with`` does.
+    """
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_pool_init, initargs=(threads, os.getpid()))
+    try:
+        with _sigterm_raises():
+            yield pool
+    except BaseException:
+        _stop_pool(pool)
+        raise
+    pool.shutdown(wait=True)
 
 
 def _check_existing(points: Sequence[SweepPoint], out: Path) -> None:
@@ -372,16 +486,89 @@ def _check_existing(points: Sequence[SweepPoint], out: Path) -> None:
             )
 
 
-def run_sweep(spec: SweepSpec, out: str | Path, options: SweepOptions | None = None) -> SweepSummary:
+def _grid_names(spec: SweepSpec) -> dict[str, list[str]]:
+    return {key: [format_value(v) for v in values] for key, values in spec.grid.items()}
+
+
+def _base_of(spec: SweepSpec) -> dict[str, Any]:
+    return {**spec.base, "preset": spec.preset}
+
+
+def _spec_difference(recorded: SweepSpec, new: SweepSpec) -> str:
+    """How ``new`` differs from ``recorded`` in a few words ("" when they are the same sweep)."""
+    if set(recorded.grid) != set(new.grid):
+        return f"grid keys {sorted(recorded.grid)} there, {sorted(new.grid)} here"
+    old_base, new_base = _base_of(recorded), _base_of(new)
+    if old_base != new_base:
+        keys = sorted(k for k in {*old_base, *new_base} if old_base.get(k, "(unset)") != new_base.get(k, "(unset)"))
+        return "base " + "; ".join(f"{k}: {old_base.get(k, '(unset)')!r} there, {new_base.get(k, '(unset)')!r} here" for k in keys[:3])
+    old_names, new_names = _grid_names(recorded), _grid_names(new)
+    keys = sorted(k for k in old_names if set(old_names[k]) != set(new_names[k]))
+    if keys:
+        return "grid " + "; ".join(f"{k}: {list(recorded.grid[k])!r} there, {list(new.grid[k])!r} here" for k in keys[:3])
+    return ""
+
+
+def check_sweep_folder(spec: SweepSpec, out: str | Path, extend: bool = False) -> SweepSpec:
+    """The spec to record in ``out/sweep.json`` for running ``spec`` there; writes nothing.
+
+    One sweep per folder: a folder whose ``sweep.json`` records another spec is refused
+    (``ValueError`` naming the folder, what differs and the fix) unless
+
+    * ``spec`` is the recorded sweep or a part of it (same base, same grid keys, values
+      among the recorded ones): the recorded spec is kept;
+    * ``extend`` is true and ``spec`` has the same base and grid keys: the recorded grid
+      gets ``spec``'s new values (the union of both, the recorded values first).
+
+    A folder without ``sweep.json`` takes ``spec``.
+    """
+    out = Path(out)
+    path = out / SPEC_FILE
+    if not path.is_file():
+        return spec
+    try:
+        recorded = SweepSpec.from_file(path)
+    except (ValueError, OSError, UnicodeDecodeError) as err:
+        raise ValueError(
+            f"{path} does not hold a readable sweep spec ({' '.join(str(err).split())}); the folder's sweep is unknown: "
+            f"use another --out, or restore or remove {path} if you know what the folder holds"
+        ) from err
+    difference = _spec_difference(recorded, spec)
+    if not difference:
+        return spec
+    same_shape = set(recorded.grid) == set(spec.grid) and _base_of(recorded) == _base_of(spec)
+    old_names, new_names = _grid_names(recorded), _grid_names(spec)
+    if same_shape and all(set(new_names[k]) <= set(old_names[k]) for k in spec.grid):
+        return recorded  # a part of the recorded sweep (a retry of some points)
+    if extend and same_shape:
+        grid = {k: [*recorded.grid[k], *(v for v, n in zip(spec.grid[k], new_names[k], strict=True) if n not in old_names[k])] for k in recorded.grid}
+        merged = SweepSpec(recorded.base, grid, recorded.description or spec.description)
+        merged.points()  # every point of the extended grid is valid (raises naming the one that is not)
+        return merged
+    if extend:
+        raise ValueError(
+            f"{out} holds another sweep ({difference}): --extend adds grid values to a sweep with the same base "
+            f"and grid keys only; use another --out for this one"
+        )
+    raise ValueError(
+        f"{out} holds another sweep ({difference}; see {path}): one sweep per folder, so that results.csv "
+        f"describes one grid; use another --out, or pass --extend to add grid values to that sweep (same base and grid keys)"
+    )
+
+
+def run_sweep(spec: SweepSpec, out: str | Path, options: SweepOptions | None = None, *, extend: bool = False) -> SweepSummary:
     """Run every point of ``spec`` under ``out`` (skipping finished ones), then rebuild the table.
 
-    Validates the whole spec first (nothing trains if any point is invalid), writes the
-    spec to ``out/sweep.json``, trains the pending points with the chosen backend and
-    returns their statuses with the rebuilt results table (also ``out/results.csv``).
+    Validates the whole spec first (nothing trains if any point is invalid), refuses a
+    folder that holds another sweep (:func:`check_sweep_folder`; ``extend``: add ``spec``'s
+    grid values to the folder's sweep, same base and grid keys only), writes the spec to
+    ``out/sweep.json``, trains the pending points with the chosen backend and returns
+    their statuses with the rebuilt results table (also ``out/results.csv``).
     """
     options = options or SweepOptions()
     points = spec.points()
     out = Path(out)
+    record_spec = check_sweep_folder(spec, out, extend=extend)
     _check_existing(points, out)
     train_ensemble = _import_ensemble() if options.backend == "ensemble" else None
     ray = _import_ray() if options.backend == "ray" else None
@@ -389,7 +576,7 @@ def run_sweep(spec: SweepSpec, out: str | Path, options: SweepOptions | None = N
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise ValueError(f"cannot create the sweep folder {out}: {err.strerror}") from err
-    atomic_write_json(out / SPEC_FILE, spec.to_dict())
+    atomic_write_json(out / SPEC_FILE, record_spec.to_dict())
 
     statuses: dict[str, str] = {}
     skipped = []
@@ -435,10 +622,7 @@ def _run_local(pending: list[SweepPoint], out: Path, options: SweepOptions, reco
             record(point.name, *run_point(point.config, out / point.name, options.device, options.threads))
         return
     threads = options.threads or max(1, cores // workers)
-    import multiprocessing
-
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_pool_init, initargs=(threads,)) as pool:
+    with worker_pool(workers, threads) as pool:
         futures = {pool.submit(run_point, p.config, out / p.name, options.device, threads): p for p in pending}
         for future in as_completed(futures):
             point = futures[future]
@@ -667,9 +851,10 @@ def run_row(
 
 
 def collect_results(
-    out: str | Path, loss_threshold: float = LOSS_THRESHOLD, pair_threshold: float = PAIR_ACC_THRESHOLD
+    out: str | Path, loss_threshold: float = LOSS_THRESHOLD, pair_threshold: float = PAIR_ACC_THRESHOLD, *, write: bool = True
 ) -> pd.DataFrame:
-    """Rebuild ``out/results.csv`` from the run folders under ``out`` and return it.
+    """Rebuild ``out/results.csv`` from the run folders under ``out`` and return it
+    (``write=False``: return it without writing it; :func:`write_results` writes it later).
 
     One row per run folder (a sub-folder with a ``config.json``), sorted by the grid
     values: the folder name, its grid parameters and the configs' :data:`CONTEXT_COLUMNS`,
@@ -699,10 +884,61 @@ def collect_results(
     df = pd.DataFrame(rows, columns=columns)
     sort_cols = [*grid_cols, "run"]
     df = df.sort_values(sort_cols, kind="stable", na_position="last").reset_index(drop=True)
-    tmp = out / f".{RESULTS_FILE}.tmp{os.getpid()}"
-    df.to_csv(tmp, index=False)
-    os.replace(tmp, out / RESULTS_FILE)
+    if write:
+        write_results(df, out)
     return _typed(df)
+
+
+def write_results(df: pd.DataFrame, out: str | Path) -> Path:
+    """Write a :func:`collect_results` table to ``out/results.csv`` atomically; return the path."""
+    out = Path(out)
+    tmp = out / f".{RESULTS_FILE}.tmp{os.getpid()}"
+    try:
+        df.to_csv(tmp, index=False)
+        os.replace(tmp, out / RESULTS_FILE)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return out / RESULTS_FILE
+
+
+#: The order in which :func:`problem_summary` counts what did not complete.
+PROBLEM_STATUSES = ("failed", "diverged", "interrupted", "pending", "absent", "unreadable")
+
+
+def incomplete_runs(out: str | Path, results: pd.DataFrame | None = None) -> dict[str, str]:
+    """Run name -> status of every run of the sweep folder ``out`` that did not complete:
+    the rows of ``results`` (default: :func:`collect_results` without writing) whose status
+    is not ``completed``, and the points of ``out/sweep.json`` with no run folder
+    (``absent``: never started, or removed).  Reads only."""
+    out = Path(out)
+    if results is None:
+        results = collect_results(out, write=False)
+    bad = {str(r): str(s) for r, s in zip(results["run"], results["status"], strict=True) if s != "completed"}
+    spec_path = out / SPEC_FILE
+    if spec_path.is_file():
+        try:
+            names = [p.name for p in SweepSpec.from_file(spec_path).points()]
+        except (ValueError, OSError, UnicodeDecodeError):
+            names = []  # a damaged spec names no runs; its run folders still have their rows
+        present = set(results["run"])
+        bad.update({name: "absent" for name in names if name not in present})
+    return bad
+
+
+def problem_summary(statuses: Mapping[str, str], total: int, where: str | Path) -> str | None:
+    """One line saying how many of ``total`` runs did not complete and where to look
+    (``None`` when every run completed): ``2 of 6 runs failed: see OUT/results.csv``,
+    ``3 of 6 runs did not complete (2 failed, 1 diverged): see ...``."""
+    counts = {s: sum(1 for v in statuses.values() if v == s) for s in PROBLEM_STATUSES}
+    counts.update({s: sum(1 for v in statuses.values() if v == s) for s in set(statuses.values()) - {"completed", *PROBLEM_STATUSES}})
+    counts = {s: n for s, n in counts.items() if n}
+    if not counts:
+        return None
+    n_bad = sum(counts.values())
+    if len(counts) == 1:
+        (status,) = counts
+        return f"{n_bad} of {total} runs {status}: see {where}"
+    return f"{n_bad} of {total} runs did not complete ({', '.join(f'{n} {s}' for s, n in counts.items())}): see {where}"
 
 
 def _typed(df: pd.DataFrame) -> pd.DataFrame:
@@ -737,24 +973,28 @@ def _parse_workers(value: str) -> int | None:
 
 @click.command("sweep")
 @click.argument("spec", required=False, type=click.Path(dir_okay=False))
-@click.option("--out", type=click.Path(file_okay=False), help="Sweep folder: one run folder per grid point, results.csv.")
-@click.option("--preset-name", help="A shipped sweep preset instead of SPEC (see --list-presets).")
-@click.option("--run-preset", help="Replace the spec's base run preset (e.g. 'tiny' for a smoke test).")
-@click.option("--backend", type=click.Choice(BACKENDS), default="local", show_default=True)
-@click.option("--workers", default=None, help="local: 1 = sequential (default), N = process pool, 'auto' = one per core; ray without --address: the local Ray's CPUs (default: all).")
-@click.option("--threads", type=int, default=None, help="Torch threads per run (default: cores // workers; 1 per Ray task).")
-@click.option("--address", default=None, help="Ray cluster address (e.g. 'auto' or 'ray://head:10001'); default: start a local Ray.")
-@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
-@click.option("--ensemble-size", type=int, default=None, help="ensemble backend: at most this many models trained at once (default: all same-shape points).")
-@click.option("--dry-run", is_flag=True, help="Validate the spec and list the runs; train nothing.")
+@click.option("--out", type=click.Path(file_okay=False), metavar="DIR", help="Sweep folder: one run folder per grid point, sweep.json (the spec), results.csv. One sweep per folder.")
+@click.option("--preset-name", metavar="NAME", help="A shipped sweep preset instead of SPEC (names: --list-presets).")
+@click.option("--run-preset", metavar="[" + "|".join(sorted(PRESETS)) + "]", help="Replace the spec's base run preset (tiny: a smoke test in seconds).")
+@click.option("--extend", is_flag=True, help="Add this spec's grid values to the sweep already in --out (same base and grid keys only); without it a folder holding another sweep is refused.")
+@click.option("--backend", type=click.Choice(BACKENDS), default="local", show_default=True, help="local: this machine (in this process or a process pool); ray: one Ray task per run; ensemble: same-shape runs trained together (for GPUs).")
+@click.option("--workers", default=None, metavar="[N|auto]", help="local: 1 = sequential (default), N = process pool, 'auto' = one per core; ray without --address: the local Ray's CPUs (default: all).")
+@click.option("--threads", type=int, default=None, metavar="N", help="Torch threads per run (default: cores // workers; 1 per Ray task).")
+@click.option("--address", default=None, metavar="ADDRESS", help="Ray cluster address (e.g. 'auto' or 'ray://head:10001'); default: start a local Ray.")
+@click.option("--device", default="auto", show_default=True, metavar="[auto|cpu|cuda|cuda:N]", help="Where to train: auto (CUDA when available, else CPU), cpu, cuda or cuda:N.")
+@click.option("--ensemble-size", type=int, default=None, metavar="N", help="ensemble backend: at most this many models trained at once (default: all same-shape points).")
+@click.option("--dry-run", is_flag=True, help="Validate the spec (and, with --out, that the folder takes it) and list the runs; train nothing, write nothing.")
 @click.option("--list-presets", is_flag=True, help="List the shipped sweep presets and exit.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def sweep_command(
-    spec: str | None, out: str | None, preset_name: str | None, run_preset: str | None, backend: str, workers: str | None,
-    threads: int | None, address: str | None, device: str, ensemble_size: int | None, dry_run: bool, list_presets: bool,
-    quiet: bool,
+    spec: str | None, out: str | None, preset_name: str | None, run_preset: str | None, extend: bool, backend: str,
+    workers: str | None, threads: int | None, address: str | None, device: str, ensemble_size: int | None, dry_run: bool,
+    list_presets: bool, quiet: bool,
 ) -> None:  # fmt: skip
-    """Train every point of a grid SPEC (JSON or TOML) into --out; resumable; writes results.csv."""
+    """Train every point of a grid SPEC (JSON or TOML) into --out; resumable; writes results.csv.
+
+    Exits with code 1, after a line saying how many, when any run failed or diverged.
+    """
     if list_presets:
         for name in preset_names():
             click.echo(f"{name}: {load_preset(name).description}")
@@ -766,9 +1006,11 @@ def sweep_command(
         sweep_spec = sweep_spec.with_overrides(base={"preset": run_preset})
     points = sweep_spec.points()
     if dry_run:
+        if out is not None:
+            check_sweep_folder(sweep_spec, out, extend=extend)
         for point in points:
             click.echo(point.name)
-        click.echo(f"{len(points)} runs; spec valid")
+        click.echo(f"{len(points)} runs; spec valid" + (f"; {out} takes it" if out is not None else ""))
         return
     if out is None:
         raise ValueError("--out DIR is required (the sweep folder)")
@@ -777,8 +1019,10 @@ def sweep_command(
         workers=_parse_workers(workers) if workers is not None else (1 if backend == "local" else None),
         progress=not quiet, ensemble_size=ensemble_size,
     )  # fmt: skip
-    summary = run_sweep(sweep_spec, out, options)
+    summary = run_sweep(sweep_spec, out, options, extend=extend)
     counts = ", ".join(f"{summary.count(s)} {s}" for s in ("completed", "diverged", "failed") if summary.count(s))
     click.echo(f"{len(points)} runs ({len(summary.skipped)} already done): {counts}; results: {Path(out) / RESULTS_FILE}")
-    if summary.count("failed"):
+    problem = problem_summary(summary.statuses, len(summary.statuses), Path(out) / RESULTS_FILE)
+    if problem:
+        click.echo(f"interp-init: {problem}", err=True)
         raise click.exceptions.Exit(1)
