@@ -10,8 +10,11 @@ What it measures: how simple the learned weights are.
   neurons (head-major: row ``h * d_head + i`` is head h's i-th query unit), each a
   vector of length ``d_model`` (the weights it reads from the residual stream).
   Grouping is order-independent: SciPy hierarchical clustering with average linkage on
-  the distance 1 - cosine, cut at 1 - ``threshold`` (the papers' text: > 0.7; their code
-  grouped greedily at > 0.4, which depends on the order of the neurons).
+  the distance 1 - |cosine|, cut at 1 - ``threshold`` (the papers' text: > 0.7; their code
+  grouped greedily at > 0.4, which depends on the order of the neurons). A condensed
+  neuron aligns *or anti-aligns* with its direction (the papers' similarity maps show
+  both signs), so by default the sign is ignored (``signed=False``); ``signed=True``
+  groups by the signed cosine.
 * :func:`embedding_pca`: PCA of the token embeddings of 20..99 (NeurIPS Fig. 5c/d; the
   journal's Fig. 5B), the eigenvalues of the embedding covariance and an ordinal score,
   the largest |Spearman correlation| between the token value and its PC1 or PC2
@@ -67,6 +70,7 @@ class Condensation:
         group_sizes: sizes of groups 0, 1, ...
         order: ``[n]`` rows sorted by group, then by the dendrogram within a group.
         threshold: the similarity above which (on average) rows are grouped.
+        signed: whether the grouping used the signed cosine (``False``: its absolute value).
     """
 
     similarity: np.ndarray
@@ -74,6 +78,7 @@ class Condensation:
     group_sizes: tuple[int, ...]
     order: np.ndarray
     threshold: float
+    signed: bool = False
 
     @property
     def n_groups(self) -> int:
@@ -85,24 +90,27 @@ class Condensation:
         return self.similarity[np.ix_(self.order, self.order)]
 
 
-def condensation(weight: Float[Tensor, "neurons inputs"], threshold: float = 0.7) -> Condensation:
+def condensation(weight: Float[Tensor, "neurons inputs"], threshold: float = 0.7, signed: bool = False) -> Condensation:
     """Group the rows of ``weight`` (one neuron's input weights per row) by direction.
 
-    Rows whose average-linkage cosine similarity exceeds ``threshold`` (in [-1, 1]) share
-    a group.  A zero row has similarity 0 with every row.
+    Rows whose average-linkage |cosine similarity| (``signed=True``: the cosine itself)
+    exceeds ``threshold`` (in [-1, 1]) share a group: a row and its negation are one
+    direction.  A zero row has similarity 0 with every row.
     """
     matrix = torch.as_tensor(weight)
     if matrix.ndim != 2:
         raise ValueError(f"weight must be a 2-D [neurons, inputs] matrix, got shape {tuple(matrix.shape)}; for W_Q use merged_weight(model, 'W_Q', 0).T")
     if matrix.shape[0] < 1 or matrix.shape[1] < 1:
         raise ValueError(f"weight must have at least one row and column, got shape {tuple(matrix.shape)}")
+    if not isinstance(signed, bool):
+        raise ValueError(f"signed must be True or False, got {signed!r}")
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not -1.0 <= float(threshold) <= 1.0:
         raise ValueError(f"threshold is a cosine similarity and must lie in [-1, 1], got {threshold!r}")
     sim = cosine_similarity_matrix(matrix).numpy()
     n = sim.shape[0]
     if n == 1:
-        return Condensation(sim, np.zeros(1, dtype=int), (1,), np.zeros(1, dtype=int), float(threshold))
-    distance = np.clip(1.0 - sim, 0.0, 2.0)
+        return Condensation(sim, np.zeros(1, dtype=int), (1,), np.zeros(1, dtype=int), float(threshold), bool(signed))
+    distance = np.clip(1.0 - (sim if signed else np.abs(sim)), 0.0, 2.0)
     np.fill_diagonal(distance, 0.0)
     distance = (distance + distance.T) / 2
     tree = linkage(squareform(distance, checks=False), method="average")
@@ -115,7 +123,7 @@ def condensation(weight: Float[Tensor, "neurons inputs"], threshold: float = 0.7
     leaf_rank = np.empty(n, dtype=int)
     leaf_rank[leaves_list(tree)] = np.arange(n)
     order = np.lexsort((leaf_rank, groups))
-    return Condensation(sim, groups, tuple(len(r) for r in ranked), order, float(threshold))
+    return Condensation(sim, groups, tuple(len(r) for r in ranked), order, float(threshold), bool(signed))
 
 
 def plot_condensation(result: Condensation, title: str | None = "Cosine similarity of neurons' input weights") -> go.Figure:

@@ -128,3 +128,20 @@ def test_weight_stable_ranks_table():
     row = table[(table["name"] == "W_Q") & (table["layer"] == 0)].iloc[0]
     assert row["shape"] == (16, 16)
     assert row["stable_rank"] == pytest.approx(stable_rank(model.W_Q[0].permute(1, 0, 2).reshape(16, 16)))
+
+
+def test_anti_aligned_neurons_condense_into_one_direction() -> None:
+    """A rank-1 weight (stable rank 1) whose neurons point along +v or -v is one direction,
+    as its spectrum says; the signed cosine would split it in two."""
+    from probes import condensation, stable_rank
+
+    gen = torch.Generator().manual_seed(0)
+    v = torch.randn(32, generator=gen)
+    signs = torch.tensor([1.0, -1.0] * 8)
+    weight = signs[:, None] * torch.rand(16, 1, generator=gen).add(0.5) * v + 0.01 * torch.randn(16, 32, generator=gen)
+    assert stable_rank(weight) < 1.01
+    assert condensation(weight).n_groups == 1
+    signed = condensation(weight, signed=True)
+    assert signed.n_groups == 2 and signed.group_sizes == (8, 8) and signed.signed
+    with pytest.raises(ValueError, match="signed must be True or False"):
+        condensation(weight, signed="yes")  # type: ignore[arg-type]

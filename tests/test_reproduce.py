@@ -157,3 +157,15 @@ def test_precision_is_recorded_and_a_folder_of_another_precision_is_refused(tiny
     assert code == 2
     err = capsys.readouterr().err
     assert "train.precision: 'fp32' (folder) vs 'bf16' (asked)" in err and "another --out" in err
+
+
+def test_report_opens_with_the_verdict_the_terminal_printed(tiny_out):
+    html = (tiny_out / "report.html").read_text()
+    verdict = html.index('id="verdict"')
+    assert verdict < html.index('id="curves"')  # the first section
+    summary = json.loads((tiny_out / "summary.json").read_text())
+    checks = check_flip(summary)
+    line = "flip reproduced (all criteria met)" if checks["all"] else "flip NOT reproduced; failed: "
+    assert line in html[verdict:]
+    for regime in ("small-init", "large-init"):
+        assert regime in html[verdict : html.index('id="curves"')]

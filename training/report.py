@@ -57,6 +57,7 @@ from interp_init.model import CONFIG_FILE, WEIGHTS_FILE
 from training.config import RunConfig
 from training.data import AnchorDataset, composite, make_dataset, task_spec
 from training.loop import read_metrics
+from training.verdict import run_verdict
 
 IMAGE_FORMATS = ("png", "svg", "pdf")
 PROJECTIONS = ("pca", "tsne")
@@ -665,7 +666,49 @@ def section_second_anchor_masking(ctx: Context) -> Section:
     return Section("second-anchor-masking", "Second-anchor masking", sentence, _per_run(ctx, masking_cell("second")))
 
 
+def reproduction_verdicts(runs: Sequence[Run]) -> list[str]:
+    """For runs inside an ``interp-init reproduce`` folder (``DIR/<task>/<regime>`` beside
+    ``DIR/summary.json``), the line the command printed: whether the flip was reproduced."""
+    from training.reproduce import check_flip, failed_criteria  # the reproduction's own criteria
+
+    lines = []
+    for root in dict.fromkeys(run.path.parent.parent for run in runs):
+        summary_path = root / "summary.json"
+        if not summary_path.is_file():
+            continue
+        try:
+            summary = json.loads(summary_path.read_text(encoding="utf-8"))
+            checks = check_flip(summary)
+        except (ValueError, KeyError, TypeError):
+            continue  # an unfinished or damaged summary: no verdict rather than a wrong one
+        lines.append(f"{root.name}: " + ("flip reproduced (all criteria met)" if checks["all"] else f"flip NOT reproduced; failed: {failed_criteria(checks)}"))
+    return lines
+
+
+def section_verdict(ctx: Context) -> Section:
+    """What each run learned: its solution in the papers' terms and the numbers behind it."""
+    rows = []
+    for run in ctx.runs:
+        metrics = run.metrics or {}
+        rank = None
+        if run.model is not None:
+            stable_rank, merged_weight = _probe("probes.rank", "stable_rank", "merged_weight")
+            rank = stable_rank(merged_weight(run.model, "W_Q", 0))
+        v = run_verdict(run.config.data.task, metrics.get("final", {}) or {}, metrics.get("status", "no metrics"), rank)
+        rows.append({"run": run.name, "task": run.config.data.task, "architecture": run.config.model.architecture,
+                     "gamma": run.config.init.gamma, "learned": v.solution, "evidence": v.evidence})  # fmt: skip
+    expected = [run_verdict(task, {}, "completed").expected for task in dict.fromkeys(r.config.data.task for r in ctx.runs)]
+    flips = reproduction_verdicts(ctx.runs)
+    parts = [_table(pd.DataFrame(rows), 2)]
+    parts += [f'<p class="verdict">{html.escape(line)}</p>' for line in flips]
+    sentence = " ".join(expected) + (
+        " Below, each run as measured: its solution and the numbers that decide it (one cell of NeurIPS 2024 Fig. 2 or of the journal's Fig. 3A)."
+    )
+    return Section("verdict", "Verdict: what each model learned", sentence, [Cell(html="".join(parts))], combined=True)
+
+
 SECTIONS: tuple[Callable[[Context], Section], ...] = (
+    section_verdict,
     section_curves,
     section_accuracies,
     section_attention,
@@ -740,7 +783,8 @@ nav a { margin-right: 1em; }
 .cell { border: 1px solid #e4e4e4; border-radius: 6px; padding: 8px; min-width: 0; overflow-x: auto; }
 .note { color: #775; font-style: italic; font-size: 0.9em; }
 table.scores, table.runs { border-collapse: collapse; font-size: 0.85em; margin: 6px 0; }
-table.scores th, table.scores td, table.runs th, table.runs td { border-bottom: 1px solid #eee; padding: 2px 8px; text-align: right; overflow-wrap: anywhere; }
+table.scores th, table.scores td, table.runs th, table.runs td { border-bottom: 1px solid #eee; padding: 2px 8px; text-align: right; white-space: nowrap; }
+p.verdict { font-weight: 600; }
 .meta { color: #666; font-size: 0.85em; }
 """
 

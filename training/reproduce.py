@@ -217,6 +217,11 @@ def check_flip(summary: dict[str, dict[str, dict[str, Any]]], criteria: dict[str
     return checks
 
 
+def failed_criteria(checks: dict[str, bool]) -> str:
+    """The criteria of :func:`check_flip` that failed, joined for one line."""
+    return "; ".join(name for name, ok in checks.items() if not ok and name != "all")
+
+
 def summary_table(summary: dict[str, dict[str, dict[str, Any]]]) -> pd.DataFrame:
     """One row per (task, regime): gamma, ID accuracy, the held-out numbers, time."""
     rows = []
@@ -267,8 +272,7 @@ def reproduce_command(preset: str, seed: int, out: str, device: str, precision: 
     click.echo(f"preset {preset}, seed {seed}, {precision}, {time.perf_counter() - start:.0f} s in this call")
     click.echo(format_table(summary))
     checks = check_flip(summary)
-    failed = [name for name, ok in checks.items() if not ok and name != "all"]
-    click.echo("flip reproduced (all criteria met)" if checks["all"] else f"flip NOT reproduced; failed: {'; '.join(failed)}")
+    click.echo("flip reproduced (all criteria met)" if checks["all"] else f"flip NOT reproduced; failed: {failed_criteria(checks)}")
     click.echo(f"summary: {Path(out) / 'summary.json'}")
     from training.report import write_report  # imported here: plotting is not needed to train
 

@@ -69,8 +69,8 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from training.config import OPTIONS, PRESETS, RunConfig, make_run_config
-from training.data import ALL_PAIRS
+from training.config import OPTIONS, PRESETS, RunConfig, make_run_config, preset_options
+from training.data import ALL_PAIRS, TASKS
 from training.loop import atomic_write_json, atomic_write_text, read_metrics
 
 SPEC_FILE = "sweep.json"
@@ -199,7 +199,12 @@ class SweepSpec:
         """A seconds-long copy for smoke runs: the ``tiny`` run preset, the first 2 values
         of each key in ``axes`` (so a figure still has two cells along it), 1 of the rest."""
         grid = {key: list(values)[: 2 if key in axes else 1] for key, values in self.grid.items()}
-        return self.with_overrides(base={"preset": "tiny"}, grid=grid)
+        task = self.base.get("task", "symmetric")
+        sized = set(preset_options("tiny", task if task in TASKS else "symmetric"))
+        # the tiny preset's sizes and schedule replace the spec's own (a spec that pins e.g.
+        # n_train or epochs would otherwise keep its full-scale values)
+        base = {key: value for key, value in self.base.items() if key not in sized}
+        return SweepSpec(description=self.description, base={**base, "preset": "tiny"}, grid={**self.grid, **grid})
 
     def with_overrides(self, base: Mapping[str, Any] | None = None, grid: Mapping[str, Sequence[Any]] | None = None) -> SweepSpec:
         """A copy with ``base`` options and ``grid`` lists replaced or added (validated)."""
