@@ -32,7 +32,23 @@ def _as_matrix(matrix: Tensor, name: str = "matrix") -> Tensor:
         matrix = torch.as_tensor(matrix)
     if matrix.ndim != 2:
         raise ValueError(f"{name} must be a 2-D matrix, got shape {tuple(matrix.shape)}; merge heads first (see merged_weight)")
-    return matrix.detach().to(torch.float64)
+    matrix = matrix.detach().to(torch.float64)
+    if not bool(torch.isfinite(matrix).all()):
+        raise ValueError(f"{name} has NaN or infinite entries: its singular values are undefined (a diverged model?)")
+    return matrix
+
+
+def _layer_index(layer: object, n_layers: int, name: str) -> int:
+    """``layer`` as an int in 0..n_layers-1: integer-like values (``1``, ``1.0``,
+    ``numpy.int64(1)``) are accepted, anything else is refused naming the range."""
+    try:
+        index = int(layer)  # type: ignore[call-overload]
+        integral = not isinstance(layer, bool) and index == layer
+    except (TypeError, ValueError):
+        integral = False
+    if not integral or not 0 <= index < n_layers:
+        raise ValueError(f"layer must be an integer in 0..{n_layers - 1} for {name}, got {layer!r}")
+    return index
 
 
 def singular_values(matrix: Float[Tensor, "rows cols"]) -> Float[Tensor, " k"]:
@@ -56,10 +72,13 @@ def merged_weight(model: HookedTransformer, name: str, layer: int | None = None)
     ``W_pos``, ``W_U``.
     """
     if name in ("W_E", "W_pos", "W_U"):
-        module = {"W_E": model.embed, "W_pos": model.pos_embed, "W_U": model.unembed}[name]
+        if name == "W_pos" and not hasattr(model, "pos_embed"):
+            raise ValueError(
+                f"W_pos does not exist: the model's positional embedding is {model.cfg.positional_embedding_type!r}, not learned"
+            )
+        module = {"W_E": model.embed, "W_pos": getattr(model, "pos_embed", None), "W_U": model.unembed}[name]
         return getattr(module, name).detach()
-    if layer is None or not 0 <= layer < model.cfg.n_layers:
-        raise ValueError(f"layer must be in 0..{model.cfg.n_layers - 1} for {name}, got {layer!r}")
+    layer = _layer_index(layer, model.cfg.n_layers, name)
     block = model.blocks[layer]
     if name in ("W_Q", "W_K", "W_V"):
         return einops.rearrange(getattr(block.attn, name).detach(), "h d_model d_head -> d_model (h d_head)")
@@ -73,8 +92,11 @@ def merged_weight(model: HookedTransformer, name: str, layer: int | None = None)
 
 
 def weight_matrices(model: HookedTransformer) -> list[tuple[int | None, str, Tensor]]:
-    """Every weight matrix of ``model`` as ``(layer, name, 2-D matrix)``, heads merged."""
-    out: list[tuple[int | None, str, Tensor]] = [(None, "W_E", merged_weight(model, "W_E")), (None, "W_pos", merged_weight(model, "W_pos"))]
+    """Every weight matrix of ``model`` as ``(layer, name, 2-D matrix)``, heads merged
+    (no ``W_pos`` where the positional embedding is not learned, e.g. rotary)."""
+    out: list[tuple[int | None, str, Tensor]] = [(None, "W_E", merged_weight(model, "W_E"))]
+    if hasattr(model, "pos_embed"):
+        out.append((None, "W_pos", merged_weight(model, "W_pos")))
     names = ["W_Q", "W_K", "W_V", "W_O"] + ([] if model.cfg.attn_only else ["W_in", "W_out"])
     for layer in range(model.cfg.n_layers):
         out += [(layer, name, merged_weight(model, name, layer)) for name in names]
