@@ -58,8 +58,11 @@ def check_layer(model: HookedTransformer, layer: int, name: str = "layer") -> in
 
 
 def capture_hooks(names: Iterable[str], model: HookedTransformer, store: dict[str, Tensor]) -> list[tuple[str, Callable]]:
-    """Forward hooks that copy the activations ``names`` into ``store`` (detached)."""
-    names = list(dict.fromkeys(names))
+    """Forward hooks that copy the activations ``names`` into ``store`` (detached).
+
+    ``names`` is an iterable of hook names; one name given as a plain string is taken as
+    that one name (not as its characters)."""
+    names = list(dict.fromkeys([names] if isinstance(names, str) else names))
     unknown = [n for n in names if n not in model.hook_dict]
     if unknown:
         raise ValueError(f"unknown hook name(s) {unknown}; valid names are the model's hook_dict keys, e.g. 'blocks.0.hook_resid_mid'")

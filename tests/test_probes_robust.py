@@ -42,3 +42,12 @@ def test_stable_rank_refuses_non_finite_matrices(bad: float) -> None:
 def test_attention_only_model_is_ranked_without_mlp_weights() -> None:
     frame = weight_stable_ranks(foreign_model(attn_only=True))
     assert not {"W_in", "W_out"} & set(frame["name"]) and len(frame) == 3 + 2 * 4
+
+
+def test_one_hook_name_given_as_a_string_is_that_name() -> None:
+    from probes import masked_run
+
+    model = foreign_model()
+    tokens = torch.randint(20, 100, (3, 9))
+    run = masked_run(model, tokens, source_positions=[0, 1, 2], names="blocks.1.hook_resid_post")
+    assert list(run.cache) == ["blocks.1.hook_resid_post"]
