@@ -106,6 +106,37 @@ def test_a_probe_that_does_not_apply_says_so(report: tuple[Path, str]) -> None:
     assert similarity.count("Plotly.newPlot(") == 2  # the two 2-layer runs
 
 
+def test_run_table_shows_folders_relative_to_the_report(report: tuple[Path, str], runs_root: Path) -> None:
+    page = report[0].read_text(encoding="utf-8")
+    (table,) = re.findall(r'<table[^>]*class="dataframe runs"[^>]*>.*?</table>', page, re.DOTALL)
+    assert "../symmetric/small-init" in table and "../id-ood/one-layer" in table  # the report is in runs_root/out
+    assert str(runs_root.resolve()) not in table and str(runs_root) not in table
+
+
+def test_sections_number_layers_from_zero(report: tuple[Path, str]) -> None:
+    """TransformerLens' numbering (L0, L1, "layer 0") in every title and caption, as the heads are labelled."""
+    page = report[0].read_text(encoding="utf-8")
+    sections = re.findall(r'<section id="[^"]+"><h2>([^<]*)</h2><p class="what">([^<]*)</p>', page)
+    assert len(sections) >= 12
+    texts = " ".join(title + " " + sentence for title, sentence in sections)
+    for wrong in ("layer-2", "layer 2", "second layer", "first layer", "first-layer", "layer-1 ", "(layer 1)"):
+        assert wrong not in texts.lower(), wrong
+    assert "layer 1&#x27;s attention" in page and "layer 0&#x27;s query neurons" in page
+
+
+def test_eigenvalue_caption_states_the_measured_shares(report: tuple[Path, str], runs_root: Path) -> None:
+    from probes.condensation import embedding_pca
+    from training.report import variance_shares
+
+    page = report[0].read_text(encoding="utf-8")
+    (sentence,) = re.findall(r'<section id="embedding-eigenvalues"><h2>[^<]*</h2><p class="what">([^<]*)</p>', page)
+    assert "Fig. 7" in sentence and "a few large eigenvalues" in sentence and "log" not in sentence
+    for run in load_runs([runs_root]):
+        shares = variance_shares(embedding_pca(run.model).eigenvalues)
+        assert len(shares) == 10 and all(a >= b for a, b in zip(shares, shares[1:], strict=False))
+        assert f"{run.name} {sum(shares[:2]):.2f}" in sentence
+
+
 def test_accuracy_table_matches_metrics(runs_root: Path) -> None:
     runs = load_runs([runs_root])
     table = accuracy_table(runs).set_index("run")

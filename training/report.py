@@ -13,7 +13,7 @@ information flow with its top paths, key-token and second-anchor masking project
 with cluster scores, cosine-similarity heatmaps with block scores, W_Q condensation,
 embedding PCA with its ordinal score, stable ranks and singular spectra.  A section
 whose probe is missing, or does not apply to a run (a run without weights, a 1-layer
-model for a second-layer probe), says so in place of its figure.
+model for a probe of layer 1), says so in place of its figure.
 
 :func:`write_images` writes any of the figures as PNG, SVG or PDF through plotly's
 exporter kaleido, which drives a system Chromium or Chrome (Debian: ``apt-get install
@@ -340,16 +340,20 @@ def section_curves(ctx: Context) -> Section:
         any_history = True
         colour = RUN_COLOURS[i % len(RUN_COLOURS)]
         frame = pd.json_normalize(history)
-        common = dict(legendgroup=run.name, line=dict(color=colour))
+        shown = [False]  # one legend entry per run (its colour); line styles are in the caption
 
-        def add(column: str, col: int, label: str, dash: str = "solid", first: bool = False) -> None:
+        def add(column: str, col: int, label: str, dash: str = "solid") -> None:
             if column in frame:
                 rows = frame[["epoch", column]].dropna()
                 fig.add_trace(
-                    go.Scatter(x=rows["epoch"], y=rows[column], name=f"{run.name}: {label}", mode="lines", showlegend=True, **{**common, "line": dict(color=colour, dash=dash)}),
+                    go.Scatter(
+                        x=rows["epoch"], y=rows[column], name=run.name, legendgroup=run.name, showlegend=not shown[0], mode="lines",
+                        line=dict(color=colour, dash=dash), hovertemplate=f"{html.escape(run.name)}<br>{label}: %{{y:.4g}} at epoch %{{x}}<extra></extra>",
+                    ),
                     row=1,
                     col=col,
-                )
+                )  # fmt: skip
+                shown[0] = True
 
         add("loss", 1, "loss")
         add("train_acc", 2, "train", "dot")
@@ -361,7 +365,8 @@ def section_curves(ctx: Context) -> Section:
                 _, pair, candidate = column.split(".", 2)
                 add(column, 3, f"({pair}) {candidate}", "solid" if candidate == "inferential" else "dash")
     sentence = (
-        "Training loss and accuracies per epoch for every run (solid ID / OOD / inferential, dotted train / commutativity, dashed symmetric target); "
+        "Training loss and accuracies per epoch, one colour per run; line styles: solid loss, ID, OOD and held-out inferential target, "
+        "dotted train and commutativity, dashed held-out symmetric target (hover a line for its name); "
         "the accuracy curves behind NeurIPS 2024 Fig. 2 and the journal's Fig. 3A, and the epochs-to-fit of NeurIPS Fig. 6 / journal Fig. 8."
     )
     if not any_history:
@@ -369,10 +374,11 @@ def section_curves(ctx: Context) -> Section:
     fig.update_yaxes(type="log", row=1, col=1)
     fig.update_yaxes(range=[-0.02, 1.02], row=1, col=2)
     fig.update_yaxes(range=[-0.02, 1.02], row=1, col=3)
-    fig.update_xaxes(title_text="epoch")
+    epochs = max((len((r.metrics or {}).get("history", [])) for r in ctx.runs), default=0)
+    fig.update_xaxes(title_text="epoch", **({"dtick": 1} if epochs <= 12 else {}))
     _small(fig, 420)
-    fig.update_layout(legend=dict(orientation="h", y=-0.25, font=dict(size=10)))
-    return Section("curves", "Training curves", sentence, [Cell(figure=fig, height=420 + 18 * len(ctx.runs))], combined=True)
+    fig.update_layout(margin=dict(t=50), legend=dict(orientation="h", yanchor="top", y=-0.22, x=0, font=dict(size=11)))
+    return Section("curves", "Training curves", sentence, [Cell(figure=fig, height=420 + 20 * len(ctx.runs))], combined=True)
 
 
 def accuracy_table(runs: Sequence[Run]) -> pd.DataFrame:
@@ -420,8 +426,10 @@ def section_accuracies(ctx: Context) -> Section:
         values = [row[m] for m in measures]
         fig.add_trace(go.Bar(x=measures, y=values, name=row["run"], marker_color=RUN_COLOURS[i % len(RUN_COLOURS)], text=[None if pd.isna(v) else f"{v:.2f}" for v in values], textposition="outside"))
     fig.update_layout(barmode="group", yaxis=dict(range=[0, 1.12], title="accuracy"))
-    _small(fig, 380)
-    return Section("accuracies", "Accuracies", sentence, [Cell(figure=fig, html=_table(table), height=380)], combined=True)
+    _small(fig, 420)
+    # the runs' legend in rows above the plot: long run names would squeeze it from the side
+    fig.update_layout(margin=dict(t=30 + 20 * len(ctx.runs)), legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0, font=dict(size=11)))
+    return Section("accuracies", "Accuracies", sentence, [Cell(figure=fig, html=_table(table), height=420 + 20 * len(ctx.runs))], combined=True)
 
 
 def attention_heads_view(run: Run, ctx: Context) -> Cell:
@@ -461,10 +469,10 @@ def section_stable_ranks(ctx: Context) -> Section:
         labels = [name if pd.isna(layer) else f"L{layer} {name}" for layer, name in zip(frame["layer"], frame["name"], strict=True)]
         fig.add_trace(go.Bar(x=labels, y=frame["stable_rank"], name=run.name, marker_color=RUN_COLOURS[i % len(RUN_COLOURS)]))
         w_q = frame[(frame["name"] == "W_Q") & (frame["layer"] == 0)]["stable_rank"]
-        rows.append({"run": run.name, "first-layer W_Q stable rank": float(w_q.iloc[0]) if len(w_q) else math.nan, "mean over matrices": float(frame["stable_rank"].mean())})
+        rows.append({"run": run.name, "L0 W_Q stable rank": float(w_q.iloc[0]) if len(w_q) else math.nan, "mean over matrices": float(frame["stable_rank"].mean())})
     sentence = (
-        "Stable rank ||W||_F^2 / ||W||_2^2 of every weight matrix (heads merged); the journal's Fig. 5C colours its "
-        "(gamma, weight decay) grid by the first-layer W_Q's stable rank, which falls as the phase index rises."
+        "Stable rank ||W||_F^2 / ||W||_2^2 of every weight matrix (heads merged; L0 is layer 0, as TransformerLens numbers layers); the journal's Fig. 5C colours its "
+        "(gamma, weight decay) grid by layer 0's W_Q stable rank, which falls as the phase index rises."
     )
     if not rows:
         return Section("stable-ranks", "Stable ranks", sentence, [Cell(note="no run has weights yet")], combined=True)
@@ -478,8 +486,9 @@ def spectra_cell(run: Run, ctx: Context) -> Cell:
     assert run.model is not None
     fig = plot_spectra(singular_value_spectra(run.model), normalized=True, title=None)
     fig.update_traces(marker=dict(size=3), line=dict(width=1.5))
-    fig.update_layout(legend=dict(font=dict(size=9)), yaxis_title="s_i / s_max")
-    return Cell(figure=_small(fig, 360))
+    # the matrices' legend in rows under the plot, so that it does not squeeze the plot
+    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.22, x=0, font=dict(size=9), entrywidth=62, title=dict(text="matrix", side="top left")), yaxis_title="s_i / s_max")
+    return Cell(figure=_small(fig, 470), height=470)
 
 
 def section_spectra(ctx: Context) -> Section:
@@ -531,14 +540,23 @@ def _similarity_cell(kind: str) -> Callable[[Run, Context], Cell]:
         )
         assert run.model is not None
         if run.model.cfg.n_layers < 2:
-            raise NotApplicable(f"not applicable: the model has {run.model.cfg.n_layers} layer; this probe reads the second layer")
+            raise NotApplicable(f"not applicable: the model has {run.model.cfg.n_layers} layer; this probe reads layer 1 (the second)")
         pairs = RESIDUAL_PAIRS if kind == "residual" else VALUE_PAIRS
         grid = input_grid(keys=SIMILARITY_KEYS, pairs=list(pairs), seed=ctx.config.seed).to(ctx.config.device)
         result = similarity(run.model, grid, layer=1)
         fig = plot_similarity(result, title=f"block score {result.score:.3f}")
         fig.update_traces(marker=dict(size=4), selector=dict(type="scatter"))
-        fig.update_layout(showlegend=False, xaxis=dict(showticklabels=False), yaxis=dict(showticklabels=False))
-        return Cell(figure=_small(fig, 400, title=f"block score {result.score:.3f}"), height=400)
+        labels = list(fig.data[0].x)
+        pairs = list(zip(result.inputs["a1"], result.inputs["a2"], strict=True))
+        starts = [i for i in range(len(pairs)) if i == 0 or pairs[i] != pairs[i - 1]]  # pair-major: one tick per pair block
+        ticks = dict(showticklabels=True, tickmode="array", tickvals=[labels[i] for i in starts], ticktext=[f"({pairs[i][0]},{pairs[i][1]})" for i in starts], tickfont=dict(size=10))
+        keys = f"keys {SIMILARITY_KEYS[0]}..{SIMILARITY_KEYS[-1]} within each pair"
+        fig.update_layout(
+            showlegend=False,
+            xaxis=dict(**ticks, title=dict(text=keys, font=dict(size=11)), constrain="domain"),
+            yaxis=dict(**ticks, scaleanchor="x", scaleratio=1, constrain="domain"),
+        )
+        return Cell(figure=_small(fig, 440, title=f"block score {result.score:.3f}"), height=440)
 
     return build
 
@@ -546,20 +564,20 @@ def _similarity_cell(kind: str) -> Callable[[Run, Context], Cell]:
 def section_residual_similarity(ctx: Context) -> Section:
     keys = f"{SIMILARITY_KEYS[0]}..{SIMILARITY_KEYS[-1]}"
     sentence = (
-        f"Cosine similarity of the last position's residual stream after the second layer's attention across inputs with keys {keys} "
+        f"Cosine similarity of the last position's residual stream after layer 1's attention (layers numbered from 0, as TransformerLens does) across inputs with keys {keys} "
         f"and pairs {', '.join(f'({a},{b})' for a, b in RESIDUAL_PAIRS)} (pair-major), equal-target cells outlined, with the block score "
         "(mean similarity of equal-target cells minus the others): NeurIPS 2024 Fig. 4a (inferential) / 4b (symmetric)."
     )
-    return Section("residual-similarity", "Similarity: residual stream after layer-2 attention", sentence, _per_run(ctx, _similarity_cell("residual")))
+    return Section("residual-similarity", "Similarity: residual stream after layer 1's attention", sentence, _per_run(ctx, _similarity_cell("residual")))
 
 
 def section_value_similarity(ctx: Context) -> Section:
     sentence = (
-        "Cosine similarity of the second layer's value vectors at the first anchor's position across (key, first anchor), "
+        "Cosine similarity of layer 1's value vectors at the first anchor's position across (key, first anchor), "
         "cells with equal g(x; a1) = x + s(a1) outlined, with the block score: NeurIPS 2024 Fig. 4c (the inferential model "
         "computes the single-anchor step; the journal's Fig. 4D shows the same on second-anchor-masked outputs)."
     )
-    return Section("value-similarity", "Similarity: layer-2 value vectors", sentence, _per_run(ctx, _similarity_cell("value")))
+    return Section("value-similarity", "Similarity: layer 1's value vectors", sentence, _per_run(ctx, _similarity_cell("value")))
 
 
 def condensation_cell(run: Run, ctx: Context) -> Cell:
@@ -569,8 +587,8 @@ def condensation_cell(run: Run, ctx: Context) -> Cell:
     )
     assert run.model is not None
     result = condensation(merged_weight(run.model, "W_Q", 0).T, threshold=0.7)
-    fig = plot_condensation(result, title="W_Q (layer 1)")
-    fig.update_layout(xaxis=dict(showticklabels=False), yaxis=dict(showticklabels=False))
+    fig = plot_condensation(result, title="L0 W_Q")
+    fig.update_layout(xaxis=dict(showticklabels=False, constrain="domain"), yaxis=dict(showticklabels=False, scaleanchor="x", scaleratio=1, constrain="domain"))
     sizes = list(result.group_sizes[:8])
     note = f"{result.n_groups} groups of neurons with similarity > 0.7; largest sizes {sizes}"
     return Cell(figure=_small(fig, 400, title=f"{result.n_groups} groups at > 0.7"), note=note, height=400)
@@ -578,7 +596,7 @@ def condensation_cell(run: Run, ctx: Context) -> Cell:
 
 def section_condensation(ctx: Context) -> Section:
     sentence = (
-        "Cosine similarity between the input weight vectors of the first layer's query neurons (W_Q, heads merged), "
+        "Cosine similarity between the input weight vectors of layer 0's query neurons (W_Q, heads merged), "
         "grouped at similarity > 0.7: a few large blocks mean condensation; NeurIPS 2024 Fig. 5a (small init) / 5b (large init) "
         "and the journal's Fig. 5A."
     )
@@ -586,9 +604,8 @@ def section_condensation(ctx: Context) -> Section:
 
 
 def embedding_cell(run: Run, ctx: Context) -> Cell:
-    embedding_pca, plot_embedding_pca = _probe("probes.condensation", "embedding_pca", "plot_embedding_pca")
-    assert run.model is not None
-    result = embedding_pca(run.model)
+    (plot_embedding_pca,) = _probe("probes.condensation", "plot_embedding_pca")
+    result = _embedding_pca(run, ctx)
     fig = plot_embedding_pca(result, title="")
     fig.update_layout(coloraxis_showscale=False)
     fig.update_traces(textfont=dict(size=8))
@@ -597,27 +614,77 @@ def embedding_cell(run: Run, ctx: Context) -> Cell:
 
 
 def section_embedding(ctx: Context) -> Section:
+    measured = []
+    for run in ctx.runs:
+        if run.model is None:
+            continue
+        try:
+            measured.append(f"{run.name} {_embedding_pca(run, ctx).ordinal_score:.2f}")
+        except (NotApplicable, ValueError):
+            continue
+    found = f" Measured here, the ordinal score: {'; '.join(measured)}." if measured else ""
     sentence = (
         "The token embeddings of 20..99 projected on their first two principal components, each token written at its place, "
-        "with the ordinal score (largest |Spearman correlation| of token value and PC1 or PC2): NeurIPS 2024 Fig. 5c (small init: "
-        "an ordinal layout) / 5d and the journal's Fig. 5B."
+        "with the ordinal score (largest |Spearman correlation| of token value and PC1 or PC2, 1 for a perfectly ordered layout). "
+        "NeurIPS 2024 Fig. 5c/5d and the journal's Fig. 5B expect an ordinal layout (tokens in the order of their values) under "
+        "small init and none under large init." + found
     )
     return Section("embedding-pca", "Embedding PCA", sentence, _per_run(ctx, embedding_cell))
 
 
-def eigenvalue_cell(run: Run, ctx: Context) -> Cell:
-    embedding_pca, plot_eigenvalues = _probe("probes.condensation", "embedding_pca", "plot_eigenvalues")
+#: Components the embedding-covariance figure shows.
+EIGEN_TOP = 10
+
+
+def _embedding_pca(run: Run, ctx: Context) -> Any:
+    (embedding_pca,) = _probe("probes.condensation", "embedding_pca")
     assert run.model is not None
-    result = embedding_pca(run.model)
-    top = result.eigenvalues[:3] / max(float(result.eigenvalues.sum()), 1e-300)
-    fig = plot_eigenvalues(result, title=None)
-    return Cell(figure=_small(fig, 320), note=f"share of the variance in the top 3 eigenvalues: {', '.join(f'{v:.2f}' for v in top)}", height=320)
+    return ctx.cached(("embedding-pca", run.name), lambda: embedding_pca(run.model))
+
+
+def variance_shares(eigenvalues: Any, top: int = EIGEN_TOP) -> list[float]:
+    """Share of the total variance in each of the ``top`` largest covariance eigenvalues."""
+    values = [max(float(v), 0.0) for v in eigenvalues]
+    total = sum(values)
+    return [v / total if total > 0 else math.nan for v in values[:top]]
+
+
+def eigenvalue_cell(run: Run, ctx: Context) -> Cell:
+    shares = variance_shares(_embedding_pca(run, ctx).eigenvalues)
+    index = list(range(1, len(shares) + 1))
+    cumulative = [sum(shares[:i]) for i in index]
+    fig = go.Figure(
+        [
+            go.Bar(x=index, y=shares, name="share of variance", marker_color="#636efa", text=[f"{v:.2f}" for v in shares], textposition="outside",
+                   hovertemplate="component %{x}: %{y:.3f} of the variance<extra></extra>"),
+            go.Scatter(x=index, y=cumulative, name="cumulative", mode="lines+markers", line=dict(color="#444", dash="dot"),
+                       hovertemplate="components 1..%{x}: %{y:.3f}<extra></extra>"),
+        ]
+    )  # fmt: skip
+    fig.update_layout(
+        xaxis=dict(title="principal component", dtick=1),
+        yaxis=dict(title="share of the variance", range=[0, 1.08]),
+        legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0),
+    )
+    note = f"top 2 components: {sum(shares[:2]):.2f} of the variance; top {len(shares)}: {cumulative[-1]:.2f}"
+    return Cell(figure=_small(fig, 340), note=note, height=340)
 
 
 def section_eigenvalues(ctx: Context) -> Section:
+    measured = []
+    for run in ctx.runs:
+        if run.model is None:
+            continue
+        try:
+            shares = variance_shares(_embedding_pca(run, ctx).eigenvalues)
+        except (NotApplicable, ValueError):
+            continue
+        measured.append(f"{run.name} {sum(shares[:2]):.2f}")
+    found = f" Measured here, the share of the variance in the top 2 components: {'; '.join(measured)}." if measured else ""
     sentence = (
-        "Eigenvalues of the covariance of the token embeddings 20..99, descending on a log scale: a few large eigenvalues "
-        "under small init, a flat spectrum under large init (NeurIPS 2024 Fig. 7)."
+        f"The {EIGEN_TOP} largest eigenvalues of the covariance of the token embeddings 20..99, each as its share of the total variance "
+        "(bars), with the cumulative share (dotted). NeurIPS 2024 Fig. 7 expects a few large eigenvalues (most of the variance in the "
+        "first components) under small init and a flatter spectrum under large init." + found
     )
     return Section("embedding-eigenvalues", "Embedding covariance eigenvalues", sentence, _per_run(ctx, eigenvalue_cell))
 
@@ -637,13 +704,14 @@ def masking_cell(kind: str) -> Callable[[Run, Context], Cell]:
         frame = project(vectors, method=ctx.config.projection, perplexity=min(12.0, len(data) - 1.0), seed=ctx.config.seed, labels=labels)
         scores = cluster_scores(vectors, labels, columns=columns, method="agglomerative", seed=ctx.config.seed)
         fig = plot_projection(frame, color=colour, title=None)
+        # the pairs' legend in rows under the plot, so that it does not squeeze the plot
+        fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.2, x=0, font=dict(size=10), entrywidth=44, title=dict(text=colour.replace("_", " "), side="top left")))
         note = ""
         if kind != "key":
-            fig.update_layout(showlegend=False)
             cosine_similarity_matrix, equal_mask, block_score = _probe("probes.similarity", "cosine_similarity_matrix", "equal_mask", "block_score")
             score = block_score(cosine_similarity_matrix(vectors), equal_mask(labels["single_anchor_target"].tolist()))
             note = f"block score of equal g(x; a1) in the cosine similarity of these outputs (journal Fig. 4D): {score:.3f}"
-        return Cell(figure=_small(fig, 380), html=_table(scores.drop(columns=["method"])), note=note, height=380)
+        return Cell(figure=_small(fig, 460), html=_table(scores.drop(columns=["method"])), note=note, height=460)
 
     return build
 
@@ -764,9 +832,11 @@ def circuitsvis_view(component: str, **props: Any) -> str:
     )
 
 
-#: plotly.js options of every figure: a short mode bar (download as PNG, zoom, pan, reset),
-#: so that it does not cover the titles of narrow side-by-side figures.
+#: plotly.js options of every figure: a short mode bar (download as PNG, zoom, pan, reset)
+#: that shows only while the pointer is over the figure, so that it never sits on the
+#: titles of narrow side-by-side figures.
 PLOTLY_CONFIG = {
+    "displayModeBar": "hover",
     "displaylogo": False,
     "responsive": True,
     "modeBarButtonsToRemove": ["select2d", "lasso2d", "zoomIn2d", "zoomOut2d", "autoScale2d", "toggleSpikelines", "hoverClosestCartesian", "hoverCompareCartesian"],
@@ -779,12 +849,23 @@ h2 { font-size: 1.25em; border-bottom: 1px solid #ddd; padding-bottom: 4px; marg
 h3 { font-size: 0.95em; margin: 0 0 6px 0; color: #444; overflow-wrap: anywhere; }
 p.what { color: #444; max-width: 70em; }
 nav a { margin-right: 1em; }
-.grid { display: grid; gap: 16px; }
+.grid { display: grid; gap: 16px; grid-template-columns: repeat(var(--wide, 1), minmax(0, 1fr)); }
+@media (max-width: 1250px) { .grid { grid-template-columns: repeat(var(--medium, 1), minmax(0, 1fr)); } }
+@media (max-width: 760px) { .grid { grid-template-columns: minmax(0, 1fr); } }
+.table-wrap { overflow-x: auto; max-width: 100%; }
 .cell { border: 1px solid #e4e4e4; border-radius: 6px; padding: 8px; min-width: 0; overflow-x: auto; }
 .note { color: #775; font-style: italic; font-size: 0.9em; }
 table.scores, table.runs { border-collapse: collapse; font-size: 0.85em; margin: 6px 0; }
 table.scores th, table.scores td, table.runs th, table.runs td { border-bottom: 1px solid #eee; padding: 2px 8px; text-align: right; white-space: nowrap; }
+/* long text (run names, the verdict's evidence) wraps between words, never inside one */
+table.scores td:first-child, table.runs td:first-child, #verdict table.scores td, #verdict table.scores th { white-space: normal; overflow-wrap: normal; word-break: normal; text-align: left; }
+table.runs td:first-child { min-width: 14em; }
+table.scores th:first-child, table.runs th:first-child { text-align: left; }
 p.verdict { font-weight: 600; }
+/* circuitsvis' head selector sizes each head's tile to 1/12 of its container, narrower
+   than the tile's label ("L0H0") in a side-by-side cell: fixed tiles that wrap instead */
+.circuitsvis-view h3:first-child + div { margin-left: 0 !important; margin-right: 0 !important; }
+.circuitsvis-view h3:first-child + div > div { flex: 0 0 64px !important; width: 64px !important; max-width: 64px !important; }
 .meta { color: #666; font-size: 0.85em; }
 """
 
@@ -811,12 +892,37 @@ def svg_only(fig: go.Figure) -> go.Figure:
     return go.Figure(data=traces, layout=fig.layout)
 
 
+def _relative(path: Path, start: str | Path | None) -> str:
+    """``path`` relative to ``start`` (default the working directory), as the page shows it;
+    the absolute path where there is no relative one (another drive on Windows)."""
+    try:
+        return os.path.relpath(Path(path).resolve(), Path(start or ".").resolve())
+    except ValueError:  # pragma: no cover - Windows, another drive
+        return str(path)
+
+
+#: Pixels above every figure's plot area and title kept free for plotly's mode bar, which
+#: browsers without hover (touch screens, headless) show at all times.
+MODEBAR_ROOM = 28
+
+
+def _room_for_modebar(fig: go.Figure) -> go.Figure:
+    """``fig`` with its top margin grown by :data:`MODEBAR_ROOM` and its title placed just
+    above the plot area, so that the mode bar (top right) never sits on a title."""
+    top = fig.layout.margin.t
+    fig.update_layout(margin=dict(t=(80 if top is None else top) + MODEBAR_ROOM))
+    if fig.layout.title.text:
+        fig.update_layout(title=dict(yref="paper", y=1, yanchor="bottom", pad=dict(b=8)))
+    return fig
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "run"
 
 
-def build_page(runs: list[Run], config: ReportConfig) -> Page:
-    """Run every section on ``runs`` and assemble the page."""
+def build_page(runs: list[Run], config: ReportConfig, out_dir: str | Path | None = None) -> Page:
+    """Run every section on ``runs`` and assemble the page; the run table shows each run's
+    folder relative to ``out_dir`` (the report's folder; default the working directory)."""
     ctx = Context(runs, config)
     sections = []
     for builder in SECTIONS:
@@ -839,7 +945,7 @@ def build_page(runs: list[Run], config: ReportConfig) -> Page:
         for name, cell in zip(names, section.cells, strict=True):
             parts = [] if section.combined else [f"<h3>{html.escape(name)}</h3>"]
             if cell.figure is not None:
-                cell.figure = svg_only(cell.figure)
+                cell.figure = _room_for_modebar(svg_only(cell.figure))
                 fig_name = section.key if section.combined else f"{section.key}-{_slug(name)}"
                 figures[fig_name] = cell.figure
                 parts.append(
@@ -858,11 +964,14 @@ def build_page(runs: list[Run], config: ReportConfig) -> Page:
             if cell.note:
                 parts.append(f'<p class="note">{html.escape(cell.note)}</p>')
             cells_html.append(f'<div class="cell">{"".join(parts)}</div>')
+        # a fixed number of columns (plotly sizes a figure once, as the page is parsed): every
+        # run side by side on a wide window (at most 4), 2 on a medium one, 1 on a narrow one
         columns = 1 if section.combined else n
+        style = f"--wide: {min(columns, 4)}; --medium: {min(columns, 2)};"
         body.append(
             f'<section id="{section.key}"><h2>{html.escape(section.title)}</h2>'
             f'<p class="what">{html.escape(section.sentence)}</p>'
-            f'<div class="grid" style="grid-template-columns: repeat({columns}, minmax(300px, 1fr));">{"".join(cells_html)}</div></section>'
+            f'<div class="grid" style="{style}">{"".join(cells_html)}</div></section>'
         )
 
     import plotly
@@ -872,7 +981,7 @@ def build_page(runs: list[Run], config: ReportConfig) -> Page:
         [
             {
                 "run": r.name,
-                "folder": str(r.path),
+                "folder": _relative(r.path, out_dir),
                 "task": r.config.data.task,
                 "gamma": r.config.init.gamma,
                 "weight decay": r.config.train.weight_decay,
@@ -903,7 +1012,7 @@ def build_page(runs: list[Run], config: ReportConfig) -> Page:
 <body>
 <h1>{html.escape(config.title)}</h1>
 <p class="meta">{n} run(s); probes on {config.per_pair} inputs per anchor pair (seed {config.seed}), projection {config.projection}. Section times: {html.escape(timing)}.</p>
-{runs_table}
+<div class="table-wrap">{runs_table}</div>
 <nav>{nav}</nav>
 {"".join(body)}
 </body>
@@ -952,7 +1061,7 @@ def write_report(
         raise ValueError(f"--out {out} is a folder; give a file name such as {out / 'report.html'}")
     runs = load_runs(run_dirs, device=config.device)
     with limited_threads(config.threads):
-        page = build_page(runs, config)
+        page = build_page(runs, config, out_dir=out.parent)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
     tmp.write_text(page.html, encoding="utf-8")
