@@ -220,7 +220,7 @@ def _tiny(task: str) -> dict[str, Any]:
 
 
 def _cpu(task: str) -> dict[str, Any]:
-    # About 9 minutes per model on one CPU core; `reproduce` trains two at a time on 2 cores.
+    # 7-9 minutes per model on one CPU core (405-534 s in docs/faithful-models.md); `reproduce` trains two at a time on 2 cores.
     # Found by the search in docs/faithful-models.md, on the papers' own architectures (the
     # task's default): 200,000 samples and 12 epochs at d_model 128; lr 1e-3 for id-ood
     # (small init fits and composes), 5e-4 for the others.

@@ -28,7 +28,7 @@ schedule; they differ in their init (and, where a preset says so, weight decay).
 Each task trains on the architecture of the paper it comes from (``neurips`` for
 ``symmetric``, ``journal`` for ``id-ood``: docs/science.md).
 
-Example (CPU: four runs of about 9 minutes each, two at a time on 2 cores; see
+Example (CPU: four runs of 7-9 minutes each, two at a time on 2 cores; see
 docs/faithful-models.md for what it shows)::
 
     interp-init reproduce --preset cpu --seed 31 --out runs/reproduce/cpu-31
