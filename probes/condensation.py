@@ -5,7 +5,7 @@ What it measures: how simple the learned weights are.
 * :func:`condensation`: the cosine similarity between neurons' input weight vectors and
   the groups of neurons that point the same way (NeurIPS 2024 Fig. 5a/b; the journal's
   Fig. 5A).  Small init (inferential) condenses into a few directions; large init
-  (symmetric) does not.  For the first layer's query weights pass
+  (symmetric) does not.  For layer 0's query weights pass
   ``merged_weight(model, "W_Q", 0).T``: its rows are the ``n_heads * d_head`` query
   neurons (head-major: row ``h * d_head + i`` is head h's i-th query unit), each a
   vector of length ``d_model`` (the weights it reads from the residual stream).

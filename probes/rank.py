@@ -2,8 +2,8 @@
 
 The stable rank of a matrix W is ||W||_F^2 / ||W||_2^2 = sum_i (s_i / s_max)^2, a smooth
 lower bound of the rank: 1 for a rank-1 matrix, n for an orthogonal n x n matrix,
-unchanged by scaling W or rotating it.  The journal paper plots the stable rank of the
-first layer's W_Q (all heads merged into one ``d_model x n_heads * d_head`` matrix) over
+unchanged by scaling W or rotating it.  The journal paper plots the stable rank of
+layer 0's W_Q (all heads merged into one ``d_model x n_heads * d_head`` matrix) over
 the (gamma, weight decay) grid: it falls as the phase index rises (small init, reasoning).
 
 Shapes: ``stable_rank`` takes a 2-D tensor ``[rows, cols]``; ``weight_stable_ranks``

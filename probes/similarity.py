@@ -3,7 +3,7 @@
 What it measures: whether inputs with equal targets get similar vectors.
 
 * (a) :func:`residual_similarity`: the last position's residual stream after layer L's
-  attention (``blocks.{L}.hook_resid_mid``, default L = 1, the second layer) across
+  attention (``blocks.{L}.hook_resid_mid``, default L = 1, the papers' second layer) across
   inputs with different (key, anchor pair); equal-target cells are those with equal
   composite f(x; a1, a2) = x + s(a1) + s(a2) (NeurIPS Fig. 4a inferential, 4b symmetric).
 * (b) :func:`value_similarity`: layer L's value vectors (``blocks.{L}.attn.hook_v``,
