@@ -47,6 +47,9 @@ def _plain_forward(model: HookedTransformer, tokens: torch.Tensor, architecture:
     def bias(name: str) -> torch.Tensor | float:
         return p[name] if has_bias else 0.0
 
+    def head_bias(name: str) -> torch.Tensor | float:  # [head, d_head] -> broadcast over batch and position
+        return p[name][None, :, None, :] if has_bias else 0.0
+
     def ln(x: torch.Tensor, prefix: str) -> torch.Tensor:
         mean = x.mean(-1, keepdim=True)
         var = ((x - mean) ** 2).mean(-1, keepdim=True)
@@ -54,9 +57,9 @@ def _plain_forward(model: HookedTransformer, tokens: torch.Tensor, architecture:
 
     def attn(q_in: torch.Tensor, kv_in: torch.Tensor, layer: int) -> torch.Tensor:
         a = f"blocks.{layer}.attn"
-        q = torch.einsum("bpd,hde->bhpe", q_in, p[f"{a}.W_Q"]) + (bias(f"{a}.b_Q") if not has_bias else p[f"{a}.b_Q"][None, :, None, :])
-        k = torch.einsum("bpd,hde->bhpe", kv_in, p[f"{a}.W_K"]) + (0.0 if not has_bias else p[f"{a}.b_K"][None, :, None, :])
-        v = torch.einsum("bpd,hde->bhpe", kv_in, p[f"{a}.W_V"]) + (0.0 if not has_bias else p[f"{a}.b_V"][None, :, None, :])
+        q = torch.einsum("bpd,hde->bhpe", q_in, p[f"{a}.W_Q"]) + head_bias(f"{a}.b_Q")
+        k = torch.einsum("bpd,hde->bhpe", kv_in, p[f"{a}.W_K"]) + head_bias(f"{a}.b_K")
+        v = torch.einsum("bpd,hde->bhpe", kv_in, p[f"{a}.W_V"]) + head_bias(f"{a}.b_V")
         scores = torch.einsum("bhqe,bhke->bhqk", q, k) / math.sqrt(q.shape[-1])
         causal = torch.ones(n_pos, n_pos, dtype=torch.bool).tril()
         pattern = scores.masked_fill(~causal, float("-inf")).softmax(-1)

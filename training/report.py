@@ -57,7 +57,7 @@ from interp_init.model import CONFIG_FILE, WEIGHTS_FILE
 from training.config import RunConfig
 from training.data import AnchorDataset, composite, make_dataset, task_spec
 from training.loop import read_metrics
-from training.verdict import run_verdict
+from training.verdict import EXPECTED, run_verdict
 
 IMAGE_FORMATS = ("png", "svg", "pdf")
 PROJECTIONS = ("pca", "tsne")
@@ -765,7 +765,7 @@ def section_verdict(ctx: Context) -> Section:
         v = run_verdict(run.config.data.task, metrics.get("final", {}) or {}, metrics.get("status", "no metrics"), rank)
         rows.append({"run": run.name, "task": run.config.data.task, "architecture": run.config.model.architecture,
                      "gamma": run.config.init.gamma, "learned": v.solution, "evidence": v.evidence})  # fmt: skip
-    expected = [run_verdict(task, {}, "completed").expected for task in dict.fromkeys(r.config.data.task for r in ctx.runs)]
+    expected = [EXPECTED.get(task, "") for task in dict.fromkeys(r.config.data.task for r in ctx.runs)]
     flips = reproduction_verdicts(ctx.runs)
     parts = [_table(pd.DataFrame(rows), 2)]
     parts += [f'<p class="verdict">{html.escape(line)}</p>' for line in flips]
