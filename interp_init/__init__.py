@@ -1,40 +1,51 @@
-"""Gamma-scaled initialization and model construction for TransformerLens models.
+"""The base of the toolkit: gamma-scaled initialization, the three architectures, the
+anchor-function tasks and the run folder.
 
 ``gamma_init_`` re-initializes any ``HookedTransformer`` with std = d_in ** -gamma;
 three architectures (``standard``, ``journal``, ``neurips``: :mod:`interp_init.architectures`)
 are built by name; ``build_model`` makes one from a :class:`ModelConfig` and an :class:`InitConfig`;
-``load_model`` returns the trained model of a run folder.
+:mod:`interp_init.tasks` defines the anchor-function tasks and :mod:`interp_init.data` draws
+their samples; :class:`~interp_init.runfolder.RunFolder` owns a run's folder and
+``load_model`` returns its trained model.
+
+The names below are imported on first use (PEP 562 ``__getattr__``): the configs and the
+task definitions (``interp_init.config``, ``interp_init.tasks``) import neither torch nor
+TransformerLens, so the command line's ``--help`` stays fast.
 """
 
-from interp_init.architectures import JournalBlock, PostLNBlock, architecture_of
-from interp_init.config import ARCHITECTURES, CONVENTIONS, InitConfig, ModelConfig
-from interp_init.init import bias_bounds, gamma_init_, init_stds
-from interp_init.model import (
-    build_model,
-    empty_model,
-    load_model,
-    load_weights,
-    quiet_deprecation,
-    resolve_device,
-    save_weights,
-)
+from __future__ import annotations
 
-__all__ = [
-    "ARCHITECTURES",
-    "CONVENTIONS",
-    "JournalBlock",
-    "PostLNBlock",
-    "architecture_of",
-    "bias_bounds",
-    "InitConfig",
-    "ModelConfig",
-    "build_model",
-    "empty_model",
-    "gamma_init_",
-    "init_stds",
-    "load_model",
-    "load_weights",
-    "quiet_deprecation",
-    "resolve_device",
-    "save_weights",
-]
+from typing import Any
+
+from types import ModuleType
+
+_ARCHITECTURES = ("JournalBlock", "PostLNBlock", "architecture_of")
+_CONFIG = ("ARCHITECTURES", "CONVENTIONS", "InitConfig", "ModelConfig")
+_INIT = ("bias_bounds", "gamma_init_", "init_stds")
+_MODEL = ("build_model", "empty_model", "load_model", "load_weights", "quiet_deprecation", "resolve_device", "save_weights")
+
+__all__ = sorted((*_ARCHITECTURES, *_CONFIG, *_INIT, *_MODEL))
+
+
+def _module_of(name: str) -> ModuleType:
+    if name in _ARCHITECTURES:
+        from interp_init import architectures as module
+    elif name in _CONFIG:
+        from interp_init import config as module
+    elif name in _INIT:
+        from interp_init import init as module
+    elif name in _MODEL:
+        from interp_init import model as module
+    else:
+        raise AttributeError(f"module 'interp_init' has no attribute {name!r}")
+    return module
+
+
+def __getattr__(name: str) -> Any:
+    value = getattr(_module_of(name), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -1,17 +1,14 @@
-"""Hook-based analyses of any TransformerLens ``HookedTransformer`` (SPEC section 6).
+"""Hook-based analyses of any TransformerLens ``HookedTransformer`` (`docs/science.md <../docs/science.md>`_).
 
 Each analysis returns data first (tensors, arrays or DataFrames); figures are drawn by
 separate ``plot_*`` functions.  Modules: :mod:`probes.masking` (attention masking after
 softmax, projections and cluster scores), :mod:`probes.flow` (information flow, top
 paths, circuitsvis HTML), :mod:`probes.similarity` (cosine-similarity heatmaps and block
-scores), :mod:`probes.condensation` (neuron condensation, embedding PCA, spectra) and
-:mod:`probes.rank` (stable rank).
-
-``probes.condensation`` is the function (exported here); the module of the same name is
-reached with ``importlib.import_module("probes.condensation")``.
+scores), :mod:`probes.geometry` (neuron condensation, embedding PCA, spectra) and
+:mod:`probes.rank` (stable rank).  Every module stands on :mod:`interp_init` only.
 """
 
-from probes.condensation import (
+from probes.geometry import (
     Condensation,
     EmbeddingPCA,
     condensation,

@@ -59,7 +59,8 @@ from torch import Tensor
 from transformer_lens import HookedTransformer
 
 from probes._common import as_tokens, capture_hooks, check_index, check_indices
-from training.data import SHIFTS, AnchorDataset
+from interp_init.data import AnchorDataset
+from interp_init.tasks import SHIFTS
 
 SourcePositions = int | Sequence[int] | Sequence[Sequence[int]] | Tensor
 

@@ -108,7 +108,7 @@ def _allowed(error: ValueError) -> tuple[str, ...]:
 def test_the_option_table_matches_the_config_dataclasses() -> None:
     from interp_init.config import ARCHITECTURES, CONVENTIONS, ModelConfig
     from training.config import OPTION_SECTION, PRECISIONS, PRESETS, SECTIONS
-    from training.data import TASKS
+    from interp_init.tasks import TASKS
 
     assert set(FIELDS) == set(OPTION_SECTION) - {"task"}
     assert TASK_CHOICES == TASKS and PRESET_CHOICES == tuple(sorted(PRESETS))

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from training.cli import main
-from training.data import ALL_PAIRS, task_spec
+from interp_init.tasks import ALL_PAIRS, task_spec
 from training.phase import (
     FIGURES,
     add_phase,

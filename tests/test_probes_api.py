@@ -13,13 +13,13 @@ import probes
 from interp_init import quiet_deprecation
 from training import make_dataset
 
-MODULES = ["probes.masking", "probes.flow", "probes.similarity", "probes.condensation", "probes.rank"]
+MODULES = ["probes.masking", "probes.flow", "probes.similarity", "probes.geometry", "probes.rank"]
 from helpers import foreign_model, n_hooks
 
 
 @pytest.mark.parametrize("name", MODULES)
 def test_module_docstring_examples_run(name):
-    module = importlib.import_module(name)  # not probes.<name>: probes.condensation is also a function
+    module = importlib.import_module(name)
     assert "Example" in module.__doc__ and "Fig" in module.__doc__ and "Shapes" in module.__doc__
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0

@@ -19,7 +19,7 @@ import torch
 
 from training.cli import main
 from training.config import make_run_config
-from training.data import SHIFTS, composite, task_spec
+from interp_init.tasks import SHIFTS, composite, task_spec
 from training.loop import train
 from training.report import (
     ReportConfig,
@@ -125,7 +125,7 @@ def test_sections_number_layers_from_zero(report: tuple[Path, str]) -> None:
 
 
 def test_eigenvalue_caption_states_the_measured_shares(report: tuple[Path, str], runs_root: Path) -> None:
-    from probes.condensation import embedding_pca
+    from probes.geometry import embedding_pca
     from training.report import variance_shares
 
     page = report[0].read_text(encoding="utf-8")

@@ -1,4 +1,7 @@
-"""Anchor-function data, the training loop, run folders and the command line.
+"""Training: configs and presets, the loop, ensembles, sweeps, the reproduction, the report and the command line.
+
+The task names and ``make_dataset`` are re-exported from :mod:`interp_init.tasks` and
+:mod:`interp_init.data`.
 
 The public names below are imported on first use (PEP 562 ``__getattr__``), so that
 ``import training.cli`` (the ``interp-init`` command and its ``--help``) imports neither
@@ -11,18 +14,21 @@ from types import ModuleType
 from typing import Any
 
 _CONFIG = ("OPTIONS", "PRESETS", "DataConfig", "RunConfig", "TrainConfig", "derive_seed", "make_run_config", "preset_options")
-_DATA = ("ANCHORS", "SHIFTS", "SPLITS", "SYMMETRIC_GROUPS", "TASKS", "AnchorDataset", "composite", "make_dataset", "task_spec")
+_TASKS = ("ANCHORS", "SHIFTS", "SPLITS", "SYMMETRIC_GROUPS", "TASKS", "AnchorPair", "composite", "task_spec")
+_DATA = ("AnchorDataset", "make_dataset")
 _EVALUATE = ("evaluate", "predict")
 _LOOP = ("TrainResult", "make_run_data", "read_metrics", "train")
 
-__all__ = sorted((*_CONFIG, *_DATA, *_EVALUATE, *_LOOP, "last_position_logits", "train_ensemble"))
+__all__ = sorted((*_CONFIG, *_TASKS, *_DATA, *_EVALUATE, *_LOOP, "last_position_logits", "train_ensemble"))
 
 
 def _module_of(name: str) -> ModuleType:
     if name in _CONFIG:
         from training import config as module
+    elif name in _TASKS:
+        from interp_init import tasks as module
     elif name in _DATA:
-        from training import data as module
+        from interp_init import data as module
     elif name in _EVALUATE:
         from training import evaluate as module
     elif name in _LOOP:

@@ -27,7 +27,7 @@ from typing import Any
 
 import click
 
-#: The anchor-function tasks (``training.data.TASKS``; checked by tests/test_cli_help.py).
+#: The anchor-function tasks (``interp_init.tasks.TASKS``; checked by tests/test_cli_help.py).
 TASK_CHOICES: tuple[str, ...] = ("symmetric", "id-ood", "complexity")
 #: The run presets (``training.config.PRESETS``; checked by tests/test_cli_help.py).
 PRESET_CHOICES: tuple[str, ...] = ("cpu", "paper", "tiny")
@@ -238,6 +238,22 @@ def train_command(task: str, preset: str | None, seed: int, device: str, quiet: 
             err=True,
         )
         raise click.exceptions.Exit(1)
+
+
+# ---------------------------------------------------------------- reproduce
+# (slot: the `reproduce` command)
+
+
+# ---------------------------------------------------------------- sweep
+# (slot: the `sweep` command)
+
+
+# ---------------------------------------------------------------- phase-diagram
+# (slot: the `phase-diagram` command)
+
+
+# ---------------------------------------------------------------- report
+# (slot: the `report` command)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from interp_init.config import InitConfig, ModelConfig, check_positive_finite, config_from_dict, config_to_dict
-from training.data import DATA_VERSION, SEQ_LEN, SYMMETRIC_GROUPS, TASKS, highest_token, task_spec
+from interp_init.tasks import DATA_VERSION, SEQ_LEN, SYMMETRIC_GROUPS, TASKS, highest_token, task_spec
 
 
 @dataclass(frozen=True)

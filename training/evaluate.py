@@ -17,7 +17,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from transformer_lens import HookedTransformer
 
-from training.data import AnchorDataset
+from interp_init.data import AnchorDataset
 
 LogitsFn = Callable[[HookedTransformer, Tensor], Tensor]
 

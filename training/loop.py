@@ -35,7 +35,8 @@ from transformer_lens import HookedTransformer
 from interp_init import build_model, empty_model, load_weights, resolve_device, save_weights
 from interp_init.model import CONFIG_FILE, WEIGHTS_FILE
 from training.config import RunConfig
-from training.data import AnchorDataset, make_dataset, task_spec
+from interp_init.data import AnchorDataset, make_dataset
+from interp_init.tasks import task_spec
 from training.evaluate import LogitsFn, evaluate, full_forward_last
 from training.fast import last_position_logits, make_optimizer, train_step
 

@@ -37,7 +37,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from training.data import ALL_PAIRS, task_spec
+from interp_init.tasks import ALL_PAIRS, task_spec
 from training.sweep import LOSS_THRESHOLD, PAIR_ACC_THRESHOLD, collect_results, pair_column
 
 #: ID accuracy at or above which ID generalization is "good" (NeurIPS shadow zones).

@@ -55,7 +55,8 @@ from transformer_lens import HookedTransformer
 from interp_init import load_model
 from interp_init.model import CONFIG_FILE, WEIGHTS_FILE
 from training.config import RunConfig
-from training.data import AnchorDataset, composite, make_dataset, task_spec
+from interp_init.data import AnchorDataset, make_dataset
+from interp_init.tasks import composite, task_spec
 from training.loop import read_metrics
 from training.verdict import EXPECTED, run_verdict
 
@@ -482,7 +483,7 @@ def section_stable_ranks(ctx: Context) -> Section:
 
 
 def spectra_cell(run: Run, ctx: Context) -> Cell:
-    singular_value_spectra, plot_spectra = _probe("probes.condensation", "singular_value_spectra", "plot_spectra")
+    singular_value_spectra, plot_spectra = _probe("probes.geometry", "singular_value_spectra", "plot_spectra")
     assert run.model is not None
     fig = plot_spectra(singular_value_spectra(run.model), normalized=True, title=None)
     fig.update_traces(marker=dict(size=3), line=dict(width=1.5))
@@ -582,7 +583,7 @@ def section_value_similarity(ctx: Context) -> Section:
 
 def condensation_cell(run: Run, ctx: Context) -> Cell:
     condensation, plot_condensation, merged_weight = (
-        *_probe("probes.condensation", "condensation", "plot_condensation"),
+        *_probe("probes.geometry", "condensation", "plot_condensation"),
         *_probe("probes.rank", "merged_weight"),
     )
     assert run.model is not None
@@ -604,7 +605,7 @@ def section_condensation(ctx: Context) -> Section:
 
 
 def embedding_cell(run: Run, ctx: Context) -> Cell:
-    (plot_embedding_pca,) = _probe("probes.condensation", "plot_embedding_pca")
+    (plot_embedding_pca,) = _probe("probes.geometry", "plot_embedding_pca")
     result = _embedding_pca(run, ctx)
     fig = plot_embedding_pca(result, title="")
     fig.update_layout(coloraxis_showscale=False)
@@ -637,7 +638,7 @@ EIGEN_TOP = 10
 
 
 def _embedding_pca(run: Run, ctx: Context) -> Any:
-    (embedding_pca,) = _probe("probes.condensation", "embedding_pca")
+    (embedding_pca,) = _probe("probes.geometry", "embedding_pca")
     assert run.model is not None
     return ctx.cached(("embedding-pca", run.name), lambda: embedding_pca(run.model))
 

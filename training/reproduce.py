@@ -45,7 +45,7 @@ import click
 import pandas as pd
 
 from training.config import PRECISIONS, PRESETS, RunConfig, make_run_config
-from training.data import TASKS
+from interp_init.tasks import TASKS
 from training.loop import atomic_write_json, train
 
 #: The tasks a reproduction trains, in order.

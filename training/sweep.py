@@ -70,7 +70,7 @@ import torch
 from tqdm.auto import tqdm
 
 from training.config import OPTIONS, PRESETS, RunConfig, make_run_config, preset_options
-from training.data import ALL_PAIRS, TASKS
+from interp_init.tasks import ALL_PAIRS, TASKS
 from training.loop import atomic_write_json, atomic_write_text, read_metrics
 
 SPEC_FILE = "sweep.json"

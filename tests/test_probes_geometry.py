@@ -1,4 +1,4 @@
-"""Condensation, embedding PCA and spectra (probes.condensation), and stable rank (probes.rank)."""
+"""Condensation, embedding PCA and spectra (probes.geometry), and stable rank (probes.rank)."""
 
 from __future__ import annotations
 

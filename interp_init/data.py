@@ -1,12 +1,7 @@
-"""The anchor-function task (SPEC section 1), generated without a per-sample Python loop.
+"""Anchor-function samples, generated without a per-sample Python loop.
 
-Tokens 1, 2, 3, 4 are *anchors*, each a function g(x; a) = x + s(a) with
-s = {1: +5, 2: +1, 3: -2, 4: -8}.  A sequence holds 9 tokens: noise drawn uniformly from
-20..99, a key x at position p (uniform in 0..6) and one adjacent anchor pair (a1, a2) at
-positions p+1, p+2.  The target, predicted at the last position, is the composite
-f(x; a1, a2) = x + s(a1) + s(a2), unless the task gives the pair another mapping.
-
-One encoded example (task ``symmetric``, split ``train``)::
+:mod:`interp_init.tasks` defines the tasks; this module draws their samples.  One encoded
+example (task ``symmetric``, split ``train``)::
 
     position   0   1   2   3   4   5   6   7   8
     tokens    35  63  99   1   2  38  42  36  62     key x = 99 at p = 2, pair (1, 2)
@@ -20,20 +15,15 @@ task's unseen pair(s), keys drawn as in training.
 Samples are drawn in blocks of :data:`BLOCK_SIZE`, each from its own NumPy generator
 (SFC64, seeded by the dataset's seed and the block's index through ``SeedSequence``), on
 torch's threads: the same seed gives the same samples on any number of threads and any
-platform (within one :data:`DATA_VERSION`).  Every value is exactly uniform on its range,
-drawn from 16-bit words by Lemire's multiply-shift with rejection (:func:`_below`); no
-per-sample Python loop.  Token ids are stored as uint8 (``AnchorDataset.token_ids``) and
-widened to int64 where a model reads them (``tokens``, ``batch_tokens``).
-
-Tasks (SPEC's presets): ``symmetric`` (14 pairs with f, pair (3,4) with the
-non-inferential x - 6, (4,3) held out with candidate targets inferential x - 10 and
-symmetric x - 6), ``id-ood`` (14 pairs with f, (3,4) and (4,3) held out) and
-``complexity`` (all 16 pairs; the first ``k`` of the 6 symmetric groups get target
-f + ``offset``; no held-out pair).
+platform (within one :data:`~interp_init.tasks.DATA_VERSION`).  Every value is exactly
+uniform on its range, drawn from 16-bit words by Lemire's multiply-shift with rejection
+(:func:`_below`); no per-sample Python loop.  Token ids are stored as uint8
+(``AnchorDataset.token_ids``) and widened to int64 where a model reads them (``tokens``,
+``batch_tokens``).
 
 Example::
 
-    >>> from training import make_dataset
+    >>> from interp_init.data import make_dataset
     >>> ds = make_dataset("symmetric", "heldout", n=4, seed=0)
     >>> ds.tokens.shape, sorted(ds.candidate_targets)
     (torch.Size([4, 9]), ['inferential', 'symmetric'])
@@ -50,99 +40,13 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-ANCHORS: tuple[int, ...] = (1, 2, 3, 4)
-SHIFTS: dict[int, int] = {1: 5, 2: 1, 3: -2, 4: -8}
-KEY_LOW, KEY_HIGH = 20, 99  # inclusive range of keys and noise tokens
-SEQ_LEN = 9
-N_KEY_POSITIONS = 7  # p in 0..6
-VOCAB_SIZE = 201
-TASKS = ("symmetric", "id-ood", "complexity")
-SPLITS = ("train", "id_test", "heldout")
-ALL_PAIRS: tuple[tuple[int, int], ...] = tuple((a, b) for a in ANCHORS for b in ANCHORS)
-#: The 6 symmetric groups, in SPEC's order; ``complexity`` with ``k`` offsets the first k.
-SYMMETRIC_GROUPS: tuple[tuple[tuple[int, int], tuple[int, int]], ...] = (
-    ((1, 2), (2, 1)),
-    ((1, 3), (3, 1)),
-    ((1, 4), (4, 1)),
-    ((2, 3), (3, 2)),
-    ((2, 4), (4, 2)),
-    ((3, 4), (4, 3)),
-)
-#: Version of the sample stream: the same seed gives the same samples within a version.
-#: Bump it whenever a change to :func:`make_dataset` changes what a seed draws; run folders
-#: record it, so a folder made with another stream is refused rather than silently mixed.
-DATA_VERSION = 4
+from interp_init.tasks import KEY_HIGH, KEY_LOW, N_KEY_POSITIONS, SEQ_LEN, SPLITS, composite, task_spec
+
 #: Samples are drawn in blocks of this many, each from its own generator seeded by the
 #: dataset's seed and the block's index: blocks are drawn on all of torch's threads, their
 #: scratch arrays (about 1 MB) stay in cache, and the same seed gives the same samples on
 #: any thread count.
 BLOCK_SIZE = 1 << 15
-#: The symmetric task's non-inferential target for (3, 4): x - 6 instead of f = x - 10.
-SYMMETRIC_TASK_OFFSET = 4
-
-
-def composite(x: Tensor | int, a1: Tensor | int, a2: Tensor | int) -> Tensor | int:
-    """f(x; a1, a2) = x + s(a1) + s(a2), on ints or tensors of anchors."""
-    if isinstance(a1, int) and isinstance(a2, int):
-        return x + SHIFTS[a1] + SHIFTS[a2]
-    table = torch.zeros(max(ANCHORS) + 1, dtype=torch.int64)
-    for a, s in SHIFTS.items():
-        table[a] = s
-    return x + table[torch.as_tensor(a1)] + table[torch.as_tensor(a2)]
-
-
-@dataclass(frozen=True)
-class TaskSpec:
-    """Which pairs a task trains on, which it holds out, and each pair's target offset from f."""
-
-    name: str
-    train_pairs: tuple[tuple[int, int], ...]
-    heldout_pairs: tuple[tuple[int, int], ...]
-    offsets: dict[tuple[int, int], int] = field(default_factory=dict)
-    #: For a held-out pair: named candidate targets as offsets from f.
-    candidates: dict[str, int] = field(default_factory=dict)
-
-    def offset(self, pair: tuple[int, int]) -> int:
-        return self.offsets.get(pair, 0)
-
-
-def task_spec(task: str, k: int = 0, offset: int = 4) -> TaskSpec:
-    """The :class:`TaskSpec` of a task name (see the module docstring)."""
-    if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; choose one of {TASKS}")
-    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= len(SYMMETRIC_GROUPS):
-        raise ValueError(f"k (inferential complexity) must be an integer in 0..{len(SYMMETRIC_GROUPS)}, got {k!r}")
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset == 0:
-        raise ValueError(f"offset must be a non-zero integer (the shift of a non-inferential target from f), got {offset!r}")
-    if task != "complexity" and k != 0:
-        raise ValueError(f"k applies to the 'complexity' task only; task {task!r} takes k=0")
-    if task == "symmetric":
-        train = tuple(p for p in ALL_PAIRS if p != (4, 3))
-        return TaskSpec(
-            task,
-            train,
-            ((4, 3),),
-            offsets={(3, 4): SYMMETRIC_TASK_OFFSET},
-            candidates={"inferential": 0, "symmetric": SYMMETRIC_TASK_OFFSET},
-        )
-    if task == "id-ood":
-        train = tuple(p for p in ALL_PAIRS if p not in ((3, 4), (4, 3)))
-        return TaskSpec(task, train, ((3, 4), (4, 3)))
-    offsets = {pair: offset for group in SYMMETRIC_GROUPS[:k] for pair in group}
-    lowest = KEY_LOW + min(composite(0, a, b) + offsets.get((a, b), 0) for a, b in ALL_PAIRS)
-    highest = KEY_HIGH + max(composite(0, a, b) + offsets.get((a, b), 0) for a, b in ALL_PAIRS)
-    if lowest < 0 or highest >= VOCAB_SIZE:
-        raise ValueError(f"offset {offset} puts targets in {lowest}..{highest}, outside the vocabulary 0..{VOCAB_SIZE - 1}")
-    return TaskSpec(task, ALL_PAIRS, (), offsets=offsets)
-
-
-def highest_token(task: str, k: int = 0, offset: int = 4) -> int:
-    """The largest token id a task's sequences or targets use (inputs, designated and
-    candidate targets): a model's vocabulary must be larger than it."""
-    spec = task_spec(task, k=k, offset=offset)
-    extra = max([0, *spec.candidates.values()])
-    targets = [composite(0, a, b) + spec.offset((a, b)) + (extra if (a, b) in spec.heldout_pairs else 0) for a, b in ALL_PAIRS]
-    return max(KEY_HIGH, KEY_HIGH + max(targets))
 
 
 @dataclass(frozen=True)
