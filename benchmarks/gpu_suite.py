@@ -36,6 +36,7 @@ from training.config import RunConfig, make_run_config
 from training.ensemble import train_ensemble
 from training.fast import make_optimizer, train_step
 from training.loop import read_metrics, train
+from training.reproduce import summary_row
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_train_step import matmul_peak, step_flops  # noqa: E402  (a sibling script)
@@ -76,21 +77,13 @@ def flops_per_sample(cfg: RunConfig, dev: torch.device, batch: int = 64) -> floa
     return step_flops(lambda: train_step(model, optimizer, tokens, targets, grad_clip=cfg.train.grad_clip)) / batch
 
 
-def _row(task: str, regime: str, cfg: RunConfig, metrics: dict) -> dict:
-    final = metrics["final"]
-    heldout = final.get("heldout", {}).get("4,3", {})
-    return {
-        "task": task, "architecture": cfg.model.architecture, "regime": regime, "gamma": cfg.init.gamma, "seed": cfg.seed,
-        "status": metrics["status"], "id_acc": final.get("id_acc"), "inferential": heldout.get("inferential"),
-        "symmetric": heldout.get("symmetric"), "ood_acc": final.get("ood_acc"), "commutativity": final.get("commutativity"),
-    }  # fmt: skip
-
-
 def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
 def markdown(rows: list[dict], speed: dict[str, dict], device_name: str, peak: float, scale: str, epochs: int | None) -> str:
+    """The suite's table: one line per run (``rows``: :func:`training.reproduce.summary_row`
+    with task, architecture, regime and seed), then one speed line per task."""
     lines = [
         f"Device: {device_name}; torch {torch.__version__}; scale `{scale}`"
         + ("" if epochs is None else f", shortened to {epochs} epochs")
@@ -102,7 +95,8 @@ def markdown(rows: list[dict], speed: dict[str, dict], device_name: str, peak: f
     for r in rows:
         lines.append(
             f"| {r['task']} | {r['architecture']} | {r['regime']} | {r['gamma']} | {r['seed']} | {_fmt(r['id_acc'])} "
-            f"| {_fmt(r['inferential'])} | {_fmt(r['symmetric'])} | {_fmt(r['ood_acc'])} | {_fmt(r['commutativity'])} | {r['status']} |"
+            f"| {_fmt(r.get('heldout_inferential'))} | {_fmt(r.get('heldout_symmetric'))} | {_fmt(r.get('ood_acc'))} "
+            f"| {_fmt(r.get('commutativity'))} | {r['status']} |"
         )
     lines += ["", "| task | runs trained together | wall s | samples/s (all runs) | MFLOP/sample | fraction of fp32 matmul peak |", "|---|---|---|---|---|---|"]
     for task, s in speed.items():
@@ -146,7 +140,8 @@ def main(out: str, scale: str | None, seeds: tuple[int, ...], epochs: int | None
         samples = sum(runs[i][1].data.n_train * runs[i][1].train.epochs for i in todo)
         speed[task] = {"trained": len(todo), "seconds": seconds, "samples": samples, "flops": flops_per_sample(cfg0, dev)}
         for (regime, cfg), folder in zip(runs, folders):
-            rows.append(_row(task, regime, cfg, read_metrics(folder)))
+            row = summary_row(task, cfg, read_metrics(folder), folder)
+            rows.append({"task": task, "architecture": cfg.model.architecture, "regime": regime, "seed": cfg.seed, **row})
     peak = matmul_peak(dev, torch.float32, 8192 if dev.type == "cuda" else 1024)
     text = markdown(rows, speed, device_name, peak, scale, epochs)
     (root / "gpu_suite.md").write_text(text)

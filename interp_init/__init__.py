@@ -15,9 +15,8 @@ TransformerLens, so the command line's ``--help`` stays fast.
 
 from __future__ import annotations
 
-from typing import Any
-
 from types import ModuleType
+from typing import Any
 
 _ARCHITECTURES = ("JournalBlock", "PostLNBlock", "architecture_of")
 _CONFIG = ("ARCHITECTURES", "CONVENTIONS", "InitConfig", "ModelConfig")

@@ -3,34 +3,43 @@
 One dataclass per concern (nanoGPT's ``GPTConfig`` style): :class:`ModelConfig` says
 what network is built, :class:`InitConfig` how its weights are drawn.  Both validate in
 ``__post_init__`` and raise ``ValueError`` naming the field, the value and what is
-allowed.  Neither touches global state.
+allowed.  Neither touches global state.  The defaults are the papers' values; every
+field's meaning and choices are recorded with it (:func:`option`), and the command line's
+flags and help are built from them.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal, get_args
 
+from interp_init.tasks import SEQ_LEN, VOCAB_SIZE
+
 Architecture = Literal["standard", "journal", "neurips"]
-ARCHITECTURES: tuple[str, ...] = get_args(Architecture)
+ARCHITECTURES: tuple[Architecture, ...] = get_args(Architecture)
+ActFn = Literal["gelu", "gelu_new", "relu", "silu", "gelu_fast"]
+ACT_FNS: tuple[ActFn, ...] = get_args(ActFn)
+Normalization = Literal["LN", "LNPre", "RMS", "RMSPre"]
+NORMALIZATIONS: tuple[Normalization, ...] = get_args(Normalization)
 
 #: Each architecture's MLP activation.
-ACTIVATIONS: dict[str, str] = {"standard": "gelu", "journal": "gelu", "neurips": "relu"}
+ACTIVATIONS: dict[Architecture, ActFn] = {"standard": "gelu", "journal": "gelu", "neurips": "relu"}
 #: Each architecture's init convention (see :class:`interp_init.InitConfig`).
-CONVENTION_OF: dict[str, str] = {"standard": "reference", "journal": "reference", "neurips": "fan_in"}
+CONVENTION_OF: dict[Architecture, str] = {"standard": "reference", "journal": "reference", "neurips": "fan_in"}
 #: What each architecture does with the biases of its linear layers: ``"zero"`` (zero
 #: parameters), ``"default"`` (PyTorch's U(-1/sqrt(fan_in), 1/sqrt(fan_in)) parameters) or
 #: ``"none"`` (attention and MLP biases are zero buffers; the unembedding's is ``"default"``).
 BIASES: dict[str, str] = {"standard": "zero", "journal": "default", "neurips": "none"}
 
 Convention = Literal["reference", "fan_in"]
-CONVENTIONS: tuple[str, ...] = get_args(Convention)
+CONVENTIONS: tuple[Convention, ...] = get_args(Convention)
 
-#: Vocabulary of the anchor-function task: tokens 0..200 (SPEC section 1).
-ANCHOR_VOCAB = 201
-#: Sequence length of the anchor-function task: 9 input tokens.
-ANCHOR_CTX = 9
+
+def option(default: Any, help: str, choices: tuple[str, ...] | None = None) -> Any:  # noqa: A002 - click's word
+    """A config field with its default, what it means, and its allowed values (if a list):
+    the command line's ``--flag`` and help are made from these."""
+    return field(default=default, metadata={"help": help, "choices": choices})
 
 
 def _check_int(name: str, value: Any, minimum: int = 1) -> None:
@@ -58,28 +67,26 @@ class ModelConfig:
     ``d_model=400``, ``d_mlp=1200``, one head with ``d_head=200``.
     """
 
-    architecture: str = "neurips"
-    n_layers: int = 2
-    d_model: int = 400
-    n_heads: int = 1
-    d_head: int = 200
-    d_mlp: int = 1200
-    d_vocab: int = ANCHOR_VOCAB
-    n_ctx: int = ANCHOR_CTX
-    act_fn: str | None = None
-    normalization_type: str = "LN"
+    architecture: Architecture = option("neurips", "Transformer block: neurips (post-LN, ReLU, no attention or MLP biases: the NeurIPS 2024 model), journal (pre-LN on the query only, with biases: the journal paper's model) or standard (TransformerLens' GPT-2 block). Default: the task's paper's (neurips for symmetric and complexity, journal for id-ood).", choices=ARCHITECTURES)
+    n_layers: int = option(2, 'Number of transformer blocks.')
+    d_model: int = option(400, 'Width of the residual stream (the embedding size).')
+    n_heads: int = option(1, 'Attention heads per layer.')
+    d_head: int = option(200, 'Width of each attention head (its query, key and value size).')
+    d_mlp: int = option(1200, 'Hidden width of each MLP.')
+    d_vocab: int = option(VOCAB_SIZE, 'Vocabulary size; the anchor tasks use tokens 0..200, so 201.')
+    n_ctx: int = option(SEQ_LEN, "Context length in tokens; the anchor tasks' sequences have 9.")
+    act_fn: ActFn | None = option(None, "MLP activation. Default: the architecture's (relu for neurips, gelu otherwise).", choices=ACT_FNS)
+    normalization_type: Normalization = option("LN", 'Normalization layer: LayerNorm (LN) or its variants; other than LN for --architecture standard only.', choices=NORMALIZATIONS)
 
     def __post_init__(self) -> None:
         if self.architecture not in ARCHITECTURES:
             raise ValueError(f"architecture must be one of {ARCHITECTURES}, got {self.architecture!r}")
         for name in ("n_layers", "d_model", "n_heads", "d_head", "d_mlp", "d_vocab", "n_ctx"):
             _check_int(name, getattr(self, name))
-        allowed_act = ("gelu", "gelu_new", "relu", "silu", "gelu_fast")
-        if self.act_fn is not None and self.act_fn not in allowed_act:
-            raise ValueError(f"act_fn must be one of {allowed_act}, got {self.act_fn!r}")
-        allowed_norm = ("LN", "LNPre", "RMS", "RMSPre")
-        if self.normalization_type not in allowed_norm:
-            raise ValueError(f"normalization_type must be one of {allowed_norm}, got {self.normalization_type!r}")
+        if self.act_fn is not None and self.act_fn not in ACT_FNS:
+            raise ValueError(f"act_fn must be one of {ACT_FNS}, got {self.act_fn!r}")
+        if self.normalization_type not in NORMALIZATIONS:
+            raise ValueError(f"normalization_type must be one of {NORMALIZATIONS}, got {self.normalization_type!r}")
         if self.architecture != "standard" and self.normalization_type != "LN":
             raise ValueError(
                 f"normalization_type {self.normalization_type!r} is for architecture 'standard' only; "
@@ -143,13 +150,13 @@ class InitConfig:
     ``gamma_mlp`` (W_in, W_out) and ``gamma_unembed`` (W_U) default to ``gamma``.
     """
 
-    gamma: float = 0.5
-    convention: str | None = None
-    gamma_embed: float | None = None
-    gamma_qk: float | None = None
-    gamma_vo: float | None = None
-    gamma_mlp: float | None = None
-    gamma_unembed: float | None = None
+    gamma: float = option(0.5, "Initialization scale: weights drawn from N(0, std = d_in^-gamma). Large gamma is small init (the papers' reasoning regime), small gamma is large init (memorizing).")
+    convention: Convention | None = option(None, "What d_in is: reference (d_model for every matrix, output projections further divided by sqrt(2 n_layers): the journal's code) or fan_in (each matrix's true input width: the NeurIPS experiments). Default: the architecture's (fan_in for neurips, reference otherwise).", choices=CONVENTIONS)
+    gamma_embed: float | None = option(None, 'Gamma of the embeddings W_E and W_pos. Default: --gamma.')
+    gamma_qk: float | None = option(None, "Gamma of the attention's W_Q and W_K. Default: --gamma.")
+    gamma_vo: float | None = option(None, "Gamma of the attention's W_V and W_O. Default: --gamma.")
+    gamma_mlp: float | None = option(None, "Gamma of the MLPs' W_in and W_out. Default: --gamma.")
+    gamma_unembed: float | None = option(None, 'Gamma of the unembedding W_U. Default: --gamma.')
 
     def __post_init__(self) -> None:
         check_positive_finite("gamma", self.gamma)

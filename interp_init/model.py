@@ -1,34 +1,31 @@
 """Build ``HookedTransformer`` models from configs, and save and load their weights.
 
-The run-folder layout shared with :mod:`training`:
-
-* ``config.json``: the whole run config; its ``"model"`` section is a :class:`ModelConfig`.
-* ``model.safetensors``: the final weights, with the model config in the file's metadata
-  so that weights from another architecture are refused with a clear message.
-
-Weights are stored with safetensors, so loading never executes pickled code.
+A weights file (safetensors, so loading never executes pickled code) carries the model
+config in its metadata, so that weights of another architecture or size are refused with
+a clear message, and, when written for a run folder, the run's config digest
+(:mod:`interp_init.runfolder`).  :func:`load_model` reads a run folder's trained model.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save
 from transformer_lens import HookedTransformer, HookedTransformerConfig
 
 from interp_init.architectures import install_blocks
 from interp_init.config import InitConfig, ModelConfig, config_to_dict
 from interp_init.init import gamma_init_
+from interp_init.runfolder import BadRunFile, RunFolder, atomic_write
 
-WEIGHTS_FILE = "model.safetensors"
-CONFIG_FILE = "config.json"
+__all__ = ["build_model", "empty_model", "load_model", "load_weights", "quiet_deprecation",
+           "resolve_device", "save_weights", "weights_metadata"]  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -78,12 +75,6 @@ def build_model(
     return gamma_init_(model, config=init_cfg, seed=seed)
 
 
-def _atomic_write_bytes(path: Path, write: callable) -> None:  # type: ignore[valid-type]
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    write(tmp)
-    os.replace(tmp, path)
-
-
 def _canonical_header(data: bytes) -> bytes:
     """The safetensors bytes ``data`` with their JSON header's keys sorted.
 
@@ -99,16 +90,31 @@ def _canonical_header(data: bytes) -> bytes:
     return len(text).to_bytes(8, "little") + text + data[8 + length :]
 
 
-def save_weights(model: HookedTransformer, model_cfg: ModelConfig, path: str | Path) -> Path:
-    """Write ``model``'s weights to ``path`` (safetensors, atomically), tagged with its config.
+def save_weights(model: HookedTransformer, model_cfg: ModelConfig, path: str | Path, *, run_digest: str | None = None) -> Path:
+    """Write ``model``'s weights to ``path`` (safetensors, atomically), tagged with its config
+    (and, for a run folder, the run's config digest).
 
     Equal weights and config give byte-identical files (``sha256sum`` can compare runs)."""
     path = Path(path)
     state = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items() if not k.endswith(".IGNORE")}
     metadata = {"model_config": json.dumps(config_to_dict(model_cfg), sort_keys=True), "format": "interp-init/1"}
-    data = _canonical_header(save(state, metadata=metadata))
-    _atomic_write_bytes(path, lambda tmp: tmp.write_bytes(data))
-    return path
+    if run_digest is not None:
+        metadata["run_digest"] = run_digest
+    return atomic_write(path, _canonical_header(save(state, metadata=metadata)))
+
+
+def _unreadable(path: Path, err: Exception) -> BadRunFile:
+    return BadRunFile(path, f"is not a readable safetensors weights file ({err}); it may be truncated or foreign", "restore the file or retrain the run")
+
+
+def weights_metadata(path: str | Path) -> dict[str, str]:
+    """The metadata of a weights file written by :func:`save_weights`."""
+    path = Path(path)
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            return dict(handle.metadata() or {})
+    except (SafetensorError, OSError, ValueError) as err:
+        raise _unreadable(path, err) from None
 
 
 def load_weights(model: HookedTransformer, model_cfg: ModelConfig, path: str | Path) -> HookedTransformer:
@@ -116,14 +122,11 @@ def load_weights(model: HookedTransformer, model_cfg: ModelConfig, path: str | P
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no weights file at {path}")
+    metadata = weights_metadata(path)
     try:
-        from safetensors import safe_open
-
-        with safe_open(str(path), framework="pt") as handle:
-            metadata = handle.metadata() or {}
         state = load_file(str(path))
     except (SafetensorError, OSError, ValueError) as err:
-        raise ValueError(f"{path} is not a readable safetensors weights file ({err}); it may be truncated or foreign") from err
+        raise _unreadable(path, err) from None
     saved_cfg = metadata.get("model_config")
     if saved_cfg is None:
         raise ValueError(f"{path} carries no model config: it was not written by interp-init")
@@ -143,27 +146,10 @@ def load_weights(model: HookedTransformer, model_cfg: ModelConfig, path: str | P
     return model
 
 
-def read_run_config(run_dir: str | Path) -> dict:
-    """The parsed ``config.json`` of a run folder, with a clear error if it is absent or broken."""
-    path = Path(run_dir) / CONFIG_FILE
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist: {run_dir} is not a run folder (train one with `interp-init train`)")
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path} is not valid JSON ({err})") from err
-
-
 def load_model(run_dir: str | Path, device: str | torch.device | None = "cpu") -> HookedTransformer:
     """The trained ``HookedTransformer`` of a run folder, in eval mode.
 
-    Its logits are identical to those of the model that was saved.
+    Its logits are identical to those of the model that was saved.  Weights or metrics
+    copied from another run are refused (:meth:`RunFolder.check_bound`).
     """
-    run_dir = Path(run_dir)
-    data = read_run_config(run_dir)
-    if "model" not in data:
-        raise ValueError(f"{run_dir / CONFIG_FILE} has no 'model' section")
-    model_cfg = ModelConfig.from_dict(data["model"], where=f"{run_dir / CONFIG_FILE} [model]")
-    model = empty_model(model_cfg, device)
-    load_weights(model, model_cfg, run_dir / WEIGHTS_FILE)
-    return model.eval()
+    return RunFolder(run_dir).load_model(device)

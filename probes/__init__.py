@@ -8,17 +8,6 @@ scores), :mod:`probes.geometry` (neuron condensation, embedding PCA, spectra) an
 :mod:`probes.rank` (stable rank).  Every module stands on :mod:`interp_init` only.
 """
 
-from probes.geometry import (
-    Condensation,
-    EmbeddingPCA,
-    condensation,
-    embedding_pca,
-    plot_condensation,
-    plot_eigenvalues,
-    plot_embedding_pca,
-    plot_spectra,
-    singular_value_spectra,
-)
 from probes.flow import (
     attention_html,
     attention_patterns,
@@ -29,6 +18,17 @@ from probes.flow import (
     standalone_html,
     token_labels,
     top_paths,
+)
+from probes.geometry import (
+    Condensation,
+    EmbeddingPCA,
+    condensation,
+    embedding_pca,
+    plot_condensation,
+    plot_eigenvalues,
+    plot_embedding_pca,
+    plot_spectra,
+    singular_value_spectra,
 )
 from probes.masking import (
     MaskedRun,
@@ -41,7 +41,13 @@ from probes.masking import (
     project,
     source_mask,
 )
-from probes.rank import merged_weight, singular_values, stable_rank, weight_matrices, weight_stable_ranks
+from probes.rank import (
+    merged_weight,
+    singular_values,
+    stable_rank,
+    weight_matrices,
+    weight_stable_ranks,
+)
 from probes.similarity import (
     SimilarityResult,
     block_score,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import operator
-
 from collections.abc import Callable, Iterable, Sequence
 
 import torch

@@ -58,9 +58,9 @@ from sklearn.metrics import adjusted_rand_score, silhouette_score
 from torch import Tensor
 from transformer_lens import HookedTransformer
 
-from probes._common import as_tokens, capture_hooks, check_index, check_indices
 from interp_init.data import AnchorDataset
 from interp_init.tasks import SHIFTS
+from probes._common import as_tokens, capture_hooks, check_index, check_indices
 
 SourcePositions = int | Sequence[int] | Sequence[Sequence[int]] | Tensor
 

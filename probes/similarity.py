@@ -50,9 +50,17 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 from transformer_lens import HookedTransformer
 
-from probes._common import as_tokens, check_index, check_layer, run_capturing
 from interp_init.data import AnchorDataset
-from interp_init.tasks import ANCHORS, KEY_HIGH, KEY_LOW, N_KEY_POSITIONS, SEQ_LEN, SHIFTS, composite
+from interp_init.tasks import (
+    ANCHORS,
+    KEY_HIGH,
+    KEY_LOW,
+    N_KEY_POSITIONS,
+    SEQ_LEN,
+    SHIFTS,
+    composite,
+)
+from probes._common import as_tokens, check_index, check_layer, run_capturing
 
 NAMED_POSITIONS = ("key", "first_anchor", "second_anchor", "last")
 

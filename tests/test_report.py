@@ -17,9 +17,9 @@ import plotly.offline
 import pytest
 import torch
 
+from interp_init.tasks import SHIFTS, composite, task_spec
 from training.cli import main
 from training.config import make_run_config
-from interp_init.tasks import SHIFTS, composite, task_spec
 from training.loop import train
 from training.report import (
     ReportConfig,
@@ -137,6 +137,116 @@ def test_eigenvalue_caption_states_the_measured_shares(report: tuple[Path, str],
         assert f"{run.name} {sum(shares[:2]):.2f}" in sentence
 
 
+def _caption(page: str, key: str) -> str:
+    """The caption of section ``key`` as the reader sees it (HTML entities decoded)."""
+    import html
+
+    (sentence,) = re.findall(rf'<section id="{key}"><h2>[^<]*</h2><p class="what">([^<]*)</p>', page)
+    return html.unescape(sentence)
+
+
+def _measured(caption: str) -> str:
+    """The caption's measured part: what follows "Measured here"."""
+    assert caption.count("Measured here, ") == 1, caption
+    return caption.split("Measured here, ", 1)[1]
+
+
+FIG3_LABELS = ["35", "63", "x=99", "a1=4", "a2=3", "38", "42", "36", "62"]
+
+
+def test_captions_state_what_the_papers_expect_and_what_the_runs_measured(report: tuple[Path, str], runs_root: Path) -> None:
+    """Each caption names small and large init and states every run's number, checked here
+    against a computation of that number from the run's metrics or model."""
+    import numpy as np
+    from sklearn.cluster import AgglomerativeClustering
+    from sklearn.metrics import adjusted_rand_score
+
+    from probes.flow import attention_patterns, information_flow, top_paths
+    from probes.geometry import condensation, embedding_pca
+    from probes.masking import mask_key, mask_second_anchor
+    from probes.rank import merged_weight, weight_matrices
+    from probes.similarity import input_grid, residual_similarity, value_similarity
+
+    page = report[0].read_text(encoding="utf-8")
+    captions = {key: _caption(page, key) for key in re.findall(r'<section id="([^"]+)">', page)}
+    for key, caption in captions.items():
+        if key not in ("verdict", "accuracies"):  # theirs name the papers' regimes per task
+            assert "small init" in caption and "large init" in caption, key
+    measured = {key: _measured(caption) for key, caption in captions.items()}
+    tokens = torch.tensor([[35, 63, 99, 4, 3, 38, 42, 36, 62]])
+    for run in load_runs([runs_root]):
+        name, model, task = run.name, run.model, run.config.data.task
+        metrics = json.loads((run.path / "metrics.json").read_text())
+        final, history = metrics["final"], metrics["history"]
+        # verdict and curves: the tiny runs fit nothing in 2 epochs
+        assert final["id_acc"] < 0.9 and all(h["id_acc"] < 0.9 for h in history)
+        assert f"{name} {'Phase 1' if task == 'id-ood' else 'did not fit'}" in measured["verdict"]
+        assert f"{name} not within {history[-1]['epoch']} epochs" in measured["curves"]
+        if task == "symmetric":
+            inf, sym = final["heldout"]["4,3"]["inferential"], final["heldout"]["4,3"]["symmetric"]
+            assert f"{name} (4,3) inferential {inf:.2f}, (4,3) symmetric {sym:.2f}" in measured["accuracies"]
+        else:
+            assert f"{name} OOD {final['ood_acc']:.2f}" in measured["accuracies"]
+        # attention: layer 0, a1 (position 3) and a2 (position 4) on the key (position 2)
+        layer0 = attention_patterns(model, tokens)[0, 0]  # [head, query, source]
+        assert f"{name} {float(layer0[:, 3, 2].max()):.2f} / {float(layer0[:, 4, 2].max()):.2f}" in measured["attention"]
+        best = top_paths(information_flow(model, tokens), threshold=0.05, top=1).iloc[0]
+        assert f"{name} {' -> '.join(FIG3_LABELS[p] for p in best['path'])} ({best['score']:.2f})" in measured["flow"]
+        # key masking: Ward clusters of the masked outputs against unordered and ordered pairs
+        data = balanced_inputs(task, per_pair=4, seed=0)
+        output = f"blocks.{model.cfg.n_layers - 1}.hook_resid_post"
+        vectors = mask_key(model, data).last_position(output).double().numpy()
+        pairs = data.anchor_pairs.tolist()
+        aris = []
+        for labels in ([f"{min(a, b)},{max(a, b)}" for a, b in pairs], [f"{a},{b}" for a, b in pairs]):
+            found = AgglomerativeClustering(n_clusters=len(set(labels))).fit_predict(vectors)
+            aris.append(f"{adjusted_rand_score(labels, found):.2f}")
+        assert f"{name} {' / '.join(aris)}" in measured["key-masking"]
+        # second-anchor masking: block score of equal g(x; a1) = x + s(a1), diagonal excluded
+        masked = mask_second_anchor(model, data).last_position(output).double()
+        unit = masked / masked.norm(dim=1, keepdim=True)
+        similarity = (unit @ unit.T).numpy()
+        g = np.array([x + SHIFTS[a] for x, (a, _) in zip(data.keys.tolist(), pairs, strict=True)])
+        off = ~np.eye(len(g), dtype=bool)
+        same = (g[:, None] == g[None, :]) & off
+        assert f"{name} {similarity[same].mean() - similarity[~same & off].mean():.3f}" in measured["second-anchor-masking"]
+        # similarity heatmaps: layer 1, so the 2-layer runs only
+        for key, probe, grid_pairs in (
+            ("residual-similarity", residual_similarity, [(1, 2), (2, 1), (1, 3), (3, 4), (4, 3), (2, 4)]),
+            ("value-similarity", value_similarity, [(1, 3), (2, 3), (3, 3), (4, 3)]),
+        ):
+            if model.cfg.n_layers < 2:
+                assert name not in measured[key]
+            else:
+                score = probe(model, input_grid(keys=range(30, 42), pairs=grid_pairs, seed=0), layer=1).score
+                assert f"{name} {score:.3f}" in measured[key]
+        # weights
+        w_q = merged_weight(model, "W_Q", 0)
+        groups = condensation(w_q.T, threshold=0.7).n_groups
+        assert f"{name} {groups} groups of {w_q.shape[1]} neurons" in measured["condensation"]
+        assert f"{name} {embedding_pca(model).ordinal_score:.2f}" in measured["embedding-pca"]
+        s = torch.linalg.svdvals(w_q.double())
+        assert f"{name} {float((s**2).sum() / s[0] ** 2):.2f}" in measured["stable-ranks"]
+        shares = []
+        for _, _, matrix in weight_matrices(model):
+            s = torch.linalg.svdvals(matrix.double())
+            shares.append(float((s[:3] ** 2).sum() / (s**2).sum()))
+        assert f"{name} {sum(shares) / len(shares):.2f}" in measured["spectra"]
+
+
+def test_curves_caption_states_the_epoch_each_run_fit(runs_root: Path) -> None:
+    import dataclasses
+
+    from training.report import Context, section_curves
+
+    run = load_runs([runs_root / "symmetric" / "small-init"])[0]
+    history = [{"epoch": e, "loss": 1.0 / e, "train_acc": acc, "id_acc": acc} for e, acc in ((1, 0.2), (2, 0.85), (3, 0.93), (4, 0.99))]
+    fitted = dataclasses.replace(run, name="fits", metrics={**run.metrics, "history": history})
+    section = section_curves(Context([fitted, run], ReportConfig(per_pair=2)))
+    assert "Measured here, the first epoch with ID accuracy >= 0.9: fits 3; " in section.sentence
+    assert f"{run.name} not within 2 epochs." in section.sentence
+
+
 def test_accuracy_table_matches_metrics(runs_root: Path) -> None:
     runs = load_runs([runs_root])
     table = accuracy_table(runs).set_index("run")
@@ -180,6 +290,18 @@ def test_balanced_inputs_hold_every_pair_equally(task: str) -> None:
     for (a, b), x, target in zip(pairs, data.keys.tolist(), data.targets.tolist(), strict=True):
         assert target == x + SHIFTS[a] + SHIFTS[b] + (spec.offset((a, b)) if (a, b) in spec.train_pairs else 0)
     assert torch.equal(data.targets[-5:], composite(data.keys[-5:], data.anchor_pairs[-5:, 0], data.anchor_pairs[-5:, 1]))
+
+
+def test_every_projection_the_report_offers_is_one_the_probe_draws() -> None:
+    """The report's choices (torch-free, for the command line) and probes.masking.project agree."""
+    from probes.masking import project
+    from training.report import PROJECTIONS
+
+    vectors = torch.randn(20, 4, generator=torch.Generator().manual_seed(0))
+    for method in PROJECTIONS:
+        assert len(project(vectors, method=method, perplexity=5.0)) == 20
+    with pytest.raises(ValueError, match="method"):
+        project(vectors, method="umap")
 
 
 def test_report_config_is_validated() -> None:
@@ -383,7 +505,7 @@ def test_svg_only_redraws_webgl_traces_as_svg() -> None:
 
 
 def test_a_run_without_weights_and_a_missing_probe_are_noted_not_fatal(runs_root: Path, tmp_path: Path) -> None:
-    from training.report import NotApplicable, _probe, build_page
+    from training.report import build_page
 
     unfinished = tmp_path / "unfinished"
     unfinished.mkdir()
@@ -392,7 +514,17 @@ def test_a_run_without_weights_and_a_missing_probe_are_noted_not_fatal(runs_root
     assert "no model: no model.safetensors" in page.html
     assert "no run has a training history" in page.html
     assert page.figures == {}
-    with pytest.raises(NotApplicable, match="probe not available: probes.no_such_probe"):
-        _probe("probes.no_such_probe", "anything")
-    with pytest.raises(NotApplicable, match="probes.flow has no no_such_function"):
-        _probe("probes.flow", "no_such_function")
+
+
+def test_a_section_that_does_not_apply_is_noted_not_fatal(runs_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from training.report import NotApplicable, build_page
+    from training.report import page as page_module
+
+    def section_missing(ctx: object) -> None:
+        """A section whose probe is missing."""
+        raise NotApplicable("probe not available: no such probe")
+
+    monkeypatch.setattr(page_module, "SECTIONS", (section_missing,))
+    page = build_page(load_runs([runs_root / "symmetric" / "small-init"]), ReportConfig(per_pair=2))
+    assert '<section id="missing"><h2>A section whose probe is missing.</h2>' in page.html
+    assert "probe not available: no such probe" in page.html

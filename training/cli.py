@@ -11,88 +11,63 @@
   nothing is written) or a usage error;
 * 130 / 143: interrupted by SIGINT / SIGTERM.
 
-The ``train`` command has one flag per run-config field (``--d-model``,
-``--weight-decay``, ...), named like a sweep spec's keys (with underscores).  The flags
-and their help come from :data:`FIELDS`, not from the config dataclasses, so that
-``interp-init --help`` and ``interp-init train --help`` import neither torch nor
-TransformerLens; ``tests/test_cli_help.py`` checks that :data:`FIELDS` matches the
-dataclasses.  Every module that needs torch is imported inside the command that uses it.
+Every command lives here, and this is the only module that imports click.  The ``train``
+command has one flag per run-config field (``--d-model``, ``--weight-decay``, ...), named
+like a sweep spec's keys (with underscores), its help and choices read from the config
+dataclasses' fields (:data:`FIELDS`).  The modules imported at the top (the configs, the
+task definitions, the sweep spec, the report's and phase diagrams' choices) import
+neither torch nor TransformerLens, so ``--help`` is fast; every module that needs torch
+is imported inside the command that uses it.  Without ``--preset``, ``train`` and
+``reproduce`` take the same default (:func:`default_preset`): ``paper`` on a CUDA GPU,
+``cpu`` otherwise.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from dataclasses import fields
 from typing import Any
 
 import click
 
-#: The anchor-function tasks (``interp_init.tasks.TASKS``; checked by tests/test_cli_help.py).
-TASK_CHOICES: tuple[str, ...] = ("symmetric", "id-ood", "complexity")
-#: The run presets (``training.config.PRESETS``; checked by tests/test_cli_help.py).
-PRESET_CHOICES: tuple[str, ...] = ("cpu", "paper", "tiny")
+from interp_init.tasks import TASKS
+from training.config import PRECISIONS, PRESETS, SECTIONS
+from training.phase.names import (
+    FIGURE_NAMES,
+    ID_THRESHOLD,
+    LOSS_THRESHOLD,
+    OOD_THRESHOLD,
+    PAIR_ACC_THRESHOLD,
+)
+from training.report.config import IMAGE_FORMATS, PROJECTIONS, ReportConfig
+from training.reproduce import REGIMES
+from training.sweep.spec import BACKENDS
 
-_MODEL, _INIT, _DATA, _TRAIN = "model", "init", "data", "train"
+#: The anchor-function tasks and the run presets, as the options list them.
+TASK_CHOICES: tuple[str, ...] = TASKS
+PRESET_CHOICES: tuple[str, ...] = tuple(sorted(PRESETS))
 
-#: Every run-config field but ``task`` (its own option) and ``seed``: flat name ->
-#: (section, type, what it means, choices or None).  The section is the config class
-#: (``interp_init.ModelConfig``, ``interp_init.InitConfig``, ``training.DataConfig``,
-#: ``training.TrainConfig``); the type is ``int``, ``float``, ``str`` or ``bool``.
-FIELDS: dict[str, tuple[str, str, str, tuple[str, ...] | None]] = {
-    # model
-    "architecture": (_MODEL, "str", "Transformer block: neurips (post-LN, ReLU, no attention or MLP biases: the NeurIPS 2024 model), "
-                     "journal (pre-LN on the query only, with biases: the journal paper's model) or standard "
-                     "(TransformerLens' GPT-2 block). Default: the task's paper's (neurips for symmetric and complexity, journal for id-ood).",
-                     ("neurips", "journal", "standard")),
-    "n_layers": (_MODEL, "int", "Number of transformer blocks.", None),
-    "d_model": (_MODEL, "int", "Width of the residual stream (the embedding size).", None),
-    "n_heads": (_MODEL, "int", "Attention heads per layer.", None),
-    "d_head": (_MODEL, "int", "Width of each attention head (its query, key and value size).", None),
-    "d_mlp": (_MODEL, "int", "Hidden width of each MLP.", None),
-    "d_vocab": (_MODEL, "int", "Vocabulary size; the anchor tasks use tokens 0..200, so 201.", None),
-    "n_ctx": (_MODEL, "int", "Context length in tokens; the anchor tasks' sequences have 9.", None),
-    "act_fn": (_MODEL, "str", "MLP activation. Default: the architecture's (relu for neurips, gelu otherwise).",
-               ("gelu", "gelu_new", "relu", "silu", "gelu_fast")),
-    "normalization_type": (_MODEL, "str", "Normalization layer: LayerNorm (LN) or its variants; other than LN for --architecture standard only.",
-                           ("LN", "LNPre", "RMS", "RMSPre")),
-    # init
-    "gamma": (_INIT, "float", "Initialization scale: weights drawn from N(0, std = d_in^-gamma). Large gamma is small init "
-              "(the papers' reasoning regime), small gamma is large init (memorizing).", None),
-    "convention": (_INIT, "str", "What d_in is: reference (d_model for every matrix, output projections further divided by "
-                   "sqrt(2 n_layers): the journal's code) or fan_in (each matrix's true input width: the NeurIPS experiments). "
-                   "Default: the architecture's (fan_in for neurips, reference otherwise).", ("reference", "fan_in")),
-    "gamma_embed": (_INIT, "float", "Gamma of the embeddings W_E and W_pos. Default: --gamma.", None),
-    "gamma_qk": (_INIT, "float", "Gamma of the attention's W_Q and W_K. Default: --gamma.", None),
-    "gamma_vo": (_INIT, "float", "Gamma of the attention's W_V and W_O. Default: --gamma.", None),
-    "gamma_mlp": (_INIT, "float", "Gamma of the MLPs' W_in and W_out. Default: --gamma.", None),
-    "gamma_unembed": (_INIT, "float", "Gamma of the unembedding W_U. Default: --gamma.", None),
-    # data
-    "n_train": (_DATA, "int", "Number of training samples.", None),
-    "n_test": (_DATA, "int", "Number of samples in each test split (in-distribution test, held-out pairs).", None),
-    "k": (_DATA, "int", "complexity task only: how many of the 6 symmetric anchor-pair groups get a non-inferential "
-          "target, shifted by --offset (0..6).", None),
-    "offset": (_DATA, "int", "complexity task only: the shift (non-zero) of a non-inferential target from the composite x + s(a1) + s(a2).", None),
-    # train
-    "epochs": (_TRAIN, "int", "Passes over the training set.", None),
-    "batch_size": (_TRAIN, "int", "Samples per optimizer step.", None),
-    "lr": (_TRAIN, "float", "Peak learning rate of AdamW, reached at the end of the warmup.", None),
-    "warmup_start_lr": (_TRAIN, "float", "Learning rate at the start of the linear warmup.", None),
-    "min_lr": (_TRAIN, "float", "Learning rate at the end of the cosine decay, and after it.", None),
-    "warmup_epochs": (_TRAIN, "float", "Epochs of linear warmup from --warmup-start-lr to --lr (may be fractional).", None),
-    "cosine_epochs": (_TRAIN, "float", "Epochs of cosine decay from --lr to --min-lr after the warmup (0: --lr throughout).", None),
-    "weight_decay": (_TRAIN, "float", "AdamW weight decay.", None),
-    "beta1": (_TRAIN, "float", "AdamW decay rate of the gradient's running mean, in [0, 1).", None),
-    "beta2": (_TRAIN, "float", "AdamW decay rate of the squared gradient's running mean, in [0, 1).", None),
-    "eps": (_TRAIN, "float", "AdamW epsilon (added to the denominator).", None),
-    "grad_clip": (_TRAIN, "float", "Clip the gradient's norm to this value (0: no clipping).", None),
-    "eval_every": (_TRAIN, "int", "Evaluate every this many epochs (and after the last one).", None),
-    "eval_samples": (_TRAIN, "int", "Training samples on which each evaluation measures the training accuracy.", None),
-    "checkpoint_every": (_TRAIN, "int", "Write checkpoint.pt, the point a killed run resumes from, every this many epochs.", None),
-    "fast_forward": (_TRAIN, "bool", "Train through the forward restricted to the last position (the same function, faster), "
-                     "or, with --no-fast-forward, through the full hooked forward.", None),
-    "precision": (_TRAIN, "str", "Forward precision: fp32, or bf16 (bfloat16 autocast; weights, optimizer and evaluation stay fp32).",
-                  ("fp32", "bf16")),
-}  # fmt: skip
+#: The click type of a config field, by its annotation (fields with choices are strings).
+_KINDS: dict[str, str] = {"int": "int", "float": "float", "float | None": "float", "bool": "bool", "str": "str"}
+
+
+def _option_table() -> dict[str, tuple[str, str, str, tuple[str, ...] | None]]:
+    """Every run-config field but ``task`` (its own option): flat name -> (section, type,
+    what it means, choices or None), read from the config dataclasses' fields
+    (:func:`interp_init.config.option`)."""
+    table = {}
+    for section, cls in SECTIONS.items():
+        for f in fields(cls):
+            if f.name == "task":
+                continue
+            choices = f.metadata.get("choices")
+            kind = "str" if choices else _KINDS[str(f.type)]
+            table[f.name] = (section, kind, f.metadata["help"], tuple(choices) if choices else None)
+    return table
+
+
+FIELDS = _option_table()
 
 _CLICK_TYPES: dict[str, Any] = {"int": int, "float": float, "str": str}
 _METAVARS: dict[str, str] = {"int": "INTEGER", "float": "NUMBER"}
@@ -154,51 +129,7 @@ def default_preset(device: str) -> tuple[str, str]:
     return "cpu", "no CUDA GPU found; --preset paper would take hours on a CPU"
 
 
-#: Subcommands implemented in other modules, imported only when used (click's lazy-group
-#: pattern), so that ``interp-init train`` and ``--help`` do not pay for their imports.
-LAZY_COMMANDS: dict[str, str] = {
-    "reproduce": "training.reproduce:reproduce_command",
-    "sweep": "training.sweep:sweep_command",
-    "phase-diagram": "training.phase:phase_diagram_command",
-    "report": "training.report:report_command",
-}
-#: Their one-line help in ``interp-init --help`` (listing them must not import them).
-LAZY_HELP: dict[str, str] = {
-    "reproduce": "Train small-init and large-init on the symmetric and id-ood tasks; print the flip.",
-    "sweep": "Train every point of a grid SPEC (JSON or TOML) into --out; resumable; writes results.csv.",
-    "phase-diagram": "Rebuild SWEEP_DIR/results.csv and write the papers' figures it supports as offline HTML.",
-    "report": "Write one offline HTML page comparing RUN_DIRS (run folders, or folders that hold them).",
-}
-
-
-class _LazyGroup(click.Group):
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
-
-    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        if name in LAZY_COMMANDS and name not in self.commands:
-            import importlib
-
-            module_name, _, attr = LAZY_COMMANDS[name].partition(":")
-            self.add_command(getattr(importlib.import_module(module_name), attr), name)
-        return super().get_command(ctx, name)
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        rows = []
-        for name in self.list_commands(ctx):
-            if name in self.commands:
-                command = self.commands[name]
-                if command.hidden:
-                    continue
-                rows.append((name, command.get_short_help_str(formatter.width - 6 - len(name))))
-            else:
-                rows.append((name, LAZY_HELP.get(name, "")))
-        if rows:
-            with formatter.section("Commands"):
-                formatter.write_dl(rows)
-
-
-@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def cli() -> None:
     """Train gamma-initialized transformers on anchor functions and probe what they learned.
 
@@ -241,19 +172,226 @@ def train_command(task: str, preset: str | None, seed: int, device: str, quiet: 
 
 
 # ---------------------------------------------------------------- reproduce
-# (slot: the `reproduce` command)
+
+
+@cli.command("reproduce")
+@click.option("--preset", default=None, metavar="[" + "|".join(sorted(REGIMES)) + "]", help="Run size of the four runs. Default: paper where a CUDA GPU is used, else cpu.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Run seed of all four runs.")
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder: one run per task and regime, summary.json.")
+@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
+@click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True, help="bf16: the forward under bfloat16 autocast.")
+@click.option(
+    "--workers", type=int, default=None,
+    help="Runs trained at once, each in its own process with one torch thread [default: one per CPU core (up to 4) on a CPU, 1 on a GPU].",
+)  # fmt: skip
+@click.option("--quiet", is_flag=True, help="No progress bars.")
+def reproduce_command(preset: str | None, seed: int, out: str, device: str, precision: str, workers: int | None, quiet: bool) -> None:
+    """Train small-init and large-init on the symmetric and id-ood tasks; print the flip.
+
+    Writes OUT/<task>/<regime> run folders, OUT/summary.json and OUT/report.html (the
+    offline report of the four runs); a rerun resumes.
+    """
+    import time
+    from pathlib import Path
+
+    from training.report import write_report
+    from training.reproduce import check_flip, failed_criteria, format_table, reproduce
+
+    if preset is None:
+        preset, why = default_preset(device)
+        click.echo(f"interp-init: no --preset given: using --preset {preset} ({why})", err=True)
+
+    start = time.perf_counter()
+    summary = reproduce(preset, seed, out, device=device, progress=not quiet, precision=precision, workers=workers)
+    click.echo(f"preset {preset}, seed {seed}, {precision}, {time.perf_counter() - start:.0f} s in this call")
+    click.echo(format_table(summary))
+    checks = check_flip(summary)
+    click.echo("flip reproduced (all criteria met)" if checks["all"] else f"flip NOT reproduced; failed: {failed_criteria(checks)}")
+    click.echo(f"summary: {Path(out) / 'summary.json'}")
+    run_dirs = [row["run_dir"] for regimes in summary.values() for row in regimes.values()]
+    click.echo(f"report: {write_report(run_dirs, Path(out) / 'report.html')}")
+    # Not reproducing the flip is a result; a run that did not complete is a failure.
+    bad = [f"{task}/{regime}: {row['status']}" for task, regimes in summary.items() for regime, row in regimes.items() if row["status"] != "completed"]
+    if bad:
+        n_runs = sum(len(regimes) for regimes in summary.values())
+        click.echo(f"interp-init: {len(bad)} of {n_runs} runs did not complete ({'; '.join(bad)}): see {Path(out) / 'summary.json'}", err=True)
+        raise click.exceptions.Exit(1)
 
 
 # ---------------------------------------------------------------- sweep
-# (slot: the `sweep` command)
+
+def _parse_workers(value: str) -> int | None:
+    if value == "auto":
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        raise ValueError(f"--workers must be a positive integer or 'auto', got {value!r}") from None
+    if number < 1:
+        raise ValueError(f"--workers must be a positive integer or 'auto', got {value!r}")
+    return number
+
+
+@cli.command("sweep")
+@click.argument("spec", required=False, type=click.Path(dir_okay=False))
+@click.option("--out", type=click.Path(file_okay=False), metavar="DIR", help="Sweep folder: one run folder per grid point, sweep.json (the spec), results.csv. One sweep per folder.")
+@click.option("--preset-name", metavar="NAME", help="A shipped sweep preset instead of SPEC (names: --list-presets).")
+@click.option("--run-preset", metavar="[" + "|".join(PRESET_CHOICES) + "]", help="Replace the spec's base run preset (tiny: a smoke test in seconds).")
+@click.option("--extend", is_flag=True, help="Add this spec's grid values to the sweep already in --out (same base and grid keys only); without it a folder holding another sweep is refused.")
+@click.option("--backend", type=click.Choice(BACKENDS), default="local", show_default=True, help="local: this machine (in this process or a process pool); ray: one Ray task per run; ensemble: same-shape runs trained together (for GPUs).")
+@click.option("--workers", default=None, metavar="[N|auto]", help="local: 1 = sequential (default), N = process pool, 'auto' = one per core; ray without --address: the local Ray's CPUs (default: all).")
+@click.option("--threads", type=int, default=None, metavar="N", help="Torch threads per run (default: cores // workers; 1 per Ray task).")
+@click.option("--address", default=None, metavar="ADDRESS", help="Ray cluster address (e.g. 'auto' or 'ray://head:10001'); default: start a local Ray.")
+@click.option("--device", default="auto", show_default=True, metavar="[auto|cpu|cuda|cuda:N]", help="Where to train: auto (CUDA when available, else CPU), cpu, cuda or cuda:N.")
+@click.option("--ensemble-size", type=int, default=None, metavar="N", help="ensemble backend: at most this many models trained at once (default: all same-shape points).")
+@click.option("--dry-run", is_flag=True, help="Validate the spec (and, with --out, that the folder takes it) and list the runs; train nothing, write nothing.")
+@click.option("--list-presets", is_flag=True, help="List the shipped sweep presets and exit.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def sweep_command(
+    spec: str | None, out: str | None, preset_name: str | None, run_preset: str | None, extend: bool, backend: str,
+    workers: str | None, threads: int | None, address: str | None, device: str, ensemble_size: int | None, dry_run: bool,
+    list_presets: bool, quiet: bool,
+) -> None:  # fmt: skip
+    """Train every point of a grid SPEC (JSON or TOML) into --out; resumable; writes results.csv.
+
+    Exits with code 1, after a line saying how many, when any run failed or diverged.
+    """
+    from pathlib import Path
+
+    from training.sweep.spec import (
+        SweepOptions,
+        SweepSpec,
+        check_sweep_folder,
+        load_preset,
+        preset_names,
+    )
+
+    if list_presets:
+        for name in preset_names():
+            click.echo(f"{name}: {load_preset(name).description}")
+        return
+    if (spec is None) == (preset_name is None):
+        raise ValueError("give exactly one of SPEC (a .json or .toml file) and --preset-name NAME")
+    sweep_spec = SweepSpec.from_file(spec) if spec is not None else load_preset(preset_name)
+    if run_preset is not None:
+        sweep_spec = sweep_spec.with_overrides(base={"preset": run_preset})
+    points = sweep_spec.points()
+    if dry_run:
+        if out is not None:
+            check_sweep_folder(sweep_spec, out, extend=extend)
+        for point in points:
+            click.echo(point.name)
+        click.echo(f"{len(points)} runs; spec valid" + (f"; {out} takes it" if out is not None else ""))
+        return
+    if out is None:
+        raise ValueError("--out DIR is required (the sweep folder)")
+    from training.sweep.results import RESULTS_FILE, problem_summary
+    from training.sweep.runner import run_sweep
+
+    options = SweepOptions(
+        backend=backend, address=address, device=device, threads=threads,
+        workers=_parse_workers(workers) if workers is not None else (1 if backend == "local" else None),
+        progress=not quiet, ensemble_size=ensemble_size,
+    )  # fmt: skip
+    summary = run_sweep(sweep_spec, out, options, extend=extend)
+    counts = ", ".join(f"{summary.count(s)} {s}" for s in ("completed", "diverged", "failed") if summary.count(s))
+    click.echo(f"{len(points)} runs ({len(summary.skipped)} already done): {counts}; results: {Path(out) / RESULTS_FILE}")
+    problem = problem_summary(summary.statuses, len(summary.statuses), Path(out) / RESULTS_FILE)
+    if problem:
+        click.echo(f"interp-init: {problem}", err=True)
+        raise click.exceptions.Exit(1)
 
 
 # ---------------------------------------------------------------- phase-diagram
-# (slot: the `phase-diagram` command)
+
+@cli.command("phase-diagram")
+@click.argument("sweep_dir", type=click.Path(file_okay=False))
+@click.option("--out", default=None, help="An .html file (all figures on one page) or a folder (one file per figure). Default: SWEEP_DIR/phase_diagram.html.")
+@click.option("--figure", "figure_names", multiple=True, type=click.Choice(list(FIGURE_NAMES)), help="Only these figures (repeatable). Default: every figure the table supports.")
+@click.option("--id-threshold", type=float, default=ID_THRESHOLD, show_default=True, help="Good ID accuracy (hatching, phases).")
+@click.option("--ood-threshold", type=float, default=OOD_THRESHOLD, show_default=True, help="OOD accuracy above which good ID is phase 3.")
+@click.option("--loss-threshold", type=float, default=LOSS_THRESHOLD, show_default=True, help="Training loss for epochs_to_loss.")
+@click.option("--pair-threshold", type=float, default=PAIR_ACC_THRESHOLD, show_default=True, help="Per-pair training accuracy for epochs_to_acc_*.")
+def phase_diagram_command(
+    sweep_dir: str, out: str | None, figure_names: tuple[str, ...], id_threshold: float, ood_threshold: float,
+    loss_threshold: float, pair_threshold: float,
+) -> None:  # fmt: skip
+    """Rebuild SWEEP_DIR/results.csv and write the papers' figures it supports as offline HTML.
+
+    Exits with code 1, after the figures and a line saying how many, when any run of the
+    sweep failed, diverged or is missing; a folder it refuses gets nothing written.
+    """
+    from pathlib import Path
+
+    from training.phase import make_figures, supported_figures, write_html
+    from training.sweep import (
+        RESULTS_FILE,
+        collect_results,
+        incomplete_runs,
+        problem_summary,
+        write_results,
+    )
+
+    # Everything is checked and built before the first write: a refused folder is left as it was.
+    df = collect_results(sweep_dir, loss_threshold=loss_threshold, pair_threshold=pair_threshold, write=False)
+    names = list(figure_names) or supported_figures(df)
+    if not names:
+        raise ValueError(f"{sweep_dir} has no completed runs any figure can use (statuses: {df['status'].value_counts().to_dict()})")
+    phase_opts = {"id_threshold": id_threshold, "ood_threshold": ood_threshold}
+    options = {
+        "neurips_fig2": {"id_threshold": id_threshold},
+        "journal_fig3a": phase_opts,
+        "journal_fig3b": {"id_threshold": id_threshold},
+        "journal_fig5c": phase_opts,
+    }
+    figures = make_figures(df, names, options)
+    bad = incomplete_runs(sweep_dir, df)
+    write_results(df, sweep_dir)
+    paths = write_html(figures, out or Path(sweep_dir) / "phase_diagram.html")
+    click.echo(f"{len(figures)} figure(s) ({', '.join(figures)}) from {len(df)} runs: {', '.join(map(str, paths))}")
+    total = len(df) + sum(1 for status in bad.values() if status == "absent")
+    problem = problem_summary(bad, total, Path(sweep_dir) / RESULTS_FILE)
+    if problem:
+        click.echo(f"interp-init: {problem}; the figures leave them out", err=True)
+        raise click.exceptions.Exit(1)
 
 
 # ---------------------------------------------------------------- report
-# (slot: the `report` command)
+
+@cli.command("report")
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.option("--out", "out", default="report.html", show_default=True, type=click.Path(dir_okay=False), help="The HTML file to write.")
+@click.option("--per-pair", default=ReportConfig.per_pair, show_default=True, type=int, help="Probe inputs per anchor pair.")
+@click.option("--projection", default=ReportConfig.projection, show_default=True, type=click.Choice(PROJECTIONS), help="2-D projection of the masked outputs.")
+@click.option("--seed", default=ReportConfig.seed, show_default=True, type=int, help="Seed of the probe inputs.")
+@click.option("--device", default=ReportConfig.device, show_default=True, help="Device for the probes.")
+@click.option("--title", default=ReportConfig.title, show_default=True, help="Page title.")
+@click.option("--images", default=None, type=click.Path(file_okay=False), help="Also write every figure into this folder (needs kaleido and Chromium).")
+@click.option("--image-format", default="png", show_default=True, type=click.Choice(IMAGE_FORMATS))
+def report_command(run_dirs: tuple[str, ...], out: str, per_pair: int, projection: str, seed: int, device: str, title: str, images: str | None, image_format: str) -> None:
+    """Write one offline HTML page comparing RUN_DIRS (run folders, or folders that hold them).
+
+    Exits with code 1, after writing the page and a line saying which, when any run did
+    not complete (failed, diverged, or unfinished).
+    """
+    from training.report.images import StaticExportUnavailable
+    from training.report.page import write_report
+    from training.report.runs import find_run_dirs
+    from training.sweep import problem_summary, run_status
+
+    config = ReportConfig(per_pair=per_pair, projection=projection, seed=seed, device=device, title=title)
+    try:
+        path = write_report(run_dirs, out, config, images=images, image_format=image_format)
+    except StaticExportUnavailable as err:
+        raise click.ClickException(str(err)) from err
+    click.echo(f"report: {path}")
+    statuses = {str(run): run_status(run) for run in find_run_dirs(run_dirs)}
+    bad = {run: status for run, status in statuses.items() if status != "completed"}
+    problem = problem_summary(bad, len(statuses), path)
+    if problem:
+        names = "; ".join(f"{run}: {status}" for run, status in list(bad.items())[:3]) + ("; ..." if len(bad) > 3 else "")
+        click.echo(f"interp-init: {problem} ({names})", err=True)
+        raise click.exceptions.Exit(1)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -13,21 +13,40 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import Any, Literal, get_args
 
-from interp_init.config import InitConfig, ModelConfig, check_positive_finite, config_from_dict, config_to_dict
-from interp_init.tasks import DATA_VERSION, SEQ_LEN, SYMMETRIC_GROUPS, TASKS, highest_token, task_spec
+from interp_init.config import (
+    InitConfig,
+    ModelConfig,
+    check_positive_finite,
+    config_from_dict,
+    config_to_dict,
+    option,
+)
+from interp_init.tasks import (
+    DATA_VERSION,
+    SEQ_LEN,
+    SYMMETRIC_GROUPS,
+    TASKS,
+    Task,
+    highest_token,
+    task_spec,
+)
+
+#: Training precisions: fp32, or bf16 autocast of the forward pass.
+Precision = Literal["fp32", "bf16"]
+PRECISIONS: tuple[Precision, ...] = get_args(Precision)
 
 
 @dataclass(frozen=True)
 class DataConfig:
     """Which task, how many samples (SPEC section 1)."""
 
-    task: str = "symmetric"
-    n_train: int = 900_000
-    n_test: int = 10_000
-    k: int = 0
-    offset: int = 4
+    task: Task = "symmetric"
+    n_train: int = option(900_000, 'Number of training samples.')
+    n_test: int = option(10_000, 'Number of samples in each test split (in-distribution test, held-out pairs).')
+    k: int = option(0, 'complexity task only: how many of the 6 symmetric anchor-pair groups get a non-inferential target, shifted by --offset (0..6).')
+    offset: int = option(4, 'complexity task only: the shift (non-zero) of a non-inferential target from the composite x + s(a1) + s(a2).')
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -41,8 +60,6 @@ class DataConfig:
         task_spec(self.task, k=self.k, offset=self.offset)  # validates k and offset
 
 
-#: Training precisions: fp32, or bf16 autocast of the forward pass.
-PRECISIONS: tuple[str, ...] = ("fp32", "bf16")
 
 
 @dataclass(frozen=True)
@@ -56,27 +73,23 @@ class TrainConfig:
     journal), warmup 10 epochs from 1e-5, cosine over 200 epochs to 1e-5, 210 epochs.
     """
 
-    epochs: int = 210
-    batch_size: int = 2048
-    lr: float = 2.5e-4
-    warmup_start_lr: float = 1e-5
-    min_lr: float = 1e-5
-    warmup_epochs: float = 10.0
-    cosine_epochs: float = 200.0
-    weight_decay: float = 0.01
-    beta1: float = 0.9
-    beta2: float = 0.999
-    eps: float = 1e-8
-    grad_clip: float = 1.0
-    eval_every: int = 1
-    eval_samples: int = 10_000
-    checkpoint_every: int = 1
-    #: Train through :func:`training.fast.last_position_logits` (the same function,
-    #: computed only where the last-position loss needs it); ``False``: the hooked forward.
-    fast_forward: bool = True
-    #: ``"fp32"``, or ``"bf16"``: forward under ``torch.autocast`` in bfloat16 (weights,
-    #: optimizer and evaluation stay fp32).  See benchmarks/README.md for what it trades.
-    precision: str = "fp32"
+    epochs: int = option(210, 'Passes over the training set.')
+    batch_size: int = option(2048, 'Samples per optimizer step.')
+    lr: float = option(2.5e-4, 'Peak learning rate of AdamW, reached at the end of the warmup.')
+    warmup_start_lr: float = option(1e-5, 'Learning rate at the start of the linear warmup.')
+    min_lr: float = option(1e-5, 'Learning rate at the end of the cosine decay, and after it.')
+    warmup_epochs: float = option(10.0, 'Epochs of linear warmup from --warmup-start-lr to --lr (may be fractional).')
+    cosine_epochs: float = option(200.0, 'Epochs of cosine decay from --lr to --min-lr after the warmup (0: --lr throughout).')
+    weight_decay: float = option(0.01, 'AdamW weight decay.')
+    beta1: float = option(0.9, "AdamW decay rate of the gradient's running mean, in [0, 1).")
+    beta2: float = option(0.999, "AdamW decay rate of the squared gradient's running mean, in [0, 1).")
+    eps: float = option(1e-8, 'AdamW epsilon (added to the denominator).')
+    grad_clip: float = option(1.0, "Clip the gradient's norm to this value (0: no clipping).")
+    eval_every: int = option(1, 'Evaluate every this many epochs (and after the last one).')
+    eval_samples: int = option(10_000, 'Training samples on which each evaluation measures the training accuracy.')
+    checkpoint_every: int = option(1, 'Write checkpoint.pt, the point a killed run resumes from, every this many epochs.')
+    fast_forward: bool = option(True, 'Train through the forward restricted to the last position (the same function, faster), or, with --no-fast-forward, through the full hooked forward.')
+    precision: Precision = option("fp32", 'Forward precision: fp32, or bf16 (bfloat16 autocast; weights, optimizer and evaluation stay fp32).', choices=PRECISIONS)
 
     def __post_init__(self) -> None:
         if not isinstance(self.fast_forward, bool):

@@ -52,23 +52,20 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
-from interp_init import InitConfig, build_model, resolve_device, save_weights
-from interp_init.model import WEIGHTS_FILE
+from interp_init.config import InitConfig
+from interp_init.model import build_model, resolve_device
+from interp_init.runfolder import RunFolder, RunStatus
 from training.config import RunConfig
 from training.evaluate import LogitsFn, evaluate, full_forward_last
 from training.fast import autocast_context, last_position_logits, make_optimizer
 from training.loop import (
-    CHECKPOINT_FILE,
-    METRICS_FILE,
     RunData,
     TrainResult,
-    _load_checkpoint,
-    _metrics,
-    _postfix,
-    _save_checkpoint,
-    atomic_write_json,
+    finish_run,
     make_run_data,
     open_run_folder,
+    progress_postfix,
+    save_checkpoint,
 )
 
 __all__ = ["ENSEMBLE_VARYING", "check_ensemble", "train_ensemble"]
@@ -136,8 +133,8 @@ def train_ensemble(
     check_ensemble(cfgs)
     if out_dirs is not None and len(out_dirs) != len(cfgs):
         raise ValueError(f"out_dirs has {len(out_dirs)} folders for {len(cfgs)} configs; give one per config or None")
-    folders = [Path(d) for d in out_dirs] if out_dirs is not None else [None] * len(cfgs)
-    if out_dirs is not None and len({f.resolve() for f in folders}) != len(folders):
+    folders = [RunFolder(d) for d in out_dirs] if out_dirs is not None else [None] * len(cfgs)
+    if out_dirs is not None and len({f.path.resolve() for f in folders}) != len(folders):
         raise ValueError("out_dirs must be distinct folders, one per run")
     dev = resolve_device(device)
 
@@ -161,7 +158,7 @@ def train_ensemble(
 class _Ensemble:
     """The state of one ensemble training: stacked parameters, AdamW moments, data."""
 
-    def __init__(self, cfgs: list[RunConfig], folders: list[Path | None], checkpoints: list[dict | None], dev: torch.device, progress: bool) -> None:
+    def __init__(self, cfgs: list[RunConfig], folders: list[RunFolder | None], checkpoints: list[dict | None], dev: torch.device, progress: bool) -> None:
         self.cfgs, self.folders, self.dev, self.progress = cfgs, folders, dev, progress
         self.tc = cfgs[0].train  # the fields shared by all (check_ensemble)
         self.n_models = len(cfgs)
@@ -260,7 +257,7 @@ class _Ensemble:
         tc, n_models = self.tc, self.n_models
         n = len(self.data[0].train)
         steps_per_epoch = math.ceil(n / tc.batch_size)
-        status = ["running"] * n_models
+        status = [RunStatus.RUNNING] * n_models
         diverged_step: list[int | None] = [None] * n_models
         bar = tqdm(
             range(self.start_epoch, tc.epochs),
@@ -271,7 +268,7 @@ class _Ensemble:
             unit="epoch",
         )
         for epoch in bar:
-            active = [j for j in range(n_models) if status[j] == "running"]
+            active = [j for j in range(n_models) if status[j] == RunStatus.RUNNING]
             if not active:
                 break
             t0 = time.perf_counter()
@@ -293,7 +290,7 @@ class _Ensemble:
                 if not bool(finite[j].all()):
                     bad = int((~finite[j]).nonzero()[0])
                     diverged_step[j] = self.step - steps_per_epoch + bad + 1
-                    status[j] = "diverged"
+                    status[j] = RunStatus.DIVERGED
                     self.elapsed[j] += epoch_time
                     continue
                 lr_j = self.cfgs[j].train.lr_at(epoch + (steps_per_epoch - 1) / steps_per_epoch)
@@ -305,32 +302,16 @@ class _Ensemble:
                 self.elapsed[j] += time.perf_counter() - t0
                 folder = self.folders[j]
                 if folder is not None and epoch + 1 != tc.epochs and (epoch + 1) % tc.checkpoint_every == 0:
-                    _save_checkpoint(
+                    save_checkpoint(
                         folder, self.cfgs[j], self._unstack(j), self._optimizer_view(j), epoch + 1, self.step, self.histories[j], self.elapsed[j], self.dev
                     )
             if len(active) == 1 and self.histories[active[0]]:
-                bar.set_postfix(_postfix(self.histories[active[0]][-1]))
+                bar.set_postfix(progress_postfix(self.histories[active[0]][-1]))
         bar.close()
         return [self._finish(j, status[j], diverged_step[j]) for j in range(n_models)]
 
-    def _finish(self, j: int, status: str, diverged_step: int | None) -> TrainResult:
-        """As :func:`training.train` ends a run: metrics, weights, the checkpoint removed or kept."""
-        cfg, folder = self.cfgs[j], self.folders[j]
-        if status == "running":
-            status = "completed"
-        model = self._unstack(j)
-        metrics = _metrics(cfg, model, self.data[j], self.histories[j], status, diverged_step, self.elapsed[j], self.dev, self.logits_fn)
-        if folder is not None:
-            if status == "completed":
-                save_weights(model, cfg.model, folder / WEIGHTS_FILE)
-                atomic_write_json(folder / METRICS_FILE, metrics)
-                (folder / CHECKPOINT_FILE).unlink(missing_ok=True)
-            else:  # diverged: the last good checkpoint's weights are the run's model
-                good = folder / CHECKPOINT_FILE
-                if good.exists():
-                    model.load_state_dict(_load_checkpoint(good, cfg)["model"])
-                else:
-                    model = build_model(cfg.model, cfg.init, cfg.seeds["init"], device=self.dev)
-                save_weights(model, cfg.model, folder / WEIGHTS_FILE)
-                atomic_write_json(folder / METRICS_FILE, metrics)
-        return TrainResult(model.eval(), metrics, cfg)
+    def _finish(self, j: int, status: RunStatus, diverged_step: int | None) -> TrainResult:
+        """As :func:`training.train` ends a run (:func:`training.loop.finish_run`)."""
+        return finish_run(
+            self.cfgs[j], self._unstack(j), self.data[j], self.histories[j], status, diverged_step, self.elapsed[j], self.dev, self.logits_fn, self.folders[j]
+        )

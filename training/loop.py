@@ -1,18 +1,13 @@
-"""The training loop (SPEC section 4) and the run folder it writes.
+"""The training loop (`docs/science.md <../docs/science.md#training>`_).
 
 :func:`train` trains one :class:`RunConfig` and returns the ``HookedTransformer`` with
-its metrics.  Given ``out_dir`` it writes a run folder::
-
-    out_dir/config.json       the whole RunConfig (enough to rebuild the run)
-    out_dir/metrics.json      {"status", "final", "history", ...}
-    out_dir/model.safetensors final weights (interp_init.load_model reads them)
-    out_dir/checkpoint.pt     training state while the run is unfinished
-
-Every file is written atomically (temporary file, then rename), so a kill never leaves
-a half-written file.  The same call after a kill resumes from the checkpoint and ends
-with the same weights and metrics as an uninterrupted run on CPU; a finished run is
-not trained again.  A non-finite loss stops the run, marks it ``diverged`` with the
-step, and keeps its last good checkpoint.
+its metrics.  Given ``out_dir`` it writes a run folder through
+:class:`interp_init.runfolder.RunFolder` (``config.json``, ``metrics.json``,
+``model.safetensors``, ``checkpoint.pt`` while unfinished; every file written
+atomically).  The same call after a kill resumes from the checkpoint and ends with the
+same weights and metrics as an uninterrupted run on CPU; a finished run is not trained
+again.  A non-finite loss stops the run, marks it ``diverged`` with the step, and keeps
+its last good checkpoint.
 
 Batches are taken by indexing a shuffled tensor on the device (no per-sample
 ``DataLoader``); the loss is cross-entropy at the last position.
@@ -20,7 +15,6 @@ Batches are taken by indexing a shuffled tensor on the device (no per-sample
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -32,44 +26,18 @@ import torch
 from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
-from interp_init import build_model, empty_model, load_weights, resolve_device, save_weights
-from interp_init.model import CONFIG_FILE, WEIGHTS_FILE
-from training.config import RunConfig
 from interp_init.data import AnchorDataset, make_dataset
+from interp_init.model import build_model, empty_model, load_weights, resolve_device
+from interp_init.runfolder import FINISHED_STATUSES, BadRunFile, RunFolder, RunStatus
 from interp_init.tasks import task_spec
+from training.config import RunConfig
 from training.evaluate import LogitsFn, evaluate, full_forward_last
 from training.fast import last_position_logits, make_optimizer, train_step
 
-METRICS_FILE = "metrics.json"
-CHECKPOINT_FILE = "checkpoint.pt"
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file and a rename."""
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
-def atomic_write_json(path: Path, data: Any) -> None:
-    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
-
-
-def atomic_torch_save(obj: Any, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
-
 
 def read_metrics(run_dir: str | Path) -> dict | None:
-    """The run's ``metrics.json``, or ``None`` if it has none yet."""
-    path = Path(run_dir) / METRICS_FILE
-    if not path.is_file():
-        return None
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path} is not valid JSON ({err})") from err
+    """The run's ``metrics.json`` (validated), or ``None`` if it has none yet."""
+    return RunFolder(run_dir).read_metrics()
 
 
 @dataclass
@@ -116,45 +84,48 @@ def _config_diff(a: dict, b: dict, prefix: str = "") -> list[str]:
     return diffs
 
 
-def _check_run_dir(out_dir: Path, cfg: RunConfig) -> bool:
-    """True if ``out_dir`` already holds this run; error if it holds another."""
-    path = out_dir / CONFIG_FILE
-    if not path.exists():
+def _check_run_dir(folder: RunFolder, cfg: RunConfig) -> bool:
+    """True if ``folder`` already holds this run; error if it holds another."""
+    if not folder.config_path.exists():
         return False
     try:
-        saved = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path} is not valid JSON ({err}); remove the folder or choose another --out") from err
+        saved = folder.read_config()
+    except BadRunFile as err:
+        raise BadRunFile(err.path, err.problem, "remove the folder or choose another --out") from None
     diffs = _config_diff(saved, cfg.to_dict())
     if diffs:
         raise ValueError(
-            f"{out_dir} holds a run with a different config ({'; '.join(diffs[:5])}); "
+            f"{folder.path} holds a run with a different config ({'; '.join(diffs[:5])}); "
             "choose another --out or remove that folder"
         )
     return True
 
 
-def open_run_folder(folder: Path, cfg: RunConfig, dev: torch.device) -> tuple[TrainResult | None, dict | None]:
+def open_run_folder(folder: str | Path | RunFolder, cfg: RunConfig, dev: torch.device) -> tuple[TrainResult | None, dict | None]:
     """Open ``folder`` for the run ``cfg``: ``(finished result, None)`` if the run is done,
     ``(None, checkpoint)`` to resume it, ``(None, None)`` to start it (``config.json`` is
-    then written).  A folder holding another run, or one that cannot be written, is refused.
+    then written).  A folder holding another run, or one that cannot be written, is
+    refused; temporary files left by a killed process are removed.
     """
+    folder = folder if isinstance(folder, RunFolder) else RunFolder(folder)
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.path.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise ValueError(f"cannot create the run folder {folder}: {err.strerror}") from err
-    if not os.access(folder, os.W_OK):
-        raise ValueError(f"the run folder {folder} is not writable; choose another --out")
+        raise ValueError(f"cannot create the run folder {folder.path}: {err.strerror}") from err
+    if not os.access(folder.path, os.W_OK):
+        raise ValueError(f"the run folder {folder.path} is not writable; choose another --out")
+    folder.sweep_temporary()
     if not _check_run_dir(folder, cfg):
-        atomic_write_json(folder / CONFIG_FILE, cfg.to_dict())
+        folder.write_config(cfg.to_dict())
         return None, None
-    metrics = read_metrics(folder)
-    if metrics is not None and metrics.get("status") in ("completed", "diverged") and (folder / WEIGHTS_FILE).exists():
+    metrics = folder.read_metrics()
+    if metrics is not None and metrics["status"] in FINISHED_STATUSES and folder.weights_path.exists():
         model = empty_model(cfg.model, dev)
-        load_weights(model, cfg.model, folder / WEIGHTS_FILE)
+        load_weights(model, cfg.model, folder.weights_path)
+        folder.check_bound(metrics)
         return TrainResult(model.eval(), metrics, cfg), None
-    if (folder / CHECKPOINT_FILE).exists():
-        return None, _load_checkpoint(folder / CHECKPOINT_FILE, cfg)
+    if folder.checkpoint_path.exists():
+        return None, folder.load_checkpoint(cfg.to_dict())
     return None, None
 
 
@@ -177,7 +148,7 @@ def train(
     if logits_fn is None:
         logits_fn = last_position_logits if cfg.train.fast_forward else full_forward_last
     dev = resolve_device(device)
-    folder = Path(out_dir) if out_dir is not None else None
+    folder = RunFolder(out_dir) if out_dir is not None else None
     start_epoch, step, history, elapsed = 0, 0, [], 0.0
     model: HookedTransformer | None = None
     checkpoint = None
@@ -198,7 +169,7 @@ def train(
     data = make_run_data(cfg, dev)
     n = len(data.train)
     steps_per_epoch = math.ceil(n / tc.batch_size)
-    status, diverged_step = "running", None
+    status, diverged_step = RunStatus.RUNNING, None
     bar = tqdm(
         range(start_epoch, tc.epochs),
         initial=start_epoch,
@@ -232,7 +203,7 @@ def train(
         if not bool(finite.all()):
             bad = int((~finite).nonzero()[0])
             diverged_step = step - steps_per_epoch + bad + 1  # 1-based, like history's step counts
-            status = "diverged"
+            status = RunStatus.DIVERGED
             elapsed += time.perf_counter() - t0
             break
         record: dict[str, Any] = {"epoch": epoch + 1, "step": step, "loss": float(losses.mean()), "lr": lr}
@@ -241,33 +212,44 @@ def train(
             model.train()
         history.append(record)
         elapsed += time.perf_counter() - t0
-        bar.set_postfix(_postfix(record))
+        bar.set_postfix(progress_postfix(record))
         last = epoch + 1 == tc.epochs
         if folder is not None and not last and (epoch + 1) % tc.checkpoint_every == 0:
-            _save_checkpoint(folder, cfg, model, optimizer, epoch + 1, step, history, elapsed, dev)
+            save_checkpoint(folder, cfg, model, optimizer, epoch + 1, step, history, elapsed, dev)
     bar.close()
+    return finish_run(cfg, model, data, history, status, diverged_step, elapsed, dev, logits_fn, folder)
 
-    if status == "running":
-        status = "completed"
+
+def finish_run(
+    cfg: RunConfig,
+    model: HookedTransformer,
+    data: RunData,
+    history: list[dict],
+    status: RunStatus,
+    diverged_step: int | None,
+    elapsed: float,
+    dev: torch.device,
+    logits_fn: LogitsFn,
+    folder: RunFolder | None,
+) -> TrainResult:
+    """End a run (the loop's and an ensemble's): its metrics and, with a folder, its weights,
+    metrics and checkpoint (:meth:`RunFolder.finish`).  A run that did not diverge has
+    completed; a diverged one keeps its last good checkpoint's weights as its model."""
+    if status == RunStatus.RUNNING:
+        status = RunStatus.COMPLETED
     metrics = _metrics(cfg, model, data, history, status, diverged_step, elapsed, dev, logits_fn)
     if folder is not None:
-        if status == "completed":
-            save_weights(model, cfg.model, folder / WEIGHTS_FILE)
-            atomic_write_json(folder / METRICS_FILE, metrics)
-            (folder / CHECKPOINT_FILE).unlink(missing_ok=True)
-        else:  # diverged: keep the last good checkpoint, and its weights as the run's model
-            good = folder / CHECKPOINT_FILE
-            if good.exists():
-                state = _load_checkpoint(good, cfg)
-                model.load_state_dict(state["model"])
+        if status == RunStatus.DIVERGED:
+            if folder.checkpoint_path.exists():
+                model.load_state_dict(folder.load_checkpoint(cfg.to_dict())["model"])
             else:
                 model = build_model(cfg.model, cfg.init, cfg.seeds["init"], device=dev)
-            save_weights(model, cfg.model, folder / WEIGHTS_FILE)
-            atomic_write_json(folder / METRICS_FILE, metrics)
+        metrics = folder.finish(metrics, model, cfg.model)
     return TrainResult(model.eval(), metrics, cfg)
 
 
-def _postfix(record: dict) -> dict[str, str]:
+def progress_postfix(record: dict) -> dict[str, str]:
+    """The progress bar's summary of one history record."""
     out = {"loss": f"{record['loss']:.3f}"}
     for key in ("train_acc", "id_acc", "ood_acc"):
         if key in record:
@@ -279,14 +261,14 @@ def _postfix(record: dict) -> dict[str, str]:
 
 def _metrics(cfg, model, data, history, status, diverged_step, elapsed, dev, logits_fn) -> dict:
     final: dict[str, Any] = {}
-    if status == "completed":
+    if status == RunStatus.COMPLETED:
         final = dict(history[-1]) if history and "train_acc" in history[-1] else {}
         if not final:
             final = {"epoch": cfg.train.epochs, **evaluate(model, data.train_eval, data.id_test, data.heldout, logits_fn)}
     elif history:
         final = dict(history[-1])
     out = {
-        "status": status,
+        "status": str(status),
         "final": final,
         "history": history,
         "device": str(dev),
@@ -297,9 +279,9 @@ def _metrics(cfg, model, data, history, status, diverged_step, elapsed, dev, log
     return out
 
 
-def _save_checkpoint(folder, cfg, model, optimizer, epoch, step, history, elapsed, dev) -> None:
+def save_checkpoint(folder: RunFolder, cfg: RunConfig, model: HookedTransformer, optimizer: Any, epoch: int, step: int, history: list[dict], elapsed: float, dev: torch.device) -> None:
+    """Write the training state after ``epoch`` and a ``running`` metrics.json beside it."""
     state = {
-        "format": "interp-init-checkpoint/1",
         "config": cfg.to_dict(),
         "model": {k: v.detach().to("cpu") for k, v in model.state_dict().items()},
         "optimizer": _to_cpu(optimizer.state_dict()),
@@ -308,9 +290,9 @@ def _save_checkpoint(folder, cfg, model, optimizer, epoch, step, history, elapse
         "history": history,
         "elapsed_s": elapsed,
     }
-    atomic_torch_save(state, folder / CHECKPOINT_FILE)
-    progress = {"status": "running", "final": {}, "history": history, "device": str(dev), "elapsed_s": round(elapsed, 3)}
-    atomic_write_json(folder / METRICS_FILE, progress)
+    folder.save_checkpoint(state)
+    progress = {"status": str(RunStatus.RUNNING), "final": {}, "history": history, "device": str(dev), "elapsed_s": round(elapsed, 3)}
+    folder.write_metrics(progress)
 
 
 def _to_cpu(obj: Any) -> Any:
@@ -321,15 +303,3 @@ def _to_cpu(obj: Any) -> Any:
     if isinstance(obj, list):
         return [_to_cpu(v) for v in obj]
     return obj
-
-
-def _load_checkpoint(path: Path, cfg: RunConfig) -> dict:
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # noqa: BLE001 - any unreadable file gets the same clear message
-        raise ValueError(f"{path} is not a readable checkpoint ({type(err).__name__}: {err}); it may be truncated or foreign. Remove it to restart the run.") from err
-    if not isinstance(state, dict) or state.get("format") != "interp-init-checkpoint/1":
-        raise ValueError(f"{path} is not an interp-init checkpoint; remove it to restart the run")
-    if state.get("config") != cfg.to_dict():
-        raise ValueError(f"{path} is a checkpoint from another config; remove it or choose another --out")
-    return state

@@ -1,7 +1,7 @@
-"""One command for the papers' central result: small init reasons, large init memorizes.
+"""The papers' central result in four runs: small init reasons, large init memorizes.
 
 :func:`reproduce` trains the two named init regimes of a preset, ``small-init`` and
-``large-init``, on the two tasks that show the flip (SPEC section 1):
+``large-init``, on the two tasks that show the flip (docs/science.md):
 
 * ``symmetric``: the held-out pair (4,3) follows the *inferential* target x - 10 under
   small init and the *symmetric* target x - 6 (copied from the seen (3,4)) under large
@@ -28,6 +28,8 @@ schedule; they differ in their init (and, where a preset says so, weight decay).
 Each task trains on the architecture of the paper it comes from (``neurips`` for
 ``symmetric``, ``journal`` for ``id-ood``: docs/science.md).
 
+Importing this module imports no torch (the ``interp-init reproduce`` command in
+:mod:`training.cli` lists its :data:`REGIMES`); torch comes in when runs train.
 Example (CPU: four runs of 7-9 minutes each, two at a time on 2 cores; see
 docs/faithful-models.md for what it shows)::
 
@@ -37,16 +39,16 @@ docs/faithful-models.md for what it shows)::
 from __future__ import annotations
 
 import os
-import time
+import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import click
-import pandas as pd
+from interp_init.runfolder import write_json
+from interp_init.tasks import TASKS, AnchorPair
+from training.config import PRESETS, RunConfig, make_run_config
 
-from training.config import PRECISIONS, PRESETS, RunConfig, make_run_config
-from interp_init.tasks import TASKS
-from training.loop import atomic_write_json, train
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: The tasks a reproduction trains, in order.
 REPRODUCE_TASKS: tuple[str, ...] = ("symmetric", "id-ood")
@@ -106,11 +108,14 @@ def regime_config(preset: str, regime: str, task: str, seed: int, precision: str
     return make_run_config(preset, task=task, seed=seed, precision=precision, **regime_options(preset, regime, task))
 
 
-def _row(task: str, cfg: Any, metrics: dict, run_dir: Path) -> dict[str, Any]:
+def summary_row(task: str, cfg: RunConfig, metrics: dict, run_dir: str | Path) -> dict[str, Any]:
+    """One run's line of the summary, from its config and ``metrics.json``: gamma, ID
+    accuracy, the held-out (4,3) against both targets (``symmetric``) or OOD accuracy and
+    commutativity (other tasks), weight decay, precision, status, seconds, run folder."""
     final = metrics["final"]
     row: dict[str, Any] = {"gamma": cfg.init.gamma, "id_acc": final.get("id_acc")}
     if task == "symmetric":
-        heldout = final.get("heldout", {}).get("4,3", {})
+        heldout = final.get("heldout", {}).get(AnchorPair(4, 3).key, {})
         row["heldout_inferential"] = heldout.get("inferential")
         row["heldout_symmetric"] = heldout.get("symmetric")
     else:
@@ -140,9 +145,11 @@ def _cuda_available() -> bool:
 
 def _train_run(cfg: RunConfig, run_dir: Path, device: str, progress: bool, threads: int | None) -> dict:
     """Train one run (in this process or a worker) and return its metrics."""
-    if threads is not None:
-        import torch
+    import torch
 
+    from training.loop import train
+
+    if threads is not None:
         torch.set_num_threads(threads)
     return train(cfg, run_dir, device=device, progress=progress).metrics
 
@@ -176,20 +183,21 @@ def reproduce(
     summary: dict[str, dict[str, dict[str, Any]]] = {task: {} for task in REPRODUCE_TASKS}
 
     def record(task: str, regime: str, cfg: RunConfig, metrics: dict) -> None:
-        summary[task][regime] = _row(task, cfg, metrics, root / task / regime)
+        summary[task][regime] = summary_row(task, cfg, metrics, root / task / regime)
         ordered = {t: {r: summary[t][r] for r in REGIME_NAMES if r in summary[t]} for t in REPRODUCE_TASKS}
-        atomic_write_json(root / "summary.json", ordered)
+        write_json(root / "summary.json", ordered)
 
     if progress:
         for task, regime, cfg in runs:
-            click.echo(f"[{task} / {regime}] {cfg.model.architecture}, gamma={cfg.init.gamma} -> {root / task / regime}", err=True)
+            print(f"[{task} / {regime}] {cfg.model.architecture}, gamma={cfg.init.gamma} -> {root / task / regime}", file=sys.stderr, flush=True)
     if workers == 1:
         for task, regime, cfg in runs:
             record(task, regime, cfg, _train_run(cfg, root / task / regime, device, progress, None))
     else:
         if progress:
-            click.echo(f"training {len(runs)} runs, {workers} at a time, one torch thread each", err=True)
-        from training.sweep import worker_pool  # workers that never outlive this process
+            print(f"training {len(runs)} runs, {workers} at a time, one torch thread each", file=sys.stderr, flush=True)
+        # worker_pool: workers that never outlive this process
+        from training.sweep import worker_pool
 
         with worker_pool(workers, 1) as pool:
             futures = [(task, regime, cfg, pool.submit(_train_run, cfg, root / task / regime, device, False, 1)) for task, regime, cfg in runs]
@@ -199,7 +207,7 @@ def reproduce(
 
 
 def check_flip(summary: dict[str, dict[str, dict[str, Any]]], criteria: dict[str, float] = CRITERIA) -> dict[str, bool]:
-    """Each of the issue's flip criteria on one summary, by name, and ``"all"``."""
+    """Each of the flip criteria (:data:`CRITERIA`) on one summary, by name, and ``"all"``."""
     sym, ood = summary["symmetric"], summary["id-ood"]
 
     def ge(value: Any, bound: float) -> bool:
@@ -224,6 +232,8 @@ def failed_criteria(checks: dict[str, bool]) -> str:
 
 def summary_table(summary: dict[str, dict[str, dict[str, Any]]]) -> pd.DataFrame:
     """One row per (task, regime): gamma, ID accuracy, the held-out numbers, time."""
+    import pandas as pd
+
     rows = []
     for task, regimes in summary.items():
         for regime, row in regimes.items():
@@ -248,39 +258,3 @@ def format_table(summary: dict[str, dict[str, dict[str, Any]]]) -> str:
     """The summary as a plain-text table (what the command prints)."""
     table = summary_table(summary)
     return table.to_string(index=False, na_rep="-", float_format=lambda v: f"{v:.2f}")
-
-
-@click.command("reproduce")
-@click.option("--preset", default="cpu", show_default=True, help=f"One of {sorted(REGIMES)}.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Run seed of all four runs.")
-@click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder: one run per task and regime, summary.json.")
-@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
-@click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True, help="bf16: the forward under bfloat16 autocast.")
-@click.option(
-    "--workers", type=int, default=None,
-    help="Runs trained at once, each in its own process with one torch thread [default: one per CPU core (up to 4) on a CPU, 1 on a GPU].",
-)  # fmt: skip
-@click.option("--quiet", is_flag=True, help="No progress bars.")
-def reproduce_command(preset: str, seed: int, out: str, device: str, precision: str, workers: int | None, quiet: bool) -> None:
-    """Train small-init and large-init on the symmetric and id-ood tasks; print the flip.
-
-    Writes OUT/<task>/<regime> run folders, OUT/summary.json and OUT/report.html (the
-    offline report of the four runs); a rerun resumes.
-    """
-    start = time.perf_counter()
-    summary = reproduce(preset, seed, out, device=device, progress=not quiet, precision=precision, workers=workers)
-    click.echo(f"preset {preset}, seed {seed}, {precision}, {time.perf_counter() - start:.0f} s in this call")
-    click.echo(format_table(summary))
-    checks = check_flip(summary)
-    click.echo("flip reproduced (all criteria met)" if checks["all"] else f"flip NOT reproduced; failed: {failed_criteria(checks)}")
-    click.echo(f"summary: {Path(out) / 'summary.json'}")
-    from training.report import write_report  # imported here: plotting is not needed to train
-
-    run_dirs = [row["run_dir"] for regimes in summary.values() for row in regimes.values()]
-    click.echo(f"report: {write_report(run_dirs, Path(out) / 'report.html')}")
-    # Not reproducing the flip is a result; a run that did not complete is a failure.
-    bad = [f"{task}/{regime}: {row['status']}" for task, regimes in summary.items() for regime, row in regimes.items() if row["status"] != "completed"]
-    if bad:
-        n_runs = sum(len(regimes) for regimes in summary.values())
-        click.echo(f"interp-init: {len(bad)} of {n_runs} runs did not complete ({'; '.join(bad)}): see {Path(out) / 'summary.json'}", err=True)
-        raise click.exceptions.Exit(1)

@@ -1,13 +1,6 @@
-"""Phase diagrams from a sweep's results table: aggregation as in the papers, phases, figures.
+"""The papers' figures from a sweep's results table (plotly), and their offline HTML.
 
-Aggregation (NeurIPS Sec. 3, journal Sec. V): within a cell (e.g. one gamma and one
-depth) and a seed, take the best of each metric over the learning rates
-(:func:`best_over`); then the mean and the sample standard deviation over seeds
-(:func:`aggregate`).  Phases (journal; SPEC section 1) come from the aggregated ID and OOD
-accuracies (:func:`classify_phase`): Phase 1 = ID < 0.9 (poor ID), Phase 2 = good ID and
-OOD <= 0.5, Phase 3 = good ID and OOD > 0.5; the thresholds are parameters.
-
-Figures (plotly; each takes the results table of :func:`training.sweep.load_results`):
+Each takes the results table of :func:`training.sweep.load_results`:
 
 * :func:`fig_neurips_fig2`: gamma x depth heatmaps of held-out (4,3) accuracy against the
   symmetric and the inferential target, hatched where ID < 0.9 (NeurIPS Fig. 2).
@@ -21,6 +14,7 @@ Figures (plotly; each takes the results table of :func:`training.sweep.load_resu
 * :func:`fig_pair_epochs`: per anchor pair, epochs until its training accuracy reaches
   60% (journal Fig. 8B).
 
+:data:`FIGURES` names them; :func:`make_figures` draws those a table supports and
 :func:`write_html` writes them with plotly.js inlined, so the files render with no network.
 """
 
@@ -31,169 +25,33 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import click
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from interp_init.tasks import ALL_PAIRS, task_spec
-from training.sweep import LOSS_THRESHOLD, PAIR_ACC_THRESHOLD, collect_results, pair_column
+from training.phase.aggregation import (
+    add_phase,
+    aggregate,
+    best_over,
+    check_columns,
+    param_columns,
+)
+from training.phase.names import (
+    COMMUTATIVITY_THRESHOLD,
+    FIGURE_NAMES,
+    ID_THRESHOLD,
+    OOD_THRESHOLD,
+)
+from training.sweep import pair_column
 
-#: ID accuracy at or above which ID generalization is "good" (NeurIPS shadow zones).
-ID_THRESHOLD = 0.9
-#: OOD accuracy above which a good-ID cell is Phase 3 (journal Fig. 5C).
-OOD_THRESHOLD = 0.5
-#: Commutativity below which journal Fig. 3B marks a cell.
-COMMUTATIVITY_THRESHOLD = 0.7
-#: Metrics where less is better (best over learning rates = minimum).
-LOWER_IS_BETTER_PREFIXES = ("epochs_to", "final_loss")
 _SHADE = "rgba(90, 90, 90, 0.55)"
 _PHASE_COLOURS = {1: "rgba(220, 80, 60, 0.12)", 2: "rgba(240, 180, 40, 0.15)", 3: "rgba(60, 160, 90, 0.15)"}
 
 
-# ------------------------------------------------------------------------ aggregation
-
-def param_columns(df: pd.DataFrame) -> list[str]:
-    """The configuration columns of a results table (those between ``run`` and ``status``)."""
-    if "status" not in df.columns:
-        raise ValueError("not a results table: it has no 'status' column (load it with training.sweep.load_results)")
-    cols = list(df.columns[: df.columns.get_loc("status")])
-    return [c for c in cols if c != "run"]
-
-
-def _lower_is_better(metric: str) -> bool:
-    return metric.startswith(LOWER_IS_BETTER_PREFIXES)
-
-
-def _check_columns(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise ValueError(f"{what}: the table has no column(s) {missing}; it has {list(df.columns)}")
-
-
-def best_over(
-    df: pd.DataFrame,
-    metrics: Sequence[str],
-    cell: Sequence[str],
-    over: str = "lr",
-    seed: str = "seed",
-    target: str | None = None,
-) -> pd.DataFrame:
-    """Per ``cell`` and ``seed``, the best of each metric over the values of ``over`` (learning rates).
-
-    With ``target=None`` every metric takes its own best (NeurIPS Fig. 2 selects "the
-    highest accuracy for the inferential and symmetric mappings" separately); with a
-    ``target`` metric, the row (learning rate) best on the target is chosen and all
-    metrics are read from it.  Best is the maximum, or the minimum for metrics named
-    ``epochs_to*`` / ``final_loss``.  NaN values are skipped; a group with no value is NaN.
-    Returns one row per (cell, seed) with the columns ``cell + [seed] + metrics``
-    (and ``over``: the chosen value, when ``target`` is given).
-    """
-    groups = [*cell, seed]
-    _check_columns(df, [*groups, *metrics] + ([target] if target else []), "best_over")
-    if over not in df.columns or target is None:
-        if df.empty:
-            return pd.DataFrame(columns=[*groups, *metrics])
-        agg = {m: ("min" if _lower_is_better(m) else "max") for m in metrics}
-        return df.groupby(groups, sort=True, dropna=False)[list(metrics)].agg(agg).reset_index()
-    valid = df.dropna(subset=[target])
-    lower = _lower_is_better(target)
-    order = valid.sort_values([*groups, target, over], ascending=[True] * len(groups) + [lower, True], kind="stable")
-    chosen = order.groupby(groups, sort=True, dropna=False).head(1)
-    all_groups = df[groups].drop_duplicates()
-    out = all_groups.merge(chosen[[*groups, over, *[m for m in metrics if m != over]]], on=groups, how="left")
-    return out.sort_values(groups, kind="stable").reset_index(drop=True)
-
-
-def aggregate(
-    df: pd.DataFrame,
-    metrics: Sequence[str],
-    cell: Sequence[str] | None = None,
-    over: str = "lr",
-    seed: str = "seed",
-    target: str | None = None,
-    statuses: Sequence[str] | None = ("completed",),
-) -> pd.DataFrame:
-    """The papers' aggregation: best over ``over`` (learning rates), then mean and spread over seeds.
-
-    ``cell`` defaults to every configuration column that varies in the table except
-    ``over`` and ``seed``.  Only rows whose ``status`` is in ``statuses`` count
-    (``None``: all rows).  Returns one row per cell: the cell columns, ``{metric}_mean``,
-    ``{metric}_std`` (sample standard deviation over seeds, ddof=1: NaN for one seed) and
-    ``n_seeds`` (seeds with at least one counted run).
-    """
-    if statuses is not None and "status" in df.columns:
-        df = df[df["status"].isin(statuses)]
-    if cell is None:
-        cell = [c for c in param_columns(df) if c not in (over, seed) and df[c].nunique(dropna=False) > 1]
-    cell = list(cell)
-    best = best_over(df, metrics, cell, over=over, seed=seed, target=target)
-    if best.empty:
-        cols = [*cell, *(f"{m}_{s}" for m in metrics for s in ("mean", "std")), "n_seeds"]
-        return pd.DataFrame(columns=cols)
-    if cell:
-        grouped = best.groupby(cell, sort=True, dropna=False)
-    else:
-        grouped = best.assign(_all=0).groupby("_all")
-    parts = {}
-    for m in metrics:
-        parts[f"{m}_mean"] = grouped[m].mean()
-        parts[f"{m}_std"] = grouped[m].std(ddof=1)
-    parts["n_seeds"] = grouped[seed].nunique()
-    out = pd.DataFrame(parts).reset_index()
-    return out.drop(columns=["_all"], errors="ignore")
-
-
-def classify_phase(
-    id_acc: Any, ood_acc: Any, id_threshold: float = ID_THRESHOLD, ood_threshold: float = OOD_THRESHOLD
-) -> pd.Series:
-    """The journal's phase of each (ID accuracy, OOD accuracy), as a nullable integer Series.
-
-    1: ID < ``id_threshold`` (poor ID; the papers' Phase 1 also has poor OOD, and a
-    poor-ID cell counts as Phase 1 whatever its OOD); 2: ID >= ``id_threshold`` and OOD <=
-    ``ood_threshold``; 3: ID >= ``id_threshold`` and OOD > ``ood_threshold``.  NA where a
-    needed value is NaN.
-    """
-    for name, value in (("id_threshold", id_threshold), ("ood_threshold", ood_threshold)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-            raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
-    index = id_acc.index if isinstance(id_acc, pd.Series) else None
-    ida = np.asarray(id_acc, dtype=float).reshape(-1)
-    ooda = np.asarray(ood_acc, dtype=float).reshape(-1)
-    if ida.shape != ooda.shape:
-        raise ValueError(f"id_acc and ood_acc must have the same length, got {ida.shape[0]} and {ooda.shape[0]}")
-    phase = pd.Series(pd.array([pd.NA] * len(ida), dtype="Int64"), index=index)
-    poor_id = ida < id_threshold
-    good_id = ida >= id_threshold
-    phase[poor_id] = 1
-    phase[good_id & (ooda <= ood_threshold)] = 2
-    phase[good_id & (ooda > ood_threshold)] = 3
-    return phase
-
-
-def add_phase(
-    agg: pd.DataFrame,
-    id_col: str = "id_acc_mean",
-    ood_col: str | None = None,
-    id_threshold: float = ID_THRESHOLD,
-    ood_threshold: float = OOD_THRESHOLD,
-) -> pd.DataFrame:
-    """``agg`` with a ``phase`` column from its ID and OOD columns.
-
-    ``ood_col`` defaults to ``ood_acc_mean`` (id-ood task), else ``heldout_inferential_mean``
-    (the symmetric task's held-out pair against the inferential target).
-    """
-    if ood_col is None:
-        ood_col = "ood_acc_mean" if "ood_acc_mean" in agg.columns else "heldout_inferential_mean"
-    _check_columns(agg, [id_col, ood_col], "add_phase")
-    return agg.assign(phase=classify_phase(agg[id_col], agg[ood_col], id_threshold, ood_threshold).to_numpy())
-
-
-# ---------------------------------------------------------------------------- figures
-
 def _task_rows(df: pd.DataFrame, task: str, what: str) -> pd.DataFrame:
-    _check_columns(df, ["task", "status"], what)
+    check_columns(df, ["task", "status"], what)
     rows = df[(df["task"] == task) & (df["status"] == "completed")]
     if rows.empty:
         raise ValueError(f"{what} needs completed runs of the {task!r} task; the table has none")
@@ -482,7 +340,7 @@ def fig_pair_epochs(df: pd.DataFrame, k: int | None = None, n_layers: int | None
     cols = [pair_column(p) for p in ALL_PAIRS]
     agg = aggregate(rows, cols, cell=["gamma"], over=over)
     broken = set(task_spec("complexity", k=int(k)).offsets)
-    labels = [f"({a},{b})" for a, b in ALL_PAIRS]
+    labels = [f"({pair.key})" for pair in ALL_PAIRS]
     colours = ["crimson" if p in broken else "steelblue" for p in ALL_PAIRS]
     gammas = sorted(agg["gamma"].unique(), reverse=True)
     fig = make_subplots(rows=1, cols=len(gammas), subplot_titles=[_init_name(g, gammas) for g in gammas], shared_yaxes=True)
@@ -511,7 +369,8 @@ def _has(df: pd.DataFrame, task: str, column: str) -> bool:
     return bool(rows[column].notna().any())
 
 
-#: Figure name -> (function, does the table support it).
+#: Figure name (:data:`training.phase.names.FIGURE_NAMES`, in its order) -> (function,
+#: does the table support it).
 FIGURES: dict[str, tuple[Callable[..., go.Figure], Callable[[pd.DataFrame], bool]]] = {
     "neurips_fig2": (fig_neurips_fig2, lambda df: _has(df, "symmetric", "heldout_symmetric")),
     "journal_fig3a": (fig_journal_fig3a, lambda df: _has(df, "id-ood", "ood_acc")),
@@ -520,6 +379,7 @@ FIGURES: dict[str, tuple[Callable[..., go.Figure], Callable[[pd.DataFrame], bool
     "complexity_epochs": (fig_complexity_epochs, lambda df: _has(df, "complexity", "final_loss")),
     "pair_epochs": (fig_pair_epochs, lambda df: _has(df, "complexity", "final_loss")),
 }
+assert tuple(FIGURES) == FIGURE_NAMES, "training.phase.names.FIGURE_NAMES must list FIGURES in order"
 
 
 def supported_figures(df: pd.DataFrame) -> list[str]:
@@ -566,46 +426,3 @@ def write_html(figures: Mapping[str, go.Figure], out: str | Path, title: str = "
         fig.write_html(path, include_plotlyjs=True, full_html=True)
         paths.append(path)
     return paths
-
-
-@click.command("phase-diagram")
-@click.argument("sweep_dir", type=click.Path(file_okay=False))
-@click.option("--out", default=None, help="An .html file (all figures on one page) or a folder (one file per figure). Default: SWEEP_DIR/phase_diagram.html.")
-@click.option("--figure", "figure_names", multiple=True, type=click.Choice(list(FIGURES)), help="Only these figures (repeatable). Default: every figure the table supports.")
-@click.option("--id-threshold", type=float, default=ID_THRESHOLD, show_default=True, help="Good ID accuracy (hatching, phases).")
-@click.option("--ood-threshold", type=float, default=OOD_THRESHOLD, show_default=True, help="OOD accuracy above which good ID is phase 3.")
-@click.option("--loss-threshold", type=float, default=LOSS_THRESHOLD, show_default=True, help="Training loss for epochs_to_loss.")
-@click.option("--pair-threshold", type=float, default=PAIR_ACC_THRESHOLD, show_default=True, help="Per-pair training accuracy for epochs_to_acc_*.")
-def phase_diagram_command(
-    sweep_dir: str, out: str | None, figure_names: tuple[str, ...], id_threshold: float, ood_threshold: float,
-    loss_threshold: float, pair_threshold: float,
-) -> None:  # fmt: skip
-    """Rebuild SWEEP_DIR/results.csv and write the papers' figures it supports as offline HTML.
-
-    Exits with code 1, after the figures and a line saying how many, when any run of the
-    sweep failed, diverged or is missing; a folder it refuses gets nothing written.
-    """
-    from training.sweep import RESULTS_FILE, incomplete_runs, problem_summary, write_results
-
-    # Everything is checked and built before the first write: a refused folder is left as it was.
-    df = collect_results(sweep_dir, loss_threshold=loss_threshold, pair_threshold=pair_threshold, write=False)
-    names = list(figure_names) or supported_figures(df)
-    if not names:
-        raise ValueError(f"{sweep_dir} has no completed runs any figure can use (statuses: {df['status'].value_counts().to_dict()})")
-    phase_opts = {"id_threshold": id_threshold, "ood_threshold": ood_threshold}
-    options = {
-        "neurips_fig2": {"id_threshold": id_threshold},
-        "journal_fig3a": phase_opts,
-        "journal_fig3b": {"id_threshold": id_threshold},
-        "journal_fig5c": phase_opts,
-    }
-    figures = make_figures(df, names, options)
-    bad = incomplete_runs(sweep_dir, df)
-    write_results(df, sweep_dir)
-    paths = write_html(figures, out or Path(sweep_dir) / "phase_diagram.html")
-    click.echo(f"{len(figures)} figure(s) ({', '.join(figures)}) from {len(df)} runs: {', '.join(map(str, paths))}")
-    total = len(df) + sum(1 for status in bad.values() if status == "absent")
-    problem = problem_summary(bad, total, Path(sweep_dir) / RESULTS_FILE)
-    if problem:
-        click.echo(f"interp-init: {problem}; the figures leave them out", err=True)
-        raise click.exceptions.Exit(1)

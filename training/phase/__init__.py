@@ -1,0 +1,48 @@
+"""Phase diagrams from a sweep's results table: the papers' aggregation, phases and figures.
+
+* :mod:`training.phase.names`: the thresholds and figure names, plain constants (the
+  ``interp-init phase-diagram`` command's choices and defaults).
+* :mod:`training.phase.aggregation`: best over learning rates, mean and spread over
+  seeds, the journal's phases (pandas only).
+* :mod:`training.phase.figures`: the papers' figures (plotly) and their offline HTML.
+
+The names below are imported on first use (PEP 562 ``__getattr__``), so that the
+command line reads :mod:`training.phase.names` without importing pandas or plotly;
+``from training.phase import aggregate`` works as usual.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+_AGGREGATION = ("LOWER_IS_BETTER_PREFIXES", "add_phase", "aggregate", "best_over", "classify_phase", "param_columns")
+_FIGURES = (
+    "FIGURES", "fig_complexity_epochs", "fig_journal_fig3a", "fig_journal_fig3b", "fig_journal_fig5c",
+    "fig_neurips_fig2", "fig_pair_epochs", "make_figures", "supported_figures", "write_html",
+)  # fmt: skip
+_NAMES = ("COMMUTATIVITY_THRESHOLD", "FIGURE_NAMES", "ID_THRESHOLD", "OOD_THRESHOLD")
+
+__all__ = sorted((*_NAMES, *_AGGREGATION, *_FIGURES))
+
+
+def _module_of(name: str) -> ModuleType:
+    if name in _NAMES:
+        from training.phase import names as module
+    elif name in _AGGREGATION:
+        from training.phase import aggregation as module
+    elif name in _FIGURES:
+        from training.phase import figures as module
+    else:
+        raise AttributeError(f"module 'training.phase' has no attribute {name!r}")
+    return module
+
+
+def __getattr__(name: str) -> Any:
+    value = getattr(_module_of(name), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

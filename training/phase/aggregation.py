@@ -1,0 +1,160 @@
+"""Aggregation of a sweep's results table as in the papers, and the phases (pandas only).
+
+Within a cell (e.g. one gamma and one depth) and a seed, take the best of each metric
+over the learning rates (:func:`best_over`); then the mean and the sample standard
+deviation over seeds (:func:`aggregate`); NeurIPS Sec. 3, journal Sec. V.  Phases (the
+journal's; docs/science.md) come from the aggregated ID and OOD accuracies
+(:func:`classify_phase`): Phase 1 = ID < 0.9 (poor ID), Phase 2 = good ID and OOD <= 0.5,
+Phase 3 = good ID and OOD > 0.5; the thresholds are parameters
+(:mod:`training.phase.names` holds their defaults).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from training.phase.names import ID_THRESHOLD, OOD_THRESHOLD
+
+#: Metrics where less is better (best over learning rates = minimum).
+LOWER_IS_BETTER_PREFIXES = ("epochs_to", "final_loss")
+
+
+def param_columns(df: pd.DataFrame) -> list[str]:
+    """The configuration columns of a results table (those between ``run`` and ``status``)."""
+    if "status" not in df.columns:
+        raise ValueError("not a results table: it has no 'status' column (load it with training.sweep.load_results)")
+    cols = list(df.columns[: df.columns.get_loc("status")])
+    return [c for c in cols if c != "run"]
+
+
+def _lower_is_better(metric: str) -> bool:
+    return metric.startswith(LOWER_IS_BETTER_PREFIXES)
+
+
+def check_columns(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
+    """Refuse a table that lacks any of ``columns`` (a ``ValueError`` naming ``what`` needed them)."""
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValueError(f"{what}: the table has no column(s) {missing}; it has {list(df.columns)}")
+
+
+def best_over(
+    df: pd.DataFrame,
+    metrics: Sequence[str],
+    cell: Sequence[str],
+    over: str = "lr",
+    seed: str = "seed",
+    target: str | None = None,
+) -> pd.DataFrame:
+    """Per ``cell`` and ``seed``, the best of each metric over the values of ``over`` (learning rates).
+
+    With ``target=None`` every metric takes its own best (NeurIPS Fig. 2 selects "the
+    highest accuracy for the inferential and symmetric mappings" separately); with a
+    ``target`` metric, the row (learning rate) best on the target is chosen and all
+    metrics are read from it.  Best is the maximum, or the minimum for metrics named
+    ``epochs_to*`` / ``final_loss``.  NaN values are skipped; a group with no value is NaN.
+    Returns one row per (cell, seed) with the columns ``cell + [seed] + metrics``
+    (and ``over``: the chosen value, when ``target`` is given).
+    """
+    groups = [*cell, seed]
+    check_columns(df, [*groups, *metrics] + ([target] if target else []), "best_over")
+    if over not in df.columns or target is None:
+        if df.empty:
+            return pd.DataFrame(columns=[*groups, *metrics])
+        agg = {m: ("min" if _lower_is_better(m) else "max") for m in metrics}
+        return df.groupby(groups, sort=True, dropna=False)[list(metrics)].agg(agg).reset_index()
+    valid = df.dropna(subset=[target])
+    lower = _lower_is_better(target)
+    order = valid.sort_values([*groups, target, over], ascending=[True] * len(groups) + [lower, True], kind="stable")
+    chosen = order.groupby(groups, sort=True, dropna=False).head(1)
+    all_groups = df[groups].drop_duplicates()
+    out = all_groups.merge(chosen[[*groups, over, *[m for m in metrics if m != over]]], on=groups, how="left")
+    return out.sort_values(groups, kind="stable").reset_index(drop=True)
+
+
+def aggregate(
+    df: pd.DataFrame,
+    metrics: Sequence[str],
+    cell: Sequence[str] | None = None,
+    over: str = "lr",
+    seed: str = "seed",
+    target: str | None = None,
+    statuses: Sequence[str] | None = ("completed",),
+) -> pd.DataFrame:
+    """The papers' aggregation: best over ``over`` (learning rates), then mean and spread over seeds.
+
+    ``cell`` defaults to every configuration column that varies in the table except
+    ``over`` and ``seed``.  Only rows whose ``status`` is in ``statuses`` count
+    (``None``: all rows).  Returns one row per cell: the cell columns, ``{metric}_mean``,
+    ``{metric}_std`` (sample standard deviation over seeds, ddof=1: NaN for one seed) and
+    ``n_seeds`` (seeds with at least one counted run).
+    """
+    if statuses is not None and "status" in df.columns:
+        df = df[df["status"].isin(statuses)]
+    if cell is None:
+        cell = [c for c in param_columns(df) if c not in (over, seed) and df[c].nunique(dropna=False) > 1]
+    cell = list(cell)
+    best = best_over(df, metrics, cell, over=over, seed=seed, target=target)
+    if best.empty:
+        cols = [*cell, *(f"{m}_{s}" for m in metrics for s in ("mean", "std")), "n_seeds"]
+        return pd.DataFrame(columns=cols)
+    if cell:
+        grouped = best.groupby(cell, sort=True, dropna=False)
+    else:
+        grouped = best.assign(_all=0).groupby("_all")
+    parts = {}
+    for m in metrics:
+        parts[f"{m}_mean"] = grouped[m].mean()
+        parts[f"{m}_std"] = grouped[m].std(ddof=1)
+    parts["n_seeds"] = grouped[seed].nunique()
+    out = pd.DataFrame(parts).reset_index()
+    return out.drop(columns=["_all"], errors="ignore")
+
+
+def classify_phase(
+    id_acc: Any, ood_acc: Any, id_threshold: float = ID_THRESHOLD, ood_threshold: float = OOD_THRESHOLD
+) -> pd.Series:
+    """The journal's phase of each (ID accuracy, OOD accuracy), as a nullable integer Series.
+
+    1: ID < ``id_threshold`` (poor ID; the papers' Phase 1 also has poor OOD, and a
+    poor-ID cell counts as Phase 1 whatever its OOD); 2: ID >= ``id_threshold`` and OOD <=
+    ``ood_threshold``; 3: ID >= ``id_threshold`` and OOD > ``ood_threshold``.  NA where a
+    needed value is NaN.
+    """
+    for name, value in (("id_threshold", id_threshold), ("ood_threshold", ood_threshold)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+            raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
+    index = id_acc.index if isinstance(id_acc, pd.Series) else None
+    ida = np.asarray(id_acc, dtype=float).reshape(-1)
+    ooda = np.asarray(ood_acc, dtype=float).reshape(-1)
+    if ida.shape != ooda.shape:
+        raise ValueError(f"id_acc and ood_acc must have the same length, got {ida.shape[0]} and {ooda.shape[0]}")
+    phase = pd.Series(pd.array([pd.NA] * len(ida), dtype="Int64"), index=index)
+    poor_id = ida < id_threshold
+    good_id = ida >= id_threshold
+    phase[poor_id] = 1
+    phase[good_id & (ooda <= ood_threshold)] = 2
+    phase[good_id & (ooda > ood_threshold)] = 3
+    return phase
+
+
+def add_phase(
+    agg: pd.DataFrame,
+    id_col: str = "id_acc_mean",
+    ood_col: str | None = None,
+    id_threshold: float = ID_THRESHOLD,
+    ood_threshold: float = OOD_THRESHOLD,
+) -> pd.DataFrame:
+    """``agg`` with a ``phase`` column from its ID and OOD columns.
+
+    ``ood_col`` defaults to ``ood_acc_mean`` (id-ood task), else ``heldout_inferential_mean``
+    (the symmetric task's held-out pair against the inferential target).
+    """
+    if ood_col is None:
+        ood_col = "ood_acc_mean" if "ood_acc_mean" in agg.columns else "heldout_inferential_mean"
+    check_columns(agg, [id_col, ood_col], "add_phase")
+    return agg.assign(phase=classify_phase(agg[id_col], agg[ood_col], id_threshold, ood_threshold).to_numpy())

@@ -1,0 +1,81 @@
+"""An offline HTML report that compares run folders side by side.
+
+:func:`write_report` reads run folders (``config.json``, ``metrics.json``,
+``model.safetensors``), runs the probes of :mod:`probes` on a few hundred inputs per run
+and writes one self-contained HTML file that makes no request to any network address;
+:func:`write_images` writes its figures as PNG, SVG or PDF.  Modules:
+
+* :mod:`training.report.config`: :class:`ReportConfig` and the command's choices (no torch);
+* :mod:`training.report.runs`: the run folders and the probes' inputs;
+* :mod:`training.report.cells`: what a section is made of (:class:`Section`, :class:`Cell`);
+* :mod:`training.report.outcomes`: what each run learned (verdict, curves, accuracies);
+* :mod:`training.report.mechanisms`: how it computes (attention, flow, masking, similarity);
+* :mod:`training.report.weights`: its weights (condensation, embeddings, ranks, spectra);
+* :mod:`training.report.page`: the page's assembly and :func:`write_report`;
+* :mod:`training.report.inline`: plotly's and circuitsvis' JavaScript, inlined;
+* :mod:`training.report.images`: static images through kaleido.
+
+The names below are imported on first use (PEP 562 ``__getattr__``), so that the command
+line can import :mod:`training.report.config` without torch.  Command line::
+
+    interp-init report RUNS/symmetric/small RUNS/symmetric/large --out report.html
+    interp-init report RUNS --out report.html        # every run folder under RUNS
+    interp-init report RUNS --out report.html --images figures --image-format svg
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+_CONFIG = ("IMAGE_FORMATS", "PROJECTIONS", "ReportConfig")
+_RUNS = ("FIG3_KEY_POSITION", "FIG3_TOKENS", "Run", "balanced_inputs", "find_run_dirs", "load_runs", "sample_input", "token_labels")
+_CELLS = ("RUN_COLOURS", "Cell", "Context", "NotApplicable", "Section")
+_OUTCOMES = ("ACCURACY_COLUMNS_SKIP", "accuracy_table", "reproduction_verdicts", "section_accuracies", "section_curves", "section_verdict")
+_MECHANISMS = (
+    "RESIDUAL_PAIRS", "SIMILARITY_KEYS", "VALUE_PAIRS", "attention_heads_view", "flow_cell", "masking_cell", "section_attention",
+    "section_flow", "section_key_masking", "section_residual_similarity", "section_second_anchor_masking", "section_value_similarity",
+)  # fmt: skip
+_WEIGHTS = (
+    "EIGEN_TOP", "condensation_cell", "eigenvalue_cell", "embedding_cell", "section_condensation", "section_eigenvalues",
+    "section_embedding", "section_spectra", "section_stable_ranks", "spectra_cell", "variance_shares",
+)  # fmt: skip
+_INLINE = ("circuitsvis_bundle", "circuitsvis_view")
+_PAGE = ("MODEBAR_ROOM", "PLOTLY_CONFIG", "SECTIONS", "Page", "build_page", "limited_threads", "svg_only", "write_report")
+_IMAGES = ("StaticExportUnavailable", "static_export_problem", "write_images")
+
+__all__ = sorted((*_CONFIG, *_RUNS, *_CELLS, *_OUTCOMES, *_MECHANISMS, *_WEIGHTS, *_INLINE, *_PAGE, *_IMAGES))
+
+
+def _module_of(name: str) -> ModuleType:
+    if name in _CONFIG:
+        from training.report import config as module
+    elif name in _RUNS:
+        from training.report import runs as module
+    elif name in _CELLS:
+        from training.report import cells as module
+    elif name in _OUTCOMES:
+        from training.report import outcomes as module
+    elif name in _MECHANISMS:
+        from training.report import mechanisms as module
+    elif name in _WEIGHTS:
+        from training.report import weights as module
+    elif name in _INLINE:
+        from training.report import inline as module
+    elif name in _PAGE:
+        from training.report import page as module
+    elif name in _IMAGES:
+        from training.report import images as module
+    else:
+        raise AttributeError(f"module 'training.report' has no attribute {name!r}")
+    return module
+
+
+def __getattr__(name: str) -> Any:
+    value = getattr(_module_of(name), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -1,0 +1,201 @@
+"""The report's sections on what each run learned: the verdict, the training curves and
+the final accuracies, read from each run's ``metrics.json`` (the verdict also reads the
+stable rank of layer 0's W_Q and, inside an ``interp-init reproduce`` folder, its
+``summary.json``).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from probes.rank import merged_weight, stable_rank
+from training.report.cells import (
+    RUN_COLOURS,
+    Cell,
+    Context,
+    Section,
+    compact,
+    html_table,
+    measured,
+)
+from training.report.runs import Run
+from training.verdict import EXPECTED, FIT, run_verdict
+
+
+def reproduction_verdicts(runs: Sequence[Run]) -> list[str]:
+    """For runs inside an ``interp-init reproduce`` folder (``DIR/<task>/<regime>`` beside
+    ``DIR/summary.json``), the line the command printed: whether the flip was reproduced."""
+    from training.reproduce import (  # the reproduction's own criteria; it imports the report
+        check_flip,
+        failed_criteria,
+    )
+
+    lines = []
+    for root in dict.fromkeys(run.path.parent.parent for run in runs):
+        summary_path = root / "summary.json"
+        if not summary_path.is_file():
+            continue
+        try:
+            summary = json.loads(summary_path.read_text(encoding="utf-8"))
+            checks = check_flip(summary)
+        except (ValueError, KeyError, TypeError):
+            continue  # an unfinished or damaged summary: no verdict rather than a wrong one
+        lines.append(f"{root.name}: " + ("flip reproduced (all criteria met)" if checks["all"] else f"flip NOT reproduced; failed: {failed_criteria(checks)}"))
+    return lines
+
+
+def section_verdict(ctx: Context) -> Section:
+    """What each run learned: its solution in the papers' terms and the numbers behind it."""
+    rows, learned = [], {}
+    for run in ctx.runs:
+        metrics = run.metrics or {}
+        rank = None if run.model is None else stable_rank(merged_weight(run.model, "W_Q", 0))
+        v = run_verdict(run.config.data.task, metrics.get("final", {}) or {}, metrics.get("status", "no metrics"), rank)
+        learned[run.name] = v.solution
+        rows.append({"run": run.name, "task": run.config.data.task, "architecture": run.config.model.architecture,
+                     "gamma": run.config.init.gamma, "learned": v.solution, "evidence": v.evidence})  # fmt: skip
+    expected = [EXPECTED.get(task, "") for task in dict.fromkeys(r.config.data.task for r in ctx.runs)]
+    flips = reproduction_verdicts(ctx.runs)
+    parts = [html_table(pd.DataFrame(rows), 2)]
+    parts += [f'<p class="verdict">{html.escape(line)}</p>' for line in flips]
+    sentence = " ".join(expected) + (
+        " Below, each run as measured: its solution and the numbers that decide it (one cell of NeurIPS 2024 Fig. 2 or of the journal's Fig. 3A)."
+    ) + measured(ctx, "what each run learned", lambda run: learned[run.name], needs_model=False)
+    return Section("verdict", "Verdict: what each model learned", sentence, [Cell(html="".join(parts))], combined=True)
+
+
+def fit_epoch(history: Sequence[dict[str, Any]]) -> int | None:
+    """The first evaluated epoch whose ID accuracy reached :data:`~training.verdict.FIT`; None if none did."""
+    return next((h["epoch"] for h in history if h.get("id_acc") is not None and h["id_acc"] >= FIT), None)
+
+
+def _fit_epoch_text(run: Run) -> str | None:
+    history = (run.metrics or {}).get("history", [])
+    if not history:
+        return None
+    epoch = fit_epoch(history)
+    return str(epoch) if epoch is not None else f"not within {history[-1]['epoch']} epochs"
+
+
+def section_curves(ctx: Context) -> Section:
+    """Loss and accuracies per epoch, every run in one figure."""
+    fig = make_subplots(rows=1, cols=3, subplot_titles=("training loss", "train / ID accuracy", "held-out: OOD, candidates, commutativity"))
+    any_history = False
+    for i, run in enumerate(ctx.runs):
+        history = (run.metrics or {}).get("history", [])
+        if not history:
+            continue
+        any_history = True
+        colour = RUN_COLOURS[i % len(RUN_COLOURS)]
+        frame = pd.json_normalize(history)
+        shown = [False]  # one legend entry per run (its colour); line styles are in the caption
+
+        def add(column: str, col: int, label: str, dash: str = "solid") -> None:
+            if column in frame:
+                rows = frame[["epoch", column]].dropna()
+                fig.add_trace(
+                    go.Scatter(
+                        x=rows["epoch"], y=rows[column], name=run.name, legendgroup=run.name, showlegend=not shown[0], mode="lines",
+                        line=dict(color=colour, dash=dash), hovertemplate=f"{html.escape(run.name)}<br>{label}: %{{y:.4g}} at epoch %{{x}}<extra></extra>",
+                    ),
+                    row=1,
+                    col=col,
+                )  # fmt: skip
+                shown[0] = True
+
+        add("loss", 1, "loss")
+        add("train_acc", 2, "train", "dot")
+        add("id_acc", 2, "ID")
+        add("ood_acc", 3, "OOD")
+        add("commutativity", 3, "commutativity", "dot")
+        for column in frame.columns:
+            if column.startswith("heldout."):
+                _, pair, candidate = column.split(".", 2)
+                add(column, 3, f"({pair}) {candidate}", "solid" if candidate == "inferential" else "dash")
+    sentence = (
+        "Training loss and accuracies per epoch, one colour per run; line styles: solid loss, ID, OOD and held-out inferential target, "
+        "dotted train and commutativity, dashed held-out symmetric target (hover a line for its name); "
+        "the accuracy curves behind NeurIPS 2024 Fig. 2 and the journal's Fig. 3A, and the epochs-to-fit of NeurIPS Fig. 6 / journal Fig. 8, "
+        "where small init needs more epochs to fit as the inferential complexity k grows and large init does not."
+    ) + measured(ctx, f"the first epoch with ID accuracy >= {FIT}", _fit_epoch_text, needs_model=False)
+    if not any_history:
+        return Section("curves", "Training curves", sentence, [Cell(note="no run has a training history (metrics.json) yet")], combined=True)
+    fig.update_yaxes(type="log", row=1, col=1)
+    fig.update_yaxes(range=[-0.02, 1.02], row=1, col=2)
+    fig.update_yaxes(range=[-0.02, 1.02], row=1, col=3)
+    epochs = max((len((r.metrics or {}).get("history", [])) for r in ctx.runs), default=0)
+    fig.update_xaxes(title_text="epoch", **({"dtick": 1} if epochs <= 12 else {}))
+    compact(fig, 420)
+    fig.update_layout(margin=dict(t=50), legend=dict(orientation="h", yanchor="top", y=-0.22, x=0, font=dict(size=11)))
+    return Section("curves", "Training curves", sentence, [Cell(figure=fig, height=420 + 20 * len(ctx.runs))], combined=True)
+
+
+def accuracy_table(runs: Sequence[Run]) -> pd.DataFrame:
+    """One row per run: status, epochs and every final accuracy its metrics hold."""
+    rows = []
+    for run in runs:
+        metrics = run.metrics or {}
+        final = metrics.get("final", {}) or {}
+        row: dict[str, Any] = {
+            "run": run.name,
+            "task": run.config.data.task,
+            "gamma": run.config.init.gamma,
+            "weight_decay": run.config.train.weight_decay,
+            "status": metrics.get("status", "no metrics"),
+            "epochs": final.get("epoch", len(metrics.get("history", []))),
+            "train": final.get("train_acc"),
+            "ID": final.get("id_acc"),
+        }
+        for pair, accs in final.get("heldout", {}).items():
+            for candidate, value in accs.items():
+                row[f"({pair}) {candidate}"] = value
+        if "ood_acc" in final:
+            row["OOD"] = final["ood_acc"]
+        if "commutativity" in final:
+            row["commutativity"] = final["commutativity"]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _deciding_accuracies(run: Run) -> str | None:
+    """The final accuracies the papers read: the held-out pairs' candidates, else OOD, else ID."""
+    final = (run.metrics or {}).get("final", {}) or {}
+    parts = [f"({pair}) {candidate} {value:.2f}" for pair, accs in final.get("heldout", {}).items() for candidate, value in accs.items() if value is not None]
+    if final.get("ood_acc") is not None:
+        parts.append(f"OOD {final['ood_acc']:.2f}")
+    if not parts and final.get("id_acc") is not None:
+        parts.append(f"ID {final['id_acc']:.2f}")
+    return ", ".join(parts) or None
+
+
+ACCURACY_COLUMNS_SKIP = ("run", "task", "gamma", "weight_decay", "status", "epochs")
+
+
+def section_accuracies(ctx: Context) -> Section:
+    table = accuracy_table(ctx.runs)
+    measures = [c for c in table.columns if c not in ACCURACY_COLUMNS_SKIP and table[c].notna().any()]
+    sentence = (
+        "Final accuracy of each run on the training pairs, the ID test set, the held-out pair against each candidate target "
+        "(inferential x-10, symmetric x-6), OOD and commutativity: one cell of NeurIPS 2024 Fig. 2 (symmetric vs inferential) "
+        "and of the journal's Fig. 3 (ID / OOD / commutativity phases). The papers expect the held-out (4,3) to follow the inferential "
+        "target under small init and the symmetric one under large init, and OOD accuracy above 0.5 (Phase 3) with larger gamma "
+        "(smaller init) and weight decay."
+    ) + measured(ctx, "the accuracies that decide the solution", _deciding_accuracies, needs_model=False)
+    if not measures:
+        return Section("accuracies", "Accuracies", sentence, [Cell(html=html_table(table), note="no run has final accuracies yet")], combined=True)
+    fig = go.Figure()
+    for i, row in table.iterrows():
+        values = [row[m] for m in measures]
+        fig.add_trace(go.Bar(x=measures, y=values, name=row["run"], marker_color=RUN_COLOURS[i % len(RUN_COLOURS)], text=[None if pd.isna(v) else f"{v:.2f}" for v in values], textposition="outside"))
+    fig.update_layout(barmode="group", yaxis=dict(range=[0, 1.12], title="accuracy"))
+    compact(fig, 420)
+    # the runs' legend in rows above the plot: long run names would squeeze it from the side
+    fig.update_layout(margin=dict(t=30 + 20 * len(ctx.runs)), legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0, font=dict(size=11)))
+    return Section("accuracies", "Accuracies", sentence, [Cell(figure=fig, html=html_table(table), height=420 + 20 * len(ctx.runs))], combined=True)

@@ -1,0 +1,280 @@
+"""The results table of a sweep folder: one row per run folder, rebuilt from the folders.
+
+After a sweep, :func:`collect_results` rebuilds ``DIR/results.csv`` from the run folders
+(one row per folder: grid parameters, status, final metrics, epochs-to-threshold, stable
+ranks); :func:`load_results` reads it as a ``pandas.DataFrame``.  :func:`run_status`
+reads one folder's status, :func:`incomplete_runs` and :func:`problem_summary` say what
+did not complete.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from interp_init.runfolder import (
+    ERROR_FILE,
+    FINISHED_STATUSES,
+    RunFolder,
+    RunStatus,
+    atomic_write,
+    write_json,
+)
+from interp_init.tasks import ALL_PAIRS, AnchorPair
+from training.config import OPTIONS, RunConfig
+from training.phase.names import LOSS_THRESHOLD, PAIR_ACC_THRESHOLD
+from training.sweep.spec import SPEC_FILE, SweepSpec
+
+if TYPE_CHECKING:
+    from transformer_lens import HookedTransformer
+
+__all__ = ["ERROR_FILE", "LOSS_THRESHOLD", "PAIR_ACC_THRESHOLD"]  # re-exported: the sweep's thresholds and error file
+
+#: The results table of a sweep folder.
+RESULTS_FILE = "results.csv"
+#: A run folder's cached stable ranks (:func:`run_stable_ranks`).
+RANKS_FILE = "ranks.json"
+#: Columns of the results table that depend on the machine, not on the runs' content.
+TIMING_COLUMNS = ("elapsed_s",)
+#: Config values always in the results table (the figures' axes), besides the grid keys.
+CONTEXT_COLUMNS = ("preset", "task", "gamma", "n_layers", "d_model", "n_heads", "weight_decay", "lr", "k", "epochs", "seed")
+
+
+def run_status(run_dir: str | Path) -> RunStatus:
+    """Where a run folder's run stands (:meth:`interp_init.runfolder.RunFolder.status`)."""
+    return RunFolder(run_dir).status()
+
+
+def _weights_stamp(folder: RunFolder) -> dict[str, int]:
+    stat = folder.weights_path.stat()
+    return {"weights_size": stat.st_size, "weights_mtime_ns": stat.st_mtime_ns}
+
+
+def record_stable_ranks(run_dir: str | Path, model: HookedTransformer) -> dict[str, float]:
+    """Compute the stable ranks of a just-trained ``model`` (the run's own, not reloaded)
+    and cache them in the run folder's ``ranks.json``."""
+    from probes import merged_weight, stable_rank
+
+    folder = RunFolder(run_dir)
+    ranks = {
+        "stable_rank_wq0": stable_rank(merged_weight(model, "W_Q", 0)),
+        "stable_rank_we": stable_rank(merged_weight(model, "W_E")),
+    }
+    write_json(folder.path / RANKS_FILE, {"stamp": _weights_stamp(folder), "ranks": ranks})
+    return ranks
+
+
+def run_stable_ranks(run_dir: str | Path) -> dict[str, float]:
+    """Stable ranks of the first layer's W_Q (heads merged) and of W_E, cached in ``ranks.json``.
+
+    The cache is keyed by the weights file's size and modification time, so the model is
+    loaded only when the weights changed since (a sweep caches them from the trained
+    model, :func:`record_stable_ranks`).  Empty when the folder has no weights.
+    """
+    folder = RunFolder(run_dir)
+    if not folder.weights_path.exists():
+        return {}
+    cache = folder.path / RANKS_FILE
+    if cache.exists():
+        try:
+            data = json.loads(cache.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            data = {}
+        if isinstance(data, dict) and data.get("stamp") == _weights_stamp(folder) and isinstance(data.get("ranks"), dict):
+            return data["ranks"]
+    return record_stable_ranks(folder.path, folder.load_model(device="cpu"))
+
+
+def epochs_to_loss(history: Sequence[Mapping[str, Any]], threshold: float = LOSS_THRESHOLD) -> float:
+    """The first epoch whose mean training loss is below ``threshold`` (NaN if none)."""
+    for record in history:
+        if record.get("loss") is not None and record["loss"] < threshold:
+            return float(record["epoch"])
+    return math.nan
+
+
+def epochs_to_pair_accuracy(history: Sequence[Mapping[str, Any]], threshold: float = PAIR_ACC_THRESHOLD) -> dict[str, float]:
+    """Per anchor pair (its ``AnchorPair.key``, ``"a1,a2"``), the first evaluated epoch with accuracy >= ``threshold`` (NaN if none)."""
+    out: dict[str, float] = {}
+    for record in history:
+        for pair, acc in record.get("per_pair", {}).items():
+            out.setdefault(pair, math.nan)
+            if math.isnan(out[pair]) and acc >= threshold:
+                out[pair] = float(record["epoch"])
+    return out
+
+
+def pair_column(pair: str | tuple[int, int]) -> str:
+    """The results-table column of a pair's epochs to :data:`PAIR_ACC_THRESHOLD` (``epochs_to_acc_4_3``)."""
+    a1, a2 = pair.split(",") if isinstance(pair, str) else pair
+    return "epochs_to_acc_" + AnchorPair(a1, a2).key.replace(",", "_")
+
+
+PAIR_COLUMNS = tuple(pair_column(p) for p in ALL_PAIRS)
+METRIC_COLUMNS = (
+    "train_acc", "id_acc", "heldout_inferential", "heldout_symmetric", "ood_acc", "commutativity",
+    "final_loss", "epochs_run", "epochs_to_loss", "stable_rank_wq0", "stable_rank_we",
+)  # fmt: skip
+
+
+def _grid_keys(name: str) -> list[str]:
+    keys = []
+    for part in name.split("__"):
+        key, sep, _ = part.partition("=")
+        if sep and key in OPTIONS:
+            keys.append(key)
+    return keys
+
+
+def run_row(
+    run_dir: str | Path, loss_threshold: float = LOSS_THRESHOLD, pair_threshold: float = PAIR_ACC_THRESHOLD
+) -> dict[str, Any]:
+    """One results-table row of a run folder (config values, status, flattened metrics)."""
+    folder = RunFolder(run_dir)
+    run_dir = folder.path
+    cfg = RunConfig.from_dict(folder.read_config(), where=str(folder.config_path))
+    flat = cfg.flat()
+    row: dict[str, Any] = {"run": run_dir.name}
+    for key in _grid_keys(run_dir.name):
+        row[key] = flat[key]
+    for key in CONTEXT_COLUMNS:
+        row.setdefault(key, cfg.preset if key == "preset" else flat[key])
+    status = run_status(run_dir)
+    row["status"] = status
+    try:
+        metrics = folder.read_metrics() or {}
+    except ValueError:
+        metrics = {}
+    final = metrics.get("final") or {}
+    history = metrics.get("history") or []
+    for col in METRIC_COLUMNS:
+        row[col] = math.nan
+    for col in ("train_acc", "id_acc", "ood_acc", "commutativity"):
+        if final.get(col) is not None:
+            row[col] = float(final[col])
+    heldout = final.get("heldout") or {}
+    for target in ("inferential", "symmetric"):
+        values = [accs[target] for accs in heldout.values() if target in accs]
+        if values:
+            row[f"heldout_{target}"] = sum(values) / len(values)
+    if history:
+        row["final_loss"] = float(history[-1]["loss"])
+        row["epochs_run"] = float(history[-1]["epoch"])
+        row["epochs_to_loss"] = epochs_to_loss(history, loss_threshold)
+    if status in FINISHED_STATUSES:
+        folder.check_bound(metrics)  # weights or metrics of another run make the row unreadable
+        row.update(run_stable_ranks(run_dir))
+    pair_epochs = epochs_to_pair_accuracy(history, pair_threshold)
+    for pair in ALL_PAIRS:
+        row[pair_column(pair)] = pair_epochs.get(pair.key, math.nan)
+    row["elapsed_s"] = float(metrics["elapsed_s"]) if "elapsed_s" in metrics else math.nan
+    error = folder.error_path
+    row["error"] = error.read_text(encoding="utf-8", errors="replace").splitlines()[0] if status == RunStatus.FAILED and error.exists() else ""
+    return row
+
+
+def collect_results(
+    out: str | Path, loss_threshold: float = LOSS_THRESHOLD, pair_threshold: float = PAIR_ACC_THRESHOLD, *, write: bool = True
+) -> pd.DataFrame:
+    """Rebuild ``out/results.csv`` from the run folders under ``out`` and return it
+    (``write=False``: return it without writing it; :func:`write_results` writes it later).
+
+    One row per run folder (a sub-folder with a ``config.json``), sorted by the grid
+    values: the folder name, its grid parameters and the configs' :data:`CONTEXT_COLUMNS`,
+    ``status``, the final metrics (``heldout_*`` averaged over held-out pairs), the first
+    epoch with training loss < ``loss_threshold`` (``epochs_to_loss``), per anchor pair the
+    first epoch with training accuracy >= ``pair_threshold`` (``epochs_to_acc_A_B``), the
+    stable ranks of layer-0 W_Q (heads merged) and W_E, and ``elapsed_s``.
+    """
+    out = Path(out)
+    if isinstance(loss_threshold, bool) or not isinstance(loss_threshold, (int, float)) or not 0 < loss_threshold < math.inf:
+        raise ValueError(f"loss_threshold must be a finite number > 0, got {loss_threshold!r}")
+    if isinstance(pair_threshold, bool) or not isinstance(pair_threshold, (int, float)) or not 0 < pair_threshold <= 1:
+        raise ValueError(f"pair_threshold must be a number in (0, 1], got {pair_threshold!r}")
+    if not out.is_dir():
+        raise ValueError(f"sweep folder {out} does not exist")
+    rows = []
+    for folder in sorted(out.iterdir()):
+        if not RunFolder(folder).is_run():
+            continue
+        try:
+            rows.append(run_row(folder, loss_threshold, pair_threshold))
+        except (ValueError, KeyError, TypeError) as err:  # a damaged folder gets a row that says so
+            rows.append({"run": folder.name, "status": RunStatus.UNREADABLE, "error": f"{type(err).__name__}: {err}"})
+    grid_cols: list[str] = sorted({k for d in rows for k in _grid_keys(d["run"])})
+    head = ["run", *grid_cols, *(c for c in CONTEXT_COLUMNS if c not in grid_cols), "status"]
+    columns = [*head, *METRIC_COLUMNS, *PAIR_COLUMNS, *TIMING_COLUMNS, "error"]
+    df = pd.DataFrame(rows, columns=columns)
+    sort_cols = [*grid_cols, "run"]
+    df = df.sort_values(sort_cols, kind="stable", na_position="last").reset_index(drop=True)
+    if write:
+        write_results(df, out)
+    return _typed(df)
+
+
+def write_results(df: pd.DataFrame, out: str | Path) -> Path:
+    """Write a :func:`collect_results` table to ``out/results.csv`` atomically; return the path."""
+    return atomic_write(Path(out) / RESULTS_FILE, lambda tmp: df.to_csv(tmp, index=False))
+
+
+#: The order in which :func:`problem_summary` counts what did not complete.
+PROBLEM_STATUSES: tuple[RunStatus, ...] = (
+    RunStatus.FAILED, RunStatus.DIVERGED, RunStatus.INTERRUPTED, RunStatus.PENDING, RunStatus.ABSENT, RunStatus.UNREADABLE,
+)  # fmt: skip
+
+
+def incomplete_runs(out: str | Path, results: pd.DataFrame | None = None) -> dict[str, str]:
+    """Run name -> status of every run of the sweep folder ``out`` that did not complete:
+    the rows of ``results`` (default: :func:`collect_results` without writing) whose status
+    is not ``completed``, and the points of ``out/sweep.json`` with no run folder
+    (``absent``: never started, or removed).  Reads only."""
+    out = Path(out)
+    if results is None:
+        results = collect_results(out, write=False)
+    bad = {str(r): str(s) for r, s in zip(results["run"], results["status"], strict=True) if s != "completed"}
+    spec_path = out / SPEC_FILE
+    if spec_path.is_file():
+        try:
+            names = [p.name for p in SweepSpec.from_file(spec_path).points()]
+        except (ValueError, OSError, UnicodeDecodeError):
+            names = []  # a damaged spec names no runs; its run folders still have their rows
+        present = set(results["run"])
+        bad.update({name: RunStatus.ABSENT for name in names if name not in present})
+    return bad
+
+
+def problem_summary(statuses: Mapping[str, str], total: int, where: str | Path) -> str | None:
+    """One line saying how many of ``total`` runs did not complete and where to look
+    (``None`` when every run completed): ``2 of 6 runs failed: see OUT/results.csv``,
+    ``3 of 6 runs did not complete (2 failed, 1 diverged): see ...``."""
+    counts = {s: sum(1 for v in statuses.values() if v == s) for s in PROBLEM_STATUSES}
+    counts.update({s: sum(1 for v in statuses.values() if v == s) for s in set(statuses.values()) - {"completed", *PROBLEM_STATUSES}})
+    counts = {s: n for s, n in counts.items() if n}
+    if not counts:
+        return None
+    n_bad = sum(counts.values())
+    if len(counts) == 1:
+        (status,) = counts
+        return f"{n_bad} of {total} runs {status}: see {where}"
+    return f"{n_bad} of {total} runs did not complete ({', '.join(f'{n} {s}' for s, n in counts.items())}): see {where}"
+
+
+def _typed(df: pd.DataFrame) -> pd.DataFrame:
+    for col in ("error", "status", "run", "preset", "task"):
+        if col in df:
+            df[col] = df[col].astype(object).where(df[col].notna(), "").astype(str)
+    return df
+
+
+def load_results(out: str | Path) -> pd.DataFrame:
+    """``out/results.csv`` as a DataFrame (rebuilt first with :func:`collect_results` if absent)."""
+    out = Path(out)
+    path = out / RESULTS_FILE
+    if not path.exists():
+        return collect_results(out)
+    return _typed(pd.read_csv(path, keep_default_na=True))
