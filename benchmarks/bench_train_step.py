@@ -40,13 +40,7 @@ from torch.utils import flop_counter
 from torch.utils.flop_counter import FlopCounterMode
 from transformer_lens import HookedTransformer
 
-from interp_init import (
-    ARCHITECTURES,
-    InitConfig,
-    ModelConfig,
-    build_model,
-    resolve_device,
-)
+from interp_init import ARCHITECTURES, InitConfig, ModelConfig, build_model, resolve_device
 from training.config import TrainConfig
 from training.fast import last_position_logits, make_optimizer, train_step
 

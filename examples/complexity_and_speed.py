@@ -25,12 +25,7 @@ import pandas as pd
 from training import PRESETS, SYMMETRIC_GROUPS, train
 from training.report import ReportConfig, write_report
 from training.reproduce import REGIME_NAMES, regime_config
-from training.sweep import (
-    LOSS_THRESHOLD,
-    PAIR_ACC_THRESHOLD,
-    epochs_to_loss,
-    epochs_to_pair_accuracy,
-)
+from training.sweep import LOSS_THRESHOLD, PAIR_ACC_THRESHOLD, epochs_to_loss, epochs_to_pair_accuracy
 
 DEFAULT_PRESET = "cpu" if "cpu" in PRESETS else "paper"
 

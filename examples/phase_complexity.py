@@ -19,13 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from training.phase import aggregate, fig_complexity_epochs, fig_pair_epochs, write_html
-from training.sweep import (
-    LOSS_THRESHOLD,
-    SweepOptions,
-    collect_results,
-    load_preset,
-    run_sweep,
-)
+from training.sweep import LOSS_THRESHOLD, SweepOptions, collect_results, load_preset, run_sweep
 
 PRESET = "complexity-cpu"
 AXES = ("gamma", "k")

@@ -21,14 +21,7 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from training.phase import (
-    add_phase,
-    aggregate,
-    fig_journal_fig3a,
-    fig_journal_fig3b,
-    fig_journal_fig5c,
-    write_html,
-)
+from training.phase import add_phase, aggregate, fig_journal_fig3a, fig_journal_fig3b, fig_journal_fig5c, write_html
 from training.sweep import SweepOptions, load_preset, run_sweep
 
 PRESET = "journal-fig3-cpu"

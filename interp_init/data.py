@@ -40,15 +40,7 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from interp_init.tasks import (
-    KEY_HIGH,
-    KEY_LOW,
-    N_KEY_POSITIONS,
-    SEQ_LEN,
-    SPLITS,
-    composite,
-    task_spec,
-)
+from interp_init.tasks import KEY_HIGH, KEY_LOW, N_KEY_POSITIONS, SEQ_LEN, SPLITS, composite, task_spec
 
 #: Samples are drawn in blocks of this many, each from its own generator seeded by the
 #: dataset's seed and the block's index: blocks are drawn on all of torch's threads, their

@@ -1,4 +1,4 @@
-"""Gamma-scaled initialization of any ``HookedTransformer`` (SPEC section 3).
+"""Gamma-scaled initialization of any ``HookedTransformer`` (docs/science.md#gamma-scaled-initialization).
 
 Every weight matrix is drawn from N(0, std = d_in ** -gamma): the *standard deviation*,
 not the variance, scales as ``d_in ** -gamma``.  Larger gamma means a smaller

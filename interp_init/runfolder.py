@@ -17,15 +17,13 @@ SHA-256 of ``config.json``'s canonical JSON, is written into the weights' metada
 report) with a message naming the file.  Folders written before the digests existed carry
 none and are read as they are.
 
-**Validated.**  Every file is checked for encoding, JSON syntax and shape before use; any
-problem raises :class:`BadRunFile` (a ``ValueError``) naming the file, the problem and the
-fix.
+**Validated.**  Every file is checked (encoding, JSON, shape) before use; a problem raises
+:class:`BadRunFile` (a ``ValueError``) naming the file, the problem and the fix.
 
-**Atomic.**  :func:`atomic_write` writes a temporary file next to the target and renames it,
-so a kill never leaves a half-written file; on failure the temporary file is removed, and
-temporary files left by a killed process are removed by :meth:`RunFolder.sweep_temporary`
-when a run starts again.  A full disk raises an ``OSError`` naming the path and saying that
-the same command resumes the run.
+**Atomic.**  Every file is written atomically (:mod:`interp_init.fileio`); temporary files
+left by a killed process are removed (:meth:`RunFolder.sweep_temporary`) when a run starts
+again.  **Held.**  The process training a run holds the folder (:meth:`RunFolder.lock`): a
+second process asking for it meanwhile is refused with :class:`RunFolderBusy`.
 
 Example::
 
@@ -37,20 +35,29 @@ Example::
 
 from __future__ import annotations
 
-import errno
-import hashlib
+import contextlib
 import io
-import json
 import os
-import re
-import signal
-from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from interp_init.config import ModelConfig
+from interp_init.fileio import (
+    BadRunFile,
+    MissingRunFile,
+    atomic_write,
+    config_digest,
+    file_sha256,
+    json_kind,
+    read_json,
+    remove_stale_temporaries,
+    write_json,
+)
+
+__all__ = ["BadRunFile", "MissingRunFile", "RunFolder", "RunFolderBusy", "RunStatus", "atomic_write", "config_digest", "file_sha256", "write_json"]
 
 if TYPE_CHECKING:
     import torch
@@ -61,6 +68,8 @@ METRICS_FILE = "metrics.json"
 WEIGHTS_FILE = "model.safetensors"
 CHECKPOINT_FILE = "checkpoint.pt"
 ERROR_FILE = "error.txt"
+#: Held (``flock``) by the process training the run.
+LOCK_FILE = ".lock"
 #: The format tag of checkpoints written by :meth:`RunFolder.save_checkpoint`.
 CHECKPOINT_FORMAT = "interp-init-checkpoint/1"
 
@@ -79,132 +88,16 @@ class RunStatus(StrEnum):
     UNREADABLE = "unreadable"  # a folder whose files are damaged or belong to another run
 
 
-#: The statuses ``metrics.json`` may hold.
+#: The statuses ``metrics.json`` may hold, and those of a run that has ended (final weights).
 RECORDED_STATUSES: tuple[RunStatus, ...] = (RunStatus.RUNNING, RunStatus.COMPLETED, RunStatus.DIVERGED)
-#: The statuses of a run that has ended (its weights are final).
 FINISHED_STATUSES: tuple[RunStatus, ...] = (RunStatus.COMPLETED, RunStatus.DIVERGED)
 
 
-class BadRunFile(ValueError):
-    """A file the toolkit reads is missing, unreadable or of the wrong shape.
-
-    The message names the file, the problem and the fix: ``"<path> <problem>; <fix>"``.
-    """
-
-    def __init__(self, path: str | Path, problem: str, fix: str) -> None:
-        self.path, self.problem, self.fix = Path(path), problem, fix
-        super().__init__(f"{path} {problem}; {fix}")
-
-
-class MissingRunFile(BadRunFile, FileNotFoundError):
-    """A :class:`BadRunFile` for a file that does not exist (also a ``FileNotFoundError``)."""
-
-
-# ------------------------------------------------------------------ reading and writing
-
-
-def read_json(path: str | Path, fix: str) -> Any:
-    """The JSON value in ``path`` (UTF-8); :class:`BadRunFile` if it cannot be read or parsed."""
-    path = Path(path)
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise MissingRunFile(path, "does not exist", fix) from None
-    except UnicodeDecodeError as err:
-        raise BadRunFile(path, f"is not UTF-8 text (byte {err.start})", fix) from None
-    except OSError as err:
-        raise BadRunFile(path, f"cannot be read ({err.strerror})", fix) from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as err:
-        raise BadRunFile(path, f"is not valid JSON ({err})", fix) from None
-
-
-def _temporary(path: Path) -> Path:
-    return path.with_name(f".{path.name}.tmp{os.getpid()}")
-
-
-_TEMPORARY = re.compile(r"^\.(?P<name>.+)\.tmp(?P<pid>\d+)$")
-
-
-def _fault_point(path: Path, stage: str) -> None:
-    """Deterministic kill points for tests: ``INTERP_INIT_KILL_AT="<stage>:<file name>:<n>"``
-    SIGKILLs this process at the n-th atomic write of that file, ``before`` its rename (the
-    temporary file is complete) or ``after`` it."""
-    spec = os.environ.get("INTERP_INIT_KILL_AT")
-    if not spec:
-        return
-    want_stage, name, count = spec.split(":")
-    if want_stage != stage or name != path.name:
-        return
-    key = f"INTERP_INIT_KILL_AT_SEEN_{stage}_{name}"
-    seen = int(os.environ.get(key, "0")) + 1
-    os.environ[key] = str(seen)
-    if seen == int(count):
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _write_temporary(tmp: Path, data: bytes | str | Callable[[Path], None]) -> None:
-    if isinstance(data, str):
-        tmp.write_text(data, encoding="utf-8")
-    elif isinstance(data, bytes):
-        tmp.write_bytes(data)
-    else:
-        data(tmp)
-
-
-def atomic_write(path: str | Path, data: bytes | str | Callable[[Path], None]) -> Path:
-    """Write ``data`` (bytes, text, or a function writing a given path) to ``path`` atomically.
-
-    A temporary file next to ``path`` is written, then renamed onto it.  On any failure
-    the temporary file is removed; a full disk raises ``OSError(ENOSPC)`` naming ``path``.
-    """
-    path = Path(path)
-    tmp = _temporary(path)
-    try:
-        _write_temporary(tmp, data)
-        _fault_point(path, "before")
-        os.replace(tmp, path)
-    except BaseException as err:
-        tmp.unlink(missing_ok=True)
-        if isinstance(err, OSError) and err.errno == errno.ENOSPC:
-            raise OSError(
-                errno.ENOSPC, "no space left on the device; free some space and run the same command again to resume", str(path)
-            ) from err
-        raise
-    _fault_point(path, "after")
-    return path
-
-
-def write_json(path: str | Path, data: Any) -> Path:
-    """``data`` as indented JSON, written atomically."""
-    return atomic_write(path, json.dumps(data, indent=2) + "\n")
-
-
-def config_digest(config: dict) -> str:
-    """SHA-256 of a run config's canonical JSON (sorted keys, no spaces)."""
-    return hashlib.sha256(json.dumps(config, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-
-
-def file_sha256(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+class RunFolderBusy(ValueError):
+    """Another process is training the run in this folder."""
 
 
 # -------------------------------------------------------------------------- the folder
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @dataclass(frozen=True)
@@ -221,25 +114,53 @@ class RunFolder:
     def __fspath__(self) -> str:
         return str(self.path)
 
-    @property
-    def config_path(self) -> Path:
-        return self.path / CONFIG_FILE
+    config_path = property(lambda self: self.path / CONFIG_FILE, doc="``DIR/config.json``")
+    metrics_path = property(lambda self: self.path / METRICS_FILE, doc="``DIR/metrics.json``")
+    weights_path = property(lambda self: self.path / WEIGHTS_FILE, doc="``DIR/model.safetensors``")
+    checkpoint_path = property(lambda self: self.path / CHECKPOINT_FILE, doc="``DIR/checkpoint.pt``")
+    error_path = property(lambda self: self.path / ERROR_FILE, doc="``DIR/error.txt``")
 
-    @property
-    def metrics_path(self) -> Path:
-        return self.path / METRICS_FILE
+    def create(self) -> None:
+        """Make the folder (and its parents); a clear ``ValueError`` if it cannot be made or written."""
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise ValueError(f"cannot create the run folder {self.path}: {err.strerror}") from err
+        if not os.access(self.path, os.W_OK):
+            raise ValueError(f"the run folder {self.path} is not writable; choose another --out")
 
-    @property
-    def weights_path(self) -> Path:
-        return self.path / WEIGHTS_FILE
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the folder while this process trains its run: another process asking for it
+        meanwhile gets :class:`RunFolderBusy`.  The lock (``flock`` on ``DIR/.lock``) is
+        released however the process ends, a kill included; the file is removed on exit."""
+        import fcntl
 
-    @property
-    def checkpoint_path(self) -> Path:
-        return self.path / CHECKPOINT_FILE
-
-    @property
-    def error_path(self) -> Path:
-        return self.path / ERROR_FILE
+        self.create()
+        path = self.path / LOCK_FILE
+        while True:
+            handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held until the block ends
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                owner = handle.read().strip() or "unknown"
+                handle.close()
+                raise RunFolderBusy(
+                    f"{self.path} is being trained by another process (pid {owner}); wait for it to finish or choose another --out"
+                ) from None
+            if path.exists() and os.fstat(handle.fileno()).st_ino == path.stat().st_ino:
+                break
+            handle.close()  # the holder removed the file as we opened it: take the new one
+        try:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(str(os.getpid()))
+            handle.flush()
+            yield
+        finally:
+            path.unlink(missing_ok=True)
+            handle.close()
 
     def is_run(self) -> bool:
         """True if the folder holds a run (a ``config.json``)."""
@@ -252,7 +173,7 @@ class RunFolder:
         fix = f"{self.path} is not a run folder or its config is damaged (train one with `interp-init train`)"
         data = read_json(self.config_path, fix)
         if not isinstance(data, dict):
-            raise BadRunFile(self.config_path, f"holds a JSON {type(data).__name__}, not an object", fix)
+            raise BadRunFile(self.config_path, f"holds {json_kind(data)}, not a JSON object", fix)
         if not isinstance(data.get("model"), dict):
             raise BadRunFile(self.config_path, "has no 'model' section (an object)", fix)
         return data
@@ -266,6 +187,7 @@ class RunFolder:
             raise BadRunFile(self.config_path, f"has a malformed 'model' section ({err})", "restore the file or retrain the run") from None
 
     def write_config(self, config: dict[str, Any]) -> Path:
+        """Write ``config.json`` (atomically)."""
         return write_json(self.config_path, config)
 
     def digest(self) -> str:
@@ -281,7 +203,7 @@ class RunFolder:
         fix = "remove metrics.json (and checkpoint.pt) to train the run again, or restore the file"
         data = read_json(self.metrics_path, fix)
         if not isinstance(data, dict):
-            raise BadRunFile(self.metrics_path, f"holds a JSON {type(data).__name__}, not an object", fix)
+            raise BadRunFile(self.metrics_path, f"holds {json_kind(data)}, not a JSON object", fix)
         if data.get("status") not in RECORDED_STATUSES:
             raise BadRunFile(self.metrics_path, f"has status {data.get('status')!r}, not one of {[s.value for s in RECORDED_STATUSES]}", fix)
         for key, kind in (("final", dict), ("history", list)):
@@ -394,12 +316,4 @@ class RunFolder:
 
     def sweep_temporary(self) -> list[Path]:
         """Remove temporary files left by killed processes (those whose process is gone)."""
-        removed = []
-        if not self.path.is_dir():
-            return removed
-        for entry in self.path.iterdir():
-            match = _TEMPORARY.match(entry.name)
-            if match and entry.is_file() and not _pid_alive(int(match["pid"])):
-                entry.unlink(missing_ok=True)
-                removed.append(entry)
-        return removed
+        return remove_stale_temporaries(self.path)

@@ -72,7 +72,7 @@ Split = Literal["train", "id_test", "heldout"]
 TASKS: tuple[Task, ...] = get_args(Task)
 SPLITS: tuple[Split, ...] = get_args(Split)
 ALL_PAIRS: tuple[AnchorPair, ...] = tuple(AnchorPair(a, b) for a in ANCHORS for b in ANCHORS)
-#: The 6 symmetric groups, in SPEC's order; ``complexity`` with ``k`` offsets the first k.
+#: The 6 symmetric groups, in the papers' order; ``complexity`` with ``k`` offsets the first k.
 SYMMETRIC_GROUPS: tuple[tuple[tuple[int, int], tuple[int, int]], ...] = (
     ((1, 2), (2, 1)),
     ((1, 3), (3, 1)),

@@ -41,13 +41,7 @@ from probes.masking import (
     project,
     source_mask,
 )
-from probes.rank import (
-    merged_weight,
-    singular_values,
-    stable_rank,
-    weight_matrices,
-    weight_stable_ranks,
-)
+from probes.rank import merged_weight, singular_values, stable_rank, weight_matrices, weight_stable_ranks
 from probes.similarity import (
     SimilarityResult,
     block_score,

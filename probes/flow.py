@@ -1,4 +1,4 @@
-"""Information flow through the attention layers (SPEC 6.2; NeurIPS 2024 Fig. 3a/3c).
+"""Information flow through the attention layers (docs/science.md#the-analyses; NeurIPS 2024 Fig. 3a/3c).
 
 What it measures: each layer's attention pattern read as edges of a graph whose nodes
 are (level, position), level 0 being the input tokens and level l + 1 the residual

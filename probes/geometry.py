@@ -1,4 +1,4 @@
-"""Condensation of neurons, embedding structure and weight spectra (SPEC 6.4).
+"""Condensation of neurons, embedding structure and weight spectra (docs/science.md#the-analyses).
 
 What it measures: how simple the learned weights are.
 

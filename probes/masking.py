@@ -1,4 +1,4 @@
-"""Attention masking after softmax, and the geometry of the masked outputs (SPEC 6.1).
+"""Attention masking after softmax, and the geometry of the masked outputs (docs/science.md#the-analyses).
 
 What it measures: what the model computes at a position when chosen source tokens cannot
 be read by attention.  :func:`masked_run` sets ``pattern[batch, head, query, source]`` to 0

@@ -1,4 +1,4 @@
-"""Stable rank of weight matrices (SPEC section 6.5; journal Fig. 5C).
+"""Stable rank of weight matrices (docs/science.md#the-analyses; journal Fig. 5C).
 
 The stable rank of a matrix W is ||W||_F^2 / ||W||_2^2 = sum_i (s_i / s_max)^2, a smooth
 lower bound of the rank: 1 for a rank-1 matrix, n for an orthogonal n x n matrix,

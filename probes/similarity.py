@@ -1,4 +1,4 @@
-"""Cosine-similarity heatmaps of hidden vectors across inputs (SPEC 6.3; NeurIPS 2024 Fig. 4).
+"""Cosine-similarity heatmaps of hidden vectors across inputs (docs/science.md#the-analyses; NeurIPS 2024 Fig. 4).
 
 What it measures: whether inputs with equal targets get similar vectors.
 
@@ -51,15 +51,7 @@ from torch import Tensor
 from transformer_lens import HookedTransformer
 
 from interp_init.data import AnchorDataset
-from interp_init.tasks import (
-    ANCHORS,
-    KEY_HIGH,
-    KEY_LOW,
-    N_KEY_POSITIONS,
-    SEQ_LEN,
-    SHIFTS,
-    composite,
-)
+from interp_init.tasks import ANCHORS, KEY_HIGH, KEY_LOW, N_KEY_POSITIONS, SEQ_LEN, SHIFTS, composite
 from probes._common import as_tokens, check_index, check_layer, run_capturing
 
 NAMED_POSITIONS = ("key", "first_anchor", "second_anchor", "last")

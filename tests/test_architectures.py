@@ -14,7 +14,17 @@ import torch
 import torch.nn.functional as F
 from transformer_lens import HookedTransformer
 
-from interp_init import ARCHITECTURES, InitConfig, ModelConfig, architecture_of, bias_bounds, build_model, gamma_init_, init_stds, load_model
+from interp_init import (
+    ARCHITECTURES,
+    InitConfig,
+    ModelConfig,
+    architecture_of,
+    bias_bounds,
+    build_model,
+    gamma_init_,
+    init_stds,
+    load_model,
+)
 from training import make_run_config, train
 from training.cli import main
 

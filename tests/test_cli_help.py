@@ -1,4 +1,4 @@
-"""A command line that helps (issue 16, item 3): ``--help`` without torch, options that say
+"""A command line that helps : ``--help`` without torch, options that say
 what they mean and list their choices, and no paper-scale run on a CPU by default."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from dataclasses import fields
 
 import click
 import pytest
-
 from helpers import ROOT
+
 from training.cli import FIELDS, PRESET_CHOICES, TASK_CHOICES, cli, default_preset, main
 
 HEAVY = ("torch", "transformer_lens")
@@ -99,8 +99,8 @@ def _allowed(error: ValueError) -> tuple[str, ...]:
 
 def test_the_option_table_matches_the_config_dataclasses() -> None:
     from interp_init.config import ARCHITECTURES, CONVENTIONS, ModelConfig
-    from training.config import OPTION_SECTION, PRECISIONS, PRESETS, SECTIONS
     from interp_init.tasks import TASKS
+    from training.config import OPTION_SECTION, PRECISIONS, PRESETS, SECTIONS
 
     assert set(FIELDS) == set(OPTION_SECTION) - {"task"}
     assert TASK_CHOICES == TASKS and PRESET_CHOICES == tuple(sorted(PRESETS))

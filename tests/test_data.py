@@ -1,4 +1,4 @@
-"""The anchor-function data against an independent, scalar statement of SPEC section 1."""
+"""The anchor-function data against an independent, scalar statement of the task (docs/science.md#the-anchor-function-task)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 import torch
 from scipy.stats import chi2
 
-from training import make_dataset
 from interp_init.data import BLOCK_SIZE, _below
 from interp_init.tasks import DATA_VERSION, SYMMETRIC_GROUPS
+from training import make_dataset
 
 SHIFT = {1: 5, 2: 1, 3: -2, 4: -8}
 

@@ -7,16 +7,16 @@ import math
 
 import pytest
 import torch
+from helpers import foreign_model
 
 from interp_init import InitConfig, ModelConfig, build_model, gamma_init_, init_stds
-from helpers import foreign_model
 
 #: A model built directly with TransformerLens, not by our builder (n_ctx 64 for a well-estimated W_pos std).
 _foreign_model = functools.partial(foreign_model, n_layers=3, d_model=64, n_heads=4, n_ctx=64)
 
 
 def _expected(name: str, convention: str, gamma: float, d_model: int, n_heads: int, d_head: int, d_mlp: int, n_layers: int) -> float:
-    """An independent statement of SPEC section 3."""
+    """An independent statement of the gamma init rule (docs/science.md#gamma-scaled-initialization)."""
     leaf = name.rsplit(".", 1)[-1]
     if convention == "reference":
         std = d_model**-gamma

@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from training.cli import main
 from interp_init.tasks import ALL_PAIRS, task_spec
+from training.cli import main
 from training.phase import (
     FIGURES,
     add_phase,

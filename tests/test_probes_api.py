@@ -101,7 +101,6 @@ def test_no_hooks_remain_after_a_failing_call(call, monkeypatch):
 @pytest.mark.slow
 def test_walkthrough_example_writes_every_figure(tmp_path):
     from click.testing import CliRunner
-
     from helpers import load_script
 
     module = load_script("examples/probes_walkthrough.py")

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from helpers import foreign_model, n_hooks
 from transformer_lens import HookedTransformer
 
 from probes import (
@@ -21,7 +22,6 @@ from probes import (
     token_labels,
     top_paths,
 )
-from helpers import foreign_model, n_hooks
 
 
 @pytest.fixture

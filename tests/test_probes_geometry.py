@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from helpers import foreign_model
 
 from probes import (
     condensation,
@@ -18,7 +19,6 @@ from probes import (
     stable_rank,
     weight_stable_ranks,
 )
-from helpers import foreign_model
 
 
 def _partition(groups: np.ndarray, rows: np.ndarray) -> set[frozenset[int]]:

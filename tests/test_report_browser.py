@@ -1,5 +1,5 @@
 """The report's layout in a real headless Chromium (no network), at 1400 px and 900 px wide
-(issue 16): the verdict comes first and names each run's solution, the console stays
+: the verdict comes first and names each run's solution, the console stays
 clean, every plotly figure is drawn, circuitsvis' head selector is not clipped, and no
 table cell breaks a number or a word over two lines.  Skipped, with the reason, where
 Chromium, chromedriver or selenium is missing (reuses the tiny runs and the browser of

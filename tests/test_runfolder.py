@@ -16,15 +16,8 @@ import torch
 from safetensors.torch import load_file
 
 from interp_init import ModelConfig, build_model, load_model, save_weights
-from interp_init import runfolder as runfolder_module
-from interp_init.runfolder import (
-    BadRunFile,
-    RunFolder,
-    RunStatus,
-    atomic_write,
-    config_digest,
-    file_sha256,
-)
+from interp_init import fileio as fileio_module
+from interp_init.runfolder import BadRunFile, RunFolder, RunFolderBusy, RunStatus, atomic_write, config_digest, file_sha256
 from training import make_run_config, train
 from training.cli import main
 
@@ -120,16 +113,16 @@ def test_folders_without_digests_still_load(two_runs: tuple[Path, Path], tmp_pat
 # -------------------------------------------------------- every file read is validated
 
 _CONFIG_DAMAGE = {
-    "a list": (b"[1, 2]", "holds a JSON list, not an object"),
-    "null": (b"null", "holds a JSON NoneType, not an object"),
-    "an empty list": (b"[]", "holds a JSON list, not an object"),
+    "a list": (b"[1, 2]", "holds an array, not a JSON object"),
+    "null": (b"null", "holds null, not a JSON object"),
+    "an empty list": (b"[]", "holds an array, not a JSON object"),
     "no model section": (b'{"init": {}}', "has no 'model' section"),
     "not UTF-8": (b'{"model": "\xff\xfe"}', "is not UTF-8 text"),
     "not JSON": (b'{"model": ', "is not valid JSON"),
 }
 _METRICS_DAMAGE = {
-    "a list": (b"[1, 2]", "holds a JSON list, not an object"),
-    "null": (b"null", "holds a JSON NoneType, not an object"),
+    "a list": (b"[1, 2]", "holds an array, not a JSON object"),
+    "null": (b"null", "holds null, not a JSON object"),
     "an unknown status": (b'{"status": "done", "final": {}, "history": []}', "has status 'done'"),
     "no final": (b'{"status": "completed", "history": []}', "has a 'final' that is not a JSON object"),
     "a history of numbers": (b'{"status": "completed", "final": {}, "history": [1]}', "has a 'history' entry that is not a JSON object"),
@@ -169,7 +162,7 @@ def test_damaged_metrics_name_the_file(two_runs: tuple[Path, Path], tmp_path: Pa
 
 def _disk_full_on(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every atomic write of the file ``name`` writes half of its bytes, then fails with ENOSPC."""
-    real = runfolder_module._write_temporary
+    real = fileio_module._write_temporary
 
     def failing(tmp: Path, data: object) -> None:
         real(tmp, data)
@@ -177,7 +170,7 @@ def _disk_full_on(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
             tmp.write_bytes(tmp.read_bytes()[: tmp.stat().st_size // 2])
             raise OSError(errno.ENOSPC, "No space left on device", str(tmp))
 
-    monkeypatch.setattr(runfolder_module, "_write_temporary", failing)
+    monkeypatch.setattr(fileio_module, "_write_temporary", failing)
 
 
 @pytest.mark.parametrize("name", ["config.json", "checkpoint.pt", "metrics.json", "model.safetensors"])
@@ -273,3 +266,24 @@ def test_model_config_of_a_run(two_runs: tuple[Path, Path]) -> None:
     assert RunFolder(two_runs[0]).model_config() == cfg.model
     assert isinstance(RunFolder(two_runs[0]).model_config(), ModelConfig)
     assert RunFolder(two_runs[0]).status() == RunStatus.COMPLETED == "completed"
+
+
+def test_a_second_process_training_the_same_folder_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    run = tmp_path / "run"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from interp_init.runfolder import RunFolder\n"
+         "with RunFolder(sys.argv[1]).lock():\n    print('held', flush=True); time.sleep(600)", str(run)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(RunFolderBusy, match=rf"being trained by another process \(pid {holder.pid}\)"):
+            train(make_run_config("tiny", seed=0), run, device="cpu", progress=False)
+        assert main([*_ARGS, "--out", str(run)]) == 2
+        assert f"(pid {holder.pid})" in capsys.readouterr().err
+        assert not (run / "config.json").exists()  # refused before anything was written
+    finally:
+        holder.kill()
+        holder.wait()
+    train(make_run_config("tiny", seed=0), run, device="cpu", progress=False)  # a killed holder no longer holds it
+    assert RunFolder(run).status() == RunStatus.COMPLETED

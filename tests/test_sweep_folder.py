@@ -1,4 +1,4 @@
-"""One sweep per folder (issue 17, item 7): a sweep folder records its spec; another spec
+"""One sweep per folder: a sweep folder records its spec; another spec
 into it is refused unless asked to extend it with the same keys; read-only commands never
 write into a folder they then refuse."""
 

@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 from interp_init import load_model
 from training import make_dataset, make_run_config, read_metrics, train
 from training.config import TrainConfig
-from training.evaluate import full_forward_last
+from training.accuracy import full_forward_last
 from training.fast import last_position_logits
 
 

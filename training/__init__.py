@@ -30,7 +30,7 @@ def _module_of(name: str) -> ModuleType:
     elif name in _DATA:
         from interp_init import data as module
     elif name in _EVALUATE:
-        from training import evaluate as module
+        from training import accuracy as module
     elif name in _LOOP:
         from training import loop as module
     elif name == "last_position_logits":

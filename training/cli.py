@@ -33,13 +33,7 @@ import click
 
 from interp_init.tasks import TASKS
 from training.config import PRECISIONS, PRESETS, SECTIONS
-from training.phase.names import (
-    FIGURE_NAMES,
-    ID_THRESHOLD,
-    LOSS_THRESHOLD,
-    OOD_THRESHOLD,
-    PAIR_ACC_THRESHOLD,
-)
+from training.phase.names import FIGURE_NAMES, ID_THRESHOLD, LOSS_THRESHOLD, OOD_THRESHOLD, PAIR_ACC_THRESHOLD
 from training.report.config import IMAGE_FORMATS, PROJECTIONS, ReportConfig
 from training.reproduce import REGIMES
 from training.sweep.spec import BACKENDS
@@ -258,13 +252,7 @@ def sweep_command(
     """
     from pathlib import Path
 
-    from training.sweep.spec import (
-        SweepOptions,
-        SweepSpec,
-        check_sweep_folder,
-        load_preset,
-        preset_names,
-    )
+    from training.sweep.spec import SweepOptions, SweepSpec, check_sweep_folder, load_preset, preset_names
 
     if list_presets:
         for name in preset_names():
@@ -321,38 +309,13 @@ def phase_diagram_command(
     Exits with code 1, after the figures and a line saying how many, when any run of the
     sweep failed, diverged or is missing; a folder it refuses gets nothing written.
     """
-    from pathlib import Path
+    from training.phase import phase_diagrams
 
-    from training.phase import make_figures, supported_figures, write_html
-    from training.sweep import (
-        RESULTS_FILE,
-        collect_results,
-        incomplete_runs,
-        problem_summary,
-        write_results,
-    )
-
-    # Everything is checked and built before the first write: a refused folder is left as it was.
-    df = collect_results(sweep_dir, loss_threshold=loss_threshold, pair_threshold=pair_threshold, write=False)
-    names = list(figure_names) or supported_figures(df)
-    if not names:
-        raise ValueError(f"{sweep_dir} has no completed runs any figure can use (statuses: {df['status'].value_counts().to_dict()})")
-    phase_opts = {"id_threshold": id_threshold, "ood_threshold": ood_threshold}
-    options = {
-        "neurips_fig2": {"id_threshold": id_threshold},
-        "journal_fig3a": phase_opts,
-        "journal_fig3b": {"id_threshold": id_threshold},
-        "journal_fig5c": phase_opts,
-    }
-    figures = make_figures(df, names, options)
-    bad = incomplete_runs(sweep_dir, df)
-    write_results(df, sweep_dir)
-    paths = write_html(figures, out or Path(sweep_dir) / "phase_diagram.html")
-    click.echo(f"{len(figures)} figure(s) ({', '.join(figures)}) from {len(df)} runs: {', '.join(map(str, paths))}")
-    total = len(df) + sum(1 for status in bad.values() if status == "absent")
-    problem = problem_summary(bad, total, Path(sweep_dir) / RESULTS_FILE)
-    if problem:
-        click.echo(f"interp-init: {problem}; the figures leave them out", err=True)
+    thresholds = dict(id_threshold=id_threshold, ood_threshold=ood_threshold, loss_threshold=loss_threshold, pair_threshold=pair_threshold)
+    done = phase_diagrams(sweep_dir, out, figure_names, **thresholds)
+    click.echo(f"{len(done.figures)} figure(s) ({', '.join(done.figures)}) from {done.n_runs} runs: {', '.join(map(str, done.paths))}")
+    if done.problem:
+        click.echo(f"interp-init: {done.problem}; the figures leave them out", err=True)
         raise click.exceptions.Exit(1)
 
 

@@ -15,23 +15,8 @@ import math
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, get_args
 
-from interp_init.config import (
-    InitConfig,
-    ModelConfig,
-    check_positive_finite,
-    config_from_dict,
-    config_to_dict,
-    option,
-)
-from interp_init.tasks import (
-    DATA_VERSION,
-    SEQ_LEN,
-    SYMMETRIC_GROUPS,
-    TASKS,
-    Task,
-    highest_token,
-    task_spec,
-)
+from interp_init.config import InitConfig, ModelConfig, check_positive_finite, config_from_dict, config_to_dict, option
+from interp_init.tasks import DATA_VERSION, SEQ_LEN, SYMMETRIC_GROUPS, TASKS, Task, highest_token, task_spec
 
 #: Training precisions: fp32, or bf16 autocast of the forward pass.
 Precision = Literal["fp32", "bf16"]
@@ -40,7 +25,7 @@ PRECISIONS: tuple[Precision, ...] = get_args(Precision)
 
 @dataclass(frozen=True)
 class DataConfig:
-    """Which task, how many samples (SPEC section 1)."""
+    """Which task, how many samples (docs/science.md#the-anchor-function-task)."""
 
     task: Task = "symmetric"
     n_train: int = option(900_000, 'Number of training samples.')
@@ -64,7 +49,7 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """The optimization recipe (SPEC section 4).
+    """The optimization recipe (docs/science.md#training).
 
     The learning rate warms up linearly from ``warmup_start_lr`` to ``lr`` over
     ``warmup_epochs``, then follows a cosine from ``lr`` to ``min_lr`` over
@@ -208,42 +193,34 @@ class RunConfig:
 
 # ---------------------------------------------------------------------------- presets
 
+# A preset is a set of overrides of the dataclass defaults (the papers' values): it names
+# only what differs from them.
+
+
 def _paper(task: str) -> dict[str, Any]:
-    # SPEC sections 2 and 4. The journal (id-ood) used multiplier 15, NeurIPS 25.
-    lr = 1.5e-4 if task == "id-ood" else 2.5e-4
-    n_train = 100_000 if task == "complexity" else 900_000
-    return dict(
-        n_layers=2, d_model=400, n_heads=1, d_head=200, d_mlp=1200,
-        n_train=n_train, n_test=10_000,
-        epochs=210, batch_size=2048, lr=lr, warmup_start_lr=1e-5, min_lr=1e-5,
-        warmup_epochs=10.0, cosine_epochs=200.0, weight_decay=0.01, grad_clip=1.0,
-        eval_every=1, eval_samples=10_000,
-    )  # fmt: skip
+    # The papers' recipe (docs/science.md#training) is the defaults, but for the journal's
+    # lr multiplier (15, for id-ood; NeurIPS used 25) and the complexity task's data size.
+    return {"id-ood": {"lr": 1.5e-4}, "complexity": {"n_train": 100_000}}.get(task, {})
 
 
 def _tiny(task: str) -> dict[str, Any]:
     # Seconds on a CPU: for tests and smoke runs; learns little.
     return dict(
-        n_layers=2, d_model=32, n_heads=2, d_head=16, d_mlp=64,
-        n_train=2_000, n_test=500,
-        epochs=3, batch_size=256, lr=1e-3, warmup_start_lr=1e-4, min_lr=1e-4,
-        warmup_epochs=1.0, cosine_epochs=2.0, weight_decay=0.01, grad_clip=1.0,
-        eval_every=1, eval_samples=500,
+        d_model=32, n_heads=2, d_head=16, d_mlp=64, n_train=2_000, n_test=500,
+        epochs=3, batch_size=256, lr=1e-3, warmup_start_lr=1e-4, min_lr=1e-4, warmup_epochs=1.0, cosine_epochs=2.0,
+        eval_samples=500,
     )  # fmt: skip
 
 
 def _cpu(task: str) -> dict[str, Any]:
-    # 7-9 minutes per model on one CPU core (405-534 s in docs/faithful-models.md); `reproduce` trains two at a time on 2 cores.
-    # Found by the search in docs/faithful-models.md, on the papers' own architectures (the
-    # task's default): 200,000 samples and 12 epochs at d_model 128; lr 1e-3 for id-ood
-    # (small init fits and composes), 5e-4 for the others.
+    # 7-9 minutes per model on one CPU core; `reproduce` trains two at a time on 2 cores.
+    # The search in docs/faithful-models.md chose it on the papers' own architectures:
+    # 200,000 samples and 12 epochs at d_model 128; lr 1e-3 for id-ood, 5e-4 for the others.
     lr = 1e-3 if task == "id-ood" else 5e-4
     return dict(
-        n_layers=2, d_model=128, n_heads=1, d_head=64, d_mlp=384,
-        n_train=200_000, n_test=2_000,
-        epochs=12, batch_size=512, lr=lr, warmup_start_lr=lr / 20, min_lr=lr / 20,
-        warmup_epochs=1.0, cosine_epochs=11.0, weight_decay=0.01, grad_clip=1.0,
-        eval_every=1, eval_samples=2_000,
+        d_model=128, d_head=64, d_mlp=384, n_train=200_000, n_test=2_000,
+        epochs=12, batch_size=512, lr=lr, warmup_start_lr=lr / 20, min_lr=lr / 20, warmup_epochs=1.0, cosine_epochs=11.0,
+        eval_samples=2_000,
     )  # fmt: skip
 
 

@@ -17,7 +17,7 @@ what :func:`training.train` applies per run:
 It writes the same run folders as :func:`training.train` (``config.json``,
 ``metrics.json``, ``model.safetensors``, ``checkpoint.pt`` while unfinished, in the same
 format, so either trainer resumes the other's folder), evaluating each model unstacked
-with :func:`training.evaluate.evaluate`.  Results equal one-by-one training to rounding
+with :func:`training.accuracy.evaluate`.  Results equal one-by-one training to rounding
 (``tests/test_ensemble.py``); ``elapsed_s`` is the ensemble's wall time.
 
 On a GPU, where one small model leaves most of the device idle, this is how a sweep
@@ -35,6 +35,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import time
@@ -55,18 +56,10 @@ from transformer_lens import HookedTransformer
 from interp_init.config import InitConfig
 from interp_init.model import build_model, resolve_device
 from interp_init.runfolder import RunFolder, RunStatus
+from training.accuracy import LogitsFn, evaluate, full_forward_last
 from training.config import RunConfig
-from training.evaluate import LogitsFn, evaluate, full_forward_last
 from training.fast import autocast_context, last_position_logits, make_optimizer
-from training.loop import (
-    RunData,
-    TrainResult,
-    finish_run,
-    make_run_data,
-    open_run_folder,
-    progress_postfix,
-    save_checkpoint,
-)
+from training.loop import RunData, TrainResult, finish_run, make_run_data, open_run_folder, progress_postfix, save_checkpoint
 
 __all__ = ["ENSEMBLE_VARYING", "check_ensemble", "train_ensemble"]
 
@@ -137,7 +130,14 @@ def train_ensemble(
     if out_dirs is not None and len({f.path.resolve() for f in folders}) != len(folders):
         raise ValueError("out_dirs must be distinct folders, one per run")
     dev = resolve_device(device)
+    with contextlib.ExitStack() as locks:
+        for folder in folders:
+            if folder is not None:
+                locks.enter_context(folder.lock())  # another process training one of them is refused
+        return _train_ensemble(cfgs, folders, dev, progress)
 
+
+def _train_ensemble(cfgs: list[RunConfig], folders: list[RunFolder | None], dev: torch.device, progress: bool) -> list[TrainResult]:
     results: list[TrainResult | None] = [None] * len(cfgs)
     checkpoints: list[dict | None] = [None] * len(cfgs)
     for i, (cfg, folder) in enumerate(zip(cfgs, folders)):

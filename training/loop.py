@@ -16,7 +16,6 @@ Batches are taken by indexing a shuffled tensor on the device (no per-sample
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,8 +29,8 @@ from interp_init.data import AnchorDataset, make_dataset
 from interp_init.model import build_model, empty_model, load_weights, resolve_device
 from interp_init.runfolder import FINISHED_STATUSES, BadRunFile, RunFolder, RunStatus
 from interp_init.tasks import task_spec
+from training.accuracy import LogitsFn, evaluate, full_forward_last
 from training.config import RunConfig
-from training.evaluate import LogitsFn, evaluate, full_forward_last
 from training.fast import last_position_logits, make_optimizer, train_step
 
 
@@ -108,12 +107,7 @@ def open_run_folder(folder: str | Path | RunFolder, cfg: RunConfig, dev: torch.d
     refused; temporary files left by a killed process are removed.
     """
     folder = folder if isinstance(folder, RunFolder) else RunFolder(folder)
-    try:
-        folder.path.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise ValueError(f"cannot create the run folder {folder.path}: {err.strerror}") from err
-    if not os.access(folder.path, os.W_OK):
-        raise ValueError(f"the run folder {folder.path} is not writable; choose another --out")
+    folder.create()
     folder.sweep_temporary()
     if not _check_run_dir(folder, cfg):
         folder.write_config(cfg.to_dict())
@@ -148,7 +142,14 @@ def train(
     if logits_fn is None:
         logits_fn = last_position_logits if cfg.train.fast_forward else full_forward_last
     dev = resolve_device(device)
-    folder = RunFolder(out_dir) if out_dir is not None else None
+    if out_dir is None:
+        return _train(cfg, None, dev, progress, logits_fn)
+    folder = RunFolder(out_dir)
+    with folder.lock():  # a second process training this folder meanwhile is refused
+        return _train(cfg, folder, dev, progress, logits_fn)
+
+
+def _train(cfg: RunConfig, folder: RunFolder | None, dev: torch.device, progress: bool, logits_fn: LogitsFn) -> TrainResult:
     start_epoch, step, history, elapsed = 0, 0, [], 0.0
     model: HookedTransformer | None = None
     checkpoint = None

@@ -4,7 +4,9 @@
   ``interp-init phase-diagram`` command's choices and defaults).
 * :mod:`training.phase.aggregation`: best over learning rates, mean and spread over
   seeds, the journal's phases (pandas only).
-* :mod:`training.phase.figures`: the papers' figures (plotly) and their offline HTML.
+* :mod:`training.phase.figures`: the papers' figures (plotly).
+* :mod:`training.phase.diagram`: the phase-diagram job (the table rebuilt, the figures
+  written as offline HTML, the runs they leave out).
 
 The names below are imported on first use (PEP 562 ``__getattr__``), so that the
 command line reads :mod:`training.phase.names` without importing pandas or plotly;
@@ -19,11 +21,12 @@ from typing import Any
 _AGGREGATION = ("LOWER_IS_BETTER_PREFIXES", "add_phase", "aggregate", "best_over", "classify_phase", "param_columns")
 _FIGURES = (
     "FIGURES", "fig_complexity_epochs", "fig_journal_fig3a", "fig_journal_fig3b", "fig_journal_fig5c",
-    "fig_neurips_fig2", "fig_pair_epochs", "make_figures", "supported_figures", "write_html",
+    "fig_neurips_fig2", "fig_pair_epochs", "make_figures", "supported_figures",
 )  # fmt: skip
+_DIAGRAM = ("PhaseDiagrams", "phase_diagrams", "write_html")
 _NAMES = ("COMMUTATIVITY_THRESHOLD", "FIGURE_NAMES", "ID_THRESHOLD", "OOD_THRESHOLD")
 
-__all__ = sorted((*_NAMES, *_AGGREGATION, *_FIGURES))
+__all__ = sorted((*_NAMES, *_AGGREGATION, *_FIGURES, *_DIAGRAM))
 
 
 def _module_of(name: str) -> ModuleType:
@@ -33,6 +36,8 @@ def _module_of(name: str) -> ModuleType:
         from training.phase import aggregation as module
     elif name in _FIGURES:
         from training.phase import figures as module
+    elif name in _DIAGRAM:
+        from training.phase import diagram as module
     else:
         raise AttributeError(f"module 'training.phase' has no attribute {name!r}")
     return module

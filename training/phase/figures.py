@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,19 +30,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from interp_init.tasks import ALL_PAIRS, task_spec
-from training.phase.aggregation import (
-    add_phase,
-    aggregate,
-    best_over,
-    check_columns,
-    param_columns,
-)
-from training.phase.names import (
-    COMMUTATIVITY_THRESHOLD,
-    FIGURE_NAMES,
-    ID_THRESHOLD,
-    OOD_THRESHOLD,
-)
+from training.phase.aggregation import add_phase, aggregate, best_over, check_columns, param_columns
+from training.phase.names import COMMUTATIVITY_THRESHOLD, FIGURE_NAMES, ID_THRESHOLD, OOD_THRESHOLD
 from training.sweep import pair_column
 
 _SHADE = "rgba(90, 90, 90, 0.55)"
@@ -397,32 +385,3 @@ def make_figures(
         raise ValueError(f"unknown figure(s) {unknown}; choose from {list(FIGURES)}")
     options = options or {}
     return {name: FIGURES[name][0](df, **options.get(name, {})) for name in names}
-
-
-def write_html(figures: Mapping[str, go.Figure], out: str | Path, title: str = "Phase diagrams") -> list[Path]:
-    """Write figures as HTML with plotly.js inlined (renders with no network).
-
-    ``out`` ending in ``.html``: one page with every figure (plotly.js once); otherwise a
-    folder with one ``<name>.html`` per figure.  Returns the written paths.
-    """
-    if not figures:
-        raise ValueError("no figures to write")
-    out = Path(out)
-    if out.suffix.lower() == ".html":
-        out.parent.mkdir(parents=True, exist_ok=True)
-        divs = [
-            f"<h2>{name}</h2>\n" + fig.to_html(full_html=False, include_plotlyjs=(i == 0))
-            for i, (name, fig) in enumerate(figures.items())
-        ]
-        page = f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title></head>\n<body>\n<h1>{title}</h1>\n" + "\n".join(divs) + "\n</body></html>\n"
-        tmp = out.with_name(f".{out.name}.tmp")
-        tmp.write_text(page, encoding="utf-8")
-        tmp.replace(out)
-        return [out]
-    out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for name, fig in figures.items():
-        path = out / f"{name}.html"
-        fig.write_html(path, include_plotlyjs=True, full_html=True)
-        paths.append(path)
-    return paths

@@ -13,14 +13,7 @@ import pandas as pd
 from torch import Tensor
 
 from probes.flow import attention_patterns, information_flow, plot_flow, top_paths
-from probes.masking import (
-    candidate_labelings,
-    cluster_scores,
-    mask_key,
-    mask_second_anchor,
-    plot_projection,
-    project,
-)
+from probes.masking import candidate_labelings, cluster_scores, mask_key, mask_second_anchor, plot_projection, project
 from probes.similarity import (
     SimilarityResult,
     block_score,
@@ -31,16 +24,7 @@ from probes.similarity import (
     residual_similarity,
     value_similarity,
 )
-from training.report.cells import (
-    Cell,
-    Context,
-    NotApplicable,
-    Section,
-    compact,
-    html_table,
-    measured,
-    per_run,
-)
+from training.report.cells import Cell, Context, NotApplicable, Section, compact, html_table, measured, per_run
 from training.report.inline import circuitsvis_view
 from training.report.runs import Run, token_labels
 

@@ -16,15 +16,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from probes.rank import merged_weight, stable_rank
-from training.report.cells import (
-    RUN_COLOURS,
-    Cell,
-    Context,
-    Section,
-    compact,
-    html_table,
-    measured,
-)
+from training.report.cells import RUN_COLOURS, Cell, Context, Section, compact, html_table, measured
 from training.report.runs import Run
 from training.verdict import EXPECTED, FIT, run_verdict
 
@@ -32,10 +24,7 @@ from training.verdict import EXPECTED, FIT, run_verdict
 def reproduction_verdicts(runs: Sequence[Run]) -> list[str]:
     """For runs inside an ``interp-init reproduce`` folder (``DIR/<task>/<regime>`` beside
     ``DIR/summary.json``), the line the command printed: whether the flip was reproduced."""
-    from training.reproduce import (  # the reproduction's own criteria; it imports the report
-        check_flip,
-        failed_criteria,
-    )
+    from training.reproduce import check_flip, failed_criteria  # the reproduction's own criteria; it imports the report
 
     lines = []
     for root in dict.fromkeys(run.path.parent.parent for run in runs):

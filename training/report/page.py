@@ -37,13 +37,7 @@ from training.report.mechanisms import (
 )
 from training.report.outcomes import section_accuracies, section_curves, section_verdict
 from training.report.runs import Run, load_runs
-from training.report.weights import (
-    section_condensation,
-    section_eigenvalues,
-    section_embedding,
-    section_spectra,
-    section_stable_ranks,
-)
+from training.report.weights import section_condensation, section_eigenvalues, section_embedding, section_spectra, section_stable_ranks
 
 #: The page's sections, in order: what each run learned, how it computes it, and its weights.
 SECTIONS: tuple[Callable[[Context], Section], ...] = (

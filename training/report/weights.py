@@ -22,16 +22,7 @@ from probes.geometry import (
     singular_value_spectra,
 )
 from probes.rank import merged_weight, weight_stable_ranks
-from training.report.cells import (
-    RUN_COLOURS,
-    Cell,
-    Context,
-    Section,
-    compact,
-    html_table,
-    measured,
-    per_run,
-)
+from training.report.cells import RUN_COLOURS, Cell, Context, Section, compact, html_table, measured, per_run
 from training.report.runs import Run
 
 # --------------------------------------------------------------------------- condensation

@@ -17,14 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from interp_init.runfolder import (
-    ERROR_FILE,
-    FINISHED_STATUSES,
-    RunFolder,
-    RunStatus,
-    atomic_write,
-    write_json,
-)
+from interp_init.runfolder import ERROR_FILE, FINISHED_STATUSES, RunFolder, RunStatus, atomic_write, write_json
 from interp_init.tasks import ALL_PAIRS, AnchorPair
 from training.config import OPTIONS, RunConfig
 from training.phase.names import LOSS_THRESHOLD, PAIR_ACC_THRESHOLD

@@ -42,13 +42,7 @@ from interp_init.runfolder import RunFolder, RunStatus, atomic_write, write_json
 from training.config import RunConfig
 from training.sweep.pool import worker_pool
 from training.sweep.results import collect_results, record_stable_ranks, run_status
-from training.sweep.spec import (
-    SPEC_FILE,
-    SweepOptions,
-    SweepPoint,
-    SweepSpec,
-    check_sweep_folder,
-)
+from training.sweep.spec import SPEC_FILE, SweepOptions, SweepPoint, SweepSpec, check_sweep_folder
 
 _RAY_MISSING = "the ray backend needs Ray: pip install 'interp-init[ray]'"
 

@@ -1,0 +1,104 @@
+"""The layout of the code, checked from the source: packages that stand on each other in one
+direction, no string look-ups of the project's own modules, short modules, one command line."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+from helpers import ROOT
+
+PACKAGES = ("interp_init", "probes", "training")
+#: What each package may import of the project: the base stands alone, the analyses on the
+#: base, training on both.
+ALLOWED = {"interp_init": {"interp_init"}, "probes": {"interp_init", "probes"}, "training": {"interp_init", "probes", "training"}}
+MAX_LINES = 400
+
+
+def _modules() -> list[Path]:
+    return sorted(p for package in PACKAGES for p in (ROOT / package).rglob("*.py"))
+
+
+def _imported_packages(path: Path) -> set[str]:
+    """The project packages a module imports, anywhere in it (top level, functions, TYPE_CHECKING)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        else:
+            continue
+        found |= {name.split(".")[0] for name in names} & set(PACKAGES)
+    return found
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_packages_stand_on_each_other_in_one_direction(path: Path) -> None:
+    package = path.relative_to(ROOT).parts[0]
+    assert _imported_packages(path) <= ALLOWED[package], f"{path.relative_to(ROOT)} imports {_imported_packages(path) - ALLOWED[package]}"
+
+
+def test_the_layout_check_sees_imports_inside_functions(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("def f():\n    from training.loop import train\n    import probes.rank\n")
+    assert _imported_packages(module) == {"training", "probes"}
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_string_look_up_of_the_projects_modules(path: Path) -> None:
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) in ("import_module", "__import__"):
+            pytest.fail(f"{path.relative_to(ROOT)}:{node.lineno} imports a module by its name as a string")
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_modules_are_short(path: Path) -> None:
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_LINES, f"{path.relative_to(ROOT)} has {lines} lines; split it by concern"
+
+
+def test_only_the_command_line_imports_click() -> None:
+    importers = [p.relative_to(ROOT).as_posix() for p in _modules() if "click" in {n.split(".")[0] for n in _all_imports(p)}]
+    assert importers == ["training/cli.py"]
+
+
+def _all_imports(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return names
+
+
+@pytest.mark.parametrize("package", ["interp_init", "probes", "training", "training.sweep", "training.phase", "training.report"])
+def test_no_module_shares_its_name_with_a_public_name_of_its_package(package: str) -> None:
+    module = importlib.import_module(package)
+    folder = Path(module.__file__).parent
+    submodules = {p.stem for p in folder.glob("*.py") if p.stem != "__init__"} | {p.name for p in folder.iterdir() if (p / "__init__.py").is_file()}
+    assert submodules & set(module.__all__) == set()
+
+
+def test_the_readme_describes_the_layout_the_code_has() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## How the code is laid out") :]
+    section = section[: section.index("\n## ", 3)]
+    for package in PACKAGES:
+        assert f"`{package}`" in section, package
+    for module in ("interp_init/runfolder.py", "training/cli.py"):
+        assert f"`{Path(module).name}`" in section and (ROOT / module).is_file(), module
+
+
+@pytest.mark.parametrize("task", ["symmetric", "id-ood", "complexity"])
+@pytest.mark.parametrize("preset", ["paper", "cpu", "tiny"])
+def test_presets_name_only_what_differs_from_the_papers_defaults(preset: str, task: str) -> None:
+    from training.config import PRESETS, RunConfig
+
+    defaults = RunConfig().flat()
+    same = {k: v for k, v in PRESETS[preset](task).items() if defaults[k] == v}
+    assert same == {}, f"preset {preset!r} repeats the defaults {same}"

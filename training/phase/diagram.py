@@ -1,0 +1,89 @@
+"""The phase-diagram job of a sweep folder: rebuild its results table, draw the papers'
+figures it supports, write them as offline HTML, and say which runs they leave out.
+
+Example::
+
+    >>> from training.phase.diagram import phase_diagrams
+    >>> done = phase_diagrams("runs/fig2")  # doctest: +SKIP
+    >>> done.paths, done.problem  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import plotly.graph_objects as go
+
+from interp_init.runfolder import RunStatus, atomic_write
+from training.phase.figures import make_figures, supported_figures
+from training.phase.names import ID_THRESHOLD, LOSS_THRESHOLD, OOD_THRESHOLD, PAIR_ACC_THRESHOLD
+from training.sweep import RESULTS_FILE, collect_results, incomplete_runs, problem_summary, write_results
+
+
+def write_html(figures: Mapping[str, go.Figure], out: str | Path, title: str = "Phase diagrams") -> list[Path]:
+    """Write figures as HTML with plotly.js inlined (renders with no network).
+
+    ``out`` ending in ``.html``: one page with every figure (plotly.js once); otherwise a
+    folder with one ``<name>.html`` per figure.  Returns the written paths.
+    """
+    if not figures:
+        raise ValueError("no figures to write")
+    out = Path(out)
+    if out.suffix.lower() == ".html":
+        out.parent.mkdir(parents=True, exist_ok=True)
+        divs = [
+            f"<h2>{name}</h2>\n" + fig.to_html(full_html=False, include_plotlyjs=(i == 0))
+            for i, (name, fig) in enumerate(figures.items())
+        ]
+        head = f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title></head>\n<body>\n<h1>{title}</h1>\n"
+        return [atomic_write(out, head + "\n".join(divs) + "\n</body></html>\n")]
+    out.mkdir(parents=True, exist_ok=True)
+    return [atomic_write(out / f"{name}.html", fig.to_html(include_plotlyjs=True, full_html=True)) for name, fig in figures.items()]
+
+
+@dataclass(frozen=True)
+class PhaseDiagrams:
+    """What :func:`phase_diagrams` wrote: the figures, their files, how many runs the table
+    has, and one line on the runs that did not complete (``None`` if all did)."""
+
+    figures: dict[str, go.Figure]
+    paths: list[Path]
+    n_runs: int
+    problem: str | None
+
+
+def phase_diagrams(
+    sweep_dir: str | Path,
+    out: str | Path | None = None,
+    figure_names: Sequence[str] = (),
+    *,
+    id_threshold: float = ID_THRESHOLD,
+    ood_threshold: float = OOD_THRESHOLD,
+    loss_threshold: float = LOSS_THRESHOLD,
+    pair_threshold: float = PAIR_ACC_THRESHOLD,
+) -> PhaseDiagrams:
+    """Rebuild ``sweep_dir/results.csv`` and write the figures it supports (or
+    ``figure_names``) to ``out`` (default ``sweep_dir/phase_diagram.html``).
+
+    Everything is checked and built before the first write: a folder it refuses is left
+    as it was.
+    """
+    df = collect_results(sweep_dir, loss_threshold=loss_threshold, pair_threshold=pair_threshold, write=False)
+    names = list(figure_names) or supported_figures(df)
+    if not names:
+        raise ValueError(f"{sweep_dir} has no completed runs any figure can use (statuses: {df['status'].value_counts().to_dict()})")
+    phase_opts = {"id_threshold": id_threshold, "ood_threshold": ood_threshold}
+    options = {
+        "neurips_fig2": {"id_threshold": id_threshold},
+        "journal_fig3a": phase_opts,
+        "journal_fig3b": {"id_threshold": id_threshold},
+        "journal_fig5c": phase_opts,
+    }
+    figures = make_figures(df, names, options)
+    bad = incomplete_runs(sweep_dir, df)
+    write_results(df, sweep_dir)
+    paths = write_html(figures, out or Path(sweep_dir) / "phase_diagram.html")
+    total = len(df) + sum(1 for status in bad.values() if status == RunStatus.ABSENT)
+    return PhaseDiagrams(figures, paths, len(df), problem_summary(bad, total, Path(sweep_dir) / RESULTS_FILE))
