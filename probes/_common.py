@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import difflib
+import numbers
 import operator
 from collections.abc import Callable, Iterable, Sequence
 
+import numpy as np
 import torch
 from jaxtyping import Int
 from torch import Tensor
 from transformer_lens import HookedTransformer
+
+from interp_init.data import AnchorDataset
 
 
 def as_tokens(tokens: Tensor | Sequence[int] | Sequence[Sequence[int]], model: HookedTransformer) -> Int[Tensor, "batch pos"]:
@@ -28,7 +33,10 @@ def as_tokens(tokens: Tensor | Sequence[int] | Sequence[Sequence[int]], model: H
 
 
 def check_index(value: int, size: int, name: str, what: str) -> int:
-    """``value`` as an int in ``0..size-1`` or a ValueError naming ``name``."""
+    """``value`` as an int in ``0..size-1`` or a ValueError naming ``name``.
+
+    Integer-like values (``numpy.int64(1)``, a one-element integer tensor or array) are
+    accepted; floats (even ``1.0``), bools and strings are refused."""
     try:
         if isinstance(value, bool):
             raise TypeError
@@ -44,27 +52,75 @@ def check_indices(values: int | Iterable[int] | None, size: int, name: str, what
     """``None`` -> all of ``0..size-1``; an int or iterable of ints -> their sorted unique list."""
     if values is None:
         return list(range(size))
-    if not isinstance(values, Iterable) or (isinstance(values, Tensor) and values.ndim == 0):
+    if not isinstance(values, Iterable) or (isinstance(values, (Tensor, np.ndarray)) and values.ndim == 0):
         return [check_index(values, size, name, what)]
     out = sorted({check_index(v, size, name, what) for v in values})
     if not out:
-        raise ValueError(f"{name} is empty; pass None for all {what}s (0..{size - 1})")
+        raise ValueError(f"{name} is empty; pass None for all of 0..{size - 1}")
     return out
+
+
+def check_int(value: object, name: str, low: int = 0) -> int:
+    """``value`` as an int >= ``low`` (integer-like values accepted, floats and bools refused)."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        number = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}") from None
+    if number < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {number}")
+    return number
+
+
+def check_number(value: object, name: str) -> float:
+    """``value`` as a finite float (ints, floats, numpy scalars; not bools, strings or tensors)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(float(value)):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def check_finite(values: Tensor | np.ndarray, name: str, hint: str = "") -> None:
+    """A ValueError naming ``name`` where ``values`` hold NaN or infinite entries."""
+    finite = bool(torch.isfinite(values).all()) if isinstance(values, Tensor) else bool(np.isfinite(values).all())
+    if not finite:
+        raise ValueError(f"NaN or infinite entries in {name}{hint}: no analysis of them is defined (a diverged model?)")
+
+
+def check_dataset(dataset: object, name: str = "dataset") -> AnchorDataset:
+    """``dataset`` if it is an :class:`~interp_init.data.AnchorDataset`, else a ValueError saying how to get one."""
+    if not isinstance(dataset, AnchorDataset):
+        raise ValueError(
+            f"{name} must be an AnchorDataset (from interp_init.data.make_dataset or probes.input_grid), "
+            f"got {type(dataset).__name__}; for raw token ids use probes.masked_run or probes.attention_patterns"
+        )
+    return dataset
 
 
 def check_layer(model: HookedTransformer, layer: int, name: str = "layer") -> int:
     return check_index(layer, model.cfg.n_layers, name, f"layer of this {model.cfg.n_layers}-layer model")
 
 
-def capture_hooks(names: Iterable[str], model: HookedTransformer, store: dict[str, Tensor]) -> list[tuple[str, Callable]]:
+def capture_hooks(names: Iterable[str] | str | None, model: HookedTransformer, store: dict[str, Tensor]) -> list[tuple[str, Callable]]:
     """Forward hooks that copy the activations ``names`` into ``store`` (detached).
 
     ``names`` is an iterable of hook names; one name given as a plain string is taken as
-    that one name (not as its characters)."""
-    names = list(dict.fromkeys([names] if isinstance(names, str) else names))
-    unknown = [n for n in names if n not in model.hook_dict]
+    that one name (not as its characters); ``None`` is no name."""
+    if names is None:
+        names = []
+    elif isinstance(names, str):
+        names = [names]
+    elif not isinstance(names, Iterable):
+        raise ValueError(f"names must be hook names (a string or a list of strings), got {names!r}")
+    names = list(dict.fromkeys(names))
+    unknown = [n for n in names if not isinstance(n, str) or n not in model.hook_dict]
     if unknown:
-        raise ValueError(f"unknown hook name(s) {unknown}; valid names are the model's hook_dict keys, e.g. 'blocks.0.hook_resid_mid'")
+        close = [m for n in unknown if isinstance(n, str) for m in difflib.get_close_matches(n, list(model.hook_dict), n=2)]
+        example = close or [f"blocks.0.{n}" for n in ("hook_resid_pre", "hook_resid_post") if f"blocks.0.{n}" in model.hook_dict][:1]
+        raise ValueError(
+            f"unknown hook name(s) {unknown}: this model has no such hook points; valid names are the model's "
+            f"hook_dict keys{', e.g. ' + ', '.join(repr(e) for e in dict.fromkeys(example)) if example else ''}"
+        )
 
     def save(activation: Tensor, hook) -> None:  # noqa: ANN001 - TransformerLens HookPoint
         store[hook.name] = activation.detach()

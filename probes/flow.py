@@ -38,6 +38,8 @@ Example::
 from __future__ import annotations
 
 import html as html_lib
+import numbers
+import operator
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -52,17 +54,23 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from transformer_lens import HookedTransformer
 
-from probes._common import as_tokens, run_capturing
+from probes._common import as_tokens, check_finite, check_index, check_int, check_number, run_capturing
 
 EDGE_COLUMNS = ["layer", "head", "source", "query", "weight", "std"]
 
 
 def attention_patterns(model: HookedTransformer, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "layer batch head query source"]:
-    """The attention patterns of every layer, stacked: ``[n_layers, batch, n_heads, pos, pos]``."""
+    """The attention patterns of every layer, stacked: ``[n_layers, batch, n_heads, pos, pos]``.
+
+    A model whose run is not finite is refused: TransformerLens sets NaN attention
+    weights to 0, so its patterns would look valid while its logits are NaN."""
     tokens = as_tokens(tokens, model)
     names = [f"blocks.{layer}.attn.hook_pattern" for layer in range(model.cfg.n_layers)]
-    _, cache = run_capturing(model, tokens, names)
-    return torch.stack([cache[name] for name in names]).cpu()
+    logits, cache = run_capturing(model, tokens, names)
+    patterns = torch.stack([cache[name] for name in names]).cpu()
+    for values, what in ((patterns, "the attention pattern"), (logits, "the model's logits on these tokens")):
+        check_finite(values, what, " (check the model's weights with probes.weight_stable_ranks)")
+    return patterns
 
 
 def information_flow(model: HookedTransformer, tokens: Int[Tensor, "batch pos"]) -> pd.DataFrame:
@@ -98,7 +106,12 @@ def _edge_tensor(edges: pd.DataFrame, head: int | str) -> np.ndarray:
     missing = [c for c in EDGE_COLUMNS[:5] if c not in edges.columns]
     if missing:
         raise ValueError(f"edges lacks column(s) {missing}: pass the DataFrame returned by information_flow")
-    chosen = edges[edges["head"].astype(str) == str(head)]
+    if not isinstance(head, str):  # a head index: integer-like values are accepted
+        try:
+            head = str(operator.index(head)) if not isinstance(head, bool) else repr(head)
+        except TypeError:
+            raise ValueError(f"head must be a head index or 'sum', got {head!r}") from None
+    chosen = edges[edges["head"].astype(str) == head]
     if chosen.empty:
         raise ValueError(f"no edges for head {head!r}; the edges have heads {sorted(edges['head'].astype(str).unique())}")
     n_layers = int(edges["layer"].max()) + 1
@@ -124,13 +137,13 @@ def top_paths(
     edge below ``threshold`` are dropped.  Returns columns ``rank, score, path,
     weights`` for the ``top`` best paths (``None``: all).
     """
-    if not np.isfinite(threshold) or threshold < 0:
-        raise ValueError(f"threshold must be a finite weight >= 0, got {threshold}")
+    if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or not np.isfinite(threshold) or threshold < 0:
+        raise ValueError(f"threshold must be a finite weight >= 0, got {threshold!r}")
+    top = None if top is None else check_int(top, "top (how many paths to keep; None for all)")
+    max_paths = check_int(max_paths, "max_paths", low=1)
     weights = _edge_tensor(edges, head)
     n_layers, n_pos, _ = weights.shape
-    query = n_pos - 1 if query is None else query
-    if isinstance(query, bool) or not isinstance(query, (int, np.integer)) or not 0 <= query < n_pos:
-        raise ValueError(f"query must be a position in 0..{n_pos - 1}, got {query!r}")
+    query = n_pos - 1 if query is None else check_index(query, n_pos, "query", "position of the edges")
     partial: list[tuple[tuple[int, ...], tuple[float, ...]]] = [((int(query),), ())]
     for layer in reversed(range(n_layers)):  # extend each path backwards by one layer
         grown = []
@@ -167,6 +180,8 @@ def plot_flow(
     ``labels`` names the input positions (e.g. :func:`token_labels`); the first
     ``n_highlight`` rows of ``paths`` (from :func:`top_paths`) are drawn in colour.
     """
+    min_weight = check_number(min_weight, "min_weight")
+    n_highlight = check_int(n_highlight, "n_highlight")
     weights = _edge_tensor(edges, head)
     n_layers, n_pos, _ = weights.shape
     labels = [str(p) for p in range(n_pos)] if labels is None else list(labels)

@@ -55,6 +55,7 @@ from sklearn.decomposition import PCA
 from torch import Tensor
 from transformer_lens import HookedTransformer
 
+from probes._common import check_finite, check_int
 from probes.rank import singular_values, weight_matrices
 from probes.similarity import cosine_similarity_matrix
 
@@ -106,6 +107,7 @@ def condensation(weight: Float[Tensor, "neurons inputs"], threshold: float = 0.7
         raise ValueError(f"signed must be True or False, got {signed!r}")
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not -1.0 <= float(threshold) <= 1.0:
         raise ValueError(f"threshold is a cosine similarity and must lie in [-1, 1], got {threshold!r}")
+    check_finite(matrix, "weight")
     sim = cosine_similarity_matrix(matrix).numpy()
     n = sim.shape[0]
     if n == 1:
@@ -163,14 +165,22 @@ class EmbeddingPCA:
 
 
 def embedding_pca(model: HookedTransformer, tokens: Iterable[int] = range(20, 100)) -> EmbeddingPCA:
-    """PCA of the rows of ``W_E`` for ``tokens`` (default the key values 20..99)."""
-    tokens = [int(t) for t in tokens]
-    if len(tokens) < 3:
-        raise ValueError(f"embedding_pca needs at least 3 tokens, got {len(tokens)}")
+    """PCA of the rows of ``W_E`` for ``tokens`` (default the key values 20..99).
+
+    ``tokens`` are integer token ids (at least 3 distinct ones); the model needs
+    ``d_model >= 2`` and finite embeddings."""
+    if isinstance(tokens, (Tensor, np.ndarray)):
+        tokens = tokens.reshape(-1) if tokens.ndim <= 1 else tokens
+    tokens = [check_int(t, "each token id") for t in tokens]
+    if len(set(tokens)) < 3:
+        raise ValueError(f"embedding_pca needs at least 3 distinct tokens, got {sorted(set(tokens))}")
     bad = [t for t in tokens if not 0 <= t < model.cfg.d_vocab]
     if bad:
-        raise ValueError(f"tokens must lie in 0..{model.cfg.d_vocab - 1} (the vocabulary), got {bad[:5]}")
+        raise ValueError(f"tokens must lie in 0..{model.cfg.d_vocab - 1} (the vocabulary), got {bad[:5]}; pass tokens=<ids within it>")
+    if model.cfg.d_model < 2:
+        raise ValueError(f"embedding_pca projects onto 2 components and needs d_model >= 2, got d_model={model.cfg.d_model}")
     emb = model.W_E.detach()[tokens].double().cpu().numpy()
+    check_finite(emb, "W_E (the token embeddings)")
     pca = PCA(n_components=2)
     xy = pca.fit_transform(emb)
     eigenvalues = np.sort(np.linalg.eigvalsh(np.cov(emb, rowvar=False)))[::-1].clip(min=0.0)

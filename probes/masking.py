@@ -60,7 +60,7 @@ from transformer_lens import HookedTransformer
 
 from interp_init.data import AnchorDataset
 from interp_init.tasks import SHIFTS
-from probes._common import as_tokens, capture_hooks, check_index, check_indices
+from probes._common import as_tokens, capture_hooks, check_dataset, check_finite, check_index, check_indices, check_int, check_number
 
 SourcePositions = int | Sequence[int] | Sequence[Sequence[int]] | Tensor
 
@@ -207,6 +207,7 @@ def mask_key(
     ``names`` defaults to the last block's output ``blocks.{L-1}.hook_resid_post`` (the
     journal's "output embedding", before the final LayerNorm and unembedding).
     """
+    dataset = check_dataset(dataset)
     names = [_output_name(model)] if names is None else names
     return masked_run(model, dataset.tokens, dataset.key_positions, layers, heads, query_positions, renormalize, names)
 
@@ -222,6 +223,7 @@ def mask_second_anchor(
     names: Iterable[str] | None = None,
 ) -> MaskedRun:
     """:func:`masked_run` hiding each sample's second anchor (key position + 2); ``names`` as :func:`mask_key`."""
+    dataset = check_dataset(dataset)
     names = [_output_name(model)] if names is None else names
     return masked_run(model, dataset.tokens, dataset.key_positions + 2, layers, heads, query_positions, renormalize, names)
 
@@ -237,7 +239,7 @@ def candidate_labelings(dataset: AnchorDataset) -> pd.DataFrame:
     With the papers' shifts (5, 1, -2, -8) the ten unordered pairs have ten distinct
     sums, so ``composite_shift`` groups inputs exactly as ``unordered_pair`` does.
     """
-    pairs = dataset.anchor_pairs.cpu().tolist()
+    pairs = check_dataset(dataset).anchor_pairs.cpu().tolist()
     keys = dataset.keys.cpu().tolist()
     return pd.DataFrame(
         {
@@ -257,6 +259,7 @@ def _as_array(vectors: Tensor | np.ndarray) -> np.ndarray:
     array = vectors.detach().cpu().double().numpy() if isinstance(vectors, Tensor) else np.asarray(vectors, dtype=np.float64)
     if array.ndim != 2 or array.shape[0] < 2:
         raise ValueError(f"vectors must be a 2-D [n_samples >= 2, dim] array, got shape {array.shape}")
+    check_finite(array, "vectors")
     return array
 
 
@@ -273,7 +276,9 @@ def project(
     the number of samples; the journal uses 12) or ``"pca"``.
     """
     array = _as_array(vectors)
+    seed = check_int(seed, "seed")
     if method == "tsne":
+        perplexity = check_number(perplexity, "perplexity")
         if not 0 < perplexity < array.shape[0]:
             raise ValueError(f"perplexity must be in (0, n_samples={array.shape[0]}), got {perplexity}; use more inputs or a smaller perplexity")
         xy = TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=seed).fit_transform(array)
@@ -309,6 +314,7 @@ def cluster_scores(
     ``labeling, n_labels, silhouette, ari, method``.
     """
     array = _as_array(vectors)
+    seed = check_int(seed, "seed")
     frame = pd.DataFrame(labelings)
     columns = list(frame.columns) if columns is None else list(columns)
     missing = [c for c in columns if c not in frame.columns]

@@ -64,12 +64,19 @@ def stable_rank(matrix: Float[Tensor, "rows cols"]) -> float:
     return float((s / s[0]).pow(2).sum())
 
 
+def _has_single_mlp(model: HookedTransformer) -> bool:
+    """Whether every block has one MLP with ``W_in`` and ``W_out`` (not attention-only, not experts)."""
+    return not model.cfg.attn_only and all(hasattr(block.mlp, "W_in") and hasattr(block.mlp, "W_out") for block in model.blocks)
+
+
 def merged_weight(model: HookedTransformer, name: str, layer: int | None = None) -> Float[Tensor, "d_in d_out"]:
     """A weight of ``model`` as one 2-D ``[d_in, d_out]`` matrix, heads merged.
 
     ``name`` is ``W_Q``, ``W_K``, ``W_V`` (``[d_model, n_heads * d_head]``), ``W_O``
     (``[n_heads * d_head, d_model]``), ``W_in``, ``W_out`` (need ``layer``), or ``W_E``,
-    ``W_pos``, ``W_U``.
+    ``W_pos``, ``W_U``.  With grouped-query attention ``W_K`` and ``W_V`` are as each
+    query head reads them (TransformerLens' ``W_K``: the shared key-value heads repeated),
+    which leaves the stable rank unchanged.
     """
     if name in ("W_E", "W_pos", "W_U"):
         if name == "W_pos" and not hasattr(model, "pos_embed"):
@@ -87,17 +94,23 @@ def merged_weight(model: HookedTransformer, name: str, layer: int | None = None)
     if name in ("W_in", "W_out"):
         if model.cfg.attn_only:
             raise ValueError(f"{name} does not exist: the model is attention-only")
+        if not _has_single_mlp(model):
+            raise ValueError(
+                f"{name} does not exist: the model's MLP is a mixture of {model.cfg.num_experts} experts, "
+                f"each with its own {name} (read model.blocks[{layer}].mlp.experts[i].{name})"
+            )
         return getattr(block.mlp, name).detach()
     raise ValueError(f"unknown weight {name!r}; use W_Q, W_K, W_V, W_O, W_in, W_out, W_E, W_pos or W_U")
 
 
 def weight_matrices(model: HookedTransformer) -> list[tuple[int | None, str, Tensor]]:
     """Every weight matrix of ``model`` as ``(layer, name, 2-D matrix)``, heads merged
-    (no ``W_pos`` where the positional embedding is not learned, e.g. rotary)."""
+    (no ``W_pos`` where the positional embedding is not learned, e.g. rotary; no
+    ``W_in``, ``W_out`` in an attention-only or mixture-of-experts model)."""
     out: list[tuple[int | None, str, Tensor]] = [(None, "W_E", merged_weight(model, "W_E"))]
     if hasattr(model, "pos_embed"):
         out.append((None, "W_pos", merged_weight(model, "W_pos")))
-    names = ["W_Q", "W_K", "W_V", "W_O"] + ([] if model.cfg.attn_only else ["W_in", "W_out"])
+    names = ["W_Q", "W_K", "W_V", "W_O"] + (["W_in", "W_out"] if _has_single_mlp(model) else [])
     for layer in range(model.cfg.n_layers):
         out += [(layer, name, merged_weight(model, name, layer)) for name in names]
     out.append((None, "W_U", merged_weight(model, "W_U")))

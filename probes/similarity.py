@@ -52,7 +52,7 @@ from transformer_lens import HookedTransformer
 
 from interp_init.data import AnchorDataset
 from interp_init.tasks import ANCHORS, KEY_HIGH, KEY_LOW, N_KEY_POSITIONS, SEQ_LEN, SHIFTS, composite
-from probes._common import as_tokens, check_index, check_layer, run_capturing
+from probes._common import as_tokens, check_dataset, check_finite, check_index, check_int, check_layer, run_capturing
 
 NAMED_POSITIONS = ("key", "first_anchor", "second_anchor", "last")
 
@@ -91,8 +91,8 @@ def input_grid(
     ``seed``), so they differ only in key and anchors, which sit at ``key_position``,
     ``+1``, ``+2``.
     """
-    keys = [int(k) for k in keys]
-    pairs = [(int(a), int(b)) for a, b in pairs]
+    keys = [check_int(k, "each key") for k in keys]
+    pairs = [_anchor_pair(p) for p in pairs]
     if not keys or not pairs:
         raise ValueError(f"input_grid needs at least one key and one pair, got {len(keys)} keys and {len(pairs)} pairs")
     bad_keys = [k for k in keys if not KEY_LOW <= k <= KEY_HIGH]
@@ -105,9 +105,10 @@ def input_grid(
     if noise is None:
         if seed is None:
             raise ValueError("input_grid needs noise=<9 tokens> or seed=<int> to draw them")
+        seed = check_int(seed, "seed")
         noise_row = torch.randint(KEY_LOW, KEY_HIGH + 1, (SEQ_LEN,), generator=torch.Generator().manual_seed(seed))
     else:
-        noise_row = torch.as_tensor(list(noise), dtype=torch.int64)
+        noise_row = torch.tensor([check_int(t, "each noise token") for t in noise], dtype=torch.int64)
         if noise_row.shape != (SEQ_LEN,) or int(noise_row.min()) < KEY_LOW or int(noise_row.max()) > KEY_HIGH:
             raise ValueError(f"noise must be {SEQ_LEN} tokens in {KEY_LOW}..{KEY_HIGH}, got {noise_row.tolist()}")
     pair_t = torch.tensor([p for p in pairs for _ in keys], dtype=torch.int64)
@@ -122,10 +123,13 @@ def input_grid(
 
 
 def cosine_similarity_matrix(vectors: Float[Tensor, "n d"]) -> Float[Tensor, "n n"]:
-    """Pairwise cosine similarity of the rows of a 2-D tensor (float64; a zero row gives 0)."""
+    """Pairwise cosine similarity of the rows of a 2-D tensor (float64; a zero row gives 0).
+
+    Vectors with NaN or infinite entries are refused (their cosine is undefined)."""
     vectors = torch.as_tensor(vectors).detach().double()
     if vectors.ndim != 2:
         raise ValueError(f"vectors must be a 2-D [n, d] matrix, got shape {tuple(vectors.shape)}")
+    check_finite(vectors, "vectors")
     unit = vectors / vectors.norm(dim=1, keepdim=True).clamp_min(1e-300)
     return unit @ unit.T
 
@@ -142,6 +146,7 @@ def block_score(similarity: Float[Tensor, "n n"], equal_target: Bool[Tensor, "n 
     equal_target = torch.as_tensor(equal_target).bool()
     if similarity.ndim != 2 or similarity.shape[0] != similarity.shape[1] or similarity.shape != equal_target.shape:
         raise ValueError(f"similarity and equal_target must be the same square [n, n] shape, got {tuple(similarity.shape)} and {tuple(equal_target.shape)}")
+    check_finite(similarity, "similarity")
     off = ~torch.eye(similarity.shape[0], dtype=torch.bool)
     same, other = equal_target & off, ~equal_target & off
     if not bool(same.any()) or not bool(other.any()):
@@ -182,6 +187,28 @@ def _inputs_frame(dataset: AnchorDataset, target: Tensor) -> pd.DataFrame:
     )
 
 
+def _anchor_pair(pair: object) -> tuple[int, int]:
+    try:
+        first, second = pair  # type: ignore[misc]
+    except (TypeError, ValueError):
+        raise ValueError(f"each anchor pair must be two anchors (a1, a2), got {pair!r}") from None
+    return check_int(first, "each anchor"), check_int(second, "each anchor")
+
+
+def _after_attention(model: HookedTransformer, layer: int) -> str:
+    """The hook holding the residual stream after layer ``layer``'s attention (and before its MLP)."""
+    name = f"blocks.{layer}.hook_resid_mid"
+    if name in model.hook_dict:
+        return name
+    if model.cfg.attn_only:
+        return f"blocks.{layer}.hook_resid_post"  # no MLP: the block's output is resid_pre + attention
+    why = " (attention and MLP run in parallel)" if model.cfg.parallel_attn_mlp else ""
+    raise ValueError(
+        f"this model has no {name}, the residual stream between layer {layer}'s attention and MLP{why}; "
+        f"compare another activation with cosine_similarity_matrix and equal_mask, e.g. blocks.{layer}.hook_resid_post"
+    )
+
+
 def _vectors_at(model: HookedTransformer, dataset: AnchorDataset, name: str, position: str | int) -> Float[Tensor, "n d"]:
     tokens = as_tokens(dataset.tokens, model)
     _, cache = run_capturing(model, tokens, [name])
@@ -189,16 +216,22 @@ def _vectors_at(model: HookedTransformer, dataset: AnchorDataset, name: str, pos
     if acts.ndim == 4:  # [batch, pos, head, d_head]: merge heads
         acts = einops.rearrange(acts, "batch pos head d_head -> batch pos (head d_head)")
     pos = _positions(dataset, position, tokens.shape[1])
-    return acts[torch.arange(len(pos)), pos]
+    vectors = acts[torch.arange(len(pos)), pos]
+    check_finite(vectors, f"the activation {name}", " (check the model's weights with probes.weight_stable_ranks)")
+    return vectors
 
 
 def residual_similarity(model: HookedTransformer, dataset: AnchorDataset, layer: int = 1, position: str | int = "last") -> SimilarityResult:
     """(a) Similarity of ``blocks.{layer}.hook_resid_mid`` at ``position``; equal cells: equal composite f.
 
     ``position``: an int or ``"key"``, ``"first_anchor"``, ``"second_anchor"``, ``"last"``.
+    An attention-only model has no MLP, so its stream after layer L's attention is
+    ``blocks.{layer}.hook_resid_post`` (the result's ``name``); a model whose attention
+    and MLP run in parallel has no such stream and is refused.
     """
+    dataset = check_dataset(dataset)
     layer = check_layer(model, layer)
-    name = f"blocks.{layer}.hook_resid_mid"
+    name = _after_attention(model, layer)
     target = composite(dataset.keys.cpu(), dataset.anchor_pairs[:, 0].cpu(), dataset.anchor_pairs[:, 1].cpu())
     sim = cosine_similarity_matrix(_vectors_at(model, dataset, name, position))
     mask = equal_mask(target)
@@ -212,6 +245,7 @@ def value_similarity(model: HookedTransformer, dataset: AnchorDataset, layer: in
     depend on the second anchor: a grid with one second anchor, e.g.
     ``input_grid(keys, [(a, 1) for a in (1, 2, 3, 4)])``, covers every (key, first anchor).
     """
+    dataset = check_dataset(dataset)
     layer = check_layer(model, layer)
     name = f"blocks.{layer}.attn.hook_v"
     shift = torch.tensor([SHIFTS.get(int(a), 0) for a in dataset.anchor_pairs[:, 0].cpu().tolist()], dtype=torch.int64)
