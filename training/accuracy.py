@@ -18,6 +18,7 @@ from torch import Tensor
 from transformer_lens import HookedTransformer
 
 from interp_init.data import AnchorDataset
+from interp_init.tasks import AnchorPair
 
 LogitsFn = Callable[[HookedTransformer, Tensor], Tensor]
 
@@ -39,19 +40,16 @@ def predict(
     return torch.cat(out)
 
 
-def pair_key(a1: int, a2: int) -> str:
-    return f"{a1},{a2}"
+def pair_masks(pairs: Int[Tensor, "n 2"]) -> dict[str, Tensor]:
+    """For each anchor pair present in ``pairs``, its key (``AnchorPair.key``, ``"4,3"``)
+    and the mask of its rows."""
+    return {AnchorPair(*pair).key: (pairs == torch.tensor(pair, device=pairs.device)).all(dim=1) for pair in torch.unique(pairs, dim=0).tolist()}
 
 
 def per_pair_accuracy(preds: Tensor, targets: Tensor, pairs: Int[Tensor, "n 2"]) -> dict[str, float]:
     """Accuracy per anchor pair present in ``pairs``."""
     correct = (preds == targets).float()
-    code = pairs[:, 0] * 10 + pairs[:, 1]
-    out = {}
-    for c in torch.unique(code).tolist():
-        mask = code == c
-        out[pair_key(c // 10, c % 10)] = float(correct[mask].mean())
-    return dict(sorted(out.items()))
+    return dict(sorted((key, float(correct[mask].mean())) for key, mask in pair_masks(pairs).items()))
 
 
 def evaluate(
@@ -84,14 +82,10 @@ def evaluate(
             out["per_pair"].update(per_pair_accuracy(ho_pred, heldout.targets, heldout.anchor_pairs))
             out["per_pair"] = dict(sorted(out["per_pair"].items()))
             if heldout.candidate_targets:
-                code = heldout.anchor_pairs[:, 0] * 10 + heldout.anchor_pairs[:, 1]
-                out["heldout"] = {}
-                for c in torch.unique(code).tolist():
-                    mask = code == c
-                    out["heldout"][pair_key(c // 10, c % 10)] = {
-                        name: float((ho_pred[mask] == cand[mask]).float().mean())
-                        for name, cand in heldout.candidate_targets.items()
-                    }
+                out["heldout"] = {
+                    key: {name: float((ho_pred[mask] == cand[mask]).float().mean()) for name, cand in heldout.candidate_targets.items()}
+                    for key, mask in pair_masks(heldout.anchor_pairs).items()
+                }
             else:
                 out["ood_acc"] = float((ho_pred == heldout.targets).float().mean())
                 swapped_pred = predict(model, heldout.swapped().tokens, logits_fn=logits_fn)

@@ -23,6 +23,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import torch
 
+from interp_init.runfolder import atomic_write
 from training.report.cells import Cell, Context, NotApplicable, Section
 from training.report.config import IMAGE_FORMATS, ReportConfig
 from training.report.images import slug, write_images
@@ -281,9 +282,7 @@ def write_report(
     with limited_threads(config.threads):
         page = build_page(runs, config, out_dir=out.parent)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(page.html, encoding="utf-8")
-    tmp.replace(out)
+    atomic_write(out, page.html)
     if images is not None:
         write_images(page.figures, images, image_format)
     return out
