@@ -215,11 +215,19 @@ def test_a_real_small_filesystem(tmp_path: Path) -> None:
         subprocess.run(["umount", str(mount)], capture_output=True)
 
 
+@pytest.fixture(scope="module")
+def cli_reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The run of ``_ARGS`` through the command line, uninterrupted."""
+    ref = tmp_path_factory.mktemp("reference") / "run"
+    subprocess.run([*_CLI, *_ARGS, "--out", str(ref)], check=True, env=_env(), capture_output=True)
+    return ref
+
+
+@pytest.mark.slow  # 12 command-line processes; tests/test_reliability.py covers kill-and-resume in the default run
 @pytest.mark.parametrize("stage", ["before", "after"])
 @pytest.mark.parametrize("name", ["checkpoint.pt", "model.safetensors"])
-def test_kill_at_a_write_then_the_same_command_finishes_the_run(stage: str, name: str, tmp_path: Path) -> None:
-    ref, run = tmp_path / "ref", tmp_path / "run"
-    subprocess.run([*_CLI, *_ARGS, "--out", str(ref)], check=True, env=_env(), capture_output=True)
+def test_kill_at_a_write_then_the_same_command_finishes_the_run(stage: str, name: str, tmp_path: Path, cli_reference: Path) -> None:
+    ref, run = cli_reference, tmp_path / "run"
     count = "2" if name == "checkpoint.pt" else "1"
     killed = subprocess.run([*_CLI, *_ARGS, "--out", str(run)], env=_env(INTERP_INIT_KILL_AT=f"{stage}:{name}:{count}"), capture_output=True)
     assert killed.returncode == -9
