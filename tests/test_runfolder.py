@@ -295,3 +295,17 @@ def test_a_second_process_training_the_same_folder_is_refused(tmp_path: Path, ca
         holder.wait()
     train(make_run_config("tiny", seed=0), run, device="cpu", progress=False)  # a killed holder no longer holds it
     assert RunFolder(run).status() == RunStatus.COMPLETED
+
+
+def test_a_sweep_folder_with_copied_weights_names_the_file(two_runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from training.sweep import collect_results
+
+    sweep = tmp_path / "sweep"
+    small, large = (_copy(run, sweep / run.name) for run in two_runs)
+    shutil.copy(small / "model.safetensors", large / "model.safetensors")
+    table = collect_results(sweep, write=False).set_index("run")
+    assert table.loc["small", "status"] == "completed"
+    assert table.loc["large", "status"] == "unreadable"
+    assert "model.safetensors holds the weights of another run" in table.loc["large", "error"]
+    assert main(["phase-diagram", str(sweep)]) == 1
+    assert "1 of 2 runs unreadable" in capsys.readouterr().err
