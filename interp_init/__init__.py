@@ -16,7 +16,8 @@ TransformerLens, so the command line's ``--help`` stays fast.
 from __future__ import annotations
 
 from types import ModuleType
-from typing import Any
+
+from interp_init.lazy import lazy_attributes
 
 _ARCHITECTURES = ("JournalBlock", "PostLNBlock", "architecture_of")
 _CONFIG = ("ARCHITECTURES", "CONVENTIONS", "InitConfig", "ModelConfig")
@@ -40,11 +41,4 @@ def _module_of(name: str) -> ModuleType:
     return module
 
 
-def __getattr__(name: str) -> Any:
-    value = getattr(_module_of(name), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_attributes(globals(), _module_of, __all__)

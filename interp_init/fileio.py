@@ -22,6 +22,7 @@ import json
 import os
 import re
 import signal
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -40,8 +41,6 @@ class BadRunFile(ValueError):
 
 class MissingRunFile(BadRunFile, FileNotFoundError):
     """A :class:`BadRunFile` for a file that does not exist (also a ``FileNotFoundError``)."""
-
-
 
 
 def read_json(path: str | Path, fix: str) -> Any:
@@ -74,6 +73,10 @@ def _temporary(path: Path) -> Path:
 _TEMPORARY = re.compile(r"^\.(?P<name>.+)\.tmp(?P<pid>\d+)$")
 
 
+#: Atomic writes per (stage, file name) seen by :func:`_fault_point` in this process.
+_FAULT_WRITES: Counter[tuple[str, str]] = Counter()
+
+
 def _fault_point(path: Path, stage: str) -> None:
     """Deterministic kill points for tests: ``INTERP_INIT_KILL_AT="<stage>:<file name>:<n>"``
     SIGKILLs this process at the n-th atomic write of that file, ``before`` its rename (the
@@ -84,10 +87,8 @@ def _fault_point(path: Path, stage: str) -> None:
     want_stage, name, count = spec.split(":")
     if want_stage != stage or name != path.name:
         return
-    key = f"INTERP_INIT_KILL_AT_SEEN_{stage}_{name}"
-    seen = int(os.environ.get(key, "0")) + 1
-    os.environ[key] = str(seen)
-    if seen == int(count):
+    _FAULT_WRITES[stage, name] += 1
+    if _FAULT_WRITES[stage, name] == int(count):
         os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -150,8 +151,6 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:  # alive, another user's
         pass
     return True
-
-
 
 
 def remove_stale_temporaries(folder: Path) -> list[Path]:

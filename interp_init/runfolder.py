@@ -97,6 +97,17 @@ class RunFolderBusy(ValueError):
     """Another process is training the run in this folder."""
 
 
+def _differences(folder: dict, asked: dict, prefix: str = "") -> list[str]:
+    diffs = []
+    for key in sorted(set(folder) | set(asked)):
+        va, vb = folder.get(key), asked.get(key)
+        if isinstance(va, dict) and isinstance(vb, dict):
+            diffs += _differences(va, vb, f"{prefix}{key}.")
+        elif va != vb:
+            diffs.append(f"{prefix}{key}: {va!r} (folder) vs {vb!r} (asked)")
+    return diffs
+
+
 # -------------------------------------------------------------------------- the folder
 
 
@@ -189,6 +200,11 @@ class RunFolder:
     def write_config(self, config: dict[str, Any]) -> Path:
         """Write ``config.json`` (atomically)."""
         return write_json(self.config_path, config)
+
+    def config_differences(self, config: dict[str, Any]) -> list[str]:
+        """How ``config.json`` differs from ``config``, one ``"section.field: folder vs asked"``
+        line per differing field (empty: the folder holds this run)."""
+        return _differences(self.read_config(), config)
 
     def digest(self) -> str:
         """The run's config digest (:func:`config_digest` of ``config.json``)."""

@@ -11,7 +11,8 @@ torch nor TransformerLens; ``from training import train`` works as usual.
 from __future__ import annotations
 
 from types import ModuleType
-from typing import Any
+
+from interp_init.lazy import lazy_attributes
 
 _CONFIG = ("OPTIONS", "PRESETS", "DataConfig", "RunConfig", "TrainConfig", "derive_seed", "make_run_config", "preset_options")
 _TASKS = ("ANCHORS", "SHIFTS", "SPLITS", "SYMMETRIC_GROUPS", "TASKS", "AnchorPair", "composite", "task_spec")
@@ -42,11 +43,4 @@ def _module_of(name: str) -> ModuleType:
     return module
 
 
-def __getattr__(name: str) -> Any:
-    value = getattr(_module_of(name), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_attributes(globals(), _module_of, __all__)

@@ -72,26 +72,14 @@ class TrainResult:
     config: RunConfig
 
 
-def _config_diff(a: dict, b: dict, prefix: str = "") -> list[str]:
-    diffs = []
-    for key in sorted(set(a) | set(b)):
-        va, vb = a.get(key), b.get(key)
-        if isinstance(va, dict) and isinstance(vb, dict):
-            diffs += _config_diff(va, vb, f"{prefix}{key}.")
-        elif va != vb:
-            diffs.append(f"{prefix}{key}: {va!r} (folder) vs {vb!r} (asked)")
-    return diffs
-
-
 def _check_run_dir(folder: RunFolder, cfg: RunConfig) -> bool:
     """True if ``folder`` already holds this run; error if it holds another."""
     if not folder.config_path.exists():
         return False
     try:
-        saved = folder.read_config()
+        diffs = folder.config_differences(cfg.to_dict())
     except BadRunFile as err:
         raise BadRunFile(err.path, err.problem, "remove the folder or choose another --out") from None
-    diffs = _config_diff(saved, cfg.to_dict())
     if diffs:
         raise ValueError(
             f"{folder.path} holds a run with a different config ({'; '.join(diffs[:5])}); "

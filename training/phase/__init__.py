@@ -16,7 +16,8 @@ command line reads :mod:`training.phase.names` without importing pandas or plotl
 from __future__ import annotations
 
 from types import ModuleType
-from typing import Any
+
+from interp_init.lazy import lazy_attributes
 
 _AGGREGATION = ("LOWER_IS_BETTER_PREFIXES", "add_phase", "aggregate", "best_over", "classify_phase", "param_columns")
 _FIGURES = (
@@ -43,11 +44,4 @@ def _module_of(name: str) -> ModuleType:
     return module
 
 
-def __getattr__(name: str) -> Any:
-    value = getattr(_module_of(name), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_attributes(globals(), _module_of, __all__)

@@ -26,7 +26,8 @@ line can import :mod:`training.report.config` without torch.  Command line::
 from __future__ import annotations
 
 from types import ModuleType
-from typing import Any
+
+from interp_init.lazy import lazy_attributes
 
 _CONFIG = ("IMAGE_FORMATS", "PROJECTIONS", "ReportConfig")
 _RUNS = ("FIG3_KEY_POSITION", "FIG3_TOKENS", "Run", "balanced_inputs", "find_run_dirs", "load_runs", "sample_input", "token_labels")
@@ -71,11 +72,4 @@ def _module_of(name: str) -> ModuleType:
     return module
 
 
-def __getattr__(name: str) -> Any:
-    value = getattr(_module_of(name), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_attributes(globals(), _module_of, __all__)

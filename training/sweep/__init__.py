@@ -22,7 +22,8 @@ The names below are imported on first use (PEP 562 ``__getattr__``): importing
 from __future__ import annotations
 
 from types import ModuleType
-from typing import Any
+
+from interp_init.lazy import lazy_attributes
 
 _SPEC = (
     "BACKENDS", "BASE_EXTRA_KEYS", "PRESETS_FOLDER", "SPEC_FILE", "SweepOptions", "SweepPoint", "SweepSpec",
@@ -54,11 +55,4 @@ def _module_of(name: str) -> ModuleType:
     return module
 
 
-def __getattr__(name: str) -> Any:
-    value = getattr(_module_of(name), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_attributes(globals(), _module_of, __all__)

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from interp_init.runfolder import ERROR_FILE, FINISHED_STATUSES, RunFolder, RunStatus, atomic_write, write_json
+# ERROR_FILE is imported to be re-exported as training.sweep.ERROR_FILE (a failed run's record).
+from interp_init.runfolder import ERROR_FILE, FINISHED_STATUSES, RunFolder, RunStatus, atomic_write, write_json  # noqa: F401
 from interp_init.tasks import ALL_PAIRS, AnchorPair
 from training.config import OPTIONS, RunConfig
 from training.phase.names import LOSS_THRESHOLD, PAIR_ACC_THRESHOLD
@@ -26,7 +27,6 @@ from training.sweep.spec import SPEC_FILE, SweepSpec
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer
 
-__all__ = ["ERROR_FILE", "LOSS_THRESHOLD", "PAIR_ACC_THRESHOLD"]  # re-exported: the sweep's thresholds and error file
 
 #: The results table of a sweep folder.
 RESULTS_FILE = "results.csv"

@@ -96,14 +96,11 @@ def _record_failure(folder: RunFolder, cfg: RunConfig, text: str) -> None:
 
 def _check_existing(points: Sequence[SweepPoint], out: Path) -> None:
     """Refuse, before training, run folders that hold another config than their point's."""
-    from training.loop import _config_diff  # the loop's own comparison
-
     for point in points:
         folder = RunFolder(out / point.name)
         if not folder.config_path.exists():
             continue
-        saved = folder.read_config()
-        diffs = _config_diff(saved, point.config.to_dict())
+        diffs = folder.config_differences(point.config.to_dict())
         if diffs:
             raise ValueError(
                 f"{out / point.name} holds a run with another config than this sweep's point "
