@@ -22,9 +22,10 @@ from interp_init.lazy import lazy_attributes
 _ARCHITECTURES = ("JournalBlock", "PostLNBlock", "architecture_of")
 _CONFIG = ("ARCHITECTURES", "CONVENTIONS", "InitConfig", "ModelConfig")
 _INIT = ("bias_bounds", "gamma_init_", "init_stds")
-_MODEL = ("build_model", "empty_model", "load_model", "load_weights", "quiet_deprecation", "resolve_device", "save_weights")
+_MODEL = ("build_model", "empty_model", "load_weights", "quiet_deprecation", "resolve_device", "save_weights")
+_RUNFOLDER = ("load_model",)
 
-__all__ = sorted((*_ARCHITECTURES, *_CONFIG, *_INIT, *_MODEL))
+__all__ = sorted((*_ARCHITECTURES, *_CONFIG, *_INIT, *_MODEL, *_RUNFOLDER))
 
 
 def _module_of(name: str) -> ModuleType:
@@ -36,6 +37,8 @@ def _module_of(name: str) -> ModuleType:
         from interp_init import init as module
     elif name in _MODEL:
         from interp_init import model as module
+    elif name in _RUNFOLDER:
+        from interp_init import runfolder as module
     else:
         raise AttributeError(f"module 'interp_init' has no attribute {name!r}")
     return module

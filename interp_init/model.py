@@ -2,8 +2,9 @@
 
 A weights file (safetensors, so loading never executes pickled code) carries the model
 config in its metadata, so that weights of another architecture or size are refused with
-a clear message, and, when written for a run folder, the run's config digest
-(:mod:`interp_init.runfolder`).  :func:`load_model` reads a run folder's trained model.
+a clear message, and, when written for a run folder, the run's config digest.  This module
+knows nothing of run folders: :mod:`interp_init.runfolder` stands on it (one way), and
+its ``load_model`` reads a run folder's trained model.
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from transformer_lens import HookedTransformer, HookedTransformerConfig
 from interp_init.architectures import install_blocks
 from interp_init.config import InitConfig, ModelConfig, config_to_dict
 from interp_init.init import gamma_init_
-from interp_init.runfolder import BadRunFile, RunFolder, atomic_write
+from interp_init.fileio import BadRunFile, atomic_write
 
-__all__ = ["build_model", "empty_model", "load_model", "load_weights", "quiet_deprecation",
+__all__ = ["build_model", "empty_model", "load_weights", "quiet_deprecation",
            "resolve_device", "save_weights", "weights_metadata"]  # fmt: skip
 
 
@@ -145,11 +146,3 @@ def load_weights(model: HookedTransformer, model_cfg: ModelConfig, path: str | P
         raise ValueError(f"{path} does not match the model: missing {missing}, unexpected {unexpected}")
     return model
 
-
-def load_model(run_dir: str | Path, device: str | torch.device | None = "cpu") -> HookedTransformer:
-    """The trained ``HookedTransformer`` of a run folder, in eval mode.
-
-    Its logits are identical to those of the model that was saved.  Weights or metrics
-    copied from another run are refused (:meth:`RunFolder.check_bound`).
-    """
-    return RunFolder(run_dir).load_model(device)

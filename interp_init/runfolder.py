@@ -57,7 +57,7 @@ from interp_init.fileio import (
     write_json,
 )
 
-__all__ = ["BadRunFile", "MissingRunFile", "RunFolder", "RunFolderBusy", "RunStatus", "atomic_write", "config_digest", "file_sha256", "write_json"]
+__all__ = ["BadRunFile", "MissingRunFile", "RunFolder", "RunFolderBusy", "RunStatus", "atomic_write", "config_digest", "file_sha256", "load_model", "write_json"]
 
 if TYPE_CHECKING:
     import torch
@@ -333,3 +333,12 @@ class RunFolder:
     def sweep_temporary(self) -> list[Path]:
         """Remove temporary files left by killed processes (those whose process is gone)."""
         return remove_stale_temporaries(self.path)
+
+
+def load_model(run_dir: str | Path, device: str | torch.device | None = "cpu") -> HookedTransformer:
+    """The trained ``HookedTransformer`` of a run folder, in eval mode.
+
+    Its logits are identical to those of the model that was saved.  Weights or metrics
+    copied from another run are refused (:meth:`RunFolder.check_bound`).
+    """
+    return RunFolder(run_dir).load_model(device)

@@ -102,3 +102,41 @@ def test_presets_name_only_what_differs_from_the_papers_defaults(preset: str, ta
     defaults = RunConfig().flat()
     same = {k: v for k, v in PRESETS[preset](task).items() if defaults[k] == v}
     assert same == {}, f"preset {preset!r} repeats the defaults {same}"
+
+
+def _project_module_imports(path: Path) -> set[str]:
+    """The project modules ``path`` imports, anywhere in it, as dotted names (``from pkg
+    import mod`` counts as ``pkg.mod`` when ``pkg/mod.py`` exists)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module)
+            base = ROOT.joinpath(*node.module.split("."))
+            found |= {f"{node.module}.{a.name}" for a in node.names if (base / f"{a.name}.py").is_file() or (base / a.name / "__init__.py").is_file()}
+    return {name for name in found if name.split(".")[0] in PACKAGES}
+
+
+def _dotted(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_the_base_package_has_no_import_circle() -> None:
+    """``interp_init``'s modules stand on each other one way (``runfolder`` on ``model``, never
+    back): no module reaches itself through the modules it imports."""
+    modules = {_dotted(p): p for p in (ROOT / "interp_init").rglob("*.py")}
+    graph = {name: {m for m in _project_module_imports(path) if m in modules and m != name} for name, path in modules.items()}
+    graph = {name: {m for m in deps if not name.startswith(m + ".") or modules[m].name != "__init__.py"} for name, deps in graph.items()}
+
+    def reaches(start: str, target: str, seen: set[str]) -> bool:
+        for nxt in graph[start]:
+            if nxt == target or (nxt not in seen and (seen.add(nxt) or reaches(nxt, target, seen))):
+                return True
+        return False
+
+    circles = sorted(name for name in graph if reaches(name, name, set()))
+    assert circles == [], f"modules in an import circle: {circles}"
+    assert "interp_init.model" in _project_module_imports(modules["interp_init.runfolder"])
+    assert "interp_init.runfolder" not in _project_module_imports(modules["interp_init.model"])
