@@ -40,7 +40,7 @@ from torch.utils import flop_counter
 from torch.utils.flop_counter import FlopCounterMode
 from transformer_lens import HookedTransformer
 
-from interp_init import ARCHITECTURES, InitConfig, ModelConfig, build_model, resolve_device
+from interp_init import InitConfig, architecture_names, ModelConfig, build_model, resolve_device
 from training.config import TrainConfig
 from training.fast import last_position_logits, make_optimizer, train_step
 
@@ -207,7 +207,7 @@ def bench(
 
 @click.command()
 @click.option("--d-model", "d_models", type=int, multiple=True, default=(64, 128, 400), show_default=True)
-@click.option("--architecture", "architectures", type=click.Choice(ARCHITECTURES), multiple=True, default=ARCHITECTURES, show_default=True, help="The blocks to measure (repeat the option for several).")
+@click.option("--architecture", "architectures", type=click.Choice(architecture_names()), multiple=True, default=architecture_names(), show_default=True, help="The blocks to measure (repeat the option for several).")
 @click.option("--batch", type=int, default=512, show_default=True)
 @click.option("--n-layers", type=int, default=2, show_default=True)
 @click.option("--reps", type=int, default=5, show_default=True, help="Interleaved repetitions (median reported).")

@@ -1,9 +1,9 @@
-"""The base of the toolkit: gamma-scaled initialization, the three architectures, the
+"""The base of the toolkit: gamma-scaled initialization, the architectures, the
 anchor-function tasks and the run folder.
 
 ``gamma_init_`` re-initializes any ``HookedTransformer`` with std = d_in ** -gamma;
-three architectures (``standard``, ``journal``, ``neurips``: :mod:`interp_init.architectures`)
-are built by name; ``build_model`` makes one from a :class:`ModelConfig` and an :class:`InitConfig`;
+the architectures (built in: ``standard``, ``journal``, ``neurips``) are registered
+:class:`Architecture` objects (:mod:`interp_init.architectures`), built by name; ``build_model`` makes one from a :class:`ModelConfig` and an :class:`InitConfig`;
 :mod:`interp_init.tasks` defines the anchor-function tasks and :mod:`interp_init.data` draws
 their samples; :class:`~interp_init.runfolder.RunFolder` owns a run's folder and
 ``load_model`` returns its trained model.
@@ -19,8 +19,8 @@ from types import ModuleType
 
 from interp_init.lazy import lazy_attributes
 
-_ARCHITECTURES = ("JournalBlock", "PostLNBlock", "architecture_of")
-_CONFIG = ("ARCHITECTURES", "CONVENTIONS", "InitConfig", "ModelConfig")
+_ARCHITECTURES = ("Architecture", "JournalBlock", "PostLNBlock", "architecture_names", "architecture_of", "get_architecture", "register_architecture")
+_CONFIG = ("CONVENTIONS", "InitConfig", "ModelConfig")
 _INIT = ("bias_bounds", "gamma_init_", "init_stds")
 _MODEL = ("build_model", "empty_model", "load_weights", "quiet_deprecation", "resolve_device", "save_weights")
 _RUNFOLDER = ("load_model",)

@@ -16,21 +16,10 @@ from typing import Any, Literal, get_args
 
 from interp_init.tasks import SEQ_LEN, VOCAB_SIZE
 
-Architecture = Literal["standard", "journal", "neurips"]
-ARCHITECTURES: tuple[Architecture, ...] = get_args(Architecture)
 ActFn = Literal["gelu", "gelu_new", "relu", "silu", "gelu_fast"]
 ACT_FNS: tuple[ActFn, ...] = get_args(ActFn)
 Normalization = Literal["LN", "LNPre", "RMS", "RMSPre"]
 NORMALIZATIONS: tuple[Normalization, ...] = get_args(Normalization)
-
-#: Each architecture's MLP activation.
-ACTIVATIONS: dict[Architecture, ActFn] = {"standard": "gelu", "journal": "gelu", "neurips": "relu"}
-#: Each architecture's init convention (see :class:`interp_init.InitConfig`).
-CONVENTION_OF: dict[Architecture, str] = {"standard": "reference", "journal": "reference", "neurips": "fan_in"}
-#: What each architecture does with the biases of its linear layers: ``"zero"`` (zero
-#: parameters), ``"default"`` (PyTorch's U(-1/sqrt(fan_in), 1/sqrt(fan_in)) parameters) or
-#: ``"none"`` (attention and MLP biases are zero buffers; the unembedding's is ``"default"``).
-BIASES: dict[str, str] = {"standard": "zero", "journal": "default", "neurips": "none"}
 
 Convention = Literal["reference", "fan_in"]
 CONVENTIONS: tuple[Convention, ...] = get_args(Convention)
@@ -57,17 +46,18 @@ def check_positive_finite(name: str, value: Any) -> None:
 class ModelConfig:
     """Architecture of the decoder-only transformer (docs/science.md).
 
-    ``architecture`` names the block (:mod:`interp_init.architectures`): ``"neurips"``
-    (post-LN, ReLU, no attention/MLP biases, no final LayerNorm; the NeurIPS 2024
-    experiments' model, the default), ``"journal"`` (pre-LN with only the query
-    normalized, biases; the journal paper's released model) or ``"standard"``
-    (TransformerLens' pre-LN GPT-2 block). ``act_fn`` defaults to the architecture's
-    (ReLU for ``neurips``, GELU otherwise); ``normalization_type`` other than ``"LN"`` is
-    for ``standard`` only. Learned positional embeddings, causal attention. Paper sizes:
+    ``architecture`` names a registered architecture (:mod:`interp_init.architectures`):
+    built in are ``"neurips"`` (post-LN, ReLU, no attention/MLP biases, no final
+    LayerNorm; the NeurIPS 2024 experiments' model, the default), ``"journal"`` (pre-LN
+    with only the query normalized, biases; the journal paper's released model) and
+    ``"standard"`` (TransformerLens' pre-LN GPT-2 block); an unregistered name is refused
+    (checking it imports the registry, hence torch). ``act_fn`` defaults to the
+    architecture's (ReLU for ``neurips``, GELU otherwise); ``normalization_type`` must be
+    one the architecture accepts (other than ``"LN"``: ``standard`` only). Learned positional embeddings, causal attention. Paper sizes:
     ``d_model=400``, ``d_mlp=1200``, one head with ``d_head=200``.
     """
 
-    architecture: Architecture = option("neurips", "Transformer block: neurips (post-LN, ReLU, no attention or MLP biases: the NeurIPS 2024 model), journal (pre-LN on the query only, with biases: the journal paper's model) or standard (TransformerLens' GPT-2 block). Default: the task's paper's (neurips for symmetric and complexity, journal for id-ood).", choices=ARCHITECTURES)
+    architecture: str = option("neurips", "Transformer block, a registered architecture: neurips (post-LN, ReLU, no attention or MLP biases: the NeurIPS 2024 model), journal (pre-LN on the query only, with biases: the journal paper's model), standard (TransformerLens' GPT-2 block), or one registered with interp_init.architectures.register_architecture (docs/architectures.md). Default: the task's paper's (neurips for symmetric and complexity, journal for id-ood).")
     n_layers: int = option(2, 'Number of transformer blocks.')
     d_model: int = option(400, 'Width of the residual stream (the embedding size).')
     n_heads: int = option(1, 'Attention heads per layer.')
@@ -79,18 +69,17 @@ class ModelConfig:
     normalization_type: Normalization = option("LN", 'Normalization layer: LayerNorm (LN) or its variants; other than LN for --architecture standard only.', choices=NORMALIZATIONS)
 
     def __post_init__(self) -> None:
-        if self.architecture not in ARCHITECTURES:
-            raise ValueError(f"architecture must be one of {ARCHITECTURES}, got {self.architecture!r}")
+        arch = self.arch  # an unregistered name raises here
         for name in ("n_layers", "d_model", "n_heads", "d_head", "d_mlp", "d_vocab", "n_ctx"):
             _check_int(name, getattr(self, name))
         if self.act_fn is not None and self.act_fn not in ACT_FNS:
             raise ValueError(f"act_fn must be one of {ACT_FNS}, got {self.act_fn!r}")
         if self.normalization_type not in NORMALIZATIONS:
             raise ValueError(f"normalization_type must be one of {NORMALIZATIONS}, got {self.normalization_type!r}")
-        if self.architecture != "standard" and self.normalization_type != "LN":
+        if self.normalization_type not in arch.normalizations:
             raise ValueError(
-                f"normalization_type {self.normalization_type!r} is for architecture 'standard' only; "
-                f"the {self.architecture!r} architecture uses LayerNorm ('LN')"
+                f"normalization_type {self.normalization_type!r} is not one the {self.architecture!r} architecture "
+                f"accepts ({arch.normalizations}); other than 'LN' is for architecture 'standard' only"
             )
 
     @classmethod
@@ -102,9 +91,16 @@ class ModelConfig:
         return config_from_dict(cls, data, where)
 
     @property
+    def arch(self) -> Any:
+        """The registered :class:`interp_init.architectures.Architecture` of this config."""
+        from interp_init.architectures import get_architecture  # the registry imports torch
+
+        return get_architecture(self.architecture)
+
+    @property
     def activation(self) -> str:
         """The MLP activation: ``act_fn``, or the architecture's own where it is ``None``."""
-        return self.act_fn or ACTIVATIONS[self.architecture]
+        return self.act_fn or self.arch.activation
 
     @property
     def d_attn(self) -> int:
@@ -122,8 +118,8 @@ class ModelConfig:
             d_vocab=self.d_vocab,
             n_ctx=self.n_ctx,
             act_fn=self.activation,
-            # the neurips model has no final LayerNorm; its blocks make their own
-            normalization_type=None if self.architecture == "neurips" else self.normalization_type,
+            # a model without a final norm (neurips) has none in its config; its blocks make their own
+            normalization_type=self.normalization_type if self.arch.final_norm else None,
             positional_embedding_type="standard",
             attn_only=False,
             default_prepend_bos=False,

@@ -3,8 +3,9 @@
 Every weight matrix is drawn from N(0, std = d_in ** -gamma): the *standard deviation*,
 not the variance, scales as ``d_in ** -gamma``.  Larger gamma means a smaller
 initialization; gamma = 0.5 is about the usual scale.  What ``d_in`` is (the convention)
-and what happens to the biases follow the model's architecture
-(:mod:`interp_init.architectures`), never gamma:
+and what happens to the biases follow the model's registered architecture
+(:class:`interp_init.architectures.Architecture`'s ``convention`` and ``biases``), never gamma;
+the built-in ones:
 
 * ``standard``: convention ``"reference"``; biases set to zero (TransformerLens' default);
 * ``journal``: convention ``"reference"``; biases drawn by PyTorch's default rule for a
@@ -34,8 +35,8 @@ from dataclasses import replace
 import torch
 from transformer_lens import HookedTransformer
 
-from interp_init.architectures import architecture_of
-from interp_init.config import BIASES, CONVENTION_OF, InitConfig
+from interp_init.architectures import architecture_of, get_architecture
+from interp_init.config import InitConfig
 
 # parameter-name suffix -> (group, which dimension is the fan-in in the "fan_in" convention)
 _GROUPS: dict[str, str] = {
@@ -98,7 +99,7 @@ def init_stds(
     cfg = _resolve(gamma, convention, config, group_gammas)
     gammas = cfg.group_gammas
     n_layers = model.cfg.n_layers
-    used_convention = cfg.convention or CONVENTION_OF[architecture_of(model)]
+    used_convention = cfg.convention or get_architecture(architecture_of(model)).convention
     stds: dict[str, float] = {}
     for name, param, leaf in _weight_params(model):
         gamma_g = gammas[_GROUPS[leaf]]
@@ -117,7 +118,7 @@ def bias_bounds(model: HookedTransformer) -> dict[str, float]:
     drawn from U(-bound, bound) (PyTorch's default rule, bound = 1/sqrt(fan_in)), or
     set to zero where the bound is 0. Bias buffers (the ``neurips`` attention and MLP,
     which have no biases) are not parameters and are not listed."""
-    rule = BIASES[architecture_of(model)]
+    rule = get_architecture(architecture_of(model)).biases
     params = dict(model.named_parameters())
     bounds: dict[str, float] = {}
     for name, param in params.items():

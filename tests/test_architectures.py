@@ -15,7 +15,6 @@ import torch.nn.functional as F
 from transformer_lens import HookedTransformer
 
 from interp_init import (
-    ARCHITECTURES,
     InitConfig,
     ModelConfig,
     architecture_of,
@@ -28,6 +27,8 @@ from interp_init import (
 from training import make_run_config, train
 from training.cli import main
 
+#: The built-in architectures, whose definitions this module restates.
+ARCHITECTURES = ("standard", "journal", "neurips")
 SMALL = dict(n_layers=2, d_model=24, n_heads=3, d_head=8, d_mlp=40)
 
 

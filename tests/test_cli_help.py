@@ -98,7 +98,7 @@ def _allowed(error: ValueError) -> tuple[str, ...]:
 
 
 def test_the_option_table_matches_the_config_dataclasses() -> None:
-    from interp_init.config import ARCHITECTURES, CONVENTIONS, ModelConfig
+    from interp_init.config import CONVENTIONS, ModelConfig
     from interp_init.tasks import TASKS
     from training.config import OPTION_SECTION, PRECISIONS, PRESETS, SECTIONS
 
@@ -117,7 +117,7 @@ def test_the_option_table_matches_the_config_dataclasses() -> None:
     with pytest.raises(ValueError) as norm:
         ModelConfig(architecture="standard", normalization_type="nope")
     expected = {
-        "architecture": ARCHITECTURES, "convention": CONVENTIONS, "precision": PRECISIONS,
+        "convention": CONVENTIONS, "precision": PRECISIONS,
         "act_fn": _allowed(act_fn.value), "normalization_type": _allowed(norm.value),
     }  # fmt: skip
     assert {name: set(c) for name, (*_, c) in FIELDS.items() if c} == {name: set(c) for name, c in expected.items()}

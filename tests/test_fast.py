@@ -1,4 +1,6 @@
-"""training.fast: the last-position forward equals the hooked forward, logits and gradients."""
+"""training.fast: the last-position forward equals the hooked forward, logits and gradients,
+for every registered architecture (a fourth, examples/custom_architecture.py's ``parallel``,
+is registered by this module's tests and covered by the same tests)."""
 
 from __future__ import annotations
 
@@ -7,17 +9,30 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import load_script
 from transformer_lens import HookedTransformer, HookedTransformerConfig
+from transformer_lens.components import TransformerBlock
 
 import training.fast as fast
 import training.loop as loop
 from interp_init import InitConfig, ModelConfig, build_model, quiet_deprecation
+from interp_init.architectures import architecture_names, get_architecture, install_blocks, registered
 from training import make_run_config, train
 from training.cli import main
 from training.fast import autocast_context, fast_forward_unsupported, last_position_logits
 
 ACT_FNS = ("gelu", "gelu_new", "relu", "silu", "gelu_fast")
 NORMS = ("LN", "LNPre", "RMS", "RMSPre")
+#: A fourth architecture, registered by a test (the autouse fixture below), not by the package.
+PARALLEL = load_script("examples/custom_architecture.py").PARALLEL
+with registered(PARALLEL):
+    REGISTERED = architecture_names()  # what the tests below iterate over: the registry
+
+
+@pytest.fixture(autouse=True)
+def _fourth_architecture_registered():
+    with registered(PARALLEL):
+        yield
 
 
 def _model(
@@ -71,9 +86,26 @@ def test_logits_and_gradients_equal_hooked_forward(norm: str, n_layers: int) -> 
     _assert_same_as_hooked(model)
 
 
-@pytest.mark.parametrize("architecture", ["journal", "neurips"])
+def test_the_registry_holds_the_fourth_architecture_registered_here() -> None:
+    assert set(REGISTERED) == {"standard", "journal", "neurips", "parallel"}
+    assert "parallel" not in _registry_outside_a_test()
+
+
+def _registry_outside_a_test() -> tuple[str, ...]:
+    from interp_init.architectures import unregister_architecture
+
+    unregister_architecture("parallel")
+    try:
+        return architecture_names()
+    finally:
+        from interp_init.architectures import register_architecture
+
+        register_architecture(PARALLEL)
+
+
+@pytest.mark.parametrize("architecture", REGISTERED)
 @pytest.mark.parametrize("n_layers", [1, 2, 3, 4, 5, 6])
-def test_papers_architectures_equal_hooked_forward(architecture: str, n_layers: int) -> None:
+def test_every_registered_architecture_equals_hooked_forward(architecture: str, n_layers: int) -> None:
     n_heads = 1 + n_layers % 3
     # a milder init than the standard tests': the journal's raw keys and values make a deep,
     # strongly perturbed model ill-conditioned in fp32 (the fp64 test below checks exactness)
@@ -82,8 +114,8 @@ def test_papers_architectures_equal_hooked_forward(architecture: str, n_layers: 
     _assert_same_as_hooked(model)
 
 
-@pytest.mark.parametrize("architecture", ["journal", "neurips"])
-def test_papers_architectures_fp64_exactness(architecture: str) -> None:
+@pytest.mark.parametrize("architecture", REGISTERED)
+def test_every_registered_architecture_fp64_exactness(architecture: str) -> None:
     model = _model(6, 3, act_fn=None, architecture=architecture).double()
     model.cfg.dtype = torch.float64
     for n_pos in (9, 5):
@@ -106,6 +138,37 @@ def test_fp64_exactness_six_layers_and_short_sequences(norm: str) -> None:
         tokens = torch.randint(0, 201, (5, n_pos))
         diff = (last_position_logits(model, tokens) - model(tokens)[:, -1]).abs().max().item()
         assert diff < 1e-10
+
+
+def test_each_architectures_fast_forward_is_its_own() -> None:
+    """The fast path runs the model's architecture's last-position function, never another's."""
+    for name in REGISTERED:
+        model = _model(2, 2, act_fn=None, architecture=name)
+        calls = []
+        arch = get_architecture(name)  # a frozen dataclass: patched through object.__setattr__, then restored
+        real = arch.last_position
+        object.__setattr__(arch, "last_position", lambda block, resid, real=real: calls.append(name) or real(block, resid))
+        try:
+            last_position_logits(model, torch.randint(0, 201, (2, 9)))
+        finally:
+            object.__setattr__(arch, "last_position", real)
+        assert calls == [name]
+
+
+def test_an_unregistered_block_is_an_error_not_a_fallback() -> None:
+    class Unregistered(TransformerBlock):
+        pass
+
+    model = _model(2, 2)
+    model.blocks = torch.nn.ModuleList([Unregistered(model.cfg, i) for i in range(2)])
+    with pytest.raises(ValueError, match="Unregistered is no registered architecture"):
+        last_position_logits(model, torch.randint(0, 201, (2, 9)))
+    with pytest.raises(ValueError, match="architecture must be one of"):
+        ModelConfig(architecture="gpt2")
+    with pytest.raises(ValueError, match="architecture must be one of"):
+        install_blocks(model, "gpt2")
+    with pytest.raises(ValueError, match="architecture must be one of"):
+        get_architecture("gpt2")
 
 
 def test_fast_path_does_not_run_the_hooked_forward(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -145,10 +208,16 @@ def test_unsupported_configs_fall_back_to_the_hooked_forward(overrides, reason, 
     def refuse(*args, **kwargs):
         raise AssertionError("fast path taken")
 
-    monkeypatch.setattr(fast, "_block_all_positions", refuse)
-    monkeypatch.setattr(fast, "_last_block_last_position", refuse)
-    tokens = torch.randint(0, 50, (3, 9))
-    torch.testing.assert_close(last_position_logits(model, tokens), model(tokens)[:, -1], rtol=0, atol=0)
+    standard = get_architecture("standard")
+    real = standard.all_positions, standard.last_position
+    object.__setattr__(standard, "all_positions", refuse)  # a frozen dataclass: restored below
+    object.__setattr__(standard, "last_position", refuse)
+    try:
+        tokens = torch.randint(0, 50, (3, 9))
+        torch.testing.assert_close(last_position_logits(model, tokens), model(tokens)[:, -1], rtol=0, atol=0)
+    finally:
+        object.__setattr__(standard, "all_positions", real[0])
+        object.__setattr__(standard, "last_position", real[1])
 
 
 def test_supported_hooked_config_options_take_the_fast_path() -> None:

@@ -64,7 +64,7 @@ def _option_table() -> dict[str, tuple[str, str, str, tuple[str, ...] | None]]:
 FIELDS = _option_table()
 
 _CLICK_TYPES: dict[str, Any] = {"int": int, "float": float, "str": str}
-_METAVARS: dict[str, str] = {"int": "INTEGER", "float": "NUMBER"}
+_METAVARS: dict[str, str] = {"int": "INTEGER", "float": "NUMBER", "str": "NAME"}
 
 
 def config_options(func: Any) -> Any:

@@ -10,14 +10,15 @@ that position does not depend on:
   ``ln_final`` and the unembedding run at the last position only, and keys and values
   are never formed: the one query is folded into ``W_K`` and the pattern applied to the
   normalized residual before ``W_V`` (re-association, exact in real arithmetic; see
-  :func:`_last_block_last_position`).
+  :func:`interp_init.architectures.kernels.attention_last_position`).
 
-The blocks are computed with fused PyTorch kernels (``F.layer_norm`` / ``F.rms_norm``,
-one matrix product for Q, K and V, ``F.scaled_dot_product_attention``, ``torch.addmm``)
-instead of TransformerLens' hook-point-by-hook-point code; the activation function is
-the block's own (``block.mlp.act_fn``), the attention scale the block's own
-(``block.attn.attn_scale``).  The result equals the hooked forward to fp32 rounding
-(``tests/test_fast.py`` checks logits and every parameter's gradient).
+Each block is computed by its registered architecture's own fast forward
+(:class:`interp_init.architectures.Architecture`'s ``all_positions`` and
+``last_position``, made of the fused kernels of :mod:`interp_init.architectures.kernels`)
+instead of TransformerLens' hook-point-by-hook-point code.  The result equals the hooked
+forward to fp32 rounding (``tests/test_fast.py`` checks logits and every parameter's
+gradient, for every registered architecture).  A block class no architecture registered
+is an error, never read as another architecture.
 
 Hook points are bypassed, so whenever a hook is attached to the model (``with
 model.hooks(...)``), or the model's config asks for something this function does not
@@ -41,7 +42,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 
-import einops
 import torch
 import torch.nn.functional as F
 from jaxtyping import Float, Int
@@ -49,7 +49,8 @@ from torch import Tensor
 from transformer_lens import HookedTransformer
 from transformer_lens.hook_points import HookPoint
 
-from interp_init.architectures import architecture_of
+from interp_init.architectures import architecture_of, get_architecture
+from interp_init.architectures.kernels import norm
 from training.config import TrainConfig
 
 __all__ = [
@@ -69,20 +70,16 @@ _FLOAT_DTYPES = (torch.float32, torch.float64)
 def fast_forward_unsupported(model: HookedTransformer) -> str | None:
     """Why :func:`last_position_logits` must use the hooked forward for ``model``, or ``None``.
 
-    Supported: the three architectures of :mod:`interp_init.architectures`, standard
-    (learned) positional embeddings, causal global multi-head attention (any
+    Supported: every registered architecture (:mod:`interp_init.architectures`; a block
+    class none registered raises ``ValueError``), standard (learned) positional embeddings, causal global multi-head attention (any
     ``n_heads``, any attention scale), blocks with an MLP,
     normalization ``LN``, ``LNPre``, ``RMS`` or ``RMSPre``, activation ``gelu``,
     ``gelu_new``, ``relu``, ``silu`` or ``gelu_fast``, fp32 or fp64 weights, one device,
     no hook attached.  Everything :class:`interp_init.ModelConfig` can build is supported.
     """
     cfg = model.cfg
-    try:
-        architecture = architecture_of(model)
-    except ValueError as err:
-        return str(err)
-    # the neurips model has no final LayerNorm (its blocks carry their own)
-    model_norms = (None,) if architecture == "neurips" else _NORMS
+    # a model without a final norm (neurips) has none in its config (its blocks carry their own)
+    model_norms = _NORMS if get_architecture(architecture_of(model)).final_norm else (None,)
     checks: tuple[tuple[bool, str], ...] = (
         (cfg.positional_embedding_type != "standard", f"positional_embedding_type={cfg.positional_embedding_type!r}"),
         (cfg.attn_only, "attn_only=True"),
@@ -148,118 +145,13 @@ def last_position_logits(model: HookedTransformer, tokens: Int[Tensor, "batch po
         raise ValueError(f"tokens have {n_pos} positions but the model's n_ctx is {model.cfg.n_ctx}")
     tokens = tokens.to(model.embed.W_E.device)
     resid = F.embedding(tokens, model.embed.W_E) + model.pos_embed.W_pos[:n_pos]
-    architecture = architecture_of(model)
+    arch = get_architecture(architecture_of(model))
     for block in model.blocks[:-1]:
-        resid = _block_all_positions(block, resid, architecture)
-    last = _last_block_last_position(model.blocks[-1], resid, architecture)
-    if architecture != "neurips":
-        last = _norm(model.ln_final, last)
+        resid = arch.all_positions(block, resid)
+    last = arch.last_position(model.blocks[-1], resid)
+    if arch.final_norm:
+        last = norm(model.ln_final, last)
     return torch.addmm(model.unembed.b_U, last, model.unembed.W_U)
-
-
-def _norm(module: torch.nn.Module, x: Float[Tensor, "... d"]) -> Float[Tensor, "... d"]:
-    """The normalization ``module`` (LN, LNPre, RMS or RMSPre) applied with a fused kernel."""
-    shape = (x.shape[-1],)
-    kind = type(module).__name__
-    if kind == "LayerNorm":
-        return F.layer_norm(x, shape, module.w, module.b, module.eps)
-    if kind == "LayerNormPre":
-        return F.layer_norm(x, shape, None, None, module.eps)
-    if kind == "RMSNorm":
-        return F.rms_norm(x, shape, module.w, module.eps)
-    if kind == "RMSNormPre":
-        return F.rms_norm(x, shape, None, module.eps)
-    raise ValueError(f"unsupported normalization module {kind}")  # pragma: no cover - guarded above
-
-
-def _mlp(mlp: torch.nn.Module, x: Float[Tensor, "rows d_model"]) -> Float[Tensor, "rows d_model"]:
-    hidden = mlp.act_fn(torch.addmm(mlp.b_in, x, mlp.W_in))
-    return torch.addmm(mlp.b_out, hidden, mlp.W_out)
-
-
-def _flat_in(w: Float[Tensor, "head d_model d_head"]) -> Float[Tensor, "head_x_d_head d_model"]:
-    return einops.rearrange(w, "head d_model d_head -> (head d_head) d_model")
-
-
-def _attn_out(attn: torch.nn.Module, z: Float[Tensor, "rows head_x_d_head"]) -> Float[Tensor, "rows d_model"]:
-    w_o = einops.rearrange(attn.W_O, "head d_head d_model -> (head d_head) d_model")
-    return torch.addmm(attn.b_O, z, w_o)
-
-
-def _attn_inputs(
-    block: torch.nn.Module, resid: Float[Tensor, "batch pos d_model"], architecture: str
-) -> tuple[Float[Tensor, "batch pos d_model"], Float[Tensor, "batch pos d_model"]]:
-    """What the queries and what the keys and values read: ``LN1(x)`` for both (standard),
-    ``LN1(x)`` and the raw ``x`` (journal), the raw ``x`` for both (neurips, post-LN)."""
-    if architecture == "neurips":
-        return resid, resid
-    x = _norm(block.ln1, resid)
-    return (x, resid) if architecture == "journal" else (x, x)
-
-
-def _finish_block(
-    block: torch.nn.Module, resid: Float[Tensor, "rows d_model"], attn_out: Float[Tensor, "rows d_model"], architecture: str
-) -> Float[Tensor, "rows d_model"]:
-    """The block's output from its input and its attention output: pre-LN
-    ``mid = x + attn; mid + MLP(LN2(mid))``, or post-LN ``mid = LN1(x + attn); LN2(mid + MLP(mid))``."""
-    if architecture == "neurips":
-        mid = _norm(block.ln1, resid + attn_out)
-        return _norm(block.ln2, mid + _mlp(block.mlp, mid))
-    mid = resid + attn_out
-    return mid + _mlp(block.mlp, _norm(block.ln2, mid))
-
-
-def _block_all_positions(
-    block: torch.nn.Module, resid: Float[Tensor, "batch pos d_model"], architecture: str
-) -> Float[Tensor, "batch pos d_model"]:
-    """One block at every position (:func:`_attn_inputs`, attention, :func:`_finish_block`)."""
-    attn = block.attn
-    batch, n_pos, d_model = resid.shape
-    n_heads, d_head = attn.b_Q.shape
-    q_in, kv_in = _attn_inputs(block, resid, architecture)
-    if q_in is kv_in:  # one matrix product for Q, K and V
-        w_qkv = torch.cat([_flat_in(attn.W_Q), _flat_in(attn.W_K), _flat_in(attn.W_V)])
-        b_qkv = torch.cat([attn.b_Q.flatten(), attn.b_K.flatten(), attn.b_V.flatten()])
-        qkv = F.linear(q_in, w_qkv, b_qkv)
-    else:  # Q from the normalized residual, K and V (one product) from the raw one
-        q = F.linear(q_in, _flat_in(attn.W_Q), attn.b_Q.flatten())
-        w_kv = torch.cat([_flat_in(attn.W_K), _flat_in(attn.W_V)])
-        kv = F.linear(kv_in, w_kv, torch.cat([attn.b_K.flatten(), attn.b_V.flatten()]))
-        qkv = torch.cat([q, kv], dim=-1)
-    q, k, v = einops.rearrange(qkv, "batch pos (three head d_head) -> three batch head pos d_head", three=3, head=n_heads)
-    z = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=1.0 / float(attn.attn_scale))
-    z = einops.rearrange(z, "batch head pos d_head -> (batch pos) (head d_head)")
-    flat = resid.reshape(batch * n_pos, d_model)
-    return _finish_block(block, flat, _attn_out(attn, z), architecture).view(batch, n_pos, d_model)
-
-
-def _last_block_last_position(
-    block: torch.nn.Module, resid: Float[Tensor, "batch pos d_model"], architecture: str
-) -> Float[Tensor, "batch d_model"]:
-    """The last block's output at the last position: the query, attention output and MLP at
-    the last position only, and keys and values never formed.
-
-    With one query per head the attention is re-associated (exact in real arithmetic):
-    ``q . (x_j W_K + b_K) = x_j . (W_K q) + q . b_K``, and since the pattern sums to 1,
-    ``sum_j a_j (x_j W_V + b_V) = (sum_j a_j x_j) W_V + b_V``.  That costs two
-    ``d_model x d_head`` products per head and sample instead of two per head and
-    *position*.  (The ``q . b_K`` shift changes no pattern; it is kept so that ``b_K``
-    gets the gradient, zero up to rounding, that the hooked forward gives it.)
-    """
-    attn = block.attn
-    n_heads = attn.b_Q.shape[0]
-    q_in, kv_in = _attn_inputs(block, resid, architecture)
-    w_q = einops.rearrange(attn.W_Q, "head d_model d_head -> d_model (head d_head)")
-    q = torch.addmm(attn.b_Q.flatten(), q_in[:, -1], w_q)
-    q = einops.rearrange(q, "batch (head d_head) -> batch head d_head", head=n_heads)
-    q_k = einops.einsum(q, attn.W_K, "batch head d_head, head d_model d_head -> batch head d_model")
-    shift = einops.einsum(q, attn.b_K, "batch head d_head, head d_head -> batch head")
-    scores = einops.einsum(q_k, kv_in, "batch head d_model, batch pos d_model -> batch head pos") + shift.unsqueeze(-1)
-    pattern = torch.softmax(scores / attn.attn_scale, dim=-1)
-    mixed = einops.einsum(pattern, kv_in, "batch head pos, batch pos d_model -> batch head d_model")
-    z = einops.einsum(mixed, attn.W_V, "batch head d_model, head d_model d_head -> batch head d_head") + attn.b_V
-    attn_out = _attn_out(attn, einops.rearrange(z, "batch head d_head -> batch (head d_head)"))
-    return _finish_block(block, resid[:, -1], attn_out, architecture)
 
 
 # ------------------------------------------------------------------ the training step
