@@ -10,7 +10,7 @@ import torch
 
 from interp_init import load_model
 from training import make_run_config, read_metrics, train
-from training.ensemble import _Ensemble, check_ensemble, train_ensemble
+from training.ensemble import VmapStep, check_ensemble, train_ensemble
 
 SMALL = dict(n_train=768, n_test=200, eval_samples=200, epochs=3, batch_size=256)
 
@@ -61,22 +61,22 @@ def test_ensemble_equals_one_by_one_training(tmp_path: Path) -> None:
 def test_interrupted_ensemble_resumes_and_train_can_resume_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cfgs = _cfgs()[:2]
     reference = train_ensemble(cfgs, [tmp_path / f"ref{i}" for i in range(2)], device="cpu", progress=False)
-    real_update, calls = _Ensemble._update, {"n": 0}
+    real_step, calls = VmapStep.__call__, {"n": 0}
 
     class Interrupt(Exception):
         pass
 
-    def interrupting(self, lr, step):
+    def interrupting(self, members, idx):
         calls["n"] += 1
         if calls["n"] > 4:  # 3 steps per epoch: dies in the second epoch
             raise Interrupt
-        real_update(self, lr, step)
+        return real_step(self, members, idx)
 
-    monkeypatch.setattr(_Ensemble, "_update", interrupting)
+    monkeypatch.setattr(VmapStep, "__call__", interrupting)
     dirs = [tmp_path / f"run{i}" for i in range(2)]
     with pytest.raises(Interrupt):
         train_ensemble(cfgs, dirs, device="cpu", progress=False)
-    monkeypatch.setattr(_Ensemble, "_update", real_update)
+    monkeypatch.setattr(VmapStep, "__call__", real_step)
     assert all((d / "checkpoint.pt").exists() and read_metrics(d)["status"] == "running" for d in dirs)
     # train() resumes an ensemble's checkpoint (same format) ...
     by_train = train(cfgs[1], dirs[1], device="cpu", progress=False)
@@ -92,7 +92,7 @@ def test_interrupted_ensemble_resumes_and_train_can_resume_it(tmp_path: Path, mo
 
 def test_one_diverging_run_leaves_the_others_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cfgs = _cfgs()[:2]
-    real_loss, calls = _Ensemble._loss, {"n": 0}
+    real_loss, calls = VmapStep.loss, {"n": 0}
 
     def nan_for_run_1(self, tokens, targets):
         loss = real_loss(self, tokens, targets)
@@ -101,7 +101,7 @@ def test_one_diverging_run_leaves_the_others_alone(tmp_path: Path, monkeypatch: 
             loss = loss * torch.tensor([1.0, float("nan")])
         return loss
 
-    monkeypatch.setattr(_Ensemble, "_loss", nan_for_run_1)
+    monkeypatch.setattr(VmapStep, "loss", nan_for_run_1)
     ens = train_ensemble(cfgs, [tmp_path / "a", tmp_path / "b"], device="cpu", progress=False)
     assert ens[1].metrics["status"] == "diverged" and ens[1].metrics["diverged_at_step"] == 5
     assert len(ens[1].metrics["history"]) == 1
@@ -109,7 +109,7 @@ def test_one_diverging_run_leaves_the_others_alone(tmp_path: Path, monkeypatch: 
     assert (tmp_path / "b" / "checkpoint.pt").exists()  # kept, as train() keeps it
     # The run saved is its last good checkpoint (end of epoch 1), finite.
     assert all(torch.isfinite(p).all() for p in load_model(tmp_path / "b").parameters())
-    monkeypatch.setattr(_Ensemble, "_loss", real_loss)
+    monkeypatch.setattr(VmapStep, "loss", real_loss)
     _assert_same_run(ens[0], train(cfgs[0], device="cpu", progress=False))
 
 

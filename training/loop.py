@@ -1,13 +1,21 @@
 """The training loop (`docs/science.md <../docs/science.md#training>`_).
 
 :func:`train` trains one :class:`RunConfig` and returns the ``HookedTransformer`` with
-its metrics.  Given ``out_dir`` it writes a run folder through
+its metrics.  Its epoch loop (:func:`run_epochs`) also serves an ensemble
+(:func:`training.ensemble.train_ensemble`): it runs a list of :class:`Member` runs (one
+here) and owns the shuffling, the learning-rate schedule, the divergence check, the
+history records, the evaluation and checkpoint cadence, the deadline and the end of each
+run; what differs is the step (:data:`Step`), which here is
+:func:`training.fast.train_step` on the one model.  Given ``out_dir`` it writes a run folder through
 :class:`interp_init.runfolder.RunFolder` (``config.json``, ``metrics.json``,
 ``model.safetensors``, ``checkpoint.pt`` while unfinished; every file written
 atomically).  The same call after a kill resumes from the checkpoint and ends with the
 same weights and metrics as an uninterrupted run on CPU; a finished run is not trained
 again.  A non-finite loss stops the run, marks it ``diverged`` with the step, and keeps
-its last good checkpoint.
+its last good checkpoint.  With a ``deadline`` (a ``time.monotonic()`` value) the loop
+stops after the first epoch that ends past it, its checkpoint written, and returns a
+result with ``finished=False``; the same call resumes it, and the chunks end identical
+to one uninterrupted run.
 
 Batches are taken by indexing a shuffled tensor on the device (no per-sample
 ``DataLoader``); the loss is cross-entropy at the last position.
@@ -17,11 +25,14 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
+from jaxtyping import Float, Int
+from torch import Tensor
 from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
@@ -67,9 +78,36 @@ def make_run_data(cfg: RunConfig, device: torch.device | str = "cpu") -> RunData
 
 @dataclass
 class TrainResult:
+    """A run's trained model (eval mode), its metrics (the content of ``metrics.json``) and
+    config; ``finished`` is False when a deadline stopped it before its last epoch (its
+    metrics then say ``"running"``; the same call resumes it)."""
+
     model: HookedTransformer
     metrics: dict
     config: RunConfig
+    finished: bool = True
+
+
+@dataclass
+class Member:
+    """One run inside the epoch loop: its model and optimizer (``torch.optim.AdamW``), data,
+    folder and the record of its training so far."""
+
+    cfg: RunConfig
+    folder: RunFolder | None
+    model: HookedTransformer
+    optimizer: torch.optim.Optimizer
+    data: RunData
+    history: list[dict] = field(default_factory=list)
+    elapsed: float = 0.0
+    status: RunStatus = RunStatus.RUNNING
+    diverged_step: int | None = None
+
+
+#: One optimization step of every member on its batch (``idx[j]`` indexes member ``j``'s
+#: training set; the learning rates are already in the optimizers); returns each member's
+#: loss, detached, on the device.
+Step = Callable[[list[Member], Int[Tensor, "model batch"]], Float[Tensor, " model"]]
 
 
 def _check_run_dir(folder: RunFolder, cfg: RunConfig) -> bool:
@@ -111,6 +149,16 @@ def open_run_folder(folder: str | Path | RunFolder, cfg: RunConfig, dev: torch.d
     return None, None
 
 
+def check_deadline(deadline: float | None, has_folders: bool) -> None:
+    """Refuse a ``deadline`` that is not a number, or one without a run folder to resume from."""
+    if deadline is None:
+        return
+    if isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or not math.isfinite(deadline):
+        raise ValueError(f"deadline must be a time.monotonic() value (a finite number), got {deadline!r}")
+    if not has_folders:
+        raise ValueError("a deadline needs a run folder (out_dir) to write the checkpoint the next call resumes from")
+
+
 def train(
     cfg: RunConfig,
     out_dir: str | Path | None = None,
@@ -118,6 +166,7 @@ def train(
     device: str | torch.device | None = "auto",
     progress: bool = True,
     logits_fn: LogitsFn | None = None,
+    deadline: float | None = None,
 ) -> TrainResult:
     """Train the run ``cfg``; with ``out_dir``, write (or resume) its run folder.
 
@@ -125,108 +174,141 @@ def train(
     (the content of ``metrics.json``).  ``logits_fn`` (training and evaluation) defaults
     to :func:`training.fast.last_position_logits` (``cfg.train.fast_forward``, the
     default) or the hooked forward; ``cfg.train.precision="bf16"`` runs the training
-    forward under bfloat16 autocast (evaluation stays fp32).
+    forward under bfloat16 autocast (evaluation stays fp32).  ``deadline`` (a
+    ``time.monotonic()`` value; needs ``out_dir``): after each epoch, once its checkpoint
+    is on disk, a passed deadline stops the run before its last epoch; the result then has
+    ``finished=False`` and ``metrics.json`` says ``"running"``; calling again resumes.
     """
+    check_deadline(deadline, out_dir is not None)
     if logits_fn is None:
         logits_fn = last_position_logits if cfg.train.fast_forward else full_forward_last
     dev = resolve_device(device)
     if out_dir is None:
-        return _train(cfg, None, dev, progress, logits_fn)
+        return _train(cfg, None, dev, progress, logits_fn, None)
     folder = RunFolder(out_dir)
     with folder.lock():  # a second process training this folder meanwhile is refused
-        return _train(cfg, folder, dev, progress, logits_fn)
+        return _train(cfg, folder, dev, progress, logits_fn, deadline)
 
 
-def _train(cfg: RunConfig, folder: RunFolder | None, dev: torch.device, progress: bool, logits_fn: LogitsFn) -> TrainResult:
-    start_epoch, step, history, elapsed = 0, 0, [], 0.0
-    model: HookedTransformer | None = None
+def new_member(cfg: RunConfig, folder: RunFolder | None, checkpoint: dict | None, dev: torch.device, data: RunData | None = None) -> Member:
+    """A run's :class:`Member`: its model built from its seed, its optimizer
+    (:func:`training.fast.make_optimizer`), its data, and the state of ``checkpoint`` if given."""
+    model = build_model(cfg.model, cfg.init, cfg.seeds["init"], device=dev)
+    member = Member(cfg, folder, model, make_optimizer(model, cfg.train), data if data is not None else make_run_data(cfg, dev))
+    if checkpoint is not None:
+        member.model.load_state_dict(checkpoint["model"])
+        member.optimizer.load_state_dict(checkpoint["optimizer"])
+        member.history, member.elapsed = list(checkpoint["history"]), float(checkpoint["elapsed_s"])
+    return member
+
+
+def _train(cfg: RunConfig, folder: RunFolder | None, dev: torch.device, progress: bool, logits_fn: LogitsFn, deadline: float | None) -> TrainResult:
     checkpoint = None
     if folder is not None:
         finished, checkpoint = open_run_folder(folder, cfg, dev)
         if finished is not None:
             return finished
+    member = new_member(cfg, folder, checkpoint, dev)
+    start_epoch, step = (int(checkpoint["epoch"]), int(checkpoint["step"])) if checkpoint is not None else (0, 0)
 
-    model = build_model(cfg.model, cfg.init, cfg.seeds["init"], device=dev)
-    tc = cfg.train
-    optimizer = make_optimizer(model, tc)
-    if checkpoint is not None:
-        model.load_state_dict(checkpoint["model"])
-        optimizer.load_state_dict(checkpoint["optimizer"])
-        start_epoch, step = int(checkpoint["epoch"]), int(checkpoint["step"])
-        history, elapsed = list(checkpoint["history"]), float(checkpoint["elapsed_s"])
+    def single_step(members: list[Member], idx: Int[Tensor, "model batch"]) -> Float[Tensor, " model"]:
+        m, tc = members[0], members[0].cfg.train
+        loss = train_step(m.model, m.optimizer, m.data.train.batch_tokens(idx[0]), m.data.train.targets[idx[0]],
+                          logits_fn=logits_fn, grad_clip=tc.grad_clip, precision=tc.precision)  # fmt: skip
+        return loss[None]
 
-    data = make_run_data(cfg, dev)
-    n = len(data.train)
-    steps_per_epoch = math.ceil(n / tc.batch_size)
-    status, diverged_step = RunStatus.RUNNING, None
-    bar = tqdm(
-        range(start_epoch, tc.epochs),
-        initial=start_epoch,
-        total=tc.epochs,
-        desc=f"{cfg.data.task} gamma={cfg.init.gamma}",
-        disable=not progress,
-        unit="epoch",
-    )
-    model.train()
-    for epoch in bar:
-        t0 = time.perf_counter()
-        gen = torch.Generator().manual_seed(cfg.seeds["shuffle"] + epoch)
-        perm = torch.randperm(n, generator=gen).to(dev)
-        losses = torch.zeros(steps_per_epoch, device=dev)
-        for i in range(steps_per_epoch):
-            idx = perm[i * tc.batch_size : (i + 1) * tc.batch_size]
-            lr = tc.lr_at(epoch + i / steps_per_epoch)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            losses[i] = train_step(
-                model,
-                optimizer,
-                data.train.batch_tokens(idx),
-                data.train.targets[idx],
-                logits_fn=logits_fn,
-                grad_clip=tc.grad_clip,
-                precision=tc.precision,
-            )
-            step += 1
-        finite = torch.isfinite(losses)
-        if not bool(finite.all()):
-            bad = int((~finite).nonzero()[0])
-            diverged_step = step - steps_per_epoch + bad + 1  # 1-based, like history's step counts
-            status = RunStatus.DIVERGED
-            elapsed += time.perf_counter() - t0
-            break
-        record: dict[str, Any] = {"epoch": epoch + 1, "step": step, "loss": float(losses.mean()), "lr": lr}
-        if (epoch + 1) % tc.eval_every == 0 or epoch + 1 == tc.epochs:
-            record.update(evaluate(model, data.train_eval, data.id_test, data.heldout, logits_fn=logits_fn))
-            model.train()
-        history.append(record)
-        elapsed += time.perf_counter() - t0
-        bar.set_postfix(progress_postfix(record))
-        last = epoch + 1 == tc.epochs
-        if folder is not None and not last and (epoch + 1) % tc.checkpoint_every == 0:
-            save_checkpoint(folder, cfg, model, optimizer, epoch + 1, step, history, elapsed, dev)
-    bar.close()
-    return finish_run(cfg, model, data, history, status, diverged_step, elapsed, dev, logits_fn, folder)
+    desc = f"{cfg.data.task} gamma={cfg.init.gamma}"
+    return run_epochs([member], single_step, start_epoch, step, dev, logits_fn, progress=progress, deadline=deadline, desc=desc)[0]
 
 
-def finish_run(
-    cfg: RunConfig,
-    model: HookedTransformer,
-    data: RunData,
-    history: list[dict],
-    status: RunStatus,
-    diverged_step: int | None,
-    elapsed: float,
+def history_record(epoch: int, step: int, loss: float, lr: float, evaluation: Any | None) -> dict[str, Any]:
+    """One entry of ``metrics.json``'s history: the epoch's numbers and, where it was
+    evaluated, what :func:`training.accuracy.evaluate` returned (the one place that reads it)."""
+    record: dict[str, Any] = {"epoch": epoch, "step": step, "loss": loss, "lr": lr}
+    if evaluation is not None:
+        record.update(evaluation)
+    return record
+
+
+def run_epochs(
+    members: list[Member],
+    step_fn: Step,
+    start_epoch: int,
+    step: int,
     dev: torch.device,
     logits_fn: LogitsFn,
-    folder: RunFolder | None,
-) -> TrainResult:
+    *,
+    progress: bool,
+    deadline: float | None,
+    desc: str,
+) -> list[TrainResult]:
+    """The epoch loop of one run or of an ensemble (see the module docstring); returns one
+    :class:`TrainResult` per member, in order.  The members share the shape of the schedule
+    (epochs, batch size, evaluation and checkpoint cadence) and stand at ``start_epoch``."""
+    tc = members[0].cfg.train
+    n = len(members[0].data.train)
+    steps_per_epoch = math.ceil(n / tc.batch_size)
+    bar = tqdm(range(start_epoch, tc.epochs), initial=start_epoch, total=tc.epochs, desc=desc, disable=not progress, unit="epoch")
+    for m in members:
+        m.model.train()
+    stopped = False
+    for epoch in bar:
+        if not any(m.status == RunStatus.RUNNING for m in members):
+            break
+        t0 = time.perf_counter()
+        perms = torch.stack([torch.randperm(n, generator=torch.Generator().manual_seed(m.cfg.seeds["shuffle"] + epoch)) for m in members]).to(dev)
+        losses = torch.zeros(len(members), steps_per_epoch, device=dev)
+        for i in range(steps_per_epoch):
+            lrs = [m.cfg.train.lr_at(epoch + i / steps_per_epoch) for m in members]
+            for m, lr in zip(members, lrs):
+                for group in m.optimizer.param_groups:
+                    group["lr"] = lr
+            losses[:, i] = step_fn(members, perms[:, i * tc.batch_size : (i + 1) * tc.batch_size])
+            step += 1
+        finite = torch.isfinite(losses).cpu()
+        last = epoch + 1 == tc.epochs
+        past_deadline = deadline is not None and not last and time.monotonic() >= deadline
+        for j, m in enumerate(members):
+            if m.status != RunStatus.RUNNING:
+                continue
+            if not bool(finite[j].all()):
+                m.diverged_step = step - steps_per_epoch + int((~finite[j]).nonzero()[0]) + 1  # 1-based, like history's step counts
+                m.status = RunStatus.DIVERGED
+                m.elapsed += time.perf_counter() - t0
+                continue
+            evaluation = None
+            if (epoch + 1) % tc.eval_every == 0 or last:
+                evaluation = evaluate(m.model, m.data.train_eval, m.data.id_test, m.data.heldout, logits_fn=logits_fn)
+                m.model.train()
+            m.history.append(history_record(epoch + 1, step, float(losses[j].mean()), lrs[j], evaluation))
+            m.elapsed += time.perf_counter() - t0
+            if m.folder is not None and not last and ((epoch + 1) % tc.checkpoint_every == 0 or past_deadline):
+                save_checkpoint(m.folder, m.cfg, m.model, m.optimizer, epoch + 1, step, m.history, m.elapsed, dev)
+        running = [m for m in members if m.status == RunStatus.RUNNING]
+        if len(running) == 1 and running[0].history:
+            bar.set_postfix(progress_postfix(running[0].history[-1]))
+        if past_deadline and running:
+            stopped = True
+            break
+    bar.close()
+    if stopped:
+        return [_unfinished(m, dev) if m.status == RunStatus.RUNNING else finish_run(m, dev, logits_fn) for m in members]
+    return [finish_run(m, dev, logits_fn) for m in members]
+
+
+def _unfinished(member: Member, dev: torch.device) -> TrainResult:
+    """A run a deadline stopped: its checkpoint and ``running`` metrics are on disk."""
+    metrics = _progress_metrics(member.history, member.elapsed, dev)
+    return TrainResult(member.model.eval(), metrics, member.cfg, finished=False)
+
+
+def finish_run(member: Member, dev: torch.device, logits_fn: LogitsFn) -> TrainResult:
     """End a run (the loop's and an ensemble's): its metrics and, with a folder, its weights,
     metrics and checkpoint (:meth:`RunFolder.finish`).  A run that did not diverge has
     completed; a diverged one keeps its last good checkpoint's weights as its model."""
-    if status == RunStatus.RUNNING:
-        status = RunStatus.COMPLETED
-    metrics = _metrics(cfg, model, data, history, status, diverged_step, elapsed, dev, logits_fn)
+    cfg, model, folder = member.cfg, member.model, member.folder
+    status = RunStatus.COMPLETED if member.status == RunStatus.RUNNING else member.status
+    metrics = _metrics(member, status, dev, logits_fn)
     if folder is not None:
         if status == RunStatus.DIVERGED:
             if folder.checkpoint_path.exists():
@@ -248,24 +330,23 @@ def progress_postfix(record: dict) -> dict[str, str]:
     return out
 
 
-def _metrics(cfg, model, data, history, status, diverged_step, elapsed, dev, logits_fn) -> dict:
-    final: dict[str, Any] = {}
-    if status == RunStatus.COMPLETED:
-        final = dict(history[-1]) if history and "train_acc" in history[-1] else {}
-        if not final:
-            final = {"epoch": cfg.train.epochs, **evaluate(model, data.train_eval, data.id_test, data.heldout, logits_fn)}
-    elif history:
-        final = dict(history[-1])
-    out = {
-        "status": str(status),
-        "final": final,
-        "history": history,
-        "device": str(dev),
-        "elapsed_s": round(elapsed, 3),
-    }
-    if diverged_step is not None:
-        out["diverged_at_step"] = diverged_step
+def _metrics(member: Member, status: RunStatus, dev: torch.device, logits_fn: LogitsFn) -> dict:
+    """A finished run's ``metrics.json``: ``final`` is the last record (a completed run's last
+    epoch is always evaluated; one resumed past it is evaluated here)."""
+    history = member.history
+    final: dict[str, Any] = dict(history[-1]) if history else {}
+    if status == RunStatus.COMPLETED and (not history or history[-1]["epoch"] != member.cfg.train.epochs):
+        m, d = member.model, member.data
+        final = {"epoch": member.cfg.train.epochs, **evaluate(m, d.train_eval, d.id_test, d.heldout, logits_fn)}
+    out = {"status": str(status), "final": final, "history": history, "device": str(dev), "elapsed_s": round(member.elapsed, 3)}
+    if member.diverged_step is not None:
+        out["diverged_at_step"] = member.diverged_step
     return out
+
+
+def _progress_metrics(history: list[dict], elapsed: float, dev: torch.device) -> dict:
+    """The ``metrics.json`` of a run still training (its checkpoint beside it)."""
+    return {"status": str(RunStatus.RUNNING), "final": {}, "history": history, "device": str(dev), "elapsed_s": round(elapsed, 3)}
 
 
 def save_checkpoint(folder: RunFolder, cfg: RunConfig, model: HookedTransformer, optimizer: Any, epoch: int, step: int, history: list[dict], elapsed: float, dev: torch.device) -> None:
@@ -280,8 +361,7 @@ def save_checkpoint(folder: RunFolder, cfg: RunConfig, model: HookedTransformer,
         "elapsed_s": elapsed,
     }
     folder.save_checkpoint(state)
-    progress = {"status": str(RunStatus.RUNNING), "final": {}, "history": history, "device": str(dev), "elapsed_s": round(elapsed, 3)}
-    folder.write_metrics(progress)
+    folder.write_metrics(_progress_metrics(history, elapsed, dev))
 
 
 def _to_cpu(obj: Any) -> Any:
