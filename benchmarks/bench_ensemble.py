@@ -1,7 +1,8 @@
 """Training steps of M same-shape models: one vectorized ensemble step vs M steps one by one.
 
-``ensemble``: ``training.ensemble``'s step (``vmap`` over ``functional_call`` of
-``last_position_logits``, per-model clipping and AdamW written out).  ``one-by-one``:
+``ensemble``: ``training.ensemble.VmapStep`` (``vmap`` over ``functional_call`` of
+``last_position_logits`` on the stacked parameters, then each model's clipping and
+``torch.optim.AdamW`` step).  ``one-by-one``:
 ``training.fast.train_step`` on each model in turn, as ``training.train`` runs them.
 Each model gets its own gamma, weight decay, lr and seed.  Interleaved repetitions,
 medians, samples/s summed over the models::
@@ -20,8 +21,9 @@ import torch
 
 from interp_init import build_model, resolve_device
 from training.config import make_run_config
-from training.ensemble import _Ensemble
-from training.fast import make_optimizer, train_step
+from training.ensemble import VmapStep
+from training.fast import last_position_logits, make_optimizer, train_step
+from training.loop import make_run_data, new_member
 
 
 def _sync(dev: torch.device) -> None:
@@ -38,19 +40,16 @@ def bench(d_model: int, n_models: int, batch: int, reps: int, steps: int, dev: t
         )  # fmt: skip
         for j in range(n_models)
     ]
-    ens = _Ensemble(cfgs, [None] * n_models, [None] * n_models, dev, progress=False)
+    members = [new_member(c, None, None, dev, make_run_data(c, dev)) for c in cfgs]
+    ens = VmapStep(members, last_position_logits, dev)
     models = [build_model(c.model, c.init, c.seeds["init"], device=dev) for c in cfgs]
     optimizers = [make_optimizer(m, c.train) for m, c in zip(models, cfgs)]
     idx = torch.arange(batch, device=dev).expand(n_models, batch)
-    tokens = ens.train_tokens[ens.source[:, None], idx].long()  # as the ensemble's loop widens each batch
+    tokens = ens.train_tokens[ens.source[:, None], idx].long()  # as the ensemble's step widens each batch
     targets = ens.train_targets[ens.source[:, None], idx]
-    lr = torch.tensor([c.train.lr for c in cfgs], device=dev)
 
     def ensemble_step() -> None:
-        loss = ens._loss(tokens, targets)
-        loss.sum().backward()
-        ens.step += 1
-        ens._update(lr, ens.step)
+        ens(members, idx)
 
     def one_by_one() -> None:
         for j, (m, opt) in enumerate(zip(models, optimizers)):

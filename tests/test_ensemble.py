@@ -136,3 +136,37 @@ def test_configs_that_cannot_train_together_are_refused(tmp_path: Path) -> None:
         train_ensemble([a, a.with_options(seed=1)], [tmp_path / "x", tmp_path / "x"], device="cpu", progress=False)
     with pytest.raises(ValueError, match="at least one"):
         train_ensemble([], device="cpu", progress=False)
+
+
+def test_a_deadline_stops_an_ensemble_and_the_same_call_resumes_it(tmp_path: Path) -> None:
+    import time
+
+    cfgs = _cfgs()[:2]
+    reference = train_ensemble(cfgs, [tmp_path / f"ref{i}" for i in range(2)], device="cpu", progress=False)
+    dirs = [tmp_path / f"run{i}" for i in range(2)]
+    first = train_ensemble(cfgs, dirs, device="cpu", progress=False, deadline=time.monotonic())
+    assert [r.finished for r in first] == [False, False]
+    assert all(read_metrics(d)["status"] == "running" and len(read_metrics(d)["history"]) == 1 for d in dirs)
+    second = train_ensemble(cfgs, dirs, device="cpu", progress=False, deadline=time.monotonic() + 1e6)
+    assert [r.finished for r in second] == [True, True]
+    for done, ref in zip(second, reference):
+        assert done.metrics["history"] == ref.metrics["history"]
+        for pa, pb in zip(done.model.parameters(), ref.model.parameters()):
+            assert torch.equal(pa, pb)
+    with pytest.raises(ValueError, match="a deadline needs a run folder"):
+        train_ensemble(cfgs, device="cpu", progress=False, deadline=time.monotonic())
+
+
+def test_a_custom_logits_fn_is_the_one_the_vectorized_step_runs(tmp_path: Path) -> None:
+    from training.fast import last_position_logits
+
+    calls = {"n": 0}
+
+    def counting(model, tokens):
+        calls["n"] += 1
+        return last_position_logits(model, tokens)
+
+    cfgs = _cfgs()[:2]
+    ens = train_ensemble(cfgs, device="cpu", progress=False, logits_fn=counting)
+    assert calls["n"] > 0
+    _assert_same_run(ens[0], train(cfgs[0], device="cpu", progress=False))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 
 import pytest
@@ -203,3 +204,29 @@ def test_folder_from_another_data_stream_is_refused(tmp_path: Path) -> None:
     (tmp_path / "r" / "config.json").write_text(json.dumps(saved))
     with pytest.raises(ValueError, match=r"data_version: 1 \(folder\) vs \d+ \(asked\)"):
         train(cfg, tmp_path / "r", device="cpu", progress=False)
+
+
+def test_a_deadline_stops_after_an_epoch_and_the_same_call_resumes_to_the_same_run(tmp_path: Path) -> None:
+    # checkpoint_every=2: the epoch a deadline stops at gets its checkpoint all the same
+    cfg = _tiny(checkpoint_every=2)
+    reference = train(cfg, tmp_path / "ref", device="cpu", progress=False)
+    assert reference.finished
+    out, chunks = tmp_path / "run", []
+    while not chunks or not chunks[-1].finished:
+        chunks.append(train(cfg, out, device="cpu", progress=False, deadline=time.monotonic()))  # always passed: one epoch per call
+        if not chunks[-1].finished:
+            metrics = read_metrics(out)
+            assert metrics["status"] == "running" and chunks[-1].metrics == metrics
+            assert len(metrics["history"]) == len(chunks) and (out / "checkpoint.pt").exists()
+    assert len(chunks) == cfg.train.epochs
+    assert chunks[-1].metrics["history"] == reference.metrics["history"]
+    for pa, pb in zip(reference.model.parameters(), chunks[-1].model.parameters()):
+        assert torch.equal(pa, pb)
+    a, b = load_file(str(tmp_path / "ref" / "model.safetensors")), load_file(str(out / "model.safetensors"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    # a deadline far ahead changes nothing; one without a folder to resume from is refused
+    assert train(cfg, tmp_path / "far", device="cpu", progress=False, deadline=time.monotonic() + 1e6).finished
+    with pytest.raises(ValueError, match="a deadline needs a run folder"):
+        train(cfg, device="cpu", progress=False, deadline=time.monotonic())
+    with pytest.raises(ValueError, match="deadline must be a time.monotonic"):
+        train(cfg, tmp_path / "bad", device="cpu", progress=False, deadline="soon")
