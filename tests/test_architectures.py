@@ -319,3 +319,23 @@ def test_same_config_and_seed_train_byte_identical_weights(tmp_path) -> None:
         train(cfg, tmp_path / name, device="cpu", progress=False)
         hashes.append(hashlib.sha256((tmp_path / name / "model.safetensors").read_bytes()).hexdigest())
     assert hashes[0] == hashes[1]
+
+
+def test_the_custom_architecture_example_trains_through_the_command_line(tmp_path) -> None:
+    """examples/custom_architecture.py (docs/architectures.md): one module, one registration
+    line, and a run folder of the new architecture; in a fresh process, so that the
+    registration does not outlive the test."""
+    import json
+    import subprocess
+    import sys
+
+    from helpers import ROOT
+
+    out = tmp_path / "parallel"
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / "custom_architecture.py"), "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((out / "metrics.json").read_text())["status"] == "completed"
+    assert json.loads((out / "config.json").read_text())["model"]["architecture"] == "parallel"
+    # a process that has not registered it refuses the folder, naming the registered ones
+    with pytest.raises(ValueError, match="architecture must be one of"):
+        load_model(out)

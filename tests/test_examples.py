@@ -36,9 +36,10 @@ def run_script(path: Path, args: list[str], monkeypatch: pytest.MonkeyPatch) -> 
     return stdout.getvalue()
 
 
-#: Walkthroughs run by other test modules: the phase sweeps (tests/test_phase.py) and the
-#: probes walkthrough (tests/test_probes_api.py).
-ELSEWHERE = {"phase_neurips_fig2.py", "phase_journal_fig3.py", "phase_complexity.py", "probes_walkthrough.py"}
+#: Walkthroughs run by other test modules: the phase sweeps (tests/test_phase.py), the
+#: probes walkthrough (tests/test_probes_api.py) and the custom architecture
+#: (tests/test_architectures.py).
+ELSEWHERE = {"phase_neurips_fig2.py", "phase_journal_fig3.py", "phase_complexity.py", "probes_walkthrough.py", "custom_architecture.py"}
 
 
 def test_every_example_is_covered() -> None:

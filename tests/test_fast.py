@@ -13,7 +13,6 @@ from helpers import load_script
 from transformer_lens import HookedTransformer, HookedTransformerConfig
 from transformer_lens.components import TransformerBlock
 
-import training.fast as fast
 import training.loop as loop
 from interp_init import InitConfig, ModelConfig, build_model, quiet_deprecation
 from interp_init.architectures import architecture_names, get_architecture, install_blocks, registered
@@ -201,7 +200,7 @@ def _hooked(**overrides) -> HookedTransformer:
         (dict(parallel_attn_mlp=True), "parallel_attn_mlp"),
     ],
 )
-def test_unsupported_configs_fall_back_to_the_hooked_forward(overrides, reason, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unsupported_configs_fall_back_to_the_hooked_forward(overrides, reason) -> None:
     model = _hooked(**overrides)
     assert reason in fast_forward_unsupported(model)
 
