@@ -78,6 +78,10 @@ def test_interrupted_ensemble_resumes_and_train_can_resume_it(tmp_path: Path, mo
         train_ensemble(cfgs, dirs, device="cpu", progress=False)
     monkeypatch.setattr(VmapStep, "__call__", real_step)
     assert all((d / "checkpoint.pt").exists() and read_metrics(d)["status"] == "running" for d in dirs)
+    # each run's checkpoint holds its own tensors only, not the stacked ones they are views of
+    for d in dirs:
+        for name, tensor in torch.load(d / "checkpoint.pt", weights_only=True)["model"].items():
+            assert tensor.untyped_storage().nbytes() == tensor.numel() * tensor.element_size(), name
     # train() resumes an ensemble's checkpoint (same format) ...
     by_train = train(cfgs[1], dirs[1], device="cpu", progress=False)
     _assert_same_run(by_train, reference[1])

@@ -210,7 +210,8 @@ class VmapStep:
             if m.status != RunStatus.RUNNING:
                 continue  # a diverged member is no longer updated
             for name, p in m.model.named_parameters():
-                p.grad = self.params[name].grad[j]
+                grad = self.params[name].grad
+                p.grad = None if grad is None else grad[j]
             if m.cfg.train.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(m.model.parameters(), m.cfg.train.grad_clip, foreach=True)
             m.optimizer.step()

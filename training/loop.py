@@ -353,7 +353,9 @@ def save_checkpoint(folder: RunFolder, cfg: RunConfig, model: HookedTransformer,
     """Write the training state after ``epoch`` and a ``running`` metrics.json beside it."""
     state = {
         "config": cfg.to_dict(),
-        "model": {k: v.detach().to("cpu") for k, v in model.state_dict().items()},
+        # copies: an ensemble member's tensors are views into the stacked ones, whose whole
+        # storage torch.save would otherwise write
+        "model": {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()},
         "optimizer": _to_cpu(optimizer.state_dict()),
         "epoch": epoch,
         "step": step,
