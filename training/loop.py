@@ -267,7 +267,7 @@ def run_epochs(
             step += 1
         finite = torch.isfinite(losses).cpu()
         last = epoch + 1 == tc.epochs
-        past_deadline = deadline is not None and not last and time.monotonic() >= deadline
+        on_cadence = not last and (epoch + 1) % tc.checkpoint_every == 0
         for j, m in enumerate(members):
             if m.status != RunStatus.RUNNING:
                 continue
@@ -282,12 +282,14 @@ def run_epochs(
                 m.model.train()
             m.history.append(history_record(epoch + 1, step, float(losses[j].mean()), lrs[j], evaluation))
             m.elapsed += time.perf_counter() - t0
-            if m.folder is not None and not last and ((epoch + 1) % tc.checkpoint_every == 0 or past_deadline):
+            if m.folder is not None and on_cadence:
                 save_checkpoint(m.folder, m.cfg, m.model, m.optimizer, epoch + 1, step, m.history, m.elapsed, dev)
         running = [m for m in members if m.status == RunStatus.RUNNING]
         if len(running) == 1 and running[0].history:
             bar.set_postfix(progress_postfix(running[0].history[-1]))
-        if past_deadline and running:
+        if deadline is not None and not last and running and time.monotonic() >= deadline:
+            for m in running if not on_cadence else []:  # the checkpoint the next call resumes from
+                save_checkpoint(m.folder, m.cfg, m.model, m.optimizer, epoch + 1, step, m.history, m.elapsed, dev)
             stopped = True
             break
     bar.close()
