@@ -339,3 +339,24 @@ def test_the_custom_architecture_example_trains_through_the_command_line(tmp_pat
     # a process that has not registered it refuses the folder, naming the registered ones
     with pytest.raises(ValueError, match="architecture must be one of"):
         load_model(out)
+
+
+def test_the_registry_refuses_what_would_make_a_name_or_a_block_ambiguous() -> None:
+    from dataclasses import replace
+
+    from interp_init.architectures import Architecture, architecture_names, get_architecture, register_architecture, registered
+
+    journal = get_architecture("journal")
+    with pytest.raises(ValueError, match="an architecture named 'journal' is already registered"):
+        register_architecture(replace(journal, activation="relu"))
+    with pytest.raises(ValueError, match="uses the block class JournalBlock of 'journal'"):
+        register_architecture(replace(journal, name="journal2"))
+    with pytest.raises(ValueError, match="convention must be one of"):
+        replace(journal, name="x", convention="xavier")
+    with pytest.raises(ValueError, match="biases must be one of"):
+        replace(journal, name="x", biases="some")
+    with pytest.raises(ValueError, match="block must be a TransformerBlock subclass"):
+        Architecture(**{**vars(journal), "name": "x", "block": torch.nn.Linear})
+    with registered(journal):  # already registered: it stays so after the block
+        pass
+    assert "journal" in architecture_names()

@@ -175,9 +175,10 @@ class VmapStep:
         params, buffers = stack_module_state([m.model for m in members])
         self.params: dict[str, Tensor] = params
         self.buffers: dict[str, Tensor] = buffers
+        self.member_params = [list(m.model.named_parameters()) for m in members]
         with torch.no_grad():
-            for j, m in enumerate(members):
-                for name, p in m.model.named_parameters():
+            for j, named in enumerate(self.member_params):
+                for name, p in named:
                     p.data = params[name].detach()[j]
         self.module = _LogitsModule(empty_model(members[0].cfg.model, dev), logits_fn)  # a template: its own weights are never read
         datas: list[RunData] = []
@@ -209,11 +210,11 @@ class VmapStep:
         for j, m in enumerate(members):
             if m.status != RunStatus.RUNNING:
                 continue  # a diverged member is no longer updated
-            for name, p in m.model.named_parameters():
+            for name, p in self.member_params[j]:
                 grad = self.params[name].grad
                 p.grad = None if grad is None else grad[j]
             if m.cfg.train.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(m.model.parameters(), m.cfg.train.grad_clip, foreach=True)
+                torch.nn.utils.clip_grad_norm_([p for _, p in self.member_params[j]], m.cfg.train.grad_clip, foreach=True)
             m.optimizer.step()
             m.optimizer.zero_grad(set_to_none=True)
         for p in self.params.values():

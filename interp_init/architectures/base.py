@@ -120,12 +120,15 @@ def unregister_architecture(name: str) -> None:
 
 @contextlib.contextmanager
 def registered(architecture: Architecture) -> Iterator[Architecture]:
-    """Register ``architecture`` for the duration of a ``with`` block (tests, experiments)."""
+    """Register ``architecture`` for the duration of a ``with`` block (tests, experiments);
+    one registered before the block stays registered after it."""
+    already = _REGISTRY.get(architecture.name) is architecture
     register_architecture(architecture)
     try:
         yield architecture
     finally:
-        _REGISTRY.pop(architecture.name, None)
+        if not already:
+            _REGISTRY.pop(architecture.name, None)
 
 
 def architecture_names() -> tuple[str, ...]:
