@@ -360,3 +360,23 @@ def test_the_registry_refuses_what_would_make_a_name_or_a_block_ambiguous() -> N
     with registered(journal):  # already registered: it stays so after the block
         pass
     assert "journal" in architecture_names()
+
+
+def test_the_docs_show_the_example_as_it_is() -> None:
+    """docs/architectures.md quotes examples/custom_architecture.py: every code line of its
+    first Python block (comments and the abbreviated Architecture(...) call aside) is in the example."""
+    import re
+
+    from helpers import ROOT
+
+    doc = (ROOT / "docs" / "architectures.md").read_text(encoding="utf-8")
+    block = re.search(r"```python\n(.*?)```", doc, re.S).group(1)
+    block = block[: block.index("PARALLEL = Architecture(")]
+    example = {line.strip() for line in (ROOT / "examples" / "custom_architecture.py").read_text(encoding="utf-8").splitlines()}
+    for line in block.splitlines():
+        code = line.split("  #")[0].strip()
+        if code.startswith("def "):
+            code = code.split("(")[0]
+            assert any(e.startswith(code + "(") for e in example), line
+        elif code:
+            assert code in example, line
