@@ -294,8 +294,8 @@ def run_epochs(
             break
     bar.close()
     if stopped:
-        return [_unfinished(m, dev) if m.status == RunStatus.RUNNING else finish_run(m, dev, logits_fn) for m in members]
-    return [finish_run(m, dev, logits_fn) for m in members]
+        return [_unfinished(m, dev) if m.status == RunStatus.RUNNING else finish_run(m, dev) for m in members]
+    return [finish_run(m, dev) for m in members]
 
 
 def _unfinished(member: Member, dev: torch.device) -> TrainResult:
@@ -304,13 +304,13 @@ def _unfinished(member: Member, dev: torch.device) -> TrainResult:
     return TrainResult(member.model.eval(), metrics, member.cfg, finished=False)
 
 
-def finish_run(member: Member, dev: torch.device, logits_fn: LogitsFn) -> TrainResult:
+def finish_run(member: Member, dev: torch.device) -> TrainResult:
     """End a run (the loop's and an ensemble's): its metrics and, with a folder, its weights,
     metrics and checkpoint (:meth:`RunFolder.finish`).  A run that did not diverge has
     completed; a diverged one keeps its last good checkpoint's weights as its model."""
     cfg, model, folder = member.cfg, member.model, member.folder
     status = RunStatus.COMPLETED if member.status == RunStatus.RUNNING else member.status
-    metrics = _metrics(member, status, dev, logits_fn)
+    metrics = _metrics(member, status, dev)
     if folder is not None:
         if status == RunStatus.DIVERGED:
             if folder.checkpoint_path.exists():
@@ -332,14 +332,11 @@ def progress_postfix(record: dict) -> dict[str, str]:
     return out
 
 
-def _metrics(member: Member, status: RunStatus, dev: torch.device, logits_fn: LogitsFn) -> dict:
-    """A finished run's ``metrics.json``: ``final`` is the last record (a completed run's last
-    epoch is always evaluated; one resumed past it is evaluated here)."""
+def _metrics(member: Member, status: RunStatus, dev: torch.device) -> dict:
+    """A finished run's ``metrics.json``: ``final`` is the last history record (a completed
+    run's last epoch is always evaluated; a diverged run's is its last good epoch's)."""
     history = member.history
     final: dict[str, Any] = dict(history[-1]) if history else {}
-    if status == RunStatus.COMPLETED and (not history or history[-1]["epoch"] != member.cfg.train.epochs):
-        m, d = member.model, member.data
-        final = {"epoch": member.cfg.train.epochs, **evaluate(m, d.train_eval, d.id_test, d.heldout, logits_fn)}
     out = {"status": str(status), "final": final, "history": history, "device": str(dev), "elapsed_s": round(member.elapsed, 3)}
     if member.diverged_step is not None:
         out["diverged_at_step"] = member.diverged_step
