@@ -42,7 +42,7 @@ from interp_init.runfolder import FINISHED_STATUSES, BadRunFile, RunFolder, RunS
 from interp_init.tasks import task_spec
 from training.accuracy import LogitsFn, evaluate, full_forward_last
 from training.config import RunConfig
-from training.fast import last_position_logits, make_optimizer, train_step
+from training.fast import flush_denormals, last_position_logits, make_optimizer, train_step
 
 
 def read_metrics(run_dir: str | Path) -> dict | None:
@@ -230,6 +230,7 @@ def history_record(epoch: int, step: int, loss: float, lr: float, evaluation: An
     return record
 
 
+@flush_denormals()
 def run_epochs(
     members: list[Member],
     step_fn: Step,
