@@ -1,11 +1,16 @@
-"""Hook-based analyses of any TransformerLens ``HookedTransformer`` (`docs/science.md <../docs/science.md>`_).
+"""Hook-based analyses of any TransformerLens model (`docs/science.md <../docs/science.md>`_).
+
+Every probe takes a 3.x ``HookedTransformer`` or a 4.x ``TransformerBridge`` (e.g. from
+``TransformerBridge.boot_native``): they read a model through :class:`~probes.protocol.HookedModel`
+and import neither class, so ``probes`` imports where only TransformerLens 4.x is installed.
 
 Each analysis returns data first (tensors, arrays or DataFrames); figures are drawn by
 separate ``plot_*`` functions.  Modules: :mod:`probes.masking` (attention masking after
 softmax, projections and cluster scores), :mod:`probes.flow` (information flow, top
 paths, circuitsvis HTML), :mod:`probes.similarity` (cosine-similarity heatmaps and block
-scores), :mod:`probes.geometry` (neuron condensation, embedding PCA, spectra) and
-:mod:`probes.rank` (stable rank).  Every module stands on :mod:`interp_init` only.
+scores), :mod:`probes.geometry` (neuron condensation, embedding PCA, spectra),
+:mod:`probes.rank` (stable rank) and :mod:`probes.protocol` (what a model must offer).
+Every module stands on :mod:`interp_init`'s data and tasks only.
 """
 
 from probes.flow import (
@@ -41,6 +46,7 @@ from probes.masking import (
     project,
     source_mask,
 )
+from probes.protocol import HookedModel
 from probes.rank import merged_weight, singular_values, stable_rank, weight_matrices, weight_stable_ranks
 from probes.similarity import (
     SimilarityResult,
@@ -56,6 +62,7 @@ from probes.similarity import (
 __all__ = [
     "Condensation",
     "EmbeddingPCA",
+    "HookedModel",
     "MaskedRun",
     "SimilarityResult",
     "attention_html",

@@ -1,4 +1,4 @@
-"""Input checks and a hook-based activation capture shared by the probe modules."""
+"""Input checks and a hook-based activation capture shared by the probe modules (any :class:`~probes.protocol.HookedModel`)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,14 @@ import numpy as np
 import torch
 from jaxtyping import Int
 from torch import Tensor
-from transformer_lens import HookedTransformer
 
 from interp_init.data import AnchorDataset
+from probes.protocol import HookedModel, check_model
 
 
-def as_tokens(tokens: Tensor | Sequence[int] | Sequence[Sequence[int]], model: HookedTransformer) -> Int[Tensor, "batch pos"]:
+def as_tokens(tokens: Tensor | Sequence[int] | Sequence[Sequence[int]], model: HookedModel) -> Int[Tensor, "batch pos"]:
     """``tokens`` as an int64 ``[batch, pos]`` tensor on the model's device (a 1-D input is one sample)."""
+    check_model(model)
     tokens = torch.as_tensor(tokens)
     if tokens.ndim == 1:
         tokens = tokens[None]
@@ -97,15 +98,19 @@ def check_dataset(dataset: object, name: str = "dataset") -> AnchorDataset:
     return dataset
 
 
-def check_layer(model: HookedTransformer, layer: int, name: str = "layer") -> int:
+def check_layer(model: HookedModel, layer: int, name: str = "layer") -> int:
+    check_model(model)
     return check_index(layer, model.cfg.n_layers, name, f"layer of this {model.cfg.n_layers}-layer model")
 
 
-def capture_hooks(names: Iterable[str] | str | None, model: HookedTransformer, store: dict[str, Tensor]) -> list[tuple[str, Callable]]:
-    """Forward hooks that copy the activations ``names`` into ``store`` (detached).
+def capture_hooks(names: Iterable[str] | str | None, model: HookedModel, store: dict[str, Tensor]) -> list[tuple[str, Callable]]:
+    """Forward hooks that copy the activations ``names`` into ``store`` (detached), keyed by the name asked for.
 
     ``names`` is an iterable of hook names; one name given as a plain string is taken as
-    that one name (not as its characters); ``None`` is no name."""
+    that one name (not as its characters); ``None`` is no name.  The key is the name given,
+    not the hook's ``hook.name``: on TransformerLens 4.x an old name such as
+    ``blocks.1.hook_resid_post`` is an alias, and its hook point reports its new name
+    (``blocks.1.hook_out``)."""
     if names is None:
         names = []
     elif isinstance(names, str):
@@ -122,13 +127,16 @@ def capture_hooks(names: Iterable[str] | str | None, model: HookedTransformer, s
             f"hook_dict keys{', e.g. ' + ', '.join(repr(e) for e in dict.fromkeys(example)) if example else ''}"
         )
 
-    def save(activation: Tensor, hook) -> None:  # noqa: ANN001 - TransformerLens HookPoint
-        store[hook.name] = activation.detach()
+    def saver(name: str) -> Callable:
+        def save(activation: Tensor, hook) -> None:  # noqa: ANN001 - TransformerLens HookPoint
+            store[name] = activation.detach()
 
-    return [(n, save) for n in names]
+        return save
+
+    return [(n, saver(n)) for n in names]
 
 
-def run_capturing(model: HookedTransformer, tokens: Tensor, names: Iterable[str]) -> tuple[Tensor, dict[str, Tensor]]:
+def run_capturing(model: HookedModel, tokens: Tensor, names: Iterable[str]) -> tuple[Tensor, dict[str, Tensor]]:
     """Logits and the activations ``names`` of a plain forward pass (hooks only inside ``model.hooks``)."""
     store: dict[str, Tensor] = {}
     hooks = capture_hooks(names, model, store)

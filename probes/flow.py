@@ -52,20 +52,21 @@ import torch
 from circuitsvis.utils.render import RenderedHTML
 from jaxtyping import Float, Int
 from torch import Tensor
-from transformer_lens import HookedTransformer
 
 from probes._common import as_tokens, check_finite, check_index, check_int, check_number, run_capturing
+from probes.protocol import HookedModel, require_hooks
 
 EDGE_COLUMNS = ["layer", "head", "source", "query", "weight", "std"]
 
 
-def attention_patterns(model: HookedTransformer, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "layer batch head query source"]:
+def attention_patterns(model: HookedModel, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "layer batch head query source"]:
     """The attention patterns of every layer, stacked: ``[n_layers, batch, n_heads, pos, pos]``.
 
     A model whose run is not finite is refused: TransformerLens sets NaN attention
     weights to 0, so its patterns would look valid while its logits are NaN."""
     tokens = as_tokens(tokens, model)
     names = [f"blocks.{layer}.attn.hook_pattern" for layer in range(model.cfg.n_layers)]
+    require_hooks(model, names, "attention_patterns")
     logits, cache = run_capturing(model, tokens, names)
     patterns = torch.stack([cache[name] for name in names]).cpu()
     for values, what in ((patterns, "the attention pattern"), (logits, "the model's logits on these tokens")):
@@ -73,7 +74,7 @@ def attention_patterns(model: HookedTransformer, tokens: Int[Tensor, "batch pos"
     return patterns
 
 
-def information_flow(model: HookedTransformer, tokens: Int[Tensor, "batch pos"]) -> pd.DataFrame:
+def information_flow(model: HookedModel, tokens: Int[Tensor, "batch pos"]) -> pd.DataFrame:
     """Edges (layer, head, source, query, weight, std) of the attention graph.
 
     ``head`` is a head index or ``"sum"`` (the heads' patterns summed per input, so its
@@ -247,7 +248,7 @@ def standalone_html(fragments: Sequence[str], title: str = "Attention patterns")
 
 
 def attention_html(
-    model: HookedTransformer,
+    model: HookedModel,
     tokens: Int[Tensor, " pos"],
     path: str | Path | None = None,
     labels: Sequence[str] | None = None,

@@ -53,10 +53,10 @@ from scipy.spatial.distance import squareform
 from scipy.stats import spearmanr
 from sklearn.decomposition import PCA
 from torch import Tensor
-from transformer_lens import HookedTransformer
 
 from probes._common import check_finite, check_int
-from probes.rank import singular_values, weight_matrices
+from probes.protocol import HookedModel
+from probes.rank import merged_weight, singular_values, weight_matrices
 from probes.similarity import cosine_similarity_matrix
 
 
@@ -164,7 +164,7 @@ class EmbeddingPCA:
     ordinal_component: str
 
 
-def embedding_pca(model: HookedTransformer, tokens: Iterable[int] = range(20, 100)) -> EmbeddingPCA:
+def embedding_pca(model: HookedModel, tokens: Iterable[int] = range(20, 100)) -> EmbeddingPCA:
     """PCA of the rows of ``W_E`` for ``tokens`` (default the key values 20..99).
 
     ``tokens`` are integer token ids (at least 3 distinct ones); the model needs
@@ -179,7 +179,7 @@ def embedding_pca(model: HookedTransformer, tokens: Iterable[int] = range(20, 10
         raise ValueError(f"tokens must lie in 0..{model.cfg.d_vocab - 1} (the vocabulary), got {bad[:5]}; pass tokens=<ids within it>")
     if model.cfg.d_model < 2:
         raise ValueError(f"embedding_pca projects onto 2 components and needs d_model >= 2, got d_model={model.cfg.d_model}")
-    emb = model.W_E.detach()[tokens].double().cpu().numpy()
+    emb = merged_weight(model, "W_E")[tokens].double().cpu().numpy()
     check_finite(emb, "W_E (the token embeddings)")
     pca = PCA(n_components=2)
     xy = pca.fit_transform(emb)
@@ -212,7 +212,7 @@ def plot_eigenvalues(result: EmbeddingPCA, title: str | None = "Eigenvalues of t
     return fig
 
 
-def singular_value_spectra(model: HookedTransformer) -> pd.DataFrame:
+def singular_value_spectra(model: HookedModel) -> pd.DataFrame:
     """Singular values of every weight matrix (heads merged), long format.
 
     Columns: ``matrix`` ("L0 W_Q", "W_E", ...), ``layer`` (<NA> for embeddings and

@@ -56,11 +56,11 @@ from sklearn.decomposition import PCA
 from sklearn.manifold import TSNE
 from sklearn.metrics import adjusted_rand_score, silhouette_score
 from torch import Tensor
-from transformer_lens import HookedTransformer
 
 from interp_init.data import AnchorDataset
 from interp_init.tasks import SHIFTS
 from probes._common import as_tokens, capture_hooks, check_dataset, check_finite, check_index, check_indices, check_int, check_number
+from probes.protocol import HookedModel, require_hooks
 
 SourcePositions = int | Sequence[int] | Sequence[Sequence[int]] | Tensor
 
@@ -135,7 +135,7 @@ def source_mask(source_positions: SourcePositions, batch: int, n_pos: int) -> Bo
 
 
 def masked_run(
-    model: HookedTransformer,
+    model: HookedModel,
     tokens: Int[Tensor, "batch pos"],
     source_positions: SourcePositions,
     layers: int | Iterable[int] | None = None,
@@ -147,7 +147,7 @@ def masked_run(
     """Run ``model`` with attention to ``source_positions`` zeroed after the softmax.
 
     Args:
-        model: any ``HookedTransformer``.
+        model: any TransformerLens model (:class:`~probes.protocol.HookedModel`: 3.x ``HookedTransformer``, 4.x ``TransformerBridge``).
         tokens: ``[batch, pos]`` (or ``[pos]``) token ids.
         source_positions: per sample, see :func:`source_mask`.
         layers, heads: which to mask (``None``: all); an int or ints.
@@ -182,18 +182,19 @@ def masked_run(
 
     store: dict[str, Tensor] = {}
     hooks = [(f"blocks.{layer}.attn.hook_pattern", mask_pattern) for layer in layers if bool(full.any())]
+    require_hooks(model, [name for name, _ in hooks], "masked_run (attention masking after the softmax)")
     hooks += capture_hooks(names, model, store)  # after the masking hooks: captures see masked values
     with torch.no_grad(), model.hooks(fwd_hooks=hooks):
         logits = model(tokens, return_type="logits")
     return MaskedRun(logits=logits, cache=store, mask=mask)
 
 
-def _output_name(model: HookedTransformer) -> str:
+def _output_name(model: HookedModel) -> str:
     return f"blocks.{model.cfg.n_layers - 1}.hook_resid_post"
 
 
 def mask_key(
-    model: HookedTransformer,
+    model: HookedModel,
     dataset: AnchorDataset,
     *,
     layers: int | Iterable[int] | None = None,
@@ -213,7 +214,7 @@ def mask_key(
 
 
 def mask_second_anchor(
-    model: HookedTransformer,
+    model: HookedModel,
     dataset: AnchorDataset,
     *,
     layers: int | Iterable[int] | None = None,

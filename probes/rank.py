@@ -7,7 +7,7 @@ layer 0's W_Q (all heads merged into one ``d_model x n_heads * d_head`` matrix) 
 the (gamma, weight decay) grid: it falls as the phase index rises (small init, reasoning).
 
 Shapes: ``stable_rank`` takes a 2-D tensor ``[rows, cols]``; ``weight_stable_ranks``
-returns a DataFrame with one row per weight matrix of a ``HookedTransformer``.
+returns a DataFrame with one row per weight matrix of a TransformerLens model (3.x or 4.x).
 
 Example::
 
@@ -24,7 +24,8 @@ import pandas as pd
 import torch
 from jaxtyping import Float
 from torch import Tensor
-from transformer_lens import HookedTransformer
+
+from probes.protocol import HookedModel, check_model, read_weight
 
 
 def _as_matrix(matrix: Tensor, name: str = "matrix") -> Tensor:
@@ -64,49 +65,57 @@ def stable_rank(matrix: Float[Tensor, "rows cols"]) -> float:
     return float((s / s[0]).pow(2).sum())
 
 
-def _has_single_mlp(model: HookedTransformer) -> bool:
+def _has_single_mlp(model: HookedModel) -> bool:
     """Whether every block has one MLP with ``W_in`` and ``W_out`` (not attention-only, not experts)."""
-    return not model.cfg.attn_only and all(hasattr(block.mlp, "W_in") and hasattr(block.mlp, "W_out") for block in model.blocks)
+    if getattr(model.cfg, "attn_only", False):
+        return False
+    mlps = [getattr(block, "mlp", None) for block in model.blocks]
+    return all(mlp is not None and hasattr(mlp, "W_in") and hasattr(mlp, "W_out") for mlp in mlps)
 
 
-def merged_weight(model: HookedTransformer, name: str, layer: int | None = None) -> Float[Tensor, "d_in d_out"]:
+def merged_weight(model: HookedModel, name: str, layer: int | None = None) -> Float[Tensor, "d_in d_out"]:
     """A weight of ``model`` as one 2-D ``[d_in, d_out]`` matrix, heads merged.
 
     ``name`` is ``W_Q``, ``W_K``, ``W_V`` (``[d_model, n_heads * d_head]``), ``W_O``
     (``[n_heads * d_head, d_model]``), ``W_in``, ``W_out`` (need ``layer``), or ``W_E``,
     ``W_pos``, ``W_U``.  With grouped-query attention ``W_K`` and ``W_V`` are as each
-    query head reads them (TransformerLens' ``W_K``: the shared key-value heads repeated),
-    which leaves the stable rank unchanged.
+    query head reads them on TransformerLens 3.x (the shared key-value heads repeated) and
+    one per key-value head on 4.x; the stable rank is the same either way.  A weight the
+    model does not have is a one-line ValueError naming it.
     """
+    check_model(model)
     if name in ("W_E", "W_pos", "W_U"):
         if name == "W_pos" and not hasattr(model, "pos_embed"):
-            raise ValueError(
-                f"W_pos does not exist: the model's positional embedding is {model.cfg.positional_embedding_type!r}, not learned"
-            )
-        module = {"W_E": model.embed, "W_pos": getattr(model, "pos_embed", None), "W_U": model.unembed}[name]
-        return getattr(module, name).detach()
+            kind = getattr(model.cfg, "positional_embedding_type", "not a learned one")
+            raise ValueError(f"W_pos does not exist: the model's positional embedding is {kind!r}, not learned")
+        return read_weight(model, name, name, model)
     layer = _layer_index(layer, model.cfg.n_layers, name)
     block = model.blocks[layer]
-    if name in ("W_Q", "W_K", "W_V"):
-        return einops.rearrange(getattr(block.attn, name).detach(), "h d_model d_head -> d_model (h d_head)")
-    if name == "W_O":
-        return einops.rearrange(block.attn.W_O.detach(), "h d_head d_model -> (h d_head) d_model")
+    if name in ("W_Q", "W_K", "W_V", "W_O"):
+        attn = getattr(block, "attn", None)
+        weight = read_weight(attn, name, f"blocks.{layer}.attn.{name}", model)
+        pattern = "h d_head d_model -> (h d_head) d_model" if name == "W_O" else "h d_model d_head -> d_model (h d_head)"
+        if weight.ndim != 3:
+            raise ValueError(f"this {type(model).__name__}'s blocks.{layer}.attn.{name} has shape {tuple(weight.shape)}, not [head, ..., ...]")
+        return einops.rearrange(weight, pattern)
     if name in ("W_in", "W_out"):
-        if model.cfg.attn_only:
+        if getattr(model.cfg, "attn_only", False):
             raise ValueError(f"{name} does not exist: the model is attention-only")
-        if not _has_single_mlp(model):
+        mlp = getattr(block, "mlp", None)
+        if mlp is not None and hasattr(mlp, "experts"):
             raise ValueError(
-                f"{name} does not exist: the model's MLP is a mixture of {model.cfg.num_experts} experts, "
+                f"{name} does not exist: the model's MLP is a mixture of {getattr(model.cfg, 'num_experts', 'several')} experts, "
                 f"each with its own {name} (read model.blocks[{layer}].mlp.experts[i].{name})"
             )
-        return getattr(block.mlp, name).detach()
+        return read_weight(mlp, name, f"blocks.{layer}.mlp.{name}", model)
     raise ValueError(f"unknown weight {name!r}; use W_Q, W_K, W_V, W_O, W_in, W_out, W_E, W_pos or W_U")
 
 
-def weight_matrices(model: HookedTransformer) -> list[tuple[int | None, str, Tensor]]:
+def weight_matrices(model: HookedModel) -> list[tuple[int | None, str, Tensor]]:
     """Every weight matrix of ``model`` as ``(layer, name, 2-D matrix)``, heads merged
     (no ``W_pos`` where the positional embedding is not learned, e.g. rotary; no
     ``W_in``, ``W_out`` in an attention-only or mixture-of-experts model)."""
+    check_model(model)
     out: list[tuple[int | None, str, Tensor]] = [(None, "W_E", merged_weight(model, "W_E"))]
     if hasattr(model, "pos_embed"):
         out.append((None, "W_pos", merged_weight(model, "W_pos")))
@@ -117,7 +126,7 @@ def weight_matrices(model: HookedTransformer) -> list[tuple[int | None, str, Ten
     return out
 
 
-def weight_stable_ranks(model: HookedTransformer) -> pd.DataFrame:
+def weight_stable_ranks(model: HookedModel) -> pd.DataFrame:
     """One row per weight matrix: layer, name, shape, stable_rank, spectral_norm, frobenius_norm."""
     rows = []
     for layer, name, matrix in weight_matrices(model):

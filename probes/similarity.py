@@ -48,11 +48,11 @@ import plotly.graph_objects as go
 import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
-from transformer_lens import HookedTransformer
 
 from interp_init.data import AnchorDataset
 from interp_init.tasks import ANCHORS, KEY_HIGH, KEY_LOW, N_KEY_POSITIONS, SEQ_LEN, SHIFTS, composite
 from probes._common import as_tokens, check_dataset, check_finite, check_index, check_int, check_layer, run_capturing
+from probes.protocol import HookedModel, require_hooks
 
 NAMED_POSITIONS = ("key", "first_anchor", "second_anchor", "last")
 
@@ -195,21 +195,21 @@ def _anchor_pair(pair: object) -> tuple[int, int]:
     return check_int(first, "each anchor"), check_int(second, "each anchor")
 
 
-def _after_attention(model: HookedTransformer, layer: int) -> str:
+def _after_attention(model: HookedModel, layer: int) -> str:
     """The hook holding the residual stream after layer ``layer``'s attention (and before its MLP)."""
     name = f"blocks.{layer}.hook_resid_mid"
-    if name in model.hook_dict:
-        return name
-    if model.cfg.attn_only:
+    if getattr(model.cfg, "parallel_attn_mlp", False):
+        raise ValueError(
+            f"this model has no {name}, the residual stream between layer {layer}'s attention and MLP (attention and MLP run in parallel); "
+            f"compare another activation with cosine_similarity_matrix and equal_mask, e.g. blocks.{layer}.hook_resid_post"
+        )
+    if getattr(model.cfg, "attn_only", False):
         return f"blocks.{layer}.hook_resid_post"  # no MLP: the block's output is resid_pre + attention
-    why = " (attention and MLP run in parallel)" if model.cfg.parallel_attn_mlp else ""
-    raise ValueError(
-        f"this model has no {name}, the residual stream between layer {layer}'s attention and MLP{why}; "
-        f"compare another activation with cosine_similarity_matrix and equal_mask, e.g. blocks.{layer}.hook_resid_post"
-    )
+    require_hooks(model, [name], "residual_similarity (the stream between attention and MLP)")
+    return name
 
 
-def _vectors_at(model: HookedTransformer, dataset: AnchorDataset, name: str, position: str | int) -> Float[Tensor, "n d"]:
+def _vectors_at(model: HookedModel, dataset: AnchorDataset, name: str, position: str | int) -> Float[Tensor, "n d"]:
     tokens = as_tokens(dataset.tokens, model)
     _, cache = run_capturing(model, tokens, [name])
     acts = cache[name].cpu()
@@ -221,7 +221,7 @@ def _vectors_at(model: HookedTransformer, dataset: AnchorDataset, name: str, pos
     return vectors
 
 
-def residual_similarity(model: HookedTransformer, dataset: AnchorDataset, layer: int = 1, position: str | int = "last") -> SimilarityResult:
+def residual_similarity(model: HookedModel, dataset: AnchorDataset, layer: int = 1, position: str | int = "last") -> SimilarityResult:
     """(a) Similarity of ``blocks.{layer}.hook_resid_mid`` at ``position``; equal cells: equal composite f.
 
     ``position``: an int or ``"key"``, ``"first_anchor"``, ``"second_anchor"``, ``"last"``.
@@ -238,7 +238,7 @@ def residual_similarity(model: HookedTransformer, dataset: AnchorDataset, layer:
     return SimilarityResult(sim, mask, _inputs_frame(dataset, target), _score(sim, mask), name, position)
 
 
-def value_similarity(model: HookedTransformer, dataset: AnchorDataset, layer: int = 1, position: str | int = "first_anchor") -> SimilarityResult:
+def value_similarity(model: HookedModel, dataset: AnchorDataset, layer: int = 1, position: str | int = "first_anchor") -> SimilarityResult:
     """(b) Similarity of ``blocks.{layer}.attn.hook_v`` (heads merged) at ``position``; equal cells: equal g(x; a1).
 
     Attention is causal, so the value vector at the first anchor's position does not
@@ -248,6 +248,7 @@ def value_similarity(model: HookedTransformer, dataset: AnchorDataset, layer: in
     dataset = check_dataset(dataset)
     layer = check_layer(model, layer)
     name = f"blocks.{layer}.attn.hook_v"
+    require_hooks(model, [name], "value_similarity")
     shift = torch.tensor([SHIFTS.get(int(a), 0) for a in dataset.anchor_pairs[:, 0].cpu().tolist()], dtype=torch.int64)
     target = dataset.keys.cpu() + shift
     sim = cosine_similarity_matrix(_vectors_at(model, dataset, name, position))

@@ -1,0 +1,278 @@
+"""Every probe on the TransformerLens line that is installed, against a hand-written forward pass.
+
+The default suite runs this file on TransformerLens 3.x (a ``HookedTransformer`` built by
+TransformerLens itself); ``.ci/run`` runs it again in ``.venv-tl4`` (transformer-lens 4.3)
+on a ``TransformerBridge.boot_native`` model, where the old hook names are aliases and a
+hook reports its new name.  The reference is a pre-LN transformer written out here in plain
+torch from the model's weights; its logits must equal the model's, so the weights it reads
+are the ones the model runs.  TransformerLens' classes are imported only inside ``build``;
+nothing of ``training`` and not ``tests/helpers.py`` (both need 3.x).
+"""
+
+from __future__ import annotations
+
+import math
+from importlib.metadata import version
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import probes
+from interp_init.data import make_dataset
+
+#: 4 on the 4.x line (TransformerBridge, no HookedTransformer), 3 on the 3.x line.
+LINE = int(version("transformer-lens").split(".")[0])
+SHAPE = dict(n_layers=2, d_model=16, n_heads=2, d_head=8, d_mlp=32, n_ctx=9, d_vocab=201, act_fn="relu", normalization_type="LN")
+
+
+def build(**overrides) -> torch.nn.Module:
+    """A random 2-layer pre-LN model of the installed line (a 3.x HookedTransformer or a 4.x boot_native bridge)."""
+    kwargs = {**SHAPE, **overrides}
+    if LINE == 4:
+        from transformer_lens import TransformerBridge, TransformerBridgeConfig
+
+        model = TransformerBridge.boot_native(TransformerBridgeConfig(**kwargs, seed=0))
+    else:
+        from transformer_lens import HookedTransformer, HookedTransformerConfig
+
+        from interp_init import quiet_deprecation
+
+        with quiet_deprecation():
+            model = HookedTransformer(HookedTransformerConfig(**kwargs, seed=0))
+    return model.eval()
+
+
+@pytest.fixture(scope="module")
+def model() -> torch.nn.Module:
+    return build()
+
+
+@pytest.fixture(scope="module")
+def tokens() -> torch.Tensor:
+    return torch.randint(20, 100, (5, 9), generator=torch.Generator().manual_seed(1))
+
+
+def n_hooks(model) -> int:
+    points = {id(hp): hp for hp in model.hook_dict.values()}.values()
+    return sum(len(getattr(hp, "fwd_hooks", [])) + len(hp._forward_hooks) for hp in points)
+
+
+def layer_norm(x: torch.Tensor, ln, eps: float) -> torch.Tensor:
+    x = x - x.mean(-1, keepdim=True)
+    return x / (x.pow(2).mean(-1, keepdim=True) + eps).sqrt() * ln.w + ln.b
+
+
+def hand_forward(model, tokens: torch.Tensor, hide: torch.Tensor | None = None, renormalize: bool = False) -> dict[str, torch.Tensor]:
+    """The model's forward pass written out: every activation by its (3.x) name, and the logits.
+
+    ``hide`` ``[batch, query, source]`` zeroes those attention weights after the softmax in
+    every layer and head (then rescales the rows to sum to 1 if ``renormalize``; a row with
+    nothing left stays 0)."""
+    cfg, eps = model.cfg, getattr(model.cfg, "eps", 1e-5)
+    n_pos = tokens.shape[1]
+    with torch.no_grad():
+        x = model.W_E[tokens] + model.W_pos[:n_pos]
+        out: dict[str, torch.Tensor] = {}
+        causal = torch.ones(n_pos, n_pos, dtype=torch.bool).tril()
+        for layer, block in enumerate(model.blocks):
+            attn = block.attn
+            h = layer_norm(x, block.ln1, eps)
+            q = torch.einsum("bpd,hde->bphe", h, attn.W_Q) + attn.b_Q
+            k = torch.einsum("bpd,hde->bphe", h, attn.W_K) + attn.b_K
+            v = torch.einsum("bpd,hde->bphe", h, attn.W_V) + attn.b_V
+            scores = torch.einsum("bqhe,bkhe->bhqk", q, k) / math.sqrt(cfg.d_head)
+            pattern = scores.masked_fill(~causal, float("-inf")).softmax(-1)
+            if hide is not None:
+                pattern = pattern.masked_fill(hide[:, None], 0.0)
+                if renormalize:  # a row left with nothing to attend to stays 0
+                    total = pattern.sum(-1, keepdim=True)
+                    pattern = torch.where(total > 0, pattern / total.clamp_min(1e-30), pattern)
+            z = torch.einsum("bhqk,bkhe->bqhe", pattern, v)
+            x = x + torch.einsum("bqhe,hed->bqd", z, attn.W_O) + attn.b_O
+            out[f"blocks.{layer}.attn.hook_pattern"], out[f"blocks.{layer}.attn.hook_v"] = pattern, v
+            out[f"blocks.{layer}.hook_resid_mid"] = x
+            h = layer_norm(x, block.ln2, eps)
+            x = x + torch.relu(h @ block.mlp.W_in + block.mlp.b_in) @ block.mlp.W_out + block.mlp.b_out
+            out[f"blocks.{layer}.hook_resid_post"] = x
+        out["logits"] = layer_norm(x, model.ln_final, eps) @ model.W_U + model.b_U
+    return out
+
+
+def cosines(vectors: torch.Tensor) -> torch.Tensor:
+    vectors = vectors.double()
+    return F.cosine_similarity(vectors[:, None], vectors[None], dim=-1)
+
+
+def hide_at(positions: torch.Tensor, n_pos: int = 9) -> torch.Tensor:
+    """``[batch, query, source]``: each sample's source ``positions[i]`` hidden from every query."""
+    return F.one_hot(positions, n_pos).bool()[:, None, :].expand(-1, n_pos, -1)
+
+
+def test_the_hand_forward_is_the_models_forward(model, tokens):
+    with torch.no_grad():
+        torch.testing.assert_close(hand_forward(model, tokens)["logits"], model(tokens, return_type="logits"), atol=1e-4, rtol=1e-4)
+
+
+def test_attention_patterns_and_information_flow(model, tokens):
+    hand = hand_forward(model, tokens)
+    patterns = probes.attention_patterns(model, tokens)
+    for layer in range(2):
+        torch.testing.assert_close(patterns[layer], hand[f"blocks.{layer}.attn.hook_pattern"], atol=1e-5, rtol=1e-5)
+    edges = probes.information_flow(model, tokens)
+    summed = hand["blocks.1.attn.hook_pattern"].double().sum(1)  # [batch, q, k], heads summed
+    row = edges[(edges["layer"] == 1) & (edges["head"].astype(str) == "sum") & (edges["query"] == 8) & (edges["source"] == 3)].iloc[0]
+    assert row["weight"] == pytest.approx(float(summed[:, 8, 3].mean()), abs=1e-5)
+    assert row["std"] == pytest.approx(float(summed[:, 8, 3].std(correction=0)), abs=1e-5)
+    assert probes.top_paths(edges, threshold=0.0, top=1)["path"].iloc[0][-1] == 8
+    assert n_hooks(model) == 0
+
+
+@pytest.mark.parametrize("renormalize", [False, True])
+def test_masked_run_equals_the_hand_forward_with_the_weights_zeroed(model, tokens, renormalize):
+    sources = torch.tensor([0, 3, 5, 8, 2])
+    run = probes.masked_run(model, tokens, sources, renormalize=renormalize, names=["blocks.1.hook_resid_post"])
+    hand = hand_forward(model, tokens, hide_at(sources), renormalize=renormalize)
+    torch.testing.assert_close(run.logits, hand["logits"], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(run.cache["blocks.1.hook_resid_post"], hand["blocks.1.hook_resid_post"], atol=1e-4, rtol=1e-4)
+    assert float((run.logits - hand_forward(model, tokens)["logits"]).abs().max()) > 1e-3  # the mask did something
+    assert n_hooks(model) == 0
+
+
+def test_mask_key_and_second_anchor_capture_under_the_names_asked_for(model):
+    data = make_dataset("symmetric", "train", n=12, seed=0)
+    key = probes.mask_key(model, data)
+    assert list(key.cache) == ["blocks.1.hook_resid_post"]
+    hand = hand_forward(model, data.tokens, hide_at(data.key_positions))
+    torch.testing.assert_close(key.last_position("blocks.1.hook_resid_post"), hand["blocks.1.hook_resid_post"][:, -1], atol=1e-4, rtol=1e-4)
+    names = ["blocks.1.hook_resid_mid", "blocks.0.attn.hook_pattern"]
+    second = probes.mask_second_anchor(model, data, names=names)
+    assert sorted(second.cache) == sorted(names)
+    hand = hand_forward(model, data.tokens, hide_at(data.key_positions + 2))
+    for name in names:
+        torch.testing.assert_close(second.cache[name], hand[name], atol=1e-4, rtol=1e-4)
+
+
+def test_similarities_are_cosines_of_the_hand_vectors(model):
+    grid = probes.input_grid(range(30, 41), [(3, 3), (2, 2), (1, 2)], seed=0)
+    hand = hand_forward(model, grid.tokens)
+    residual = probes.residual_similarity(model, grid)
+    torch.testing.assert_close(residual.similarity, cosines(hand["blocks.1.hook_resid_mid"][:, -1]), atol=1e-6, rtol=1e-6)
+    assert residual.name == "blocks.1.hook_resid_mid" and not math.isnan(residual.score)
+    grid = probes.input_grid(range(30, 40), [(a, 1) for a in (1, 2, 3, 4)], key_position=1, seed=0)
+    value = probes.value_similarity(model, grid)
+    v = hand_forward(model, grid.tokens)["blocks.1.attn.hook_v"][:, 2].reshape(len(grid), -1)  # first anchor at 1 + 1
+    torch.testing.assert_close(value.similarity, cosines(v), atol=1e-6, rtol=1e-6)
+
+
+def test_weights_ranks_spectra_and_condensation_match_numpy(model):
+    w_q = np.concatenate([model.blocks[0].attn.W_Q.detach().numpy()[h] for h in range(2)], axis=1)  # [d_model, heads * d_head]
+    s = np.linalg.svd(w_q.astype(np.float64), compute_uv=False)
+    np.testing.assert_allclose(probes.merged_weight(model, "W_Q", 0).numpy(), w_q)
+    assert probes.stable_rank(probes.merged_weight(model, "W_Q", 0)) == pytest.approx(float((s**2).sum() / s[0] ** 2))
+    table = probes.weight_stable_ranks(model)
+    assert len(table) == 3 + 2 * 6  # W_E, W_pos, W_U and six per layer
+    row = table[(table["name"] == "W_Q") & (table["layer"] == 0)].iloc[0]
+    assert row["stable_rank"] == pytest.approx(float((s**2).sum() / s[0] ** 2)) and row["spectral_norm"] == pytest.approx(s[0])
+    spectra = probes.singular_value_spectra(model)
+    np.testing.assert_allclose(spectra[spectra["matrix"] == "L0 W_Q"]["singular_value"].to_numpy(), s, rtol=1e-6)
+    units = w_q.T.astype(np.float64) / np.linalg.norm(w_q.T.astype(np.float64), axis=1, keepdims=True)
+    np.testing.assert_allclose(probes.condensation(probes.merged_weight(model, "W_Q", 0).T).similarity, units @ units.T, atol=1e-10)
+    w_in = model.blocks[1].mlp.W_in.detach().numpy()
+    np.testing.assert_allclose(probes.merged_weight(model, "W_in", 1).numpy(), w_in)
+
+
+def test_embedding_pca_matches_the_covariance(model):
+    result = probes.embedding_pca(model)
+    emb = model.W_E.detach().numpy()[20:100].astype(np.float64)
+    np.testing.assert_allclose(result.eigenvalues, np.sort(np.linalg.eigvalsh(np.cov(emb, rowvar=False)))[::-1].clip(0), rtol=1e-8, atol=1e-12)
+
+
+def test_attention_view(model, tokens, tmp_path):
+    view = probes.attention_html(model, tokens[0], tmp_path / "a.html")
+    assert "L1H1" in str(view) and (tmp_path / "a.html").is_file()
+    assert n_hooks(model) == 0
+
+
+def test_captures_are_keyed_by_the_name_asked_for_not_the_name_a_hook_reports(tokens):
+    """On 4.x ``blocks.1.hook_resid_post`` is an alias whose hook reports ``blocks.1.hook_out``;
+    on 3.x the hook points are renamed here to the same effect."""
+    model = build()
+    asked = ["blocks.1.hook_resid_post", "blocks.0.hook_resid_mid", "blocks.1.attn.hook_v"]
+    reported = {}
+
+    def note(activation, hook, name):
+        reported[name] = hook.name
+
+    if LINE == 3:
+        for name in asked:
+            model.hook_dict[name].name = "renamed." + name
+    with torch.no_grad(), model.hooks(fwd_hooks=[(n, lambda a, hook, n=n: note(a, hook, n)) for n in asked]):
+        model(tokens, return_type="logits")
+    assert reported["blocks.1.hook_resid_post"] != "blocks.1.hook_resid_post"  # what a hook.name-keyed capture would file it under
+    run = probes.masked_run(model, tokens, 2, names=asked)
+    assert sorted(run.cache) == sorted(asked)
+    hand = hand_forward(model, tokens, hide_at(torch.full((5,), 2)))
+    for name in asked:
+        torch.testing.assert_close(run.cache[name], hand[name], atol=1e-4, rtol=1e-4)
+    data = make_dataset("symmetric", "train", n=6, seed=0)
+    assert probes.mask_key(model, data).last_position("blocks.1.hook_resid_post").shape == (6, 16)
+    assert probes.residual_similarity(model, probes.input_grid(range(30, 36), [(3, 3), (2, 2)], seed=0)).similarity.shape == (12, 12)
+    assert probes.value_similarity(model, probes.input_grid(range(30, 36), [(3, 3), (2, 2)], seed=0)).similarity.shape == (12, 12)
+
+
+def _one_line(error: pytest.ExceptionInfo) -> str:
+    message = str(error.value)
+    assert "\n" not in message and message
+    return message
+
+
+def test_a_missing_hook_point_is_one_line_naming_it(tokens, monkeypatch):
+    model = build()
+    kept = {name: point for name, point in model.hook_dict.items() if not name.endswith(("hook_pattern", "hook_v", "hook_resid_mid"))}
+    if isinstance(getattr(type(model), "hook_dict", None), property):  # 4.x: computed from the modules
+        monkeypatch.setattr(type(model), "hook_dict", property(lambda self: kept))
+    else:
+        monkeypatch.setattr(model, "hook_dict", kept)
+    data = make_dataset("symmetric", "train", n=6, seed=0)
+    grid = probes.input_grid(range(30, 36), [(3, 3), (2, 2)], seed=0)
+    for call, missing in [
+        (lambda: probes.masked_run(model, tokens, 2), "blocks.0.attn.hook_pattern"),
+        (lambda: probes.mask_key(model, data), "blocks.0.attn.hook_pattern"),
+        (lambda: probes.information_flow(model, tokens), "blocks.0.attn.hook_pattern"),
+        (lambda: probes.residual_similarity(model, grid), "blocks.1.hook_resid_mid"),
+        (lambda: probes.value_similarity(model, grid), "blocks.1.attn.hook_v"),
+    ]:
+        with pytest.raises(ValueError) as error:
+            call()
+        assert missing in _one_line(error)
+
+
+def test_a_missing_weight_is_one_line_naming_it(monkeypatch):
+    rotary = build(positional_embedding_type="rotary", rotary_dim=8) if LINE == 3 else build(positional_embedding_type="rotary")
+    with pytest.raises(ValueError) as error:
+        probes.merged_weight(rotary, "W_pos")
+    assert "W_pos does not exist" in _one_line(error)
+    assert "W_pos" not in set(probes.weight_stable_ranks(rotary)["name"])
+    attn_only = build(attn_only=True)
+    with pytest.raises(ValueError) as error:
+        probes.merged_weight(attn_only, "W_in", 0)
+    assert "attention-only" in _one_line(error)
+
+    model = build()
+
+    def unsupported(self):
+        raise NotImplementedError("this adapter cannot split the fused query-key-value weight\nmore detail")
+
+    monkeypatch.setattr(type(model.blocks[0].attn), "W_Q", property(unsupported), raising=False)  # 3.x: a parameter, 4.x: a property
+    for call in (lambda: probes.merged_weight(model, "W_Q", 0), lambda: probes.weight_stable_ranks(model), lambda: probes.singular_value_spectra(model)):
+        with pytest.raises(ValueError) as error:
+            call()
+        assert "blocks.0.attn.W_Q" in _one_line(error) and "fused" in str(error.value)
+
+
+def test_something_that_is_not_a_transformerlens_model_is_one_line():
+    with pytest.raises(ValueError) as error:
+        probes.information_flow(torch.nn.Linear(2, 2), torch.zeros(1, 3, dtype=torch.long))
+    assert "hook_dict" in _one_line(error)
