@@ -8,16 +8,24 @@ the architectures (built in: ``standard``, ``journal``, ``neurips``) are registe
 their samples; :class:`~interp_init.runfolder.RunFolder` owns a run's folder and
 ``load_model`` returns its trained model.
 
-The names below are imported on first use (PEP 562 ``__getattr__``): the configs and the
-task definitions (``interp_init.config``, ``interp_init.tasks``) import neither torch nor
-TransformerLens, so the command line's ``--help`` stays fast.
+``__version__`` is the installed package's version, from its metadata.  The names below
+are imported on first use (PEP 562 ``__getattr__``): the configs and the task definitions
+(``interp_init.config``, ``interp_init.tasks``) import neither torch nor TransformerLens, so
+the command line's ``--help`` stays fast.
 """
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
 from types import ModuleType
 
 from interp_init.lazy import lazy_attributes
+
+try:
+    #: The installed distribution's version (``interp-init --version`` prints the same).
+    __version__ = version("interp-init")
+except PackageNotFoundError:  # a source tree that was never installed (pip install -e . installs it)
+    __version__ = "0+unknown"
 
 _ARCHITECTURES = ("Architecture", "JournalBlock", "PostLNBlock", "architecture_names", "architecture_of", "get_architecture", "register_architecture")
 _CONFIG = ("CONVENTIONS", "InitConfig", "ModelConfig")

@@ -31,6 +31,7 @@ from typing import Any
 
 import click
 
+import interp_init
 from interp_init.tasks import TASKS
 from training.config import PRECISIONS, PRESETS, SECTIONS
 from training.phase.names import FIGURE_NAMES, ID_THRESHOLD, LOSS_THRESHOLD, OOD_THRESHOLD, PAIR_ACC_THRESHOLD
@@ -124,6 +125,7 @@ def default_preset(device: str) -> tuple[str, str]:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(interp_init.__version__, "--version", prog_name="interp-init", message="%(prog)s %(version)s", help="Print the installed version (from the package metadata) and exit.")
 def cli() -> None:
     """Train gamma-initialized transformers on anchor functions and probe what they learned.
 
