@@ -31,10 +31,10 @@ FIG3_INPUT = torch.tensor([35, 63, 99, 4, 3, 38, 42, 36, 62])
 
 
 @click.command()
-@click.option("--preset", default=DEFAULT_PRESET, show_default=True, help=f"One of {sorted(PRESETS)}.")
-@click.option("--out", default="runs/examples", show_default=True, type=click.Path(file_okay=False, path_type=Path))
-@click.option("--seed", default=0, show_default=True, type=int)
-@click.option("--device", default="auto", show_default=True)
+@click.option("--preset", type=click.Choice(sorted(PRESETS)), default=DEFAULT_PRESET, show_default=True, help="Size: tiny = seconds (learns little), cpu = minutes per model on a CPU, paper = the papers' scale (for a GPU).")
+@click.option("--out", default="runs/examples", show_default=True, type=click.Path(file_okay=False, path_type=Path), help="Folder for the run folders and the report (finished runs are read back, not retrained).")
+@click.option("--seed", default=0, show_default=True, type=int, help="Run seed of every model trained.")
+@click.option("--device", default="auto", show_default=True, help="Where to train: auto (CUDA when available, else CPU), cpu, cuda or cuda:N.")
 @click.option("--per-pair", default=20, show_default=True, type=int, help="Probe inputs per anchor pair.")
 def main(preset: str, out: Path, seed: int, device: str, per_pair: int) -> None:
     rows, run_dirs = [], []

@@ -9,7 +9,7 @@ reaches a threshold within its epochs is left out of that mean (pass
 ``--loss-threshold`` to read the curves at a looser loss).
 
     python examples/phase_complexity.py --out runs/phase-complexity --workers 2
-    python examples/phase_complexity.py --out /tmp/complexity --scale tiny   # seconds, for a smoke test
+    python examples/phase_complexity.py --out /tmp/complexity --preset tiny   # seconds, for a smoke test
 """
 
 from __future__ import annotations
@@ -19,26 +19,44 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from training.phase import aggregate, fig_complexity_epochs, fig_pair_epochs, write_html
-from training.sweep import LOSS_THRESHOLD, SweepOptions, collect_results, load_preset, run_sweep
+from training.sweep import LOSS_THRESHOLD, SweepOptions, SweepSpec, collect_results, load_preset, run_sweep
 
 PRESET = "complexity-cpu"
+#: --preset -> the sweep preset it runs (tiny: the cpu one's smoke test).
+SPECS = {"tiny": PRESET, "cpu": PRESET, "paper": "complexity-paper"}
+OUT = "runs/phase-complexity"
 AXES = ("gamma", "k")
 
 
-def main(argv: Sequence[str] | None = None) -> Path:
+def parser() -> argparse.ArgumentParser:
+    """The walkthroughs' options: ``--preset``, ``--out``, ``--seed``, ``--device`` (as every walkthrough), and the sweep's own."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="runs/phase-complexity", help="Sweep folder (resumed if it exists).")
-    parser.add_argument("--scale", choices=("cpu", "tiny"), default="cpu", help="tiny: a seconds-long smoke run.")
+    parser.add_argument("--preset", choices=tuple(SPECS), default="cpu", help="Size: tiny = a seconds-long smoke run (2 x 2 cells, one seed), cpu = complexity-cpu, paper = complexity-paper (for a GPU).")
+    parser.add_argument("--out", default=OUT, help="Sweep folder (resumed if it exists).")
+    parser.add_argument("--seed", type=int, default=0, help="First seed: the sweep's seeds become SEED, SEED+1, ... (as many as the preset has).")
+    parser.add_argument("--device", default="auto", help="Where to train: auto (CUDA when available, else CPU), cpu, cuda or cuda:N.")
     parser.add_argument("--workers", type=int, default=1, help="Parallel runs (process pool); 1 = sequential.")
     parser.add_argument("--loss-threshold", type=float, default=LOSS_THRESHOLD, help="Training loss that counts as fitted.")
     parser.add_argument("--quiet", action="store_true", help="No progress bar.")
-    args = parser.parse_args(argv)
+    return parser
 
-    spec = load_preset(PRESET)
-    if args.scale == "tiny":
+
+def sweep_spec(preset: str, seed: int) -> SweepSpec:
+    """The sweep preset of ``preset`` (tiny: the cpu one's smoke test), its seeds starting at ``seed``."""
+    spec = load_preset(SPECS[preset])
+    if preset == "tiny":
         spec = spec.smoke_test(AXES)
-    print(f"{PRESET} ({args.scale} scale): {spec.size} runs into {args.out}")
-    run_sweep(spec, args.out, SweepOptions(workers=args.workers, progress=not args.quiet))
+    if "seed" in spec.grid:
+        return spec.with_overrides(grid={"seed": [seed + i for i in range(len(spec.grid["seed"]))]})
+    return spec.with_overrides(base={"seed": seed})
+
+
+def main(argv: Sequence[str] | None = None) -> Path:
+    args = parser().parse_args(argv)
+
+    spec = sweep_spec(args.preset, args.seed)
+    print(f"{SPECS[args.preset]} ({args.preset} scale): {spec.size} runs into {args.out}")
+    run_sweep(spec, args.out, SweepOptions(workers=args.workers, device=args.device, progress=not args.quiet))
     table = collect_results(args.out, loss_threshold=args.loss_threshold)
 
     cells = aggregate(table, ["epochs_to_loss", "final_loss"], cell=["gamma", "n_layers", "k"])

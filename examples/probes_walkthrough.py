@@ -1,11 +1,12 @@
 """Every probe on a small-init and a large-init model, figures written as HTML.
 
 Trains two models with the ``tiny`` preset (seconds on a CPU; they learn little, so the
-numbers only show the pipeline) unless run folders are given, then writes into ``--out``:
-one HTML file per figure (sharing one offline ``plotly.min.js``), the circuitsvis
-attention page of the NeurIPS input, and ``summary.csv`` with the probes' numbers.
+numbers only show the pipeline; ``--preset cpu`` trains models that learn, minutes each)
+unless run folders are given, then writes into ``--out``: one HTML file per figure
+(sharing one offline ``plotly.min.js``), the circuitsvis attention page of the NeurIPS
+input, and ``summary.csv`` with the probes' numbers.
 
-    python examples/probes_walkthrough.py --out probes_out/
+    python examples/probes_walkthrough.py --out probes_out/ --preset tiny --seed 0 --device cpu
     python examples/probes_walkthrough.py --run small=runs/g08 --run large=runs/g03
 """
 
@@ -18,8 +19,8 @@ import pandas as pd
 import torch
 
 import probes
-from interp_init import load_model
-from training import make_dataset, make_run_config, train
+from interp_init import load_model, resolve_device
+from training import PRESETS, make_dataset, make_run_config, train
 
 #: The NeurIPS paper's Fig. 3 input: key 99 at position 2, pair (4, 3).
 FIG3_INPUT = [35, 63, 99, 4, 3, 38, 42, 36, 62]
@@ -80,22 +81,25 @@ def run_probes(model, label: str, out: Path) -> dict:
 
 
 @click.command()
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("probes_out"), show_default=True)
-@click.option("--run", "runs", multiple=True, metavar="LABEL=RUN_DIR", help="a trained run folder (repeatable); default: train two tiny models")
-@click.option("--seed", type=int, default=0, show_default=True)
-def main(out: Path, runs: tuple[str, ...], seed: int) -> None:
+@click.option("--preset", type=click.Choice(sorted(PRESETS)), default="tiny", show_default=True, help="Size of the two models trained when no --run is given: tiny = seconds (learns little), cpu = minutes per model, paper = the papers' scale (for a GPU).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("probes_out"), show_default=True, help="Folder for the figures, summary.csv and the trained runs.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Run seed of the two models trained.")
+@click.option("--device", default="auto", show_default=True, help="Where to train and probe: auto (CUDA when available, else CPU), cpu, cuda or cuda:N.")
+@click.option("--run", "runs", multiple=True, metavar="LABEL=RUN_DIR", help="A trained run folder to probe instead (repeatable).")
+def main(preset: str, out: Path, seed: int, device: str, runs: tuple[str, ...]) -> None:
     torch.set_num_threads(1)
     out.mkdir(parents=True, exist_ok=True)
+    where = str(resolve_device(device))
     models = {}
     for spec in runs:
         label, sep, run_dir = spec.partition("=")
         if not sep or not label or not run_dir:
             raise click.BadParameter(f"expected LABEL=RUN_DIR, got {spec!r}", param_hint="--run")
-        models[label] = load_model(run_dir)
+        models[label] = load_model(run_dir, device=where)
     if not models:
         for label, gamma in DEFAULT_GAMMAS.items():
-            cfg = make_run_config("tiny", gamma=gamma, seed=seed)
-            models[f"{label}_init"] = train(cfg, out / "runs" / f"{label}_init", device="cpu", progress=False).model
+            cfg = make_run_config(preset, gamma=gamma, seed=seed)
+            models[f"{label}_init"] = train(cfg, out / "runs" / f"{label}_init", device=where, progress=False).model
     summary = pd.DataFrame([run_probes(model.eval(), label, out) for label, model in models.items()])
     summary.to_csv(out / "summary.csv", index=False)
     click.echo(summary.to_string(index=False))

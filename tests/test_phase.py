@@ -255,7 +255,7 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 def test_walkthrough_runs_at_tiny_scale(script, tmp_path, capsys):
     module = runpy.run_path(str(EXAMPLES / script), run_name="walkthrough")
     assert load_preset(module["PRESET"]).preset == "cpu"  # the real walkthrough uses the cpu run preset
-    out = module["main"](["--out", str(tmp_path), "--scale", "tiny", "--quiet"])
+    out = module["main"](["--out", str(tmp_path), "--preset", "tiny", "--quiet"])
     assert out.is_file() and "<script src" not in out.read_text()
     table = pd.read_csv(tmp_path / "results.csv")
     assert len(table) == 4 and (table["status"] == "completed").all() and (table["preset"] == "tiny").all()
