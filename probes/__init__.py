@@ -9,18 +9,16 @@ separate ``plot_*`` functions.  Modules: :mod:`probes.masking` (attention maskin
 softmax, projections and cluster scores), :mod:`probes.flow` (information flow, top
 paths, circuitsvis HTML), :mod:`probes.similarity` (cosine-similarity heatmaps and block
 scores), :mod:`probes.geometry` (neuron condensation, embedding PCA, spectra),
-:mod:`probes.rank` (stable rank) and :mod:`probes.protocol` (what a model must offer).
+:mod:`probes.rank` (stable rank), :mod:`probes.protocol` (what a model must offer) and
+:mod:`probes.views` (circuit views for Jupyter and files; results as tables).
 Every module stands on :mod:`interp_init`'s data and tasks only.
 """
 
 from probes.flow import (
     attention_html,
     attention_patterns,
-    fix_self_closing_divs,
     information_flow,
-    offline_html,
     plot_flow,
-    standalone_html,
     token_labels,
     top_paths,
 )
@@ -58,13 +56,16 @@ from probes.similarity import (
     residual_similarity,
     value_similarity,
 )
+from probes.views import CircuitView, TableDisplay, fix_self_closing_divs, offline_html, standalone_html
 
 __all__ = [
+    "CircuitView",
     "Condensation",
     "EmbeddingPCA",
     "HookedModel",
     "MaskedRun",
     "SimilarityResult",
+    "TableDisplay",
     "attention_html",
     "attention_patterns",
     "block_score",

@@ -13,9 +13,10 @@ the inferential solution first moves the key onto each anchor (Fig. 3a vs 3c).
 Shapes: ``tokens [batch, pos]`` (or ``[pos]``); :func:`information_flow` returns a
 DataFrame with one row per (layer, head or "sum", source <= query); :func:`top_paths`
 a DataFrame with one row per path (``path``: positions at levels 0..n_layers).
-:func:`attention_html` writes one input's patterns with circuitsvis as a self-contained
-HTML file (the JavaScript inlined: it renders with no network, unlike circuitsvis'
-``str()`` which loads it from a CDN).
+:func:`attention_html` draws one input's patterns with circuitsvis as a
+:class:`~probes.views.CircuitView`: it displays itself in Jupyter and saves as a
+self-contained HTML file, both with the JavaScript inlined (it renders with no network,
+unlike circuitsvis' ``str()`` which loads it from a CDN).
 
 Example::
 
@@ -37,24 +38,21 @@ Example::
 
 from __future__ import annotations
 
-import html as html_lib
 import numbers
 import operator
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
-import circuitsvis.attention
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import torch
-from circuitsvis.utils.render import RenderedHTML
 from jaxtyping import Float, Int
 from torch import Tensor
 
 from probes._common import as_tokens, check_finite, check_index, check_int, check_number, run_capturing
 from probes.protocol import HookedModel, require_hooks
+from probes.views import CircuitView
 
 EDGE_COLUMNS = ["layer", "head", "source", "query", "weight", "std"]
 
@@ -223,41 +221,19 @@ def plot_flow(
     return fig
 
 
-_SELF_CLOSED_DIV = re.compile(r'<div(\s+id="[^"]*"[^<>]*?)\s*/>')
-
-
-def fix_self_closing_divs(html: str) -> str:
-    """Rewrite circuitsvis' ``<div id="..." .../>`` to ``<div id="..." ...></div>``.
-
-    HTML has no self-closing ``div``: a browser reads ``<div/>`` as an open tag, so the
-    next view's elements end up inside it and are replaced when the first renders.
-    """
-    return _SELF_CLOSED_DIV.sub(r"<div\1></div>", html)
-
-
-def offline_html(rendered: RenderedHTML | str) -> str:
-    """The fragment of a circuitsvis view with its JavaScript inlined (no network), divs fixed."""
-    source = rendered.local_src if isinstance(rendered, RenderedHTML) else rendered
-    return fix_self_closing_divs(source)
-
-
-def standalone_html(fragments: Sequence[str], title: str = "Attention patterns") -> str:
-    """A complete HTML document holding the given fragments (e.g. from :func:`offline_html`)."""
-    body = "\n".join(fix_self_closing_divs(f) for f in fragments)
-    return f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{html_lib.escape(title)}</title></head>\n<body>\n<h2>{html_lib.escape(title)}</h2>\n{body}\n</body></html>\n'
-
-
 def attention_html(
     model: HookedModel,
     tokens: Int[Tensor, " pos"],
     path: str | Path | None = None,
     labels: Sequence[str] | None = None,
     title: str = "Attention patterns",
-) -> str:
-    """One input's attention patterns (every layer and head) as a self-contained HTML page.
+) -> CircuitView:
+    """One input's attention patterns (every layer and head) as a circuitsvis view.
 
-    Rendered with ``circuitsvis.attention.attention_heads`` (heads named ``L{l}H{h}``)
-    from its local JavaScript bundle.  Written to ``path`` if given; returns the HTML.
+    Drawn with circuitsvis' ``AttentionHeads`` (heads named ``L{l}H{h}``) from its local
+    JavaScript bundle: the returned :class:`~probes.views.CircuitView` displays itself in
+    Jupyter offline, ``.save(path)`` writes a self-contained page and ``.html()`` returns
+    it.  Written to ``path`` too if given.
     """
     tokens = as_tokens(tokens, model)
     if tokens.shape[0] != 1:
@@ -267,13 +243,13 @@ def attention_html(
         raise ValueError(f"labels has {len(labels)} entries for {tokens.shape[1]} positions")
     patterns = attention_patterns(model, tokens)[:, 0]  # [layer, head, q, k]
     n_layers, n_heads = patterns.shape[:2]
-    view = circuitsvis.attention.attention_heads(
-        attention=patterns.reshape(n_layers * n_heads, *patterns.shape[2:]).float().numpy(),
-        tokens=labels,
-        attention_head_names=[f"L{l}H{h}" for l in range(n_layers) for h in range(n_heads)],
-    )
-    document = standalone_html([offline_html(view)], title=title)
+    props = {
+        "attention": patterns.reshape(n_layers * n_heads, *patterns.shape[2:]).float().numpy(),
+        "tokens": labels,
+        "attentionHeadNames": [f"L{l}H{h}" for l in range(n_layers) for h in range(n_heads)],
+        "maskUpperTri": True,
+    }
+    view = CircuitView("AttentionHeads", props, title=title)
     if path is not None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(document, encoding="utf-8")
-    return document
+        view.save(path)
+    return view

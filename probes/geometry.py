@@ -58,10 +58,11 @@ from probes._common import check_finite, check_int
 from probes.protocol import HookedModel
 from probes.rank import merged_weight, singular_values, weight_matrices
 from probes.similarity import cosine_similarity_matrix
+from probes.views import TableDisplay
 
 
 @dataclass(frozen=True)
-class Condensation:
+class Condensation(TableDisplay):
     """Result of :func:`condensation`.
 
     Attributes:
@@ -84,6 +85,17 @@ class Condensation:
     @property
     def n_groups(self) -> int:
         return len(self.group_sizes)
+
+    def table(self) -> pd.DataFrame:
+        """One row per group: its size and rows (neurons), and the mean |cosine| (or cosine) within it."""
+        values = self.similarity if self.signed else np.abs(self.similarity)
+        rows = []
+        for group, size in enumerate(self.group_sizes):
+            members = np.flatnonzero(self.groups == group)
+            block = values[np.ix_(members, members)]
+            within = float((block.sum() - np.trace(block)) / (size * (size - 1))) if size > 1 else float("nan")
+            rows.append({"group": group, "size": size, "rows": members.tolist(), "mean similarity within": within})
+        return pd.DataFrame(rows)
 
     @property
     def reordered(self) -> np.ndarray:
@@ -145,7 +157,7 @@ def plot_condensation(result: Condensation, title: str | None = "Cosine similari
 
 
 @dataclass(frozen=True)
-class EmbeddingPCA:
+class EmbeddingPCA(TableDisplay):
     """Result of :func:`embedding_pca`.
 
     Attributes:
@@ -162,6 +174,14 @@ class EmbeddingPCA:
     eigenvalues: np.ndarray
     ordinal_score: float
     ordinal_component: str
+
+    def table(self) -> pd.DataFrame:
+        """One row: tokens, the variance PC1 and PC2 explain, and the ordinal score with its component."""
+        return pd.DataFrame([{
+            "tokens": len(self.coordinates), "PC1 variance": float(self.explained_variance_ratio[0]),
+            "PC2 variance": float(self.explained_variance_ratio[1]), "ordinal score": self.ordinal_score,
+            "ordinal component": self.ordinal_component,
+        }])  # fmt: skip
 
 
 def embedding_pca(model: HookedModel, tokens: Iterable[int] = range(20, 100)) -> EmbeddingPCA:

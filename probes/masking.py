@@ -61,12 +61,13 @@ from interp_init.data import AnchorDataset
 from interp_init.tasks import SHIFTS
 from probes._common import as_tokens, capture_hooks, check_dataset, check_finite, check_index, check_indices, check_int, check_number
 from probes.protocol import HookedModel, require_hooks
+from probes.views import TableDisplay
 
 SourcePositions = int | Sequence[int] | Sequence[Sequence[int]] | Tensor
 
 
 @dataclass(frozen=True)
-class MaskedRun:
+class MaskedRun(TableDisplay):
     """Result of :func:`masked_run`.
 
     Attributes:
@@ -80,6 +81,15 @@ class MaskedRun:
     logits: Float[Tensor, "batch pos d_vocab"]
     cache: dict[str, Tensor] = field(default_factory=dict)
     mask: Bool[Tensor, "batch query source"] | None = None
+
+    def table(self) -> pd.DataFrame:
+        """One row per tensor returned (the logits, then each captured activation): its shape."""
+        rows = [{"tensor": "logits", "shape": tuple(self.logits.shape)}]
+        rows += [{"tensor": name, "shape": tuple(value.shape)} for name, value in self.cache.items()]
+        frame = pd.DataFrame(rows)
+        if self.mask is not None:
+            frame["masked (query, source) pairs per sample"] = float(self.mask.sum(dim=(1, 2)).float().mean())
+        return frame
 
     def last_position(self, name: str | None = None) -> Float[Tensor, "batch d"]:
         """The last position's vector of activation ``name`` (``None``: the logits)."""

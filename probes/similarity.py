@@ -53,12 +53,13 @@ from interp_init.data import AnchorDataset
 from interp_init.tasks import ANCHORS, KEY_HIGH, KEY_LOW, N_KEY_POSITIONS, SEQ_LEN, SHIFTS, composite
 from probes._common import as_tokens, check_dataset, check_finite, check_index, check_int, check_layer, run_capturing
 from probes.protocol import HookedModel, require_hooks
+from probes.views import TableDisplay
 
 NAMED_POSITIONS = ("key", "first_anchor", "second_anchor", "last")
 
 
 @dataclass(frozen=True)
-class SimilarityResult:
+class SimilarityResult(TableDisplay):
     """A cosine-similarity matrix across inputs and its equal-target mask.
 
     Attributes:
@@ -76,6 +77,12 @@ class SimilarityResult:
     score: float
     name: str
     position: str | int
+
+    def table(self) -> pd.DataFrame:
+        """One row: the activation, the position, the number of inputs and of equal-target pairs, the block score."""
+        n = len(self.inputs)
+        pairs = (int(self.equal_target.sum()) - n) // 2
+        return pd.DataFrame([{"activation": self.name, "position": self.position, "inputs": n, "equal-target pairs": pairs, "block score": self.score}])
 
 
 def input_grid(

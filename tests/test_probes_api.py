@@ -49,7 +49,7 @@ def test_every_probe_runs_on_a_foreign_three_layer_multi_head_model(tmp_path):
     paths = probes.top_paths(edges, threshold=0.1)
     assert all(len(p) == 4 and p[-1] == 8 for p in paths["path"])
     assert probes.plot_flow(edges, probes.token_labels(data.tokens[0]), paths).data
-    html = probes.attention_html(model, data.tokens[0], tmp_path / "a.html")
+    html = probes.attention_html(model, data.tokens[0], tmp_path / "a.html").html()
     assert "L2H3" in html
 
     grid = probes.input_grid(range(30, 41), [(3, 3), (2, 2)], seed=0)

@@ -13,6 +13,7 @@ from helpers import foreign_model, n_hooks
 from transformer_lens import HookedTransformer
 
 from probes import (
+    CircuitView,
     attention_html,
     fix_self_closing_divs,
     information_flow,
@@ -103,16 +104,49 @@ def test_flow_figure(model, tokens):
 
 def test_attention_html_is_offline(model, tokens, tmp_path):
     path = tmp_path / "attention.html"
-    document = attention_html(model, tokens[0], path)
+    view = attention_html(model, tokens[0], path)
     saved = path.read_text(encoding="utf-8")
-    assert saved == document
+    assert saved.startswith("<!DOCTYPE html>") and str(view).startswith("<!DOCTYPE html>")
     assert not re.search(r"<script[^>]*\bsrc\s*=\s*[\"']?https?://", saved, flags=re.I)
     assert not re.search(r"""\bfrom\s*["']https?://""", saved)  # no ES-module import from a CDN
+    assert saved.count("data-circuitsvis-bundle") == 1 and "var CircuitsVis=" in saved
     assert "CircuitsVis.render(" in saved and "L1H2" in saved
     assert not re.search(r"<div[^>]*/>", saved.split("<script", 1)[0])
+    assert view.save(tmp_path / "again.html").read_text(encoding="utf-8").count("L1H2") == 1
     with pytest.raises(ValueError, match="one input"):
         attention_html(model, tokens, None)
     assert n_hooks(model) == 0
+
+
+def test_the_view_carries_the_patterns(model, tokens):
+    view = attention_html(model, tokens[0])
+    _, cache = model.run_with_cache(tokens[:1])
+    patterns = torch.stack([cache["pattern", layer][0] for layer in range(2)]).reshape(6, 9, 9)
+    np.testing.assert_allclose(view.props["attention"], patterns.numpy(), atol=1e-6)
+    assert view.props["attentionHeadNames"] == [f"L{l}H{h}" for l in range(2) for h in range(3)]
+    assert view.props["tokens"] == token_labels(tokens[0])
+
+
+class FakeShell:
+    """Stands for the IPython shell of one notebook."""
+
+
+def test_a_notebook_gets_the_bundle_once(model, tokens, monkeypatch):
+    import probes.views
+
+    shell = FakeShell()
+    monkeypatch.setattr(probes.views, "_notebook_shell", lambda: shell)
+    first, second = attention_html(model, tokens[0]), attention_html(model, tokens[1])
+    outputs = [first._repr_html_(), second._repr_html_(), first._repr_html_()]
+    assert [o.count("data-circuitsvis-bundle") for o in outputs] == [1, 0, 0]
+    assert all("window.CircuitsVis.render(" in o for o in outputs)
+    assert not any(re.search(r"<script[^>]*\bsrc\s*=|\bfrom\s*[\"']https?://", o, flags=re.I) for o in outputs)  # nothing fetched
+    CircuitView.bundle_again()
+    assert attention_html(model, tokens[2])._repr_html_().count("data-circuitsvis-bundle") == 1
+    monkeypatch.setattr(probes.views, "_notebook_shell", lambda: FakeShell())  # another notebook
+    assert first._repr_html_().count("data-circuitsvis-bundle") == 1
+    monkeypatch.setattr(probes.views, "_notebook_shell", lambda: None)  # outside IPython: every output renders alone
+    assert [first._repr_html_().count("data-circuitsvis-bundle") for _ in range(2)] == [1, 1]
 
 
 def test_fix_self_closing_divs_lets_two_views_coexist():

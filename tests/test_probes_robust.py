@@ -138,7 +138,7 @@ def test_attention_patterns_are_the_softmax_of_the_scaled_scores(kind: str) -> N
     torch.testing.assert_close(torch.tensor(summed["weight"].to_numpy()), mean_sum[tuple(torch.tensor(summed[c].to_numpy(int)) for c in ("layer", "query", "source"))])
     paths = top_paths(edges, threshold=0.0, top=3)
     assert len(paths) == 3 and all(len(p) == model.cfg.n_layers + 1 and p[-1] == n_pos - 1 for p in paths["path"])
-    assert f"L{model.cfg.n_layers - 1}H{model.cfg.n_heads - 1}" in attention_html(model, tokens[0])
+    assert f"L{model.cfg.n_layers - 1}H{model.cfg.n_heads - 1}" in attention_html(model, tokens[0]).html()
     assert n_hooks(model) == 0
 
 

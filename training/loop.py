@@ -87,6 +87,16 @@ class TrainResult:
     config: RunConfig
     finished: bool = True
 
+    def _repr_html_(self) -> str:
+        """In Jupyter, a one-row table: task, architecture, gamma, seed, status and the final numbers."""
+        import pandas as pd
+
+        final = {k: v for k, v in (self.metrics.get("final") or {}).items() if k != "per_pair"}  # per pair: metrics["final"]["per_pair"]
+        final = pd.json_normalize(final, sep=" ").to_dict("records")
+        row = {"task": self.config.data.task, "architecture": self.config.model.architecture, "gamma": self.config.init.gamma,
+               "seed": self.config.seed, "status": self.metrics.get("status"), **(final[0] if final else {})}  # fmt: skip
+        return f"<p><b>TrainResult</b></p>\n{pd.DataFrame([row]).to_html(index=False)}"
+
 
 @dataclass
 class Member:

@@ -1,0 +1,142 @@
+"""How probe results display: circuit views that show themselves in Jupyter offline, and tables.
+
+* :class:`CircuitView` is a circuitsvis view (:func:`probes.attention_html` returns one).
+  In Jupyter it displays itself (``_repr_html_``) with no network: circuitsvis' JavaScript
+  bundle (1.3 MB) is inlined once per notebook, in the output of the first view shown,
+  and every later view draws with it.  ``view.save(path)`` writes a self-contained page
+  (the bundle inlined once), ``view.html()`` returns that page, ``str(view)`` too.
+* :class:`TableDisplay` makes a result dataclass print as a table (``print(result)``) and
+  display as an HTML table in Jupyter, from its ``table()`` DataFrame.
+
+"Once per notebook" is remembered on the IPython shell that runs the notebook (one per
+kernel): a new kernel, or ``CircuitView.bundle_again()``, inlines it again.  Outside
+IPython every ``_repr_html_`` carries the bundle, so any one of them renders alone.
+"""
+
+from __future__ import annotations
+
+import html as html_lib
+import re
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import circuitsvis
+import pandas as pd
+from circuitsvis.utils.convert_props import convert_props
+from circuitsvis.utils.render import RenderedHTML
+
+#: The attribute of the IPython shell that records the bundle version already sent to its notebook.
+SHELL_FLAG = "_probes_circuitsvis_bundle"
+_SELF_CLOSED_DIV = re.compile(r'<div(\s+id="[^"]*"[^<>]*?)\s*/>')
+_SOURCE_MAP = re.compile(r"^\s*//# sourceMappingURL=.*$", re.MULTILINE)
+
+
+def fix_self_closing_divs(html: str) -> str:
+    """Rewrite circuitsvis' ``<div id="..." .../>`` to ``<div id="..." ...></div>``.
+
+    HTML has no self-closing ``div``: a browser reads ``<div/>`` as an open tag, so the
+    next view's elements end up inside it and are replaced when the first renders.
+    """
+    return _SELF_CLOSED_DIV.sub(r"<div\1></div>", html)
+
+
+def offline_html(rendered: RenderedHTML | str) -> str:
+    """The fragment of a circuitsvis view with its JavaScript inlined (no network), divs fixed."""
+    source = rendered.local_src if isinstance(rendered, RenderedHTML) else rendered
+    return fix_self_closing_divs(source)
+
+
+def standalone_html(fragments: Sequence[str], title: str = "Attention patterns") -> str:
+    """A complete HTML document holding the given fragments (e.g. from :func:`offline_html`)."""
+    body = "\n".join(fix_self_closing_divs(f) for f in fragments)
+    return f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{html_lib.escape(title)}</title></head>\n<body>\n<h2>{html_lib.escape(title)}</h2>\n{body}\n</body></html>\n'
+
+
+def bundle_script() -> str:
+    """circuitsvis' browser bundle as one classic ``<script>`` (it defines ``window.CircuitsVis``)."""
+    source = (Path(circuitsvis.__file__).parent / "dist" / "cdn" / "iife.js").read_text(encoding="utf-8")
+    source = _SOURCE_MAP.sub("", source).replace("</script", "<\\/script")  # no map to fetch; a closing tag would end the script
+    return f'<script data-circuitsvis-bundle="{circuitsvis.__version__}">\n{source}\n</script>'
+
+
+def _notebook_shell() -> object | None:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    return get_ipython()
+
+
+@dataclass(frozen=True)
+class CircuitView:
+    """One circuitsvis view: ``element`` (e.g. ``"AttentionHeads"``) drawn with ``props``.
+
+    ``props`` are the keyword arguments of the circuitsvis element, camel-cased as
+    circuitsvis passes them (``attentionHeadNames``, ...)."""
+
+    element: str
+    props: dict = field(repr=False)
+    title: str = "Attention patterns"
+
+    def fragment(self, with_bundle: bool) -> str:
+        """The view's ``<div>`` and the script that draws into it (after the bundle, if asked for).
+
+        The script waits for ``window.CircuitsVis`` (the bundle may come from an earlier
+        output); if it never comes it says so in the view's place."""
+        target = f"circuits-vis-{uuid.uuid4().hex[:13]}"
+        draw = f"""<div id="{target}" style="margin: 15px 0;"></div>
+<script>
+(function draw(tries) {{
+  if (window.CircuitsVis) {{ window.CircuitsVis.render("{target}", window.CircuitsVis.{self.element}, {convert_props(self.props)}); }}
+  else if (tries < 200) {{ setTimeout(function () {{ draw(tries + 1); }}, 50); }}
+  else {{ document.getElementById("{target}").textContent = "circuitsvis' JavaScript is not on this page: run CircuitView.bundle_again() and show the view again"; }}
+}})(0);
+</script>"""
+        return (bundle_script() + "\n" + draw) if with_bundle else draw
+
+    def html(self) -> str:
+        """A self-contained HTML page of this view (the bundle inlined; opens with no network)."""
+        return standalone_html([self.fragment(with_bundle=True)], title=self.title)
+
+    def save(self, path: str | Path) -> Path:
+        """Write :meth:`html` to ``path`` (parent folders created); returns the path."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.html(), encoding="utf-8")
+        return path
+
+    def _repr_html_(self) -> str:
+        shell = _notebook_shell()
+        if shell is None:
+            return self.fragment(with_bundle=True)
+        first = getattr(shell, SHELL_FLAG, None) != circuitsvis.__version__
+        if first:
+            setattr(shell, SHELL_FLAG, circuitsvis.__version__)
+        return self.fragment(with_bundle=first)
+
+    def __str__(self) -> str:
+        return self.html()
+
+    @staticmethod
+    def bundle_again() -> None:
+        """Make the next view shown in this notebook carry the bundle again (after its output was cleared)."""
+        shell = _notebook_shell()
+        if shell is not None and hasattr(shell, SHELL_FLAG):
+            delattr(shell, SHELL_FLAG)
+
+
+class TableDisplay:
+    """A result that prints as a text table and displays as an HTML table in Jupyter.
+
+    Subclasses define ``table()``, a DataFrame of what a reader wants to see first."""
+
+    def table(self) -> pd.DataFrame:  # pragma: no cover - every subclass defines it
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__}\n{self.table().to_string(index=False)}"
+
+    def _repr_html_(self) -> str:
+        return f"<p><b>{type(self).__name__}</b></p>\n{self.table().to_html(index=False)}"
