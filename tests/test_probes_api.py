@@ -110,3 +110,23 @@ def test_walkthrough_example_writes_every_figure(tmp_path):
         for name in ("flow", "attention", "similarity_residual", "similarity_value", "condensation_WQ0", "embedding_pca", "spectra", "key_masked_tsne"):
             assert (tmp_path / f"{label}_{name}.html").is_file()
     assert (tmp_path / "summary.csv").is_file() and (tmp_path / "plotly.min.js").is_file()
+
+
+def test_results_print_and_display_as_tables(tmp_path):
+    model = foreign_model()
+    data = make_dataset("symmetric", "train", n=12, seed=0)
+    grid = probes.input_grid(range(30, 41), [(3, 3), (2, 2)], seed=0)
+    weight = torch.tensor([[1.0, 0.0], [2.0, 0.1], [0.0, 1.0]])
+    results = {
+        "MaskedRun": (probes.mask_key(model, data), ["logits", "blocks.1.hook_resid_post", "(12, 9, 16)"]),
+        "SimilarityResult": (probes.residual_similarity(model, grid), ["blocks.1.hook_resid_mid", "block score", " 22 "]),
+        "Condensation": (probes.condensation(weight), ["size", "[0, 1]", "[2]"]),
+        "EmbeddingPCA": (probes.embedding_pca(model), ["ordinal score", "PC1 variance"]),
+    }
+    for name, (result, expected) in results.items():
+        text, page = str(result), result._repr_html_()
+        assert text.startswith(name) and page.startswith(f"<p><b>{name}</b></p>") and "<table" in page
+        for fragment in expected:
+            assert fragment in text, (name, fragment, text)
+    condensed = results["Condensation"][0].table()
+    assert condensed["size"].tolist() == [2, 1] and condensed["mean similarity within"].iloc[0] == pytest.approx(2 / 2.0024984, abs=1e-6)
