@@ -55,7 +55,7 @@ from sklearn.decomposition import PCA
 from torch import Tensor
 
 from probes._common import check_finite, check_int
-from probes.protocol import HookedModel
+from probes.protocol import HookedModel, check_model
 from probes.rank import merged_weight, singular_values, weight_matrices
 from probes.similarity import cosine_similarity_matrix
 from probes.views import TableDisplay
@@ -189,6 +189,7 @@ def embedding_pca(model: HookedModel, tokens: Iterable[int] = range(20, 100)) ->
 
     ``tokens`` are integer token ids (at least 3 distinct ones); the model needs
     ``d_model >= 2`` and finite embeddings."""
+    check_model(model)
     if isinstance(tokens, (Tensor, np.ndarray)):
         tokens = tokens.reshape(-1) if tokens.ndim <= 1 else tokens
     tokens = [check_int(t, "each token id") for t in tokens]

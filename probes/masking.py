@@ -60,7 +60,7 @@ from torch import Tensor
 from interp_init.data import AnchorDataset
 from interp_init.tasks import SHIFTS
 from probes._common import as_tokens, capture_hooks, check_dataset, check_finite, check_index, check_indices, check_int, check_number
-from probes.protocol import HookedModel, require_hooks
+from probes.protocol import HookedModel, check_model, require_hooks
 from probes.views import TableDisplay
 
 SourcePositions = int | Sequence[int] | Sequence[Sequence[int]] | Tensor
@@ -200,6 +200,7 @@ def masked_run(
 
 
 def _output_name(model: HookedModel) -> str:
+    check_model(model)
     return f"blocks.{model.cfg.n_layers - 1}.hook_resid_post"
 
 

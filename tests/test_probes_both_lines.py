@@ -272,7 +272,17 @@ def test_a_missing_weight_is_one_line_naming_it(monkeypatch):
         assert "blocks.0.attn.W_Q" in _one_line(error) and "fused" in str(error.value)
 
 
-def test_something_that_is_not_a_transformerlens_model_is_one_line():
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m: probes.information_flow(m, torch.zeros(1, 3, dtype=torch.long)),
+        lambda m: probes.mask_key(m, make_dataset("symmetric", "train", n=4, seed=0)),
+        lambda m: probes.residual_similarity(m, probes.input_grid(range(30, 33), [(3, 3)], seed=0)),
+        lambda m: probes.embedding_pca(m),
+        lambda m: probes.weight_stable_ranks(m),
+    ],
+)
+def test_something_that_is_not_a_transformerlens_model_is_one_line(call):
     with pytest.raises(ValueError) as error:
-        probes.information_flow(torch.nn.Linear(2, 2), torch.zeros(1, 3, dtype=torch.long))
-    assert "hook_dict" in _one_line(error)
+        call(torch.nn.Linear(2, 2))
+    assert "hook_dict" in _one_line(error) and "TransformerBridge" in str(error.value)
