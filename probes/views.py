@@ -10,13 +10,15 @@
 
 "Once per notebook" is remembered on the IPython shell that runs the notebook (one per
 kernel): a new kernel, or ``CircuitView.bundle_again()``, inlines it again.  Outside
-IPython every ``_repr_html_`` carries the bundle, so any one of them renders alone.
+IPython, and in Google Colab (which shows each output in a frame of its own), every
+``_repr_html_`` carries the bundle, so any one of them renders alone.
 """
 
 from __future__ import annotations
 
 import html as html_lib
 import re
+import sys
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -109,7 +111,7 @@ class CircuitView:
 
     def _repr_html_(self) -> str:
         shell = _notebook_shell()
-        if shell is None:
+        if shell is None or "google.colab" in sys.modules:  # Colab shows each output in its own frame
             return self.fragment(with_bundle=True)
         first = getattr(shell, SHELL_FLAG, None) != circuitsvis.__version__
         if first:

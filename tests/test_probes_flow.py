@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import sys
 
 import numpy as np
 import pandas as pd
@@ -146,6 +147,9 @@ def test_a_notebook_gets_the_bundle_once(model, tokens, monkeypatch):
     monkeypatch.setattr(probes.views, "_notebook_shell", lambda: FakeShell())  # another notebook
     assert first._repr_html_().count("data-circuitsvis-bundle") == 1
     monkeypatch.setattr(probes.views, "_notebook_shell", lambda: None)  # outside IPython: every output renders alone
+    assert [first._repr_html_().count("data-circuitsvis-bundle") for _ in range(2)] == [1, 1]
+    monkeypatch.setattr(probes.views, "_notebook_shell", lambda: shell)
+    monkeypatch.setitem(sys.modules, "google.colab", object())  # Colab: a frame per output, each needs the bundle
     assert [first._repr_html_().count("data-circuitsvis-bundle") for _ in range(2)] == [1, 1]
 
 
