@@ -58,6 +58,12 @@ class SweepSummary:
     def count(self, status: str) -> int:
         return sum(1 for s in self.statuses.values() if s == status)
 
+    def _repr_html_(self) -> str:
+        """In Jupyter: how many runs ended how, then the results table."""
+        counts = ", ".join(f"{self.count(s)} {s}" for s in sorted(set(self.statuses.values())))
+        head = f"<p><b>SweepSummary</b>: {len(self.statuses)} runs ({counts}); {len(self.skipped)} already done before this call</p>"
+        return f"{head}\n{self.results.to_html(index=False)}"
+
 
 def run_point(cfg: RunConfig, run_dir: str | Path, device: str = "auto", threads: int | None = None) -> tuple[str, str]:
     """Train one grid point into ``run_dir``; never raises for a failed run.
