@@ -13,7 +13,7 @@ from jaxtyping import Int
 from torch import Tensor
 
 from interp_init.data import AnchorDataset
-from probes.protocol import HookedModel, check_model
+from probes.protocol import HookedModel, check_fired, check_model
 
 
 def as_tokens(tokens: Tensor | Sequence[int] | Sequence[Sequence[int]], model: HookedModel) -> Int[Tensor, "batch pos"]:
@@ -142,4 +142,5 @@ def run_capturing(model: HookedModel, tokens: Tensor, names: Iterable[str]) -> t
     hooks = capture_hooks(names, model, store)
     with torch.no_grad(), model.hooks(fwd_hooks=hooks):
         logits = model(tokens, return_type="logits")
+    check_fired(store, [name for name, _ in hooks], "capturing activations")
     return logits, store

@@ -60,7 +60,7 @@ from torch import Tensor
 from interp_init.data import AnchorDataset
 from interp_init.tasks import SHIFTS
 from probes._common import as_tokens, capture_hooks, check_dataset, check_finite, check_index, check_indices, check_int, check_number
-from probes.protocol import HookedModel, check_model, require_hooks
+from probes.protocol import HookedModel, check_fired, check_model, require_hooks
 from probes.views import TableDisplay
 
 SourcePositions = int | Sequence[int] | Sequence[Sequence[int]] | Tensor
@@ -183,7 +183,16 @@ def masked_run(
     full = (mask[:, None] & head_mask[None, :, None, None]).to(tokens.device)  # [batch, head, query, source]
     rows = full.any(-1, keepdim=True)
 
-    def mask_pattern(pattern: Float[Tensor, "batch head query source"], hook) -> Tensor:  # noqa: ANN001
+    masked_in: set[str] = set()
+
+    def masker(name: str):  # noqa: ANN202 - a hook function for the hook point ``name``
+        def mask_pattern(pattern: Float[Tensor, "batch head query source"], hook) -> Tensor:  # noqa: ANN001
+            masked_in.add(name)
+            return masked(pattern)
+
+        return mask_pattern
+
+    def masked(pattern: Float[Tensor, "batch head query source"]) -> Tensor:
         out = pattern.masked_fill(full, 0.0)
         if renormalize:
             total = out.sum(-1, keepdim=True)
@@ -191,11 +200,13 @@ def masked_run(
         return out
 
     store: dict[str, Tensor] = {}
-    hooks = [(f"blocks.{layer}.attn.hook_pattern", mask_pattern) for layer in layers if bool(full.any())]
-    require_hooks(model, [name for name, _ in hooks], "masked_run (attention masking after the softmax)")
-    hooks += capture_hooks(names, model, store)  # after the masking hooks: captures see masked values
-    with torch.no_grad(), model.hooks(fwd_hooks=hooks):
+    patterns = [f"blocks.{layer}.attn.hook_pattern" for layer in layers if bool(full.any())]
+    require_hooks(model, patterns, "masked_run (attention masking after the softmax)")
+    captures = capture_hooks(names, model, store)  # after the masking hooks: captures see masked values
+    with torch.no_grad(), model.hooks(fwd_hooks=[(name, masker(name)) for name in patterns] + captures):
         logits = model(tokens, return_type="logits")
+    check_fired(masked_in, patterns, "masked_run (attention masking after the softmax)")
+    check_fired(store, [name for name, _ in captures], "masked_run (capturing activations)")
     return MaskedRun(logits=logits, cache=store, mask=mask)
 
 

@@ -19,9 +19,10 @@ What a probe needs, and where a 4.x model differs:
   ``blocks[l].attn.W_Q/W_K/W_V/W_O`` (``[head, d_model, d_head]`` and
   ``[head, d_head, d_model]``) and ``blocks[l].mlp.W_in/W_out``.
 
-A model that lacks a hook point or a weight a probe needs gets a one-line ``ValueError``
-naming it (:func:`require_hooks`, :func:`read_weight`), not an error from deep inside
-TransformerLens.
+A model that lacks a hook point or a weight a probe needs, or whose hook point does not run
+in the forward pass, gets a one-line ``ValueError`` naming it (:func:`require_hooks`,
+:func:`check_fired`, :func:`read_weight`), not an error from deep inside TransformerLens and
+not a silently unmasked run.
 """
 
 from __future__ import annotations
@@ -92,3 +93,17 @@ def read_weight(owner: object, attribute: str, where: str, model: object) -> Ten
     if not isinstance(value, Tensor):
         raise ValueError(f"this {type(model).__name__} has no {where} (found a {type(value).__name__}, not a tensor)")
     return value.detach()
+
+
+def check_fired(fired: Iterable[str], names: Iterable[str], probe: str) -> None:
+    """A one-line ValueError where a hook point of ``names`` exists but did not run in the forward pass.
+
+    A 4.x adapter may list a hook point its module never calls (an attention that does not
+    form the pattern explicitly): a mask there would change nothing, a capture would be empty."""
+    fired = set(fired)
+    silent = [name for name in dict.fromkeys(names) if name not in fired]
+    if silent:
+        raise ValueError(
+            f"{probe}: the hook point(s) {', '.join(silent)} did not run in this model's forward pass, "
+            "so nothing was masked or captured there"
+        )

@@ -249,6 +249,24 @@ def test_a_missing_hook_point_is_one_line_naming_it(tokens, monkeypatch):
         assert missing in _one_line(error)
 
 
+def test_a_hook_point_that_never_runs_is_one_line_not_a_silent_unmasked_run(tokens):
+    """A hook point listed by the model but never called in its forward pass (here replaced
+    by an identity; on 4.x an adapter whose attention forms no explicit pattern)."""
+    model = build()
+    model.blocks[0].attn.hook_pattern = torch.nn.Identity()
+    data = make_dataset("symmetric", "train", n=6, seed=0)
+    for call in (
+        lambda: probes.masked_run(model, tokens, 2),
+        lambda: probes.mask_key(model, data, layers=0),
+        lambda: probes.masked_run(model, tokens, 2, layers=1, names=["blocks.0.attn.hook_pattern"]),
+        lambda: probes.information_flow(model, tokens),
+    ):
+        with pytest.raises(ValueError) as error:
+            call()
+        assert "blocks.0.attn.hook_pattern" in _one_line(error)
+    assert probes.masked_run(model, tokens, 2, layers=1).logits.shape == (5, 9, 201)  # layer 1 still masks
+
+
 def test_a_missing_weight_is_one_line_naming_it(monkeypatch):
     rotary = build(positional_embedding_type="rotary", rotary_dim=8) if LINE == 3 else build(positional_embedding_type="rotary")
     with pytest.raises(ValueError) as error:
