@@ -4,7 +4,7 @@
   In Jupyter it displays itself (``_repr_html_``) with no network: circuitsvis' JavaScript
   bundle (1.3 MB) is inlined once per notebook, in the output of the first view shown,
   and every later view draws with it.  ``view.save(path)`` writes a self-contained page
-  (the bundle inlined once), ``view.html()`` returns that page, ``str(view)`` too.
+  (the bundle inlined once) and ``view.html()`` returns that page.
 * :class:`TableDisplay` makes a result dataclass print as a table (``print(result)``) and
   display as an HTML table in Jupyter, from its ``table()`` DataFrame.
 
@@ -119,7 +119,9 @@ class CircuitView:
         return self.fragment(with_bundle=first)
 
     def __str__(self) -> str:
-        return self.html()
+        heads = len(self.props.get("attentionHeadNames") or [])
+        tokens = len(self.props.get("tokens") or [])
+        return f"CircuitView {self.element} {self.title!r} ({heads} heads, {tokens} tokens): .save(path) writes the page, .html() returns it"
 
     @staticmethod
     def bundle_again() -> None:

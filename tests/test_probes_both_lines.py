@@ -191,7 +191,11 @@ def test_embedding_pca_matches_the_covariance(model):
 
 def test_attention_view(model, tokens, tmp_path):
     view = probes.attention_html(model, tokens[0], tmp_path / "a.html")
-    assert "L1H1" in str(view) and (tmp_path / "a.html").is_file()
+    hand = hand_forward(model, tokens[:1])
+    expected = torch.cat([hand[f"blocks.{layer}.attn.hook_pattern"][0] for layer in range(2)])  # [layer * head, q, k]
+    np.testing.assert_allclose(view.props["attention"], expected.numpy(), atol=1e-5)
+    page = (tmp_path / "a.html").read_text(encoding="utf-8")
+    assert "L1H1" in page and page.count("data-circuitsvis-bundle") == 1
     assert n_hooks(model) == 0
 
 

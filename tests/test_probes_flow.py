@@ -107,7 +107,8 @@ def test_attention_html_is_offline(model, tokens, tmp_path):
     path = tmp_path / "attention.html"
     view = attention_html(model, tokens[0], path)
     saved = path.read_text(encoding="utf-8")
-    assert saved.startswith("<!DOCTYPE html>") and str(view).startswith("<!DOCTYPE html>")
+    assert saved.startswith("<!DOCTYPE html>") and view.html().startswith("<!DOCTYPE html>")
+    assert str(view) == "CircuitView AttentionHeads 'Attention patterns' (6 heads, 9 tokens): .save(path) writes the page, .html() returns it"
     assert not re.search(r"<script[^>]*\bsrc\s*=\s*[\"']?https?://", saved, flags=re.I)
     assert not re.search(r"""\bfrom\s*["']https?://""", saved)  # no ES-module import from a CDN
     assert saved.count("data-circuitsvis-bundle") == 1 and "var CircuitsVis=" in saved
