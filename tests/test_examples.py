@@ -87,7 +87,17 @@ def parsed(script: str, args: list[str]) -> dict:
     return module.main.make_context(script, list(args)).params
 
 
-@pytest.mark.parametrize("script", sorted(p.name for p in EXAMPLES.glob("*.py")))
+#: The walkthroughs that reproduce the papers' figures; ``custom_*.py`` show how to extend the toolkit.
+FIGURE_WALKTHROUGHS = sorted(p.name for p in EXAMPLES.glob("*.py") if not p.name.startswith("custom_"))
+
+
+def test_the_walkthroughs_are_the_ones_the_readme_lists() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    listed = readme.split("Every walkthrough in `examples/`", 1)[1].split("\n\n", 1)[0]
+    assert set(FIGURE_WALKTHROUGHS) == set(re.findall(r"`(\w+\.py)`", listed)) - {"custom_*.py"}
+
+
+@pytest.mark.parametrize("script", FIGURE_WALKTHROUGHS)
 def test_every_walkthrough_parses_every_option_the_readme_claims(script: str, tmp_path: Path) -> None:
     samples = {"DIR": str(tmp_path / "out"), "N": "3"}
     for option, values in readme_walkthrough_options().items():
