@@ -31,7 +31,7 @@ from typing import Any
 
 import click
 
-from interp_init.task import DEFAULT_TASK, registered_tasks
+from interp_init.task import DEFAULT_TASK, read_run_metrics, registered_tasks
 from training.config import PRECISIONS, PRESETS, SECTIONS
 from training.phase.names import FIGURE_NAMES, ID_THRESHOLD, LOSS_THRESHOLD, OOD_THRESHOLD, PAIR_ACC_THRESHOLD
 from training.report.config import IMAGE_FORMATS, PROJECTIONS, ReportConfig
@@ -152,8 +152,6 @@ def train_command(task: str, preset: str | None, seed: int, device: str, quiet: 
         click.echo(f"interp-init: no --preset given: using --preset {preset} ({why})", err=True)
     cfg = make_run_config(preset, task=task, seed=seed, **overrides_from(kwargs))
     result = train(cfg, out, device=device, progress=not quiet)
-    from interp_init.task import read_run_metrics
-
     final = read_run_metrics(cfg.data.make_task(), result.metrics).final
     summary = {} if final is None else {k: round(v, 4) for k, v in final.columns().items()}
     status = result.metrics["status"]
@@ -182,10 +180,7 @@ def train_command(task: str, preset: str | None, seed: int, device: str, quiet: 
     "--workers", type=int, default=None,
     help="Runs trained at once, each in its own process with one torch thread [default: one per CPU core (up to 4) on a CPU, 1 on a GPU].",
 )  # fmt: skip
-@click.option(
-    "--task", "tasks", multiple=True, metavar="TASK",
-    help=f"A task to reproduce the flip on (repeatable): one with a small-init / large-init flip, registered or package.module:ClassName [default: {', '.join(REPRODUCE_TASKS)}].",
-)  # fmt: skip
+@click.option("--task", "tasks", multiple=True, metavar="TASK", help=f"A task to reproduce the flip on (repeatable): one with a small-init / large-init flip, registered or package.module:ClassName [default: {', '.join(REPRODUCE_TASKS)}].")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 def reproduce_command(preset: str | None, seed: int, out: str, device: str, precision: str, workers: int | None, tasks: tuple[str, ...], quiet: bool) -> None:
     """Train small-init and large-init on the symmetric and id-ood tasks; print the flip.
