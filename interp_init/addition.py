@@ -6,7 +6,7 @@ token ``c = a + b`` (0..198), read at the last position.  A square block of oper
 ``square_low <= a, b < square_low + square_size``, never enters training: a model that
 follows the rule of addition gets it right, a model that answers from nearby training
 cases does not (Hu et al.'s case-based vs rule-based reasoning).  Outside the square one
-pair in ten (those with ``(7 a + 3 b) mod 10 == 0``) is the in-distribution test set,
+pair in ten (those with ``(7 a + 3 b) mod 10 == 0``: a and b end in the same digit) is the in-distribution test set,
 unseen in training but with training pairs all around it; the rest are the training
 pairs.  The defaults (operands 0..99, the square 40..59 x 40..59) are explained in
 docs/science.md#the-addition-task.
