@@ -86,6 +86,16 @@ class AdditionTask(Task):
         if self.square_size >= self.n_operands:
             raise ValueError(f"addition task: square_size {self.square_size} leaves no training pairs; use square_size < n_operands")
 
+    def preset_overrides(self, preset: str) -> dict[str, Any]:
+        # cpu: about 2.5 minutes of one core per run (docs/tasks.md#the-addition-task-on-a-cpu):
+        # the journal's 2-layer 1-head model at d_model 64, 30 passes of 50,000 samples
+        if preset != "cpu":
+            return {}
+        return dict(
+            d_model=64, d_head=32, d_mlp=256, n_train=50_000, epochs=30, batch_size=256,
+            lr=3e-3, warmup_start_lr=1e-4, min_lr=1e-4, warmup_epochs=1.0, cosine_epochs=29.0,
+        )  # fmt: skip
+
     def in_square(self, a: Any, b: Any) -> Any:
         """Whether (a, b) lies in the held-out square (ints or arrays)."""
         lo, hi = self.square_low, self.square_low + self.square_size
