@@ -90,7 +90,7 @@ def regime_options(preset: str, regime: str, task: str) -> dict[str, Any]:
     regimes = REGIMES[preset]
     if regime not in regimes:
         raise ValueError(f"unknown regime {regime!r} of preset {preset!r}; choose one of {sorted(regimes)}")
-    check_reproducible(task)
+    task_class(task)  # an unknown task is refused here
     spec = regimes[regime]
     shared = {k: v for k, v in spec.items() if k not in registered_tasks()}
     return {**shared, **spec.get(task, {})}
@@ -175,6 +175,8 @@ def reproduce(
     with one worker the runs train here, one after another, with torch's threads.
     """
     tasks = REPRODUCE_TASKS if tasks is None else tuple(tasks)
+    for task in tasks:
+        check_reproducible(task)
     runs = [(task, regime, regime_config(preset, regime, task, seed, precision)) for task in tasks for regime in REGIME_NAMES]
     workers = default_workers(device) if workers is None else workers
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
