@@ -183,6 +183,9 @@ class Task:
     expected: ClassVar[str] = ""
     #: The report sections that apply to the task's runs.
     report_sections: ClassVar[tuple[str, ...]] = GENERIC_SECTIONS
+    #: The groups whose accuracy its metrics record (:meth:`TaskMetrics.groups`), for the
+    #: results table's ``epochs_to_acc_*`` columns.
+    group_names: ClassVar[tuple[str, ...]] = ()
 
     @property
     def name(self) -> str:

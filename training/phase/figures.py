@@ -36,8 +36,8 @@ from interp_init.anchor_tasks import ComplexityTask, IdOodTask, SymmetricTask
 from interp_init.task import Task, task_name
 from interp_init.tasks import ALL_PAIRS
 from training.phase.aggregation import add_phase, aggregate, best_over, check_columns, param_columns
-from training.phase.square import fig_journal_fig7c
 from training.phase.names import COMMUTATIVITY_THRESHOLD, FIGURE_NAMES, ID_THRESHOLD, OOD_THRESHOLD
+from training.phase.square import fig_journal_fig7c
 from training.sweep import pair_column
 
 _SHADE = "rgba(90, 90, 90, 0.55)"

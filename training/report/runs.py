@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-import torch
 from transformer_lens import HookedTransformer
 
 from interp_init.anchor_tasks import FIG3_KEY_POSITION, FIG3_TOKENS, balanced_inputs, sample_input

@@ -9,8 +9,6 @@ the first epoch its training accuracy reaches :data:`PAIR_ACC_THRESHOLD`
 
 from __future__ import annotations
 
-from dataclasses import fields
-
 from interp_init.task import registered_tasks, task_class
 
 #: Training loss below which a run counts as fitted (``epochs_to_loss``).
@@ -35,10 +33,5 @@ def group_column(group: str) -> str:
 def task_group_columns(tasks: tuple[str, ...] | None = None) -> tuple[str, ...]:
     """The ``epochs_to_acc_*`` columns of ``tasks`` (default: every registered task)."""
     names = registered_tasks() if tasks is None else tasks
-    groups = (g for name in names for g in getattr(task_class(name), "group_names", ()))
+    groups = (g for name in names for g in task_class(name).group_names)
     return tuple(dict.fromkeys(group_column(g) for g in groups))
-
-
-def has_field(task: str, name: str) -> bool:
-    """Whether ``task``'s metrics have the field ``name``."""
-    return name in {f.name for f in fields(task_class(task).metrics_class)}
