@@ -1,4 +1,4 @@
-"""What a task is: one class, registered by name in one place (:data:`BUILTIN_TASKS`).
+"""What a task is: one class, registered by name in one place (:mod:`interp_init.task_registry`).
 
 A task (:class:`Task`, a frozen dataclass whose fields are the task's options) owns its
 vocabulary size and sequence length, the generator of its splits (``train``, ``id_test``
@@ -11,9 +11,10 @@ command line ask the task.
 
 A task is named by its registered name (``symmetric``, ``id-ood``, ``complexity``,
 ``addition``) or, for a researcher's own task, by its import path
-``package.module:ClassName`` (:func:`task_class`), on every command.  Adding a built-in
-task is one new module with its class and one line in :data:`BUILTIN_TASKS` (or a call to
-:func:`register_task`); docs/tasks.md walks through one.
+``package.module:ClassName`` (:func:`interp_init.task_registry.task_class`), on every
+command.  Adding a built-in task is one new module with its class and one line in
+:data:`interp_init.task_registry.BUILTIN_TASKS` (or a call to ``register_task``);
+docs/tasks.md walks through one.
 
 The per-epoch history of a run is read typed with :func:`read_run_metrics`: a
 :class:`RunMetrics` whose ``history`` holds one :class:`EpochRecord` per epoch (its
@@ -23,7 +24,7 @@ each history record is ``{"epoch", "step", "loss", "lr", **metrics.to_json()}``.
 
 Example::
 
-    >>> from interp_init.task import make_task
+    >>> from interp_init.task_registry import make_task
     >>> task = make_task("complexity", k=2)
     >>> task.name, task.seq_len, task.vocab_size, task.default_architecture
     ('complexity', 9, 201, 'neurips')
@@ -31,10 +32,9 @@ Example::
 
 from __future__ import annotations
 
-import pkgutil
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, asdict, dataclass, fields, is_dataclass
-from functools import cache, cached_property
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
@@ -187,6 +187,10 @@ class Task:
     #: results table's ``epochs_to_acc_*`` columns.
     group_names: ClassVar[tuple[str, ...]] = ()
 
+    #: The name a built-in task is registered under (:mod:`interp_init.task_registry`); a
+    #: task of one's own is named by its import path, ``module:ClassName``.
+    registered_name: ClassVar[str | None] = None
+
     @property
     def name(self) -> str:
         """The name runs record: the registered name, or ``module:ClassName``."""
@@ -241,72 +245,14 @@ class Task:
         return self.metrics_class.from_json(data, where)
 
 
+def task_name(cls: type[Task]) -> str:
+    """The name a task class is known by: its registered name, or ``module:ClassName``."""
+    return cls.__dict__.get("registered_name") or f"{cls.__module__}:{cls.__qualname__}"
+
+
 def status_solution(solution: str, status: str) -> str:
     """A solution as the verdict writes it: ``"<status> (<solution> so far)"`` unless completed."""
     return solution if status == "completed" else f"{status} ({solution} so far)"
-
-
-# ------------------------------------------------------------------------- the registry
-
-
-def _builtin() -> dict[str, type[Task]]:
-    # The one place built-in tasks are registered: one line per task.
-    from interp_init.addition import AdditionTask
-    from interp_init.anchor_tasks import ComplexityTask, IdOodTask, SymmetricTask
-
-    return {"symmetric": SymmetricTask, "id-ood": IdOodTask, "complexity": ComplexityTask, "addition": AdditionTask}
-
-
-_REGISTRY: dict[str, type[Task]] = {}
-
-
-@cache
-def _loaded() -> bool:
-    for name, cls in _builtin().items():
-        _REGISTRY.setdefault(name, cls)
-    return True
-
-
-def register_task(name: str, cls: type[Task]) -> type[Task]:
-    """Register ``cls`` under ``name`` (validated); returns ``cls``, so it can decorate."""
-    _loaded()
-    if not isinstance(name, str) or not name or ":" in name:
-        raise ValueError(f"a task's name is a non-empty string without ':', got {name!r}")
-    if name in _REGISTRY and _REGISTRY[name] is not cls:
-        raise ValueError(f"task name {name!r} is taken by {_REGISTRY[name].__qualname__}")
-    check_task_class(cls, name)
-    _REGISTRY[name] = cls
-    return cls
-
-
-def registered_tasks() -> tuple[str, ...]:
-    """The registered task names, in registration order."""
-    _loaded()
-    return tuple(_REGISTRY)
-
-
-def task_name(cls: type[Task]) -> str:
-    """The name a task class is known by: its registered name, or ``module:ClassName``."""
-    _loaded()
-    return next((n for n, c in _REGISTRY.items() if c is cls), f"{cls.__module__}:{cls.__qualname__}")
-
-
-def task_class(name: str) -> type[Task]:
-    """The task class of a registered name or of an import path ``package.module:ClassName``."""
-    _loaded()
-    if name in _REGISTRY:
-        return _REGISTRY[name]
-    if not isinstance(name, str) or ":" not in name:
-        raise ValueError(f"unknown task {name!r}; choose one of {registered_tasks()} or give your own as package.module:ClassName")
-    module, _, attr = name.partition(":")
-    try:
-        cls = pkgutil.resolve_name(name)
-    except ModuleNotFoundError as err:
-        raise ValueError(f"task {name!r}: cannot import module {module!r} ({err}); put its folder on PYTHONPATH") from None
-    except (AttributeError, ValueError) as err:
-        raise ValueError(f"task {name!r}: module {module!r} has no class {attr!r} ({err})") from None
-    check_task_class(cls, name)
-    return cls
 
 
 def check_task_class(cls: Any, name: str) -> None:
@@ -329,23 +275,6 @@ def check_task_class(cls: Any, name: str) -> None:
             missing.append(f"{method}()")
     if missing:
         raise ValueError(f"task {name!r} ({cls.__qualname__}) is missing: {'; '.join(missing)} (see docs/tasks.md)")
-
-
-def tasks_taking(option: str) -> tuple[str, ...]:
-    """The registered tasks that take ``option`` (a field of their class)."""
-    return tuple(n for n in registered_tasks() if option in {f.name for f in fields(task_class(n))})
-
-
-def make_task(name: str, **options: Any) -> Task:
-    """The task ``name`` with its ``options`` (the fields of its class); an option the task
-    does not take is a ``ValueError`` naming it."""
-    cls = task_class(name)
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(options) - known)
-    if unknown:
-        takes = f"its options are {sorted(known)}" if known else "it takes no options"
-        raise ValueError(f"{unknown} do(es) not apply to task {name!r}: {takes}")
-    return cls(**options)
 
 
 # ----------------------------------------------------------------- typed metrics.json

@@ -15,7 +15,8 @@ import torch
 
 from helpers import ROOT
 from interp_init.anchor_tasks import SymmetricMetrics
-from interp_init.task import EpochRecord, Task, TaskMetrics, make_task, read_run_metrics, register_task, registered_tasks, task_class
+from interp_init.task import EpochRecord, Task, TaskMetrics, read_run_metrics
+from interp_init.task_registry import make_task, register_task, registered_tasks, task_class
 from training.accuracy import evaluate
 
 FIXTURES = ROOT / "tests" / "fixtures"

@@ -31,7 +31,8 @@ from typing import Any
 
 import click
 
-from interp_init.task import DEFAULT_TASK, read_run_metrics, registered_tasks
+from interp_init.task import DEFAULT_TASK, read_run_metrics
+from interp_init.task_registry import registered_tasks
 from training.config import PRECISIONS, PRESETS, SECTIONS
 from training.phase.names import FIGURE_NAMES, ID_THRESHOLD, LOSS_THRESHOLD, OOD_THRESHOLD, PAIR_ACC_THRESHOLD
 from training.report.config import IMAGE_FORMATS, PROJECTIONS, ReportConfig

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, get_args
 
 from interp_init.config import InitConfig, ModelConfig, check_positive_finite, config_from_dict, config_to_dict, option
-from interp_init.task import DEFAULT_TASK, Task, make_task, task_class, tasks_taking
+from interp_init.task import DEFAULT_TASK, Task
+from interp_init.task_registry import make_task, task_class, tasks_taking
 from interp_init.tasks import DATA_VERSION
 
 #: Training precisions: fp32, or bf16 autocast of the forward pass.

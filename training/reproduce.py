@@ -46,7 +46,8 @@ from typing import TYPE_CHECKING, Any
 
 from interp_init.anchor_tasks import FLIP_CRITERIA
 from interp_init.runfolder import write_json
-from interp_init.task import make_task, read_run_metrics, registered_tasks, task_class
+from interp_init.task import read_run_metrics
+from interp_init.task_registry import make_task, registered_tasks, task_class
 from training.config import PRESETS, RunConfig, make_run_config
 
 if TYPE_CHECKING:

@@ -20,7 +20,8 @@ from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any
 
-from interp_init.task import Task, TaskMetrics, Verdict, make_task
+from interp_init.task import Task, TaskMetrics, Verdict
+from interp_init.task_registry import make_task
 
 __all__ = ["Verdict", "run_verdict"]
 

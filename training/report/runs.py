@@ -20,7 +20,8 @@ from transformer_lens import HookedTransformer
 from interp_init.anchor_tasks import FIG3_KEY_POSITION, FIG3_TOKENS, balanced_inputs, sample_input
 from interp_init.data import AnchorDataset
 from interp_init.runfolder import CONFIG_FILE, WEIGHTS_FILE, RunFolder
-from interp_init.task import RunMetrics, Task, read_run_metrics, task_class
+from interp_init.task import RunMetrics, Task, read_run_metrics
+from interp_init.task_registry import task_class
 from training.config import RunConfig
 
 

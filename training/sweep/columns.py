@@ -9,7 +9,7 @@ the first epoch its training accuracy reaches :data:`PAIR_ACC_THRESHOLD`
 
 from __future__ import annotations
 
-from interp_init.task import registered_tasks, task_class
+from interp_init.task_registry import registered_tasks, task_class
 
 #: Training loss below which a run counts as fitted (``epochs_to_loss``).
 LOSS_THRESHOLD = 0.05
