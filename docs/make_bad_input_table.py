@@ -18,6 +18,7 @@ CASES = [
     "train --preset nope", "train --n-train 0", "train --task complexity --k 7", "train --k 2",
     "train --convention xavier", "train --lr 0", "train --batch-size 0", "train --beta1 1.0",
     "train --weight-decay -0.1", "train --d-model 0", "train --act-fn tanh", "train --out /sys/interp-init-demo",
+    "train --task nosuchpackage.tasks:MyTask", "train --task interp_init.task:TaskMetrics", "train --task interp_init.task:Task",
 ]  # fmt: skip
 
 

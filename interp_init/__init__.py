@@ -4,8 +4,11 @@ anchor-function tasks and the run folder.
 ``gamma_init_`` re-initializes any ``HookedTransformer`` with std = d_in ** -gamma;
 the architectures (built in: ``standard``, ``journal``, ``neurips``) are registered
 :class:`Architecture` objects (:mod:`interp_init.architectures`), built by name; ``build_model`` makes one from a :class:`ModelConfig` and an :class:`InitConfig`;
+a task is one class registered by name (:mod:`interp_init.task`: ``Task``, typed
+``metrics.json`` with ``read_run_metrics``; :mod:`interp_init.task_registry`: ``make_task``,
+``register_task``);
 :mod:`interp_init.tasks` defines the anchor-function tasks and :mod:`interp_init.data` draws
-their samples; :class:`~interp_init.runfolder.RunFolder` owns a run's folder and
+their samples, :mod:`interp_init.anchor_tasks` and :mod:`interp_init.addition` make them tasks; :class:`~interp_init.runfolder.RunFolder` owns a run's folder and
 ``load_model`` returns its trained model.
 
 ``__version__`` is the installed package's version, from its metadata.  The names below
@@ -32,8 +35,10 @@ _CONFIG = ("CONVENTIONS", "InitConfig", "ModelConfig")
 _INIT = ("bias_bounds", "gamma_init_", "init_stds")
 _MODEL = ("build_model", "empty_model", "load_weights", "quiet_deprecation", "resolve_device", "save_weights")
 _RUNFOLDER = ("load_model",)
+_TASK = ("EpochRecord", "RunMetrics", "Samples", "Task", "TaskMetrics", "read_run_metrics")
+_TASK_REGISTRY = ("make_task", "register_task", "registered_tasks")
 
-__all__ = sorted((*_ARCHITECTURES, *_CONFIG, *_INIT, *_MODEL, *_RUNFOLDER))
+__all__ = sorted((*_ARCHITECTURES, *_CONFIG, *_INIT, *_MODEL, *_RUNFOLDER, *_TASK, *_TASK_REGISTRY))
 
 
 def _module_of(name: str) -> ModuleType:
@@ -47,6 +52,10 @@ def _module_of(name: str) -> ModuleType:
         from interp_init import model as module
     elif name in _RUNFOLDER:
         from interp_init import runfolder as module
+    elif name in _TASK:
+        from interp_init import task as module
+    elif name in _TASK_REGISTRY:
+        from interp_init import task_registry as module
     else:
         raise AttributeError(f"module 'interp_init' has no attribute {name!r}")
     return module

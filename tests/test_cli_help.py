@@ -89,7 +89,7 @@ def test_choices_are_listed_in_the_help(capsys: pytest.CaptureFixture[str]) -> N
     for name, (_, _, _, choices) in FIELDS.items():
         if choices:
             assert f"--{name.replace('_', '-')} [{'|'.join(choices)}]" in page, name
-    assert f"--task [{'|'.join(TASK_CHOICES)}]" in page and f"--preset [{'|'.join(PRESET_CHOICES)}]" in page
+    assert f"--task [{'|'.join(TASK_CHOICES)}|package.module:ClassName]" in page and f"--preset [{'|'.join(PRESET_CHOICES)}]" in page
 
 
 def _allowed(error: ValueError) -> tuple[str, ...]:
@@ -99,11 +99,11 @@ def _allowed(error: ValueError) -> tuple[str, ...]:
 
 def test_the_option_table_matches_the_config_dataclasses() -> None:
     from interp_init.config import CONVENTIONS, ModelConfig
-    from interp_init.tasks import TASKS
+    from interp_init.task_registry import registered_tasks
     from training.config import OPTION_SECTION, PRECISIONS, PRESETS, SECTIONS
 
     assert set(FIELDS) == set(OPTION_SECTION) - {"task"}
-    assert TASK_CHOICES == TASKS and PRESET_CHOICES == tuple(sorted(PRESETS))
+    assert TASK_CHOICES == registered_tasks() and PRESET_CHOICES == tuple(sorted(PRESETS))
     for section, cls in SECTIONS.items():
         for f in fields(cls):
             if f.name == "task":

@@ -43,9 +43,9 @@ def run_script(path: Path, args: list[str], monkeypatch: pytest.MonkeyPatch) -> 
 
 
 #: Walkthroughs run by other test modules: the phase sweeps (tests/test_phase.py), the
-#: probes walkthrough (tests/test_probes_api.py) and the custom architecture
-#: (tests/test_architectures.py).
-ELSEWHERE = {"phase_neurips_fig2.py", "phase_journal_fig3.py", "phase_complexity.py", "probes_walkthrough.py", "custom_architecture.py"}
+#: probes walkthrough (tests/test_probes_api.py), the custom architecture
+#: (tests/test_architectures.py) and the custom task (tests/test_user_task.py).
+ELSEWHERE = {"phase_neurips_fig2.py", "phase_journal_fig3.py", "phase_complexity.py", "probes_walkthrough.py", "custom_architecture.py", "custom_task.py"}
 
 
 def test_every_example_is_covered() -> None:

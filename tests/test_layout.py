@@ -97,10 +97,10 @@ def test_the_readme_describes_the_layout_the_code_has() -> None:
 @pytest.mark.parametrize("task", ["symmetric", "id-ood", "complexity"])
 @pytest.mark.parametrize("preset", ["paper", "cpu", "tiny"])
 def test_presets_name_only_what_differs_from_the_papers_defaults(preset: str, task: str) -> None:
-    from training.config import PRESETS, RunConfig
+    from training.config import RunConfig, preset_options
 
     defaults = RunConfig().flat()
-    same = {k: v for k, v in PRESETS[preset](task).items() if defaults[k] == v}
+    same = {k: v for k, v in preset_options(preset, task).items() if defaults[k] == v}
     assert same == {}, f"preset {preset!r} repeats the defaults {same}"
 
 
@@ -140,3 +140,37 @@ def test_the_base_package_has_no_import_circle() -> None:
     assert circles == [], f"modules in an import circle: {circles}"
     assert "interp_init.model" in _project_module_imports(modules["interp_init.runfolder"])
     assert "interp_init.runfolder" not in _project_module_imports(modules["interp_init.model"])
+
+
+#: The modules that define tasks: the only ones that may name one.
+TASK_MODULES = ("interp_init/task.py", "interp_init/task_registry.py", "interp_init/tasks.py", "interp_init/anchor_tasks.py", "interp_init/addition.py", "interp_init/data.py")
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    nodes = [tree, *(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))]
+    return {id(n.body[0].value) for n in nodes if n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+
+
+def task_name_literals(path: Path) -> list[str]:
+    """Where a module writes a registered task's name as a string of its own (not in a docstring)."""
+    from interp_init.task_registry import registered_tasks
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip = _docstrings(tree)
+    names = set(registered_tasks())
+    return [f"{path.relative_to(ROOT)}:{n.lineno} {n.value!r}" for n in ast.walk(tree) if isinstance(n, ast.Constant) and n.value in names and id(n) not in skip]
+
+
+@pytest.mark.parametrize("path", [p for p in _modules() if p.relative_to(ROOT).as_posix() not in TASK_MODULES], ids=lambda p: str(p.relative_to(ROOT)))
+def test_nothing_outside_the_task_modules_names_a_task(path: Path) -> None:
+    assert task_name_literals(path) == [], "a task's name outside its module: ask the task (interp_init.task) instead"
+
+
+def test_the_task_name_check_sees_a_branch(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text('"""Docstring naming symmetric."""\ndef f(task):\n    return 1 if task == "id-ood" else 0\n')
+    module = module.rename(ROOT / "tests" / "_layout_probe_tmp.py")
+    try:
+        assert task_name_literals(module) == ["tests/_layout_probe_tmp.py:3 'id-ood'"]
+    finally:
+        module.unlink()

@@ -191,15 +191,16 @@ def test_complexity_figures():
 
 def test_supported_figures_and_offline_html(tmp_path):
     df = _synthetic_results()
-    assert supported_figures(df) == list(FIGURES)
+    anchor_figures = [name for name in FIGURES if name != "journal_fig7c"]  # the table has no addition runs
+    assert supported_figures(df) == anchor_figures
     assert supported_figures(df[df["task"] == "symmetric"]) == ["neurips_fig2"]
     figures = make_figures(df)
     page = write_html(figures, tmp_path / "all.html")[0]
     html = page.read_text()
     assert "<script src" not in html  # nothing fetched from the network
-    assert html.count("Plotly.newPlot") == len(FIGURES) and len(html) > 1_000_000  # plotly.js inlined once
+    assert html.count("Plotly.newPlot") == len(anchor_figures) and len(html) > 1_000_000  # plotly.js inlined once
     files = write_html(figures, tmp_path / "figs")
-    assert sorted(p.name for p in files) == sorted(f"{n}.html" for n in FIGURES)
+    assert sorted(p.name for p in files) == sorted(f"{n}.html" for n in anchor_figures)
     assert all("<script src" not in p.read_text() for p in files)
 
 
@@ -214,7 +215,7 @@ def test_figure_refuses_an_extra_varying_parameter():
 
 @pytest.fixture(scope="module")
 def sweep_dir(tmp_path_factory):
-    # Three sweeps (one per task), each in its own folder (one sweep per folder), their run
+    # Four sweeps (one per task), each in its own folder (one sweep per folder), their run
     # folders then gathered into one folder (no sweep.json) that every figure can use.
     root = tmp_path_factory.mktemp("phase_sweep")
     out = root / "all"
@@ -225,6 +226,7 @@ def sweep_dir(tmp_path_factory):
         ("symmetric", {"gamma": [0.3, 0.8], "n_layers": [1, 2]}),
         ("id-ood", {"gamma": [0.3, 0.8], "weight_decay": [0.0, 0.1]}),
         ("complexity", {"gamma": [0.3, 0.8], "k": [0, 1]}),
+        ("addition", {"gamma": [0.3, 0.8], "weight_decay": [0.01, 1.0]}),
     ):
         run_sweep(SweepSpec({**base, "task": task}, grid), root / task, options)
         for run in (root / task).iterdir():
@@ -235,7 +237,7 @@ def sweep_dir(tmp_path_factory):
 
 def test_phase_diagram_command_writes_every_supported_figure(sweep_dir, capsys):
     assert main(["phase-diagram", str(sweep_dir), "--out", str(sweep_dir / "figs")]) == 0
-    assert "6 figure(s)" in capsys.readouterr().out
+    assert "7 figure(s)" in capsys.readouterr().out
     assert sorted(p.name for p in (sweep_dir / "figs").iterdir()) == sorted(f"{n}.html" for n in FIGURES)
     assert main(["phase-diagram", str(sweep_dir), "--figure", "journal_fig5c"]) == 0
     assert "<script src" not in (sweep_dir / "phase_diagram.html").read_text()

@@ -240,7 +240,8 @@ def test_curves_caption_states_the_epoch_each_run_fit(runs_root: Path) -> None:
     from training.report import Context, section_curves
 
     run = load_runs([runs_root / "symmetric" / "small-init"])[0]
-    history = [{"epoch": e, "loss": 1.0 / e, "train_acc": acc, "id_acc": acc} for e, acc in ((1, 0.2), (2, 0.85), (3, 0.93), (4, 0.99))]
+    records = ((1, 0.2), (2, 0.85), (3, 0.93), (4, 0.99))
+    history = [{"epoch": e, "loss": 1.0 / e, "train_acc": acc, "id_acc": acc, "per_pair": {}, "heldout": {}} for e, acc in records]
     fitted = dataclasses.replace(run, name="fits", metrics={**run.metrics, "history": history})
     section = section_curves(Context([fitted, run], ReportConfig(per_pair=2)))
     assert "Measured here, the first epoch with ID accuracy >= 0.9: fits 3; " in section.sentence

@@ -32,15 +32,17 @@ from typing import Any
 import click
 
 import interp_init
-from interp_init.tasks import TASKS
+from interp_init.task import DEFAULT_TASK, read_run_metrics
+from interp_init.task_registry import registered_tasks
 from training.config import PRECISIONS, PRESETS, SECTIONS
 from training.phase.names import FIGURE_NAMES, ID_THRESHOLD, LOSS_THRESHOLD, OOD_THRESHOLD, PAIR_ACC_THRESHOLD
 from training.report.config import IMAGE_FORMATS, PROJECTIONS, ReportConfig
-from training.reproduce import REGIMES
+from training.reproduce import REGIMES, REPRODUCE_TASKS
 from training.sweep.spec import BACKENDS
 
-#: The anchor-function tasks and the run presets, as the options list them.
-TASK_CHOICES: tuple[str, ...] = TASKS
+#: The registered tasks and the run presets, as the options list them (a task of one's own
+#: is given as package.module:ClassName).
+TASK_CHOICES: tuple[str, ...] = registered_tasks()
 PRESET_CHOICES: tuple[str, ...] = tuple(sorted(PRESETS))
 
 #: The click type of a config field, by its annotation (fields with choices are strings).
@@ -83,9 +85,10 @@ def config_options(func: Any) -> Any:
 
 
 _TASK_HELP = (
-    "Anchor-function task: symmetric (pair (4,3) held out; does the model infer x - 10 or copy the symmetric x - 6?), "
-    "id-ood (pairs (3,4) and (4,3) held out: in- and out-of-distribution accuracy) or complexity (all 16 pairs, "
-    "k groups with non-inferential targets)."
+    "Task: symmetric (anchor pair (4,3) held out; does the model infer x - 10 or copy the symmetric x - 6?), "
+    "id-ood (pairs (3,4) and (4,3) held out: in- and out-of-distribution accuracy), complexity (all 16 pairs, "
+    "k groups with non-inferential targets), addition (a + b = c with a held-out square of (a, b) pairs), "
+    "or your own task class as package.module:ClassName (importable; see docs/tasks.md)."
 )
 _PRESET_HELP = (
     "Run size, the defaults of every option below: tiny (seconds, for smoke tests), cpu (7-9 minutes per model on "
@@ -101,7 +104,7 @@ def run_options(func: Any) -> Any:
     func = click.option("--device", default="auto", show_default=True, metavar="[auto|cpu|cuda|cuda:N]", help=_DEVICE_HELP)(func)
     func = click.option("--seed", type=int, default=0, show_default=True, metavar="INTEGER", help="Run seed; every random source (init, data, shuffling) derives from it.")(func)
     func = click.option("--preset", default=None, metavar="[" + "|".join(PRESET_CHOICES) + "]", help=_PRESET_HELP)(func)
-    func = click.option("--task", default="symmetric", show_default=True, metavar="[" + "|".join(TASK_CHOICES) + "]", help=_TASK_HELP)(func)
+    func = click.option("--task", default=DEFAULT_TASK, show_default=True, metavar="[" + "|".join(TASK_CHOICES) + "|package.module:ClassName]", help=_TASK_HELP)(func)
     return func
 
 
@@ -152,8 +155,8 @@ def train_command(task: str, preset: str | None, seed: int, device: str, quiet: 
         click.echo(f"interp-init: no --preset given: using --preset {preset} ({why})", err=True)
     cfg = make_run_config(preset, task=task, seed=seed, **overrides_from(kwargs))
     result = train(cfg, out, device=device, progress=not quiet)
-    final = result.metrics["final"]
-    summary = {k: v for k, v in final.items() if k in ("train_acc", "id_acc", "ood_acc", "commutativity", "heldout")}
+    final = read_run_metrics(cfg.data.make_task(), result.metrics).final
+    summary = {} if final is None else {k: round(v, 4) for k, v in final.columns().items()}
     status = result.metrics["status"]
     click.echo(f"{status}: {out}  {summary}")
     if status != "completed":
@@ -180,8 +183,9 @@ def train_command(task: str, preset: str | None, seed: int, device: str, quiet: 
     "--workers", type=int, default=None,
     help="Runs trained at once, each in its own process with one torch thread [default: one per CPU core (up to 4) on a CPU, 1 on a GPU].",
 )  # fmt: skip
+@click.option("--task", "tasks", multiple=True, metavar="TASK", help=f"A task to reproduce the flip on (repeatable): one with a small-init / large-init flip, registered or package.module:ClassName [default: {', '.join(REPRODUCE_TASKS)}].")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
-def reproduce_command(preset: str | None, seed: int, out: str, device: str, precision: str, workers: int | None, quiet: bool) -> None:
+def reproduce_command(preset: str | None, seed: int, out: str, device: str, precision: str, workers: int | None, tasks: tuple[str, ...], quiet: bool) -> None:
     """Train small-init and large-init on the symmetric and id-ood tasks; print the flip.
 
     Writes OUT/<task>/<regime> run folders, OUT/summary.json and OUT/report.html (the
@@ -198,7 +202,7 @@ def reproduce_command(preset: str | None, seed: int, out: str, device: str, prec
         click.echo(f"interp-init: no --preset given: using --preset {preset} ({why})", err=True)
 
     start = time.perf_counter()
-    summary = reproduce(preset, seed, out, device=device, progress=not quiet, precision=precision, workers=workers)
+    summary = reproduce(preset, seed, out, device=device, progress=not quiet, precision=precision, workers=workers, tasks=tasks or None)
     click.echo(f"preset {preset}, seed {seed}, {precision}, {time.perf_counter() - start:.0f} s in this call")
     click.echo(format_table(summary))
     checks = check_flip(summary)

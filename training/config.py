@@ -16,7 +16,9 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, get_args
 
 from interp_init.config import InitConfig, ModelConfig, check_positive_finite, config_from_dict, config_to_dict, option
-from interp_init.tasks import DATA_VERSION, SEQ_LEN, SYMMETRIC_GROUPS, TASKS, Task, highest_token, task_spec
+from interp_init.task import DEFAULT_TASK, Task
+from interp_init.task_registry import make_task, task_class, tasks_taking
+from interp_init.tasks import DATA_VERSION
 
 #: Training precisions: fp32, or bf16 autocast of the forward pass.
 Precision = Literal["fp32", "bf16"]
@@ -25,26 +27,42 @@ PRECISIONS: tuple[Precision, ...] = get_args(Precision)
 
 @dataclass(frozen=True)
 class DataConfig:
-    """Which task, how many samples (docs/science.md#the-anchor-function-task)."""
+    """Which task, how many samples (docs/science.md#the-anchor-function-task).
 
-    task: Task = "symmetric"
+    ``task`` is a registered task's name or a task class's import path
+    ``package.module:ClassName`` (:mod:`interp_init.task`); ``k`` and ``offset`` are
+    options of the tasks that take them (``complexity``) and must keep their defaults
+    for the others."""
+
+    task: str = DEFAULT_TASK
     n_train: int = option(900_000, 'Number of training samples.')
     n_test: int = option(10_000, 'Number of samples in each test split (in-distribution test, held-out pairs).')
     k: int = option(0, 'complexity task only: how many of the 6 symmetric anchor-pair groups get a non-inferential target, shifted by --offset (0..6).')
     offset: int = option(4, 'complexity task only: the shift (non-zero) of a non-inferential target from the composite x + s(a1) + s(a2).')
 
     def __post_init__(self) -> None:
-        if self.task not in TASKS:
-            raise ValueError(f"unknown task {self.task!r}; choose one of {TASKS}")
+        if not isinstance(self.task, str):
+            raise ValueError(f"task must be a task's name or package.module:ClassName, got {self.task!r}")
         for name in ("n_train", "n_test"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-        if self.task == "complexity" and not 0 <= self.k <= len(SYMMETRIC_GROUPS):
-            raise ValueError(f"k must be an integer in 0..{len(SYMMETRIC_GROUPS)}, got {self.k!r}")
-        task_spec(self.task, k=self.k, offset=self.offset)  # validates k and offset
+        self.make_task()  # validates the task and its options
 
-
+    def make_task(self) -> Task:
+        """The run's :class:`~interp_init.task.Task`, with the options its class takes."""
+        takes = {f.name for f in fields(task_class(self.task))}
+        options = {}
+        for f in fields(self):
+            if f.name in ("task", "n_train", "n_test"):
+                continue
+            value = getattr(self, f.name)
+            if f.name in takes:
+                options[f.name] = value
+            elif value != f.default:
+                names = " or ".join(repr(n) for n in tasks_taking(f.name))
+                raise ValueError(f"{f.name} applies to the {names} task only; task {self.task!r} takes {f.name}={f.default!r}")
+        return make_task(self.task, **options)
 
 
 @dataclass(frozen=True)
@@ -138,14 +156,15 @@ class RunConfig:
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
         # the model as a whole must fit the task: checked here, before any file is written
-        needed = highest_token(self.data.task, k=self.data.k, offset=self.data.offset) + 1
+        task = self.data.make_task()
+        needed = task.highest_token() + 1
         if self.model.d_vocab < needed:
             raise ValueError(
                 f"d_vocab {self.model.d_vocab} is too small for the {self.data.task!r} task, whose tokens and "
-                f"targets reach {needed - 1}: use d_vocab >= {needed} (the papers' is 201)"
+                f"targets reach {needed - 1}: use d_vocab >= {needed} (the task's default is {task.vocab_size})"
             )
-        if self.model.n_ctx < SEQ_LEN:
-            raise ValueError(f"n_ctx {self.model.n_ctx} is shorter than the task's {SEQ_LEN}-token sequences: use n_ctx >= {SEQ_LEN}")
+        if self.model.n_ctx < task.seq_len:
+            raise ValueError(f"n_ctx {self.model.n_ctx} is shorter than the task's {task.seq_len}-token sequences: use n_ctx >= {task.seq_len}")
 
     @property
     def seeds(self) -> dict[str, int]:
@@ -197,13 +216,13 @@ class RunConfig:
 # only what differs from them.
 
 
-def _paper(task: str) -> dict[str, Any]:
-    # The papers' recipe (docs/science.md#training) is the defaults, but for the journal's
-    # lr multiplier (15, for id-ood; NeurIPS used 25) and the complexity task's data size.
-    return {"id-ood": {"lr": 1.5e-4}, "complexity": {"n_train": 100_000}}.get(task, {})
+def _paper() -> dict[str, Any]:
+    # The papers' recipe (docs/science.md#training) is the defaults; a task changes what
+    # its paper did otherwise (Task.preset_overrides).
+    return {}
 
 
-def _tiny(task: str) -> dict[str, Any]:
+def _tiny() -> dict[str, Any]:
     # Seconds on a CPU: for tests and smoke runs; learns little.
     return dict(
         d_model=32, n_heads=2, d_head=16, d_mlp=64, n_train=2_000, n_test=500,
@@ -212,11 +231,11 @@ def _tiny(task: str) -> dict[str, Any]:
     )  # fmt: skip
 
 
-def _cpu(task: str) -> dict[str, Any]:
+def _cpu() -> dict[str, Any]:
     # 7-9 minutes per model on one CPU core; `reproduce` trains two at a time on 2 cores.
     # The search in docs/faithful-models.md chose it on the papers' own architectures:
-    # 200,000 samples and 12 epochs at d_model 128; lr 1e-3 for id-ood, 5e-4 for the others.
-    lr = 1e-3 if task == "id-ood" else 5e-4
+    # 200,000 samples and 12 epochs at d_model 128; lr 5e-4 (a task may change it: id-ood's is 1e-3).
+    lr = 5e-4
     return dict(
         d_model=128, d_head=64, d_mlp=384, n_train=200_000, n_test=2_000,
         epochs=12, batch_size=512, lr=lr, warmup_start_lr=lr / 20, min_lr=lr / 20, warmup_epochs=1.0, cosine_epochs=11.0,
@@ -227,26 +246,29 @@ def _cpu(task: str) -> dict[str, Any]:
 PRESETS: dict[str, Any] = {"paper": _paper, "tiny": _tiny, "cpu": _cpu}
 
 
-def preset_options(preset: str, task: str = "symmetric") -> dict[str, Any]:
-    """The flat options of a named preset for a task."""
+def preset_options(preset: str, task: str = DEFAULT_TASK) -> dict[str, Any]:
+    """The flat options of a named preset for a task (the preset's, then the task's own
+    overrides, :meth:`interp_init.task.Task.preset_overrides`)."""
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
-    if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; choose one of {TASKS}")
-    return dict(PRESETS[preset](task))
+    return {**PRESETS[preset](), **make_task_defaults(task).preset_overrides(preset)}
 
 
-#: The architecture of the paper each task comes from: the NeurIPS experiments' post-LN model
-#: for ``symmetric`` and ``complexity``, the journal's model for ``id-ood``.
-TASK_ARCHITECTURE: dict[str, str] = {"symmetric": "neurips", "complexity": "neurips", "id-ood": "journal"}
+def make_task_defaults(task: str) -> Task:
+    """The task ``task`` with its options' defaults."""
+    return task_class(task)()
 
 
 def make_run_config(preset: str = "paper", **options: Any) -> RunConfig:
     """A :class:`RunConfig` from a preset and flat overrides (``gamma=0.8, seed=1, ...``).
 
-    Unless ``architecture`` is given (or the preset sets it), the task's paper's
-    architecture is used (:data:`TASK_ARCHITECTURE`)."""
-    task = options.get("task", "symmetric")
-    base = RunConfig(data=DataConfig(task=task) if task in TASKS else DataConfig(), preset=preset)
-    merged = {"architecture": TASK_ARCHITECTURE.get(task, "neurips"), **preset_options(preset, task), **options}
+    Unless given (or set by the preset), the architecture is the task's paper's
+    (``Task.default_architecture``: the NeurIPS experiments' post-LN model for
+    ``symmetric`` and ``complexity``, the journal's model for ``id-ood``) and the
+    vocabulary and context are the task's (``Task.vocab_size``, ``Task.seq_len``)."""
+    task = options.get("task", DEFAULT_TASK)
+    cls = task_class(task)
+    base = RunConfig(data=DataConfig(task=task), preset=preset)
+    own = {"architecture": cls.default_architecture, "d_vocab": cls.vocab_size, "n_ctx": cls.seq_len}
+    merged = {**own, **preset_options(preset, task), **options}
     return base.with_options(**merged)

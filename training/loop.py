@@ -36,10 +36,9 @@ from torch import Tensor
 from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
-from interp_init.data import AnchorDataset, make_dataset
 from interp_init.model import build_model, empty_model, load_weights, resolve_device
 from interp_init.runfolder import FINISHED_STATUSES, BadRunFile, RunFolder, RunStatus
-from interp_init.tasks import task_spec
+from interp_init.task import RECORD_KEYS, Samples, Task, TaskMetrics
 from training.accuracy import LogitsFn, evaluate, full_forward_last
 from training.config import RunConfig
 from training.fast import flush_denormals, last_position_logits, make_optimizer, train_step
@@ -52,27 +51,25 @@ def read_metrics(run_dir: str | Path) -> dict | None:
 
 @dataclass
 class RunData:
-    """The datasets of a run, on its device."""
+    """The datasets of a run, on its device, and the task that drew them."""
 
-    train: AnchorDataset
-    id_test: AnchorDataset
-    heldout: AnchorDataset | None
-    train_eval: AnchorDataset
+    train: Samples
+    id_test: Samples
+    heldout: Samples | None
+    train_eval: Samples
+    task: Task
 
 
 def make_run_data(cfg: RunConfig, device: torch.device | str = "cpu") -> RunData:
     """Generate a run's train, ID-test, held-out and train-evaluation sets from its seeds."""
-    d, seeds = cfg.data, cfg.seeds
-    opts = dict(k=d.k, offset=d.offset)
-    train = make_dataset(d.task, "train", d.n_train, seeds["data.train"], **opts)
-    id_test = make_dataset(d.task, "id_test", d.n_test, seeds["data.id_test"], **opts)
-    heldout = None
-    if task_spec(d.task, **opts).heldout_pairs:
-        heldout = make_dataset(d.task, "heldout", d.n_test, seeds["data.heldout"], **opts)
+    d, seeds, task = cfg.data, cfg.seeds, cfg.data.make_task()
+    train = task.make_split("train", d.n_train, seeds["data.train"])
+    id_test = task.make_split("id_test", d.n_test, seeds["data.id_test"])
+    heldout = task.make_split("heldout", d.n_test, seeds["data.heldout"]) if task.has_heldout else None
     n_eval = min(cfg.train.eval_samples, d.n_train)
     train_eval = train.subset(slice(0, n_eval))
     return RunData(
-        train.to(device), id_test.to(device), heldout.to(device) if heldout is not None else None, train_eval.to(device)
+        train.to(device), id_test.to(device), heldout.to(device) if heldout is not None else None, train_eval.to(device), task
     )
 
 
@@ -231,12 +228,13 @@ def _train(cfg: RunConfig, folder: RunFolder | None, dev: torch.device, progress
     return run_epochs([member], single_step, start_epoch, step, dev, logits_fn, progress=progress, deadline=deadline, desc=desc)[0]
 
 
-def history_record(epoch: int, step: int, loss: float, lr: float, evaluation: Any | None) -> dict[str, Any]:
+def history_record(epoch: int, step: int, loss: float, lr: float, evaluation: TaskMetrics | None) -> dict[str, Any]:
     """One entry of ``metrics.json``'s history: the epoch's numbers and, where it was
-    evaluated, what :func:`training.accuracy.evaluate` returned (the one place that reads it)."""
+    evaluated, the task's metrics that :func:`training.accuracy.evaluate` returned (the one
+    place that reads them), serialized (:class:`interp_init.task.EpochRecord` reads it back)."""
     record: dict[str, Any] = {"epoch": epoch, "step": step, "loss": loss, "lr": lr}
     if evaluation is not None:
-        record.update(evaluation)
+        record.update(evaluation.to_json())
     return record
 
 
@@ -289,7 +287,7 @@ def run_epochs(
                 continue
             evaluation = None
             if (epoch + 1) % tc.eval_every == 0 or last:
-                evaluation = evaluate(m.model, m.data.train_eval, m.data.id_test, m.data.heldout, logits_fn=logits_fn)
+                evaluation = evaluate(m.model, m.data.task, m.data.train_eval, m.data.id_test, m.data.heldout, logits_fn=logits_fn)
                 m.model.train()
             m.history.append(history_record(epoch + 1, step, float(losses[j].mean()), lrs[j], evaluation))
             m.elapsed += time.perf_counter() - t0
@@ -335,11 +333,9 @@ def finish_run(member: Member, dev: torch.device) -> TrainResult:
 def progress_postfix(record: dict) -> dict[str, str]:
     """The progress bar's summary of one history record."""
     out = {"loss": f"{record['loss']:.3f}"}
-    for key in ("train_acc", "id_acc", "ood_acc"):
-        if key in record:
-            out[key.replace("_acc", "")] = f"{record[key]:.2f}"
-    for pair, accs in record.get("heldout", {}).items():
-        out[pair] = "/".join(f"{k[:3]} {v:.2f}" for k, v in accs.items())
+    for key, value in record.items():
+        if key not in RECORD_KEYS and isinstance(value, float):
+            out[key.replace("_acc", "")] = f"{value:.2f}"
     return out
 
 

@@ -40,18 +40,22 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from interp_init.anchor_tasks import FLIP_CRITERIA
 from interp_init.runfolder import write_json
-from interp_init.tasks import TASKS, AnchorPair
+from interp_init.task import read_run_metrics
+from interp_init.task_registry import make_task, registered_tasks, task_class
 from training.config import PRESETS, RunConfig, make_run_config
 
 if TYPE_CHECKING:
     import pandas as pd
 
-#: The tasks a reproduction trains, in order.
-REPRODUCE_TASKS: tuple[str, ...] = ("symmetric", "id-ood")
+#: The tasks a reproduction trains by default, in order: the registered tasks with a flip
+#: (``Task.reproduces``).
+REPRODUCE_TASKS: tuple[str, ...] = tuple(name for name in registered_tasks() if task_class(name).reproduces)
 #: The regimes, in order.
 REGIME_NAMES: tuple[str, ...] = ("small-init", "large-init")
 
@@ -74,17 +78,9 @@ REGIMES: dict[str, dict[str, dict[str, Any]]] = {
     },
 }
 
-#: The thresholds of a reproduced flip, for one seed: both regimes fit (ID >= 0.9); on
-#: ``symmetric`` small init infers and large init copies the symmetric target (>= 0.8 of
-#: held-out inputs each); on ``id-ood`` small init composes (OOD >= 0.5, the journal's
-#: Phase 3) and large init does not (OOD <= 0.3).
-CRITERIA: dict[str, float] = {
-    "min_id_acc": 0.9,
-    "min_small_inferential": 0.8,
-    "min_large_symmetric": 0.8,
-    "min_small_ood": 0.5,
-    "max_large_ood": 0.3,
-}
+#: The thresholds of a reproduced flip (they live with the tasks:
+#: :data:`interp_init.anchor_tasks.FLIP_CRITERIA`).
+CRITERIA: dict[str, float] = FLIP_CRITERIA
 
 
 def regime_options(preset: str, regime: str, task: str) -> dict[str, Any]:
@@ -95,11 +91,17 @@ def regime_options(preset: str, regime: str, task: str) -> dict[str, Any]:
     regimes = REGIMES[preset]
     if regime not in regimes:
         raise ValueError(f"unknown regime {regime!r} of preset {preset!r}; choose one of {sorted(regimes)}")
-    if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; choose one of {TASKS}")
+    task_class(task)  # an unknown task is refused here
     spec = regimes[regime]
-    shared = {k: v for k, v in spec.items() if k not in TASKS}
+    shared = {k: v for k, v in spec.items() if k not in registered_tasks()}
     return {**shared, **spec.get(task, {})}
+
+
+def check_reproducible(task: str) -> None:
+    """Refuse a task without the small-init / large-init flip (``Task.reproduces``)."""
+    if not task_class(task).reproduces:
+        flips = [n for n in registered_tasks() if task_class(n).reproduces]
+        raise ValueError(f"task {task!r} has no small-init / large-init flip to reproduce (its class sets no reproduces = True); reproduce takes {flips}")
 
 
 def regime_config(preset: str, regime: str, task: str, seed: int, precision: str = "fp32") -> RunConfig:
@@ -112,15 +114,11 @@ def summary_row(task: str, cfg: RunConfig, metrics: dict, run_dir: str | Path) -
     """One run's line of the summary, from its config and ``metrics.json``: gamma, ID
     accuracy, the held-out (4,3) against both targets (``symmetric``) or OOD accuracy and
     commutativity (other tasks), weight decay, precision, status, seconds, run folder."""
-    final = metrics["final"]
-    row: dict[str, Any] = {"gamma": cfg.init.gamma, "id_acc": final.get("id_acc")}
-    if task == "symmetric":
-        heldout = final.get("heldout", {}).get(AnchorPair(4, 3).key, {})
-        row["heldout_inferential"] = heldout.get("inferential")
-        row["heldout_symmetric"] = heldout.get("symmetric")
-    else:
-        row["ood_acc"] = final.get("ood_acc")
-        row["commutativity"] = final.get("commutativity")
+    task_obj = cfg.data.make_task()
+    final = read_run_metrics(task_obj, metrics).final
+    columns = {name: None for name in task_obj.metrics_class.column_names()}
+    columns.update({} if final is None else final.columns())
+    row: dict[str, Any] = {"gamma": cfg.init.gamma, **{k: v for k, v in columns.items() if k != "train_acc"}}
     row["weight_decay"] = cfg.train.weight_decay
     row["precision"] = cfg.train.precision
     row["status"] = metrics["status"]
@@ -162,8 +160,10 @@ def reproduce(
     progress: bool = True,
     precision: str = "fp32",
     workers: int | None = None,
+    tasks: Sequence[str] | None = None,
 ) -> dict[str, dict[str, dict[str, Any]]]:
-    """Train both regimes of ``preset`` on both tasks; return and write ``out/summary.json``.
+    """Train both regimes of ``preset`` on ``tasks`` (default :data:`REPRODUCE_TASKS`, every
+    task with a flip); return and write ``out/summary.json``.
 
     Runs that already finished in ``out`` are read, not retrained; an unfinished one
     resumes from its checkpoint (a folder trained at another ``precision`` is refused,
@@ -175,16 +175,19 @@ def reproduce(
     is above 1 (default :func:`default_workers`: one per core on a CPU, one on a GPU);
     with one worker the runs train here, one after another, with torch's threads.
     """
-    runs = [(task, regime, regime_config(preset, regime, task, seed, precision)) for task in REPRODUCE_TASKS for regime in REGIME_NAMES]
+    tasks = REPRODUCE_TASKS if tasks is None else tuple(tasks)
+    for task in tasks:
+        check_reproducible(task)
+    runs = [(task, regime, regime_config(preset, regime, task, seed, precision)) for task in tasks for regime in REGIME_NAMES]
     workers = default_workers(device) if workers is None else workers
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
     root = Path(out)
-    summary: dict[str, dict[str, dict[str, Any]]] = {task: {} for task in REPRODUCE_TASKS}
+    summary: dict[str, dict[str, dict[str, Any]]] = {task: {} for task in tasks}
 
     def record(task: str, regime: str, cfg: RunConfig, metrics: dict) -> None:
         summary[task][regime] = summary_row(task, cfg, metrics, root / task / regime)
-        ordered = {t: {r: summary[t][r] for r in REGIME_NAMES if r in summary[t]} for t in REPRODUCE_TASKS}
+        ordered = {t: {r: summary[t][r] for r in REGIME_NAMES if r in summary[t]} for t in tasks}
         write_json(root / "summary.json", ordered)
 
     if progress:
@@ -203,24 +206,14 @@ def reproduce(
             futures = [(task, regime, cfg, pool.submit(_train_run, cfg, root / task / regime, device, False, 1)) for task, regime, cfg in runs]
             for task, regime, cfg, future in futures:
                 record(task, regime, cfg, future.result())
-    return {t: {r: summary[t][r] for r in REGIME_NAMES} for t in REPRODUCE_TASKS}
+    return {t: {r: summary[t][r] for r in REGIME_NAMES} for t in tasks}
 
 
 def check_flip(summary: dict[str, dict[str, dict[str, Any]]], criteria: dict[str, float] = CRITERIA) -> dict[str, bool]:
     """Each of the flip criteria (:data:`CRITERIA`) on one summary, by name, and ``"all"``."""
-    sym, ood = summary["symmetric"], summary["id-ood"]
-
-    def ge(value: Any, bound: float) -> bool:
-        return value is not None and value >= bound
-
-    checks = {
-        "symmetric: both ID >= 0.9": all(ge(sym[r]["id_acc"], criteria["min_id_acc"]) for r in REGIME_NAMES),
-        "symmetric: small-init inferential >= 0.8": ge(sym["small-init"]["heldout_inferential"], criteria["min_small_inferential"]),
-        "symmetric: large-init symmetric >= 0.8": ge(sym["large-init"]["heldout_symmetric"], criteria["min_large_symmetric"]),
-        "id-ood: both ID >= 0.9": all(ge(ood[r]["id_acc"], criteria["min_id_acc"]) for r in REGIME_NAMES),
-        "id-ood: small-init OOD >= 0.5": ge(ood["small-init"]["ood_acc"], criteria["min_small_ood"]),
-        "id-ood: large-init OOD <= 0.3": ood["large-init"]["ood_acc"] is not None and ood["large-init"]["ood_acc"] <= criteria["max_large_ood"],
-    }  # fmt: skip
+    checks: dict[str, bool] = {}
+    for task, rows in summary.items():
+        checks.update(make_task(task).flip_checks(rows["small-init"], rows["large-init"], criteria))
     checks["all"] = all(checks.values())
     return checks
 

@@ -4,9 +4,9 @@ Within a cell (e.g. one gamma and one depth) and a seed, take the best of each m
 over the learning rates (:func:`best_over`); then the mean and the sample standard
 deviation over seeds (:func:`aggregate`); NeurIPS Sec. 3, journal Sec. V.  Phases (the
 journal's; docs/science.md) come from the aggregated ID and OOD accuracies
-(:func:`classify_phase`): Phase 1 = ID < 0.9 (poor ID), Phase 2 = good ID and OOD <= 0.5,
-Phase 3 = good ID and OOD > 0.5; the thresholds are parameters
-(:mod:`training.phase.names` holds their defaults).
+(:func:`classify_phase`, the rule of :func:`interp_init.anchor_tasks.journal_phase`):
+Phase 1 = ID < 0.9 (poor ID), Phase 2 = good ID and OOD <= 0.5, Phase 3 = good ID and
+OOD > 0.5; the thresholds are parameters (their defaults live with the tasks).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from training.phase.names import ID_THRESHOLD, OOD_THRESHOLD
+from interp_init.anchor_tasks import ID_THRESHOLD, OOD_THRESHOLD, journal_phase
 
 #: Metrics where less is better (best over learning rates = minimum).
 LOWER_IS_BETTER_PREFIXES = ("epochs_to", "final_loss")
@@ -129,17 +129,8 @@ def classify_phase(
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
             raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
     index = id_acc.index if isinstance(id_acc, pd.Series) else None
-    ida = np.asarray(id_acc, dtype=float).reshape(-1)
-    ooda = np.asarray(ood_acc, dtype=float).reshape(-1)
-    if ida.shape != ooda.shape:
-        raise ValueError(f"id_acc and ood_acc must have the same length, got {ida.shape[0]} and {ooda.shape[0]}")
-    phase = pd.Series(pd.array([pd.NA] * len(ida), dtype="Int64"), index=index)
-    poor_id = ida < id_threshold
-    good_id = ida >= id_threshold
-    phase[poor_id] = 1
-    phase[good_id & (ooda <= ood_threshold)] = 2
-    phase[good_id & (ooda > ood_threshold)] = 3
-    return phase
+    phase = journal_phase(id_acc, ood_acc, id_threshold, ood_threshold)
+    return pd.Series(pd.array([pd.NA if np.isnan(p) else int(p) for p in phase], dtype="Int64"), index=index)
 
 
 def add_phase(

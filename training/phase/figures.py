@@ -13,6 +13,8 @@ Each takes the results table of :func:`training.sweep.load_results`:
   line per complexity k, one panel per gamma (NeurIPS Fig. 6, journal Fig. 8A).
 * :func:`fig_pair_epochs`: per anchor pair, epochs until its training accuracy reaches
   60% (journal Fig. 8B).
+* :func:`~training.phase.square.fig_journal_fig7c`: weight decay x gamma heatmap of the
+  addition task's accuracy inside its held-out square (journal Fig. 7C).
 
 :data:`FIGURES` names them; :func:`make_figures` draws those a table supports and
 :func:`write_html` writes them with plotly.js inlined, so the files render with no network.
@@ -29,16 +31,22 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from interp_init.tasks import ALL_PAIRS, task_spec
+from interp_init.addition import AdditionTask
+from interp_init.anchor_tasks import ComplexityTask, IdOodTask, SymmetricTask
+from interp_init.task import Task, task_name
+from interp_init.tasks import ALL_PAIRS
 from training.phase.aggregation import add_phase, aggregate, best_over, check_columns, param_columns
 from training.phase.names import COMMUTATIVITY_THRESHOLD, FIGURE_NAMES, ID_THRESHOLD, OOD_THRESHOLD
+from training.phase.square import fig_journal_fig7c
 from training.sweep import pair_column
 
 _SHADE = "rgba(90, 90, 90, 0.55)"
 _PHASE_COLOURS = {1: "rgba(220, 80, 60, 0.12)", 2: "rgba(240, 180, 40, 0.15)", 3: "rgba(60, 160, 90, 0.15)"}
 
 
-def _task_rows(df: pd.DataFrame, task: str, what: str) -> pd.DataFrame:
+def _task_rows(df: pd.DataFrame, task_cls: type[Task], what: str) -> pd.DataFrame:
+    """The completed runs of the task ``task_cls`` (the figure's own task)."""
+    task = task_name(task_cls)
     check_columns(df, ["task", "status"], what)
     rows = df[(df["task"] == task) & (df["status"] == "completed")]
     if rows.empty:
@@ -96,7 +104,7 @@ def fig_neurips_fig2(
     over seeds; cells whose ID accuracy (seen anchors) is below ``id_threshold`` are
     shaded and hatched.  Uses the completed runs of the ``symmetric`` task.
     """
-    rows = _task_rows(df, "symmetric", "NeurIPS Fig. 2")
+    rows = _task_rows(df, SymmetricTask, "NeurIPS Fig. 2")
     cell = ["gamma", "n_layers"]
     _single_valued(rows, [*cell, over, "seed"], "NeurIPS Fig. 2")
     metrics = ["heldout_symmetric", "heldout_inferential", "id_acc"]
@@ -125,7 +133,7 @@ def fig_neurips_fig2(
 
 
 def _id_ood_agg(df: pd.DataFrame, what: str, over: str, metrics: Sequence[str]) -> pd.DataFrame:
-    rows = _task_rows(df, "id-ood", what)
+    rows = _task_rows(df, IdOodTask, what)
     cell = ["gamma", "weight_decay"]
     _single_valued(rows, [*cell, over, "seed"], what)
     return aggregate(rows, metrics, cell=cell, over=over)
@@ -253,7 +261,7 @@ def fig_journal_fig5c(
 
 
 def _complexity_rows(df: pd.DataFrame, what: str, keep: Sequence[str]) -> pd.DataFrame:
-    rows = _task_rows(df, "complexity", what)
+    rows = _task_rows(df, ComplexityTask, what)
     _single_valued(rows, [*keep, "lr", "seed"], what)
     return rows
 
@@ -327,7 +335,7 @@ def fig_pair_epochs(df: pd.DataFrame, k: int | None = None, n_layers: int | None
         raise ValueError(f"journal Fig. 8B: no completed runs with k={k}, n_layers={n_layers}; the table has k {ks}, depths {depths}")
     cols = [pair_column(p) for p in ALL_PAIRS]
     agg = aggregate(rows, cols, cell=["gamma"], over=over)
-    broken = set(task_spec("complexity", k=int(k)).offsets)
+    broken = ComplexityTask(k=int(k)).broken_pairs()
     labels = [f"({pair.key})" for pair in ALL_PAIRS]
     colours = ["crimson" if p in broken else "steelblue" for p in ALL_PAIRS]
     gammas = sorted(agg["gamma"].unique(), reverse=True)
@@ -350,22 +358,24 @@ def fig_pair_epochs(df: pd.DataFrame, k: int | None = None, n_layers: int | None
     return fig
 
 
-def _has(df: pd.DataFrame, task: str, column: str) -> bool:
+def _has(df: pd.DataFrame, task_cls: type[Task], column: str) -> bool:
+    """Whether the table has a completed run of the task ``task_cls`` with a ``column`` value."""
     if not {"task", "status", column} <= set(df.columns):
         return False
-    rows = df[(df["task"] == task) & (df["status"] == "completed")]
+    rows = df[(df["task"] == task_name(task_cls)) & (df["status"] == "completed")]
     return bool(rows[column].notna().any())
 
 
 #: Figure name (:data:`training.phase.names.FIGURE_NAMES`, in its order) -> (function,
 #: does the table support it).
 FIGURES: dict[str, tuple[Callable[..., go.Figure], Callable[[pd.DataFrame], bool]]] = {
-    "neurips_fig2": (fig_neurips_fig2, lambda df: _has(df, "symmetric", "heldout_symmetric")),
-    "journal_fig3a": (fig_journal_fig3a, lambda df: _has(df, "id-ood", "ood_acc")),
-    "journal_fig3b": (fig_journal_fig3b, lambda df: _has(df, "id-ood", "ood_acc")),
-    "journal_fig5c": (fig_journal_fig5c, lambda df: _has(df, "id-ood", "stable_rank_wq0")),
-    "complexity_epochs": (fig_complexity_epochs, lambda df: _has(df, "complexity", "final_loss")),
-    "pair_epochs": (fig_pair_epochs, lambda df: _has(df, "complexity", "final_loss")),
+    "neurips_fig2": (fig_neurips_fig2, lambda df: _has(df, SymmetricTask, "heldout_symmetric")),
+    "journal_fig3a": (fig_journal_fig3a, lambda df: _has(df, IdOodTask, "ood_acc")),
+    "journal_fig3b": (fig_journal_fig3b, lambda df: _has(df, IdOodTask, "ood_acc")),
+    "journal_fig5c": (fig_journal_fig5c, lambda df: _has(df, IdOodTask, "stable_rank_wq0")),
+    "complexity_epochs": (fig_complexity_epochs, lambda df: _has(df, ComplexityTask, "final_loss")),
+    "pair_epochs": (fig_pair_epochs, lambda df: _has(df, ComplexityTask, "final_loss")),
+    "journal_fig7c": (fig_journal_fig7c, lambda df: _has(df, AdditionTask, "square_acc")),
 }
 assert tuple(FIGURES) == FIGURE_NAMES, "training.phase.names.FIGURE_NAMES must list FIGURES in order"
 

@@ -19,8 +19,9 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from interp_init.data import AnchorDataset
+from interp_init.task_registry import registered_tasks, task_class
 from training.report.config import ReportConfig
-from training.report.runs import Run, balanced_inputs, sample_input
+from training.report.runs import Run
 
 #: Colours of the runs, in order (plotly's default qualitative palette).
 RUN_COLOURS = ("#636efa", "#EF553B", "#00cc96", "#ab63fa", "#FFA15A", "#19d3f3", "#FF6692", "#B6E880", "#FF97FF", "#FECB52")
@@ -60,6 +61,17 @@ class Context:
     runs: list[Run]
     config: ReportConfig
     _cache: dict = field(default_factory=dict)
+    #: The section being built (its builder's name without ``section_``); runs whose task
+    #: lacks it (``Task.report_sections``) get a note instead of a cell.
+    section: str = ""
+
+    def known_sections(self) -> set[str]:
+        """The sections some registered task lists (a section no task lists applies to every run)."""
+        return {key for name in registered_tasks() for key in task_class(name).report_sections}
+
+    def applies(self, run: Run) -> bool:
+        """Whether the section being built is one of ``run``'s task's sections."""
+        return self.section not in self.known_sections() or self.section in run.task.report_sections
 
     def cached(self, key: Any, make: Callable[[], Any]) -> Any:
         if key not in self._cache:
@@ -67,14 +79,14 @@ class Context:
         return self._cache[key]
 
     def balanced(self, run: Run) -> AnchorDataset:
-        d = run.config.data
-        key = ("balanced", d.task, d.k, d.offset)
-        return self.cached(key, lambda: balanced_inputs(d.task, self.config.per_pair, self.config.seed, d.k, d.offset).to(self.config.device))
+        """The run's task's probe inputs (the anchor tasks: ``per_pair`` inputs of every pair)."""
+        key = ("balanced", run.task)
+        return self.cached(key, lambda: run.task.probe_inputs(self.config.per_pair, self.config.seed).to(self.config.device))
 
     def sample(self, run: Run) -> AnchorDataset:
-        d = run.config.data
-        key = ("sample", d.task, d.k, d.offset)
-        return self.cached(key, lambda: sample_input(d.task, d.k, d.offset).to(self.config.device))
+        """The one input the run's task draws attention and information flow for."""
+        key = ("sample", run.task)
+        return self.cached(key, lambda: run.task.sample_input().to(self.config.device))
 
 
 def per_run(ctx: Context, build: Callable[[Run, Context], Cell]) -> list[Cell]:
@@ -83,6 +95,9 @@ def per_run(ctx: Context, build: Callable[[Run, Context], Cell]) -> list[Cell]:
     for run in ctx.runs:
         if run.model is None:
             cells.append(Cell(note=f"no model: {run.missing}"))
+            continue
+        if not ctx.applies(run):
+            cells.append(Cell(note=f"not a section of the {run.config.data.task!r} task"))
             continue
         try:
             cells.append(build(run, ctx))
@@ -99,7 +114,7 @@ def measured(ctx: Context, what: str, value: Callable[[Run], str | None], *, nee
     not where the probe does not apply); ``""`` where no run has one."""
     items = []
     for run in ctx.runs:
-        if needs_model and run.model is None:
+        if (needs_model and run.model is None) or not ctx.applies(run):
             continue
         try:
             text = value(run)

@@ -18,7 +18,11 @@ from plotly.subplots import make_subplots
 from probes.rank import merged_weight, stable_rank
 from training.report.cells import RUN_COLOURS, Cell, Context, Section, compact, html_table, measured
 from training.report.runs import Run
-from training.verdict import EXPECTED, FIT, run_verdict
+from interp_init.task import FIT_THRESHOLD, EpochRecord
+from training.verdict import run_verdict
+
+#: ID accuracy at which a run counts as fitted (the curves' epochs-to-fit).
+FIT = FIT_THRESHOLD
 
 
 def reproduction_verdicts(runs: Sequence[Run]) -> list[str]:
@@ -44,13 +48,13 @@ def section_verdict(ctx: Context) -> Section:
     """What each run learned: its solution in the papers' terms and the numbers behind it."""
     rows, learned = [], {}
     for run in ctx.runs:
-        metrics = run.metrics or {}
+        metrics, typed = run.metrics or {}, run.run_metrics
         rank = None if run.model is None else stable_rank(merged_weight(run.model, "W_Q", 0))
-        v = run_verdict(run.config.data.task, metrics.get("final", {}) or {}, metrics.get("status", "no metrics"), rank)
+        v = run_verdict(run.task, None if typed is None else typed.final, metrics.get("status", "no metrics"), rank)
         learned[run.name] = v.solution
         rows.append({"run": run.name, "task": run.config.data.task, "architecture": run.config.model.architecture,
                      "gamma": run.config.init.gamma, "learned": v.solution, "evidence": v.evidence})  # fmt: skip
-    expected = [EXPECTED.get(task, "") for task in dict.fromkeys(r.config.data.task for r in ctx.runs)]
+    expected = list(dict.fromkeys(r.task.expected for r in ctx.runs if r.task.expected))
     flips = reproduction_verdicts(ctx.runs)
     parts = [html_table(pd.DataFrame(rows), 2)]
     parts += [f'<p class="verdict">{html.escape(line)}</p>' for line in flips]
@@ -60,30 +64,40 @@ def section_verdict(ctx: Context) -> Section:
     return Section("verdict", "Verdict: what each model learned", sentence, [Cell(html="".join(parts))], combined=True)
 
 
-def fit_epoch(history: Sequence[dict[str, Any]]) -> int | None:
-    """The first evaluated epoch whose ID accuracy reached :data:`~training.verdict.FIT`; None if none did."""
-    return next((h["epoch"] for h in history if h.get("id_acc") is not None and h["id_acc"] >= FIT), None)
+def fit_epoch(history: Sequence[EpochRecord]) -> int | None:
+    """The first evaluated epoch whose ID accuracy reached :data:`FIT`; None if none did."""
+    return next((r.epoch for r in history if r.metrics is not None and r.metrics.id_acc is not None and r.metrics.id_acc >= FIT), None)
+
+
+def _history(run: Run) -> tuple[EpochRecord, ...]:
+    return () if run.run_metrics is None else run.run_metrics.history
 
 
 def _fit_epoch_text(run: Run) -> str | None:
-    history = (run.metrics or {}).get("history", [])
+    history = _history(run)
     if not history:
         return None
     epoch = fit_epoch(history)
-    return str(epoch) if epoch is not None else f"not within {history[-1]['epoch']} epochs"
+    return str(epoch) if epoch is not None else f"not within {history[-1].epoch} epochs"
+
+
+#: Line styles of the held-out panel's curves, in the order the task's metrics give them.
+HELDOUT_DASHES = ("solid", "dash", "dot", "dashdot")
 
 
 def section_curves(ctx: Context) -> Section:
     """Loss and accuracies per epoch, every run in one figure."""
-    fig = make_subplots(rows=1, cols=3, subplot_titles=("training loss", "train / ID accuracy", "held-out: OOD, candidates, commutativity"))
+    fig = make_subplots(rows=1, cols=3, subplot_titles=("training loss", "train / ID accuracy", "held-out: OOD, candidates, commutativity, square"))
     any_history = False
     for i, run in enumerate(ctx.runs):
-        history = (run.metrics or {}).get("history", [])
+        history = _history(run)
         if not history:
             continue
         any_history = True
         colour = RUN_COLOURS[i % len(RUN_COLOURS)]
-        frame = pd.json_normalize(history)
+        frame = pd.DataFrame(
+            [{"epoch": r.epoch, "loss": r.loss, **({} if r.metrics is None else {"train_acc": r.metrics.train_acc, "id_acc": r.metrics.id_acc, **r.metrics.heldout_curves()})} for r in history]
+        )
         shown = [False]  # one legend entry per run (its colour); line styles are in the caption
 
         def add(column: str, col: int, label: str, dash: str = "solid") -> None:
@@ -102,15 +116,12 @@ def section_curves(ctx: Context) -> Section:
         add("loss", 1, "loss")
         add("train_acc", 2, "train", "dot")
         add("id_acc", 2, "ID")
-        add("ood_acc", 3, "OOD")
-        add("commutativity", 3, "commutativity", "dot")
-        for column in frame.columns:
-            if column.startswith("heldout."):
-                _, pair, candidate = column.split(".", 2)
-                add(column, 3, f"({pair}) {candidate}", "solid" if candidate == "inferential" else "dash")
+        for j, column in enumerate(c for c in frame.columns if c not in ("epoch", "loss", "train_acc", "id_acc")):
+            add(column, 3, column, HELDOUT_DASHES[j % len(HELDOUT_DASHES)])
     sentence = (
-        "Training loss and accuracies per epoch, one colour per run; line styles: solid loss, ID, OOD and held-out inferential target, "
-        "dotted train and commutativity, dashed held-out symmetric target (hover a line for its name); "
+        "Training loss and accuracies per epoch, one colour per run; line styles: solid loss and ID, dotted train; the held-out panel "
+        "draws the task's own measures solid, dashed, dotted in turn (OOD solid and commutativity dashed; the held-out pair's inferential "
+        "target solid and symmetric target dashed; hover a line for its name); "
         "the accuracy curves behind NeurIPS 2024 Fig. 2 and the journal's Fig. 3A, and the epochs-to-fit of NeurIPS Fig. 6 / journal Fig. 8, "
         "where small init needs more epochs to fit as the inferential complexity k grows and large init does not."
     ) + measured(ctx, f"the first epoch with ID accuracy >= {FIT}", _fit_epoch_text, needs_model=False)
@@ -119,7 +130,7 @@ def section_curves(ctx: Context) -> Section:
     fig.update_yaxes(type="log", row=1, col=1)
     fig.update_yaxes(range=[-0.02, 1.02], row=1, col=2)
     fig.update_yaxes(range=[-0.02, 1.02], row=1, col=3)
-    epochs = max((len((r.metrics or {}).get("history", [])) for r in ctx.runs), default=0)
+    epochs = max((len(_history(r)) for r in ctx.runs), default=0)
     fig.update_xaxes(title_text="epoch", **({"dtick": 1} if epochs <= 12 else {}))
     compact(fig, 420)
     fig.update_layout(margin=dict(t=50), legend=dict(orientation="h", yanchor="top", y=-0.22, x=0, font=dict(size=11)))
@@ -131,37 +142,27 @@ def accuracy_table(runs: Sequence[Run]) -> pd.DataFrame:
     rows = []
     for run in runs:
         metrics = run.metrics or {}
-        final = metrics.get("final", {}) or {}
+        final = None if run.run_metrics is None else run.run_metrics.final
         row: dict[str, Any] = {
             "run": run.name,
             "task": run.config.data.task,
             "gamma": run.config.init.gamma,
             "weight_decay": run.config.train.weight_decay,
             "status": metrics.get("status", "no metrics"),
-            "epochs": final.get("epoch", len(metrics.get("history", []))),
-            "train": final.get("train_acc"),
-            "ID": final.get("id_acc"),
+            "epochs": (metrics.get("final") or {}).get("epoch", len(metrics.get("history", []))),
+            "train": None if final is None else final.train_acc,
+            "ID": None if final is None else final.id_acc,
         }
-        for pair, accs in final.get("heldout", {}).items():
-            for candidate, value in accs.items():
-                row[f"({pair}) {candidate}"] = value
-        if "ood_acc" in final:
-            row["OOD"] = final["ood_acc"]
-        if "commutativity" in final:
-            row["commutativity"] = final["commutativity"]
+        if final is not None:
+            row.update(final.heldout_curves())
         rows.append(row)
     return pd.DataFrame(rows)
 
 
 def _deciding_accuracies(run: Run) -> str | None:
-    """The final accuracies the papers read: the held-out pairs' candidates, else OOD, else ID."""
-    final = (run.metrics or {}).get("final", {}) or {}
-    parts = [f"({pair}) {candidate} {value:.2f}" for pair, accs in final.get("heldout", {}).items() for candidate, value in accs.items() if value is not None]
-    if final.get("ood_acc") is not None:
-        parts.append(f"OOD {final['ood_acc']:.2f}")
-    if not parts and final.get("id_acc") is not None:
-        parts.append(f"ID {final['id_acc']:.2f}")
-    return ", ".join(parts) or None
+    """The final accuracies that decide the run's verdict (the task's :meth:`~interp_init.task.TaskMetrics.deciding`)."""
+    final = None if run.run_metrics is None else run.run_metrics.final
+    return None if final is None else (final.deciding() or None)
 
 
 ACCURACY_COLUMNS_SKIP = ("run", "task", "gamma", "weight_decay", "status", "epochs")

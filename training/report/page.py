@@ -147,9 +147,15 @@ def build_page(runs: list[Run], config: ReportConfig, out_dir: str | Path | None
     folder relative to ``out_dir`` (the report's folder; default the working directory)."""
     ctx = Context(runs, config)
     sections = []
+    # the sections the runs' tasks have (Task.report_sections); the others show why they are empty
+    wanted = {key for run in runs for key in run.task.report_sections}
+    known = {*wanted, *ctx.known_sections()}
     for builder in SECTIONS:
         t0 = time.perf_counter()
         try:
+            ctx.section = builder.__name__.removeprefix("section_")
+            if ctx.section in known and ctx.section not in wanted:
+                raise NotApplicable(f"not a section of the task(s) {sorted({r.config.data.task for r in runs})}")
             section = builder(ctx)
         except NotApplicable as reason:
             doc = (builder.__doc__ or builder.__name__).strip().splitlines()[0]

@@ -12,14 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
-import torch
 from transformer_lens import HookedTransformer
 
-from interp_init.data import AnchorDataset, make_dataset
+from interp_init.anchor_tasks import FIG3_KEY_POSITION, FIG3_TOKENS, balanced_inputs, sample_input
+from interp_init.data import AnchorDataset
 from interp_init.runfolder import CONFIG_FILE, WEIGHTS_FILE, RunFolder
-from interp_init.tasks import composite, task_spec
+from interp_init.task import RunMetrics, Task, read_run_metrics
+from interp_init.task_registry import task_class
 from training.config import RunConfig
 
 
@@ -34,6 +36,16 @@ class Run:
     model: HookedTransformer | None
     #: Why there is no model (no weights file yet), else "".
     missing: str = ""
+
+    @cached_property
+    def task(self) -> Task:
+        """The run's task (from its config)."""
+        return self.config.data.make_task()
+
+    @cached_property
+    def run_metrics(self) -> RunMetrics | None:
+        """The run's ``metrics.json`` read typed for its task (``None`` before it has one)."""
+        return None if self.metrics is None else read_run_metrics(self.task, self.metrics, str(self.path / "metrics.json"))
 
 
 def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
@@ -95,56 +107,17 @@ def load_runs(run_dirs: Iterable[str | Path], device: str = "cpu") -> list[Run]:
 
 # ------------------------------------------------------------------------- probe inputs
 
-
-def balanced_inputs(task: str, per_pair: int, seed: int, k: int = 0, offset: int = 4) -> AnchorDataset:
-    """``per_pair`` inputs of every anchor pair of ``task`` (trained pairs from the train
-    split, held-out pairs from the held-out split), ordered by pair."""
-    spec = task_spec(task, k=k, offset=offset)
-    parts: list[AnchorDataset] = []
-    for split, pairs in (("train", spec.train_pairs), ("heldout", spec.heldout_pairs)):
-        if not pairs:
-            continue
-        n = per_pair * len(pairs) * 4 + 64
-        pool = make_dataset(task, split, n, seed, k=k, offset=offset)
-        first, second = pool.anchor_pairs[:, 0], pool.anchor_pairs[:, 1]
-        for a, b in pairs:
-            index = ((first == a) & (second == b)).nonzero().squeeze(1)[:per_pair]
-            if len(index) < per_pair:  # pragma: no cover - 4x oversampling makes this vanishingly rare
-                raise ValueError(f"drew too few inputs of pair ({a},{b}); use another seed")
-            parts.append(pool.subset(index))
-    return AnchorDataset(
-        task,
-        "balanced",
-        torch.cat([p.token_ids for p in parts]),
-        torch.cat([p.targets for p in parts]),
-        torch.cat([p.key_positions for p in parts]),
-        torch.cat([p.anchor_pairs for p in parts]),
-    )
-
-
-#: The NeurIPS 2024 paper's Fig. 3 input: key 99 at position 2, then the pair (4, 3)
-#: (held out in the symmetric and id-ood tasks).
-FIG3_TOKENS: tuple[int, ...] = (35, 63, 99, 4, 3, 38, 42, 36, 62)
-FIG3_KEY_POSITION = 2
-
-
-def sample_input(task: str = "symmetric", k: int = 0, offset: int = 4) -> AnchorDataset:
-    """The input whose attention and information flow the report draws: the NeurIPS
-    paper's Fig. 3 input, with its target under ``task``."""
-    spec = task_spec(task, k=k, offset=offset)
-    tokens = torch.tensor([FIG3_TOKENS])
-    p = FIG3_KEY_POSITION
-    a1, a2 = FIG3_TOKENS[p + 1], FIG3_TOKENS[p + 2]
-    x = FIG3_TOKENS[p]
-    heldout = (a1, a2) in spec.heldout_pairs
-    target = composite(x, a1, a2) + (0 if heldout else spec.offset((a1, a2)))
-    candidates = {name: torch.tensor([composite(x, a1, a2) + off]) for name, off in spec.candidates.items()} if heldout else {}
-    return AnchorDataset(task, "heldout" if heldout else "train", tokens, torch.tensor([target]), torch.tensor([p]), torch.tensor([[a1, a2]]), candidates)
+# The anchor tasks' probe inputs live with them (interp_init.anchor_tasks); re-exported here.
+__all__ = ["FIG3_KEY_POSITION", "FIG3_TOKENS", "Run", "balanced_inputs", "find_run_dirs", "load_runs", "sample_input", "token_labels"]
 
 
 def token_labels(dataset: AnchorDataset, row: int = 0) -> list[str]:
-    """Labels of one input's tokens: the key and anchors are marked (``x=57``, ``a1=4``)."""
+    """Labels of one input's tokens: for the anchor tasks the key and anchors are marked
+    (``x=57``, ``a1=4``); another task's samples are labelled by the task
+    (:meth:`interp_init.task.Task.token_labels`)."""
     tokens = dataset.tokens[row].tolist()
+    if not isinstance(dataset, AnchorDataset):
+        return task_class(dataset.task)().token_labels(tokens)
     p = int(dataset.key_positions[row])
     labels = [str(t) for t in tokens]
     labels[p] = f"x={tokens[p]}"

@@ -19,9 +19,10 @@ import pandas as pd
 
 # ERROR_FILE is imported to be re-exported as training.sweep.ERROR_FILE (a failed run's record).
 from interp_init.runfolder import ERROR_FILE, FINISHED_STATUSES, RunFolder, RunStatus, atomic_write, write_json  # noqa: F401
-from interp_init.tasks import ALL_PAIRS, AnchorPair
+from interp_init.task import EpochRecord, read_run_metrics
+from interp_init.tasks import AnchorPair
 from training.config import OPTIONS, RunConfig
-from training.phase.names import LOSS_THRESHOLD, PAIR_ACC_THRESHOLD
+from training.sweep.columns import LOSS_THRESHOLD, PAIR_ACC_THRESHOLD, RUN_COLUMNS, group_column, task_group_columns, task_metric_columns
 from training.sweep.spec import SPEC_FILE, SweepSpec
 
 if TYPE_CHECKING:
@@ -83,36 +84,43 @@ def run_stable_ranks(run_dir: str | Path) -> dict[str, float]:
     return record_stable_ranks(folder.path, folder.load_model(device="cpu"))
 
 
-def epochs_to_loss(history: Sequence[Mapping[str, Any]], threshold: float = LOSS_THRESHOLD) -> float:
+def epochs_to_loss(history: Sequence[Mapping[str, Any] | EpochRecord], threshold: float = LOSS_THRESHOLD) -> float:
     """The first epoch whose mean training loss is below ``threshold`` (NaN if none)."""
     for record in history:
-        if record.get("loss") is not None and record["loss"] < threshold:
-            return float(record["epoch"])
+        loss = record.loss if isinstance(record, EpochRecord) else record.get("loss")
+        if loss is not None and loss < threshold:
+            return float(record.epoch if isinstance(record, EpochRecord) else record["epoch"])
     return math.nan
 
 
-def epochs_to_pair_accuracy(history: Sequence[Mapping[str, Any]], threshold: float = PAIR_ACC_THRESHOLD) -> dict[str, float]:
-    """Per anchor pair (its ``AnchorPair.key``, ``"a1,a2"``), the first evaluated epoch with accuracy >= ``threshold`` (NaN if none)."""
+def epochs_to_pair_accuracy(history: Sequence[Mapping[str, Any] | EpochRecord], threshold: float = PAIR_ACC_THRESHOLD) -> dict[str, float]:
+    """Per group of the task's metrics (an anchor pair's ``AnchorPair.key``, ``"a1,a2"``),
+    the first evaluated epoch with accuracy >= ``threshold`` (NaN if none).  ``history``
+    holds typed records (:class:`~interp_init.task.EpochRecord`) or ``metrics.json``'s
+    records of an anchor task."""
     out: dict[str, float] = {}
     for record in history:
-        for pair, acc in record.get("per_pair", {}).items():
-            out.setdefault(pair, math.nan)
-            if math.isnan(out[pair]) and acc >= threshold:
-                out[pair] = float(record["epoch"])
+        if isinstance(record, EpochRecord):
+            epoch, groups = record.epoch, ({} if record.metrics is None else record.metrics.groups())
+        else:
+            epoch, groups = record["epoch"], record.get("per_pair", {})
+        for group, acc in groups.items():
+            out.setdefault(group, math.nan)
+            if math.isnan(out[group]) and acc >= threshold:
+                out[group] = float(epoch)
     return out
 
 
 def pair_column(pair: str | tuple[int, int]) -> str:
-    """The results-table column of a pair's epochs to :data:`PAIR_ACC_THRESHOLD` (``epochs_to_acc_4_3``)."""
+    """The results-table column of an anchor pair's epochs to :data:`PAIR_ACC_THRESHOLD` (``epochs_to_acc_4_3``)."""
     a1, a2 = pair.split(",") if isinstance(pair, str) else pair
-    return "epochs_to_acc_" + AnchorPair(a1, a2).key.replace(",", "_")
+    return group_column(AnchorPair(a1, a2).key)
 
 
-PAIR_COLUMNS = tuple(pair_column(p) for p in ALL_PAIRS)
-METRIC_COLUMNS = (
-    "train_acc", "id_acc", "heldout_inferential", "heldout_symmetric", "ood_acc", "commutativity",
-    "final_loss", "epochs_run", "epochs_to_loss", "stable_rank_wq0", "stable_rank_we",
-)  # fmt: skip
+#: Every registered task's ``epochs_to_acc_*`` columns (the anchor pairs').
+PAIR_COLUMNS = task_group_columns()
+#: The metric columns every results table has: every registered task's, then the run's own.
+METRIC_COLUMNS = (*task_metric_columns(), *RUN_COLUMNS)
 
 
 def _grid_keys(name: str) -> list[str]:
@@ -143,28 +151,24 @@ def run_row(
         metrics = folder.read_metrics() or {}
     except ValueError:
         metrics = {}
-    final = metrics.get("final") or {}
-    history = metrics.get("history") or []
-    for col in METRIC_COLUMNS:
+    task = cfg.data.make_task()
+    typed = read_run_metrics(task, metrics, str(folder.metrics_path))
+    history = typed.history
+    for col in (*METRIC_COLUMNS, *task_metric_columns((cfg.data.task,))):
         row[col] = math.nan
-    for col in ("train_acc", "id_acc", "ood_acc", "commutativity"):
-        if final.get(col) is not None:
-            row[col] = float(final[col])
-    heldout = final.get("heldout") or {}
-    for target in ("inferential", "symmetric"):
-        values = [accs[target] for accs in heldout.values() if target in accs]
-        if values:
-            row[f"heldout_{target}"] = sum(values) / len(values)
+    if typed.final is not None:
+        row.update(typed.final.columns())
     if history:
-        row["final_loss"] = float(history[-1]["loss"])
-        row["epochs_run"] = float(history[-1]["epoch"])
+        row["final_loss"] = float(history[-1].loss)
+        row["epochs_run"] = float(history[-1].epoch)
         row["epochs_to_loss"] = epochs_to_loss(history, loss_threshold)
     if status in FINISHED_STATUSES:
         folder.check_bound(metrics)  # weights or metrics of another run make the row unreadable
         row.update(run_stable_ranks(run_dir))
-    pair_epochs = epochs_to_pair_accuracy(history, pair_threshold)
-    for pair in ALL_PAIRS:
-        row[pair_column(pair)] = pair_epochs.get(pair.key, math.nan)
+    group_epochs = epochs_to_pair_accuracy(history, pair_threshold)
+    for col in (*PAIR_COLUMNS, *task_group_columns((cfg.data.task,))):
+        row[col] = math.nan
+    row.update({group_column(g): e for g, e in group_epochs.items()})
     row["elapsed_s"] = float(metrics["elapsed_s"]) if "elapsed_s" in metrics else math.nan
     error = folder.error_path
     row["error"] = error.read_text(encoding="utf-8", errors="replace").splitlines()[0] if status == RunStatus.FAILED and error.exists() else ""
@@ -201,7 +205,12 @@ def collect_results(
             rows.append({"run": folder.name, "status": RunStatus.UNREADABLE, "error": f"{type(err).__name__}: {err}"})
     grid_cols: list[str] = sorted({k for d in rows for k in _grid_keys(d["run"])})
     head = ["run", *grid_cols, *(c for c in CONTEXT_COLUMNS if c not in grid_cols), "status"]
-    columns = [*head, *METRIC_COLUMNS, *PAIR_COLUMNS, *TIMING_COLUMNS, "error"]
+    # a user task's own metrics and groups follow the registered tasks' columns
+    known = {*head, *METRIC_COLUMNS, *PAIR_COLUMNS, *TIMING_COLUMNS, "error", "run"}
+    extra = list(dict.fromkeys(k for d in rows for k in d if k not in known and not k.startswith("epochs_to_acc_")))
+    extra_groups = list(dict.fromkeys(k for d in rows for k in d if k not in known and k.startswith("epochs_to_acc_")))
+    metric_cols = [*METRIC_COLUMNS[: -len(RUN_COLUMNS)], *extra, *METRIC_COLUMNS[-len(RUN_COLUMNS) :]]
+    columns = [*head, *metric_cols, *PAIR_COLUMNS, *extra_groups, *TIMING_COLUMNS, "error"]
     df = pd.DataFrame(rows, columns=columns)
     sort_cols = [*grid_cols, "run"]
     df = df.sort_values(sort_cols, kind="stable", na_position="last").reset_index(drop=True)

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from interp_init.tasks import TASKS
+from interp_init.task import DEFAULT_TASK
 from training.config import OPTIONS, PRESETS, RunConfig, make_run_config, preset_options
 
 #: The file of a sweep folder that records its spec.
@@ -154,8 +154,10 @@ class SweepSpec:
         """A seconds-long copy for smoke runs: the ``tiny`` run preset, the first 2 values
         of each key in ``axes`` (so a figure still has two cells along it), 1 of the rest."""
         grid = {key: list(values)[: 2 if key in axes else 1] for key, values in self.grid.items()}
-        task = self.base.get("task", "symmetric")
-        sized = set(preset_options("tiny", task if task in TASKS else "symmetric"))
+        try:
+            sized = set(preset_options("tiny", self.base.get("task", DEFAULT_TASK)))
+        except ValueError:  # an unknown task: points() names it
+            sized = set(preset_options("tiny"))
         # the tiny preset's sizes and schedule replace the spec's own (a spec that pins e.g.
         # n_train or epochs would otherwise keep its full-scale values)
         base = {key: value for key, value in self.base.items() if key not in sized}
