@@ -7,23 +7,33 @@
   kill never leaves a half-written file; on failure the temporary file is removed, a full
   disk raises ``OSError(ENOSPC)`` naming the path and saying that the same command
   resumes, and :func:`remove_stale_temporaries` removes those left by killed processes.
+  A temporary file is named with a random owner token, never a PID, and its writer holds
+  an ``flock`` on it until the rename: the kernel releases that lock however the writer
+  ends, in whatever PID namespace, so a temporary file nobody holds is a dead writer's.
 * ``INTERP_INIT_KILL_AT="<before|after>:<file name>:<n>"`` SIGKILLs the process at the
   n-th atomic write of that file, before or after its rename: deterministic kill points
   for the tests of what a kill leaves behind.
 * :func:`config_digest` and :func:`file_sha256` bind a run's files together
   (:mod:`interp_init.runfolder`).
+* :func:`hold_folder` holds a folder for one process (an ``flock`` on ``DIR/.lock``) and
+  :func:`folder_is_held` tells whether a live process holds it.
 """
 
 from __future__ import annotations
 
 import errno
+import fcntl
 import hashlib
 import json
 import os
 import re
+import contextlib
+import secrets
 import signal
+import socket
+import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +51,16 @@ class BadRunFile(ValueError):
 
 class MissingRunFile(BadRunFile, FileNotFoundError):
     """A :class:`BadRunFile` for a file that does not exist (also a ``FileNotFoundError``)."""
+
+
+class RunFolderBusy(ValueError):
+    """Another live process holds the folder (:func:`hold_folder`)."""
+
+
+#: The file a folder's holder keeps an ``flock`` on (:func:`hold_folder`).
+LOCK_FILE = ".lock"
+#: Attempts (20 ms apart) to take a folder's lock before it is reported busy.
+_LOCK_TRIES = 25
 
 
 def read_json(path: str | Path, fix: str) -> Any:
@@ -67,10 +87,14 @@ def json_kind(value: Any) -> str:
 
 
 def _temporary(path: Path) -> Path:
-    return path.with_name(f".{path.name}.tmp{os.getpid()}")
+    return path.with_name(f".{path.name}.tmp-{secrets.token_hex(8)}")
 
 
-_TEMPORARY = re.compile(r"^\.(?P<name>.+)\.tmp(?P<pid>\d+)$")
+#: Temporary files: ``.NAME.tmp-<owner token>`` (and ``.NAME.tmp<pid>``, from older versions).
+_TEMPORARY = re.compile(r"^\.(?P<name>.+)\.tmp(-[0-9a-f]+|\d+)$")
+#: A temporary file this young and still empty may be one whose writer has created it and
+#: not yet locked it (two system calls apart): it is left for the next clean-up.
+_FRESH_S = 10.0
 
 
 #: Atomic writes per (stage, file name) seen by :func:`_fault_point` in this process.
@@ -93,6 +117,7 @@ def _fault_point(path: Path, stage: str) -> None:
 
 
 def _write_temporary(tmp: Path, data: bytes | str | Callable[[Path], None]) -> None:
+    # Each writes the file (inode) the caller created and locked: the lock covers it.
     if isinstance(data, str):
         tmp.write_text(data, encoding="utf-8")
     elif isinstance(data, bytes):
@@ -109,7 +134,10 @@ def atomic_write(path: str | Path, data: bytes | str | Callable[[Path], None]) -
     """
     path = Path(path)
     tmp = _temporary(path)
+    handle = None
     try:
+        handle = open(tmp, "xb")  # noqa: SIM115 - held (locked) until the rename
+        fcntl.flock(handle, fcntl.LOCK_EX)  # this writer owns it while it lives
         _write_temporary(tmp, data)
         _fault_point(path, "before")
         os.replace(tmp, path)
@@ -120,6 +148,9 @@ def atomic_write(path: str | Path, data: bytes | str | Callable[[Path], None]) -
                 errno.ENOSPC, "no space left on the device; free some space and run the same command again to resume", str(path)
             ) from err
         raise
+    finally:
+        if handle is not None:
+            handle.close()
     _fault_point(path, "after")
     return path
 
@@ -143,24 +174,93 @@ def file_sha256(path: str | Path) -> str:
     return digest.hexdigest()
 
 
-def _pid_alive(pid: int) -> bool:
+def _remove_if_unowned(entry: Path) -> bool:
+    """Remove the temporary file ``entry`` if no live writer holds its lock; True if removed."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        fd = os.open(entry, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
         return False
-    except PermissionError:  # alive, another user's
-        pass
-    return True
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held: its writer is alive (in this process or another)
+            return False
+        info = os.fstat(fd)
+        if info.st_size == 0 and time.time() - info.st_mtime < _FRESH_S:
+            return False
+        entry.unlink(missing_ok=True)
+        return True
+    finally:
+        os.close(fd)
 
 
 def remove_stale_temporaries(folder: Path) -> list[Path]:
-    """Remove the temporary files in ``folder`` left by processes that are gone; return them."""
+    """Remove the temporary files in ``folder`` whose writers are gone; return them.
+
+    A writer holds an ``flock`` on its temporary file until it renames it, so a file
+    nobody holds was left by a process that died (however it died, in whatever PID
+    namespace); PIDs, which the system reuses, are never consulted."""
     removed = []
     if not folder.is_dir():
         return removed
     for entry in folder.iterdir():
-        match = _TEMPORARY.match(entry.name)
-        if match and entry.is_file() and not _pid_alive(int(match["pid"])):
-            entry.unlink(missing_ok=True)
+        if _TEMPORARY.match(entry.name) and entry.is_file() and _remove_if_unowned(entry):
             removed.append(entry)
     return removed
+
+
+# ------------------------------------------------------------------ held folders
+
+
+def _owner() -> str:
+    return f"pid {os.getpid()} on {socket.gethostname()}"
+
+
+@contextlib.contextmanager
+def hold_folder(path: Path, busy: str) -> Iterator[None]:
+    """Hold ``path`` (a folder) for this process: ``flock`` on ``path/.lock``, released by
+    the kernel however the process ends (a kill included, in whatever PID namespace);
+    the file is removed when the block ends.  Another process holding it meanwhile raises
+    :class:`RunFolderBusy` with ``f"{path} {busy}"`` (``{owner}``: the holder's pid and host,
+    for the reader: the lock, not the pid, decides)."""
+    lock_path = path / LOCK_FILE
+    while True:
+        handle = open(lock_path, "a+", encoding="utf-8")  # noqa: SIM115 - held until the block ends
+        for _ in range(_LOCK_TRIES):  # a reader testing the lock (folder_is_held) holds it for microseconds
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                time.sleep(0.02)
+        else:
+            handle.seek(0)
+            owner = handle.read().strip() or "owner unknown"
+            handle.close()
+            raise RunFolderBusy(f"{path} " + busy.format(owner=owner)) from None
+        if lock_path.exists() and os.fstat(handle.fileno()).st_ino == lock_path.stat().st_ino:
+            break
+        handle.close()  # the holder removed the file as we opened it: take the new one
+    try:
+        handle.seek(0)
+        handle.truncate()
+        handle.write(_owner())
+        handle.flush()
+        yield
+    finally:
+        lock_path.unlink(missing_ok=True)
+        handle.close()
+
+
+def folder_is_held(path: Path) -> bool:
+    """True if a live process holds ``path`` (:func:`hold_folder`); reads nothing else."""
+    try:
+        fd = os.open(path / LOCK_FILE, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False

@@ -38,7 +38,6 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -46,7 +45,11 @@ from typing import TYPE_CHECKING, Any
 
 from interp_init.config import ModelConfig
 from interp_init.fileio import (
+    LOCK_FILE,
     BadRunFile,
+    RunFolderBusy,
+    folder_is_held,
+    hold_folder,
     MissingRunFile,
     atomic_write,
     config_digest,
@@ -57,7 +60,8 @@ from interp_init.fileio import (
     write_json,
 )
 
-__all__ = ["BadRunFile", "MissingRunFile", "RunFolder", "RunFolderBusy", "RunStatus", "atomic_write", "config_digest", "file_sha256", "load_model", "write_json"]
+__all__ = ["BadRunFile", "MissingRunFile", "RunFolder", "RunFolderBusy", "RunStatus", "atomic_write", "config_digest", "file_sha256",
+           "hold_folder", "load_model", "refuse_inside_run", "refuse_non_run_folder", "write_json"]  # fmt: skip
 
 if TYPE_CHECKING:
     import torch
@@ -68,17 +72,17 @@ METRICS_FILE = "metrics.json"
 WEIGHTS_FILE = "model.safetensors"
 CHECKPOINT_FILE = "checkpoint.pt"
 ERROR_FILE = "error.txt"
-#: Held (``flock``) by the process training the run.
-LOCK_FILE = ".lock"
 #: The format tag of checkpoints written by :meth:`RunFolder.save_checkpoint`.
 CHECKPOINT_FORMAT = "interp-init-checkpoint/1"
+#: A sweep folder's record of its spec (:mod:`training.sweep.spec` writes it).
+SWEEP_SPEC_FILE = "sweep.json"
 
 
 class RunStatus(StrEnum):
     """Where a run stands.  ``metrics.json`` records the first three; the others are read
     from the folder (:meth:`RunFolder.status`).  A ``StrEnum``: equal to its string."""
 
-    RUNNING = "running"  # metrics.json while training (a checkpoint exists)
+    RUNNING = "running"  # metrics.json while training; the status of a run a live process trains
     COMPLETED = "completed"
     DIVERGED = "diverged"  # the loss went non-finite; the last good weights are kept
     FAILED = "failed"  # a sweep recorded the run's exception in error.txt
@@ -93,10 +97,6 @@ RECORDED_STATUSES: tuple[RunStatus, ...] = (RunStatus.RUNNING, RunStatus.COMPLET
 FINISHED_STATUSES: tuple[RunStatus, ...] = (RunStatus.COMPLETED, RunStatus.DIVERGED)
 
 
-class RunFolderBusy(ValueError):
-    """Another process is training the run in this folder."""
-
-
 def _differences(folder: dict, asked: dict, prefix: str = "") -> list[str]:
     diffs = []
     for key in sorted(set(folder) | set(asked)):
@@ -106,6 +106,42 @@ def _differences(folder: dict, asked: dict, prefix: str = "") -> list[str]:
         elif va != vb:
             diffs.append(f"{prefix}{key}: {va!r} (folder) vs {vb!r} (asked)")
     return diffs
+
+
+def looks_like_run(path: Path) -> bool:
+    """True if ``path`` holds a run: a run's file (metrics, weights, checkpoint) or a
+    ``config.json`` with a run config's sections."""
+    if any((path / name).is_file() for name in (METRICS_FILE, WEIGHTS_FILE, CHECKPOINT_FILE)):
+        return True
+    try:
+        data = read_json(path / CONFIG_FILE, "")
+    except (BadRunFile, OSError):
+        return False
+    return isinstance(data, dict) and {"model", "init", "data", "train"} <= set(data)
+
+
+def refuse_inside_run(path: str | Path, what: str, option: str = "--out") -> None:
+    """Refuse to write ``what`` (``"a run"``, ``"a sweep"``, ``"phase diagrams"``) at
+    ``path`` inside a run folder: a run folder is a leaf, holding one run and nothing else
+    (a report of it would hide what is nested)."""
+    path = Path(path).absolute()
+    for parent in path.parents:
+        if looks_like_run(parent):
+            raise ValueError(
+                f"{path} is inside the run folder {parent}; a run folder holds one run and nothing else, "
+                f"so {what} cannot be written there: choose an {option} outside it"
+            )
+
+
+def refuse_non_run_folder(path: str | Path) -> None:
+    """Refuse a folder where a run is expected that holds a sweep or other runs, naming which."""
+    path = Path(path)
+    if (path / SWEEP_SPEC_FILE).is_file():
+        raise ValueError(f"{path} is a sweep folder (it has {SWEEP_SPEC_FILE}), not a run folder; give one of its runs or another --out")
+    if path.is_dir():
+        for child in sorted(path.iterdir()):
+            if child.is_dir() and looks_like_run(child):
+                raise ValueError(f"{path} holds run folders ({child.name}, ...), so it is not a run folder itself; choose another --out")
 
 
 # -------------------------------------------------------------------------- the folder
@@ -140,38 +176,18 @@ class RunFolder:
         if not os.access(self.path, os.W_OK):
             raise ValueError(f"the run folder {self.path} is not writable; choose another --out")
 
-    @contextlib.contextmanager
-    def lock(self) -> Iterator[None]:
+    def lock(self) -> contextlib.AbstractContextManager[None]:
         """Hold the folder while this process trains its run: another process asking for it
-        meanwhile gets :class:`RunFolderBusy`.  The lock (``flock`` on ``DIR/.lock``) is
-        released however the process ends, a kill included; the file is removed on exit."""
-        import fcntl
-
+        meanwhile gets :class:`RunFolderBusy` (:func:`hold_folder`).  A folder inside a run
+        folder, or one holding a sweep or other runs, is refused first (nothing written)."""
+        refuse_inside_run(self.path, "a run")
+        refuse_non_run_folder(self.path)
         self.create()
-        path = self.path / LOCK_FILE
-        while True:
-            handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held until the block ends
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                handle.seek(0)
-                owner = handle.read().strip() or "unknown"
-                handle.close()
-                raise RunFolderBusy(
-                    f"{self.path} is being trained by another process (pid {owner}); wait for it to finish or choose another --out"
-                ) from None
-            if path.exists() and os.fstat(handle.fileno()).st_ino == path.stat().st_ino:
-                break
-            handle.close()  # the holder removed the file as we opened it: take the new one
-        try:
-            handle.seek(0)
-            handle.truncate()
-            handle.write(str(os.getpid()))
-            handle.flush()
-            yield
-        finally:
-            path.unlink(missing_ok=True)
-            handle.close()
+        return hold_folder(self.path, "is being trained by another process ({owner}); wait for it to finish or choose another --out")
+
+    def is_busy(self) -> bool:
+        """True if a live process holds the folder (:meth:`lock`): its run is being trained now."""
+        return folder_is_held(self.path)
 
     def is_run(self) -> bool:
         """True if the folder holds a run (a ``config.json``)."""
@@ -209,6 +225,43 @@ class RunFolder:
     def digest(self) -> str:
         """The run's config digest (:func:`config_digest` of ``config.json``)."""
         return config_digest(self.read_config())
+
+    def check_holds(self, config: dict[str, Any]) -> None:
+        """Refuse the folder for the run ``config`` if any of its files belongs to another
+        run, whichever file is missing: ``config.json`` naming other fields, or, without
+        it, finished weights or metrics carrying another config's digest, or a checkpoint
+        of another config.  Reads only."""
+        fix = "remove the folder or choose another --out"
+        if self.config_path.exists():
+            try:
+                diffs = self.config_differences(config)
+            except BadRunFile as err:
+                raise BadRunFile(err.path, err.problem, fix) from None
+            if diffs:
+                raise ValueError(f"{self.path} holds a run with a different config ({'; '.join(diffs[:5])}); choose another --out or remove that folder")
+            return
+        from interp_init.model import weights_metadata
+
+        digest, fix = config_digest(config), "choose another --out, or delete the folder to train this run there"
+        missing = f"and {CONFIG_FILE}, which would name that run, is missing"
+        if self.weights_path.exists() and weights_metadata(self.weights_path).get("run_digest") != digest:
+            raise BadRunFile(self.weights_path, f"holds the finished weights of another run than the one asked for ({missing})", fix)
+        metrics = self.read_metrics()
+        if metrics is not None and metrics["status"] in FINISHED_STATUSES and metrics.get("config_digest") != digest:
+            raise BadRunFile(self.metrics_path, f"holds the finished metrics of another run than the one asked for ({missing})", fix)
+        if self.checkpoint_path.exists():
+            self.load_checkpoint(config)  # a checkpoint of another config is refused, naming it
+
+    def claim(self, config: dict[str, Any]) -> bool:
+        """Make the folder the run ``config``'s before training it: :meth:`check_holds`, then
+        :meth:`check_bound` where ``config.json`` exists, or write it.  True if the folder
+        already had it.  Finished work of another run is never overwritten."""
+        self.check_holds(config)
+        if self.config_path.exists():
+            self.check_bound()
+            return True
+        self.write_config(config)
+        return False
 
     # ----------------------------------------------------------------- metrics.json
 
@@ -259,6 +312,8 @@ class RunFolder:
             return RunStatus(status)
         if self.error_path.exists():
             return RunStatus.FAILED
+        if self.is_busy():  # a live process is training it now
+            return RunStatus.RUNNING
         if status == RunStatus.RUNNING:
             return RunStatus.INTERRUPTED
         return RunStatus.PENDING
@@ -273,12 +328,19 @@ class RunFolder:
 
         digest = self.digest()
         fix = "the file was copied from another run: restore this run's own file, or retrain it"
+        metrics = self.read_metrics() if metrics is None else metrics
+        finished = metrics is not None and metrics.get("status") in FINISHED_STATUSES
         if self.weights_path.exists():
             recorded = weights_metadata(self.weights_path).get("run_digest")
             if recorded is not None and recorded != digest:
+                if finished and metrics.get("config_digest") == recorded:  # the two agree: config.json changed
+                    raise BadRunFile(
+                        self.config_path,
+                        "was changed after the run finished (model.safetensors and metrics.json both carry the digest of the config they were trained with)",
+                        "restore the config.json the run was trained with, or train the edited config into another --out",
+                    )
                 raise BadRunFile(self.weights_path, "holds the weights of another run (its run digest differs from config.json's)", fix)
-        metrics = self.read_metrics() if metrics is None else metrics
-        if metrics is None or metrics.get("status") not in FINISHED_STATUSES:
+        if not finished:
             return
         if metrics.get("config_digest") not in (None, digest):
             raise BadRunFile(self.metrics_path, "holds the metrics of another run (its config_digest differs from config.json's)", fix)

@@ -252,13 +252,19 @@ def test_atomic_write_removes_its_temporary_on_any_failure(tmp_path: Path) -> No
     assert list(tmp_path.iterdir()) == []
 
 
-def test_temporaries_of_live_processes_are_kept(tmp_path: Path) -> None:
-    mine = tmp_path / f".metrics.json.tmp{os.getpid()}"
-    dead = tmp_path / ".metrics.json.tmp999999999"
-    mine.write_text("{}")
-    dead.write_text("{}")
-    assert RunFolder(tmp_path).sweep_temporary() == [dead]
-    assert mine.exists() and not dead.exists()
+def test_temporaries_of_live_writers_are_kept_and_pids_are_not_trusted(tmp_path: Path) -> None:
+    import fcntl
+
+    held = tmp_path / ".metrics.json.tmp-0123abcd"
+    # Dead writers whose names carry a PID that is alive now (ours, init's): PIDs are reused
+    # and differ between namespaces, so only the writer's lock tells whether it lives.
+    dead = [tmp_path / f".metrics.json.tmp{os.getpid()}", tmp_path / ".config.json.tmp1", tmp_path / ".checkpoint.pt.tmp-ffee"]
+    for path in [held, *dead]:
+        path.write_text("{}")
+    with open(held, "rb") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        assert sorted(RunFolder(tmp_path).sweep_temporary()) == sorted(dead)
+        assert held.exists() and not any(path.exists() for path in dead)
 
 
 def test_an_empty_path_is_refused(capsys: pytest.CaptureFixture) -> None:

@@ -38,6 +38,7 @@ from training.config import PRECISIONS, PRESETS, SECTIONS
 from training.phase.names import FIGURE_NAMES, ID_THRESHOLD, LOSS_THRESHOLD, OOD_THRESHOLD, PAIR_ACC_THRESHOLD
 from training.report.config import IMAGE_FORMATS, PROJECTIONS, ReportConfig
 from training.reproduce import REGIMES, REPRODUCE_TASKS
+from training.signals import Stopped, signals_raise
 from training.sweep.spec import BACKENDS
 
 #: The registered tasks and the run presets, as the options list them (a task of one's own
@@ -272,6 +273,9 @@ def sweep_command(
     points = sweep_spec.points()
     if dry_run:
         if out is not None:
+            from training.sweep.runner import check_sweep_out
+
+            check_sweep_out(out)
             check_sweep_folder(sweep_spec, out, extend=extend)
         for point in points:
             click.echo(point.name)
@@ -378,18 +382,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = list(sys.argv[1:] if argv is None else argv)
     try:
-        rv = cli.main(args=args, prog_name="interp-init", standalone_mode=False)
+        # SIGTERM, SIGINT and SIGHUP raise (training.signals): locks, temporary files and
+        # worker processes are cleaned up, then one line and the exit code 128 + signal.
+        with signals_raise():
+            rv = cli.main(args=args, prog_name="interp-init", standalone_mode=False)
+    except Stopped as exc:
+        click.echo(f"interp-init: {exc.message}", err=True)
+        return exc.exit_code
     except click.exceptions.Exit as exc:  # pragma: no cover - click returns it in non-standalone mode
         return int(exc.exit_code)
     except click.ClickException as exc:
         exc.show()
         return exc.exit_code
-    except click.exceptions.Abort as exc:
-        # click turns KeyboardInterrupt (Ctrl-C, SIGINT) into Abort; a sweep's SIGTERM
-        # handler raises a KeyboardInterrupt that carries its own exit code (143).
-        code = getattr(exc.__cause__, "signal_exit_code", 130)
-        click.echo("interp-init: aborted" if code == 130 else "interp-init: terminated (SIGTERM)", err=True)
-        return code
+    except click.exceptions.Abort:  # a KeyboardInterrupt raised by other means than SIGINT
+        click.echo("interp-init: aborted", err=True)
+        return 130
     except (ValueError, OSError) as exc:
         click.echo(f"interp-init: error: {_one_line(exc)}", err=True)
         return 2

@@ -37,7 +37,7 @@ from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
 from interp_init.model import build_model, empty_model, load_weights, resolve_device
-from interp_init.runfolder import FINISHED_STATUSES, BadRunFile, RunFolder, RunStatus
+from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus
 from interp_init.task import RECORD_KEYS, Samples, Task, TaskMetrics
 from training.accuracy import LogitsFn, evaluate, full_forward_last
 from training.config import RunConfig
@@ -117,34 +117,17 @@ class Member:
 Step = Callable[[list[Member], Int[Tensor, "model batch"]], Float[Tensor, " model"]]
 
 
-def _check_run_dir(folder: RunFolder, cfg: RunConfig) -> bool:
-    """True if ``folder`` already holds this run; error if it holds another."""
-    if not folder.config_path.exists():
-        return False
-    try:
-        diffs = folder.config_differences(cfg.to_dict())
-    except BadRunFile as err:
-        raise BadRunFile(err.path, err.problem, "remove the folder or choose another --out") from None
-    if diffs:
-        raise ValueError(
-            f"{folder.path} holds a run with a different config ({'; '.join(diffs[:5])}); "
-            "choose another --out or remove that folder"
-        )
-    return True
-
-
 def open_run_folder(folder: str | Path | RunFolder, cfg: RunConfig, dev: torch.device) -> tuple[TrainResult | None, dict | None]:
     """Open ``folder`` for the run ``cfg``: ``(finished result, None)`` if the run is done,
     ``(None, checkpoint)`` to resume it, ``(None, None)`` to start it (``config.json`` is
-    then written).  A folder holding another run, or one that cannot be written, is
-    refused; temporary files left by a killed process are removed.
+    then written).  A folder holding any file of another run (:meth:`RunFolder.claim`), or
+    one that cannot be written, is refused; temporary files left by a killed process are
+    removed.
     """
     folder = folder if isinstance(folder, RunFolder) else RunFolder(folder)
     folder.create()
     folder.sweep_temporary()
-    if not _check_run_dir(folder, cfg):
-        folder.write_config(cfg.to_dict())
-        return None, None
+    folder.claim(cfg.to_dict())  # another run's files are refused, whichever is missing
     metrics = folder.read_metrics()
     if metrics is not None and metrics["status"] in FINISHED_STATUSES and folder.weights_path.exists():
         model = empty_model(cfg.model, dev)

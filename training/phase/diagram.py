@@ -10,13 +10,14 @@ Example::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import plotly.graph_objects as go
 
-from interp_init.runfolder import RunStatus, atomic_write
+from interp_init.runfolder import RunStatus, atomic_write, looks_like_run, refuse_inside_run
 from training.phase.figures import make_figures, supported_figures
 from training.phase.names import ID_THRESHOLD, LOSS_THRESHOLD, OOD_THRESHOLD, PAIR_ACC_THRESHOLD
 from training.sweep import RESULTS_FILE, collect_results, incomplete_runs, problem_summary, write_results
@@ -41,6 +42,18 @@ def write_html(figures: Mapping[str, go.Figure], out: str | Path, title: str = "
         return [atomic_write(out, head + "\n".join(divs) + "\n</body></html>\n")]
     out.mkdir(parents=True, exist_ok=True)
     return [atomic_write(out / f"{name}.html", fig.to_html(include_plotlyjs=True, full_html=True)) for name, fig in figures.items()]
+
+
+def check_thresholds(**thresholds: float) -> None:
+    """Refuse a threshold outside the range where it means something: accuracies
+    (``*_threshold`` but ``loss_threshold``) in [0, 1], a loss finite and > 0."""
+    for name, value in thresholds.items():
+        flag = "--" + name.replace("_", "-")
+        if name == "loss_threshold":
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{flag} is a training loss: a finite number > 0, got {value!r}")
+        elif not (0.0 <= value <= 1.0):  # NaN fails too
+            raise ValueError(f"{flag} is an accuracy: a number in [0, 1], got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -68,8 +81,20 @@ def phase_diagrams(
     ``figure_names``) to ``out`` (default ``sweep_dir/phase_diagram.html``).
 
     Everything is checked and built before the first write: a folder it refuses is left
-    as it was.
+    as it was.  The thresholds are accuracies in [0, 1] and a positive loss; a run folder
+    (a leaf: it holds one run and nothing else) is refused as ``sweep_dir`` or as a place
+    for ``out``.
     """
+    check_thresholds(id_threshold=id_threshold, ood_threshold=ood_threshold, pair_threshold=pair_threshold, loss_threshold=loss_threshold)
+    sweep_dir = Path(sweep_dir)
+    if looks_like_run(sweep_dir):
+        raise ValueError(
+            f"{sweep_dir} is a run folder, not a sweep folder; phase diagrams are drawn over the runs of a sweep folder "
+            "(interp-init sweep SPEC --out DIR): give that folder"
+        )
+    refuse_inside_run(sweep_dir, "phase diagrams", option="SWEEP_DIR")
+    if out is not None:
+        refuse_inside_run(out, "phase diagrams")
     df = collect_results(sweep_dir, loss_threshold=loss_threshold, pair_threshold=pair_threshold, write=False)
     names = list(figure_names) or supported_figures(df)
     if not names:

@@ -38,7 +38,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from interp_init.runfolder import RunFolder, RunStatus, atomic_write, write_json
+from interp_init.runfolder import RunFolder, RunFolderBusy, RunStatus, atomic_write, hold_folder, looks_like_run, refuse_inside_run, write_json
 from training.config import RunConfig
 from training.sweep.pool import worker_pool
 from training.sweep.results import collect_results, record_stable_ranks, run_status
@@ -83,6 +83,9 @@ def run_point(cfg: RunConfig, run_dir: str | Path, device: str = "auto", threads
         status = str(result.metrics.get("status"))
         record_stable_ranks(folder.path, result.model)
         del result
+    except RunFolderBusy as err:  # another process trains it now: not a failure, and not ours to record
+        torch.set_num_threads(previous_threads)
+        return RunStatus.RUNNING, str(err)
     except Exception as err:  # noqa: BLE001 - any failure of one run is recorded, the sweep goes on
         torch.set_num_threads(previous_threads)
         _record_failure(folder, cfg, f"{type(err).__name__}: {err}\n\n{traceback.format_exc()}")
@@ -100,18 +103,25 @@ def _record_failure(folder: RunFolder, cfg: RunConfig, text: str) -> None:
     atomic_write(folder.error_path, text)
 
 
+def check_sweep_out(out: str | Path) -> None:
+    """Refuse a sweep folder inside a run folder, or one that is a run folder, naming it."""
+    out = Path(out)
+    refuse_inside_run(out, "a sweep")
+    if looks_like_run(out):
+        raise ValueError(f"{out} is a run folder, not a sweep folder; a run folder holds one run and nothing else: choose another --out")
+
+
 def _check_existing(points: Sequence[SweepPoint], out: Path) -> None:
-    """Refuse, before training, run folders that hold another config than their point's."""
+    """Refuse, before training, run folders that hold another run than their point's (by
+    any of their files: :meth:`RunFolder.check_holds`)."""
     for point in points:
         folder = RunFolder(out / point.name)
-        if not folder.config_path.exists():
+        if not folder.path.is_dir():
             continue
-        diffs = folder.config_differences(point.config.to_dict())
-        if diffs:
-            raise ValueError(
-                f"{out / point.name} holds a run with another config than this sweep's point "
-                f"({'; '.join(diffs[:3])}); use another --out, or remove that folder"
-            )
+        try:
+            folder.check_holds(point.config.to_dict())
+        except ValueError as err:
+            raise ValueError(f"{err} (the sweep's point {point.name}; use another --out, or remove that folder)") from None
 
 
 def run_sweep(spec: SweepSpec, out: str | Path, options: SweepOptions | None = None, *, extend: bool = False) -> SweepSummary:
@@ -127,6 +137,7 @@ def run_sweep(spec: SweepSpec, out: str | Path, options: SweepOptions | None = N
     options = options or SweepOptions()
     points = spec.points()
     out = Path(out)
+    check_sweep_out(out)
     record_spec = check_sweep_folder(spec, out, extend=extend)
     _check_existing(points, out)
     train_ensemble = _import_ensemble() if options.backend == "ensemble" else None
@@ -135,6 +146,18 @@ def run_sweep(spec: SweepSpec, out: str | Path, options: SweepOptions | None = N
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise ValueError(f"cannot create the sweep folder {out}: {err.strerror}") from err
+    # One sweep process per folder: a second one is refused before it trains anything.
+    with hold_folder(out, "is being swept by another process ({owner}); wait for it to finish, or choose another --out"):
+        return _run_held(spec, points, out, options, extend, record_spec, train_ensemble, ray)
+
+
+def _run_held(
+    spec: SweepSpec, points: list[SweepPoint], out: Path, options: SweepOptions, extend: bool, record_spec: SweepSpec,
+    train_ensemble: Callable | None, ray: Any,
+) -> SweepSummary:  # fmt: skip
+    """:func:`run_sweep` once it holds the folder: the spec is checked again (another
+    process may have changed the folder before this one took it), then trained."""
+    record_spec = check_sweep_folder(spec, out, extend=extend)
     write_json(out / SPEC_FILE, record_spec.to_dict())
 
     statuses: dict[str, str] = {}
@@ -156,7 +179,7 @@ def run_sweep(spec: SweepSpec, out: str | Path, options: SweepOptions | None = N
         counts = {s: sum(1 for v in statuses.values() if v == s) for s in ("completed", "diverged", "failed")}
         bar.set_postfix({k: v for k, v in counts.items() if v})
         if error:
-            bar.write(f"run {name} failed: {error}")
+            bar.write(f"run {name} {'failed' if status == RunStatus.FAILED else 'not trained'}: {error}")
 
     try:
         if not pending:
@@ -264,6 +287,9 @@ def ensemble_key(cfg: RunConfig, run_dir: str | Path | None = None) -> tuple:
 def _run_ensemble(train_ensemble: Callable, pending: list[SweepPoint], out: Path, options: SweepOptions, record: Callable) -> None:
     groups: dict[Any, list[SweepPoint]] = {}
     for point in pending:
+        if RunFolder(out / point.name).is_busy():  # another process trains it: not this group's
+            record(point.name, RunStatus.RUNNING, f"{out / point.name} is being trained by another process")
+            continue
         groups.setdefault(ensemble_key(point.config, out / point.name), []).append(point)
     size = options.ensemble_size
     chunks = [g[i : i + size] for g in groups.values() for i in range(0, len(g), size)] if size else list(groups.values())
