@@ -126,6 +126,27 @@ class ModelConfig:
         )
 
 
+#: float32's smallest normal number: a weight std below it draws zeros.
+FLOAT32_TINY = 2.0**-126
+
+
+def check_init_scale(model: ModelConfig, init: InitConfig) -> None:
+    """Refuse a gamma whose std ``d_in ** -gamma`` would be below float32's smallest normal
+    number for one of the model's widths (the weights would be drawn as zeros), naming
+    the largest gamma that the model's widest layer takes."""
+    widest = max(model.d_model, model.n_heads * model.d_head, model.d_mlp)
+    if widest <= 1:
+        return
+    limit = -math.log(FLOAT32_TINY / math.sqrt(2 * model.n_layers)) / math.log(widest)
+    for group, gamma in init.group_gammas.items():
+        if gamma > limit:
+            name = "gamma" if gamma == init.gamma else f"gamma_{group}"
+            raise ValueError(
+                f"{name} must be a number in (0, {limit:.3g}] for this model (above, std = d_in^-gamma falls below float32's "
+                f"smallest number at d_in {widest}: the weights would be zeros), got {gamma!r}; the papers use 0.1-1.5"
+            )
+
+
 @dataclass(frozen=True)
 class InitConfig:
     """Gamma-scaled initialization (docs/science.md): weights ~ N(0, std = d_in ** -gamma).

@@ -96,6 +96,7 @@ def init_stds(
 
     Same arguments as :func:`gamma_init_`; returns ``{parameter name: std}``.
     """
+    check_model(model, "init_stds")
     cfg = _resolve(gamma, convention, config, group_gammas)
     gammas = cfg.group_gammas
     n_layers = model.cfg.n_layers
@@ -109,8 +110,36 @@ def init_stds(
                 std /= math.sqrt(2 * n_layers)
         else:
             std = float(_fan_in(model, leaf, param)) ** -gamma_g
+        if not std >= _SMALLEST_STD:  # a float32 draw would be zero (or lose its precision)
+            group = _GROUPS[leaf]
+            raise ValueError(
+                f"gamma {gamma_g!r} of the {group!r} group gives {name} the std {std:.3g}, below float32's smallest normal "
+                f"number: its weights would be zero. Use a gamma below {max_gamma(_fan_in(model, leaf, param) if used_convention != 'reference' else model.cfg.d_model):.3g} "
+                "(the papers use 0.1-1.5)"
+            )
         stds[name] = std
     return stds
+
+
+#: The smallest std a weight may be drawn with: float32's smallest normal number.
+_SMALLEST_STD = float(torch.finfo(torch.float32).tiny)
+
+
+def max_gamma(d_in: int) -> float:
+    """The largest gamma whose std ``d_in ** -gamma`` is a normal float32 number."""
+    return math.inf if d_in <= 1 else -math.log(_SMALLEST_STD) / math.log(d_in)
+
+
+def check_model(model: object, where: str) -> None:
+    """Refuse what is not a ``HookedTransformer`` with data: a meta-device model holds
+    shapes only, so nothing could be drawn into it or read from it."""
+    if not isinstance(model, HookedTransformer):
+        raise ValueError(f"{where}: model must be a transformer_lens HookedTransformer, got {type(model).__name__}")
+    if any(param.is_meta for param in model.parameters()):
+        raise ValueError(
+            f"{where}: the model is on the meta device (shapes without data); build it on a real device "
+            "(build_model(..., device='cpu'), or model.to_empty(device='cpu') first)"
+        )
 
 
 def bias_bounds(model: HookedTransformer) -> dict[str, float]:
@@ -178,6 +207,7 @@ def gamma_init_(
         **group_gammas: ``gamma_embed``, ``gamma_qk``, ``gamma_vo``, ``gamma_mlp``,
             ``gamma_unembed``; each defaults to ``gamma``.
     """
+    check_model(model, "gamma_init_")
     if seed is not None and generator is not None:
         raise ValueError("pass at most one source of randomness: seed=<int> or generator=<torch.Generator>, not both")
     if seed is not None:

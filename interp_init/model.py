@@ -23,7 +23,7 @@ from transformer_lens import HookedTransformer, HookedTransformerConfig
 from interp_init.architectures import install_blocks
 from interp_init.config import InitConfig, ModelConfig, config_to_dict
 from interp_init.init import gamma_init_
-from interp_init.fileio import BadRunFile, atomic_write
+from interp_init.fileio import BadRunFile, MissingRunFile, atomic_write
 
 __all__ = ["build_model", "empty_model", "load_weights", "quiet_deprecation",
            "resolve_device", "save_weights", "weights_metadata"]  # fmt: skip
@@ -38,15 +38,27 @@ def quiet_deprecation() -> Iterator[None]:
 
 
 def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
-    """``"auto"``/``None`` -> CUDA when available, else CPU; anything else as given."""
+    """``"auto"``/``None`` -> CUDA when available, else CPU; anything else as given, once
+    checked: ``meta`` (shapes without data) and devices this machine lacks are refused
+    with a ``ValueError`` naming the device and what to use instead."""
     if device is None or device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
         resolved = torch.device(device)
     except (RuntimeError, TypeError) as err:
         raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}") from err
-    if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r} was asked for but CUDA is not available; use --device cpu or auto")
+    if resolved.type == "meta":
+        raise ValueError("device 'meta' holds shapes without data: no model can be trained, loaded or probed on it; use 'cpu', 'cuda' or 'auto'")
+    if resolved.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r} was asked for but CUDA is not available; use --device cpu or auto")
+        if resolved.index is not None and resolved.index >= torch.cuda.device_count():
+            raise ValueError(f"device {device!r}: this machine has {torch.cuda.device_count()} CUDA device(s), cuda:0..cuda:{torch.cuda.device_count() - 1}")
+    elif resolved.type == "mps":
+        if not torch.backends.mps.is_available():
+            raise ValueError(f"device {device!r} was asked for but this machine has no Apple GPU (MPS); use --device cpu or auto")
+    elif resolved.type != "cpu":
+        raise ValueError(f"device {device!r} is not supported; use 'auto', 'cpu', 'cuda' or 'cuda:N'")
     return resolved
 
 
@@ -105,6 +117,10 @@ def save_weights(model: HookedTransformer, model_cfg: ModelConfig, path: str | P
 
 
 def _unreadable(path: Path, err: Exception) -> BadRunFile:
+    try:  # the file may be fine and only closed to this user
+        path.open("rb").close()
+    except OSError as os_err:
+        return BadRunFile(path, f"cannot be opened ({os_err.strerror})", "give this user read access to it (chmod), or run as its owner")
     return BadRunFile(path, f"is not a readable safetensors weights file ({err}); it may be truncated or foreign", "restore the file or retrain the run")
 
 
@@ -122,7 +138,7 @@ def load_weights(model: HookedTransformer, model_cfg: ModelConfig, path: str | P
     """Load weights saved by :func:`save_weights` into ``model``, checking the config matches."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"no weights file at {path}")
+        raise MissingRunFile(path, "does not exist", "the run has not finished (train it to the end with the same command), or give its run folder")
     metadata = weights_metadata(path)
     try:
         state = load_file(str(path))

@@ -109,6 +109,13 @@ def run_options(func: Any) -> Any:
     return func
 
 
+def check_device(device: str) -> None:
+    """Refuse a device this machine lacks (or ``meta``) before anything is written."""
+    from interp_init.model import resolve_device  # torch: only here, --help must not pay for it
+
+    resolve_device(device)
+
+
 def overrides_from(kwargs: dict[str, Any]) -> dict[str, Any]:
     """The flat run options a user actually gave (those not left at None)."""
     return {k: v for k, v in kwargs.items() if k in FIELDS and v is not None}
@@ -151,6 +158,7 @@ def train_command(task: str, preset: str | None, seed: int, device: str, quiet: 
     from training.config import make_run_config
     from training.loop import train
 
+    check_device(device)
     if preset is None:
         preset, why = default_preset(device)
         click.echo(f"interp-init: no --preset given: using --preset {preset} ({why})", err=True)
@@ -198,6 +206,7 @@ def reproduce_command(preset: str | None, seed: int, out: str, device: str, prec
     from training.report import write_report
     from training.reproduce import check_flip, failed_criteria, format_table, reproduce
 
+    check_device(device)
     if preset is None:
         preset, why = default_preset(device)
         click.echo(f"interp-init: no --preset given: using --preset {preset} ({why})", err=True)
@@ -286,6 +295,9 @@ def sweep_command(
     from training.sweep.results import RESULTS_FILE, problem_summary
     from training.sweep.runner import run_sweep
 
+    if backend != "ray" or address is None:  # a Ray cluster's devices are not this machine's
+        check_device(device)
+
     options = SweepOptions(
         backend=backend, address=address, device=device, threads=threads,
         workers=_parse_workers(workers) if workers is not None else (1 if backend == "local" else None),
@@ -353,6 +365,7 @@ def report_command(run_dirs: tuple[str, ...], out: str, per_pair: int, projectio
     from training.sweep import problem_summary, run_status
 
     config = ReportConfig(per_pair=per_pair, projection=projection, seed=seed, device=device, title=title)
+    check_device(device)
     try:
         path = write_report(run_dirs, out, config, images=images, image_format=image_format)
     except StaticExportUnavailable as err:
@@ -399,6 +412,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except (ValueError, OSError) as exc:
         click.echo(f"interp-init: error: {_one_line(exc)}", err=True)
+        return 2
+    except (RuntimeError, MemoryError) as exc:
+        from training.memory import out_of_memory_message
+
+        message = out_of_memory_message(exc)
+        if message is None:
+            raise
+        click.echo(f"interp-init: error: {message}", err=True)
         return 2
     if isinstance(rv, int) and not isinstance(rv, bool):
         return rv

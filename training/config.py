@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, get_args
 
-from interp_init.config import InitConfig, ModelConfig, check_positive_finite, config_from_dict, config_to_dict, option
+from interp_init.config import InitConfig, ModelConfig, check_init_scale, check_positive_finite, config_from_dict, config_to_dict, option
 from interp_init.task import DEFAULT_TASK, Task
 from interp_init.task_registry import make_task, task_class, tasks_taking
 from interp_init.tasks import DATA_VERSION
@@ -113,6 +113,18 @@ class TrainConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
                 raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")
+        # AdamW moves a weight by about lr per step and scales it by (1 - lr * weight_decay):
+        # above these bounds a step can only overshoot, or zero and flip the weights.
+        for name in ("lr", "warmup_start_lr", "min_lr"):
+            if getattr(self, name) > 1:
+                raise ValueError(f"{name} must be a number in (0, 1] (AdamW's steps are about lr in size; the papers' lr is 1.5e-4-2.5e-4), got {getattr(self, name)!r}")
+        if self.eps > 1:
+            raise ValueError(f"eps must be a number in (0, 1] (above, it swamps AdamW's gradient scale and the steps vanish; default 1e-8), got {self.eps!r}")
+        peak = max(self.lr, self.warmup_start_lr, self.min_lr)
+        if peak * self.weight_decay >= 1:
+            raise ValueError(
+                f"weight_decay must be below 1 / lr = {1 / peak:.3g} (AdamW scales the weights by 1 - lr * weight_decay each step), got {self.weight_decay!r}"
+            )
 
     def lr_at(self, epoch: float) -> float:
         """The learning rate at a (fractional) epoch."""
@@ -165,6 +177,7 @@ class RunConfig:
             )
         if self.model.n_ctx < task.seq_len:
             raise ValueError(f"n_ctx {self.model.n_ctx} is shorter than the task's {task.seq_len}-token sequences: use n_ctx >= {task.seq_len}")
+        check_init_scale(self.model, self.init)
 
     @property
     def seeds(self) -> dict[str, int]:

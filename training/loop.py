@@ -42,6 +42,7 @@ from interp_init.task import RECORD_KEYS, Samples, Task, TaskMetrics
 from training.accuracy import LogitsFn, evaluate, full_forward_last
 from training.config import RunConfig
 from training.fast import flush_denormals, last_position_logits, make_optimizer, train_step
+from training.memory import check_fits, check_train_arguments
 
 
 def read_metrics(run_dir: str | Path) -> dict | None:
@@ -169,10 +170,12 @@ def train(
     is on disk, a passed deadline stops the run before its last epoch; the result then has
     ``finished=False`` and ``metrics.json`` says ``"running"``; calling again resumes.
     """
+    check_train_arguments(cfg, out_dir)
     check_deadline(deadline, out_dir is not None)
     if logits_fn is None:
         logits_fn = last_position_logits if cfg.train.fast_forward else full_forward_last
     dev = resolve_device(device)
+    check_fits(cfg, dev)  # a run that cannot fit is refused before its folder is written
     if out_dir is None:
         return _train(cfg, None, dev, progress, logits_fn, None)
     folder = RunFolder(out_dir)
