@@ -379,6 +379,10 @@ class RunFolder:
 
         path = self.checkpoint_path
         try:
+            path.open("rb").close()
+        except OSError as err:  # the file may be fine and only closed to this user
+            raise BadRunFile(path, f"cannot be opened ({err.strerror})", "give this user read access to it (chmod), or run as its owner") from None
+        try:
             state = torch.load(path, map_location="cpu", weights_only=True)
         except Exception as err:  # noqa: BLE001 - any unreadable file gets the same clear message
             raise BadRunFile(

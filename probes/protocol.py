@@ -66,6 +66,8 @@ def check_model(model: object) -> HookedModel:
             f"the probes need a TransformerLens model (3.x HookedTransformer or 4.x TransformerBridge); "
             f"this {type(model).__name__} has no {', '.join(missing)}"
         )
+    if hasattr(model, "parameters") and any(param.is_meta for param in model.parameters()):  # type: ignore[attr-defined]
+        raise ValueError("the model is on the meta device (shapes without data): nothing can be probed; load or build it on a real device (device='cpu')")
     return model  # type: ignore[return-value]
 
 

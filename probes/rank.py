@@ -33,6 +33,8 @@ def _as_matrix(matrix: Tensor, name: str = "matrix") -> Tensor:
         matrix = torch.as_tensor(matrix)
     if matrix.ndim != 2:
         raise ValueError(f"{name} must be a 2-D matrix, got shape {tuple(matrix.shape)}; merge heads first (see merged_weight)")
+    if matrix.is_meta:
+        raise ValueError(f"{name} is on the meta device (a shape without data); load or build the model on a real device (device='cpu')")
     matrix = matrix.detach().to(torch.float64)
     if not bool(torch.isfinite(matrix).all()):
         raise ValueError(f"{name} has NaN or infinite entries: its singular values are undefined (a diverged model?)")

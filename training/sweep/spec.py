@@ -44,6 +44,8 @@ SPEC_FILE = "sweep.json"
 BACKENDS = ("local", "ray", "ensemble")
 #: Keys of a spec's ``base`` besides the flat options.
 BASE_EXTRA_KEYS = ("preset",)
+#: The most points a sweep's grid may have (checked before any config is built).
+MAX_POINTS = 10_000
 #: The shipped sweep presets, one ``NAME.json`` spec each.
 PRESETS_FOLDER = Path(__file__).with_name("presets")
 _NAME_SAFE = re.compile(r"[^A-Za-z0-9._+-]")
@@ -109,6 +111,12 @@ class SweepSpec:
                 raise ValueError(f"spec grid[{key!r}] has duplicate values {list(values)!r}")
         if not isinstance(self.description, str):
             raise ValueError(f"spec 'description' must be a string, got {self.description!r}")
+        if self.size > MAX_POINTS:  # counted before a single config is built
+            shape = " x ".join(f"{len(v)} {k}" for k, v in self.grid.items())
+            raise ValueError(
+                f"spec grid has {self.size:,} points ({shape}), more than the {MAX_POINTS:,} a sweep may have; "
+                "split it into smaller sweeps or give fewer values"
+            )
 
     @property
     def preset(self) -> str:
@@ -133,6 +141,9 @@ class SweepSpec:
             raise ValueError(f"{where}: unknown top-level key(s) {unknown}; use 'base', 'grid' (and 'description')")
         if "grid" not in data:
             raise ValueError(f"{where} has no 'grid'")
+        for key, example in (("base", '{"preset": "tiny"}'), ("grid", '{"gamma": [0.3, 0.8]}')):
+            if key in data and not isinstance(data[key], Mapping):
+                raise ValueError(f"{where}: '{key}' must be a table of option -> value such as {example}, got {type(data[key]).__name__} {data[key]!r:.60}")
         return cls(base=dict(data.get("base", {})), grid=dict(data["grid"]), description=data.get("description", ""))
 
     @classmethod
@@ -142,13 +153,22 @@ class SweepSpec:
         if not path.is_file():
             raise ValueError(f"sweep spec {path} does not exist (or is not a file)")
         try:
+            text = path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise ValueError(f"sweep spec {path} is not UTF-8 text (byte {err.start}); save it as UTF-8 JSON or TOML") from None
+        try:
             if path.suffix.lower() == ".toml":
-                data = tomllib.loads(path.read_text())
+                data = tomllib.loads(text)
             else:
-                data = json.loads(path.read_text())
+                data = json.loads(text)
         except (json.JSONDecodeError, tomllib.TOMLDecodeError) as err:
             raise ValueError(f"sweep spec {path} is not valid {path.suffix.lstrip('.').upper() or 'JSON'} ({err})") from err
-        return cls.from_dict(data, where=f"sweep spec {path}")
+        try:
+            return cls.from_dict(data, where=f"sweep spec {path}")
+        except ValueError as err:  # every message names the file
+            if str(path) in str(err):
+                raise
+            raise ValueError(f"sweep spec {path}: {err}") from None
 
     def smoke_test(self, axes: Sequence[str] = ()) -> SweepSpec:
         """A seconds-long copy for smoke runs: the ``tiny`` run preset, the first 2 values
