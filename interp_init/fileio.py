@@ -30,7 +30,6 @@ import re
 import contextlib
 import secrets
 import signal
-import socket
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -213,7 +212,7 @@ def remove_stale_temporaries(folder: Path) -> list[Path]:
 
 
 def _owner() -> str:
-    return f"pid {os.getpid()} on {socket.gethostname()}"
+    return f"pid {os.getpid()}"
 
 
 @contextlib.contextmanager
@@ -221,8 +220,8 @@ def hold_folder(path: Path, busy: str) -> Iterator[None]:
     """Hold ``path`` (a folder) for this process: ``flock`` on ``path/.lock``, released by
     the kernel however the process ends (a kill included, in whatever PID namespace);
     the file is removed when the block ends.  Another process holding it meanwhile raises
-    :class:`RunFolderBusy` with ``f"{path} {busy}"`` (``{owner}``: the holder's pid and host,
-    for the reader: the lock, not the pid, decides)."""
+    :class:`RunFolderBusy` with ``f"{path} {busy}"`` (``{owner}``: the holder's pid, for
+    the reader: the lock, not the pid, decides)."""
     lock_path = path / LOCK_FILE
     while True:
         handle = open(lock_path, "a+", encoding="utf-8")  # noqa: SIM115 - held until the block ends

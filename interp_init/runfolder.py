@@ -24,6 +24,9 @@ none and are read as they are.
 left by a killed process are removed (:meth:`RunFolder.sweep_temporary`) when a run starts
 again.  **Held.**  The process training a run holds the folder (:meth:`RunFolder.lock`): a
 second process asking for it meanwhile is refused with :class:`RunFolderBusy`.
+**Never overwritten.**  A folder holding any file of another run, whichever file is
+missing, is refused (:meth:`RunFolder.claim`).  **A leaf.**  A run folder holds one run
+and nothing else: no run, sweep or diagram is written inside one (:func:`refuse_inside_run`).
 
 Example::
 
@@ -44,20 +47,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from interp_init.config import ModelConfig
-from interp_init.fileio import (
-    LOCK_FILE,
-    BadRunFile,
-    RunFolderBusy,
-    folder_is_held,
-    hold_folder,
-    MissingRunFile,
-    atomic_write,
-    config_digest,
-    file_sha256,
-    json_kind,
-    read_json,
-    remove_stale_temporaries,
-    write_json,
+from interp_init.fileio import (  # fmt: skip
+    LOCK_FILE, BadRunFile, MissingRunFile, RunFolderBusy, atomic_write, config_digest, file_sha256, folder_is_held, hold_folder,
+    json_kind, read_json, remove_stale_temporaries, write_json,
 )
 
 __all__ = ["BadRunFile", "MissingRunFile", "RunFolder", "RunFolderBusy", "RunStatus", "atomic_write", "config_digest", "file_sha256",
@@ -339,6 +331,11 @@ class RunFolder:
                         "was changed after the run finished (model.safetensors and metrics.json both carry the digest of the config they were trained with)",
                         "restore the config.json the run was trained with, or train the edited config into another --out",
                     )
+                if not finished:  # no metrics to tell which of the two files changed
+                    raise BadRunFile(
+                        self.weights_path, "holds the weights of another config than config.json's (their digests differ): config.json was "
+                        "edited or the weights copied", "restore the run's own file, or choose another --out (or delete the folder) for this config",
+                    )  # fmt: skip
                 raise BadRunFile(self.weights_path, "holds the weights of another run (its run digest differs from config.json's)", fix)
         if not finished:
             return

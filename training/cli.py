@@ -14,7 +14,8 @@
 Every command lives here, and this is the only module that imports click.  The ``train``
 command has one flag per run-config field (``--d-model``, ``--weight-decay``, ...), named
 like a sweep spec's keys (with underscores), its help and choices read from the config
-dataclasses' fields (:data:`FIELDS`).  The modules imported at the top (the configs, the
+dataclasses' fields (:data:`FIELDS`, :mod:`training.cli_values`).  SIGTERM, SIGINT and
+SIGHUP end a command cleanly (:mod:`training.signals`).  The modules imported at the top (the configs, the
 task definitions, the sweep spec, the report's and phase diagrams' choices) import
 neither torch nor TransformerLens, so ``--help`` is fast; every module that needs torch
 is imported inside the command that uses it.  Without ``--preset``, ``train`` and
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from dataclasses import fields
 from typing import Any
 
 import click
@@ -34,7 +34,8 @@ import click
 import interp_init
 from interp_init.task import DEFAULT_TASK, read_run_metrics
 from interp_init.task_registry import registered_tasks
-from training.config import PRECISIONS, PRESETS, SECTIONS
+from training.cli_values import FIELDS, check_device, default_preset, one_line, overrides_from, parse_workers
+from training.config import PRECISIONS, PRESETS
 from training.phase.names import FIGURE_NAMES, ID_THRESHOLD, LOSS_THRESHOLD, OOD_THRESHOLD, PAIR_ACC_THRESHOLD
 from training.report.config import IMAGE_FORMATS, PROJECTIONS, ReportConfig
 from training.reproduce import REGIMES, REPRODUCE_TASKS
@@ -45,27 +46,6 @@ from training.sweep.spec import BACKENDS
 #: is given as package.module:ClassName).
 TASK_CHOICES: tuple[str, ...] = registered_tasks()
 PRESET_CHOICES: tuple[str, ...] = tuple(sorted(PRESETS))
-
-#: The click type of a config field, by its annotation (fields with choices are strings).
-_KINDS: dict[str, str] = {"int": "int", "float": "float", "float | None": "float", "bool": "bool", "str": "str"}
-
-
-def _option_table() -> dict[str, tuple[str, str, str, tuple[str, ...] | None]]:
-    """Every run-config field but ``task`` (its own option): flat name -> (section, type,
-    what it means, choices or None), read from the config dataclasses' fields
-    (:func:`interp_init.config.option`)."""
-    table = {}
-    for section, cls in SECTIONS.items():
-        for f in fields(cls):
-            if f.name == "task":
-                continue
-            choices = f.metadata.get("choices")
-            kind = "str" if choices else _KINDS[str(f.type)]
-            table[f.name] = (section, kind, f.metadata["help"], tuple(choices) if choices else None)
-    return table
-
-
-FIELDS = _option_table()
 
 _CLICK_TYPES: dict[str, Any] = {"int": int, "float": float, "str": str}
 _METAVARS: dict[str, str] = {"int": "INTEGER", "float": "NUMBER", "str": "NAME"}
@@ -107,32 +87,6 @@ def run_options(func: Any) -> Any:
     func = click.option("--preset", default=None, metavar="[" + "|".join(PRESET_CHOICES) + "]", help=_PRESET_HELP)(func)
     func = click.option("--task", default=DEFAULT_TASK, show_default=True, metavar="[" + "|".join(TASK_CHOICES) + "|package.module:ClassName]", help=_TASK_HELP)(func)
     return func
-
-
-def check_device(device: str) -> None:
-    """Refuse a device this machine lacks (or ``meta``) before anything is written."""
-    from interp_init.model import resolve_device  # torch: only here, --help must not pay for it
-
-    resolve_device(device)
-
-
-def overrides_from(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The flat run options a user actually gave (those not left at None)."""
-    return {k: v for k, v in kwargs.items() if k in FIELDS and v is not None}
-
-
-def default_preset(device: str) -> tuple[str, str]:
-    """The run preset ``train`` uses without ``--preset``, and why: ``paper`` on a CUDA GPU,
-    ``cpu`` otherwise (never a paper-scale run on a CPU by default)."""
-    if device == "cpu":
-        return "cpu", "--device cpu"
-    if device.startswith("cuda"):
-        return "paper", f"--device {device}"
-    import torch  # only here: --help must not pay for it
-
-    if torch.cuda.is_available():
-        return "paper", "a CUDA GPU is available"
-    return "cpu", "no CUDA GPU found; --preset paper would take hours on a CPU"
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -230,18 +184,6 @@ def reproduce_command(preset: str | None, seed: int, out: str, device: str, prec
 
 # ---------------------------------------------------------------- sweep
 
-def _parse_workers(value: str) -> int | None:
-    if value == "auto":
-        return None
-    try:
-        number = int(value)
-    except ValueError:
-        raise ValueError(f"--workers must be a positive integer or 'auto', got {value!r}") from None
-    if number < 1:
-        raise ValueError(f"--workers must be a positive integer or 'auto', got {value!r}")
-    return number
-
-
 @cli.command("sweep")
 @click.argument("spec", required=False, type=click.Path(dir_okay=False))
 @click.option("--out", type=click.Path(file_okay=False), metavar="DIR", help="Sweep folder: one run folder per grid point, sweep.json (the spec), results.csv. One sweep per folder.")
@@ -300,7 +242,7 @@ def sweep_command(
 
     options = SweepOptions(
         backend=backend, address=address, device=device, threads=threads,
-        workers=_parse_workers(workers) if workers is not None else (1 if backend == "local" else None),
+        workers=parse_workers(workers) if workers is not None else (1 if backend == "local" else None),
         progress=not quiet, ensemble_size=ensemble_size,
     )  # fmt: skip
     summary = run_sweep(sweep_spec, out, options, extend=extend)
@@ -380,12 +322,6 @@ def report_command(run_dirs: tuple[str, ...], out: str, per_pair: int, projectio
         raise click.exceptions.Exit(1)
 
 
-def _one_line(exc: BaseException) -> str:
-    if isinstance(exc, OSError) and exc.filename is not None:
-        return f"cannot write or read {exc.filename}: {exc.strerror}"
-    return " ".join(str(exc).split())
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI on ``argv`` (default: ``sys.argv[1:]``) and return the exit code.
 
@@ -411,7 +347,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         click.echo("interp-init: aborted", err=True)
         return 130
     except (ValueError, OSError) as exc:
-        click.echo(f"interp-init: error: {_one_line(exc)}", err=True)
+        click.echo(f"interp-init: error: {one_line(exc)}", err=True)
         return 2
     except (RuntimeError, MemoryError) as exc:
         from training.memory import out_of_memory_message

@@ -113,18 +113,8 @@ class TrainConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
                 raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")
-        # AdamW moves a weight by about lr per step and scales it by (1 - lr * weight_decay):
-        # above these bounds a step can only overshoot, or zero and flip the weights.
-        for name in ("lr", "warmup_start_lr", "min_lr"):
-            if getattr(self, name) > 1:
-                raise ValueError(f"{name} must be a number in (0, 1] (AdamW's steps are about lr in size; the papers' lr is 1.5e-4-2.5e-4), got {getattr(self, name)!r}")
-        if self.eps > 1:
-            raise ValueError(f"eps must be a number in (0, 1] (above, it swamps AdamW's gradient scale and the steps vanish; default 1e-8), got {self.eps!r}")
-        peak = max(self.lr, self.warmup_start_lr, self.min_lr)
-        if peak * self.weight_decay >= 1:
-            raise ValueError(
-                f"weight_decay must be below 1 / lr = {1 / peak:.3g} (AdamW scales the weights by 1 - lr * weight_decay each step), got {self.weight_decay!r}"
-            )
+        if self.eps > 1:  # above, eps swamps the gradient's scale and AdamW's steps vanish: nothing trains
+            raise ValueError(f"eps must be a number in (0, 1] (AdamW's denominator term; default 1e-8), got {self.eps!r}")
 
     def lr_at(self, epoch: float) -> float:
         """The learning rate at a (fractional) epoch."""

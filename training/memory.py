@@ -87,7 +87,7 @@ def check_fits(cfg: RunConfig, device: torch.device) -> None:
         "model": (need.model, f"the model ({n_parameters(cfg):,} parameters, with gradients and AdamW state; "
                   f"d_model {m.d_model}, d_mlp {m.d_mlp}, n_layers {m.n_layers}, n_heads x d_head {m.n_heads} x {m.d_head}, "
                   f"d_vocab {m.d_vocab})", "--d-model, --d-mlp, --n-layers, --n-heads, --d-head or --d-vocab"),
-        "activations": (need.activations, f"one batch's activations (batch_size {t.batch_size})", "--batch-size or the model's widths"),
+        "activations": (need.activations, f"one batch's activations and logits (batch_size {t.batch_size})", "--batch-size, or the model's sizes (--d-model, --d-mlp, --d-vocab)"),
         "data": (need.data, f"the data sets (n_train {d.n_train:,} + 2 x n_test {d.n_test:,} samples)", "--n-train or --n-test"),
     }  # fmt: skip
     size, what, lower = max(parts.values(), key=lambda part: part[0])

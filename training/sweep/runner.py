@@ -200,7 +200,7 @@ def _run_held(
 
 def _run_local(pending: list[SweepPoint], out: Path, options: SweepOptions, record: Callable) -> None:
     cores = os.cpu_count() or 1
-    workers = options.workers if options.workers is not None else cores
+    workers = min(options.workers if options.workers is not None else cores, len(pending))  # no idle process
     if workers == 1:
         for point in pending:
             record(point.name, *run_point(point.config, out / point.name, options.device, options.threads))

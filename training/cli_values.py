@@ -1,0 +1,80 @@
+"""The values behind the ``interp-init`` command line, without click: the table of run
+options (one per config field), the default preset, and the parsing and checking of
+option values (``training.cli`` builds the options and commands from them).
+
+It imports neither torch nor click at import time (``--help`` stays fast).
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+from training.config import SECTIONS
+
+#: The click type of a config field, by its annotation (fields with choices are strings).
+_KINDS: dict[str, str] = {"int": "int", "float": "float", "float | None": "float", "bool": "bool", "str": "str"}
+
+
+def _option_table() -> dict[str, tuple[str, str, str, tuple[str, ...] | None]]:
+    """Every run-config field but ``task`` (its own option): flat name -> (section, type,
+    what it means, choices or None), read from the config dataclasses' fields
+    (:func:`interp_init.config.option`)."""
+    table = {}
+    for section, cls in SECTIONS.items():
+        for f in fields(cls):
+            if f.name == "task":
+                continue
+            choices = f.metadata.get("choices")
+            kind = "str" if choices else _KINDS[str(f.type)]
+            table[f.name] = (section, kind, f.metadata["help"], tuple(choices) if choices else None)
+    return table
+
+
+FIELDS = _option_table()
+
+
+def check_device(device: str) -> None:
+    """Refuse a device this machine lacks (or ``meta``) before anything is written."""
+    from interp_init.model import resolve_device  # torch: only here, --help must not pay for it
+
+    resolve_device(device)
+
+
+def overrides_from(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The flat run options a user actually gave (those not left at None)."""
+    return {k: v for k, v in kwargs.items() if k in FIELDS and v is not None}
+
+
+def default_preset(device: str) -> tuple[str, str]:
+    """The run preset ``train`` uses without ``--preset``, and why: ``paper`` on a CUDA GPU,
+    ``cpu`` otherwise (never a paper-scale run on a CPU by default)."""
+    if device == "cpu":
+        return "cpu", "--device cpu"
+    if device.startswith("cuda"):
+        return "paper", f"--device {device}"
+    import torch  # only here: --help must not pay for it
+
+    if torch.cuda.is_available():
+        return "paper", "a CUDA GPU is available"
+    return "cpu", "no CUDA GPU found; --preset paper would take hours on a CPU"
+
+
+def parse_workers(value: str) -> int | None:
+    """``--workers``: a positive integer, or ``auto`` (None: one per core)."""
+    if value == "auto":
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        raise ValueError(f"--workers must be a positive integer or 'auto', got {value!r}") from None
+    if number < 1:
+        raise ValueError(f"--workers must be a positive integer or 'auto', got {value!r}")
+    return number
+
+
+def one_line(exc: BaseException) -> str:
+    """An error as the one line ``interp-init: error: ...`` prints."""
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return f"cannot write or read {exc.filename}: {exc.strerror}"
+    return " ".join(str(exc).split())
