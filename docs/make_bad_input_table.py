@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
+import json
+import re
 import shlex
 import shutil
 import sys
@@ -19,20 +21,28 @@ CASES = [
     "train --convention xavier", "train --lr 0", "train --batch-size 0", "train --beta1 1.0",
     "train --weight-decay -0.1", "train --d-model 0", "train --act-fn tanh", "train --out /sys/interp-init-demo",
     "train --task nosuchpackage.tasks:MyTask", "train --task interp_init.task:TaskMetrics", "train --task interp_init.task:Task",
+    "train --gamma 1e308", "train --gamma-qk 40", "train --eps 2", "train --device meta",
+    "train --d-model 200000 --d-mlp 200000 --device cpu", "train --n-train 200000000000 --device cpu",
+    "train --d-vocab 10000000000 --device cpu",
+    "phase-diagram runs --id-threshold nan", "phase-diagram runs --ood-threshold -5", "phase-diagram runs --loss-threshold 0",
 ]  # fmt: skip
+
+#: The memory of the machine that printed a message (it varies from one machine to the next).
+_MACHINE_MEMORY = re.compile(r"(device's )[\d,.]+ GB")
 
 
 def run_case(case: str, scratch: Path) -> tuple[int, str]:
-    """Exit code and last stderr line of ``interp-init CASE`` (tiny preset, scratch --out)."""
+    """Exit code and last stderr line of ``interp-init CASE`` (``train``: tiny preset, scratch
+    --out); the machine's memory in a message is written ``M GB``."""
     args = shlex.split(case)
-    if "--preset" not in args:
+    if args[0] == "train" and "--preset" not in args:
         args += ["--preset", "tiny"]
-    if "--out" not in args:
+    if args[0] == "train" and "--out" not in args:
         args += ["--out", str(scratch / "run")]
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         code = main(args)
-    return code, err.getvalue().strip().splitlines()[-1]
+    return code, _MACHINE_MEMORY.sub(r"\1M GB", err.getvalue().strip().splitlines()[-1])
 
 
 def table() -> str:
@@ -100,5 +110,58 @@ def file_table() -> str:
     return "\n".join(rows)
 
 
+def _remove(*names: str):  # noqa: ANN202
+    return lambda run: [(run / name).unlink() for name in names]
+
+
+def _edit_gamma(run: Path) -> None:
+    config = json.loads((run / "config.json").read_text())
+    config["init"]["gamma"] = 0.8
+    (run / "config.json").write_text(json.dumps(config))
+
+
+#: Commands on a copy of the finished gamma-0.5 run RUN, after what is done to it: a
+#: finished run is never overwritten by another config, whichever file is missing, and
+#: nothing is written inside a run folder.  (what is done, how, the command).
+LEAF_CASES: list[tuple[str, object, str]] = [
+    ("config.json removed", _remove("config.json"), "train --gamma 0.8 --out RUN"),
+    ("config.json and metrics.json removed", _remove("config.json", "metrics.json"), "train --gamma 0.8 --out RUN"),
+    ("config.json and model.safetensors removed", _remove("config.json", "model.safetensors"), "train --gamma 0.8 --out RUN"),
+    ("config.json edited to gamma 0.8", _edit_gamma, "train --gamma 0.8 --out RUN"),
+    ("config.json edited to gamma 0.8, metrics.json removed", lambda r: (_edit_gamma(r), (r / "metrics.json").unlink()), "train --gamma 0.8 --out RUN"),
+    ("nothing", None, "train --out RUN/nested"),
+    ("nothing", None, "sweep SPEC --out RUN"),
+    ("nothing", None, "sweep SPEC --out RUN/sweep"),
+    ("nothing", None, "phase-diagram RUN"),
+]  # fmt: skip
+
+
+def run_leaf_case(index: int, scratch: Path) -> tuple[int, str]:
+    """Exit code and last stderr line (paths written RUN and SPEC) of LEAF_CASES[index]."""
+    _, damage, command = LEAF_CASES[index]
+    run, spec = scratch / f"leaf-{index}", scratch / "spec.json"
+    shutil.rmtree(run, ignore_errors=True)
+    shutil.copytree(_finished_runs(scratch)[0.5], run)
+    spec.write_text(json.dumps({"base": {"preset": "tiny"}, "grid": {"seed": [0, 1]}}))
+    if damage is not None:
+        damage(run)
+    args = [a.replace("RUN", str(run)).replace("SPEC", str(spec)) for a in shlex.split(command)]
+    if args[0] == "train":
+        args[1:1] = ["--preset", "tiny", "--quiet"]
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(args)
+    return code, err.getvalue().strip().splitlines()[-1].replace(str(run), "RUN").replace(str(spec), "SPEC")
+
+
+def leaf_table() -> str:
+    rows = ["| done to RUN | command | exit code | message |", "|---|---|---|---|"]
+    with tempfile.TemporaryDirectory() as scratch:
+        for index, (what, _, command) in enumerate(LEAF_CASES):
+            code, message = run_leaf_case(index, Path(scratch))
+            rows.append(f"| {what} | `interp-init {command}` | {code} | `{message}` |")
+    return "\n".join(rows)
+
+
 if __name__ == "__main__":
-    sys.stdout.write(table() + "\n\n" + file_table() + "\n")
+    sys.stdout.write(table() + "\n\n" + file_table() + "\n\n" + leaf_table() + "\n")

@@ -9,7 +9,8 @@
   where to look;
 * 2: bad input (one line naming the problem, ``interp-init: error: ...``, no traceback;
   nothing is written) or a usage error;
-* 130 / 143: interrupted by SIGINT / SIGTERM.
+* 130 / 143 / 129: interrupted by SIGINT / SIGTERM / SIGHUP (one line, after the locks and
+  temporary files are removed).
 
 Every command lives here, and this is the only module that imports click.  The ``train``
 command has one flag per run-config field (``--d-model``, ``--weight-decay``, ...), named
@@ -95,7 +96,7 @@ def cli() -> None:
     """Train gamma-initialized transformers on anchor functions and probe what they learned.
 
     Exit codes: 0 done; 1 some of the work failed or diverged (one line on stderr says
-    what); 2 bad input or usage; 130/143 interrupted.
+    what); 2 bad input or usage; 130/143/129 interrupted (SIGINT/SIGTERM/SIGHUP).
     """
 
 

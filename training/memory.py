@@ -3,8 +3,8 @@
 :func:`check_fits` estimates a lower bound of the memory a run needs on its device (the
 model with its gradients and AdamW state, the activations of one batch, the generated
 data sets) and refuses, with a ``ValueError`` naming the size to lower, a run that needs
-more than the device has in all: such a run could only fail half way (or be killed by
-the system) after writing its folder.  :func:`out_of_memory_message` turns an allocation
+more than the device has free: such a run could only fail half way (or be killed by the
+system) after writing its folder.  :func:`out_of_memory_message` turns an allocation
 failure that still happens (other processes use memory too) into one line, and
 :func:`check_train_arguments` refuses arguments of :func:`training.train` of the wrong
 type before they fail deep inside it.
@@ -63,11 +63,19 @@ def estimate(cfg: RunConfig) -> MemoryEstimate:
 
 
 def device_memory(device: torch.device) -> int | None:
-    """The memory the device has in all, in bytes (None where it cannot be told)."""
+    """The memory the device has free now, in bytes (None where it cannot be told): CUDA's
+    free memory, or the system's available memory (``MemAvailable``)."""
     if device.type == "cuda":
-        return int(torch.cuda.get_device_properties(device).total_memory)
+        return int(torch.cuda.mem_get_info(device)[0])
     try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):  # pragma: no cover - not a POSIX system
         return None
 
@@ -77,7 +85,7 @@ def _gb(n: int) -> str:
 
 
 def check_fits(cfg: RunConfig, device: torch.device) -> None:
-    """Refuse a run that needs more memory than ``device`` has in all, naming the size to lower."""
+    """Refuse a run that needs more memory than ``device`` has free, naming the size to lower."""
     have = device_memory(device)
     need = estimate(cfg)
     if have is None or need.total <= have:
@@ -92,7 +100,7 @@ def check_fits(cfg: RunConfig, device: torch.device) -> None:
     }  # fmt: skip
     size, what, lower = max(parts.values(), key=lambda part: part[0])
     raise ValueError(
-        f"this run needs at least {_gb(need.total)} of memory, more than the {device.type} device's {_gb(have)}: "
+        f"this run needs at least {_gb(need.total)} of memory, more than the {device.type} device's {_gb(have)} free: "
         f"{what} alone take {_gb(size)}; lower {lower}"
     )
 
