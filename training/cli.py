@@ -351,7 +351,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         click.echo(f"interp-init: error: {one_line(exc)}", err=True)
         return 2
     except (RuntimeError, MemoryError) as exc:
-        from training.memory import out_of_memory_message
+        from training.preflight import out_of_memory_message
 
         message = out_of_memory_message(exc)
         if message is None:

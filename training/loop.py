@@ -42,7 +42,7 @@ from interp_init.task import RECORD_KEYS, Samples, Task, TaskMetrics
 from training.accuracy import LogitsFn, evaluate, full_forward_last
 from training.config import RunConfig
 from training.fast import flush_denormals, last_position_logits, make_optimizer, train_step
-from training.memory import check_fits, check_train_arguments
+from training.preflight import check_fits, check_train_arguments
 
 
 def read_metrics(run_dir: str | Path) -> dict | None:

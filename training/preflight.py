@@ -1,4 +1,4 @@
-"""Whether a run fits in memory, checked before anything is written or allocated.
+"""Checks of a run before it starts: its arguments' types, and whether it fits in memory.
 
 :func:`check_fits` estimates a lower bound of the memory a run needs on its device (the
 model with its gradients and AdamW state, the activations of one batch, the generated
@@ -12,7 +12,7 @@ type before they fail deep inside it.
 Example::
 
     >>> from training.config import make_run_config
-    >>> from training.memory import check_fits, estimate
+    >>> from training.preflight import estimate
     >>> estimate(make_run_config("tiny")).total < 10**9
     True
 """
