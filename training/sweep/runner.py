@@ -116,12 +116,16 @@ def _check_existing(points: Sequence[SweepPoint], out: Path) -> None:
     any of their files: :meth:`RunFolder.check_holds`)."""
     for point in points:
         folder = RunFolder(out / point.name)
-        if not folder.path.is_dir():
+        if not folder.config_path.exists():
+            if folder.path.is_dir():
+                folder.check_holds(point.config.to_dict())  # the finished files of another run, config.json missing
             continue
-        try:
-            folder.check_holds(point.config.to_dict())
-        except ValueError as err:
-            raise ValueError(f"{err} (the sweep's point {point.name}; use another --out, or remove that folder)") from None
+        diffs = folder.config_differences(point.config.to_dict())
+        if diffs:
+            raise ValueError(
+                f"{out / point.name} holds a run with another config than this sweep's point "
+                f"({'; '.join(diffs[:3])}); use another --out, or remove that folder"
+            )
 
 
 def run_sweep(spec: SweepSpec, out: str | Path, options: SweepOptions | None = None, *, extend: bool = False) -> SweepSummary:
