@@ -100,6 +100,10 @@ def _differences(folder: dict, asked: dict, prefix: str = "") -> list[str]:
     return diffs
 
 
+_EDITED = "was changed after the run finished (model.safetensors and metrics.json both carry the digest of the config they were trained with)"
+_UNSURE = "holds the weights of another config than config.json's (their digests differ): config.json was edited or the weights copied"
+
+
 def looks_like_run(path: Path) -> bool:
     """True if ``path`` holds a run: a run's file (metrics, weights, checkpoint) or a
     ``config.json`` with a run config's sections."""
@@ -119,10 +123,7 @@ def refuse_inside_run(path: str | Path, what: str, option: str = "--out") -> Non
     path = Path(path).absolute()
     for parent in path.parents:
         if looks_like_run(parent):
-            raise ValueError(
-                f"{path} is inside the run folder {parent}; a run folder holds one run and nothing else, "
-                f"so {what} cannot be written there: choose an {option} outside it"
-            )
+            raise ValueError(f"{path} is inside the run folder {parent}; a run folder holds one run and nothing else, so {what} cannot be written there: choose an {option} outside it")
 
 
 def refuse_non_run_folder(path: str | Path) -> None:
@@ -326,16 +327,9 @@ class RunFolder:
             recorded = weights_metadata(self.weights_path).get("run_digest")
             if recorded is not None and recorded != digest:
                 if finished and metrics.get("config_digest") == recorded:  # the two agree: config.json changed
-                    raise BadRunFile(
-                        self.config_path,
-                        "was changed after the run finished (model.safetensors and metrics.json both carry the digest of the config they were trained with)",
-                        "restore the config.json the run was trained with, or train the edited config into another --out",
-                    )
+                    raise BadRunFile(self.config_path, _EDITED, "restore the config.json the run was trained with, or train the edited config into another --out")
                 if not finished:  # no metrics to tell which of the two files changed
-                    raise BadRunFile(
-                        self.weights_path, "holds the weights of another config than config.json's (their digests differ): config.json was "
-                        "edited or the weights copied", "restore the run's own file, or choose another --out (or delete the folder) for this config",
-                    )  # fmt: skip
+                    raise BadRunFile(self.weights_path, _UNSURE, "restore the run's own file, or choose another --out (or delete the folder) for this config")
                 raise BadRunFile(self.weights_path, "holds the weights of another run (its run digest differs from config.json's)", fix)
         if not finished:
             return
@@ -376,11 +370,10 @@ class RunFolder:
 
         path = self.checkpoint_path
         try:
-            path.open("rb").close()
-        except OSError as err:  # the file may be fine and only closed to this user
-            raise BadRunFile(path, f"cannot be opened ({err.strerror})", "give this user read access to it (chmod), or run as its owner") from None
-        try:
+            path.open("rb").close()  # the file may be fine and only closed to this user
             state = torch.load(path, map_location="cpu", weights_only=True)
+        except OSError as err:
+            raise BadRunFile(path, f"cannot be opened ({err.strerror})", "give this user read access to it (chmod), or run as its owner") from None
         except Exception as err:  # noqa: BLE001 - any unreadable file gets the same clear message
             raise BadRunFile(
                 path, f"is not a readable checkpoint ({type(err).__name__}: {err}); it may be truncated or foreign", "remove it to restart the run"
