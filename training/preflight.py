@@ -24,13 +24,13 @@ from dataclasses import dataclass
 
 import torch
 
-from interp_init.tasks import SEQ_LEN
 from training.config import RunConfig
 
 #: Bytes per parameter while training: fp32 weights, gradients and AdamW's two moments.
 TRAIN_BYTES_PER_PARAM = 16
-#: Bytes per generated sample: 9 uint8 tokens, an int64 target, key position and pair (2).
-BYTES_PER_SAMPLE = SEQ_LEN + 8 + 8 + 16
+#: Bytes per generated sample besides its tokens (one byte each or more): an int64
+#: target, and two more int64 numbers per sample or so (key position, anchor pair).
+SAMPLE_EXTRA_BYTES = 8 + 8 + 16
 
 
 @dataclass(frozen=True)
@@ -57,9 +57,10 @@ def n_parameters(cfg: RunConfig) -> int:
 def estimate(cfg: RunConfig) -> MemoryEstimate:
     """A lower bound of the bytes a run needs (:class:`MemoryEstimate`)."""
     m, d, t = cfg.model, cfg.data, cfg.train
+    per_sample = cfg.data.make_task().seq_len + SAMPLE_EXTRA_BYTES
     per_position = m.n_layers * (4 * m.d_model + 2 * m.d_mlp + 2 * m.n_heads * (m.d_head + m.n_ctx))
     activations = 4 * t.batch_size * (m.n_ctx * per_position + m.d_vocab)
-    return MemoryEstimate(TRAIN_BYTES_PER_PARAM * n_parameters(cfg), activations, BYTES_PER_SAMPLE * (d.n_train + 2 * d.n_test))
+    return MemoryEstimate(TRAIN_BYTES_PER_PARAM * n_parameters(cfg), activations, per_sample * (d.n_train + 2 * d.n_test))
 
 
 def device_memory(device: torch.device) -> int | None:
