@@ -63,14 +63,20 @@ def phase_diagrams(
     ood_threshold: float = OOD_THRESHOLD,
     loss_threshold: float = LOSS_THRESHOLD,
     pair_threshold: float = PAIR_ACC_THRESHOLD,
+    protocol: str = "strict",
 ) -> PhaseDiagrams:
     """Rebuild ``sweep_dir/results.csv`` and write the figures it supports (or
-    ``figure_names``) to ``out`` (default ``sweep_dir/phase_diagram.html``).
+    ``figure_names``) to ``out`` (default ``sweep_dir/phase_diagram.html``), each cell
+    selected by ``protocol`` (:data:`training.population.PROTOCOLS`: ``strict``, the final
+    epoch of one lr; ``paper``, the best over lrs and epochs), which each title names.
 
     Everything is checked and built before the first write: a folder it refuses is left
     as it was.
     """
+    from training.protocol import protocol_table, protocol_title
+
     df = collect_results(sweep_dir, loss_threshold=loss_threshold, pair_threshold=pair_threshold, write=False)
+    table = protocol_table(df, sweep_dir, protocol)
     names = list(figure_names) or supported_figures(df)
     if not names:
         raise ValueError(f"{sweep_dir} has no completed runs any figure can use (statuses: {df['status'].value_counts().to_dict()})")
@@ -81,9 +87,9 @@ def phase_diagrams(
         "journal_fig3b": {"id_threshold": id_threshold},
         "journal_fig5c": phase_opts,
     }
-    figures = make_figures(df, names, options)
+    figures = {name: protocol_title(fig, protocol) for name, fig in make_figures(table, names, options).items()}
     bad = incomplete_runs(sweep_dir, df)
     write_results(df, sweep_dir)
-    paths = write_html(figures, out or Path(sweep_dir) / "phase_diagram.html")
+    paths = write_html(figures, out or Path(sweep_dir) / "phase_diagram.html", title=f"Phase diagrams ({protocol} protocol)")
     total = len(df) + sum(1 for status in bad.values() if status == RunStatus.ABSENT)
     return PhaseDiagrams(figures, paths, len(df), problem_summary(bad, total, Path(sweep_dir) / RESULTS_FILE))

@@ -1,0 +1,95 @@
+"""The report's view of a population (``interp-init reproduce --seeds``): one dot per seed
+and regime, beside the rates of :class:`training.population.Population`.
+
+For runs inside a population folder (``DIR/seed-S/<task>/<regime>`` beside
+``DIR/summary.json``), :func:`population_parts` gives the verdict section the figure
+(:func:`population_figure`: the held-out (4,3)'s inferential against symmetric share on
+the ``symmetric`` task; OOD accuracy on ``id-ood``) and the table of rates, each
+naming the protocol that made it.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from training.report.cells import html_table
+from training.report.runs import Run
+from training.reproduce import CRITERIA, REGIME_NAMES
+
+_REGIME_COLOURS = {"small-init": "#636efa", "large-init": "#EF553B"}
+
+
+def population_summaries(runs: Sequence[Run]) -> dict[Path, dict[str, Any]]:
+    """Population folder -> its ``summary.json``, for the runs that sit in one."""
+    found: dict[Path, dict[str, Any]] = {}
+    for root in dict.fromkeys(run.path.parent.parent.parent for run in runs):
+        path = root / "summary.json"
+        if root in found or not path.is_file():
+            continue
+        try:
+            summary = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            continue  # a damaged summary: no population rather than a wrong one
+        if isinstance(summary, dict) and isinstance(summary.get("population"), dict) and isinstance(summary.get("per_seed"), list):
+            found[root] = summary
+    return found
+
+
+def population_figure(summary: Mapping[str, Any]) -> go.Figure:
+    """One dot per seed and regime: (a) ``symmetric``: the held-out (4,3)'s symmetric share
+    (x) and inferential share (y); (b) ``id-ood``: OOD accuracy per regime.  Dashed: the
+    criteria's thresholds."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("(a) symmetric task: held-out (4,3)", "(b) id-ood task: OOD accuracy"), horizontal_spacing=0.12)
+    for regime in REGIME_NAMES:
+        seeds, sym, inf, ood = [], [], [], []
+        for row in summary["per_seed"]:
+            seeds.append(row["seed"])
+            sym.append(row["runs"]["symmetric"][regime].get("heldout_symmetric"))
+            inf.append(row["runs"]["symmetric"][regime].get("heldout_inferential"))
+            ood.append(row["runs"]["id-ood"][regime].get("ood_acc"))
+        colour = _REGIME_COLOURS[regime]
+        text = [f"seed {s}" for s in seeds]
+        fig.add_trace(go.Scatter(x=sym, y=inf, mode="markers", name=regime, legendgroup=regime, text=text, marker=dict(color=colour, size=10, opacity=0.8),
+                                 hovertemplate="%{text}<br>symmetric %{x:.2f}, inferential %{y:.2f}"), row=1, col=1)  # fmt: skip
+        fig.add_trace(go.Scatter(x=[regime] * len(ood), y=ood, mode="markers", name=regime, legendgroup=regime, showlegend=False, text=text,
+                                 marker=dict(color=colour, size=10, opacity=0.8), hovertemplate="%{text}<br>OOD %{y:.2f}"), row=1, col=2)  # fmt: skip
+    fig.add_hline(y=CRITERIA["min_small_inferential"], line_dash="dash", line_color="#636efa", row=1, col=1)
+    fig.add_vline(x=CRITERIA["min_large_symmetric"], line_dash="dash", line_color="#EF553B", row=1, col=1)
+    fig.add_hline(y=CRITERIA["min_small_ood"], line_dash="dash", line_color="#636efa", row=1, col=2)
+    fig.add_hline(y=CRITERIA["max_large_ood"], line_dash="dash", line_color="#EF553B", row=1, col=2)
+    fig.update_xaxes(title_text="share following the symmetric target (x − 6)", range=[-0.05, 1.05], row=1, col=1)
+    fig.update_yaxes(title_text="share following the inferential target (x − 10)", range=[-0.05, 1.05], row=1, col=1)
+    fig.update_yaxes(title_text="OOD accuracy", range=[-0.05, 1.05], row=1, col=2)
+    title = f"Population of {len(summary['per_seed'])} seeds, preset {summary.get('preset')}<br><sup>{html.escape(str(summary.get('protocol_text', '')))}</sup>"
+    fig.update_layout(title=title, template="plotly_white", width=1000, height=460)
+    return fig
+
+
+def population_parts(runs: Sequence[Run]) -> tuple[str, go.Figure | None]:
+    """The verdict section's population parts: per population folder the rates table
+    (naming its protocol), and the dot figure of the first (None: no population); for the
+    runs of a single-seed reproduction, a note that they are one draw."""
+    parts, figure = [], None
+    for root, summary in population_summaries(runs).items():
+        rows = [{"criterion": name, "seeds that meet it": f"{r['met']} of {r['of']}", "95% exact interval": "[{:.2f}, {:.2f}]".format(*r["interval"])}
+                for name, r in summary["population"].items()]  # fmt: skip
+        parts.append(
+            f'<p class="verdict">{html.escape(root.name)}: a population of {len(summary["per_seed"])} seeds '
+            f"({html.escape(str(summary.get('protocol_text', '')))}); the runs in this report are one draw of it.</p>"
+        )
+        parts.append(html_table(pd.DataFrame(rows), 2))
+        figure = population_figure(summary) if figure is None else figure
+    if not parts and any((run.path.parent.parent / "summary.json").is_file() for run in runs):
+        parts.append(
+            '<p class="note">These runs are one draw (one seed) of an <code>interp-init reproduce</code>; '
+            "how often each criterion holds over seeds is what <code>interp-init reproduce --seeds 31,32,33,...</code> measures.</p>"
+        )
+    return "".join(parts), figure
