@@ -46,15 +46,16 @@ def population_summaries(runs: Sequence[Run]) -> dict[Path, dict[str, Any]]:
 def population_figure(summary: Mapping[str, Any]) -> go.Figure:
     """One dot per seed and regime: (a) ``symmetric``: the held-out (4,3)'s symmetric share
     (x) and inferential share (y); (b) ``id-ood``: OOD accuracy per regime.  Dashed: the
-    criteria's thresholds."""
+    criteria's thresholds.  A task the population did not train leaves its panel empty."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=("(a) symmetric task: held-out (4,3)", "(b) id-ood task: OOD accuracy"), horizontal_spacing=0.12)
     for regime in REGIME_NAMES:
         seeds, sym, inf, ood = [], [], [], []
         for row in summary["per_seed"]:
             seeds.append(row["seed"])
-            sym.append(row["runs"]["symmetric"][regime].get("heldout_symmetric"))
-            inf.append(row["runs"]["symmetric"][regime].get("heldout_inferential"))
-            ood.append(row["runs"]["id-ood"][regime].get("ood_acc"))
+            symmetric, id_ood = (row["runs"].get(task, {}).get(regime, {}) for task in ("symmetric", "id-ood"))
+            sym.append(symmetric.get("heldout_symmetric"))
+            inf.append(symmetric.get("heldout_inferential"))
+            ood.append(id_ood.get("ood_acc"))
         colour = _REGIME_COLOURS[regime]
         text = [f"seed {s}" for s in seeds]
         fig.add_trace(go.Scatter(x=sym, y=inf, mode="markers", name=regime, legendgroup=regime, text=text, marker=dict(color=colour, size=10, opacity=0.8),
