@@ -351,3 +351,12 @@ def test_report_parts_say_one_draw_outside_a_population(population_out: Path, tm
     shutil.copytree(population_out / "seed-1", single)  # a plain `reproduce --seed 1` folder
     text, figure = population_parts([_Run(single / "symmetric" / "small-init")])  # type: ignore[arg-type]
     assert "one draw (one seed)" in text and "--seeds" in text and figure is None
+
+
+def test_a_population_takes_the_tasks_it_is_given(tmp_path: Path) -> None:
+    from training.population_runs import population_plan
+
+    plan = population_plan("tiny", "1,2", "strict", None, "both", None, "fp32", ("symmetric",))
+    assert {j.task for j in plan.jobs(tmp_path)} == {"symmetric"} and len(plan.jobs(tmp_path)) == 4
+    with pytest.raises(ValueError, match="no small-init / large-init flip"):
+        PopulationPlan("tiny", (1,), tasks=("complexity",))
