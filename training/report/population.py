@@ -44,33 +44,39 @@ def population_summaries(runs: Sequence[Run]) -> dict[Path, dict[str, Any]]:
 
 
 def population_figure(summary: Mapping[str, Any]) -> go.Figure:
-    """One dot per seed and regime: (a) ``symmetric``: the held-out (4,3)'s symmetric share
-    (x) and inferential share (y); (b) ``id-ood``: OOD accuracy per regime.  Dashed: the
-    criteria's thresholds.  A task the population did not train leaves its panel empty."""
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("(a) symmetric task: held-out (4,3)", "(b) id-ood task: OOD accuracy"), horizontal_spacing=0.12)
-    for regime in REGIME_NAMES:
-        seeds, sym, inf, ood = [], [], [], []
-        for row in summary["per_seed"]:
-            seeds.append(row["seed"])
-            symmetric, id_ood = (row["runs"].get(task, {}).get(regime, {}) for task in ("symmetric", "id-ood"))
-            sym.append(symmetric.get("heldout_symmetric"))
-            inf.append(symmetric.get("heldout_inferential"))
-            ood.append(id_ood.get("ood_acc"))
-        colour = _REGIME_COLOURS[regime]
-        text = [f"seed {s}" for s in seeds]
-        fig.add_trace(go.Scatter(x=sym, y=inf, mode="markers", name=regime, legendgroup=regime, text=text, marker=dict(color=colour, size=10, opacity=0.8),
-                                 hovertemplate="%{text}<br>symmetric %{x:.2f}, inferential %{y:.2f}"), row=1, col=1)  # fmt: skip
-        fig.add_trace(go.Scatter(x=[regime] * len(ood), y=ood, mode="markers", name=regime, legendgroup=regime, showlegend=False, text=text,
-                                 marker=dict(color=colour, size=10, opacity=0.8), hovertemplate="%{text}<br>OOD %{y:.2f}"), row=1, col=2)  # fmt: skip
-    fig.add_hline(y=CRITERIA["min_small_inferential"], line_dash="dash", line_color="#636efa", row=1, col=1)
-    fig.add_vline(x=CRITERIA["min_large_symmetric"], line_dash="dash", line_color="#EF553B", row=1, col=1)
-    fig.add_hline(y=CRITERIA["min_small_ood"], line_dash="dash", line_color="#636efa", row=1, col=2)
-    fig.add_hline(y=CRITERIA["max_large_ood"], line_dash="dash", line_color="#EF553B", row=1, col=2)
-    fig.update_xaxes(title_text="share following the symmetric target (x − 6)", range=[-0.05, 1.05], row=1, col=1)
-    fig.update_yaxes(title_text="share following the inferential target (x − 10)", range=[-0.05, 1.05], row=1, col=1)
-    fig.update_yaxes(title_text="OOD accuracy", range=[-0.05, 1.05], row=1, col=2)
-    title = f"Population of {len(summary['per_seed'])} seeds, preset {summary.get('preset')}<br><sup>{html.escape(str(summary.get('protocol_text', '')))}</sup>"
-    fig.update_layout(title=title, template="plotly_white", width=1000, height=460)
+    """One dot per seed and regime, one panel per task: where the task measures the held-out
+    pair against both targets (``heldout_symmetric``, ``heldout_inferential``), the one
+    share against the other; otherwise the task's first held-out number (``ood_acc``) per
+    regime.  Dashed: the criteria's thresholds."""
+    rows = summary["per_seed"]
+    tasks = list(rows[0]["runs"])
+    fig = make_subplots(rows=1, cols=len(tasks), subplot_titles=[f"({chr(97 + i)}) {task}" for i, task in enumerate(tasks)], horizontal_spacing=0.12)
+    for col, task in enumerate(tasks, start=1):
+        first = rows[0]["runs"][task][REGIME_NAMES[0]]
+        pair = "heldout_symmetric" in first and "heldout_inferential" in first
+        column = next((k for k in first if k not in ("gamma", "id_acc", "picked", "status", "run_dirs")), "id_acc")
+        for regime in REGIME_NAMES:
+            runs = [row["runs"][task][regime] for row in rows]
+            common = dict(mode="markers", name=regime, legendgroup=regime, showlegend=col == 1, text=[f"seed {row['seed']}" for row in rows],
+                          marker=dict(color=_REGIME_COLOURS[regime], size=10, opacity=0.8))  # fmt: skip
+            if pair:
+                xs, ys = [r.get("heldout_symmetric") for r in runs], [r.get("heldout_inferential") for r in runs]
+                fig.add_trace(go.Scatter(x=xs, y=ys, hovertemplate="%{text}<br>symmetric %{x:.2f}, inferential %{y:.2f}", **common), row=1, col=col)
+            else:
+                ys = [r.get(column) for r in runs]
+                fig.add_trace(go.Scatter(x=[regime] * len(ys), y=ys, hovertemplate=f"%{{text}}<br>{column} %{{y:.2f}}", **common), row=1, col=col)
+        if pair:
+            fig.add_hline(y=CRITERIA["min_small_inferential"], line_dash="dash", line_color=_REGIME_COLOURS["small-init"], row=1, col=col)
+            fig.add_vline(x=CRITERIA["min_large_symmetric"], line_dash="dash", line_color=_REGIME_COLOURS["large-init"], row=1, col=col)
+            fig.update_xaxes(title_text="held-out share following the symmetric target", range=[-0.05, 1.05], row=1, col=col)
+            fig.update_yaxes(title_text="held-out share following the inferential target", range=[-0.05, 1.05], row=1, col=col)
+        else:
+            if column == "ood_acc":
+                fig.add_hline(y=CRITERIA["min_small_ood"], line_dash="dash", line_color=_REGIME_COLOURS["small-init"], row=1, col=col)
+                fig.add_hline(y=CRITERIA["max_large_ood"], line_dash="dash", line_color=_REGIME_COLOURS["large-init"], row=1, col=col)
+            fig.update_yaxes(title_text=column, range=[-0.05, 1.05], row=1, col=col)
+    title = f"Population of {len(rows)} seeds, preset {summary.get('preset')}<br><sup>{html.escape(str(summary.get('protocol_text', '')))}</sup>"
+    fig.update_layout(title=title, template="plotly_white", width=500 * len(tasks), height=460)
     return fig
 
 
