@@ -39,6 +39,8 @@ from training.cli_values import FIELDS, check_device, default_preset, one_line, 
 from training.config import PRECISIONS, PRESETS
 from training.phase.names import FIGURE_NAMES, ID_THRESHOLD, LOSS_THRESHOLD, OOD_THRESHOLD, PAIR_ACC_THRESHOLD
 from training.report.config import IMAGE_FORMATS, PROJECTIONS, ReportConfig
+from training.population import VARY
+from training.protocol import PROTOCOLS
 from training.reproduce import REGIMES, REPRODUCE_TASKS
 from training.signals import Stopped, signals_raise
 from training.sweep.spec import BACKENDS
@@ -84,6 +86,8 @@ def run_options(func: Any) -> Any:
     """The options every training command shares: task, preset, seed, device, progress."""
     func = click.option("--quiet", is_flag=True, help="No progress bar.")(func)
     func = click.option("--device", default="auto", show_default=True, metavar="[auto|cpu|cuda|cuda:N]", help=_DEVICE_HELP)(func)
+    func = click.option("--data-seed", type=int, default=None, metavar="INTEGER", help="Seed of the data alone (sample sets and order) [default: derived from --seed].")(func)
+    func = click.option("--init-seed", type=int, default=None, metavar="INTEGER", help="Seed of the init's draw alone [default: derived from --seed].")(func)
     func = click.option("--seed", type=int, default=0, show_default=True, metavar="INTEGER", help="Run seed; every random source (init, data, shuffling) derives from it.")(func)
     func = click.option("--preset", default=None, metavar="[" + "|".join(PRESET_CHOICES) + "]", help=_PRESET_HELP)(func)
     func = click.option("--task", default=DEFAULT_TASK, show_default=True, metavar="[" + "|".join(TASK_CHOICES) + "|package.module:ClassName]", help=_TASK_HELP)(func)
@@ -108,7 +112,7 @@ def cli() -> None:
 @run_options
 @config_options
 @click.option("--out", required=True, type=click.Path(file_okay=False), metavar="DIR", help="Run folder to write (resumed if it holds an unfinished run of the same config).")
-def train_command(task: str, preset: str | None, seed: int, device: str, quiet: bool, out: str, **kwargs: Any) -> None:
+def train_command(task: str, preset: str | None, seed: int, init_seed: int | None, data_seed: int | None, device: str, quiet: bool, out: str, **kwargs: Any) -> None:
     """Train one model into a run folder (config.json, metrics.json, model.safetensors)."""
     from training.config import make_run_config
     from training.loop import train
@@ -117,7 +121,7 @@ def train_command(task: str, preset: str | None, seed: int, device: str, quiet: 
     if preset is None:
         preset, why = default_preset(device)
         click.echo(f"interp-init: no --preset given: using --preset {preset} ({why})", err=True)
-    cfg = make_run_config(preset, task=task, seed=seed, **overrides_from(kwargs))
+    cfg = make_run_config(preset, task=task, seed=seed, init_seed=init_seed, data_seed=data_seed, **overrides_from(kwargs))
     result = train(cfg, out, device=device, progress=not quiet)
     final = read_run_metrics(cfg.data.make_task(), result.metrics).final
     summary = {} if final is None else {k: round(v, 4) for k, v in final.columns().items()}
@@ -139,47 +143,39 @@ def train_command(task: str, preset: str | None, seed: int, device: str, quiet: 
 
 @cli.command("reproduce")
 @click.option("--preset", default=None, metavar="[" + "|".join(sorted(REGIMES)) + "]", help="Run size of the four runs. Default: paper where a CUDA GPU is used, else cpu.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Run seed of all four runs.")
-@click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder: one run per task and regime, summary.json.")
+@click.option("--seed", type=int, default=None, help="Run seed of all four runs: one draw [default: 0]. Not with --seeds.")
+@click.option("--seeds", default=None, metavar="S1,S2,...", help="A population: the four runs for each of these seeds (in OUT/seed-S), and per criterion how many seeds meet it, with a 95% exact binomial interval.")
+@click.option("--protocol", type=click.Choice(PROTOCOLS), default="strict", show_default=True, help="With --seeds: strict (final epoch, the preset's lr, each seed on its own) or paper (per seed the best over --lrs and over epochs, each target separately; then the mean over seeds).")
+@click.option("--lrs", default=None, metavar="LR1,LR2,...", help="The paper protocol's learning-rate grid (one more run per regime, seed and lr), e.g. 1e-4,2e-4,3e-4.")
+@click.option("--vary", type=click.Choice(VARY), default="both", show_default=True, help="With --seeds, which random source the seeds draw: both, init (the data seeded by --fixed-seed) or data (the init seeded by --fixed-seed).")
+@click.option("--fixed-seed", type=int, default=None, help="With --vary init|data: the seed of the source held fixed [default: the first of --seeds].")
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder: one run per task and regime (per seed with --seeds), summary.json, report.html.")
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
 @click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True, help="bf16: the forward under bfloat16 autocast.")
-@click.option(
-    "--workers", type=int, default=None,
-    help="Runs trained at once, each in its own process with one torch thread [default: one per CPU core (up to 4) on a CPU, 1 on a GPU].",
-)  # fmt: skip
+@click.option("--workers", type=int, default=None, help="Runs trained at once, each in its own process with one torch thread [default: one per CPU core (up to 4) on a CPU; on a GPU one at a time, or with --seeds as ensembles of same-shape runs].")
 @click.option("--task", "tasks", multiple=True, metavar="TASK", help=f"A task to reproduce the flip on (repeatable): one with a small-init / large-init flip, registered or package.module:ClassName [default: {', '.join(REPRODUCE_TASKS)}].")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
-def reproduce_command(preset: str | None, seed: int, out: str, device: str, precision: str, workers: int | None, tasks: tuple[str, ...], quiet: bool) -> None:
+def reproduce_command(
+    preset: str | None, seed: int | None, seeds: str | None, protocol: str, lrs: str | None, vary: str, fixed_seed: int | None,
+    out: str, device: str, precision: str, workers: int | None, tasks: tuple[str, ...], quiet: bool,
+) -> None:  # fmt: skip
     """Train small-init and large-init on the symmetric and id-ood tasks; print the flip.
 
     Writes OUT/<task>/<regime> run folders, OUT/summary.json and OUT/report.html (the
-    offline report of the four runs); a rerun resumes.
+    offline report of the four runs); with --seeds, OUT/seed-S/<task>/<regime> per seed and
+    the population in OUT/summary.json.  A rerun resumes.
     """
-    import time
-    from pathlib import Path
-
-    from training.report import write_report
-    from training.reproduce import check_flip, failed_criteria, format_table, reproduce
+    from training.population_runs import reproduce_job
 
     check_device(device)
     if preset is None:
         preset, why = default_preset(device)
         click.echo(f"interp-init: no --preset given: using --preset {preset} ({why})", err=True)
-
-    start = time.perf_counter()
-    summary = reproduce(preset, seed, out, device=device, progress=not quiet, precision=precision, workers=workers, tasks=tasks or None)
-    click.echo(f"preset {preset}, seed {seed}, {precision}, {time.perf_counter() - start:.0f} s in this call")
-    click.echo(format_table(summary))
-    checks = check_flip(summary)
-    click.echo("flip reproduced (all criteria met)" if checks["all"] else f"flip NOT reproduced; failed: {failed_criteria(checks)}")
-    click.echo(f"summary: {Path(out) / 'summary.json'}")
-    run_dirs = [row["run_dir"] for regimes in summary.values() for row in regimes.values()]
-    click.echo(f"report: {write_report(run_dirs, Path(out) / 'report.html')}")
+    text, problem = reproduce_job(preset, seed, seeds, protocol, lrs, vary, fixed_seed, out, device, precision, workers, not quiet, tasks or None)
+    click.echo(text)
     # Not reproducing the flip is a result; a run that did not complete is a failure.
-    bad = [f"{task}/{regime}: {row['status']}" for task, regimes in summary.items() for regime, row in regimes.items() if row["status"] != "completed"]
-    if bad:
-        n_runs = sum(len(regimes) for regimes in summary.values())
-        click.echo(f"interp-init: {len(bad)} of {n_runs} runs did not complete ({'; '.join(bad)}): see {Path(out) / 'summary.json'}", err=True)
+    if problem:
+        click.echo(f"interp-init: {problem}", err=True)
         raise click.exceptions.Exit(1)
 
 
@@ -265,9 +261,10 @@ def sweep_command(
 @click.option("--ood-threshold", type=float, default=OOD_THRESHOLD, show_default=True, help="OOD accuracy above which good ID is phase 3.")
 @click.option("--loss-threshold", type=float, default=LOSS_THRESHOLD, show_default=True, help="Training loss for epochs_to_loss.")
 @click.option("--pair-threshold", type=float, default=PAIR_ACC_THRESHOLD, show_default=True, help="Per-pair training accuracy for epochs_to_acc_*.")
+@click.option("--protocol", type=click.Choice(PROTOCOLS), default="strict", show_default=True, help="strict: each run's final epoch, one lr per cell and seed; paper: per seed the best over lrs and evaluated epochs, each metric separately. Then the mean over seeds.")
 def phase_diagram_command(
     sweep_dir: str, out: str | None, figure_names: tuple[str, ...], id_threshold: float, ood_threshold: float,
-    loss_threshold: float, pair_threshold: float,
+    loss_threshold: float, pair_threshold: float, protocol: str,
 ) -> None:  # fmt: skip
     """Rebuild SWEEP_DIR/results.csv and write the papers' figures it supports as offline HTML.
 
@@ -277,8 +274,8 @@ def phase_diagram_command(
     from training.phase import phase_diagrams
 
     thresholds = dict(id_threshold=id_threshold, ood_threshold=ood_threshold, loss_threshold=loss_threshold, pair_threshold=pair_threshold)
-    done = phase_diagrams(sweep_dir, out, figure_names, **thresholds)
-    click.echo(f"{len(done.figures)} figure(s) ({', '.join(done.figures)}) from {done.n_runs} runs: {', '.join(map(str, done.paths))}")
+    done = phase_diagrams(sweep_dir, out, figure_names, **thresholds, protocol=protocol)
+    click.echo(f"{len(done.figures)} figure(s) ({', '.join(done.figures)}) from {done.n_runs} runs, {protocol} protocol: {', '.join(map(str, done.paths))}")
     if done.problem:
         click.echo(f"interp-init: {done.problem}; the figures leave them out", err=True)
         raise click.exceptions.Exit(1)

@@ -131,10 +131,12 @@ SECTIONS: dict[str, type] = {"model": ModelConfig, "init": InitConfig, "data": D
 OPTION_SECTION: dict[str, str] = {}
 for _section, _cls in SECTIONS.items():
     for _f in fields(_cls):
-        if _f.name in OPTION_SECTION or _f.name == "seed":
+        if _f.name in OPTION_SECTION or _f.name in ("seed", "init_seed", "data_seed"):
             raise RuntimeError(f"option {_f.name!r} is defined twice")  # pragma: no cover
         OPTION_SECTION[_f.name] = _section
-OPTIONS: tuple[str, ...] = (*OPTION_SECTION, "seed")
+#: The run's seed and its two optional overrides (:class:`RunConfig`), beside the sections' options.
+SEED_OPTIONS: tuple[str, ...] = ("seed", "init_seed", "data_seed")
+OPTIONS: tuple[str, ...] = (*OPTION_SECTION, *SEED_OPTIONS)
 
 
 def derive_seed(seed: int, name: str) -> int:
@@ -143,9 +145,28 @@ def derive_seed(seed: int, name: str) -> int:
     return int.from_bytes(digest[:8], "little") >> 1
 
 
+#: The random sources of a run: the init's draw, and the data's (the three sample sets and the order).
+INIT_SOURCES: tuple[str, ...] = ("init",)
+DATA_SOURCES: tuple[str, ...] = ("data.train", "data.id_test", "data.heldout", "shuffle")
+
+
+def _check_seed(name: str, value: Any, optional: bool = False) -> None:
+    if optional and value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name} must be a non-negative integer{' or None' if optional else ''}, got {value!r}")
+
+
 @dataclass(frozen=True)
 class RunConfig:
-    """Everything needed to rebuild a run; written to the run folder's ``config.json``."""
+    """Everything needed to rebuild a run; written to the run folder's ``config.json``.
+
+    ``seed`` decides every random source (:attr:`seeds`).  ``init_seed`` and ``data_seed``
+    (default None: derived from ``seed``) seed the init's draw and the data's (sample sets
+    and order) apart, to learn which of the two decides a run's outcome: a population that
+    varies one with the other fixed.  They appear in ``config.json`` only when set, so a
+    config without them keeps its digest.
+    """
 
     model: ModelConfig = field(default_factory=ModelConfig)
     init: InitConfig = field(default_factory=InitConfig)
@@ -153,10 +174,13 @@ class RunConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     seed: int = 0
     preset: str | None = None
+    init_seed: int | None = None
+    data_seed: int | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
+        _check_seed("seed", self.seed)
+        _check_seed("init_seed", self.init_seed, optional=True)
+        _check_seed("data_seed", self.data_seed, optional=True)
         # the model as a whole must fit the task: checked here, before any file is written
         task = self.data.make_task()
         needed = task.highest_token() + 1
@@ -171,13 +195,20 @@ class RunConfig:
 
     @property
     def seeds(self) -> dict[str, int]:
-        """The seed of every random source, derived from :attr:`seed`."""
-        names = ("init", "data.train", "data.id_test", "data.heldout", "shuffle")
-        return {name: derive_seed(self.seed, name) for name in names}
+        """The seed of every random source, derived from :attr:`seed` (the init's from
+        ``init_seed`` and the data's from ``data_seed`` where those are set)."""
+        init = self.seed if self.init_seed is None else self.init_seed
+        data = self.seed if self.data_seed is None else self.data_seed
+        out = {name: derive_seed(init, name) for name in INIT_SOURCES}
+        out.update({name: derive_seed(data, name) for name in DATA_SOURCES})
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {name: config_to_dict(getattr(self, name)) for name in SECTIONS}
         out["seed"] = self.seed
+        for name in ("init_seed", "data_seed"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
         out["preset"] = self.preset
         out["seeds"] = self.seeds
         out["data_version"] = DATA_VERSION
@@ -187,17 +218,18 @@ class RunConfig:
     def from_dict(cls, data: dict[str, Any], where: str = "config") -> RunConfig:
         if not isinstance(data, dict):
             raise ValueError(f"{where} must be a mapping")
-        unknown = sorted(set(data) - set(SECTIONS) - {"seed", "preset", "seeds", "data_version"})
+        unknown = sorted(set(data) - set(SECTIONS) - {*SEED_OPTIONS, "preset", "seeds", "data_version"})
         if unknown:
             raise ValueError(f"{where}: unknown section(s) {unknown}")
         parts = {name: config_from_dict(cls_, data.get(name, {}), f"{where} [{name}]") for name, cls_ in SECTIONS.items() if name != "model"}
         parts["model"] = ModelConfig.from_dict(data.get("model", {}), f"{where} [model]")
-        return cls(**parts, seed=data.get("seed", 0), preset=data.get("preset"))
+        seeds = {name: data.get(name) for name in ("init_seed", "data_seed")}
+        return cls(**parts, seed=data.get("seed", 0), preset=data.get("preset"), **seeds)
 
     def flat(self) -> dict[str, Any]:
         """All options as one flat mapping (the CLI's and the sweep's names)."""
         out = {name: getattr(getattr(self, section), name) for name, section in OPTION_SECTION.items()}
-        out["seed"] = self.seed
+        out.update({name: getattr(self, name) for name in SEED_OPTIONS})
         return out
 
     def with_options(self, **options: Any) -> RunConfig:
@@ -205,12 +237,12 @@ class RunConfig:
         unknown = sorted(set(options) - set(OPTIONS))
         if unknown:
             raise ValueError(f"unknown option(s) {unknown}; allowed: {sorted(OPTIONS)}")
-        seed = options.pop("seed", self.seed)
+        seeds = {name: options.pop(name) for name in SEED_OPTIONS if name in options}
         per_section: dict[str, dict[str, Any]] = {}
         for name, value in options.items():
             per_section.setdefault(OPTION_SECTION[name], {})[name] = value
         parts = {s: replace(getattr(self, s), **kw) for s, kw in per_section.items()}
-        return replace(self, **parts, seed=seed)
+        return replace(self, **parts, **seeds)
 
 
 # ---------------------------------------------------------------------------- presets

@@ -60,7 +60,7 @@ __all__ = ["ENSEMBLE_VARYING", "VmapStep", "check_ensemble", "train_ensemble"]
 #: The options in which the runs of one ensemble may differ (all else must be equal).
 ENSEMBLE_VARYING: frozenset[str] = frozenset(
     {f.name for f in fields(InitConfig)}
-    | {"lr", "warmup_start_lr", "min_lr", "warmup_epochs", "cosine_epochs", "weight_decay", "grad_clip", "seed"}
+    | {"lr", "warmup_start_lr", "min_lr", "warmup_epochs", "cosine_epochs", "weight_decay", "grad_clip", "seed", "init_seed", "data_seed"}
 )
 
 

@@ -34,6 +34,10 @@ Example (CPU: four runs of 7-9 minutes each, two at a time on 2 cores; see
 docs/faithful-models.md for what it shows)::
 
     interp-init reproduce --preset cpu --seed 31 --out runs/reproduce/cpu-31
+
+One seed is one draw: :mod:`training.population_runs` trains the same four runs on several
+seeds (``interp-init reproduce --seeds 31,32,33``) and :mod:`training.population` reports
+per criterion how many seeds meet it, under the ``strict`` or the ``paper`` protocol.
 """
 
 from __future__ import annotations

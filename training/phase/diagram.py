@@ -76,15 +76,20 @@ def phase_diagrams(
     ood_threshold: float = OOD_THRESHOLD,
     loss_threshold: float = LOSS_THRESHOLD,
     pair_threshold: float = PAIR_ACC_THRESHOLD,
+    protocol: str = "strict",
 ) -> PhaseDiagrams:
     """Rebuild ``sweep_dir/results.csv`` and write the figures it supports (or
-    ``figure_names``) to ``out`` (default ``sweep_dir/phase_diagram.html``).
+    ``figure_names``) to ``out`` (default ``sweep_dir/phase_diagram.html``), each cell
+    selected by ``protocol`` (:data:`training.population.PROTOCOLS`: ``strict``, the final
+    epoch of one lr; ``paper``, the best over lrs and epochs), which each title names.
 
     Everything is checked and built before the first write: a folder it refuses is left
     as it was.  The thresholds are accuracies in [0, 1] and a positive loss; a run folder
     (a leaf: it holds one run and nothing else) is refused as ``sweep_dir`` or as a place
     for ``out``.
     """
+    from training.protocol import protocol_table, protocol_title
+
     check_thresholds(id_threshold=id_threshold, ood_threshold=ood_threshold, pair_threshold=pair_threshold, loss_threshold=loss_threshold)
     sweep_dir = Path(sweep_dir)
     if looks_like_run(sweep_dir):
@@ -96,6 +101,7 @@ def phase_diagrams(
     if out is not None:
         refuse_inside_run(out, "phase diagrams")
     df = collect_results(sweep_dir, loss_threshold=loss_threshold, pair_threshold=pair_threshold, write=False)
+    table = protocol_table(df, sweep_dir, protocol)
     names = list(figure_names) or supported_figures(df)
     if not names:
         raise ValueError(f"{sweep_dir} has no completed runs any figure can use (statuses: {df['status'].value_counts().to_dict()})")
@@ -106,9 +112,9 @@ def phase_diagrams(
         "journal_fig3b": {"id_threshold": id_threshold},
         "journal_fig5c": phase_opts,
     }
-    figures = make_figures(df, names, options)
+    figures = {name: protocol_title(fig, protocol) for name, fig in make_figures(table, names, options).items()}
     bad = incomplete_runs(sweep_dir, df)
     write_results(df, sweep_dir)
-    paths = write_html(figures, out or Path(sweep_dir) / "phase_diagram.html")
+    paths = write_html(figures, out or Path(sweep_dir) / "phase_diagram.html", title=f"Phase diagrams ({protocol} protocol)")
     total = len(df) + sum(1 for status in bad.values() if status == RunStatus.ABSENT)
     return PhaseDiagrams(figures, paths, len(df), problem_summary(bad, total, Path(sweep_dir) / RESULTS_FILE))

@@ -17,6 +17,7 @@ from plotly.subplots import make_subplots
 
 from probes.rank import merged_weight, stable_rank
 from training.report.cells import RUN_COLOURS, Cell, Context, Section, compact, html_table, measured
+from training.report.population import population_parts
 from training.report.runs import Run
 from interp_init.task import FIT_THRESHOLD, EpochRecord
 from training.verdict import run_verdict
@@ -56,12 +57,15 @@ def section_verdict(ctx: Context) -> Section:
                      "gamma": run.config.init.gamma, "learned": v.solution, "evidence": v.evidence})  # fmt: skip
     expected = list(dict.fromkeys(r.task.expected for r in ctx.runs if r.task.expected))
     flips = reproduction_verdicts(ctx.runs)
+    population_html, population_fig = population_parts(ctx.runs)
     parts = [html_table(pd.DataFrame(rows), 2)]
     parts += [f'<p class="verdict">{html.escape(line)}</p>' for line in flips]
+    parts.append(population_html)
     sentence = " ".join(expected) + (
         " Below, each run as measured: its solution and the numbers that decide it (one cell of NeurIPS 2024 Fig. 2 or of the journal's Fig. 3A)."
     ) + measured(ctx, "what each run learned", lambda run: learned[run.name], needs_model=False)
-    return Section("verdict", "Verdict: what each model learned", sentence, [Cell(html="".join(parts))], combined=True)
+    cell = Cell(figure=population_fig, html="".join(parts), height=480)
+    return Section("verdict", "Verdict: what each model learned", sentence, [cell], combined=True)
 
 
 def fit_epoch(history: Sequence[EpochRecord]) -> int | None:

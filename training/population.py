@@ -1,0 +1,250 @@
+"""A flip judged over seeds: per-criterion rates with exact intervals, under a named protocol.
+
+One seed's reproduction is one draw.  A *population* is the same reproduction on several
+seeds; each criterion of :data:`training.reproduce.CRITERIA` is then a rate, ``k`` of ``n``
+seeds, with its 95% exact binomial (Clopper-Pearson) interval (:func:`exact_interval`).
+What a run's number is depends on the protocol (:mod:`training.protocol`: ``strict`` or
+``paper``), which every table names.
+
+:class:`Population` holds the per-seed rows (:class:`SeedRow`, one
+:class:`RegimeResult` per task and regime) and their rates (:class:`CriterionRate`);
+:mod:`training.population_runs` trains and reads one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from training.protocol import PROTOCOL_TEXT, Pick, RunRecord, check_protocol, pick_paper, pick_strict, targets
+from training.reproduce import REGIME_NAMES, check_flip
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+def exact_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """The exact binomial (Clopper-Pearson) interval of a rate of ``k`` successes in ``n``."""
+    from scipy.stats import binomtest
+
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be an integer >= 1, got {n!r}")
+    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= n:
+        raise ValueError(f"k must be an integer in 0..{n}, got {k!r}")
+    ci = binomtest(k, n).proportion_ci(confidence_level=confidence, method="exact")
+    return float(ci.low), float(ci.high)
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) / len(present) if present else None
+
+
+@dataclass(frozen=True)
+class RegimeResult:
+    """One regime on one task for one seed: its selected numbers (:class:`Pick` per target),
+    status (``completed`` unless one of its runs is not) and run folders."""
+
+    task: str
+    regime: str
+    gamma: float
+    picks: Mapping[str, Pick]
+    status: str
+    run_dirs: tuple[str, ...]
+
+    def value(self, target: str) -> float | None:
+        pick = self.picks.get(target)
+        return None if pick is None else pick.value
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"gamma": self.gamma, **{t: p.value for t, p in self.picks.items()}}
+        out["picked"] = {t: {"lr": p.lr, "epoch": p.epoch} for t, p in self.picks.items()}
+        out["status"] = self.status
+        out["run_dirs"] = list(self.run_dirs)
+        return out
+
+
+def regime_result(task: str, regime: str, gamma: float, run_dirs: Sequence[str | Path], protocol: str) -> RegimeResult:
+    """Read a regime's run folders (one, or one per lr) under ``protocol``."""
+    runs = [RunRecord.read(d) for d in run_dirs]
+    if not runs:
+        raise ValueError(f"{task}/{regime}: no run folders to read")
+    if check_protocol(protocol) == "strict":
+        if len(runs) != 1:
+            raise ValueError(f"{task}/{regime}: the strict protocol reads one run (one lr), got {len(runs)}: {[str(r.path) for r in runs]}")
+        picks = pick_strict(runs[0], targets(task))
+    else:
+        picks = pick_paper(runs, targets(task))
+    bad = [r.status for r in runs if r.status != "completed"]
+    return RegimeResult(task, regime, gamma, picks, bad[0] if bad else "completed", tuple(str(r.path) for r in runs))
+
+
+@dataclass(frozen=True)
+class SeedRow:
+    """One seed of a population: its results per task and regime, and the flip's criteria on them."""
+
+    seed: int
+    results: tuple[RegimeResult, ...]
+    init_seed: int | None = None
+    data_seed: int | None = None
+
+    def result(self, task: str, regime: str) -> RegimeResult:
+        for r in self.results:
+            if r.task == task and r.regime == regime:
+                return r
+        raise KeyError(f"seed {self.seed} has no result for {task}/{regime}")
+
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(r.task for r in self.results))
+
+    def summary(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """The single-seed summary's shape (task -> regime -> numbers) that :func:`check_flip` reads."""
+        return {t: {g: {"gamma": self.result(t, g).gamma, **{k: self.result(t, g).value(k) for k in targets(t)}} for g in REGIME_NAMES} for t in self.tasks}
+
+    @property
+    def checks(self) -> dict[str, bool]:
+        return check_flip(self.summary())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "seed": self.seed, "init_seed": self.init_seed, "data_seed": self.data_seed,
+            "runs": {t: {r.regime: r.to_dict() for r in self.results if r.task == t} for t in self.tasks},
+            "criteria": self.checks,
+        }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class CriterionRate:
+    """How many seeds met one criterion, of how many, with the 95% exact interval."""
+
+    name: str
+    met: int
+    of: int
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return exact_interval(self.met, self.of)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"met": self.met, "of": self.of, "interval": list(self.interval)}
+
+
+@dataclass(frozen=True)
+class Population:
+    """A reproduction on several seeds under one protocol: per-seed rows and per-criterion rates.
+
+    ``lrs``: the learning-rate grid (``paper``; None: each preset's lr); ``vary``: which
+    random source differs between the rows (``both``, or ``init`` / ``data`` with the
+    other seeded by ``fixed_seed``)."""
+
+    preset: str
+    protocol: str
+    rows: tuple[SeedRow, ...]
+    lrs: tuple[float, ...] | None = None
+    vary: str = "both"
+    fixed_seed: int | None = None
+
+    def __post_init__(self) -> None:
+        check_protocol(self.protocol)
+        if not self.rows:
+            raise ValueError("a population needs at least one seed")
+        if self.vary not in VARY:
+            raise ValueError(f"vary must be one of {list(VARY)}, got {self.vary!r}")
+        if len({r.tasks for r in self.rows}) != 1:
+            raise ValueError("every seed of a population must have the same tasks")
+
+    @property
+    def seeds(self) -> tuple[int, ...]:
+        return tuple(r.seed for r in self.rows)
+
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        return self.rows[0].tasks
+
+    @property
+    def rates(self) -> tuple[CriterionRate, ...]:
+        checks = [r.checks for r in self.rows]
+        return tuple(CriterionRate(name, sum(c[name] for c in checks), len(checks)) for name in checks[0])
+
+    def means(self) -> dict[str, dict[str, dict[str, float | None]]]:
+        """Per task, regime and target, the mean over seeds (the papers' number under ``paper``)."""
+        return {t: {g: {k: _mean([r.result(t, g).value(k) for r in self.rows]) for k in targets(t)} for g in REGIME_NAMES} for t in self.tasks}
+
+    def to_dict(self) -> dict[str, Any]:
+        """What ``summary.json`` holds: the protocol, the seeds, ``population`` (criterion ->
+        met, of, interval), ``per_seed`` rows and the ``mean_over_seeds``."""
+        return {
+            "preset": self.preset, "protocol": self.protocol, "protocol_text": PROTOCOL_TEXT[self.protocol],
+            "seeds": list(self.seeds), "lrs": None if self.lrs is None else list(self.lrs),
+            "vary": self.vary, "fixed_seed": self.fixed_seed,
+            "population": {rate.name: rate.to_dict() for rate in self.rates},
+            "per_seed": [r.to_dict() for r in self.rows],
+            "mean_over_seeds": self.means(),
+        }  # fmt: skip
+
+    def rates_table(self) -> pd.DataFrame:
+        """One row per criterion: seeds that meet it, of how many, the 95% exact interval."""
+        import pandas as pd
+
+        rows = [{"criterion": r.name, "met": r.met, "of": r.of, "95% interval": "[{:.2f}, {:.2f}]".format(*r.interval)} for r in self.rates]
+        return pd.DataFrame(rows)
+
+    def seeds_table(self) -> pd.DataFrame:
+        """One row per seed: the numbers the criteria read and whether all criteria hold; then
+        the mean over seeds (the papers' number under ``paper``) and the criteria on it."""
+        import pandas as pd
+
+        rows = []
+        for row in self.rows:
+            line: dict[str, Any] = {"seed": row.seed}
+            for task in self.tasks:
+                for regime in REGIME_NAMES:
+                    result, short = row.result(task, regime), regime.split("-")[0]
+                    for target in targets(task):
+                        line[f"{task} {short} {_SHORT[target]}"] = result.value(target)
+            line["all"] = row.checks["all"]
+            rows.append(line)
+        means = self.means()
+        mean_line: dict[str, Any] = {"seed": "mean"}
+        for task in self.tasks:
+            for regime in REGIME_NAMES:
+                for target in targets(task):
+                    mean_line[f"{task} {regime.split('-')[0]} {_SHORT[target]}"] = means[task][regime][target]
+        mean_line["all"] = check_flip(means)["all"]
+        return pd.DataFrame([*rows, mean_line])
+
+    def __str__(self) -> str:
+        return self.format()
+
+    def _repr_html_(self) -> str:
+        """In Jupyter: the protocol, the rates with their intervals, then the seeds."""
+        head = f"<p><b>Population</b>: {len(self.rows)} seeds {list(self.seeds)}, preset {self.preset}; {PROTOCOL_TEXT[self.protocol]}</p>"
+        return f"{head}\n{self.rates_table().to_html(index=False)}\n{self.seeds_table().to_html(index=False, float_format=lambda v: f'{v:.2f}', na_rep='-')}"
+
+    def format(self) -> str:
+        """The population as text (what the command prints): the protocol, the rates, the seeds."""
+        lines = [f"population of {len(self.rows)} seeds {list(self.seeds)}, preset {self.preset}, {PROTOCOL_TEXT[self.protocol]}"]
+        if self.vary != "both":
+            other = "data" if self.vary == "init" else "init"
+            lines.append(f"varying the {self.vary} seed only; the {other} seeded by {self.fixed_seed}")
+        per_seed = self.seeds_table().set_index("seed").T  # one column per seed: readable for many seeds
+        per_seed.columns = [f"seed {c}" if c != "mean" else "mean" for c in per_seed.columns]
+        per_seed = per_seed.apply(lambda column: column.map(_cell))
+        lines += [self.rates_table().to_string(index=False), "", f"per seed ({self.protocol} protocol):", per_seed.to_string()]
+        return "\n".join(lines)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:.2f}"
+
+
+#: Which random source a population varies: both (``seed``), the init's, or the data's.
+VARY: tuple[str, ...] = ("both", "init", "data")
+_SHORT = {"id_acc": "ID", "heldout_inferential": "inf", "heldout_symmetric": "sym", "ood_acc": "OOD", "commutativity": "comm"}

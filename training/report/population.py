@@ -1,0 +1,102 @@
+"""The report's view of a population (``interp-init reproduce --seeds``): one dot per seed
+and regime, beside the rates of :class:`training.population.Population`.
+
+For runs inside a population folder (``DIR/seed-S/<task>/<regime>`` beside
+``DIR/summary.json``), :func:`population_parts` gives the verdict section the figure
+(:func:`population_figure`: the held-out (4,3)'s inferential against symmetric share on
+the ``symmetric`` task; OOD accuracy on ``id-ood``) and the table of rates, each
+naming the protocol that made it.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from training.report.cells import html_table
+from training.report.runs import Run
+from training.reproduce import CRITERIA, REGIME_NAMES
+
+_REGIME_COLOURS = {"small-init": "#636efa", "large-init": "#EF553B"}
+
+
+def population_summaries(runs: Sequence[Run]) -> dict[Path, dict[str, Any]]:
+    """Population folder -> its ``summary.json``, for the runs that sit in one."""
+    found: dict[Path, dict[str, Any]] = {}
+    for root in dict.fromkeys(run.path.parent.parent.parent for run in runs):
+        path = root / "summary.json"
+        if root in found or not path.is_file():
+            continue
+        try:
+            summary = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            continue  # a damaged summary: no population rather than a wrong one
+        if isinstance(summary, dict) and isinstance(summary.get("population"), dict) and isinstance(summary.get("per_seed"), list):
+            found[root] = summary
+    return found
+
+
+def population_figure(summary: Mapping[str, Any]) -> go.Figure:
+    """One dot per seed and regime, one panel per task: where the task measures the held-out
+    pair against both targets (``heldout_symmetric``, ``heldout_inferential``), the one
+    share against the other; otherwise the task's first held-out number (``ood_acc``) per
+    regime.  Dashed: the criteria's thresholds."""
+    rows = summary["per_seed"]
+    tasks = list(rows[0]["runs"])
+    fig = make_subplots(rows=1, cols=len(tasks), subplot_titles=[f"({chr(97 + i)}) {task}" for i, task in enumerate(tasks)], horizontal_spacing=0.12)
+    for col, task in enumerate(tasks, start=1):
+        first = rows[0]["runs"][task][REGIME_NAMES[0]]
+        pair = "heldout_symmetric" in first and "heldout_inferential" in first
+        column = next((k for k in first if k not in ("gamma", "id_acc", "picked", "status", "run_dirs")), "id_acc")
+        for regime in REGIME_NAMES:
+            runs = [row["runs"][task][regime] for row in rows]
+            common = dict(mode="markers", name=regime, legendgroup=regime, showlegend=col == 1, text=[f"seed {row['seed']}" for row in rows],
+                          marker=dict(color=_REGIME_COLOURS[regime], size=10, opacity=0.8))  # fmt: skip
+            if pair:
+                xs, ys = [r.get("heldout_symmetric") for r in runs], [r.get("heldout_inferential") for r in runs]
+                fig.add_trace(go.Scatter(x=xs, y=ys, hovertemplate="%{text}<br>symmetric %{x:.2f}, inferential %{y:.2f}", **common), row=1, col=col)
+            else:
+                ys = [r.get(column) for r in runs]
+                fig.add_trace(go.Scatter(x=[regime] * len(ys), y=ys, hovertemplate=f"%{{text}}<br>{column} %{{y:.2f}}", **common), row=1, col=col)
+        if pair:
+            fig.add_hline(y=CRITERIA["min_small_inferential"], line_dash="dash", line_color=_REGIME_COLOURS["small-init"], row=1, col=col)
+            fig.add_vline(x=CRITERIA["min_large_symmetric"], line_dash="dash", line_color=_REGIME_COLOURS["large-init"], row=1, col=col)
+            fig.update_xaxes(title_text="held-out share following the symmetric target", range=[-0.05, 1.05], row=1, col=col)
+            fig.update_yaxes(title_text="held-out share following the inferential target", range=[-0.05, 1.05], row=1, col=col)
+        else:
+            if column == "ood_acc":
+                fig.add_hline(y=CRITERIA["min_small_ood"], line_dash="dash", line_color=_REGIME_COLOURS["small-init"], row=1, col=col)
+                fig.add_hline(y=CRITERIA["max_large_ood"], line_dash="dash", line_color=_REGIME_COLOURS["large-init"], row=1, col=col)
+            fig.update_yaxes(title_text=column, range=[-0.05, 1.05], row=1, col=col)
+    title = f"Population of {len(rows)} seeds, preset {summary.get('preset')}<br><sup>{html.escape(str(summary.get('protocol_text', '')))}</sup>"
+    fig.update_layout(title=title, template="plotly_white", width=500 * len(tasks), height=460)
+    return fig
+
+
+def population_parts(runs: Sequence[Run]) -> tuple[str, go.Figure | None]:
+    """The verdict section's population parts: per population folder the rates table
+    (naming its protocol), and the dot figure of the first (None: no population); for the
+    runs of a single-seed reproduction, a note that they are one draw."""
+    parts, figure = [], None
+    for root, summary in population_summaries(runs).items():
+        rows = [{"criterion": name, "seeds that meet it": f"{r['met']} of {r['of']}", "95% exact interval": "[{:.2f}, {:.2f}]".format(*r["interval"])}
+                for name, r in summary["population"].items()]  # fmt: skip
+        parts.append(
+            f'<p class="verdict">{html.escape(root.name)}: a population of {len(summary["per_seed"])} seeds '
+            f"({html.escape(str(summary.get('protocol_text', '')))}); the runs in this report are one draw of it.</p>"
+        )
+        parts.append(html_table(pd.DataFrame(rows), 2))
+        figure = population_figure(summary) if figure is None else figure
+    if not parts and any((run.path.parent.parent / "summary.json").is_file() for run in runs):
+        parts.append(
+            '<p class="note">These runs are one draw (one seed) of an <code>interp-init reproduce</code>; '
+            "how often each criterion holds over seeds is what <code>interp-init reproduce --seeds 31,32,33,...</code> measures.</p>"
+        )
+    return "".join(parts), figure
