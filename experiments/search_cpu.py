@@ -8,13 +8,19 @@ Each ``run`` spec is a comma-separated list of flat options over the base below,
 runs them one after another (1 torch thread each; start two processes for two at a time)
 with :func:`training.train`, one run folder per spec (a killed search resumes).
 ``status`` prints one line per run folder under ``--root`` from its ``metrics.json``
-(finished or not), so a running search can be polled.
+(finished or not), so a running search can be polled.  ``rates`` judges candidates by
+rates over seeds: for each sweep folder over seeds (``interp-init sweep`` with a ``seed``
+grid) and the regime it stands for, how many seeds meet the reproduction's criteria for
+that cell, with 95% exact intervals::
+
+    python experiments/search_cpu.py rates runs/search/sym-small-g0.87:small-init
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -168,6 +174,72 @@ def table_command(root: str) -> None:
             f"| {d['n_train']} | {h['epoch']}/{t['epochs']} | {i['convention'] or 'its own'} | {c['seed']} | {c.get('data_version', 1)} | {h['train_acc']:.2f} "
             f"| {h['id_acc']:.2f} | {held} | {'stopped' if metrics['status'] == 'running' else metrics['status']} | {metrics['elapsed_s']:.0f} "
             f"| {_other(m, i, t)} |"
+        )
+
+
+def _cell_criteria() -> dict[str, dict[str, tuple[str, Callable[[dict], bool]]]]:
+    """regime -> task -> (the criterion of that cell, its test on a run's final numbers), with
+    the thresholds of ``training.reproduce.CRITERIA``."""
+    from training.reproduce import CRITERIA as C
+
+    def inferential(f: dict) -> float:
+        return f["heldout"]["4,3"]["inferential"]
+
+    def symmetric(f: dict) -> float:
+        return f["heldout"]["4,3"]["symmetric"]
+
+    return {
+        "small-init": {
+            "symmetric": (f"(4,3) inferential >= {C['min_small_inferential']}", lambda f: inferential(f) >= C["min_small_inferential"]),
+            "id-ood": (f"OOD >= {C['min_small_ood']}", lambda f: f["ood_acc"] >= C["min_small_ood"]),
+        },
+        "large-init": {
+            "symmetric": (f"(4,3) symmetric >= {C['min_large_symmetric']}", lambda f: symmetric(f) >= C["min_large_symmetric"]),
+            "id-ood": (f"OOD <= {C['max_large_ood']}", lambda f: f["ood_acc"] <= C["max_large_ood"]),
+        },
+    }
+
+
+@cli.command("rates")
+@click.argument("folders", nargs=-1, required=True, metavar="SWEEP_DIR:REGIME...")
+def rates_command(folders: tuple[str, ...]) -> None:
+    """Per candidate (a sweep folder over seeds, with the regime it stands for: small-init or
+    large-init), how many finished seeds meet the reproduction's criteria for that cell: ID
+    >= 0.9, the cell's own criterion, and both; each k of n with its 95% exact interval.
+    Prints one markdown row per folder."""
+    from training.population import exact_interval
+    from training.reproduce import CRITERIA
+
+    cells = _cell_criteria()
+
+    def rate(k: int, n: int) -> str:
+        low, high = exact_interval(k, n)
+        return f"{k} of {n} [{low:.2f}, {high:.2f}]"
+
+    click.echo("| candidate | task | regime | seeds | ID >= 0.9 | cell criterion | met | both | per seed |")
+    click.echo("|" + "---|" * 9)
+    for item in folders:
+        path, _, regime = item.rpartition(":")
+        if regime not in cells:
+            raise click.BadParameter(f"{item!r}: give SWEEP_DIR:small-init or SWEEP_DIR:large-init")
+        rows = []
+        for folder in sorted(Path(path).glob("*")):
+            metrics = read_metrics(folder) if (folder / "metrics.json").exists() else None
+            if metrics and metrics["status"] == "completed":
+                cfg = json.loads((folder / "config.json").read_text())
+                rows.append((cfg["seed"], cfg["data"]["task"], metrics["final"]))
+        if not rows:
+            click.echo(f"| {Path(path).name} | - | {regime} | 0 finished | | | | | |")
+            continue
+        task = rows[0][1]
+        name, test = cells[regime][task]
+        fit = [f["id_acc"] >= CRITERIA["min_id_acc"] for _, _, f in rows]
+        met = [test(f) for _, _, f in rows]
+        both = [a and b for a, b in zip(fit, met)]
+        seeds = ", ".join(f"{s}: {'yes' if b else 'no'} (ID {f['id_acc']:.2f})" for (s, _, f), b in zip(rows, both))
+        n = len(rows)
+        click.echo(
+            f"| {Path(path).name} | {task} | {regime} | {n} | {rate(sum(fit), n)} | {name} | {rate(sum(met), n)} | {rate(sum(both), n)} | {seeds} |"
         )
 
 

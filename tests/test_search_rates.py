@@ -1,0 +1,60 @@
+"""experiments/search_cpu.py rates: candidates judged by rates over seeds, with exact intervals."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+from scipy.stats import beta
+
+from training import make_run_config
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _search_cli():
+    spec = importlib.util.spec_from_file_location("search_cpu", ROOT / "experiments" / "search_cpu.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.cli
+
+
+def _run(folder: Path, task: str, seed: int, final: dict, status: str = "completed") -> None:
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps(make_run_config("tiny", task=task, seed=seed).to_dict()))
+    (folder / "metrics.json").write_text(json.dumps({"status": status, "final": final, "history": [final]}))
+
+
+def _symmetric(id_acc: float, inferential: float) -> dict:
+    return {"id_acc": id_acc, "heldout": {"4,3": {"inferential": inferential, "symmetric": 1 - inferential}}}
+
+
+def test_rates_count_seeds_per_criterion_with_exact_intervals(tmp_path: Path) -> None:
+    sym = tmp_path / "sym"
+    _run(sym / "seed=0", "symmetric", 0, _symmetric(0.98, 0.94))  # fits and infers
+    _run(sym / "seed=1", "symmetric", 1, _symmetric(0.66, 0.90))  # infers, not fitted
+    _run(sym / "seed=2", "symmetric", 2, _symmetric(1.00, 0.00))  # fits, copies
+    _run(sym / "seed=3", "symmetric", 3, _symmetric(1.00, 1.00), status="running")  # not counted
+    ood = tmp_path / "ood"
+    _run(ood / "seed=0", "id-ood", 0, {"id_acc": 0.99, "ood_acc": 0.12})
+    _run(ood / "seed=1", "id-ood", 1, {"id_acc": 0.99, "ood_acc": 0.84})
+    result = CliRunner().invoke(_search_cli(), ["rates", f"{sym}:small-init", f"{ood}:large-init"])
+    assert result.exit_code == 0, result.output
+    rows = [line.split(" | ") for line in result.output.splitlines()[2:]]
+
+    def interval(k: int, n: int) -> str:
+        low = 0.0 if k == 0 else beta.ppf(0.025, k, n - k + 1)
+        high = 1.0 if k == n else beta.ppf(0.975, k + 1, n - k)
+        return f"{k} of {n} [{low:.2f}, {high:.2f}]"
+
+    assert rows[0][1:5] == ["symmetric", "small-init", "3", interval(2, 3)]
+    assert rows[0][6:8] == [interval(2, 3), interval(1, 3)]
+    assert rows[1][1:5] == ["id-ood", "large-init", "2", interval(2, 2)]
+    assert rows[1][6:8] == [interval(1, 2), interval(1, 2)]
+
+
+def test_rates_refuses_a_folder_without_its_regime(tmp_path: Path) -> None:
+    result = CliRunner().invoke(_search_cli(), ["rates", str(tmp_path)])
+    assert result.exit_code == 2 and "SWEEP_DIR:small-init" in result.output
