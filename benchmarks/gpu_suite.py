@@ -2,52 +2,99 @@
 
 For each task (``symmetric`` on the NeurIPS experiments' ``neurips`` model, ``id-ood`` on
 the journal's ``journal`` model), gamma 0.8 (small init) and 0.5 (large init), and each
-seed, it trains one run folder under ``--out`` and then writes ``--out/gpu_suite.md``: a
+seed, it trains one run folder under ``--out`` and writes ``--out/gpu_suite.md``: a
 markdown table of what each run learned (ID accuracy, the held-out (4,3) against the
 inferential and symmetric targets, OOD accuracy and commutativity) and how fast the
-device trained it (samples/s, and that rate's matrix-multiply work as a fraction of the
-device's matmul peak, measured here on one large square product).
+device trained it (minutes, samples/s, and that rate's matrix-multiply work as a fraction
+of the device's bf16 matmul peak, measured here on one large square product).
 
-The runs of one task share their shapes, so with ``--ensemble`` (the default on CUDA)
-they train together through :func:`training.ensemble.train_ensemble`, one vectorized
-step for all of them: one small model leaves most of a GPU idle.
+**Cost first.**  Every invocation starts by printing the plan: each task's FLOPs still
+to do (:mod:`gpu_cost`), the measured matmul peak (or ``--peak-tflops``), and the
+predicted minutes at the efficiency measured on a few throwaway steps (or
+``--efficiency``), beside 20% and 40% of the peak.  ``--dry-run`` stops there.
 
-Scale: ``--scale paper`` (the default on a CUDA machine: d_model 400, 900,000 samples,
-210 epochs) or ``tiny`` (the default elsewhere; seconds, for a smoke test).
-``--epochs`` shortens the schedule (the table says so). Finished runs are read, not
-trained again, so a killed suite resumes. Usage::
+**Chunks.**  ``--budget-seconds S`` trains until S seconds are spent: each run checkpoints
+after every epoch, training stops once less than two predicted epochs of the budget are
+left (one for the epoch in flight, one of margin), the table so far is written, and the
+command exits 0 saying how many runs remain; the same command resumes.  A task whose one
+epoch is predicted not to fit in what is left is not started (and if none fits, the
+command fails saying what budget would).
 
-    python benchmarks/gpu_suite.py --out runs/gpu-suite                       # CUDA: paper scale
-    python benchmarks/gpu_suite.py --out runs/gpu-suite --scale paper --epochs 30 --seeds 0
-    python benchmarks/gpu_suite.py --out /tmp/suite --scale tiny --device cpu  # a smoke test
+**The GPU's settings** (each default on CUDA only): the runs of a task train together as
+one vectorized ensemble (``--ensemble``); bf16 autocast of the forward (``--precision``,
+weights, optimizer and evaluation stay fp32); TF32 for fp32 matrix products (``--tf32``);
+``torch.compile`` of the vectorized step (``--compile``).  Training data is generated
+once per run and kept on the device.  Usage::
+
+    python benchmarks/gpu_suite.py --out runs/gpu-suite --budget-seconds 540   # CUDA: paper scale, one chunk
+    python benchmarks/gpu_suite.py --scale paper --dry-run --device cpu --peak-tflops 990
+    python benchmarks/gpu_suite.py --out /tmp/suite --scale tiny --device cpu   # a smoke test
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
 import torch
 
-from interp_init import build_model, resolve_device
+from interp_init import resolve_device
 from training.config import RunConfig, make_run_config
 from training.ensemble import train_ensemble
-from training.fast import make_optimizer, train_step
+from training.fast import last_position_logits
 from training.loop import read_metrics, train
 from training.reproduce import summary_row
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_train_step import matmul_peak, step_flops  # noqa: E402  (a sibling script)
+from gpu_cost import RunFlops, epochs_done, peaks, probe_efficiency, remaining_flops, run_flops  # noqa: E402
 
 #: task -> the architecture of the paper it comes from
 TASKS: dict[str, str] = {"symmetric": "neurips", "id-ood": "journal"}
 #: regime -> gamma (the NeurIPS paper's two sides of the flip)
 GAMMAS: dict[str, float] = {"small-init": 0.8, "large-init": 0.5}
+#: efficiencies (fractions of the peak) every plan also predicts at
+REFERENCE_EFFICIENCIES = (0.2, 0.4)
 
 
-def suite_configs(scale: str, seeds: tuple[int, ...], epochs: int | None) -> dict[str, list[tuple[str, RunConfig]]]:
+@dataclass
+class Run:
+    regime: str
+    cfg: RunConfig
+    folder: Path
+
+    def done(self) -> int:
+        return epochs_done(read_metrics(self.folder)) if self.folder.exists() else 0
+
+    def finished(self) -> bool:
+        return self.folder.exists() and (read_metrics(self.folder) or {}).get("status") in ("completed", "diverged")
+
+
+@dataclass
+class Group:
+    """The runs of one task (same shapes): trained together or one by one."""
+
+    task: str
+    runs: list[Run]
+    flops: RunFlops | None = None
+    efficiency: float | None = None
+
+    def todo(self) -> list[Run]:
+        return [r for r in self.runs if not r.finished()]
+
+    def remaining(self) -> float:
+        return sum(remaining_flops(r.cfg, self.flops, r.done()) for r in self.todo())
+
+    def epoch(self, together: bool) -> float:
+        """FLOPs of the next chunk's smallest step: one epoch of every run left (together) or of one."""
+        todo = self.todo()
+        work = [self.flops.epoch(r.cfg, True) for r in todo]
+        return (sum(work) if together else max(work)) if work else 0.0
+
+
+def suite_configs(scale: str, seeds: tuple[int, ...], epochs: int | None, precision: str = "fp32") -> dict[str, list[tuple[str, RunConfig]]]:
     """task -> [(regime, config)] for every regime and seed."""
     out: dict[str, list[tuple[str, RunConfig]]] = {}
     for task, architecture in TASKS.items():
@@ -55,7 +102,7 @@ def suite_configs(scale: str, seeds: tuple[int, ...], epochs: int | None) -> dic
         for regime, gamma in GAMMAS.items():
             for seed in seeds:
                 extra = {} if epochs is None else _shortened(scale, task, epochs)
-                cfg = make_run_config(scale, task=task, architecture=architecture, gamma=gamma, seed=seed, **extra)
+                cfg = make_run_config(scale, task=task, architecture=architecture, gamma=gamma, seed=seed, precision=precision, **extra)
                 rows.append((regime, cfg))
         out[task] = rows
     return out
@@ -68,85 +115,190 @@ def _shortened(scale: str, task: str, epochs: int) -> dict[str, float]:
     return dict(epochs=epochs, warmup_epochs=base.warmup_epochs * ratio, cosine_epochs=base.cosine_epochs * ratio)
 
 
-def flops_per_sample(cfg: RunConfig, dev: torch.device, batch: int = 64) -> float:
-    """Matrix-multiply FLOPs of one training sample (forward and backward) on the fast path."""
-    model = build_model(cfg.model, cfg.init, seed=0, device=dev)
-    optimizer = make_optimizer(model, cfg.train)
-    tokens = torch.randint(20, 100, (batch, cfg.model.n_ctx), device=dev)
-    targets = torch.randint(0, cfg.model.d_vocab, (batch,), device=dev)
-    return step_flops(lambda: train_step(model, optimizer, tokens, targets, grad_clip=cfg.train.grad_clip)) / batch
-
-
 def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def markdown(rows: list[dict], speed: dict[str, dict], device_name: str, peak: float, scale: str, epochs: int | None) -> str:
-    """The suite's table: one line per run (``rows``: :func:`training.reproduce.summary_row`
-    with task, architecture, regime and seed), then one speed line per task."""
+def _minutes(flops: float, rate: float) -> str:
+    return f"{flops / rate / 60:.1f} min"
+
+
+def run_row(group: Group, run: Run) -> dict:
+    """One run's line: :func:`training.reproduce.summary_row`, from its latest evaluation while unfinished."""
+    metrics = read_metrics(run.folder) if run.folder.exists() else None
+    if metrics is None:
+        metrics = {"status": "not started", "final": {}, "history": []}
+    if metrics["status"] == "running":
+        evaluated = [h for h in metrics["history"] if "id_acc" in h]
+        metrics = {**metrics, "final": evaluated[-1] if evaluated else {}}
+    status = metrics["status"] + ("" if metrics["status"] != "running" else f" ({epochs_done(metrics)}/{run.cfg.train.epochs} epochs)")
+    row = summary_row(group.task, run.cfg, metrics, run.folder)
+    return {"task": group.task, "architecture": run.cfg.model.architecture, "regime": run.regime, "seed": run.cfg.seed, **row, "status": status}
+
+
+def speed_row(group: Group, together: bool, bf16_peak: float, peak: float) -> str:
+    """A task's speed over every chunk so far, from its run folders' epochs and ``elapsed_s``."""
+    started = [r for r in group.runs if r.folder.exists() and read_metrics(r.folder)]
+    samples = sum(r.done() * r.cfg.data.n_train for r in started)
+    elapsed = [read_metrics(r.folder)["elapsed_s"] for r in started]
+    seconds = (max(elapsed) if together else sum(elapsed)) if elapsed else 0.0
+    head = f"| {group.task} | {len(group.runs)} {'together' if together else 'one by one'} | {group.flops.train / 1e6:.2f} |"
+    if not samples or seconds <= 0:
+        return head + " - | - | - | - |"
+    rate = samples / seconds
+    return head + f" {seconds / 60:.2f} | {rate:,.0f} | {rate * group.flops.train / bf16_peak:.1%} | {rate * group.flops.train / peak:.1%} |"
+
+
+def markdown(groups: list[Group], together: bool, header: str, bf16_peak: float, peak: float) -> str:
+    """The suite's table: one line per run, then one speed line per task."""
     lines = [
-        f"Device: {device_name}; torch {torch.__version__}; scale `{scale}`"
-        + ("" if epochs is None else f", shortened to {epochs} epochs")
-        + f"; fp32 matmul peak measured {peak / 1e12:.1f} TFLOP/s.",
+        header,
         "",
         "| task | architecture | regime | gamma | seed | ID acc | (4,3) inferential | (4,3) symmetric | OOD acc | commutativity | status |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in rows:
-        lines.append(
-            f"| {r['task']} | {r['architecture']} | {r['regime']} | {r['gamma']} | {r['seed']} | {_fmt(r['id_acc'])} "
-            f"| {_fmt(r.get('heldout_inferential'))} | {_fmt(r.get('heldout_symmetric'))} | {_fmt(r.get('ood_acc'))} "
-            f"| {_fmt(r.get('commutativity'))} | {r['status']} |"
-        )
-    lines += ["", "| task | runs trained together | wall s | samples/s (all runs) | MFLOP/sample | fraction of fp32 matmul peak |", "|---|---|---|---|---|---|"]
-    for task, s in speed.items():
-        if s["trained"] == 0:
-            lines.append(f"| {task} | 0 (all read from earlier) | - | - | {s['flops'] / 1e6:.2f} | - |")
-            continue
-        rate = s["samples"] / s["seconds"]
-        lines.append(f"| {task} | {s['trained']} | {s['seconds']:.0f} | {rate:,.0f} | {s['flops'] / 1e6:.2f} | {rate * s['flops'] / peak:.1%} |")
+    for group in groups:
+        for run in group.runs:
+            r = run_row(group, run)
+            lines.append(
+                f"| {r['task']} | {r['architecture']} | {r['regime']} | {r['gamma']} | {r['seed']} | {_fmt(r['id_acc'])} "
+                f"| {_fmt(r.get('heldout_inferential'))} | {_fmt(r.get('heldout_symmetric'))} | {_fmt(r.get('ood_acc'))} "
+                f"| {_fmt(r.get('commutativity'))} | {r['status']} |"
+            )
+    lines += [
+        "",
+        "| task | runs | MFLOP/training sample | minutes (training and evaluation) | samples/s (all runs) | of bf16 matmul peak | of the training precision's peak |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    lines += [speed_row(g, together, bf16_peak, peak) for g in groups]
     return "\n".join(lines) + "\n"
 
 
+def _clock() -> float:
+    return time.monotonic()
+
+
 @click.command()
-@click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder for the run folders and gpu_suite.md.")
+@click.option("--out", type=click.Path(file_okay=False), default=None, help="Folder for the run folders and gpu_suite.md (needed unless --dry-run).")
 @click.option("--scale", type=click.Choice(["paper", "cpu", "tiny"]), default=None, help="Preset of every run [default: paper on CUDA, else tiny].")
 @click.option("--seeds", type=int, multiple=True, default=(0, 1, 2), show_default=True, help="Run seeds (repeat the option).")
 @click.option("--epochs", type=int, default=None, help="Shorten every run's schedule to this many epochs [default: the preset's].")
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
-@click.option("--ensemble/--one-by-one", default=None, help="Train a task's runs together [default: together on CUDA].")
-def main(out: str, scale: str | None, seeds: tuple[int, ...], epochs: int | None, device: str, ensemble: bool | None) -> None:
+@click.option("--ensemble/--one-by-one", default=None, help="Train a task's runs together as one vectorized ensemble [default: together on CUDA].")
+@click.option("--precision", type=click.Choice(["fp32", "bf16"]), default=None, help="Training forward precision: bf16 autocast or fp32 (part of each run's config) [default: bf16 on CUDA, else fp32].")
+@click.option("--tf32/--no-tf32", default=None, help="Let fp32 matrix products use TF32 (torch.set_float32_matmul_precision('high')) [default: on CUDA only].")
+@click.option("--compile/--no-compile", "compile_", default=None, help="torch.compile the vectorized training step [default: on CUDA only].")
+@click.option("--budget-seconds", type=click.FloatRange(min=0, min_open=True), default=None, help="Stop training when this many seconds are spent (checkpoints kept); the same command resumes [default: no limit].")
+@click.option("--dry-run", is_flag=True, help="Print the plan (FLOPs, peak, predicted minutes) and exit without training.")
+@click.option("--peak-tflops", type=click.FloatRange(min=0, min_open=True), default=None, help="The device's dense matmul peak in the training precision, TFLOP/s, for the predictions [default: measured here].")
+@click.option("--efficiency", type=click.FloatRange(min=0, max=1, min_open=True), default=None, help="Fraction of the peak to predict with [default: measured on --probe-steps throwaway steps; in a dry run only 20% and 40%].")
+@click.option("--probe-steps", type=click.IntRange(min=0), default=None, help="Throwaway training steps timed per task to measure the efficiency (after one warm-up step) [default: 3, in a dry run 0].")
+@click.option("--threads", type=click.IntRange(min=1), default=None, help="torch CPU threads [default: torch's].")
+def main(
+    out: str | None, scale: str | None, seeds: tuple[int, ...], epochs: int | None, device: str, ensemble: bool | None, precision: str | None,
+    tf32: bool | None, compile_: bool | None, budget_seconds: float | None, dry_run: bool, peak_tflops: float | None,
+    efficiency: float | None, probe_steps: int | None, threads: int | None,
+) -> None:
     """Train both tasks on the papers' models at gamma 0.5 and 0.8 and write a markdown table."""
+    start = _clock()
+    if out is None and not dry_run:
+        raise click.UsageError("--out is needed to train (only --dry-run runs without it)")
+    if threads:
+        torch.set_num_threads(threads)
     dev = resolve_device(device)
-    scale = scale or ("paper" if dev.type == "cuda" else "tiny")
-    ensemble = dev.type == "cuda" if ensemble is None else ensemble
-    device_name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"CPU ({torch.get_num_threads()} threads)"
-    root = Path(out)
-    rows, speed = [], {}
-    for task, runs in suite_configs(scale, tuple(seeds), epochs).items():
-        folders = [root / task / f"{regime}-seed{cfg.seed}" for regime, cfg in runs]
-        todo = [i for i, f in enumerate(folders) if (read_metrics(f) or {}).get("status") != "completed"]
-        click.echo(f"[{task}] {len(runs)} runs, {len(todo)} to train, {'together' if ensemble else 'one by one'}, on {dev}", err=True)
-        start = time.perf_counter()
-        if todo and ensemble:
-            train_ensemble([runs[i][1] for i in todo], [folders[i] for i in todo], device=dev, progress=False)
+    cuda = dev.type == "cuda"
+    scale = scale or ("paper" if cuda else "tiny")
+    together = cuda if ensemble is None else ensemble
+    precision = precision or ("bf16" if cuda else "fp32")
+    tf32 = cuda if tf32 is None else tf32
+    compile_ = cuda if compile_ is None else compile_
+    probe_steps = (0 if dry_run else 3) if probe_steps is None else probe_steps
+    if tf32:
+        torch.set_float32_matmul_precision("high")
+    logits_fn = torch.compile(last_position_logits) if compile_ else None
+    root = Path(out) if out is not None else Path("/nonexistent-gpu-suite-dry-run")
+    groups = [
+        Group(task, [Run(regime, cfg, root / task / f"{regime}-seed{cfg.seed}") for regime, cfg in runs])
+        for task, runs in suite_configs(scale, tuple(seeds), epochs, precision).items()
+    ]
+    device_name = torch.cuda.get_device_name(dev) if cuda else f"CPU ({torch.get_num_threads()} threads)"
+    header = (
+        f"Device: {device_name}; torch {torch.__version__}; scale `{scale}`" + ("" if epochs is None else f", shortened to {epochs} epochs")
+        + f"; precision {precision}; TF32 {'on' if tf32 else 'off'}; compile {'on' if compile_ else 'off'}; "
+        + f"runs of a task {'trained together' if together else 'one by one'}; protocol strict (the training recipe of `training.train`)."
+    )  # fmt: skip
+    click.echo(header)
+    if peak_tflops is None:
+        measured = peaks(dev)
+        peak, bf16_peak = measured[precision], measured["bf16"]
+        click.echo(f"matmul peak measured: fp32{' (TF32 allowed)' if tf32 else ''} {measured['fp32'] / 1e12:.2f} TFLOP/s, bf16 {measured['bf16'] / 1e12:.2f} TFLOP/s")
+    else:
+        peak = bf16_peak = peak_tflops * 1e12
+        click.echo(f"matmul peak given: {peak_tflops:g} TFLOP/s ({precision})")
+    header += f" Matmul peak {'given' if peak_tflops else 'measured'}: {bf16_peak / 1e12:.2f} TFLOP/s (bf16)."
+    for group in groups:
+        group.flops = run_flops(group.runs[0].cfg, dev)
+        if efficiency is not None:
+            group.efficiency = efficiency
+        elif probe_steps and group.todo():
+            group.efficiency, warmup = probe_efficiency([r.cfg for r in group.todo()], group.flops, peak, dev, together, logits_fn, probe_steps)
+            click.echo(f"[{group.task}] probe: warm-up step {warmup:.1f} s, then {group.efficiency:.1%} of the peak over {probe_steps} steps")
+    total = 0.0
+    for group in groups:
+        todo, cfg = group.todo(), group.runs[0].cfg
+        left = group.remaining()
+        total += left
+        click.echo(
+            f"[{group.task}] {len(group.runs)} runs ({cfg.model.architecture}, d_model {cfg.model.d_model}, {cfg.data.n_train:,} samples, "
+            f"{cfg.train.epochs} epochs, batch {cfg.train.batch_size}), {len(todo)} to train, {sum(cfg.train.epochs - r.done() for r in todo)} run-epochs left; "
+            f"{group.flops.train / 1e6:.2f} MFLOP per training sample, {group.flops.forward / 1e6:.2f} per evaluation sample; {left:.3g} FLOP left"
+            + ("" if group.efficiency is None else f": {_minutes(left, peak * group.efficiency)} at {group.efficiency:.1%} of the peak")
+        )
+    click.echo(f"total {total:.3g} FLOP left: " + ", ".join(f"{_minutes(total, peak * e)} at {e:.0%}" for e in REFERENCE_EFFICIENCIES) + " of the peak")
+    if dry_run:
+        return
+    end = None if budget_seconds is None else start + budget_seconds
+    refused, trained = [], []
+    for group in groups:
+        todo = group.todo()
+        if not todo:
+            continue
+        deadline = None
+        if end is not None:
+            epoch_s = group.epoch(together) / (peak * (group.efficiency or REFERENCE_EFFICIENCIES[0]))
+            left_s = end - _clock()
+            if left_s < epoch_s:
+                refused.append((group.task, epoch_s))
+                click.echo(f"[{group.task}] not started: one epoch is predicted at {epoch_s:.1f} s and {left_s:.1f} s of the budget are left")
+                continue
+            deadline = time.monotonic() + left_s - 2 * epoch_s
+        trained.append(group.task)
+        click.echo(f"[{group.task}] training {len(todo)} runs {'together' if together else 'one by one'} on {dev}", err=True)
+        if together:
+            train_ensemble([r.cfg for r in todo], [r.folder for r in todo], device=dev, progress=False, logits_fn=logits_fn, deadline=deadline)
         else:
-            for i in todo:
-                train(runs[i][1], folders[i], device=dev, progress=False)
-        if dev.type == "cuda":
-            torch.cuda.synchronize(dev)
-        seconds = time.perf_counter() - start
-        cfg0 = runs[0][1]
-        samples = sum(runs[i][1].data.n_train * runs[i][1].train.epochs for i in todo)
-        speed[task] = {"trained": len(todo), "seconds": seconds, "samples": samples, "flops": flops_per_sample(cfg0, dev)}
-        for (regime, cfg), folder in zip(runs, folders):
-            row = summary_row(task, cfg, read_metrics(folder), folder)
-            rows.append({"task": task, "architecture": cfg.model.architecture, "regime": regime, "seed": cfg.seed, **row})
-    peak = matmul_peak(dev, torch.float32, 8192 if dev.type == "cuda" else 1024)
-    text = markdown(rows, speed, device_name, peak, scale, epochs)
+            for r in todo:
+                if deadline is not None and r is not todo[0] and time.monotonic() >= deadline:
+                    break
+                train(r.cfg, r.folder, device=dev, progress=False, logits_fn=logits_fn, deadline=deadline)
+    root.mkdir(parents=True, exist_ok=True)
+    text = markdown(groups, together, header, bf16_peak, peak)
     (root / "gpu_suite.md").write_text(text)
     click.echo(text)
-    failed = [r for r in rows if r["status"] != "completed"]
+    remaining = [r for g in groups for r in g.todo()]
+    if remaining:
+        if not trained:
+            cheapest = min(s for _, s in refused)
+            raise click.ClickException(
+                f"--budget-seconds {budget_seconds:g} cannot fit one epoch of any unfinished task (the cheapest is predicted at "
+                f"{cheapest:.1f} s); give at least {cheapest + (_clock() - start):.0f} seconds"
+            )
+        left = sum(g.remaining() for g in groups)
+        click.echo(
+            f"{len(remaining)} of {sum(len(g.runs) for g in groups)} runs remain ({left:.3g} FLOP); run the same command again to resume",
+        )
+        return
+    failed = [r for g in groups for r in g.runs if (read_metrics(r.folder) or {}).get("status") != "completed"]
     if failed:
         raise click.ClickException(f"{len(failed)} run(s) did not complete: see the table's status column")
 

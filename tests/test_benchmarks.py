@@ -82,20 +82,21 @@ def test_gpu_suite_runs_at_tiny_scale_on_cpu(tmp_path) -> None:
     """The GPU suite's whole path on a CPU: both tasks on their papers' architectures, both
     inits, a markdown table with accuracies and speed; a second call reads, not retrains."""
     suite = load_script("benchmarks/gpu_suite.py")
-    args = ["--out", str(tmp_path), "--scale", "tiny", "--device", "cpu", "--seeds", "0", "--epochs", "1"]
+    args = ["--out", str(tmp_path), "--scale", "tiny", "--device", "cpu", "--seeds", "0", "--epochs", "1", "--probe-steps", "1"]
     result = CliRunner().invoke(suite.main, args)
     assert result.exit_code == 0, result.output
+    assert "matmul peak measured: fp32" in result.output and "% of the peak over 1 steps" in result.output
     table = (tmp_path / "gpu_suite.md").read_text()
     rows = [line for line in table.splitlines() if line.startswith("| symmetric |") or line.startswith("| id-ood |")]
     assert len(rows) == 4 + 2  # 2 tasks x 2 regimes x 1 seed, then one speed row per task
     assert "| symmetric | neurips | small-init | 0.8 | 0 |" in table
     assert "| id-ood | journal | large-init | 0.5 | 0 |" in table
-    assert "shortened to 1 epochs" in table and "CPU" in table
+    assert "shortened to 1 epochs" in table and "CPU" in table and "precision fp32" in table
     speed = [line.split("|") for line in rows if "neurips" not in line and "journal" not in line]
-    assert all(int(cells[2]) == 2 and float(cells[4].replace(",", "")) > 0 for cells in speed)
+    assert all(cells[2].strip() == "2 one by one" and float(cells[5].replace(",", "")) > 0 and cells[6].strip().endswith("%") for cells in speed)
     weights = sorted(tmp_path.glob("*/*/model.safetensors"))
     assert len(weights) == 4
     before = [p.stat().st_mtime_ns for p in weights]
     again = CliRunner().invoke(suite.main, args)
-    assert again.exit_code == 0 and "0 (all read from earlier)" in again.output
+    assert again.exit_code == 0 and "0 to train" in again.output
     assert [p.stat().st_mtime_ns for p in weights] == before

@@ -1,0 +1,119 @@
+"""What a GPU-suite chunk costs before it is paid: FLOPs, the device's matmul peak, minutes.
+
+* :func:`run_flops` counts one run's matrix-multiply work (``FlopCounterMode``, as
+  ``bench_train_step.py`` counts it): a training sample on the fast path (forward and
+  backward of :func:`training.fast.last_position_logits`), and an evaluation sample
+  (that forward alone); :func:`plan_flops` multiplies them by the samples still to train
+  and evaluate (``n_train`` per epoch; ``train_eval``, ``id_test`` and ``heldout`` at each
+  evaluation).
+* :func:`peaks` measures the device's dense matmul rate in fp32 (TF32 where the process
+  allows it) and bf16 on one large square product.
+* :func:`probe_efficiency` times a few training steps of throwaway copies of a group's
+  runs (same shapes, a dataset of ``steps`` batches) and returns the fraction of the peak
+  they reached: the efficiency the predictions use.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from interp_init import build_model
+from interp_init.tasks import task_spec
+from training.config import RunConfig
+from training.ensemble import train_ensemble
+from training.fast import last_position_logits, make_optimizer, train_step
+from training.loop import train
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_train_step import matmul_peak, step_flops  # noqa: E402  (a sibling script)
+
+
+@dataclass(frozen=True)
+class RunFlops:
+    """Matrix-multiply FLOPs of one run's samples."""
+
+    train: float  # one training sample: forward and backward
+    forward: float  # one evaluation sample: forward only
+
+    def epoch(self, cfg: RunConfig, evaluated: bool) -> float:
+        """One epoch of ``cfg``: every training sample, and the evaluation if ``evaluated``."""
+        return cfg.data.n_train * self.train + (eval_samples(cfg) * self.forward if evaluated else 0.0)
+
+
+def eval_samples(cfg: RunConfig) -> int:
+    """Samples one evaluation runs forward: train_eval, id_test and (if the task has it) heldout."""
+    d = cfg.data
+    heldout = bool(task_spec(d.task, k=d.k, offset=d.offset).heldout_pairs)
+    return min(cfg.train.eval_samples, d.n_train) + d.n_test * (2 if heldout else 1)
+
+
+def run_flops(cfg: RunConfig, dev: torch.device, batch: int = 16) -> RunFlops:
+    """Count one training step and one forward of ``cfg``'s model on ``batch`` samples."""
+    model = build_model(cfg.model, cfg.init, seed=0, device=dev)
+    optimizer = make_optimizer(model, cfg.train)
+    gen = torch.Generator().manual_seed(0)
+    tokens = torch.randint(20, 100, (batch, cfg.model.n_ctx), generator=gen).to(dev)
+    targets = torch.randint(0, cfg.model.d_vocab, (batch,), generator=gen).to(dev)
+    step = step_flops(lambda: train_step(model, optimizer, tokens, targets, grad_clip=cfg.train.grad_clip))
+    with torch.no_grad():
+        forward = step_flops(lambda: last_position_logits(model, tokens))
+    return RunFlops(train=step / batch, forward=forward / batch)
+
+
+def epochs_done(metrics: dict | None) -> int:
+    """Epochs a run folder's ``metrics.json`` records as trained (its checkpoint's epoch)."""
+    if metrics is None or not metrics.get("history"):
+        return 0
+    return int(metrics["history"][-1]["epoch"])
+
+
+def remaining_flops(cfg: RunConfig, flops: RunFlops, done: int) -> float:
+    """FLOPs of epochs ``done + 1 .. epochs`` of ``cfg``, evaluations included."""
+    tc = cfg.train
+    return sum(flops.epoch(cfg, (e + 1) % tc.eval_every == 0 or e + 1 == tc.epochs) for e in range(done, tc.epochs))
+
+
+def peaks(dev: torch.device, size: int | None = None) -> dict[str, float]:
+    """Measured dense matmul FLOP/s of ``dev`` in fp32 and bf16 (a ``size`` x ``size`` product)."""
+    size = size or (8192 if dev.type == "cuda" else 1024)
+    return {"fp32": matmul_peak(dev, torch.float32, size), "bf16": matmul_peak(dev, torch.bfloat16, size)}
+
+
+def _probe_configs(cfgs: list[RunConfig], steps: int) -> list[RunConfig]:
+    batch = cfgs[0].train.batch_size
+    small = dict(n_train=steps * batch, n_test=batch, eval_samples=batch, epochs=1, checkpoint_every=1, eval_every=1)
+    return [c.with_options(**small) for c in cfgs]
+
+
+def probe_efficiency(
+    cfgs: list[RunConfig], flops: RunFlops, peak: float, dev: torch.device, together: bool, logits_fn: Callable | None, steps: int = 3
+) -> tuple[float, float]:
+    """Fraction of ``peak`` that ``steps`` training steps of ``cfgs`` reach, and the seconds
+    the first (warm-up, compilation) step took.  Throwaway models: nothing is written."""
+
+    def run(n: int) -> tuple[float, float]:
+        probe = _probe_configs(cfgs if together else cfgs[:1], n)
+        work = len(probe) * (n * probe[0].train.batch_size * flops.train + eval_samples(probe[0]) * flops.forward)
+        _sync(dev)
+        t0 = time.perf_counter()
+        if together:
+            train_ensemble(probe, None, dev, progress=False, logits_fn=logits_fn)
+        else:
+            train(probe[0], None, device=dev, progress=False, logits_fn=logits_fn)
+        _sync(dev)
+        return work, time.perf_counter() - t0
+
+    _, warmup = run(1)
+    work, seconds = run(steps)
+    return work / seconds / peak, warmup
+
+
+def _sync(dev: torch.device) -> None:
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)

@@ -1,0 +1,191 @@
+"""The GPU suite on a CPU: chunks under a time budget, the cost estimate, the deadline of training.
+
+No timing is asserted: the chunk tests state the device's peak and efficiency
+(``--peak-tflops``, ``--efficiency``), so the predicted epoch time is a known number, and
+the suite's rule (stop training once less than two predicted epochs are left) then stops
+each task after exactly one epoch per chunk.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+from helpers import load_script
+from safetensors.torch import load_file
+
+from training import make_run_config
+from training.ensemble import train_ensemble
+from training.fast import last_position_logits
+from training.loop import train
+
+TINY = ["--scale", "tiny", "--device", "cpu", "--seeds", "0", "--epochs", "2", "--threads", "1"]
+
+
+def hand_count(cfg) -> tuple[int, int]:
+    """FLOPs of one training sample and one evaluation forward, counted by hand: every block
+    but the last at all positions (2 * weights per token, attention's two products at each
+    position, fused kernel whose backward recomputes ``q k^T``), the last block at the last
+    position only with its query folded into ``W_K`` (``x_j . (W_K q)``, plus ``q . b_K``)
+    and its pattern applied before ``W_V``; the backward is twice the forward, less the
+    gradient of ``b_K`` where the architecture has no biases (``neurips``)."""
+    m = cfg.model
+    d, layers, ctx, vocab, h, dh, dm = m.d_model, m.n_layers, m.n_ctx, m.d_vocab, m.n_heads, m.d_head, m.d_mlp
+    per_token_layer = 2 * (3 * d * h * dh + h * dh * d + 2 * d * dm) + 2 * 2 * ctx * dh * h
+    last = 2 * (d * h * dh + h * dh * d + h * dh + 2 * ctx * d * h + d * h * dh + h * dh * d + 2 * d * dm)
+    forward = ctx * (layers - 1) * per_token_layer + last + 2 * d * vocab
+    recompute = (layers - 1) * 2 * ctx * ctx * dh * h
+    no_key_bias = 2 * h * dh if m.architecture == "neurips" else 0
+    return 3 * forward + recompute - no_key_bias, forward
+
+
+@pytest.mark.parametrize("architecture", ["neurips", "journal"])
+def test_cost_estimate_equals_a_hand_count(architecture: str) -> None:
+    cost = load_script("benchmarks/gpu_cost.py")
+    cfg = make_run_config("tiny", task="symmetric", architecture=architecture, n_heads=2, d_head=16, epochs=4, eval_every=3)
+    train_flops, forward_flops = hand_count(cfg)
+    flops = cost.run_flops(cfg, torch.device("cpu"))
+    assert (flops.train, flops.forward) == (train_flops, forward_flops)
+    evaluations = 2  # after epoch 3 (eval_every) and the last
+    per_eval = cfg.train.eval_samples + 2 * cfg.data.n_test  # train_eval, id_test, heldout
+    expected = 4 * cfg.data.n_train * train_flops + evaluations * per_eval * forward_flops
+    assert cost.remaining_flops(cfg, flops, 0) == expected
+    assert cost.remaining_flops(cfg, flops, 3) == cfg.data.n_train * train_flops + per_eval * forward_flops
+
+
+def test_dry_run_prints_the_paper_plan_without_training(tmp_path: Path) -> None:
+    suite = load_script("benchmarks/gpu_suite.py")
+    args = ["--scale", "paper", "--dry-run", "--device", "cpu", "--peak-tflops", "1000", "--out", str(tmp_path / "suite")]
+    result = CliRunner().invoke(suite.main, args)
+    assert result.exit_code == 0, result.output
+    assert "matmul peak given: 1000 TFLOP/s" in result.output
+    assert "[symmetric] 6 runs (neurips, d_model 400, 900,000 samples, 210 epochs, batch 2048), 6 to train" in result.output
+    assert "[id-ood] 6 runs (journal, d_model 400" in result.output
+    total = float(re.search(r"total (\S+) FLOP left", result.output).group(1))
+    expected = 0.0
+    for task, arch in (("symmetric", "neurips"), ("id-ood", "journal")):
+        cfg = make_run_config("paper", task=task, architecture=arch)
+        train_flops, forward_flops = hand_count(cfg)
+        heldout = 2 if task == "symmetric" else 1
+        per_eval = cfg.train.eval_samples + heldout * cfg.data.n_test
+        expected += 6 * cfg.train.epochs * (cfg.data.n_train * train_flops + per_eval * forward_flops)
+    assert total == pytest.approx(expected, rel=1e-2)
+    minutes = float(re.search(r"left: (\S+) min at 20%", result.output).group(1))
+    assert minutes == pytest.approx(expected / (0.2 * 1e15) / 60, rel=2e-2)
+    assert not (tmp_path / "suite").exists()
+
+
+def _efficiency_for(seconds: float, together: bool, peak_tflops: float = 0.001) -> str:
+    """The --efficiency at which one epoch of a tiny task (both runs if ``together``) is predicted at ``seconds``."""
+    suite = load_script("benchmarks/gpu_suite.py")
+    cost = load_script("benchmarks/gpu_cost.py")
+    work = 0.0
+    for regime, cfg in suite.suite_configs("tiny", (0,), 2)["symmetric"]:
+        epoch = cost.run_flops(cfg, torch.device("cpu")).epoch(cfg, True)
+        work = work + epoch if together else max(work, epoch)
+    return f"{work / (seconds * peak_tflops * 1e12):.6f}"
+
+
+def _results(root: Path) -> dict[str, tuple[dict, list]]:
+    out = {}
+    for folder in sorted(root.glob("*/*-seed0")):
+        metrics = json.loads((folder / "metrics.json").read_text())
+        weights = load_file(folder / "model.safetensors")
+        out[str(folder.relative_to(root))] = (metrics["status"], metrics["history"], metrics["final"], weights)
+    return out
+
+
+@pytest.mark.parametrize("mode", ["--ensemble", "--one-by-one"])
+def test_two_chunks_end_identical_to_one_uninterrupted_run(tmp_path: Path, mode: str) -> None:
+    suite = load_script("benchmarks/gpu_suite.py")
+    together = mode == "--ensemble"
+    stated = ["--peak-tflops", "0.001", "--efficiency", _efficiency_for(6.0, together), mode]
+    whole = CliRunner().invoke(suite.main, [*TINY, *stated, "--out", str(tmp_path / "whole")])
+    assert whole.exit_code == 0, whole.output
+
+    chunked = [*TINY, *stated, "--out", str(tmp_path / "chunks"), "--budget-seconds", "10"]
+    first = CliRunner().invoke(suite.main, chunked)
+    assert first.exit_code == 0, first.output
+    assert "4 of 4 runs remain" in first.output and "run the same command again to resume" in first.output
+    table = (tmp_path / "chunks" / "gpu_suite.md").read_text()
+    assert "running (1/2 epochs)" in table  # the table so far
+    assert all((f / "checkpoint.pt").exists() for f in (tmp_path / "chunks" / "symmetric").iterdir())
+    for _ in range(4):  # the second chunk finishes unless the machine stalls for seconds
+        again = CliRunner().invoke(suite.main, chunked)
+        assert again.exit_code == 0, again.output
+        if "remain" not in again.output:
+            break
+    assert "remain" not in again.output and "completed" in again.output
+
+    expected, got = _results(tmp_path / "whole"), _results(tmp_path / "chunks")
+    assert sorted(got) == sorted(expected) and len(got) == 4
+    for name, (status, history, final, weights) in expected.items():
+        assert got[name][:3] == (status, history, final), name
+        assert all(torch.equal(got[name][3][k], v) for k, v in weights.items()), name
+
+
+def test_a_chunk_that_cannot_fit_one_epoch_is_refused(tmp_path: Path) -> None:
+    suite = load_script("benchmarks/gpu_suite.py")
+    stated = ["--peak-tflops", "0.001", "--efficiency", _efficiency_for(100.0, True), "--ensemble"]
+    result = CliRunner().invoke(suite.main, [*TINY, *stated, "--out", str(tmp_path), "--budget-seconds", "10"])
+    assert result.exit_code == 1
+    assert "[symmetric] not started: one epoch is predicted at 100.0 s" in result.output
+    assert "cannot fit one epoch of any unfinished task" in result.output and re.search(r"give at least 10\d seconds", result.output)
+    assert not list(tmp_path.glob("*/*/checkpoint.pt")) and not list(tmp_path.glob("*/*/model.safetensors"))
+
+
+def test_train_stops_at_a_passed_deadline_and_resumes_to_the_same_end(tmp_path: Path) -> None:
+    cfg = make_run_config("tiny", epochs=3)
+    stopped = train(cfg, tmp_path / "a", device="cpu", progress=False, deadline=time.monotonic() - 1)
+    assert not stopped.finished and stopped.metrics["status"] == "running" and len(stopped.metrics["history"]) == 1
+    assert (tmp_path / "a" / "checkpoint.pt").exists()
+    resumed = train(cfg, tmp_path / "a", device="cpu", progress=False, deadline=time.monotonic() + 3600)
+    whole = train(cfg, tmp_path / "b", device="cpu", progress=False)
+    assert resumed.finished and whole.finished and resumed.metrics["status"] == "completed"
+    assert resumed.metrics["history"] == whole.metrics["history"]
+    for p, q in zip(resumed.model.parameters(), whole.model.parameters()):
+        assert torch.equal(p, q)
+
+
+def test_train_ensemble_stops_at_a_passed_deadline_and_resumes_to_the_same_end(tmp_path: Path) -> None:
+    cfgs = [make_run_config("tiny", epochs=3, gamma=g) for g in (0.5, 0.8)]
+    dirs = [tmp_path / "a" / str(i) for i in range(2)]
+    stopped = train_ensemble(cfgs, dirs, device="cpu", progress=False, deadline=time.monotonic() - 1)
+    assert [r.finished for r in stopped] == [False, False]
+    assert all(r.metrics["status"] == "running" and len(r.metrics["history"]) == 1 for r in stopped)
+    resumed = train_ensemble(cfgs, dirs, device="cpu", progress=False, deadline=time.monotonic() - 1)
+    assert all(len(r.metrics["history"]) == 2 and not r.finished for r in resumed)
+    resumed = train_ensemble(cfgs, dirs, device="cpu", progress=False)
+    whole = train_ensemble(cfgs, [tmp_path / "b" / str(i) for i in range(2)], device="cpu", progress=False)
+    for r, w in zip(resumed, whole):
+        assert r.finished and r.metrics["history"] == w.metrics["history"]
+        assert all(torch.equal(p, q) for p, q in zip(r.model.parameters(), w.model.parameters()))
+
+
+def test_a_deadline_needs_a_run_folder() -> None:
+    cfg = make_run_config("tiny", epochs=1)
+    with pytest.raises(ValueError, match="deadline needs out_dir"):
+        train(cfg, device="cpu", progress=False, deadline=time.monotonic())
+    with pytest.raises(ValueError, match="deadline needs out_dir"):
+        train_ensemble([cfg], device="cpu", progress=False, deadline=time.monotonic())
+
+
+@pytest.mark.slow
+def test_compiled_logits_train_the_same_as_eager() -> None:
+    """``torch.compile`` (inductor, on this CPU) of the per-model logits: one model through
+    ``train`` and two through ``train_ensemble``, where it compiles the vectorized forward."""
+    cfgs = [make_run_config("tiny", epochs=1, n_train=512, gamma=g) for g in (0.5, 0.8)]
+    compiled = torch.compile(last_position_logits)
+    pairs = [
+        (train(cfgs[0], device="cpu", progress=False), train(cfgs[0], device="cpu", progress=False, logits_fn=compiled)),
+        *zip(train_ensemble(cfgs, device="cpu", progress=False), train_ensemble(cfgs, device="cpu", progress=False, logits_fn=compiled)),
+    ]
+    for eager, comp in pairs:
+        for p, q in zip(eager.model.parameters(), comp.model.parameters()):
+            torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5)
+        assert comp.metrics["history"][-1]["loss"] == pytest.approx(eager.metrics["history"][-1]["loss"], rel=1e-4)
