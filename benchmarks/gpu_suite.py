@@ -23,7 +23,8 @@ command fails saying what budget would).
 **The GPU's settings** (each default on CUDA only): the runs of a task train together as
 one vectorized ensemble (``--ensemble``); bf16 autocast of the forward (``--precision``,
 weights, optimizer and evaluation stay fp32); TF32 for fp32 matrix products (``--tf32``);
-``torch.compile`` of the vectorized step (``--compile``).  Training data is generated
+``torch.compile`` of the ensemble's vectorized step (``--compile``; if it fails on a node,
+the probe's warm-up step shows it before any run trains: ``--no-compile``).  Training data is generated
 once per run and kept on the device.  Usage::
 
     python benchmarks/gpu_suite.py --out runs/gpu-suite --budget-seconds 540   # CUDA: paper scale, one chunk
@@ -187,7 +188,7 @@ def _clock() -> float:
 @click.option("--ensemble/--one-by-one", default=None, help="Train a task's runs together as one vectorized ensemble [default: together on CUDA].")
 @click.option("--precision", type=click.Choice(["fp32", "bf16"]), default=None, help="Training forward precision: bf16 autocast or fp32 (part of each run's config) [default: bf16 on CUDA, else fp32].")
 @click.option("--tf32/--no-tf32", default=None, help="Let fp32 matrix products use TF32 (torch.set_float32_matmul_precision('high')) [default: on CUDA only].")
-@click.option("--compile/--no-compile", "compile_", default=None, help="torch.compile the vectorized training step [default: on CUDA only].")
+@click.option("--compile/--no-compile", "compile_", default=None, help="torch.compile the ensemble's vectorized training step (with --ensemble) [default: on CUDA with --ensemble].")
 @click.option("--budget-seconds", type=click.FloatRange(min=0, min_open=True), default=None, help="Stop training when this many seconds are spent (checkpoints kept); the same command resumes [default: no limit].")
 @click.option("--dry-run", is_flag=True, help="Print the plan (FLOPs, peak, predicted minutes) and exit without training.")
 @click.option("--peak-tflops", type=click.FloatRange(min=0, min_open=True), default=None, help="The device's dense matmul peak in the training precision, TFLOP/s, for the predictions [default: measured here].")
@@ -211,7 +212,9 @@ def main(
     together = cuda if ensemble is None else ensemble
     precision = precision or ("bf16" if cuda else "fp32")
     tf32 = cuda if tf32 is None else tf32
-    compile_ = cuda if compile_ is None else compile_
+    if compile_ and not together:
+        raise click.UsageError("--compile compiles the ensemble's vectorized step: use it with --ensemble")
+    compile_ = cuda and together if compile_ is None else compile_
     probe_steps = (0 if dry_run else 3) if probe_steps is None else probe_steps
     if tf32:
         torch.set_float32_matmul_precision("high")

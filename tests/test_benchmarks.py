@@ -100,3 +100,14 @@ def test_gpu_suite_runs_at_tiny_scale_on_cpu(tmp_path) -> None:
     again = CliRunner().invoke(suite.main, args)
     assert again.exit_code == 0 and "0 to train" in again.output
     assert [p.stat().st_mtime_ns for p in weights] == before
+
+
+def test_bf16_accuracy_prints_the_difference_to_fp32() -> None:
+    bench = load_script("benchmarks/bf16_accuracy.py")
+    result = CliRunner().invoke(bench.main, ["--only", "tiny"])
+    assert result.exit_code == 0, result.output
+    rows = {line.split()[1]: line.split() for line in result.output.splitlines() if line.strip().startswith("tiny")}
+    fp32, bf16, diff = (rows[k] for k in ("fp32", "bf16", "bf16-fp32"))
+    for i in range(2, 6):  # train, ID, inferential, symmetric accuracies
+        assert float(diff[i]) == pytest.approx(float(bf16[i]) - float(fp32[i]), abs=1.5e-3)
+    assert float(diff[-1]) == pytest.approx(max(abs(float(diff[i])) for i in range(2, 6)), abs=1.5e-3)

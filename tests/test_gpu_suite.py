@@ -52,7 +52,7 @@ def test_cost_estimate_equals_a_hand_count(architecture: str) -> None:
     flops = cost.run_flops(cfg, torch.device("cpu"))
     assert (flops.train, flops.forward) == (train_flops, forward_flops)
     evaluations = 2  # after epoch 3 (eval_every) and the last
-    per_eval = cfg.train.eval_samples + 2 * cfg.data.n_test  # train_eval, id_test, heldout
+    per_eval = cfg.train.eval_samples + 2 * cfg.data.n_test  # train_eval, id_test, heldout (4,3)
     expected = 4 * cfg.data.n_train * train_flops + evaluations * per_eval * forward_flops
     assert cost.remaining_flops(cfg, flops, 0) == expected
     assert cost.remaining_flops(cfg, flops, 3) == cfg.data.n_train * train_flops + per_eval * forward_flops
@@ -71,10 +71,9 @@ def test_dry_run_prints_the_paper_plan_without_training(tmp_path: Path) -> None:
     for task, arch in (("symmetric", "neurips"), ("id-ood", "journal")):
         cfg = make_run_config("paper", task=task, architecture=arch)
         train_flops, forward_flops = hand_count(cfg)
-        heldout = 2 if task == "symmetric" else 1
-        per_eval = cfg.train.eval_samples + heldout * cfg.data.n_test
+        per_eval = cfg.train.eval_samples + 2 * cfg.data.n_test  # train_eval, id_test, heldout ((4,3), or (3,4) and (4,3))
         expected += 6 * cfg.train.epochs * (cfg.data.n_train * train_flops + per_eval * forward_flops)
-    assert total == pytest.approx(expected, rel=1e-2)
+    assert total == pytest.approx(expected, rel=5e-3)  # printed to 3 digits
     minutes = float(re.search(r"left: (\S+) min at 20%", result.output).group(1))
     assert minutes == pytest.approx(expected / (0.2 * 1e15) / 60, rel=2e-2)
     assert not (tmp_path / "suite").exists()
@@ -176,16 +175,13 @@ def test_a_deadline_needs_a_run_folder() -> None:
 
 
 @pytest.mark.slow
-def test_compiled_logits_train_the_same_as_eager() -> None:
-    """``torch.compile`` (inductor, on this CPU) of the per-model logits: one model through
-    ``train`` and two through ``train_ensemble``, where it compiles the vectorized forward."""
-    cfgs = [make_run_config("tiny", epochs=1, n_train=512, gamma=g) for g in (0.5, 0.8)]
-    compiled = torch.compile(last_position_logits)
-    pairs = [
-        (train(cfgs[0], device="cpu", progress=False), train(cfgs[0], device="cpu", progress=False, logits_fn=compiled)),
-        *zip(train_ensemble(cfgs, device="cpu", progress=False), train_ensemble(cfgs, device="cpu", progress=False, logits_fn=compiled)),
-    ]
-    for eager, comp in pairs:
-        for p, q in zip(eager.model.parameters(), comp.model.parameters()):
+def test_compiled_logits_train_the_ensemble_as_eager() -> None:
+    """``torch.compile(last_position_logits)`` as the ensemble's ``logits_fn`` (inductor, on
+    this CPU): the ensemble compiles its whole vectorized forward, and trains as eager does."""
+    cfgs = [make_run_config("tiny", epochs=2, n_train=512, gamma=g) for g in (0.5, 0.8)]
+    eager = train_ensemble(cfgs, device="cpu", progress=False)
+    compiled = train_ensemble(cfgs, device="cpu", progress=False, logits_fn=torch.compile(last_position_logits))
+    for e, c in zip(eager, compiled):
+        for p, q in zip(e.model.parameters(), c.model.parameters()):
             torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5)
-        assert comp.metrics["history"][-1]["loss"] == pytest.approx(eager.metrics["history"][-1]["loss"], rel=1e-4)
+        assert [h["loss"] for h in c.metrics["history"]] == pytest.approx([h["loss"] for h in e.metrics["history"]], rel=1e-4)
