@@ -9,8 +9,9 @@
 * :func:`peaks` measures the device's dense matmul rate in fp32 (TF32 where the process
   allows it) and bf16 on one large square product.
 * :func:`probe_efficiency` times a few training steps of throwaway copies of a group's
-  runs (same shapes, a dataset of ``steps`` batches) and returns the fraction of the peak
-  they reached: the efficiency the predictions use.
+  runs (same shapes) and returns the fraction of the peak they reached: the efficiency the
+  predictions use before a task has trained; :func:`measured_efficiency` the fraction its
+  run folders record once it has (samples trained over ``elapsed_s``, evaluations included).
 """
 
 from __future__ import annotations
@@ -95,11 +96,12 @@ def probe_efficiency(
     cfgs: list[RunConfig], flops: RunFlops, peak: float, dev: torch.device, together: bool, logits_fn: Callable | None, steps: int = 3
 ) -> tuple[float, float]:
     """Fraction of ``peak`` that ``steps`` training steps of ``cfgs`` reach, and the seconds
-    the first (warm-up, compilation) step took.  Throwaway models: nothing is written."""
+    the first (warm-up, compilation) call took.  Throwaway models, nothing written: a call of
+    1 step and one of ``1 + steps``, each after the warm-up, differ by ``steps`` steps alone
+    (set-up, data, evaluation and any recompilation cancel)."""
 
-    def run(n: int) -> tuple[float, float]:
+    def run(n: int) -> float:
         probe = _probe_configs(cfgs if together else cfgs[:1], n)
-        work = len(probe) * (n * probe[0].train.batch_size * flops.train + eval_samples(probe[0]) * flops.forward)
         _sync(dev)
         t0 = time.perf_counter()
         if together:
@@ -107,11 +109,25 @@ def probe_efficiency(
         else:
             train(probe[0], None, device=dev, progress=False, logits_fn=logits_fn)
         _sync(dev)
-        return work, time.perf_counter() - t0
+        return time.perf_counter() - t0
 
-    _, warmup = run(1)
-    work, seconds = run(steps)
-    return work / seconds / peak, warmup
+    warmup = run(1)
+    base, longer = run(1), run(1 + steps)
+    work = (len(cfgs) if together else 1) * steps * cfgs[0].train.batch_size * flops.train
+    return work / max(longer - base, 1e-9) / peak, warmup
+
+
+def measured_efficiency(cfgs: list[RunConfig], metrics: list[dict | None], flops: RunFlops, peak: float, together: bool) -> float | None:
+    """Fraction of ``peak`` the runs' training reached so far, from their ``metrics.json``
+    (None before any epoch): training FLOPs over ``elapsed_s`` (the ensemble's wall time
+    when ``together``, else the runs' sum)."""
+    trained = [(c, m) for c, m in zip(cfgs, metrics) if epochs_done(m)]
+    if not trained:
+        return None
+    work = sum(epochs_done(m) * c.data.n_train * flops.train for c, m in trained)
+    elapsed = [float(m["elapsed_s"]) for _, m in trained]
+    seconds = max(elapsed) if together else sum(elapsed)
+    return work / seconds / peak if seconds > 0 else None
 
 
 def _sync(dev: torch.device) -> None:

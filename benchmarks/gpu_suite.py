@@ -10,8 +10,8 @@ of the device's bf16 matmul peak, measured here on one large square product).
 
 **Cost first.**  Every invocation starts by printing the plan: each task's FLOPs still
 to do (:mod:`gpu_cost`), the measured matmul peak (or ``--peak-tflops``), and the
-predicted minutes at the efficiency measured on a few throwaway steps (or
-``--efficiency``), beside 20% and 40% of the peak.  ``--dry-run`` stops there.
+predicted minutes at the efficiency measured in the task's earlier chunks, else on a few
+throwaway steps (or ``--efficiency``), beside 20% and 40% of the peak.  ``--dry-run`` stops there.
 
 **Chunks.**  ``--budget-seconds S`` trains until S seconds are spent: each run checkpoints
 after every epoch, training stops once less than two predicted epochs of the budget are
@@ -50,7 +50,7 @@ from training.loop import read_metrics, train
 from training.reproduce import summary_row
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_cost import RunFlops, epochs_done, peaks, probe_efficiency, remaining_flops, run_flops  # noqa: E402
+from gpu_cost import RunFlops, epochs_done, measured_efficiency, peaks, probe_efficiency, remaining_flops, run_flops  # noqa: E402
 
 #: task -> the architecture of the paper it comes from
 TASKS: dict[str, str] = {"symmetric": "neurips", "id-ood": "journal"}
@@ -192,8 +192,8 @@ def _clock() -> float:
 @click.option("--budget-seconds", type=click.FloatRange(min=0, min_open=True), default=None, help="Stop training when this many seconds are spent (checkpoints kept); the same command resumes [default: no limit].")
 @click.option("--dry-run", is_flag=True, help="Print the plan (FLOPs, peak, predicted minutes) and exit without training.")
 @click.option("--peak-tflops", type=click.FloatRange(min=0, min_open=True), default=None, help="The device's dense matmul peak in the training precision, TFLOP/s, for the predictions [default: measured here].")
-@click.option("--efficiency", type=click.FloatRange(min=0, max=1, min_open=True), default=None, help="Fraction of the peak to predict with [default: measured on --probe-steps throwaway steps; in a dry run only 20% and 40%].")
-@click.option("--probe-steps", type=click.IntRange(min=0), default=None, help="Throwaway training steps timed per task to measure the efficiency (after one warm-up step) [default: 3, in a dry run 0].")
+@click.option("--efficiency", type=click.FloatRange(min=0, max=1, min_open=True), default=None, help="Fraction of the peak to predict with [default: measured: in the task's earlier chunks, else on --probe-steps throwaway steps; in a dry run only 20% and 40% unless --probe-steps].")
+@click.option("--probe-steps", type=click.IntRange(min=0), default=None, help="Throwaway training steps timed per task that has not trained yet, to measure the efficiency (after a warm-up) [default: 3, in a dry run 0].")
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="torch CPU threads [default: torch's].")
 def main(
     out: str | None, scale: str | None, seeds: tuple[int, ...], epochs: int | None, device: str, ensemble: bool | None, precision: str | None,
@@ -218,7 +218,10 @@ def main(
     probe_steps = (0 if dry_run else 3) if probe_steps is None else probe_steps
     if tf32:
         torch.set_float32_matmul_precision("high")
-    logits_fn = torch.compile(last_position_logits) if compile_ else None
+    logits_fn = None
+    if compile_:  # one compilation per ensemble (probes and tasks), two shapes each: past dynamo's default limit of 8
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+        logits_fn = torch.compile(last_position_logits)
     root = Path(out) if out is not None else Path("/nonexistent-gpu-suite-dry-run")
     groups = [
         Group(task, [Run(regime, cfg, root / task / f"{regime}-seed{cfg.seed}") for regime, cfg in runs])
@@ -241,11 +244,16 @@ def main(
     header += f" Matmul peak {'given' if peak_tflops else 'measured'}: {bf16_peak / 1e12:.2f} TFLOP/s (bf16)."
     for group in groups:
         group.flops = run_flops(group.runs[0].cfg, dev)
+        metrics = [read_metrics(r.folder) if r.folder.exists() else None for r in group.runs]
+        so_far = measured_efficiency([r.cfg for r in group.runs], metrics, group.flops, peak, together)
         if efficiency is not None:
             group.efficiency = efficiency
+        elif so_far is not None and group.todo():
+            group.efficiency = so_far
+            click.echo(f"[{group.task}] {so_far:.1%} of the peak in its earlier chunks")
         elif probe_steps and group.todo():
             group.efficiency, warmup = probe_efficiency([r.cfg for r in group.todo()], group.flops, peak, dev, together, logits_fn, probe_steps)
-            click.echo(f"[{group.task}] probe: warm-up step {warmup:.1f} s, then {group.efficiency:.1%} of the peak over {probe_steps} steps")
+            click.echo(f"[{group.task}] probe: warm-up {warmup:.1f} s, then {group.efficiency:.1%} of the peak over {probe_steps} steps")
     total = 0.0
     for group in groups:
         todo, cfg = group.todo(), group.runs[0].cfg

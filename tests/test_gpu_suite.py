@@ -185,3 +185,14 @@ def test_compiled_logits_train_the_ensemble_as_eager() -> None:
         for p, q in zip(e.model.parameters(), c.model.parameters()):
             torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5)
         assert [h["loss"] for h in c.metrics["history"]] == pytest.approx([h["loss"] for h in e.metrics["history"]], rel=1e-4)
+
+
+def test_efficiency_of_earlier_chunks_comes_from_the_run_folders() -> None:
+    cost = load_script("benchmarks/gpu_cost.py")
+    cfgs = [make_run_config("tiny", gamma=g) for g in (0.5, 0.8)]
+    flops = cost.RunFlops(train=1e6, forward=3e5)
+    metrics = [{"history": [{"epoch": 1}, {"epoch": 2}], "elapsed_s": 4.0}, {"history": [{"epoch": 2}], "elapsed_s": 5.0}]
+    work = 2 * 2 * cfgs[0].data.n_train * 1e6
+    assert cost.measured_efficiency(cfgs, metrics, flops, 1e9, together=True) == pytest.approx(work / 5.0 / 1e9)
+    assert cost.measured_efficiency(cfgs, metrics, flops, 1e9, together=False) == pytest.approx(work / 9.0 / 1e9)
+    assert cost.measured_efficiency(cfgs, [None, {"history": [], "elapsed_s": 0.0}], flops, 1e9, together=True) is None
