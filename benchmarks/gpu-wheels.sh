@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # From the checkout root, on a machine with the package index: fetch into .whl/ the pinned
-# pure-Python wheels of benchmarks/gpu-wheels.txt that the offline GPU node lacks, then print
+# wheels of benchmarks/gpu-wheels.txt that the offline GPU node lacks, then print
 # the line to run first in every job there (benchmarks/README.md, "Offline GPU node").
 #   PYTHON_VERSION  the node's Python (default 3.12)
 #   WHEEL_DIR       where the wheels go (default .whl, ignored by git)
