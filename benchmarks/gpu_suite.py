@@ -43,6 +43,7 @@ import click
 import torch
 
 from interp_init import resolve_device
+from interp_init.runfolder import FINISHED_STATUSES
 from training.config import RunConfig, make_run_config
 from training.ensemble import train_ensemble
 from training.fast import last_position_logits
@@ -70,7 +71,7 @@ class Run:
         return epochs_done(read_metrics(self.folder)) if self.folder.exists() else 0
 
     def finished(self) -> bool:
-        return self.folder.exists() and (read_metrics(self.folder) or {}).get("status") in ("completed", "diverged")
+        return self.folder.exists() and (read_metrics(self.folder) or {}).get("status") in FINISHED_STATUSES
 
 
 @dataclass
