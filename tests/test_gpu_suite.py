@@ -1,4 +1,4 @@
-"""The GPU suite on a CPU: chunks under a time budget, the cost estimate, the deadline of training.
+"""The GPU suite on a CPU: chunks under a time budget, the cost estimate, compiled training.
 
 No timing is asserted: the chunk tests state the device's peak and efficiency
 (``--peak-tflops``, ``--efficiency``), so the predicted epoch time is a known number, and
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -138,47 +137,11 @@ def test_a_chunk_that_cannot_fit_one_epoch_is_refused(tmp_path: Path) -> None:
     assert not list(tmp_path.glob("*/*/checkpoint.pt")) and not list(tmp_path.glob("*/*/model.safetensors"))
 
 
-def test_train_stops_at_a_passed_deadline_and_resumes_to_the_same_end(tmp_path: Path) -> None:
-    cfg = make_run_config("tiny", epochs=3)
-    stopped = train(cfg, tmp_path / "a", device="cpu", progress=False, deadline=time.monotonic() - 1)
-    assert not stopped.finished and stopped.metrics["status"] == "running" and len(stopped.metrics["history"]) == 1
-    assert (tmp_path / "a" / "checkpoint.pt").exists()
-    resumed = train(cfg, tmp_path / "a", device="cpu", progress=False, deadline=time.monotonic() + 3600)
-    whole = train(cfg, tmp_path / "b", device="cpu", progress=False)
-    assert resumed.finished and whole.finished and resumed.metrics["status"] == "completed"
-    assert resumed.metrics["history"] == whole.metrics["history"]
-    for p, q in zip(resumed.model.parameters(), whole.model.parameters()):
-        assert torch.equal(p, q)
-
-
-def test_train_ensemble_stops_at_a_passed_deadline_and_resumes_to_the_same_end(tmp_path: Path) -> None:
-    cfgs = [make_run_config("tiny", epochs=3, gamma=g) for g in (0.5, 0.8)]
-    dirs = [tmp_path / "a" / str(i) for i in range(2)]
-    stopped = train_ensemble(cfgs, dirs, device="cpu", progress=False, deadline=time.monotonic() - 1)
-    assert [r.finished for r in stopped] == [False, False]
-    assert all(r.metrics["status"] == "running" and len(r.metrics["history"]) == 1 for r in stopped)
-    resumed = train_ensemble(cfgs, dirs, device="cpu", progress=False, deadline=time.monotonic() - 1)
-    assert all(len(r.metrics["history"]) == 2 and not r.finished for r in resumed)
-    resumed = train_ensemble(cfgs, dirs, device="cpu", progress=False)
-    whole = train_ensemble(cfgs, [tmp_path / "b" / str(i) for i in range(2)], device="cpu", progress=False)
-    for r, w in zip(resumed, whole):
-        assert r.finished and r.metrics["history"] == w.metrics["history"]
-        assert all(torch.equal(p, q) for p, q in zip(r.model.parameters(), w.model.parameters()))
-
-
-def test_a_deadline_needs_a_run_folder() -> None:
-    cfg = make_run_config("tiny", epochs=1)
-    with pytest.raises(ValueError, match="deadline needs out_dir"):
-        train(cfg, device="cpu", progress=False, deadline=time.monotonic())
-    with pytest.raises(ValueError, match="deadline needs out_dir"):
-        train_ensemble([cfg], device="cpu", progress=False, deadline=time.monotonic())
-
-
 @pytest.mark.slow
 def test_compiled_logits_train_the_ensemble_as_eager() -> None:
     """``torch.compile(last_position_logits)`` as the ensemble's ``logits_fn`` (inductor, on
     this CPU): the ensemble compiles its whole vectorized forward, and trains as eager does."""
-    cfgs = [make_run_config("tiny", epochs=2, n_train=512, gamma=g) for g in (0.5, 0.8)]
+    cfgs = [make_run_config("tiny", epochs=2, n_train=600, gamma=g) for g in (0.5, 0.8)]  # a last batch of 88
     eager = train_ensemble(cfgs, device="cpu", progress=False)
     compiled = train_ensemble(cfgs, device="cpu", progress=False, logits_fn=torch.compile(last_position_logits))
     for e, c in zip(eager, compiled):

@@ -110,7 +110,9 @@ def train_ensemble(
     folder are loaded, not trained; the others must resume from the same epoch.
     ``logits_fn`` is the per-model last-position logits function used inside the
     vectorized step and for evaluation (default: as :func:`training.train` chooses it
-    from ``fast_forward``; a ``torch.compile``'d one may be given).  ``deadline`` is
+    from ``fast_forward``).  Given a ``torch.compile``'d one, the step compiles its whole
+    vectorized forward (torch cannot ``vmap`` a compiled function from eager mode,
+    pytorch/pytorch#128711: it would run eagerly) and evaluation runs the function eagerly.  ``deadline`` is
     :func:`training.train`'s (needs ``out_dirs``): past it, the runs stop after an epoch
     with their checkpoints written and ``finished=False``; the same call resumes them.
     """
@@ -153,7 +155,8 @@ def _train_ensemble(
             by_seed[cfgs[i].seed] = make_run_data(cfgs[i], dev)
     members = [new_member(cfgs[i], folders[i], checkpoints[i], dev, by_seed[cfgs[i].seed]) for i in todo]
     start_epoch, step = starts.pop()
-    trained = run_epochs(members, VmapStep(members, logits_fn, dev), start_epoch, step, dev, logits_fn,
+    eager_fn = getattr(logits_fn, "_torchdynamo_orig_callable", logits_fn)  # the function a torch.compile wraps
+    trained = run_epochs(members, VmapStep(members, logits_fn, dev), start_epoch, step, dev, eager_fn,
                          progress=progress, deadline=deadline, desc=f"ensemble of {len(members)}")  # fmt: skip
     for i, result in zip(todo, trained):
         results[i] = result
@@ -180,7 +183,11 @@ class VmapStep:
             for j, named in enumerate(self.member_params):
                 for name, p in named:
                     p.data = params[name].detach()[j]
-        self.module = _LogitsModule(empty_model(members[0].cfg.model, dev), logits_fn)  # a template: its own weights are never read
+        plain_fn = getattr(logits_fn, "_torchdynamo_orig_callable", None)  # set on a torch.compile'd function
+        self.module = _LogitsModule(empty_model(members[0].cfg.model, dev), plain_fn or logits_fn)  # a template: its own weights are never read
+        # one static graph per batch shape (the last batch of an epoch may be smaller): vmap
+        # cannot run on tensors with symbolic sizes
+        self.forward = vmap(self._one) if plain_fn is None else torch.compile(vmap(self._one), dynamic=False)
         datas: list[RunData] = []
         for m in members:
             if not any(m.data is d for d in datas):
@@ -193,14 +200,13 @@ class VmapStep:
         """Each member's mean last-position cross-entropy on its batch, in one vectorized call."""
         params = {f"model.{k}": v for k, v in self.params.items()}
         buffers = {f"model.{k}": v for k, v in self.buffers.items()}
-
-        def one(p: dict, b: dict, tok: Tensor) -> Tensor:
-            return functional_call(self.module, (p, b), (tok,))
-
         with sdpa_kernel([SDPBackend.MATH]), autocast_context(self.dev, self.precision):
-            logits = vmap(one)(params, buffers, tokens)
+            logits = self.forward(params, buffers, tokens)
         losses = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), reduction="none")
         return losses.view(targets.shape).mean(dim=1)
+
+    def _one(self, p: dict, b: dict, tok: Tensor) -> Tensor:
+        return functional_call(self.module, (p, b), (tok,))
 
     def __call__(self, members: list[Member], idx: Int[Tensor, "model batch"]) -> Float[Tensor, " model"]:
         tokens = self.train_tokens[self.source[:, None], idx].long()
