@@ -57,7 +57,10 @@ def _simulate_the_node(tmp_path: Path) -> None:
         f"assert sys.prefix == {str(env_dir)!r}, sys.prefix\n"
         f"assert transformer_lens.__file__.startswith({str(site)!r}), transformer_lens.__file__\n"
         f"assert interp_init.__file__.startswith({str(ROOT)!r}) and training.__file__.startswith({str(ROOT)!r})\n"
-        "try:\n    md.version('interp-init')\nexcept md.PackageNotFoundError:\n    pass\nelse:\n    raise SystemExit('the project is installed')\n"
+        # installed = a distribution in the environment or the wheels' folder (the tree itself may
+        # hold an egg-info of a developer's editable install: that is not an install on the node)
+        f"paths = [p for p in sys.path if p.startswith(({str(env_dir)!r}, {str(site)!r}))]\n"
+        "if any(d.metadata['Name'] == 'interp-init' for d in md.distributions(path=paths)):\n    raise SystemExit('the project is installed')\n"
         "print('ok', torch.__version__, md.version('transformer-lens'))\n"
     )
     suite = "python3 benchmarks/gpu_suite.py --scale tiny --device cpu --seeds 0 --epochs 1 --probe-steps 1 --threads 1"
