@@ -48,9 +48,7 @@ def sweep_spec(preset: str, seed: int) -> SweepSpec:
     spec = load_preset(SPECS[preset])
     if preset == "tiny":
         spec = spec.smoke_test(AXES)
-    if "seed" in spec.grid:
-        return spec.with_overrides(grid={"seed": [seed + i for i in range(len(spec.grid["seed"]))]})
-    return spec.with_overrides(base={"seed": seed})
+    return spec.seeded_from(seed)
 
 
 def main(argv: Sequence[str] | None = None) -> Path:

@@ -457,3 +457,13 @@ def test_cli_presets_and_run_preset_override(capsys):
     assert "24 runs; spec valid" in out and "gamma=0.3__n_layers=2__seed=0" in out
     assert main(["sweep", "--preset-name", "no-such-preset", "--dry-run"]) == 2
     assert "unknown sweep preset 'no-such-preset'" in capsys.readouterr().err
+
+
+def test_seeded_from_shifts_a_seed_grid_or_sets_the_base_seed():
+    from training.sweep.spec import SweepSpec
+
+    grid = SweepSpec(base={"preset": "tiny"}, grid={"gamma": [0.5, 0.8], "seed": [0, 1, 2]})
+    shifted = grid.seeded_from(31)
+    assert shifted.grid["seed"] == [31, 32, 33] and shifted.grid["gamma"] == [0.5, 0.8]
+    single = SweepSpec(base={"preset": "tiny", "seed": 0}, grid={"gamma": [0.5]}).seeded_from(7)
+    assert single.base["seed"] == 7 and "seed" not in single.grid

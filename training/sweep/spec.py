@@ -193,6 +193,13 @@ class SweepSpec:
             new_base.pop(key, None)
         return SweepSpec(new_base, new_grid, self.description)
 
+    def seeded_from(self, seed: int) -> SweepSpec:
+        """A copy whose seeds start at ``seed``: a ``seed`` grid of n values becomes
+        ``seed .. seed + n - 1``; without one, the base seed is ``seed``."""
+        if "seed" in self.grid:
+            return self.with_overrides(grid={"seed": [seed + i for i in range(len(self.grid["seed"]))]})
+        return self.with_overrides(base={"seed": seed})
+
     def points(self) -> list[SweepPoint]:
         """Every grid point with its validated config (raises ``ValueError`` naming the bad key)."""
         base = {k: v for k, v in self.base.items() if k != "preset"}
