@@ -224,7 +224,7 @@ def rates_command(folders: tuple[str, ...]) -> None:
             raise click.BadParameter(f"{item!r}: give SWEEP_DIR:small-init or SWEEP_DIR:large-init")
         rows = []
         for folder in sorted(Path(path).glob("*")):
-            metrics = read_metrics(folder) if (folder / "metrics.json").exists() else None
+            metrics = read_metrics(folder)  # None for a folder without metrics.json (or a file)
             if metrics and metrics["status"] == "completed":
                 cfg = json.loads((folder / "config.json").read_text())
                 rows.append((cfg["seed"], cfg["data"]["task"], metrics["final"]))
