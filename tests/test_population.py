@@ -174,6 +174,28 @@ def test_reproduce_seeds_rerun_resumes_and_one_seed_is_a_plain_reproduction(popu
     assert {p: p.stat().st_mtime_ns for p in weights} == before
 
 
+def test_both_protocols_read_one_folder_and_keep_their_summaries(population_out: Path, tmp_path: Path) -> None:
+    """The paper protocol over the preset's own lr reads the strict population's runs
+    (nothing retrained) and its summary sits beside the strict one."""
+    import shutil
+
+    out = tmp_path / "both"
+    shutil.copytree(population_out, out)
+    weights = {p: p.stat().st_mtime_ns for p in out.glob("seed-*/*/*/model.safetensors")}
+    strict = json.loads((out / "summary.json").read_text())
+    assert json.loads((out / "summary-strict.json").read_text()) == strict
+    lr = str(json.loads((out / "seed-1" / "symmetric" / "small-init" / "config.json").read_text())["train"]["lr"])
+    args = ["reproduce", "--preset", "tiny", "--seeds", "1,2,3", "--protocol", "paper", "--lrs", lr, "--out", str(out), "--device", "cpu", "--quiet"]
+    assert main(args) == 0
+    assert {p: p.stat().st_mtime_ns for p in out.glob("seed-*/*/*/model.safetensors")} == weights
+    paper = json.loads((out / "summary-paper.json").read_text())
+    assert paper["protocol"] == "paper" and json.loads((out / "summary.json").read_text()) == paper
+    assert json.loads((out / "summary-strict.json").read_text()) == strict
+    # the paper protocol's pick is the best evaluated epoch, never below the final one
+    for s_row, p_row in zip(strict["per_seed"], paper["per_seed"], strict=True):
+        assert p_row["runs"]["id-ood"]["small-init"]["ood_acc"] >= s_row["runs"]["id-ood"]["small-init"]["ood_acc"]
+
+
 def test_population_report_shows_the_population(population_out: Path) -> None:
     page = (population_out / "report.html").read_text()
     assert "a population of 3 seeds" in page and PROTOCOL_TEXT["strict"] in page

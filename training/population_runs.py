@@ -3,6 +3,8 @@
 :func:`reproduce_population` is ``interp-init reproduce --seeds``.  Its folder layout::
 
     DIR/summary.json                 the population (training.population.Population.to_dict)
+    DIR/summary-P.json               the same, kept per protocol P (strict, paper): both
+                                     protocols read from one folder stay side by side
     DIR/report.html                  the first seed's runs, and the population in the verdict
     DIR/seed-S/summary.json          strict protocol: what `reproduce --seed S --out DIR/seed-S` writes
     DIR/seed-S/<task>/<regime>       the run at the preset's lr: where `reproduce --seed S` puts it
@@ -227,7 +229,8 @@ def reproduce_population(
     plan: PopulationPlan, out: str | Path, device: str = "auto", workers: int | None = None, progress: bool = True
 ) -> Population:
     """Train every run of ``plan`` into ``out`` (resumable), read the population, write
-    ``out/summary.json`` (and each member's, under ``strict``); raise
+    ``out/summary.json`` and ``out/summary-<protocol>.json`` (and each member's, under
+    ``strict``); raise
     :class:`PopulationFailed` naming the runs that failed (the others stay done)."""
     jobs = list({job.run_dir: job for job in plan.jobs(out)}.values())
     if progress:
@@ -239,6 +242,7 @@ def reproduce_population(
         raise PopulationFailed(f"{len(failed)} of {len(jobs)} runs failed ({listed}); the others are kept: rerun to resume")
     population = read_population(plan, out)
     write_member_summaries(plan, out)
+    write_json(Path(out) / f"summary-{plan.protocol}.json", population.to_dict())
     write_json(Path(out) / "summary.json", population.to_dict())
     return population
 
@@ -284,7 +288,7 @@ def run_population_cli(plan: PopulationPlan, out: str | Path, device: str, worke
     lines = [
         f"preset {plan.preset}, seeds {list(plan.seeds)}, {plan.precision}, {time.perf_counter() - start:.0f} s in this call",
         population.format(),
-        f"summary: {Path(out) / 'summary.json'}",
+        f"summary: {Path(out) / 'summary.json'} (this protocol's also kept as {Path(out) / f'summary-{plan.protocol}.json'})",
         f"report: {report} (the runs of seed {plan.seeds[0]}; the population in its verdict)",
     ]
     bad = [f"seed {r.seed} {x.task}/{x.regime}: {x.status}" for r in population.rows for x in r.results if x.status != "completed"]
