@@ -151,6 +151,21 @@ def test_a_second_sweep_on_a_held_folder_is_refused_up_front(extra: list[str], t
     assert code == 2 and "being swept by another process" in err and "failed" not in err
 
 
+@pytest.mark.parametrize("seeds", [["--seed", "1"], ["--seeds", "1,2"]], ids=["one-seed", "population"])
+def test_a_second_reproduce_into_a_held_folder_is_refused_up_front(seeds: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from training.reproduce import REPRODUCE_BUSY
+
+    out = tmp_path / "R"
+    out.mkdir()
+    with hold_folder(out, REPRODUCE_BUSY):
+        code = main(["reproduce", "--preset", "tiny", *seeds, "--out", str(out), "--device", "cpu", "--quiet", "--workers", "1"])
+        err = capsys.readouterr().err
+        assert sorted(p.name for p in out.iterdir()) == [".lock"]  # the holder's: nothing trained, nothing written
+    assert code == 2 and "being reproduced into by another process" in err
+    assert main(["reproduce", "--preset", "tiny", *seeds, "--out", str(out), "--device", "cpu", "--quiet", "--workers", "1"]) == 0
+    assert ".lock" not in {p.name for p in out.iterdir()}  # released when the command ends
+
+
 @pytest.mark.parametrize("backend", ["local", "ensemble"])
 def test_a_run_another_process_trains_is_not_counted_as_failed(backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "S"

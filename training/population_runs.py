@@ -31,11 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from interp_init.runfolder import RunFolder, write_json
+from interp_init.runfolder import RunFolder, hold_folder, write_json
 from training.config import PRECISIONS, RunConfig
 from training.population import VARY, Population, SeedRow, regime_result
 from training.protocol import check_protocol, targets
-from training.reproduce import REGIME_NAMES, REPRODUCE_TASKS, _train_run, default_workers, regime_config, summary_row
+from training.reproduce import REGIME_NAMES, REPRODUCE_BUSY, REPRODUCE_TASKS, _train_run, default_workers, regime_config, summary_row
 
 
 class PopulationFailed(RuntimeError):
@@ -232,6 +232,13 @@ def reproduce_population(
     ``out/summary.json`` and ``out/summary-<protocol>.json`` (and each member's, under
     ``strict``); raise
     :class:`PopulationFailed` naming the runs that failed (the others stay done)."""
+    Path(out).mkdir(parents=True, exist_ok=True)
+    with hold_folder(Path(out), REPRODUCE_BUSY):
+        return _reproduce_population_held(plan, out, device, workers, progress)
+
+
+def _reproduce_population_held(plan: PopulationPlan, out: str | Path, device: str, workers: int | None, progress: bool) -> Population:
+    """:func:`reproduce_population` while this process holds ``out``."""
     jobs = list({job.run_dir: job for job in plan.jobs(out)}.values())
     if progress:
         print(f"{len(jobs)} runs: {len(plan.seeds)} seeds x {len(plan.tasks)} tasks x {len(REGIME_NAMES)} regimes"

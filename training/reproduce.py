@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from interp_init.anchor_tasks import FLIP_CRITERIA
-from interp_init.runfolder import write_json
+from interp_init.runfolder import hold_folder, write_json
 from interp_init.task import read_run_metrics
 from interp_init.task_registry import make_task, registered_tasks, task_class
 from training.config import PRESETS, RunConfig, make_run_config
@@ -83,6 +83,9 @@ REGIMES: dict[str, dict[str, dict[str, Any]]] = {
         "large-init": {"gamma": 0.3},
     },
 }
+
+#: What a second ``reproduce`` into a folder another process is reproducing into is told.
+REPRODUCE_BUSY = "is being reproduced into by another process ({owner}); wait for it to finish, or choose another --out"
 
 #: The thresholds of a reproduced flip (they live with the tasks:
 #: :data:`interp_init.anchor_tasks.FLIP_CRITERIA`).
@@ -189,6 +192,15 @@ def reproduce(
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
     root = Path(out)
+    root.mkdir(parents=True, exist_ok=True)
+    with hold_folder(root, REPRODUCE_BUSY):
+        return _reproduce_held(runs, tasks, root, device, progress, workers)
+
+
+def _reproduce_held(
+    runs: list[tuple[str, str, RunConfig]], tasks: tuple[str, ...], root: Path, device: str, progress: bool, workers: int
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """:func:`reproduce`'s training and summary, while this process holds ``root``."""
     summary: dict[str, dict[str, dict[str, Any]]] = {task: {} for task in tasks}
 
     def record(task: str, regime: str, cfg: RunConfig, metrics: dict) -> None:
