@@ -105,35 +105,30 @@ def test_check_flip(kwargs, failed):
 
 @pytest.fixture(scope="module")
 def cpu_summary(tmp_path_factory):
-    """The ``cpu`` preset on one seed not used while searching (minutes on 2 cores)."""
-    return reproduce("cpu", 21, tmp_path_factory.mktemp("cpu"), device="cpu", progress=False)
+    """The ``cpu`` preset on seed 101, the first of the eight verification seeds of
+    docs/faithful-models.md (about 9 minutes on 2 cores)."""
+    return reproduce("cpu", 101, tmp_path_factory.mktemp("cpu"), device="cpu", progress=False)
 
 
 @pytest.mark.slow
 @pytest.mark.cpu_reproduction
-def test_cpu_preset_reproduces_what_held_on_fresh_seeds(cpu_summary):
-    """What held on every fresh seed of docs/faithful-models.md (31, 32, 33): on id-ood both
-    regimes fit and small init composes the unseen pairs (Phase 3); on symmetric large init
-    fits. Large init's OOD and the symmetric task's held-out pair varied from seed to seed.
-    Training time is recorded in the summary and the docs, not asserted."""
-    for regime in ("small-init", "large-init"):
-        assert cpu_summary["id-ood"][regime]["id_acc"] >= 0.9, regime
-    assert cpu_summary["symmetric"]["large-init"]["id_acc"] >= 0.9
-    assert cpu_summary["id-ood"]["small-init"]["ood_acc"] >= 0.5
-
-
-@pytest.mark.slow
-@pytest.mark.cpu_reproduction
-@pytest.mark.xfail(
-    reason="the cpu preset met the flip's criteria on no fresh seed (docs/faithful-models.md): small init does not "
-    "follow the inferential target on the symmetric task, and large init composed the id-ood pairs on some seeds; "
-    "strict: a seed that meets them fails this test, so that the docs and this marker get updated",
-    strict=True,
-)
-def test_cpu_preset_shows_the_flip(cpu_summary):
-    """The reproduction's full criteria on one fresh seed."""
+def test_cpu_preset_reproduces_the_documented_seed(cpu_summary):
+    """Seed 101 of the verification population (docs/faithful-models.md, "The cpu preset on
+    eight fresh seeds"): the verdict of each criterion and its numbers, as documented. One
+    draw: the rates over the eight seeds are in the docs, not asserted here.  Training time
+    is recorded in the summary and the docs, not asserted."""
+    documented = {
+        "symmetric": {"small-init": {"id_acc": 0.96, "heldout_inferential": 0.21, "heldout_symmetric": 0.05},
+                      "large-init": {"id_acc": 0.99, "heldout_inferential": 0.00, "heldout_symmetric": 0.00}},
+        "id-ood": {"small-init": {"id_acc": 0.99, "ood_acc": 0.44}, "large-init": {"id_acc": 0.99, "ood_acc": 0.26}},
+    }  # fmt: skip
+    for task, regimes in documented.items():
+        for regime, numbers in regimes.items():
+            for name, value in numbers.items():
+                assert cpu_summary[task][regime][name] == pytest.approx(value, abs=0.02), (task, regime, name)
     checks = check_flip(cpu_summary)
-    assert checks["all"], (checks, cpu_summary)
+    failed = {name for name, ok in checks.items() if not ok and name != "all"}
+    assert failed == {"symmetric: small-init inferential >= 0.8", "symmetric: large-init symmetric >= 0.8", "id-ood: small-init OOD >= 0.5"}
 
 
 def test_reproduce_ends_with_an_offline_report(tiny_out, capsys):

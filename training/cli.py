@@ -75,7 +75,7 @@ _TASK_HELP = (
     "or your own task class as package.module:ClassName (importable; see docs/tasks.md)."
 )
 _PRESET_HELP = (
-    "Run size, the defaults of every option below: tiny (seconds, for smoke tests), cpu (7-9 minutes per model on "
+    "Run size, the defaults of every option below: tiny (seconds, for smoke tests), cpu (about 4 minutes per model on "
     "one CPU core) or paper (the papers' scale: d_model 400, 900k samples, 210 epochs; hours, for a GPU). "
     "Default: paper where a CUDA GPU is used, else cpu."
 )

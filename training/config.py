@@ -267,7 +267,7 @@ def _tiny() -> dict[str, Any]:
 
 
 def _cpu() -> dict[str, Any]:
-    # 7-9 minutes per model on one CPU core; `reproduce` trains two at a time on 2 cores.
+    # About 4 minutes per model on one CPU core (201-283 s); `reproduce` trains two at a time on 2 cores.
     # The search in docs/faithful-models.md chose it on the papers' own architectures:
     # 200,000 samples and 12 epochs at d_model 128; lr 5e-4 (a task may change it: id-ood's is 1e-3).
     lr = 5e-4

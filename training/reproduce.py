@@ -30,7 +30,7 @@ Each task trains on the architecture of the paper it comes from (``neurips`` for
 
 Importing this module imports no torch (the ``interp-init reproduce`` command in
 :mod:`training.cli` lists its :data:`REGIMES`); torch comes in when runs train.
-Example (CPU: four runs of 7-9 minutes each, two at a time on 2 cores; see
+Example (CPU: four runs of about 4 minutes each, two at a time on 2 cores; see
 docs/faithful-models.md for what it shows)::
 
     interp-init reproduce --preset cpu --seed 31 --out runs/reproduce/cpu-31
