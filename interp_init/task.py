@@ -220,6 +220,11 @@ class Task:
         """The flat run options the task changes in a named preset (none by default)."""
         return {}
 
+    def regime_overrides(self, preset: str, regime: str) -> dict[str, Any]:
+        """The flat run options the task changes in one regime (``small-init``,
+        ``large-init``) of ``interp-init reproduce --preset preset`` (none by default)."""
+        return {}
+
     #: Whether the task has the papers' small-init / large-init flip (``interp-init reproduce``).
     reproduces: ClassVar[bool] = False
 

@@ -71,6 +71,15 @@ def test_regimes_differ_only_in_their_options():
             assert small["gamma"] > large["gamma"]  # small init = larger gamma
 
 
+def test_a_task_changes_a_regime_of_a_preset():
+    """The cpu preset's large init on id-ood is the task's gamma 0.4 (Task.regime_overrides);
+    symmetric keeps the preset's 0.5, the paper preset the papers' 0.5."""
+    assert regime_config("cpu", "large-init", "id-ood", seed=101).init.gamma == 0.4
+    assert regime_config("cpu", "large-init", "symmetric", seed=101).init.gamma == 0.5
+    assert regime_config("paper", "large-init", "id-ood", seed=101).init.gamma == 0.5
+    assert regime_config("cpu", "small-init", "id-ood", seed=101).init.gamma == 0.8
+
+
 def _summary(inf=0.9, sym=0.9, small_ood=0.6, large_ood=0.1, id_acc=0.95):
     return {
         "symmetric": {

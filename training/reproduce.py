@@ -65,14 +65,14 @@ REGIME_NAMES: tuple[str, ...] = ("small-init", "large-init")
 
 #: preset -> regime -> flat run options (keys naming a task hold that task's options).
 #: ``cpu`` and ``paper``: the NeurIPS paper's two sides of the flip (gamma 0.8 small init,
-#: gamma 0.5 large init).  ``cpu`` takes gamma 0.4 for id-ood's large init: at width 128,
-#: gamma 0.5 composes on most seeds (the population search in docs/faithful-models.md);
-#: what ``cpu`` shows over seeds is there too.
+#: gamma 0.5 large init); a task may change a regime's options
+#: (:meth:`interp_init.task.Task.regime_overrides`: ``cpu`` takes gamma 0.4 for id-ood's
+#: large init); what ``cpu`` shows over seeds is in docs/faithful-models.md.
 #: ``tiny``: smoke tests only; it learns too little to show the flip.
 REGIMES: dict[str, dict[str, dict[str, Any]]] = {
     "cpu": {
         "small-init": {"gamma": 0.8},
-        "large-init": {"gamma": 0.5, "id-ood": {"gamma": 0.4}},
+        "large-init": {"gamma": 0.5},
     },
     "paper": {
         "small-init": {"gamma": 0.8},
@@ -103,7 +103,7 @@ def regime_options(preset: str, regime: str, task: str) -> dict[str, Any]:
     task_class(task)  # an unknown task is refused here
     spec = regimes[regime]
     shared = {k: v for k, v in spec.items() if k not in registered_tasks()}
-    return {**shared, **spec.get(task, {})}
+    return {**shared, **make_task(task).regime_overrides(preset, regime), **spec.get(task, {})}
 
 
 def check_reproducible(task: str) -> None:
