@@ -200,6 +200,15 @@ def _cell_criteria() -> dict[str, dict[str, tuple[str, Callable[[dict], bool]]]]
     }
 
 
+def _seed_label(cfg: dict) -> str:
+    """A run's seed as the rates table names it: ``3``, or ``init 2 data 0`` where the
+    init and the data were seeded apart (``--init-seed`` / ``--data-seed``)."""
+    init, data = cfg.get("init_seed"), cfg.get("data_seed")
+    if init is None and data is None:
+        return str(cfg["seed"])
+    return f"init {cfg['seed'] if init is None else init} data {cfg['seed'] if data is None else data}"
+
+
 @cli.command("rates")
 @click.argument("folders", nargs=-1, required=True, metavar="SWEEP_DIR:REGIME...")
 def rates_command(folders: tuple[str, ...]) -> None:
@@ -227,7 +236,7 @@ def rates_command(folders: tuple[str, ...]) -> None:
             metrics = read_metrics(folder)  # None for a folder without metrics.json (or a file)
             if metrics and metrics["status"] == "completed":
                 cfg = json.loads((folder / "config.json").read_text())
-                rows.append((cfg["seed"], cfg["data"]["task"], metrics["final"]))
+                rows.append((_seed_label(cfg), cfg["data"]["task"], metrics["final"]))
         if not rows:
             click.echo(f"| {Path(path).name} | - | {regime} | 0 finished | | | | | |")
             continue

@@ -21,9 +21,9 @@ def _search_cli():
     return module.cli
 
 
-def _run(folder: Path, task: str, seed: int, final: dict, status: str = "completed") -> None:
+def _run(folder: Path, task: str, seed: int, final: dict, status: str = "completed", **seeds: int) -> None:
     folder.mkdir(parents=True)
-    (folder / "config.json").write_text(json.dumps(make_run_config("tiny", task=task, seed=seed).to_dict()))
+    (folder / "config.json").write_text(json.dumps(make_run_config("tiny", task=task, seed=seed, **seeds).to_dict()))
     (folder / "metrics.json").write_text(json.dumps({"status": status, "final": final, "history": [final]}))
 
 
@@ -58,3 +58,14 @@ def test_rates_count_seeds_per_criterion_with_exact_intervals(tmp_path: Path) ->
 def test_rates_refuses_a_folder_without_its_regime(tmp_path: Path) -> None:
     result = CliRunner().invoke(_search_cli(), ["rates", str(tmp_path)])
     assert result.exit_code == 2 and "SWEEP_DIR:small-init" in result.output
+
+
+def test_rates_name_the_source_a_population_varies(tmp_path: Path) -> None:
+    """A sweep over ``init_seed`` (the data fixed by ``seed``) names each row by both seeds."""
+    vary = tmp_path / "vary"
+    _run(vary / "init_seed=1", "symmetric", 0, _symmetric(1.00, 0.00), init_seed=1)
+    _run(vary / "init_seed=2", "symmetric", 0, _symmetric(0.98, 0.87), init_seed=2)
+    result = CliRunner().invoke(_search_cli(), ["rates", f"{vary}:small-init"])
+    assert result.exit_code == 0, result.output
+    per_seed = result.output.splitlines()[2].split(" | ")[-1]
+    assert per_seed == "init 1 data 0: no (ID 1.00), init 2 data 0: yes (ID 0.98) |"
