@@ -150,7 +150,8 @@ INIT_SOURCES: tuple[str, ...] = ("init",)
 DATA_SOURCES: tuple[str, ...] = ("data.train", "data.id_test", "data.heldout", "shuffle")
 
 
-def _check_seed(name: str, value: Any, optional: bool = False) -> None:
+def check_seed(name: str, value: Any, optional: bool = False) -> None:
+    """A ``ValueError`` naming ``name`` unless ``value`` is a non-negative integer (or None, if ``optional``)."""
     if optional and value is None:
         return
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -178,9 +179,9 @@ class RunConfig:
     data_seed: int | None = None
 
     def __post_init__(self) -> None:
-        _check_seed("seed", self.seed)
-        _check_seed("init_seed", self.init_seed, optional=True)
-        _check_seed("data_seed", self.data_seed, optional=True)
+        check_seed("seed", self.seed)
+        check_seed("init_seed", self.init_seed, optional=True)
+        check_seed("data_seed", self.data_seed, optional=True)
         # the model as a whole must fit the task: checked here, before any file is written
         task = self.data.make_task()
         needed = task.highest_token() + 1

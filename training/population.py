@@ -14,7 +14,7 @@ What a run's number is depends on the protocol (:mod:`training.protocol`: ``stri
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,6 +24,12 @@ from training.reproduce import REGIME_NAMES, check_flip
 
 if TYPE_CHECKING:
     import pandas as pd
+
+#: Which random source a population varies: both (``seed``), the init's, or the data's.
+VARY: tuple[str, ...] = ("both", "init", "data")
+#: The per-seed table's short names of the targets.
+_SHORT = {"id_acc": "ID", "heldout_inferential": "inf", "heldout_symmetric": "sym", "ood_acc": "OOD", "commutativity": "comm"}
+
 
 def exact_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
     """The exact binomial (Clopper-Pearson) interval of a rate of ``k`` successes in ``n``."""
@@ -197,24 +203,13 @@ class Population:
         the mean over seeds (the papers' number under ``paper``) and the criteria on it."""
         import pandas as pd
 
-        rows = []
-        for row in self.rows:
-            line: dict[str, Any] = {"seed": row.seed}
-            for task in self.tasks:
-                for regime in REGIME_NAMES:
-                    result, short = row.result(task, regime), regime.split("-")[0]
-                    for target in targets(task):
-                        line[f"{task} {short} {_SHORT[target]}"] = result.value(target)
-            line["all"] = row.checks["all"]
-            rows.append(line)
+        def line(seed: int | str, value: Callable[[str, str, str], float | None], all_met: bool) -> dict[str, Any]:
+            numbers = {f"{t} {g.split('-')[0]} {_SHORT[k]}": value(t, g, k) for t in self.tasks for g in REGIME_NAMES for k in targets(t)}
+            return {"seed": seed, **numbers, "all": all_met}
+
+        rows = [line(row.seed, lambda t, g, k, row=row: row.result(t, g).value(k), row.checks["all"]) for row in self.rows]
         means = self.means()
-        mean_line: dict[str, Any] = {"seed": "mean"}
-        for task in self.tasks:
-            for regime in REGIME_NAMES:
-                for target in targets(task):
-                    mean_line[f"{task} {regime.split('-')[0]} {_SHORT[target]}"] = means[task][regime][target]
-        mean_line["all"] = check_flip(means)["all"]
-        return pd.DataFrame([*rows, mean_line])
+        return pd.DataFrame([*rows, line("mean", lambda t, g, k: means[t][g][k], check_flip(means)["all"])])
 
     def __str__(self) -> str:
         return self.format()
@@ -244,7 +239,3 @@ def _cell(value: Any) -> str:
         return "-"
     return f"{value:.2f}"
 
-
-#: Which random source a population varies: both (``seed``), the init's, or the data's.
-VARY: tuple[str, ...] = ("both", "init", "data")
-_SHORT = {"id_acc": "ID", "heldout_inferential": "inf", "heldout_symmetric": "sym", "ood_acc": "OOD", "commutativity": "comm"}

@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from interp_init.runfolder import RunFolder, hold_folder, write_json
-from training.config import PRECISIONS, RunConfig
+from training.config import PRECISIONS, RunConfig, check_seed
 from training.population import VARY, Population, SeedRow, regime_result
 from training.protocol import check_protocol, targets
-from training.reproduce import REGIME_NAMES, REPRODUCE_BUSY, REPRODUCE_TASKS, _train_run, default_workers, regime_config, summary_row
+from training.reproduce import REGIME_NAMES, REPRODUCE_BUSY, REPRODUCE_TASKS, _train_run, default_workers, on_gpu, regime_config, summary_row
 
 
 class PopulationFailed(RuntimeError):
@@ -54,7 +54,7 @@ class Job:
     run_dir: Path
 
 
-def _check_seed_list(name: str, values: Any) -> None:
+def _check_distinct(name: str, values: Any) -> None:
     if not isinstance(values, tuple) or not values:
         raise ValueError(f"{name} must be a non-empty tuple, got {values!r}")
     if len(set(values)) != len(values):
@@ -80,20 +80,19 @@ class PopulationPlan:
     tasks: tuple[str, ...] = REPRODUCE_TASKS
 
     def __post_init__(self) -> None:
-        _check_seed_list("seeds", self.seeds)
-        _check_seed_list("tasks", self.tasks)
+        _check_distinct("seeds", self.seeds)
+        _check_distinct("tasks", self.tasks)
         for task in self.tasks:
             targets(task)
         for seed in self.seeds:
-            if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-                raise ValueError(f"seeds must be non-negative integers, got {seed!r}")
+            check_seed("seeds", seed)
         check_protocol(self.protocol)
         if self.protocol == "paper" and self.lrs is None:
             raise ValueError("the paper protocol takes the best over an lr grid: give --lrs, e.g. --lrs 1e-4,2e-4,3e-4")
         if self.protocol == "strict" and self.lrs is not None:
             raise ValueError("--lrs is the paper protocol's grid; the strict protocol reads each preset's own lr (use --protocol paper)")
         if self.lrs is not None:
-            _check_seed_list("lrs", self.lrs)
+            _check_distinct("lrs", self.lrs)
             for lr in self.lrs:
                 if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
                     raise ValueError(f"lrs must be finite positive numbers, got {lr!r}")
@@ -101,8 +100,7 @@ class PopulationPlan:
             raise ValueError(f"vary must be one of {list(VARY)}, got {self.vary!r}")
         if (self.vary == "both") != (self.fixed_seed is None):
             raise ValueError("a fixed seed goes with --vary init or data only (it seeds the source held fixed)")
-        if self.fixed_seed is not None and (isinstance(self.fixed_seed, bool) or not isinstance(self.fixed_seed, int) or self.fixed_seed < 0):
-            raise ValueError(f"fixed_seed must be a non-negative integer, got {self.fixed_seed!r}")
+        check_seed("fixed_seed", self.fixed_seed, optional=True)
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
 
@@ -132,16 +130,6 @@ class PopulationPlan:
         return jobs
 
 
-def _on_gpu(device: str) -> bool:
-    if device == "cpu":
-        return False
-    if device.startswith("cuda"):
-        return True
-    import torch
-
-    return device == "auto" and torch.cuda.is_available()
-
-
 def train_jobs(jobs: list[Job], device: str = "auto", workers: int | None = None, progress: bool = True, ensemble: bool | None = None) -> dict[str, str]:
     """Train (or read, or resume) every job's run; return run folder -> error of those that failed.
 
@@ -150,7 +138,7 @@ def train_jobs(jobs: list[Job], device: str = "auto", workers: int | None = None
     worker processes of one torch thread (default :func:`default_workers`), or, with one
     worker, here one after another.  A run that fails does not stop the others."""
     failed: dict[str, str] = {}
-    ensemble = _on_gpu(device) if ensemble is None else ensemble
+    ensemble = on_gpu(device) if ensemble is None else ensemble
     workers = (1 if ensemble else default_workers(device)) if workers is None else workers
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be an integer >= 1, got {workers!r}")

@@ -139,15 +139,21 @@ def summary_row(task: str, cfg: RunConfig, metrics: dict, run_dir: str | Path) -
 def default_workers(device: str = "auto") -> int:
     """How many runs to train at once: one per CPU core up to the four runs on a CPU (each
     with one torch thread, the fastest use of the cores for models this small); one on a GPU."""
-    if device != "cpu" and (device.startswith("cuda") or (device == "auto" and _cuda_available())):
+    if on_gpu(device):
         return 1
     return max(1, min(len(REPRODUCE_TASKS) * len(REGIME_NAMES), os.cpu_count() or 1))
 
 
-def _cuda_available() -> bool:
+def on_gpu(device: str) -> bool:
+    """Whether ``device`` (``auto``, ``cpu``, ``cuda``, ``cuda:N``) trains on a CUDA GPU
+    (torch is imported only for ``auto``)."""
+    if device == "cpu":
+        return False
+    if device.startswith("cuda"):
+        return True
     import torch
 
-    return torch.cuda.is_available()
+    return device == "auto" and torch.cuda.is_available()
 
 
 def _train_run(cfg: RunConfig, run_dir: Path, device: str, progress: bool, threads: int | None) -> dict:

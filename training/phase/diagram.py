@@ -80,7 +80,7 @@ def phase_diagrams(
 ) -> PhaseDiagrams:
     """Rebuild ``sweep_dir/results.csv`` and write the figures it supports (or
     ``figure_names``) to ``out`` (default ``sweep_dir/phase_diagram.html``), each cell
-    selected by ``protocol`` (:data:`training.population.PROTOCOLS`: ``strict``, the final
+    selected by ``protocol`` (:data:`training.protocol.PROTOCOLS`: ``strict``, the final
     epoch of one lr; ``paper``, the best over lrs and epochs), which each title names.
 
     Everything is checked and built before the first write: a folder it refuses is left

@@ -32,7 +32,7 @@ def population_summaries(runs: Sequence[Run]) -> dict[Path, dict[str, Any]]:
     found: dict[Path, dict[str, Any]] = {}
     for root in dict.fromkeys(run.path.parent.parent.parent for run in runs):
         path = root / "summary.json"
-        if root in found or not path.is_file():
+        if not path.is_file():
             continue
         try:
             summary = json.loads(path.read_text(encoding="utf-8"))
