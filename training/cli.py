@@ -94,6 +94,60 @@ def run_options(func: Any) -> Any:
     return func
 
 
+#: The --slurm-* options: flag -> (click type, default, help naming the sbatch option it sets).
+SLURM_FLAGS: dict[str, tuple[Any, Any, str]] = {
+    "partition": (str, None, "Slurm partition (sbatch --partition) [default: the cluster's default]."),
+    "time": (click.IntRange(min=1), 60, "Minutes one job may run (sbatch --time): a chunk's limit, not the run's; a longer run checkpoints and is requeued."),
+    "gpus": (click.IntRange(min=0), 0, "GPUs per job (sbatch --gpus-per-node)."),
+    "cpus": (click.IntRange(min=1), 1, "CPUs per job (sbatch --cpus-per-task), also each run's torch threads."),
+    "mem": (click.FloatRange(min=0, min_open=True), None, "Memory per job in GB (sbatch --mem) [default: the partition's]."),
+    "array_parallelism": (click.IntRange(min=1), 256, "At most this many jobs of the array at once (the %N of sbatch --array)."),
+    "account": (str, None, "Account to charge (sbatch --account)."),
+    "qos": (str, None, "Quality of service (sbatch --qos)."),
+    "constraint": (str, None, "Node features, e.g. a GPU type (sbatch --constraint)."),
+    "signal_delay": (click.IntRange(min=1), 90, "Seconds before the time limit Slurm warns a job (sbatch --signal=USR2@S); a chunk ends twice this before the limit."),
+    "chunk_seconds": (click.FloatRange(min=0, min_open=True), None, "Seconds a job trains before it checkpoints and requeues itself [default: --slurm-time less twice --slurm-signal-delay]."),
+    "ensemble_size": (click.IntRange(min=1), None, "Train up to this many same-shape runs together in one job (GPUs) [default: one run per job]."),
+}
+
+
+def slurm_options(func: Any) -> Any:
+    """Decorate a command with the ``--slurm-*`` options (read by :func:`slurm_options_from`)."""
+    func = click.option("--slurm-cluster", type=click.Choice(["slurm", "local"]), default="slurm", show_default=True, help="local: submitit's local executor (this machine, the time limit simulated), to try the Slurm path without a cluster.")(func)
+    func = click.option("--slurm-no-wait", is_flag=True, help="Submit the jobs and return without waiting (run the same command again to see where they stand).")(func)
+    func = click.option("--slurm-setup", multiple=True, metavar="LINE", help="A shell line each job runs first, e.g. 'module load cuda' (repeatable).")(func)
+    func = click.option("--slurm-sbatch", multiple=True, metavar="OPTION=VALUE", help="Any other sbatch option, e.g. reservation=gpu-day for --reservation=gpu-day (repeatable).")(func)
+    for name, (kind, default, meaning) in reversed(SLURM_FLAGS.items()):
+        func = click.option("--slurm-" + name.replace("_", "-"), "slurm_" + name, type=kind, default=default, show_default=default is not None, help=meaning)(func)
+    return func
+
+
+def slurm_options_from(backend: str, device: str, kwargs: dict[str, Any]) -> Any:
+    """The :class:`training.launch.slurm.SlurmOptions` of the ``--slurm-*`` options (popped
+    from ``kwargs``); None unless ``backend`` is ``slurm`` (where any --slurm-* given is refused)."""
+    from training.launch.slurm import SlurmOptions
+
+    values = {k[len("slurm_"):]: kwargs.pop(k) for k in list(kwargs) if k.startswith("slurm_")}
+    if backend != "slurm":
+        defaults = {k: v[1] for k, v in SLURM_FLAGS.items()} | {"setup": (), "sbatch": (), "no_wait": False, "cluster": "slurm"}
+        given = sorted(k for k, v in values.items() if v != defaults[k])
+        if given:
+            raise ValueError(f"--slurm-{given[0].replace('_', '-')} applies to --backend slurm only")
+        return None
+    pairs = []
+    for item in values["sbatch"]:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip("-") or not value:
+            raise ValueError(f"--slurm-sbatch takes OPTION=VALUE (e.g. reservation=gpu-day), got {item!r}")
+        pairs.append((key.strip("-"), value))
+    return SlurmOptions(
+        partition=values["partition"], time_min=values["time"], gpus=values["gpus"], cpus=values["cpus"], mem_gb=values["mem"],
+        array_parallelism=values["array_parallelism"], account=values["account"], qos=values["qos"], constraint=values["constraint"],
+        signal_delay_s=values["signal_delay"], sbatch_args=tuple(pairs), setup=tuple(values["setup"]), chunk_seconds=values["chunk_seconds"],
+        ensemble_size=values["ensemble_size"], device=device, wait=not values["no_wait"], cluster=values["cluster"],
+    )  # fmt: skip
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(interp_init.__version__, "--version", prog_name="interp-init", message="%(prog)s %(version)s", help="Print the installed version (from the package metadata) and exit.")
 def cli() -> None:
@@ -155,9 +209,13 @@ def train_command(task: str, preset: str | None, seed: int, init_seed: int | Non
 @click.option("--workers", type=int, default=None, help="Runs trained at once, each in its own process with one torch thread [default: one per CPU core (up to 4) on a CPU; on a GPU one at a time, or with --seeds as ensembles of same-shape runs].")
 @click.option("--task", "tasks", multiple=True, metavar="TASK", help=f"A task to reproduce the flip on (repeatable): one with a small-init / large-init flip, registered or package.module:ClassName [default: {', '.join(REPRODUCE_TASKS)}].")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
+@click.option("--backend", type=click.Choice(["local", "ray", "slurm"]), default="local", show_default=True, help="With --seeds: local (this machine), ray (one Ray task per run) or slurm (one Slurm job per run through submitit: the --slurm-* options; docs/clusters.md).")
+@click.option("--address", default=None, metavar="ADDRESS", help="--backend ray: the Ray cluster's address (e.g. 'auto' or 127.0.0.1:6379); default: start a local Ray.")
+@slurm_options
 def reproduce_command(
     preset: str | None, seed: int | None, seeds: str | None, protocol: str, lrs: str | None, vary: str, fixed_seed: int | None,
-    out: str, device: str, precision: str, workers: int | None, tasks: tuple[str, ...], quiet: bool,
+    out: str, device: str, precision: str, workers: int | None, tasks: tuple[str, ...], quiet: bool, backend: str, address: str | None,
+    **slurm: Any,
 ) -> None:  # fmt: skip
     """Train small-init and large-init on the symmetric and id-ood tasks; print the flip.
 
@@ -165,13 +223,18 @@ def reproduce_command(
     offline report of the four runs); with --seeds, OUT/seed-S/<task>/<regime> per seed and
     the population in OUT/summary.json.  A rerun resumes.
     """
-    from training.population_runs import reproduce_job
+    from training.population_runs import Remote, reproduce_job
 
-    check_device(device)
+    if backend == "local" or (backend == "ray" and address is None):  # a cluster's devices are not this machine's
+        check_device(device)
+    slurm_opts = slurm_options_from(backend, device, slurm)
+    remote = None if backend == "local" else Remote(backend, address, slurm_opts)
+    if remote is None and address is not None:
+        raise ValueError("--address applies to --backend ray only")
     if preset is None:
         preset, why = default_preset(device)
         click.echo(f"interp-init: no --preset given: using --preset {preset} ({why})", err=True)
-    text, problem = reproduce_job(preset, seed, seeds, protocol, lrs, vary, fixed_seed, out, device, precision, workers, not quiet, tasks or None)
+    text, problem = reproduce_job(preset, seed, seeds, protocol, lrs, vary, fixed_seed, out, device, precision, workers, not quiet, tasks or None, remote)
     click.echo(text)
     # Not reproducing the flip is a result; a run that did not complete is a failure.
     if problem:
@@ -187,7 +250,7 @@ def reproduce_command(
 @click.option("--preset-name", metavar="NAME", help="A shipped sweep preset instead of SPEC (names: --list-presets).")
 @click.option("--run-preset", metavar="[" + "|".join(PRESET_CHOICES) + "]", help="Replace the spec's base run preset (tiny: a smoke test in seconds).")
 @click.option("--extend", is_flag=True, help="Add this spec's grid values to the sweep already in --out (same base and grid keys only); without it a folder holding another sweep is refused.")
-@click.option("--backend", type=click.Choice(BACKENDS), default="local", show_default=True, help="local: this machine (in this process or a process pool); ray: one Ray task per run; ensemble: same-shape runs trained together (for GPUs).")
+@click.option("--backend", type=click.Choice(BACKENDS), default="local", show_default=True, help="local: this machine (in this process or a process pool); ray: one Ray task per run; ensemble: same-shape runs trained together (for GPUs); slurm: one Slurm job per run through submitit (the --slurm-* options; docs/clusters.md).")
 @click.option("--workers", default=None, metavar="[N|auto]", help="local: 1 = sequential (default), N = process pool, 'auto' = one per core; ray without --address: the local Ray's CPUs (default: all).")
 @click.option("--threads", type=int, default=None, metavar="N", help="Torch threads per run (default: cores // workers; 1 per Ray task).")
 @click.option("--address", default=None, metavar="ADDRESS", help="Ray cluster address (e.g. 'auto' or 'ray://head:10001'); default: start a local Ray.")
@@ -196,10 +259,11 @@ def reproduce_command(
 @click.option("--dry-run", is_flag=True, help="Validate the spec (and, with --out, that the folder takes it) and list the runs; train nothing, write nothing.")
 @click.option("--list-presets", is_flag=True, help="List the shipped sweep presets and exit.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
+@slurm_options
 def sweep_command(
     spec: str | None, out: str | None, preset_name: str | None, run_preset: str | None, extend: bool, backend: str,
     workers: str | None, threads: int | None, address: str | None, device: str, ensemble_size: int | None, dry_run: bool,
-    list_presets: bool, quiet: bool,
+    list_presets: bool, quiet: bool, **slurm: Any,
 ) -> None:  # fmt: skip
     """Train every point of a grid SPEC (JSON or TOML) into --out; resumable; writes results.csv.
 
@@ -234,13 +298,13 @@ def sweep_command(
     from training.sweep.results import RESULTS_FILE, problem_summary
     from training.sweep.runner import run_sweep
 
-    if backend != "ray" or address is None:  # a Ray cluster's devices are not this machine's
+    if backend not in ("ray", "slurm") or (backend == "ray" and address is None):  # a cluster's devices are not this machine's
         check_device(device)
 
     options = SweepOptions(
         backend=backend, address=address, device=device, threads=threads,
         workers=parse_workers(workers) if workers is not None else (1 if backend == "local" else None),
-        progress=not quiet, ensemble_size=ensemble_size,
+        progress=not quiet, ensemble_size=ensemble_size, slurm=slurm_options_from(backend, device, slurm),
     )  # fmt: skip
     summary = run_sweep(sweep_spec, out, options, extend=extend)
     counts = ", ".join(f"{summary.count(s)} {s}" for s in ("completed", "diverged", "failed") if summary.count(s))

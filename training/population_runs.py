@@ -54,6 +54,25 @@ class Job:
     run_dir: Path
 
 
+@dataclass(frozen=True)
+class Remote:
+    """Where a population's runs train off this machine: ``backend`` ``ray`` (one Ray task
+    per run, at ``address``; a local Ray if None) or ``slurm`` (``slurm``: its
+    :class:`training.launch.slurm.SlurmOptions`)."""
+
+    backend: str
+    address: str | None = None
+    slurm: Any = None
+
+    def __post_init__(self) -> None:
+        if self.backend not in ("ray", "slurm"):
+            raise ValueError(f"a population trains remotely on ray or slurm, got {self.backend!r}")
+        if (self.slurm is not None) != (self.backend == "slurm"):
+            raise ValueError("the slurm backend takes its SlurmOptions, and only it does")
+        if self.address is not None and self.backend != "ray":
+            raise ValueError("--address applies to --backend ray only")
+
+
 def _check_distinct(name: str, values: Any) -> None:
     if not isinstance(values, tuple) or not values:
         raise ValueError(f"{name} must be a non-empty tuple, got {values!r}")
@@ -130,13 +149,19 @@ class PopulationPlan:
         return jobs
 
 
-def train_jobs(jobs: list[Job], device: str = "auto", workers: int | None = None, progress: bool = True, ensemble: bool | None = None) -> dict[str, str]:
+def train_jobs(
+    jobs: list[Job], device: str = "auto", workers: int | None = None, progress: bool = True, ensemble: bool | None = None, remote: Remote | None = None
+) -> dict[str, str]:
     """Train (or read, or resume) every job's run; return run folder -> error of those that failed.
+
+    ``remote``: on a Ray cluster or Slurm instead (:func:`train_remote`).
 
     ``ensemble`` (default: on a CUDA GPU): same-shape runs train together
     (:func:`training.ensemble.train_ensemble`); otherwise ``workers`` runs at once in
     worker processes of one torch thread (default :func:`default_workers`), or, with one
     worker, here one after another.  A run that fails does not stop the others."""
+    if remote is not None:
+        return train_remote(jobs, device, remote)
     failed: dict[str, str] = {}
     ensemble = on_gpu(device) if ensemble is None else ensemble
     workers = (1 if ensemble else default_workers(device)) if workers is None else workers
@@ -184,6 +209,36 @@ def train_jobs(jobs: list[Job], device: str = "auto", workers: int | None = None
     return failed
 
 
+def train_remote(jobs: list[Job], device: str, remote: Remote) -> dict[str, str]:
+    """Train ``jobs`` through Ray (the sweep's ``ray`` backend) or Slurm
+    (:class:`training.launch.slurm.SlurmLauncher`); return run folder -> error of those not finished."""
+    import os
+
+    from training.launch.base import Job as LaunchJob
+
+    root = Path(os.path.commonpath([j.run_dir.resolve() for j in jobs]))
+    named = [LaunchJob(str(j.run_dir.resolve().relative_to(root)), j.config, j.run_dir.resolve()) for j in jobs]
+    by_name = {j.name: j.run_dir for j in named}
+    failed: dict[str, str] = {}
+
+    def record(name: str, status: str, error: str = "") -> None:
+        if status not in ("completed", "diverged"):
+            failed[str(by_name[name])] = f"{status}: {error}" if error else status
+
+    if remote.backend == "slurm":
+        from training.launch.slurm import SlurmLauncher
+
+        for ret in SlurmLauncher(remote.slurm, root).launch(named):
+            record(ret.name, ret.status, ret.error or "")
+    else:
+        from training.sweep.runner import _import_ray, _run_ray
+        from training.sweep.spec import SweepOptions, SweepPoint
+
+        options = SweepOptions(backend="ray", address=remote.address, device=device, threads=1, workers=None, progress=False)
+        _run_ray(_import_ray(), [SweepPoint(j.name, {}, j.config) for j in named], root, options, record)
+    return failed
+
+
 def read_population(plan: PopulationPlan, out: str | Path) -> Population:
     """The population of ``plan`` from the run folders under ``out``, under its protocol."""
     jobs = plan.jobs(out)
@@ -214,7 +269,7 @@ def write_member_summaries(plan: PopulationPlan, out: str | Path) -> None:
 
 
 def reproduce_population(
-    plan: PopulationPlan, out: str | Path, device: str = "auto", workers: int | None = None, progress: bool = True
+    plan: PopulationPlan, out: str | Path, device: str = "auto", workers: int | None = None, progress: bool = True, remote: Remote | None = None
 ) -> Population:
     """Train every run of ``plan`` into ``out`` (resumable), read the population, write
     ``out/summary.json`` and ``out/summary-<protocol>.json`` (and each member's, under
@@ -222,16 +277,16 @@ def reproduce_population(
     :class:`PopulationFailed` naming the runs that failed (the others stay done)."""
     Path(out).mkdir(parents=True, exist_ok=True)
     with hold_folder(Path(out), REPRODUCE_BUSY):
-        return _reproduce_population_held(plan, out, device, workers, progress)
+        return _reproduce_population_held(plan, out, device, workers, progress, remote)
 
 
-def _reproduce_population_held(plan: PopulationPlan, out: str | Path, device: str, workers: int | None, progress: bool) -> Population:
+def _reproduce_population_held(plan: PopulationPlan, out: str | Path, device: str, workers: int | None, progress: bool, remote: Remote | None = None) -> Population:
     """:func:`reproduce_population` while this process holds ``out``."""
     jobs = list({job.run_dir: job for job in plan.jobs(out)}.values())
     if progress:
         print(f"{len(jobs)} runs: {len(plan.seeds)} seeds x {len(plan.tasks)} tasks x {len(REGIME_NAMES)} regimes"
               + (f" x {len(plan.lrs)} lrs" if plan.lrs else "") + f" -> {out}", file=sys.stderr, flush=True)  # fmt: skip
-    failed = train_jobs(jobs, device, workers, progress)
+    failed = train_jobs(jobs, device, workers, progress, remote=remote)
     if failed:
         listed = "; ".join(f"{d}: {e}" for d, e in list(failed.items())[:3]) + ("; ..." if len(failed) > 3 else "")
         raise PopulationFailed(f"{len(failed)} of {len(jobs)} runs failed ({listed}); the others are kept: rerun to resume")
@@ -266,7 +321,9 @@ def population_plan(
     return PopulationPlan(preset, seed_list, protocol, lr_list, vary, fixed_seed, precision, REPRODUCE_TASKS if tasks is None else tuple(tasks))
 
 
-def run_population_cli(plan: PopulationPlan, out: str | Path, device: str, workers: int | None, progress: bool) -> tuple[str, str | None]:
+def run_population_cli(
+    plan: PopulationPlan, out: str | Path, device: str, workers: int | None, progress: bool, remote: Remote | None = None
+) -> tuple[str, str | None]:
     """``interp-init reproduce --seeds``: train, read, write the summary and the report;
     return the text to print and one line on what did not complete (None if all did)."""
     import time
@@ -275,7 +332,7 @@ def run_population_cli(plan: PopulationPlan, out: str | Path, device: str, worke
 
     start = time.perf_counter()
     try:
-        population = reproduce_population(plan, out, device=device, workers=workers, progress=progress)
+        population = reproduce_population(plan, out, device=device, workers=workers, progress=progress, remote=remote)
     except PopulationFailed as err:
         return "", str(err)
     first = [str(j.run_dir) for j in plan.jobs(out) if j.seed == plan.seeds[0]]
@@ -322,14 +379,18 @@ def single_seed_cli(
 def reproduce_job(
     preset: str, seed: int | None, seeds: str | None, protocol: str, lrs: str | None, vary: str, fixed_seed: int | None,
     out: str | Path, device: str, precision: str, workers: int | None, progress: bool, tasks: Sequence[str] | None = None,
+    remote: Remote | None = None,
 ) -> tuple[str, str | None]:  # fmt: skip
     """``interp-init reproduce``: one draw (``seed``, default 0) or a population (``seeds``,
-    a comma list); return the text to print and one line on what did not complete."""
+    a comma list; ``remote``: trained on Ray or Slurm); return the text to print and one
+    line on what did not complete."""
     if seeds is not None and seed is not None:
         raise ValueError("give --seed S (one draw) or --seeds S1,S2,... (a population), not both")
     if seeds is None:
         if (protocol, lrs, vary, fixed_seed) != ("strict", None, "both", None):
             raise ValueError("--protocol paper, --lrs, --vary and --fixed-seed describe a population: give --seeds S1,S2,...")
+        if remote is not None:
+            raise ValueError(f"--backend {remote.backend} trains a population: give --seeds S1,S2,... (one draw trains here)")
         return single_seed_cli(preset, 0 if seed is None else seed, out, device, precision, workers, progress, tasks)
     plan = population_plan(preset, seeds, protocol, lrs, vary, fixed_seed, precision, tasks)
-    return run_population_cli(plan, out, device, workers, progress)
+    return run_population_cli(plan, out, device, workers, progress, remote)

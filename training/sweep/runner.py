@@ -18,6 +18,8 @@ Backends (:class:`~training.sweep.spec.SweepOptions`):
   sees at the same path (see ``docs/sweeps.md``).
 * ``ensemble``: points with the same shape trained together by
   ``training.ensemble.train_ensemble`` (many models at once with ``torch.func``; for GPUs).
+* ``slurm``: one Slurm job per run through submitit, in chunks that requeue themselves
+  (:class:`training.launch.slurm.SlurmLauncher`; docs/clusters.md).
 
 A run that raises is recorded as ``failed`` (``error.txt`` in its folder, with the
 traceback) and the sweep goes on; the next sweep over the same folder retries it.  A run
@@ -65,12 +67,16 @@ class SweepSummary:
         return f"{head}\n{self.results.to_html(index=False)}"
 
 
-def run_point(cfg: RunConfig, run_dir: str | Path, device: str = "auto", threads: int | None = None) -> tuple[str, str]:
+def run_point(
+    cfg: RunConfig, run_dir: str | Path, device: str = "auto", threads: int | None = None, deadline: float | None = None
+) -> tuple[str, str]:
     """Train one grid point into ``run_dir``; never raises for a failed run.
 
     Returns ``(status, error)``: the ``metrics.json`` status, or ``"failed"`` with the
     exception (also written, with its traceback, to ``run_dir/error.txt``).  Also caches
-    the run's stable ranks (:func:`~training.sweep.results.run_stable_ranks`).
+    the run's stable ranks (:func:`~training.sweep.results.run_stable_ranks`).  With
+    ``deadline`` (:func:`training.train`'s) a run stopped before its last epoch is
+    ``running``, its checkpoint on disk.
     """
     from training.loop import train
 
@@ -79,9 +85,10 @@ def run_point(cfg: RunConfig, run_dir: str | Path, device: str = "auto", threads
         torch.set_num_threads(threads)
     folder = RunFolder(run_dir)
     try:
-        result = train(cfg, folder.path, device=device, progress=False)
+        result = train(cfg, folder.path, device=device, progress=False, deadline=deadline)
         status = str(result.metrics.get("status"))
-        record_stable_ranks(folder.path, result.model)
+        if result.finished:
+            record_stable_ranks(folder.path, result.model)
         del result
     except RunFolderBusy as err:  # another process trains it now: not a failure, and not ours to record
         torch.set_num_threads(previous_threads)
@@ -192,6 +199,8 @@ def _run_held(
             _run_local(pending, out, options, record)
         elif options.backend == "ray":
             _run_ray(ray, pending, out, options, record)
+        elif options.backend == "slurm":
+            _run_slurm(pending, out, options, record)
         else:
             _run_ensemble(train_ensemble, pending, out, options, record)
     finally:
@@ -255,6 +264,14 @@ def _run_ray(ray: Any, pending: list[SweepPoint], out: Path, options: SweepOptio
     finally:
         if started:
             ray.shutdown()
+
+
+def _run_slurm(pending: list[SweepPoint], out: Path, options: SweepOptions, record: Callable) -> None:
+    from training.launch.base import Job
+    from training.launch.slurm import SlurmLauncher
+
+    for ret in SlurmLauncher(options.slurm, out).launch([Job(p.name, p.config, out / p.name) for p in pending]):
+        record(ret.name, ret.status, ret.error or "")
 
 
 def _import_ensemble() -> Callable:

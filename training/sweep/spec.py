@@ -41,7 +41,7 @@ from training.config import OPTIONS, PRESETS, RunConfig, make_run_config, preset
 #: The file of a sweep folder that records its spec.
 SPEC_FILE = "sweep.json"
 #: Where the grid's points are trained (:class:`SweepOptions`).
-BACKENDS = ("local", "ray", "ensemble")
+BACKENDS = ("local", "ray", "ensemble", "slurm")
 #: Keys of a spec's ``base`` besides the flat options.
 BASE_EXTRA_KEYS = ("preset",)
 #: The most points a sweep's grid may have (checked before any config is built).
@@ -261,7 +261,8 @@ class SweepOptions:
     local Ray instance (``None``: Ray's default).  ``threads``: torch threads per run
     (``None``: ``cores // workers`` in a pool, 1 per Ray task, unchanged when sequential).
     ``ensemble_size``: for ``ensemble``, at most this many models per ensemble (``None``:
-    every same-shape point at once).
+    every same-shape point at once).  ``slurm``: for ``slurm``, what the jobs ask the
+    cluster for (a :class:`training.launch.slurm.SlurmOptions`).
     """
 
     backend: str = "local"
@@ -271,6 +272,7 @@ class SweepOptions:
     threads: int | None = None
     progress: bool = True
     ensemble_size: int | None = None
+    slurm: Any = None
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -283,6 +285,8 @@ class SweepOptions:
             raise ValueError(f"ensemble_size applies to the ensemble backend only, got backend {self.backend!r}")
         if self.address is not None and self.backend != "ray":
             raise ValueError(f"address applies to the ray backend only, got backend {self.backend!r}")
+        if (self.slurm is not None) != (self.backend == "slurm"):
+            raise ValueError("the slurm backend takes its SlurmOptions (slurm=...), and only it does")
 
 
 # ------------------------------------------------------------ one sweep per folder

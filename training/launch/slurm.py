@@ -1,0 +1,373 @@
+"""Train runs on a Slurm cluster through submitit: one job per run (an array), in chunks that
+requeue themselves from their checkpoint until the run is done.
+
+:class:`SlurmLauncher` takes the :class:`~training.launch.base.Job` s of a study (a sweep, a
+population, the GPU suite) and:
+
+* **reads the study folder first**, the single source of truth: a finished run
+  (``completed``/``diverged``) is not submitted; nor is one a live process trains now (its
+  run folder is held) or one whose recorded Slurm job (``STUDY/.slurm/jobs.json``) is still
+  queued or running.  So a second launch after a crash, a ``scancel`` or a lost login node
+  submits only what is unfinished;
+* **submits the rest as one job array** (``--array=0-N%P``, ``P`` =
+  :attr:`SlurmOptions.array_parallelism`), one run per array task (or, with
+  :attr:`SlurmOptions.ensemble_size`, groups of same-shape runs trained together by
+  ``training.ensemble.train_ensemble``: the GPU's way);
+* **trains in chunks**: each job trains with a deadline
+  (:func:`training.launch.base.train_job`'s), :attr:`SlurmOptions.chunk_seconds` after it
+  started, by default twice the signal delay before the time limit.  The run checkpoints
+  and stops after the epoch that passes it, and the job hands itself to submitit's
+  requeue (:class:`RunChunk` is a ``submitit.helpers.Checkpointable``; the job sends
+  itself the signal Slurm sends at ``--signal=USR2@S``, submitit calls
+  :meth:`RunChunk.checkpoint` and ``scontrol requeue`` s the job).  If an epoch overshoots
+  and Slurm's own signal comes first, the same path requeues the job from the last
+  checkpoint on disk.  The chunks end with the same weights as one uninterrupted run;
+* **waits** (:attr:`SlurmOptions.wait`) until every submitted run is finished or its job
+  has ended, and returns each run's status read from its folder: a job that ended with its
+  run unfinished (``scancel``, a node lost, out of memory) is ``failed``, its
+  ``error.txt`` saying so; launching again resumes it from its checkpoint.
+
+``SlurmOptions(cluster="local")`` runs the same jobs through submitit's local executor
+(processes on this machine, the time limit and the requeue simulated): the tests use it
+where no Slurm is installed.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus, atomic_write, write_json
+from training.launch.base import Job, JobReturn, Launcher, register_launcher, train_job
+
+#: Where a launch keeps submitit's files and its record of submitted jobs, inside the study folder.
+SLURM_FOLDER = ".slurm"
+#: The record of which Slurm job trains which run (run name -> job id).
+JOBS_FILE = "jobs.json"
+#: Slurm job states in which a job still holds (or will hold) its run.
+LIVE_STATES = frozenset(
+    {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SUSPENDED", "SIGNALING", "STAGE_OUT"}
+)
+CLUSTERS = ("slurm", "local")
+_SUBMITIT_MISSING = "the slurm backend needs submitit: pip install 'interp-init[slurm]'"
+
+
+@dataclass(frozen=True)
+class SlurmOptions:
+    """What a Slurm launch asks the cluster for (each field names the ``sbatch`` option it sets).
+
+    ``partition`` (``--partition``), ``time_min`` (``--time``, minutes: each chunk's time
+    limit, not the run's: a longer run is requeued), ``gpus`` (``--gpus-per-node``),
+    ``cpus`` (``--cpus-per-task``, also each run's torch threads), ``mem_gb`` (``--mem``),
+    ``array_parallelism`` (the ``%P`` of ``--array``: at most this many jobs at once),
+    ``account`` (``--account``), ``qos`` (``--qos``), ``constraint`` (``--constraint``),
+    ``signal_delay_s`` (``--signal=USR2@S``: the warning before the time limit),
+    ``sbatch_args`` (any other ``sbatch`` option, ``(("reservation", "x"),)`` for
+    ``--reservation=x``) and ``setup`` (shell lines run before each job, e.g.
+    ``module load cuda``).
+
+    ``chunk_seconds``: how long a job trains before it checkpoints and requeues itself
+    [default: the time limit less twice ``signal_delay_s``].  ``ensemble_size``: train up
+    to this many same-shape runs together in one job (GPUs) [default: one run per job].
+    ``max_requeues``: how many times one job may be requeued.  ``device``: where a job
+    trains (``auto``: its GPU when it has one).  ``wait``: wait for the jobs (else return
+    once they are submitted); ``poll_s``: how often to look while waiting.  ``cluster``:
+    ``slurm``, or ``local`` for submitit's local executor (tests).
+    """
+
+    partition: str | None = None
+    time_min: int = 60
+    gpus: int = 0
+    cpus: int = 1
+    mem_gb: float | None = None
+    array_parallelism: int = 256
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    signal_delay_s: int = 90
+    sbatch_args: tuple[tuple[str, str], ...] = ()
+    setup: tuple[str, ...] = ()
+    chunk_seconds: float | None = None
+    ensemble_size: int | None = None
+    max_requeues: int = 1000
+    device: str = "auto"
+    wait: bool = True
+    poll_s: float = 10.0
+    cluster: str = "slurm"
+
+    def __post_init__(self) -> None:
+        for name in ("time_min", "cpus", "array_parallelism", "signal_delay_s", "max_requeues"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"slurm {name} must be an integer >= 1, got {value!r}")
+        if isinstance(self.gpus, bool) or not isinstance(self.gpus, int) or self.gpus < 0:
+            raise ValueError(f"slurm gpus must be an integer >= 0, got {self.gpus!r}")
+        if self.ensemble_size is not None and (isinstance(self.ensemble_size, bool) or not isinstance(self.ensemble_size, int) or self.ensemble_size < 1):
+            raise ValueError(f"slurm ensemble_size must be an integer >= 1 (or None: one run per job), got {self.ensemble_size!r}")
+        for name in ("mem_gb", "chunk_seconds", "poll_s"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
+                raise ValueError(f"slurm {name} must be a positive number, got {value!r}")
+        if self.cluster not in CLUSTERS:
+            raise ValueError(f"slurm cluster must be one of {CLUSTERS}, got {self.cluster!r}")
+        if self.chunk_seconds is None and self.time_min * 60 <= 2 * self.signal_delay_s:
+            raise ValueError(
+                f"slurm time_min {self.time_min} leaves no chunk: a chunk ends twice the signal delay ({self.signal_delay_s} s) "
+                "before the time limit; give a longer --slurm-time or a shorter --slurm-signal-delay"
+            )
+        for pair in self.sbatch_args:
+            if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(p, str) and p for p in pair)):
+                raise ValueError(f"slurm sbatch_args must be (option, value) pairs such as ('reservation', 'gpu-day'), got {pair!r}")
+
+    @property
+    def chunk_s(self) -> float:
+        """Seconds one job trains before it checkpoints and requeues itself."""
+        return self.chunk_seconds if self.chunk_seconds is not None else self.time_min * 60 - 2 * self.signal_delay_s
+
+    def executor_parameters(self) -> dict[str, Any]:
+        """The submitit executor's parameters (``SlurmExecutor``'s are ``sbatch`` options)."""
+        if self.cluster == "local":
+            return {"timeout_min": self.time_min, "gpus_per_node": self.gpus, "signal_delay_s": self.signal_delay_s}
+        params: dict[str, Any] = {
+            "time": self.time_min, "cpus_per_task": self.cpus, "signal_delay_s": self.signal_delay_s,
+            "array_parallelism": self.array_parallelism, "job_name": "interp-init",
+        }  # fmt: skip
+        if self.gpus:
+            params["gpus_per_node"] = self.gpus
+        optional = {"partition": self.partition, "account": self.account, "qos": self.qos, "constraint": self.constraint}
+        params.update({k: v for k, v in optional.items() if v is not None})
+        if self.mem_gb is not None:
+            params["mem"] = f"{max(1, round(self.mem_gb * 1024))}M"
+        if self.setup:
+            params["setup"] = list(self.setup)
+        if self.sbatch_args:
+            params["additional_parameters"] = dict(self.sbatch_args)
+        return params
+
+
+class RunChunk:
+    """One Slurm job's work: train its runs for one chunk, then requeue itself until they are done.
+
+    A ``submitit.helpers.Checkpointable`` (:func:`_checkpointable` makes the class once
+    submitit is imported): its ``checkpoint`` resubmits the same call, which resumes every
+    run from its folder's checkpoint.
+    """
+
+    def __init__(self, jobs: tuple[Job, ...], device: str, threads: int, chunk_s: float) -> None:
+        self.jobs, self.device, self.threads, self.chunk_s = jobs, device, threads, chunk_s
+
+    def __call__(self) -> list[JobReturn]:
+        deadline = time.monotonic() + self.chunk_s
+        returns = train_group(self.jobs, self.device, self.threads, deadline)
+        if any(RunFolder(j.run_dir).status() == RunStatus.INTERRUPTED for j in self.jobs):
+            self.requeue()
+        return returns
+
+    def requeue(self) -> None:
+        """Hand this job to submitit's requeue: the signal Slurm sends before the time limit
+        (submitit calls :meth:`checkpoint`, requeues the job and exits)."""
+        import submitit
+
+        os.kill(os.getpid(), submitit.JobEnvironment._usr_sig())
+        time.sleep(60)  # the handler runs on the next bytecode; it exits this process
+        raise RuntimeError("submitit did not requeue the job after its chunk")
+
+
+def train_group(jobs: Sequence[Job], device: str, threads: int, deadline: float | None) -> list[JobReturn]:
+    """Train ``jobs`` until ``deadline``: one by one (:func:`~training.launch.base.train_job`),
+    or several together as one ensemble (same-shape runs) with the same failure policy."""
+    import torch
+
+    torch.set_num_threads(threads)
+    todo = [j for j in jobs if RunFolder(j.run_dir).status() not in FINISHED_STATUSES]
+    if len(todo) <= 1:
+        return [train_job(j, device, threads, deadline) for j in jobs]
+    import traceback
+
+    from training.ensemble import train_ensemble
+    from training.sweep.runner import _record_failure
+
+    try:
+        train_ensemble([j.config for j in todo], [j.run_dir for j in todo], device=device, progress=False, deadline=deadline)
+    except Exception as err:  # noqa: BLE001 - the group fails, written into each run's error.txt
+        for job in todo:
+            _record_failure(RunFolder(job.run_dir), job.config, f"{type(err).__name__}: {err}\n\n{traceback.format_exc()}")
+    return [JobReturn(j.name, str(RunFolder(j.run_dir).status())) for j in jobs]
+
+
+def _checkpointable() -> type:
+    """:class:`RunChunk` as a ``submitit.helpers.Checkpointable`` (submitit imported here, not at import time)."""
+    try:
+        import submitit
+    except ImportError as err:
+        raise ValueError(_SUBMITIT_MISSING) from err
+
+    class SubmititRunChunk(RunChunk, submitit.helpers.Checkpointable):
+        pass
+
+    SubmititRunChunk.__module__, SubmititRunChunk.__qualname__ = __name__, "SubmititRunChunk"
+    globals()["SubmititRunChunk"] = SubmititRunChunk
+    return SubmititRunChunk
+
+
+def live_jobs(job_ids: Sequence[str]) -> dict[str, str]:
+    """Job id -> state of those of ``job_ids`` Slurm still holds (queued, running, requeued), from ``squeue``."""
+    if not job_ids:
+        return {}
+    try:
+        out = subprocess.run(["squeue", "-h", "-r", "-t", "all", "-o", "%i|%T", "-u", getpass.getuser()], capture_output=True, text=True, timeout=60, check=True).stdout
+    except (OSError, subprocess.SubprocessError) as err:
+        raise RuntimeError(f"cannot read Slurm's queue (squeue): {err}") from err
+    wanted = set(job_ids)
+    states = dict(line.split("|", 1) for line in out.splitlines() if "|" in line)
+    return {i: s for i, s in states.items() if i in wanted and s in LIVE_STATES}
+
+
+@dataclass
+class _Submitted:
+    jobs: tuple[Job, ...]
+    handle: Any  # the submitit Job
+    job_id: str
+    returns: dict[str, JobReturn] = field(default_factory=dict)
+
+
+@register_launcher
+class SlurmLauncher(Launcher):
+    """Trains jobs on Slurm through submitit (see the module docstring); ``study`` is the
+    folder that holds the runs, where ``.slurm/`` keeps submitit's logs and the job record."""
+
+    name: ClassVar[str] = "slurm"
+
+    def __init__(self, options: SlurmOptions, study: str | Path) -> None:
+        self.options = options
+        self.study = Path(study)
+        self.folder = self.study / SLURM_FOLDER
+
+    # ------------------------------------------------------------ the record of submitted jobs
+
+    def _record(self) -> dict[str, str]:
+        path = self.folder / JOBS_FILE
+        try:
+            return {str(k): str(v) for k, v in json.loads(path.read_text()).items()}
+        except FileNotFoundError:
+            return {}
+        except (ValueError, AttributeError):  # damaged: every run is then judged by its folder alone
+            return {}
+
+    def _live(self, job_ids: Sequence[str], handles: dict[str, Any] | None = None) -> set[str]:
+        if self.options.cluster == "local":  # the local executor's jobs are this process's children
+            return {i for i in job_ids if handles and i in handles and not handles[i].done()}
+        return set(live_jobs(job_ids))
+
+    # ------------------------------------------------------------ launch
+
+    def launch(self, jobs: Sequence[Job]) -> list[JobReturn]:
+        """Submit every unfinished job not trained elsewhere; wait for them (``wait``); one
+        :class:`JobReturn` per job, in order, from its run folder."""
+        executor_class = _executor_class(self.options.cluster)
+        returns: dict[str, JobReturn] = {}
+        record = self._record()
+        live = self._live(list(set(record.values())))
+        todo = []
+        for job in jobs:
+            folder = RunFolder(job.run_dir)
+            status = folder.status()
+            if status in FINISHED_STATUSES:
+                returns[job.name] = JobReturn(job.name, str(status))
+            elif folder.is_busy():
+                returns[job.name] = JobReturn(job.name, RunStatus.RUNNING, f"{job.run_dir} is being trained by another process")
+            elif record.get(job.name) in live:
+                returns[job.name] = JobReturn(job.name, RunStatus.RUNNING, f"Slurm job {record[job.name]} already holds it")
+            else:
+                todo.append(job)
+        submitted = self._submit(executor_class, todo)
+        record.update({job.name: s.job_id for s in submitted for job in s.jobs})
+        self.folder.mkdir(parents=True, exist_ok=True)
+        write_json(self.folder / JOBS_FILE, record)
+        if submitted:
+            print(f"slurm: submitted {len(todo)} runs as {len(submitted)} jobs ({', '.join(s.job_id for s in submitted[:4])}"
+                  f"{', ...' if len(submitted) > 4 else ''}); logs in {self.folder}", file=sys.stderr, flush=True)  # fmt: skip
+        if self.options.wait:
+            self._wait(submitted)
+        for s in submitted:
+            for job in s.jobs:
+                returns[job.name] = s.returns.get(job.name) or JobReturn(job.name, RunStatus.RUNNING, f"submitted as Slurm job {s.job_id}")
+        return [returns[job.name] for job in jobs]
+
+    def _groups(self, jobs: list[Job]) -> list[tuple[Job, ...]]:
+        size = self.options.ensemble_size
+        if size is None:
+            return [(job,) for job in jobs]
+        from training.sweep.runner import ensemble_key
+
+        by_key: dict[Any, list[Job]] = {}
+        for job in jobs:
+            by_key.setdefault(ensemble_key(job.config, job.run_dir), []).append(job)
+        return [tuple(g[i : i + size]) for g in by_key.values() for i in range(0, len(g), size)]
+
+    def _submit(self, executor_class: Any, jobs: list[Job]) -> list[_Submitted]:
+        if not jobs:
+            return []
+        executor = executor_class(folder=self.folder / "%j", max_num_timeout=self.options.max_requeues)
+        executor.update_parameters(**self.options.executor_parameters())
+        chunk_class = _checkpointable()
+        groups = self._groups(jobs)
+        calls = [chunk_class(group, self.options.device, self.options.cpus, self.options.chunk_s) for group in groups]
+        with executor.batch():
+            handles = [executor.submit(call) for call in calls]
+        return [_Submitted(group, handle, str(handle.job_id)) for group, handle in zip(groups, handles, strict=True)]
+
+    def _wait(self, submitted: list[_Submitted]) -> None:
+        """Until every submitted run is finished or its job has ended: then its status from its folder."""
+        handles = {s.job_id: s.handle for s in submitted}
+        pending = list(submitted)
+        while pending:
+            live = self._live([s.job_id for s in pending], handles)
+            still = []
+            for s in pending:
+                done = all(RunFolder(j.run_dir).status() in FINISHED_STATUSES for j in s.jobs)
+                if done or (s.job_id not in live and not any(RunFolder(j.run_dir).is_busy() for j in s.jobs)):
+                    s.returns = {j.name: self._ended(j, s.job_id) for j in s.jobs}
+                else:
+                    still.append(s)
+            pending = still
+            if pending:
+                time.sleep(self.options.poll_s)
+
+    def _ended(self, job: Job, job_id: str) -> JobReturn:
+        """A run whose job has ended: its folder's status; unfinished, it is ``failed`` (``error.txt``)."""
+        folder = RunFolder(job.run_dir)
+        status = folder.status()
+        if status in FINISHED_STATUSES:
+            return JobReturn(job.name, str(status))
+        if status == RunStatus.FAILED:
+            text = folder.error_path.read_text(errors="replace").strip().splitlines()
+            return JobReturn(job.name, RunStatus.FAILED, text[0] if text else f"see {folder.error_path}")
+        error = (f"Slurm job {job_id} ended before the run finished (cancelled, timed out, killed or out of memory; "
+                 f"its log: {self.folder / job_id}); launch again to resume from its checkpoint")  # fmt: skip
+        if folder.path.is_dir():
+            atomic_write(folder.error_path, error + "\n")
+        return JobReturn(job.name, RunStatus.FAILED, error)
+
+
+def _executor_class(cluster: str) -> Any:
+    try:
+        import submitit
+    except ImportError as err:
+        raise ValueError(_SUBMITIT_MISSING) from err
+    return submitit.SlurmExecutor if cluster == "slurm" else submitit.LocalExecutor
+
+
+def __getattr__(name: str) -> Any:
+    """``SubmititRunChunk`` on first use (how a job's process unpickles its :class:`RunChunk`)."""
+    if name == "SubmititRunChunk":
+        return _checkpointable()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
