@@ -14,8 +14,8 @@ population, the GPU suite) and:
   :attr:`SlurmOptions.ensemble_size`, groups of same-shape runs trained together by
   ``training.ensemble.train_ensemble``: the GPU's way);
 * **trains in chunks**: each job trains with a deadline
-  (:func:`training.launch.base.train_job`'s), :attr:`SlurmOptions.chunk_seconds` after it
-  started, by default twice the signal delay before the time limit.  The run checkpoints
+  (:func:`training.launch.base.train_job`'s) twice the signal delay before its time limit
+  (the time left read from Slurm), or :attr:`SlurmOptions.chunk_seconds` after it started.  The run checkpoints
   and stops after the epoch that passes it, and the job hands itself to submitit's
   requeue (:class:`RunChunk` is a ``submitit.helpers.Checkpointable``; the job sends
   itself the signal Slurm sends at ``--signal=USR2@S``, submitit calls
@@ -58,6 +58,9 @@ LIVE_STATES = frozenset(
 )
 CLUSTERS = ("slurm", "local")
 _SUBMITIT_MISSING = "the slurm backend needs submitit: pip install 'interp-init[slurm]'"
+#: When this module was imported: in a job, as its process unpickles its :class:`RunChunk`,
+#: seconds after the job started; a chunk's clock starts here (torch's import counts).
+_IMPORTED = time.monotonic()
 
 
 @dataclass(frozen=True)
@@ -74,8 +77,10 @@ class SlurmOptions:
     ``--reservation=x``) and ``setup`` (shell lines run before each job, e.g.
     ``module load cuda``).
 
-    ``chunk_seconds``: how long a job trains before it checkpoints and requeues itself
-    [default: the time limit less twice ``signal_delay_s``].  ``ensemble_size``: train up
+    A job trains until twice ``signal_delay_s`` before its time limit (an epoch that ends
+    past that still ends before Slurm's signal, unless one epoch takes longer than the
+    signal delay), or for ``chunk_seconds`` from its process's start if that is sooner;
+    then it checkpoints and requeues itself.  ``ensemble_size``: train up
     to this many same-shape runs together in one job (GPUs) [default: one run per job].
     ``max_requeues``: how many times one job may be requeued.  ``device``: where a job
     trains (``auto``: its GPU when it has one).  ``wait``: wait for the jobs (else return
@@ -127,11 +132,6 @@ class SlurmOptions:
             if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(p, str) and p for p in pair)):
                 raise ValueError(f"slurm sbatch_args must be (option, value) pairs such as ('reservation', 'gpu-day'), got {pair!r}")
 
-    @property
-    def chunk_s(self) -> float:
-        """Seconds one job trains before it checkpoints and requeues itself."""
-        return self.chunk_seconds if self.chunk_seconds is not None else self.time_min * 60 - 2 * self.signal_delay_s
-
     def executor_parameters(self) -> dict[str, Any]:
         """The submitit executor's parameters (``SlurmExecutor``'s are ``sbatch`` options)."""
         if self.cluster == "local":
@@ -158,16 +158,28 @@ class RunChunk:
 
     A ``submitit.helpers.Checkpointable`` (:func:`_checkpointable` makes the class once
     submitit is imported): its ``checkpoint`` resubmits the same call, which resumes every
-    run from its folder's checkpoint.
+    run from its folder's checkpoint.  The chunk ends ``margin_s`` before the job's time
+    limit (the time left read from Slurm, ``squeue -o %L``; else ``time_s`` from this
+    process's start), or ``chunk_s`` after this process started if that is sooner.
     """
 
-    def __init__(self, jobs: tuple[Job, ...], device: str, threads: int, chunk_s: float) -> None:
-        self.jobs, self.device, self.threads, self.chunk_s = jobs, device, threads, chunk_s
+    def __init__(self, jobs: tuple[Job, ...], device: str, threads: int, time_s: float, margin_s: float, chunk_s: float | None) -> None:
+        self.jobs, self.device, self.threads = jobs, device, threads
+        self.time_s, self.margin_s, self.chunk_s = time_s, margin_s, chunk_s
+
+    def deadline(self) -> float:
+        """The ``time.monotonic()`` at which this chunk's runs checkpoint and stop."""
+        now = time.monotonic()
+        left = slurm_time_left()
+        end = now + left - self.margin_s if left is not None else _IMPORTED + self.time_s - self.margin_s
+        return end if self.chunk_s is None else min(end, _IMPORTED + self.chunk_s)
 
     def __call__(self) -> list[JobReturn]:
-        deadline = time.monotonic() + self.chunk_s
+        deadline = self.deadline()
+        print(f"interp-init: {len(self.jobs)} run(s), this chunk trains for up to {max(0.0, deadline - time.monotonic()):.0f} s", flush=True)
         returns = train_group(self.jobs, self.device, self.threads, deadline)
         if any(RunFolder(j.run_dir).status() == RunStatus.INTERRUPTED for j in self.jobs):
+            print("interp-init: the chunk's time is up, the runs checkpointed: requeueing", flush=True)
             self.requeue()
         return returns
 
@@ -179,6 +191,26 @@ class RunChunk:
         os.kill(os.getpid(), submitit.JobEnvironment._usr_sig())
         time.sleep(60)  # the handler runs on the next bytecode; it exits this process
         raise RuntimeError("submitit did not requeue the job after its chunk")
+
+
+def slurm_time_left() -> float | None:
+    """Seconds this Slurm job has left before its time limit (``squeue -o %L``), or None
+    outside a Slurm job or when Slurm does not say."""
+    job = os.environ.get("SLURM_JOB_ID")
+    if not job:
+        return None
+    try:
+        text = subprocess.run(["squeue", "-h", "-j", job, "-o", "%L"], capture_output=True, text=True, timeout=30, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    days, _, clock = text.rpartition("-")
+    parts = clock.split(":")
+    if not parts or not all(p.isdigit() for p in parts) or (days and not days.isdigit()):
+        return None  # UNLIMITED, NOT_SET, INVALID
+    seconds = 0
+    for part in parts:
+        seconds = seconds * 60 + int(part)
+    return seconds + 86400 * int(days or 0)
 
 
 def train_group(jobs: Sequence[Job], device: str, threads: int, deadline: float | None) -> list[JobReturn]:
@@ -316,11 +348,12 @@ class SlurmLauncher(Launcher):
     def _submit(self, executor_class: Any, jobs: list[Job]) -> list[_Submitted]:
         if not jobs:
             return []
-        executor = executor_class(folder=self.folder / "%j", max_num_timeout=self.options.max_requeues)
+        executor = executor_class(folder=self.folder / "logs", max_num_timeout=self.options.max_requeues)
         executor.update_parameters(**self.options.executor_parameters())
         chunk_class = _checkpointable()
         groups = self._groups(jobs)
-        calls = [chunk_class(group, self.options.device, self.options.cpus, self.options.chunk_s) for group in groups]
+        o = self.options
+        calls = [chunk_class(group, o.device, o.cpus, o.time_min * 60, 2 * o.signal_delay_s, o.chunk_seconds) for group in groups]
         with executor.batch():
             handles = [executor.submit(call) for call in calls]
         return [_Submitted(group, handle, str(handle.job_id)) for group, handle in zip(groups, handles, strict=True)]
@@ -335,14 +368,14 @@ class SlurmLauncher(Launcher):
             for s in pending:
                 done = all(RunFolder(j.run_dir).status() in FINISHED_STATUSES for j in s.jobs)
                 if done or (s.job_id not in live and not any(RunFolder(j.run_dir).is_busy() for j in s.jobs)):
-                    s.returns = {j.name: self._ended(j, s.job_id) for j in s.jobs}
+                    s.returns = {j.name: self._ended(j, s.job_id, s.handle) for j in s.jobs}
                 else:
                     still.append(s)
             pending = still
             if pending:
                 time.sleep(self.options.poll_s)
 
-    def _ended(self, job: Job, job_id: str) -> JobReturn:
+    def _ended(self, job: Job, job_id: str, handle: Any = None) -> JobReturn:
         """A run whose job has ended: its folder's status; unfinished, it is ``failed`` (``error.txt``)."""
         folder = RunFolder(job.run_dir)
         status = folder.status()
@@ -351,11 +384,24 @@ class SlurmLauncher(Launcher):
         if status == RunStatus.FAILED:
             text = folder.error_path.read_text(errors="replace").strip().splitlines()
             return JobReturn(job.name, RunStatus.FAILED, text[0] if text else f"see {folder.error_path}")
-        error = (f"Slurm job {job_id} ended before the run finished (cancelled, timed out, killed or out of memory; "
-                 f"its log: {self.folder / job_id}); launch again to resume from its checkpoint")  # fmt: skip
+        log = self.folder / "logs" / f"{job_id}_0_log.err"
+        raised = _job_exception(handle)
+        how = f"raised {raised}" if raised else "ended before the run finished (cancelled, timed out, killed or out of memory)"
+        error = f"Slurm job {job_id} {how}; its log: {log}; launch again to resume from its checkpoint"
         if folder.path.is_dir():
             atomic_write(folder.error_path, error + "\n")
         return JobReturn(job.name, RunStatus.FAILED, error)
+
+
+def _job_exception(handle: Any) -> str | None:
+    """The exception a finished submitit job raised (from its result file), one line; None if none."""
+    try:
+        if handle is None or not handle.paths.result_pickle.exists():
+            return None
+        err = handle.exception()
+    except Exception:  # noqa: BLE001 - an unreadable result says nothing more than the job's end
+        return None
+    return None if err is None else str(err).strip().splitlines()[-1][:300]
 
 
 def _executor_class(cluster: str) -> Any:
