@@ -22,10 +22,14 @@ def _job(tmp_path, name="run", epochs=2, **options):
     return Job(name, make_run_config("tiny", task="symmetric", epochs=epochs, **options), tmp_path / "study" / name)
 
 
-def test_local_executor_requeues_a_chunked_run_to_the_weights_of_one_uninterrupted_run(tmp_path):
-    job = _job(tmp_path)
+def test_local_executor_requeues_a_chunked_run_and_a_second_launch_submits_nothing_finished(tmp_path):
+    job, done = _job(tmp_path), _job(tmp_path, "done", epochs=1, gamma=0.5)
+    train(done.config, done.run_dir, device="cpu", progress=False)
+    before = done.run_dir.joinpath("model.safetensors").stat().st_mtime_ns
     options = SlurmOptions(cluster="local", time_min=1, signal_delay_s=10, chunk_seconds=0.01, poll_s=0.5, device="cpu")
-    assert SlurmLauncher(options, tmp_path / "study").launch([job]) == [JobReturn("run", "completed")]
+    launcher = SlurmLauncher(options, tmp_path / "study")
+    assert launcher.launch([job, done]) == [JobReturn("run", "completed"), JobReturn("done", "completed")]
+    assert done.run_dir.joinpath("model.safetensors").stat().st_mtime_ns == before  # read, not retrained
     # the deadline passed in the first chunk: one epoch, a checkpoint, a requeue, then the last epoch
     logs = "".join(p.read_text() for p in (tmp_path / "study" / SLURM_FOLDER / "logs").glob("*_log.out"))
     assert logs.count("Requeued job") == 1
@@ -33,19 +37,9 @@ def test_local_executor_requeues_a_chunked_run_to_the_weights_of_one_uninterrupt
     train(job.config, tmp_path / "local", device="cpu", progress=False)
     assert (job.run_dir / "model.safetensors").read_bytes() == (tmp_path / "local" / "model.safetensors").read_bytes()
     assert json.loads((job.run_dir / "metrics.json").read_text())["history"] == json.loads((tmp_path / "local" / "metrics.json").read_text())["history"]
-
-
-def test_a_second_launch_submits_only_what_is_unfinished(tmp_path):
-    done, todo = _job(tmp_path, "done", epochs=1), _job(tmp_path, "todo", epochs=1, gamma=0.5)
-    train(done.config, done.run_dir, device="cpu", progress=False)
-    before = done.run_dir.joinpath("model.safetensors").stat().st_mtime_ns
-    options = SlurmOptions(cluster="local", time_min=1, signal_delay_s=10, poll_s=0.5, device="cpu")
-    launcher = SlurmLauncher(options, tmp_path / "study")
-    assert launcher.launch([done, todo]) == [JobReturn("done", "completed"), JobReturn("todo", "completed")]
-    assert done.run_dir.joinpath("model.safetensors").stat().st_mtime_ns == before  # read, not retrained
     record = json.loads((tmp_path / "study" / SLURM_FOLDER / JOBS_FILE).read_text())
-    assert list(record) == ["todo"]
-    assert launcher.launch([done, todo]) == [JobReturn("done", "completed"), JobReturn("todo", "completed")]
+    assert list(record) == ["run"]
+    assert launcher.launch([job, done]) == [JobReturn("run", "completed"), JobReturn("done", "completed")]
     assert json.loads((tmp_path / "study" / SLURM_FOLDER / JOBS_FILE).read_text()) == record  # nothing submitted
 
 
@@ -70,3 +64,18 @@ def test_cli_refuses_slurm_options_without_the_slurm_backend(tmp_path, capsys):
     assert main(["sweep", "--preset-name", "neurips-fig2-cpu", "--out", str(tmp_path / "s"), "--backend", "slurm", "--slurm-sbatch", "reservation"]) == 2
     assert "--slurm-sbatch takes OPTION=VALUE" in capsys.readouterr().err
     assert not (tmp_path / "p").exists() and not (tmp_path / "s").exists()
+
+
+@pytest.mark.slow
+def test_gpu_suite_through_slurm_trains_each_task_as_one_ensemble_job(tmp_path):
+    from click.testing import CliRunner
+    from helpers import load_script
+
+    suite = load_script("benchmarks/gpu_suite.py")
+    args = ["--out", str(tmp_path / "suite"), "--scale", "tiny", "--seeds", "0", "--epochs", "1", "--ensemble", "--peak-tflops", "1",
+            "--backend", "slurm", "--slurm-cluster", "local", "--slurm-time", "1", "--slurm-signal-delay", "10"]  # fmt: skip
+    result = CliRunner().invoke(suite.main, args)
+    assert result.exit_code == 0, result.output
+    record = json.loads((tmp_path / "suite" / SLURM_FOLDER / JOBS_FILE).read_text())
+    assert len(record) == 4 and len(set(record.values())) == 2  # two runs per task, one job per task
+    assert result.output.count("| completed |") == 4 and (tmp_path / "suite" / "gpu_suite.md").exists()
