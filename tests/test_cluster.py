@@ -1,7 +1,7 @@
 """Clusters for real (slow, marked ``cluster``): a single-node Slurm that ``.ci/slurm/start.sh``
 starts (partition time limit 1 minute, so that a run longer than a chunk is requeued), and a
 Ray cluster of a head and a second worker that the fixture below starts with ``ray start``
-on 127.0.0.1 and stops again.  ``.ci/run`` starts the Slurm before the slow step.
+on a loopback address (127.0.0.2) and stops again.  ``.ci/run`` starts the Slurm before the slow step.
 """
 
 from __future__ import annotations
@@ -108,13 +108,19 @@ def test_slurm_time_limit_requeues_and_a_cancelled_job_resumes_on_a_second_launc
 
 def _free_port() -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((RAY_IP, 0))
         return s.getsockname()[1]
+
+
+#: The nodes' address: loopback, and not one Ray rewrites to the machine's outward address (127.0.0.1 is).
+RAY_IP = "127.0.0.2"
+#: No token authentication on this throwaway cluster (Ray 2.5x turns it on for new clusters).
+RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
 
 
 def _ray_start(*args: str) -> subprocess.Popen:
     ray_cli = Path(sys.executable).with_name("ray")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "RAY_USAGE_STATS_ENABLED": "0"}
+    env = {**os.environ, **RAY_ENV, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     cmd = [str(ray_cli), "start", "--block", "--num-cpus=1", "--object-store-memory=80000000", "--disable-usage-stats", *args]
     return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
@@ -134,16 +140,18 @@ def _stop(process: subprocess.Popen) -> None:
 
 
 @pytest.fixture()
-def ray_cluster():
-    """A head and a second worker node, one CPU each, on 127.0.0.1; yields (address, worker process)."""
+def ray_cluster(monkeypatch):
+    """A head and a second worker node, one CPU each, on a loopback address; yields (address, worker process)."""
     ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'interp-init[cluster]')")
+    for key, value in RAY_ENV.items():
+        monkeypatch.setenv(key, value)
     port = _free_port()
-    address = f"127.0.0.1:{port}"
-    head = _ray_start("--head", "--node-ip-address=127.0.0.1", f"--port={port}", "--include-dashboard=false")
+    address = f"{RAY_IP}:{port}"
+    head = _ray_start("--head", f"--node-ip-address={RAY_IP}", f"--port={port}", "--include-dashboard=false")
     worker = None
     try:
         time.sleep(5)
-        worker = _ray_start(f"--address={address}", "--node-ip-address=127.0.0.1")
+        worker = _ray_start(f"--address={address}", f"--node-ip-address={RAY_IP}")
         ray.init(address=address, log_to_driver=False)
         try:
             deadline = time.monotonic() + 180
