@@ -57,7 +57,8 @@ from training.config import RunConfig, make_run_config
 from training.ensemble import train_ensemble
 from training.fast import last_position_logits
 from training.loop import read_metrics, train
-from training.cli import slurm_options, slurm_options_from
+from training.cli import slurm_options
+from training.launch.slurm_options import slurm_options_from
 from training.reproduce import summary_row
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

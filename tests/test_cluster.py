@@ -33,7 +33,7 @@ def _slurm_or_skip() -> None:
     if shutil.which("sbatch") is None:
         pytest.skip("slurm-wlm is not installed: .ci/slurm/start.sh installs it (Debian, as root) and starts a single-node Slurm")
     try:
-        out = subprocess.run(["sinfo", "-h", "-o", "%a %t"], capture_output=True, text=True, timeout=30)
+        out = subprocess.run(["sinfo", "-h", "-o", "%a %t"], capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.SubprocessError) as err:
         pytest.skip(f"sinfo failed ({err}): start the single-node Slurm with .ci/slurm/start.sh")
     if out.returncode != 0 or "up" not in out.stdout:
@@ -118,9 +118,9 @@ RAY_IP = "127.0.0.2"
 RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
 
 
-def _ray_start(*args: str) -> subprocess.Popen:
+def _ray_start(*args: str, joins: bool = False) -> subprocess.Popen:
     ray_cli = Path(sys.executable).with_name("ray")
-    env = {**os.environ, **RAY_ENV, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, **RAY_ENV, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1" if joins else "0"}
     cmd = [str(ray_cli), "start", "--block", "--num-cpus=1", "--object-store-memory=80000000", "--disable-usage-stats", *args]
     return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
@@ -151,7 +151,7 @@ def ray_cluster(monkeypatch):
     worker = None
     try:
         time.sleep(5)
-        worker = _ray_start(f"--address={address}", f"--node-ip-address={RAY_IP}")
+        worker = _ray_start(f"--address={address}", f"--node-ip-address={RAY_IP}", joins=True)
         ray.init(address=address, log_to_driver=False)
         try:
             deadline = time.monotonic() + 180

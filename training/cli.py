@@ -94,58 +94,23 @@ def run_options(func: Any) -> Any:
     return func
 
 
-#: The --slurm-* options: flag -> (click type, default, help naming the sbatch option it sets).
-SLURM_FLAGS: dict[str, tuple[Any, Any, str]] = {
-    "partition": (str, None, "Slurm partition (sbatch --partition) [default: the cluster's default]."),
-    "time": (click.IntRange(min=1), 60, "Minutes one job may run (sbatch --time): a chunk's limit, not the run's; a longer run checkpoints and is requeued."),
-    "gpus": (click.IntRange(min=0), 0, "GPUs per job (sbatch --gpus-per-node)."),
-    "cpus": (click.IntRange(min=1), 1, "CPUs per job (sbatch --cpus-per-task), also each run's torch threads."),
-    "mem": (click.FloatRange(min=0, min_open=True), None, "Memory per job in GB (sbatch --mem) [default: the partition's]."),
-    "array_parallelism": (click.IntRange(min=1), 256, "At most this many jobs of the array at once (the %N of sbatch --array)."),
-    "account": (str, None, "Account to charge (sbatch --account)."),
-    "qos": (str, None, "Quality of service (sbatch --qos)."),
-    "constraint": (str, None, "Node features, e.g. a GPU type (sbatch --constraint)."),
-    "signal_delay": (click.IntRange(min=1), 90, "Seconds before the time limit Slurm warns a job (sbatch --signal=USR2@S); a chunk ends twice this before the limit."),
-    "chunk_seconds": (click.FloatRange(min=0, min_open=True), None, "Seconds a job trains before it checkpoints and requeues itself [default: --slurm-time less twice --slurm-signal-delay]."),
-    "ensemble_size": (click.IntRange(min=1), None, "Train up to this many same-shape runs together in one job (GPUs) [default: one run per job]."),
-}
+_SLURM_TYPES: dict[str, Any] = {
+    "str": str, "int0": click.IntRange(min=0), "int1": click.IntRange(min=1), "float": click.FloatRange(min=0, min_open=True),
+}  # fmt: skip
 
 
 def slurm_options(func: Any) -> Any:
-    """Decorate a command with the ``--slurm-*`` options (read by :func:`slurm_options_from`)."""
+    """Decorate a command with the ``--slurm-*`` options (:data:`training.launch.slurm_options.SLURM_FLAGS`;
+    read back by :func:`training.launch.slurm_options.slurm_options_from`)."""
+    from training.launch.slurm_options import SLURM_FLAGS
+
     func = click.option("--slurm-cluster", type=click.Choice(["slurm", "local"]), default="slurm", show_default=True, help="local: submitit's local executor (this machine, the time limit simulated), to try the Slurm path without a cluster.")(func)
     func = click.option("--slurm-no-wait", is_flag=True, help="Submit the jobs and return without waiting (run the same command again to see where they stand).")(func)
     func = click.option("--slurm-setup", multiple=True, metavar="LINE", help="A shell line each job runs first, e.g. 'module load cuda' (repeatable).")(func)
     func = click.option("--slurm-sbatch", multiple=True, metavar="OPTION=VALUE", help="Any other sbatch option, e.g. reservation=gpu-day for --reservation=gpu-day (repeatable).")(func)
     for name, (kind, default, meaning) in reversed(SLURM_FLAGS.items()):
-        func = click.option("--slurm-" + name.replace("_", "-"), "slurm_" + name, type=kind, default=default, show_default=default is not None, help=meaning)(func)
+        func = click.option("--slurm-" + name.replace("_", "-"), "slurm_" + name, type=_SLURM_TYPES[kind], default=default, show_default=default is not None, help=meaning)(func)
     return func
-
-
-def slurm_options_from(backend: str, device: str, kwargs: dict[str, Any]) -> Any:
-    """The :class:`training.launch.slurm.SlurmOptions` of the ``--slurm-*`` options (popped
-    from ``kwargs``); None unless ``backend`` is ``slurm`` (where any --slurm-* given is refused)."""
-    from training.launch.slurm import SlurmOptions
-
-    values = {k[len("slurm_"):]: kwargs.pop(k) for k in list(kwargs) if k.startswith("slurm_")}
-    if backend != "slurm":
-        defaults = {k: v[1] for k, v in SLURM_FLAGS.items()} | {"setup": (), "sbatch": (), "no_wait": False, "cluster": "slurm"}
-        given = sorted(k for k, v in values.items() if v != defaults[k])
-        if given:
-            raise ValueError(f"--slurm-{given[0].replace('_', '-')} applies to --backend slurm only")
-        return None
-    pairs = []
-    for item in values["sbatch"]:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip("-") or not value:
-            raise ValueError(f"--slurm-sbatch takes OPTION=VALUE (e.g. reservation=gpu-day), got {item!r}")
-        pairs.append((key.strip("-"), value))
-    return SlurmOptions(
-        partition=values["partition"], time_min=values["time"], gpus=values["gpus"], cpus=values["cpus"], mem_gb=values["mem"],
-        array_parallelism=values["array_parallelism"], account=values["account"], qos=values["qos"], constraint=values["constraint"],
-        signal_delay_s=values["signal_delay"], sbatch_args=tuple(pairs), setup=tuple(values["setup"]), chunk_seconds=values["chunk_seconds"],
-        ensemble_size=values["ensemble_size"], device=device, wait=not values["no_wait"], cluster=values["cluster"],
-    )  # fmt: skip
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -223,6 +188,7 @@ def reproduce_command(
     offline report of the four runs); with --seeds, OUT/seed-S/<task>/<regime> per seed and
     the population in OUT/summary.json.  A rerun resumes.
     """
+    from training.launch.slurm_options import slurm_options_from
     from training.population_runs import Remote, reproduce_job
 
     if backend == "local" or (backend == "ray" and address is None):  # a cluster's devices are not this machine's
@@ -295,6 +261,7 @@ def sweep_command(
         return
     if out is None:
         raise ValueError("--out DIR is required (the sweep folder)")
+    from training.launch.slurm_options import slurm_options_from
     from training.sweep.results import RESULTS_FILE, problem_summary
     from training.sweep.runner import run_sweep
 
