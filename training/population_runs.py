@@ -150,18 +150,20 @@ class PopulationPlan:
 
 
 def train_jobs(
-    jobs: list[Job], device: str = "auto", workers: int | None = None, progress: bool = True, ensemble: bool | None = None, remote: Remote | None = None
-) -> dict[str, str]:
+    jobs: list[Job], device: str = "auto", workers: int | None = None, progress: bool = True, ensemble: bool | None = None,
+    remote: Remote | None = None, study: str | Path | None = None,
+) -> dict[str, str]:  # fmt: skip
     """Train (or read, or resume) every job's run; return run folder -> error of those that failed.
 
-    ``remote``: on a Ray cluster or Slurm instead (:func:`train_remote`).
+    ``remote``: on a Ray cluster or Slurm instead (:func:`train_remote`, ``study`` the
+    folder that holds the runs).
 
     ``ensemble`` (default: on a CUDA GPU): same-shape runs train together
     (:func:`training.ensemble.train_ensemble`); otherwise ``workers`` runs at once in
     worker processes of one torch thread (default :func:`default_workers`), or, with one
     worker, here one after another.  A run that fails does not stop the others."""
     if remote is not None:
-        return train_remote(jobs, device, remote)
+        return train_remote(jobs, device, remote, study)
     failed: dict[str, str] = {}
     ensemble = on_gpu(device) if ensemble is None else ensemble
     workers = (1 if ensemble else default_workers(device)) if workers is None else workers
@@ -209,14 +211,15 @@ def train_jobs(
     return failed
 
 
-def train_remote(jobs: list[Job], device: str, remote: Remote) -> dict[str, str]:
+def train_remote(jobs: list[Job], device: str, remote: Remote, study: str | Path | None = None) -> dict[str, str]:
     """Train ``jobs`` through Ray (the sweep's ``ray`` backend) or Slurm
-    (:class:`training.launch.slurm.SlurmLauncher`); return run folder -> error of those not finished."""
+    (:class:`training.launch.slurm.SlurmLauncher`, its records in ``study``, default the
+    runs' common folder); return run folder -> error of those not finished."""
     import os
 
     from training.launch.base import Job as LaunchJob
 
-    root = Path(os.path.commonpath([j.run_dir.resolve() for j in jobs]))
+    root = Path(study).resolve() if study is not None else Path(os.path.commonpath([j.run_dir.resolve() for j in jobs]))
     named = [LaunchJob(str(j.run_dir.resolve().relative_to(root)), j.config, j.run_dir.resolve()) for j in jobs]
     by_name = {j.name: j.run_dir for j in named}
     failed: dict[str, str] = {}
@@ -286,7 +289,7 @@ def _reproduce_population_held(plan: PopulationPlan, out: str | Path, device: st
     if progress:
         print(f"{len(jobs)} runs: {len(plan.seeds)} seeds x {len(plan.tasks)} tasks x {len(REGIME_NAMES)} regimes"
               + (f" x {len(plan.lrs)} lrs" if plan.lrs else "") + f" -> {out}", file=sys.stderr, flush=True)  # fmt: skip
-    failed = train_jobs(jobs, device, workers, progress, remote=remote)
+    failed = train_jobs(jobs, device, workers, progress, remote=remote, study=out)
     if failed:
         listed = "; ".join(f"{d}: {e}" for d, e in list(failed.items())[:3]) + ("; ..." if len(failed) > 3 else "")
         raise PopulationFailed(f"{len(failed)} of {len(jobs)} runs failed ({listed}); the others are kept: rerun to resume")
