@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -154,7 +155,10 @@ def ray_cluster(monkeypatch):
         monkeypatch.setenv(key, value)
     port = _free_port()
     address = f"{RAY_IP}:{port}"
-    head = _ray_start("--head", f"--node-ip-address={RAY_IP}", f"--port={port}", "--include-dashboard=false")
+    # its own temp folder (short: Ray's socket paths are limited): no /tmp/ray/ray_current_cluster
+    # left behind for a later ray.init() to find
+    temp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
+    head = _ray_start("--head", f"--node-ip-address={RAY_IP}", f"--port={port}", "--include-dashboard=false", f"--temp-dir={temp}")
     worker = None
     try:
         time.sleep(5)
@@ -172,6 +176,7 @@ def ray_cluster(monkeypatch):
         if worker is not None:
             _stop(worker)
         _stop(head)
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def test_ray_cluster_trains_a_sweep_and_a_population(tmp_path, ray_cluster, local_population):
