@@ -48,7 +48,7 @@ from training.config import RunConfig, make_run_config
 from training.ensemble import train_ensemble
 from training.fast import last_position_logits
 from training.loop import read_metrics, train
-from training.reproduce import summary_row
+from training.records import RunRecord
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_cost import RunFlops, epochs_done, measured_efficiency, peaks, probe_efficiency, remaining_flops, run_flops  # noqa: E402
@@ -126,15 +126,19 @@ def _minutes(flops: float, rate: float) -> str:
 
 
 def run_row(group: Group, run: Run) -> dict:
-    """One run's line: :func:`training.reproduce.summary_row`, from its latest evaluation while unfinished."""
-    metrics = read_metrics(run.folder) if run.folder.exists() else None
-    if metrics is None:
-        metrics = {"status": "not started", "final": {}, "history": []}
-    if metrics["status"] == "running":
-        evaluated = [h for h in metrics["history"] if "id_acc" in h]
-        metrics = {**metrics, "final": evaluated[-1] if evaluated else {}}
-    status = metrics["status"] + ("" if metrics["status"] != "running" else f" ({epochs_done(metrics)}/{run.cfg.train.epochs} epochs)")
-    row = summary_row(group.task, run.cfg, metrics, run.folder)
+    """One run's line (its record, :class:`training.records.RunRecord`): gamma, the final
+    numbers, or the latest evaluation's while unfinished."""
+    record = RunRecord.read(run.folder) if (run.folder / "config.json").exists() else None
+    status = "not started" if record is None or record.metrics is None else record.metrics.status
+    columns: dict = dict.fromkeys(run.cfg.data.make_task().metrics_class.column_names())
+    if record is not None and record.metrics is not None:
+        evaluated = record.metrics.evaluated()
+        final = record.metrics.final or (evaluated[-1].metrics if evaluated else None)
+        columns.update({} if final is None else final.columns())
+    if status == "running":
+        status += f" ({record.epochs_run}/{run.cfg.train.epochs} epochs)"
+    row = {"gamma": run.cfg.init.gamma, **{k: v for k, v in columns.items() if k != "train_acc"}, "weight_decay": run.cfg.train.weight_decay,
+           "precision": run.cfg.train.precision, "seconds": None if record is None else record.elapsed_s, "run_dir": str(run.folder)}  # fmt: skip
     return {"task": group.task, "architecture": run.cfg.model.architecture, "regime": run.regime, "seed": run.cfg.seed, **row, "status": status}
 
 

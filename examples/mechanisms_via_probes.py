@@ -23,7 +23,7 @@ import torch
 import probes
 from training import PRESETS, train
 from training.report import ReportConfig, balanced_inputs, write_report
-from training.reproduce import REGIME_NAMES, regime_config
+from training.regimes import REGIME_NAMES, regime_config
 
 DEFAULT_PRESET = "cpu" if "cpu" in PRESETS else "paper"
 #: The NeurIPS paper's Fig. 3 input: key 99 at position 2, then the held-out pair (4, 3).

@@ -17,21 +17,9 @@ import pytest
 from training.cli import main
 from training.config import PRESETS
 from training.loop import read_metrics
-from training.sweep import (
-    ERROR_FILE,
-    PAIR_COLUMNS,
-    RESULTS_FILE,
-    TIMING_COLUMNS,
-    SweepOptions,
-    SweepSpec,
-    collect_results,
-    epochs_to_loss,
-    epochs_to_pair_accuracy,
-    load_preset,
-    load_results,
-    preset_names,
-    run_sweep,
-)
+from interp_init.runfolder import ERROR_FILE
+from training.sweep import RESULTS_FILE, SweepOptions, SweepSpec, collect_results, load_preset, load_results, preset_names, run_sweep
+from training.sweep.results import PAIR_COLUMNS, TIMING_COLUMNS, epochs_to_loss, epochs_to_pair_accuracy
 
 # A few seconds per run on one CPU thread.
 TINY_BASE = {"preset": "tiny", "task": "symmetric", "epochs": 2, "n_train": 1000, "n_test": 200, "eval_samples": 200}
@@ -349,7 +337,7 @@ def test_ray_missing_gives_install_hint(tmp_path, monkeypatch):
 
 def test_ensemble_backend_matches_one_by_one(tmp_path, monkeypatch):
     from training.ensemble import ENSEMBLE_VARYING
-    from training.sweep import ensemble_key
+    from training.launch.backends import ensemble_key
 
     spec = _spec({"gamma": [0.3, 0.8], "weight_decay": [0.0, 0.1], "n_layers": [1, 2]})
     keys = {ensemble_key(p.config) for p in spec.points()}

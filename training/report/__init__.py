@@ -32,7 +32,7 @@ from interp_init.lazy import lazy_attributes
 _CONFIG = ("IMAGE_FORMATS", "PROJECTIONS", "ReportConfig")
 _RUNS = ("FIG3_KEY_POSITION", "FIG3_TOKENS", "Run", "balanced_inputs", "find_run_dirs", "load_runs", "sample_input", "token_labels")
 _CELLS = ("RUN_COLOURS", "Cell", "Context", "NotApplicable", "Section")
-_OUTCOMES = ("ACCURACY_COLUMNS_SKIP", "accuracy_table", "reproduction_verdicts", "section_accuracies", "section_curves", "section_verdict")
+_OUTCOMES = ("ACCURACY_COLUMNS_SKIP", "accuracy_table", "section_accuracies", "section_curves", "section_verdict")
 _MECHANISMS = (
     "RESIDUAL_PAIRS", "SIMILARITY_KEYS", "VALUE_PAIRS", "attention_heads_view", "flow_cell", "masking_cell", "section_attention",
     "section_flow", "section_key_masking", "section_residual_similarity", "section_second_anchor_masking", "section_value_similarity",
