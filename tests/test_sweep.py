@@ -17,6 +17,7 @@ import pytest
 from training.cli import main
 from training.config import PRESETS
 from training.loop import read_metrics
+from training.records import RunRecord
 from interp_init.runfolder import ERROR_FILE
 from training.sweep import RESULTS_FILE, SweepOptions, SweepSpec, collect_results, load_preset, load_results, preset_names, run_sweep
 from training.sweep.results import PAIR_COLUMNS, TIMING_COLUMNS, epochs_to_loss, epochs_to_pair_accuracy
@@ -288,11 +289,17 @@ def test_cli_exit_code_and_summary(tmp_path, capsys):
 
 
 def test_epochs_to_thresholds_match_a_hand_count():
+    from interp_init.anchor_tasks import AnchorMetrics
+    from interp_init.task import EpochRecord
+
+    def record(epoch: int, loss: float, per_pair: dict | None = None) -> EpochRecord:
+        return EpochRecord(epoch, epoch, loss, 1e-3, None if per_pair is None else AnchorMetrics(1.0, 1.0, per_pair))
+
     history = [
-        {"epoch": 1, "loss": 2.0, "per_pair": {"1,2": 0.1, "3,4": 0.7}},
-        {"epoch": 2, "loss": 0.06},
-        {"epoch": 3, "loss": 0.049, "per_pair": {"1,2": 0.6, "3,4": 0.2}},
-        {"epoch": 4, "loss": 0.01, "per_pair": {"1,2": 0.9, "3,4": 0.9}},
+        record(1, 2.0, {"1,2": 0.1, "3,4": 0.7}),
+        record(2, 0.06),
+        record(3, 0.049, {"1,2": 0.6, "3,4": 0.2}),
+        record(4, 0.01, {"1,2": 0.9, "3,4": 0.9}),
     ]
     assert epochs_to_loss(history) == 3
     assert epochs_to_loss(history, threshold=0.1) == 2
@@ -304,7 +311,7 @@ def test_epochs_to_thresholds_match_a_hand_count():
 def test_complexity_table_has_per_pair_epochs(tmp_path):
     spec = SweepSpec({**TINY_BASE, "task": "complexity", "epochs": 3, "lr": 3e-3}, {"k": [1]})
     table = run_sweep(spec, tmp_path, SweepOptions(progress=False)).results
-    history = read_metrics(tmp_path / table["run"][0])["history"]
+    history = RunRecord.read(tmp_path / table["run"][0]).history
     expected = epochs_to_pair_accuracy(history)
     assert len(expected) == 16
     for pair, value in expected.items():

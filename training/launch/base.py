@@ -174,8 +174,13 @@ def check_jobs(jobs: Sequence[Job]) -> None:
             raise ValueError(f"jobs {seen[key]!r} and {job.name!r} would train into one folder {job.run_dir}")
         seen[key] = job.name
         folder = RunFolder(job.run_dir)
-        if folder.path.is_dir():
-            folder.check_holds(job.config.to_dict())
+        if folder.config_path.exists():
+            diffs = folder.config_differences(job.config.to_dict())
+            if diffs:
+                raise ValueError(f"{job.run_dir} holds a run with another config than this study's {job.name} ({'; '.join(diffs[:3])}); "
+                                 "use another --out, or remove that folder")  # fmt: skip
+        elif folder.path.is_dir():
+            folder.check_holds(job.config.to_dict())  # the finished files of another run, config.json missing
 
 
 @contextlib.contextmanager
