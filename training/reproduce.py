@@ -25,21 +25,22 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from training.launch import JobReturn
 from training.launch.backends import local_launcher
 from training.options import parse_list
 from training.population import Population, check_flip, failed_criteria
 from training.regimes import REGIME_NAMES, REPRODUCE_TASKS
-from training.study import ReproductionSpec, iter_problems, reproduce_study
+from training.study import ReproductionSpec, reproduce_study
+from training.sweep.results import problem_summary
 
 
-def _train(spec: ReproductionSpec, out: str | Path, device: str, workers: int | None, progress: bool, ensemble: bool | None = None) -> tuple[Population, list[str]]:
+def _train(spec: ReproductionSpec, out: str | Path, device: str, workers: int | None, progress: bool, ensemble: bool | None = None) -> tuple[Population, list[JobReturn]]:
     launcher = local_launcher(device, workers, progress, ensemble)
     if progress:
         for run in spec.runs(out):
             print(f"[{run.job.name}] {run.config.model.architecture}, gamma={run.config.init.gamma}", file=sys.stderr, flush=True)
         print(f"training {len(spec.jobs(out))} runs with the {launcher.name} launcher", file=sys.stderr, flush=True)
-    population, returns = reproduce_study(spec, out, launcher)
-    return population, list(iter_problems(returns))
+    return reproduce_study(spec, out, launcher)
 
 
 def reproduce(
@@ -65,13 +66,11 @@ def reproduce_population(
     return _train(spec, out, device, workers, progress, ensemble)[0]
 
 
-def _problem(problems: list[str], total: int, out: str | Path) -> str | None:
-    if not problems:
-        return None
-    statuses = sorted({p.rsplit(": ", 1)[1] for p in problems})
-    what = statuses[0] if len(statuses) == 1 else "did not complete"
-    listed = "; ".join(problems[:3]) + ("; ..." if len(problems) > 3 else "")
-    return f"{len(problems)} of {total} runs {what} ({listed}): see {Path(out) / 'summary.json'}; a rerun resumes"
+def _problem(returns: list[JobReturn], out: str | Path) -> str | None:
+    """The sweep's line on what did not complete (:func:`~training.sweep.results.problem_summary`), naming the runs."""
+    line = problem_summary({r.name: r.status for r in returns}, len(returns), Path(out) / "summary.json")
+    bad = [f"{r.name}: {r.status}" for r in returns if r.status != "completed"]
+    return None if line is None else f"{line} ({'; '.join(bad[:3])}{'; ...' if len(bad) > 3 else ''}); a rerun resumes"
 
 
 def single_seed_cli(
@@ -83,7 +82,7 @@ def single_seed_cli(
 
     start = time.perf_counter()
     spec = ReproductionSpec(preset, (seed,), precision=precision, tasks=REPRODUCE_TASKS if tasks is None else tuple(tasks), single=True)
-    population, problems = _train(spec, out, device, workers, progress)
+    population, returns = _train(spec, out, device, workers, progress)
     checks = population.rows[0].checks
     run_dirs = [d for r in population.rows[0].results for d in r.run_dirs]
     lines = [
@@ -94,7 +93,7 @@ def single_seed_cli(
         f"summary: {Path(out) / 'summary.json'}",
         f"report: {write_report(run_dirs, Path(out) / 'report.html')}",
     ]
-    return "\n".join(lines), _problem(problems, len(spec.jobs(out)), out)
+    return "\n".join(lines), _problem(returns, out)
 
 
 def population_spec(
@@ -115,7 +114,7 @@ def run_population_cli(spec: ReproductionSpec, out: str | Path, device: str, wor
     from training.report import write_report
 
     start = time.perf_counter()
-    population, problems = _train(spec, out, device, workers, progress)
+    population, returns = _train(spec, out, device, workers, progress)
     first = [str(r.run_dir) for r in spec.runs(out) if r.seed == spec.seeds[0]]
     report = write_report(list(dict.fromkeys(first)), Path(out) / "report.html")
     lines = [
@@ -124,7 +123,7 @@ def run_population_cli(spec: ReproductionSpec, out: str | Path, device: str, wor
         f"summary: {Path(out) / 'summary.json'} (this protocol's also kept as {Path(out) / f'summary-{spec.protocol}.json'})",
         f"report: {report} (the runs of seed {spec.seeds[0]}; the population in its verdict)",
     ]
-    return "\n".join(lines), _problem(problems, len(spec.jobs(out)), out)
+    return "\n".join(lines), _problem(returns, out)
 
 
 def reproduce_job(

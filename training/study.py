@@ -27,7 +27,7 @@ members ``init-S_data-F`` or ``init-F_data-S`` (F: the fixed seed).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -206,10 +206,3 @@ def reproduce_study(spec: ReproductionSpec, out: str | Path, launcher: Launcher)
     population = spec.read(out)
     spec.write_summaries(out, population)
     return population, returns
-
-
-def iter_problems(returns: Sequence[JobReturn]) -> Iterator[str]:
-    """``name: status`` of each run that did not complete."""
-    for ret in returns:
-        if ret.status != "completed":
-            yield f"{ret.name}: {ret.status}"
