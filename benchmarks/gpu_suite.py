@@ -43,11 +43,11 @@ import click
 import torch
 
 from interp_init import resolve_device
-from interp_init.runfolder import FINISHED_STATUSES
+from interp_init.runfolder import FINISHED_STATUSES, RunFolder
 from training.config import RunConfig, make_run_config
 from training.ensemble import train_ensemble
-from training.fast import last_position_logits
-from training.loop import read_metrics, train
+from training.step import last_position_logits
+from training.loop import train
 from training.records import RunRecord
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -68,10 +68,10 @@ class Run:
     folder: Path
 
     def done(self) -> int:
-        return epochs_done(read_metrics(self.folder)) if self.folder.exists() else 0
+        return epochs_done(RunFolder(self.folder).read_metrics()) if self.folder.exists() else 0
 
     def finished(self) -> bool:
-        return self.folder.exists() and (read_metrics(self.folder) or {}).get("status") in FINISHED_STATUSES
+        return self.folder.exists() and (RunFolder(self.folder).read_metrics() or {}).get("status") in FINISHED_STATUSES
 
 
 @dataclass
@@ -144,9 +144,9 @@ def run_row(group: Group, run: Run) -> dict:
 
 def speed_row(group: Group, together: bool, bf16_peak: float, peak: float) -> str:
     """A task's speed over every chunk so far, from its run folders' epochs and ``elapsed_s``."""
-    started = [r for r in group.runs if r.folder.exists() and read_metrics(r.folder)]
+    started = [r for r in group.runs if r.folder.exists() and RunFolder(r.folder).read_metrics()]
     samples = sum(r.done() * r.cfg.data.n_train for r in started)
-    elapsed = [read_metrics(r.folder)["elapsed_s"] for r in started]
+    elapsed = [RunFolder(r.folder).read_metrics()["elapsed_s"] for r in started]
     seconds = (max(elapsed) if together else sum(elapsed)) if elapsed else 0.0
     head = f"| {group.task} | {len(group.runs)} {'together' if together else 'one by one'} | {group.flops.train / 1e6:.2f} |"
     if not samples or seconds <= 0:
@@ -249,7 +249,7 @@ def main(
     header += f" Matmul peak {'given' if peak_tflops else 'measured'}: {bf16_peak / 1e12:.2f} TFLOP/s (bf16)."
     for group in groups:
         group.flops = run_flops(group.runs[0].cfg, dev)
-        metrics = [read_metrics(r.folder) if r.folder.exists() else None for r in group.runs]
+        metrics = [RunFolder(r.folder).read_metrics() if r.folder.exists() else None for r in group.runs]
         so_far = measured_efficiency([r.cfg for r in group.runs], metrics, group.flops, peak, together)
         if efficiency is not None:
             group.efficiency = efficiency
@@ -314,7 +314,7 @@ def main(
             f"{len(remaining)} of {sum(len(g.runs) for g in groups)} runs remain ({left:.3g} FLOP); run the same command again to resume",
         )
         return
-    failed = [r for g in groups for r in g.runs if (read_metrics(r.folder) or {}).get("status") != "completed"]
+    failed = [r for g in groups for r in g.runs if (RunFolder(r.folder).read_metrics() or {}).get("status") != "completed"]
     if failed:
         raise click.ClickException(f"{len(failed)} run(s) did not complete: see the table's status column")
 

@@ -22,7 +22,8 @@ import click
 import numpy as np
 import pandas as pd
 
-from training import PRESETS, SYMMETRIC_GROUPS, train
+from interp_init.tasks import SYMMETRIC_GROUPS
+from training import PRESETS, train
 from training.report import ReportConfig, write_report
 from training.records import RunRecord
 from training.regimes import REGIME_NAMES, regime_config

@@ -22,7 +22,8 @@ import torch
 
 import probes
 from training import PRESETS, train
-from training.report import ReportConfig, balanced_inputs, write_report
+from interp_init.anchor_tasks import balanced_inputs
+from training.report import ReportConfig, write_report
 from training.regimes import REGIME_NAMES, regime_config
 
 DEFAULT_PRESET = "cpu" if "cpu" in PRESETS else "paper"

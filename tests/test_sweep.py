@@ -16,7 +16,7 @@ import pytest
 
 from training.cli import main
 from training.config import PRESETS
-from training.loop import read_metrics
+from helpers import read_metrics
 from training.records import RunRecord
 from interp_init.runfolder import ERROR_FILE
 from training.sweep import RESULTS_FILE, SweepOptions, SweepSpec, collect_results, load_preset, load_results, preset_names, run_sweep

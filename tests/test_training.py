@@ -12,10 +12,11 @@ import torch
 from safetensors.torch import load_file
 
 from interp_init import load_model
-from training import make_dataset, make_run_config, read_metrics, train
+from helpers import read_metrics
+from training import make_dataset, make_run_config, train
 from training.config import TrainConfig
 from training.accuracy import full_forward_last
-from training.fast import last_position_logits
+from training.step import last_position_logits
 
 
 def _tiny(**kw):
