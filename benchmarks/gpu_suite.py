@@ -46,9 +46,9 @@ from interp_init import resolve_device
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder
 from training.config import RunConfig, make_run_config
 from training.ensemble import train_ensemble
-from training.step import last_position_logits
 from training.loop import train
 from training.records import RunRecord
+from training.step import last_position_logits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_cost import RunFlops, epochs_done, measured_efficiency, peaks, probe_efficiency, remaining_flops, run_flops  # noqa: E402

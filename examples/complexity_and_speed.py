@@ -24,9 +24,9 @@ import pandas as pd
 
 from interp_init.tasks import SYMMETRIC_GROUPS
 from training import PRESETS, train
-from training.report import ReportConfig, write_report
 from training.records import RunRecord
 from training.regimes import REGIME_NAMES, regime_config
+from training.report import ReportConfig, write_report
 from training.sweep.results import LOSS_THRESHOLD, PAIR_ACC_THRESHOLD, epochs_to_loss, epochs_to_pair_accuracy
 
 DEFAULT_PRESET = "cpu" if "cpu" in PRESETS else "paper"

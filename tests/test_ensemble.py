@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import read_metrics
 
 from interp_init import load_model
-from helpers import read_metrics
 from training import make_run_config, train
 from training.ensemble import VmapStep, check_ensemble, train_ensemble
 

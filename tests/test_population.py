@@ -11,10 +11,10 @@ import pytest
 import torch
 from scipy.stats import beta
 
-from training.cli import main
-from training.config import RunConfig, make_run_config
 from interp_init.runfolder import RunStatus
 from interp_init.task import read_run_metrics
+from training.cli import main
+from training.config import RunConfig, make_run_config
 from training.phase.diagram import protocol_table
 from training.population import Population, RegimeResult, SeedRow, exact_interval
 from training.records import RunRecord

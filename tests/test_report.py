@@ -17,6 +17,7 @@ import plotly.offline
 import pytest
 import torch
 
+from interp_init.anchor_tasks import balanced_inputs
 from interp_init.tasks import SHIFTS, composite, task_spec
 from training.cli import main
 from training.config import make_run_config
@@ -25,7 +26,7 @@ from training.report import ReportConfig, StaticExportUnavailable, load_runs, wr
 from training.report.images import static_export_problem
 from training.report.inline import circuitsvis_view
 from training.report.outcomes import accuracy_table
-from training.report.runs import balanced_inputs, find_run_dirs
+from training.report.runs import find_run_dirs
 
 TINY = dict(n_train=300, n_test=64, epochs=2, eval_samples=64, batch_size=128, eval_every=1)
 
@@ -233,7 +234,6 @@ def test_curves_caption_states_the_epoch_each_run_fit(runs_root: Path) -> None:
 
     from interp_init.anchor_tasks import SymmetricMetrics
     from interp_init.task import EpochRecord
-
     from training.report import Context
     from training.report.outcomes import section_curves
 
@@ -482,7 +482,7 @@ def test_two_circuitsvis_views_on_one_page_both_render(browser, tmp_path: Path) 
 
 
 def test_sample_input_is_the_neurips_fig3_input_with_its_target() -> None:
-    from training.report.runs import sample_input
+    from interp_init.anchor_tasks import sample_input
 
     sym = sample_input("symmetric")
     assert sym.tokens.tolist() == [[35, 63, 99, 4, 3, 38, 42, 36, 62]]

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers import read_metrics
 
+from interp_init.runfolder import ERROR_FILE
 from training.cli import main
 from training.config import PRESETS
-from helpers import read_metrics
 from training.records import RunRecord
-from interp_init.runfolder import ERROR_FILE
 from training.sweep import RESULTS_FILE, SweepOptions, SweepSpec, collect_results, load_preset, load_results, preset_names, run_sweep
 from training.sweep.results import PAIR_COLUMNS, TIMING_COLUMNS, epochs_to_loss, epochs_to_pair_accuracy
 

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import read_metrics
 from safetensors.torch import load_file
 
 from interp_init import load_model
-from helpers import read_metrics
 from training import make_dataset, make_run_config, train
-from training.config import TrainConfig
 from training.accuracy import full_forward_last
+from training.config import TrainConfig
 from training.step import last_position_logits
 
 

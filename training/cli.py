@@ -35,12 +35,12 @@ import click
 import interp_init
 from interp_init.task import DEFAULT_TASK
 from interp_init.task_registry import registered_tasks
-from training.options import FIELDS, check_device, default_preset, one_line, overrides_from, parse_workers
 from training.config import PRECISIONS, PRESETS
+from training.options import FIELDS, check_device, default_preset, one_line, overrides_from, parse_workers
 from training.phase.names import FIGURE_NAMES, ID_THRESHOLD, LOSS_THRESHOLD, OOD_THRESHOLD, PAIR_ACC_THRESHOLD
-from training.report.config import IMAGE_FORMATS, PROJECTIONS, ReportConfig
 from training.population import VARY
 from training.regimes import REGIMES, REPRODUCE_TASKS
+from training.report.config import IMAGE_FORMATS, PROJECTIONS, ReportConfig
 from training.selection import PROTOCOLS
 from training.signals import Stopped, signals_raise
 from training.sweep.spec import BACKENDS

@@ -52,8 +52,8 @@ from interp_init.model import empty_model, resolve_device
 from interp_init.runfolder import RunFolder, RunStatus
 from training.accuracy import LogitsFn, full_forward_last
 from training.config import RunConfig
-from training.step import autocast_context, last_position_logits
 from training.loop import Member, RunData, TrainResult, check_deadline, make_run_data, new_member, open_run_folder, run_epochs
+from training.step import autocast_context, last_position_logits
 
 __all__ = ["ENSEMBLE_VARYING", "VmapStep", "check_ensemble", "train_ensemble"]
 

@@ -41,8 +41,8 @@ from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus
 from interp_init.task import RECORD_KEYS, Samples, Task, TaskMetrics
 from training.accuracy import LogitsFn, evaluate, full_forward_last
 from training.config import RunConfig
-from training.step import flush_denormals, last_position_logits, make_optimizer, train_step
 from training.preflight import check_fits, check_train_arguments
+from training.step import flush_denormals, last_position_logits, make_optimizer, train_step
 
 
 @dataclass

@@ -1,16 +1,9 @@
-"""The one reader of run folders: :class:`RunRecord`, a typed record per run folder.
-
-A record holds the run's config (:class:`~training.config.RunConfig`), where it stands
-(:class:`~interp_init.runfolder.RunStatus`, read from the folder: a run another process
-trains is ``running``), its ``metrics.json`` read typed for its task
-(:class:`~interp_init.task.RunMetrics`: the final metrics and one
-:class:`~interp_init.task.EpochRecord` per epoch), and, for a failed run, the first line
-of its ``error.txt``.  ``metrics.json`` is read through
-:meth:`interp_init.runfolder.RunFolder.read_metrics`, so its validation applies.
-
-Every table, protocol, population, phase diagram, report section and the preset search
-reads runs through :meth:`RunRecord.read`; no other module parses ``metrics.json``.
-The run's cached stable ranks (``ranks.json``) are read here too (:func:`run_stable_ranks`).
+"""The one reader of run folders: :class:`RunRecord`, a typed record per run folder: its
+config, its status (read from the folder: a run another process trains is ``running``), its
+``metrics.json`` typed for its task (:class:`~interp_init.task.RunMetrics`, read through
+:meth:`interp_init.runfolder.RunFolder.read_metrics`, which validates it) and a failed run's
+``error.txt``.  Every table, protocol, population, phase diagram, report section and the
+preset search reads runs here; so are the cached stable ranks (:func:`run_stable_ranks`).
 
 Example::
 

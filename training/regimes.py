@@ -80,13 +80,6 @@ def regime_options(preset: str, regime: str, task: str) -> dict[str, Any]:
     return {**shared, **make_task(task).regime_overrides(preset, regime), **spec.get(task, {})}
 
 
-def check_reproducible(task: str) -> None:
-    """Refuse a task without the small-init / large-init flip (``Task.reproduces``)."""
-    if not task_class(task).reproduces:
-        flips = [n for n in registered_tasks() if task_class(n).reproduces]
-        raise ValueError(f"task {task!r} has no small-init / large-init flip to reproduce (its class sets no reproduces = True); reproduce takes {flips}")
-
-
 def regime_config(preset: str, regime: str, task: str, seed: int, precision: str = "fp32") -> RunConfig:
     """The :class:`training.RunConfig` of one regime on one task (``precision``: ``"fp32"``,
     or ``"bf16"`` for the forward under bfloat16 autocast)."""

@@ -28,8 +28,8 @@ from pathlib import Path
 from training.launch import JobReturn
 from training.launch.backends import local_launcher
 from training.options import parse_list
-from training.population import Population, check_flip, failed_criteria
-from training.regimes import REGIME_NAMES, REPRODUCE_TASKS
+from training.population import Population, failed_criteria
+from training.regimes import REPRODUCE_TASKS
 from training.study import ReproductionSpec, reproduce_study
 from training.sweep.results import problem_summary
 
@@ -73,29 +73,6 @@ def _problem(returns: list[JobReturn], out: str | Path) -> str | None:
     return None if line is None else f"{line} ({'; '.join(bad[:3])}{'; ...' if len(bad) > 3 else ''}); a rerun resumes"
 
 
-def single_seed_cli(
-    preset: str, seed: int, out: str | Path, device: str, precision: str, workers: int | None, progress: bool, tasks: Sequence[str] | None = None
-) -> tuple[str, str | None]:
-    """``interp-init reproduce --seed S``: the four runs, their table, the flip's verdict on
-    this one draw, the report; return the text and one line on the runs that did not complete."""
-    from training.report import write_report
-
-    start = time.perf_counter()
-    spec = ReproductionSpec(preset, (seed,), precision=precision, tasks=REPRODUCE_TASKS if tasks is None else tuple(tasks), single=True)
-    population, returns = _train(spec, out, device, workers, progress)
-    checks = population.rows[0].checks
-    run_dirs = [d for r in population.rows[0].results for d in r.run_dirs]
-    lines = [
-        f"preset {preset}, seed {seed}, {precision}, {time.perf_counter() - start:.0f} s in this call",
-        population.format_regimes(),
-        "flip reproduced (all criteria met)" if checks["all"] else f"flip NOT reproduced; failed: {failed_criteria(checks)}",
-        f"this is one draw (seed {seed}): how often each criterion holds over seeds is what --seeds 31,32,33,... measures (docs/faithful-models.md)",
-        f"summary: {Path(out) / 'summary.json'}",
-        f"report: {write_report(run_dirs, Path(out) / 'report.html')}",
-    ]
-    return "\n".join(lines), _problem(returns, out)
-
-
 def population_spec(
     preset: str, seeds: str, protocol: str, lrs: str | None, vary: str, fixed_seed: int | None, precision: str, tasks: Sequence[str] | None = None
 ) -> ReproductionSpec:
@@ -108,21 +85,34 @@ def population_spec(
     return ReproductionSpec(preset, seed_list, protocol, lr_list, vary, fixed_seed, precision, REPRODUCE_TASKS if tasks is None else tuple(tasks))
 
 
-def run_population_cli(spec: ReproductionSpec, out: str | Path, device: str, workers: int | None, progress: bool) -> tuple[str, str | None]:
-    """``interp-init reproduce --seeds``: train, read, write the summary and the report;
-    return the text to print and one line on what did not complete (None if all did)."""
+def run_reproduction_cli(spec: ReproductionSpec, out: str | Path, device: str, workers: int | None, progress: bool) -> tuple[str, str | None]:
+    """``interp-init reproduce``: train, read, write the summary and the report; return the text
+    to print (one seed: its table and the flip's verdict on this one draw; several: the
+    population) and one line on the runs that did not complete (None if all did)."""
     from training.report import write_report
 
     start = time.perf_counter()
     population, returns = _train(spec, out, device, workers, progress)
-    first = [str(r.run_dir) for r in spec.runs(out) if r.seed == spec.seeds[0]]
-    report = write_report(list(dict.fromkeys(first)), Path(out) / "report.html")
-    lines = [
-        f"preset {spec.preset}, seeds {list(spec.seeds)}, {spec.precision}, {time.perf_counter() - start:.0f} s in this call",
-        population.format(),
-        f"summary: {Path(out) / 'summary.json'} (this protocol's also kept as {Path(out) / f'summary-{spec.protocol}.json'})",
-        f"report: {report} (the runs of seed {spec.seeds[0]}; the population in its verdict)",
-    ]
+    first = list(dict.fromkeys(str(r.run_dir) for r in spec.runs(out) if r.seed == spec.seeds[0]))
+    report = write_report(first, Path(out) / "report.html")
+    summary = Path(out) / "summary.json"
+    if spec.single:
+        checks, seed = population.rows[0].checks, spec.seeds[0]
+        lines = [
+            f"preset {spec.preset}, seed {seed}, {spec.precision}, {time.perf_counter() - start:.0f} s in this call",
+            population.format_regimes(),
+            "flip reproduced (all criteria met)" if checks["all"] else f"flip NOT reproduced; failed: {failed_criteria(checks)}",
+            f"this is one draw (seed {seed}): how often each criterion holds over seeds is what --seeds 31,32,33,... measures (docs/faithful-models.md)",
+            f"summary: {summary}",
+            f"report: {report}",
+        ]
+    else:
+        lines = [
+            f"preset {spec.preset}, seeds {list(spec.seeds)}, {spec.precision}, {time.perf_counter() - start:.0f} s in this call",
+            population.format(),
+            f"summary: {summary} (this protocol's also kept as {Path(out) / f'summary-{spec.protocol}.json'})",
+            f"report: {report} (the runs of seed {spec.seeds[0]}; the population in its verdict)",
+        ]
     return "\n".join(lines), _problem(returns, out)
 
 
@@ -137,9 +127,10 @@ def reproduce_job(
     if seeds is None:
         if (protocol, lrs, vary, fixed_seed) != ("strict", None, "both", None):
             raise ValueError("--protocol paper, --lrs, --vary and --fixed-seed describe a population: give --seeds S1,S2,...")
-        return single_seed_cli(preset, 0 if seed is None else seed, out, device, precision, workers, progress, tasks)
-    spec = population_spec(preset, seeds, protocol, lrs, vary, fixed_seed, precision, tasks)
-    return run_population_cli(spec, out, device, workers, progress)
+        spec = ReproductionSpec(preset, (0 if seed is None else seed,), precision=precision, tasks=REPRODUCE_TASKS if tasks is None else tuple(tasks), single=True)
+    else:
+        spec = population_spec(preset, seeds, protocol, lrs, vary, fixed_seed, precision, tasks)
+    return run_reproduction_cli(spec, out, device, workers, progress)
 
 
-__all__ = ["REGIME_NAMES", "check_flip", "population_spec", "reproduce", "reproduce_job", "reproduce_population"]
+__all__ = ["population_spec", "reproduce", "reproduce_job", "reproduce_population", "run_reproduction_cli"]

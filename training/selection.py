@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from interp_init.task_registry import task_class
+from interp_init.task_registry import registered_tasks, task_class
 from training.records import RunRecord
 
 #: The selection rules, and what each means (for titles and captions).
@@ -33,7 +33,8 @@ def targets(task: str) -> tuple[str, ...]:
     """The numbers ``task``'s flip criteria read: its metrics' columns but the training accuracy."""
     cls = task_class(task)
     if not cls.reproduces:
-        raise ValueError(f"task {task!r} has no small-init / large-init flip to count over seeds")
+        flips = [n for n in registered_tasks() if task_class(n).reproduces]
+        raise ValueError(f"task {task!r} has no small-init / large-init flip to reproduce (its class sets no reproduces = True); reproduce takes {flips}")
     return tuple(name for name in cls.metrics_class.column_names() if name != "train_acc")
 
 

@@ -1,27 +1,18 @@
-"""Studies: a spec that names its runs, trained by one launcher, read by one reader.
+"""Studies: a spec names its runs (``jobs(out)``: :class:`training.launch.Job` s), one launcher
+trains them (:func:`run_study`), one reader reads them (:mod:`training.records`); docs/pipeline.md.
 
-Every study is a spec whose :meth:`jobs` are :class:`training.launch.Job` s, one run folder
-each, inside one study folder: a sweep (:class:`training.sweep.SweepSpec`: a base config
-and a grid), a reproduction and a population (:class:`ReproductionSpec`: the regimes of
-:mod:`training.regimes` on the flip's tasks, over seeds and an lr grid; a single seed is a
-population of one).  :func:`run_study` trains any of them: the refusals first (a folder
-holding another run: exit 2 before anything trains), then the study folder held, the
-ended runs skipped, the rest launched (:mod:`training.launch`).  The results are read
-from the run folders' records (:mod:`training.records`) by the analyses
-(:mod:`training.population`, :mod:`training.selection`, :mod:`training.phase`).
+Specs: a sweep (:class:`training.sweep.SweepSpec`: a base and a grid) and a reproduction
+(:class:`ReproductionSpec`: the regimes of :mod:`training.regimes` over seeds and an lr
+grid; a single seed is a population of one).  A reproduction's folder::
 
-A reproduction's folder::
-
-    DIR/summary.json                 the population (training.population.Population.to_dict)
-    DIR/summary-P.json               the same, kept per protocol P (with --seeds)
-    DIR/report.html                  the first seed's runs, and the population in the verdict
+    DIR/summary.json                 the population (Population.to_dict; summary-P.json: per protocol P)
     DIR/<task>/<regime>              one seed (``reproduce --seed S``)
-    DIR/seed-S/summary.json          with --seeds, strict protocol: what `reproduce --seed S --out DIR/seed-S` writes
-    DIR/seed-S/<task>/<regime>       the run at the preset's lr: where `reproduce --seed S` puts it
+    DIR/seed-S/<task>/<regime>       with --seeds: where `reproduce --seed S --out DIR/seed-S` puts it
     DIR/seed-S/<task>/<regime>__lr=X the paper protocol's other learning rates
+    DIR/seed-S/summary.json          strict protocol: what `reproduce --seed S --out DIR/seed-S` writes
 
-A population that varies one random source only (:attr:`ReproductionSpec.vary`) names its
-members ``init-S_data-F`` or ``init-F_data-S`` (F: the fixed seed).
+Varying one random source only (:attr:`ReproductionSpec.vary`) names the members
+``init-S_data-F`` or ``init-F_data-S`` (F: the fixed seed).
 """
 
 from __future__ import annotations
@@ -36,7 +27,7 @@ from interp_init.runfolder import write_json
 from training.config import PRECISIONS, RunConfig, check_seed
 from training.launch.base import STUDY_BUSY, Job, JobReturn, Launcher, check_jobs, hold_study, launch
 from training.population import SUMMARY_FILE, VARY, Population, SeedRow, regime_result
-from training.regimes import REGIME_NAMES, REPRODUCE_BUSY, REPRODUCE_TASKS, check_reproducible, regime_config
+from training.regimes import REGIME_NAMES, REPRODUCE_BUSY, REPRODUCE_TASKS, regime_config
 from training.selection import check_protocol, targets
 
 
@@ -111,8 +102,7 @@ class ReproductionSpec:
         _check_distinct("seeds", self.seeds)
         _check_distinct("tasks", self.tasks)
         for task in self.tasks:
-            check_reproducible(task)
-            targets(task)
+            targets(task)  # refuses a task without the flip
         for seed in self.seeds:
             check_seed("seeds", seed)
         check_protocol(self.protocol)

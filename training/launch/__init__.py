@@ -15,10 +15,8 @@ Importing this package imports no torch (the command line lists the launchers' n
 from __future__ import annotations
 
 from training.launch.backends import EnsembleLauncher, PoolLauncher, RayLauncher, SerialLauncher, ensemble_key
-from training.launch.base import (
-    STUDY_BUSY, Job, JobReturn, Launcher, check_jobs, hold_study, launch, launcher_class, launcher_names, make_launcher,
-    register_launcher, train_job,
-)  # fmt: skip
+from training.launch.base import STUDY_BUSY, Job, JobReturn, Launcher, check_jobs, hold_study, launch, launcher_class, launcher_names
+from training.launch.base import make_launcher, register_launcher, train_job
 
 __all__ = [
     "EnsembleLauncher", "PoolLauncher", "RayLauncher", "SerialLauncher", "ensemble_key", "STUDY_BUSY", "Job", "JobReturn", "Launcher", "check_jobs", "hold_study", "launch", "launcher_class", "launcher_names",

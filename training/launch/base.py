@@ -1,24 +1,13 @@
 """One launcher: a run to train (:class:`Job`), what came of it (:class:`JobReturn`), the one
-failure policy (:func:`train_job`) and the backends, registered by name (:class:`Launcher`).
+failure policy (:func:`train_job`), the backends registered by name (:class:`Launcher`) and
+the study folder's refusals and lock (:func:`check_jobs`, :func:`hold_study`, :func:`launch`).
 
-Every study (a reproduction, a population, a sweep, the preset search) is a list of jobs,
-one run folder each, inside one study folder.  :func:`launch` trains them: it refuses,
-before anything trains, a job whose folder holds another run (a ``ValueError``: exit 2 in
-the command line), holds the study folder (:func:`hold_study`: a second process is
-refused), skips runs that already ended, and hands the rest to a launcher.  Every
-launcher trains a job through :func:`train_job`, so the policy is one:
-
-* a run another process trains now is ``running``, never ``failed``;
-* a run that raises is ``failed``, with ``error.txt`` (the traceback) in its folder and
-  the study goes on; the next launch retries it;
-* a run whose loss went non-finite is ``diverged`` (``metrics.json`` says so);
-* signals (SIGINT, SIGTERM, SIGHUP) propagate: locks and temporary files are removed.
-
-A backend is one :class:`Launcher` subclass registered with :func:`register_launcher`
-under its ``name`` (``serial``, ``pool``, ``ensemble``, ``ray``: :mod:`training.launch.backends`);
-:func:`make_launcher` builds one by name from keyword options, passing each backend the
-options its constructor takes (the command line's ``--backend NAME`` and that backend's
-own options).  This module imports no torch.
+The policy, the same for every backend: a run another process trains is ``running``, never
+``failed``; a run that raises is ``failed`` with its traceback in ``error.txt`` and the
+study goes on (the next launch retries it); a non-finite loss is ``diverged``; signals
+propagate (locks and temporary files are removed).  :func:`make_launcher` builds a backend
+by name from the options its constructor takes (``--backend NAME`` and its own options).
+Imports no torch.
 """
 
 from __future__ import annotations
@@ -50,9 +39,8 @@ class Job:
 
 @dataclass(frozen=True)
 class JobReturn:
-    """What came of one job: a :class:`~interp_init.runfolder.RunStatus` value (``completed``,
-    ``diverged``, ``failed``, ``running``: busy in another process) and, for ``failed`` or
-    ``running``, one line saying why."""
+    """What came of one job: a :class:`~interp_init.runfolder.RunStatus` value and, for
+    ``failed`` or ``running`` (busy in another process), one line saying why."""
 
     name: str
     status: str
@@ -110,9 +98,8 @@ def train_job(job: Job, device: str = "auto", threads: int | None = None, deadli
 
 
 class Launcher(ABC):
-    """A backend that trains jobs: ``launch(jobs)`` returns one :class:`JobReturn` per job, in
-    the jobs' order, each through :func:`train_job`'s policy.  ``on_return`` (set by the
-    caller, e.g. a progress bar) is called with each return as it comes."""
+    """A backend: ``launch(jobs)`` returns one :class:`JobReturn` per job, in order, each
+    through :func:`train_job`'s policy; ``on_return`` (e.g. a progress bar) sees each as it comes."""
 
     name: ClassVar[str]
     on_return: Callable[[JobReturn], None] | None = None
@@ -142,7 +129,7 @@ def register_launcher(cls: type[Launcher]) -> type[Launcher]:
 
 
 def launcher_names() -> tuple[str, ...]:
-    """The registered launchers' names, in registration order."""
+    """The registered launchers' names."""
     return tuple(_LAUNCHERS)
 
 

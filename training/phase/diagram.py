@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-
 import plotly.graph_objects as go
 
 from interp_init.runfolder import RunStatus, atomic_write, looks_like_run, refuse_inside_run

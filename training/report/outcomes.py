@@ -14,11 +14,11 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from interp_init.task import FIT_THRESHOLD, EpochRecord
 from probes.rank import merged_weight, stable_rank
 from training.report.cells import RUN_COLOURS, Cell, Context, Section, compact, html_table, measured
 from training.report.population import population_parts
 from training.report.runs import Run
-from interp_init.task import FIT_THRESHOLD, EpochRecord
 from training.verdict import run_verdict
 
 #: ID accuracy at which a run counts as fitted (the curves' epochs-to-fit).

@@ -1,11 +1,7 @@
-"""The runs a report compares, and the inputs its probes read.
-
-:func:`find_run_dirs` expands the folders given on the command line into run folders,
-:func:`load_runs` reads each one (config, metrics and, when written, the model) as a
-:class:`Run`.  :func:`balanced_inputs` draws the same number of inputs of every anchor
-pair (for the masking projections and cluster scores), :func:`sample_input` is the
-NeurIPS paper's Fig. 3 input (for attention and information flow) and
-:func:`token_labels` names its tokens.
+"""The runs a report compares: :func:`find_run_dirs` expands the folders given on the command
+line into run folders, :func:`load_runs` reads each one (its record,
+:class:`training.records.RunRecord`, and, when written, the model) as a :class:`Run`;
+:func:`token_labels` names an input's tokens.
 """
 
 from __future__ import annotations
@@ -17,7 +13,6 @@ from pathlib import Path
 
 from transformer_lens import HookedTransformer
 
-from interp_init.anchor_tasks import FIG3_KEY_POSITION, FIG3_TOKENS, balanced_inputs, sample_input
 from interp_init.data import AnchorDataset
 from interp_init.runfolder import CONFIG_FILE, WEIGHTS_FILE, RunFolder
 from interp_init.task import RunMetrics, Task
@@ -113,12 +108,6 @@ def load_runs(run_dirs: Iterable[str | Path], device: str = "cpu") -> list[Run]:
             missing = f"no {WEIGHTS_FILE} in {record.path} yet (the run has not finished)"
         runs.append(Run(name, record, model, missing))
     return runs
-
-
-# ------------------------------------------------------------------------- probe inputs
-
-# The anchor tasks' probe inputs live with them (interp_init.anchor_tasks); re-exported here.
-__all__ = ["FIG3_KEY_POSITION", "FIG3_TOKENS", "Run", "balanced_inputs", "find_run_dirs", "load_runs", "sample_input", "token_labels"]
 
 
 def token_labels(dataset: AnchorDataset, row: int = 0) -> list[str]:
