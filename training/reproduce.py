@@ -1,8 +1,8 @@
 """``interp-init reproduce``: the flip on one seed (a population of one) or on several.
 
 :func:`reproduce` trains the two regimes of a preset (:mod:`training.regimes`) on the flip's
-tasks for one seed into ``out/<task>/<regime>``; :func:`reproduce_population` the same for
-several seeds (``out/seed-S/<task>/<regime>``).  Both are a
+tasks for one seed into ``out/<task>/<regime>``; ``--seeds`` the same for several seeds
+(``out/seed-S/<task>/<regime>``).  Both are a
 :class:`training.study.ReproductionSpec` trained by :func:`training.study.run_study`: a
 killed reproduction resumes where it stopped, finished runs are read, not retrained, a run
 another process trains is ``running`` (not failed), and a folder holding another preset's
@@ -34,11 +34,11 @@ from training.study import ReproductionSpec, reproduce_study
 from training.sweep.results import problem_summary
 
 
-def _train(spec: ReproductionSpec, out: str | Path, device: str, workers: int | None, progress: bool, ensemble: bool | None = None) -> tuple[Population, list[JobReturn]]:
-    launcher = local_launcher(device, workers, progress, ensemble)
+def _train(spec: ReproductionSpec, out: str | Path, device: str, workers: int | None, progress: bool) -> tuple[Population, list[JobReturn]]:
+    launcher = local_launcher(device, workers, progress)
     if progress:
         for run in spec.runs(out):
-            print(f"[{run.job.name}] {run.config.model.architecture}, gamma={run.config.init.gamma}", file=sys.stderr, flush=True)
+            print(f"[{run.name}] {run.config.model.architecture}, gamma={run.config.init.gamma}", file=sys.stderr, flush=True)
         print(f"training {len(spec.jobs(out))} runs with the {launcher.name} launcher", file=sys.stderr, flush=True)
     return reproduce_study(spec, out, launcher)
 
@@ -56,14 +56,6 @@ def reproduce(
     under bfloat16 autocast (a folder trained at another precision is refused)."""
     spec = ReproductionSpec(preset, (seed,), precision=precision, tasks=REPRODUCE_TASKS if tasks is None else tuple(tasks), single=True)
     return _train(spec, out, device, workers, progress)[0]
-
-
-def reproduce_population(
-    spec: ReproductionSpec, out: str | Path, device: str = "auto", workers: int | None = None, progress: bool = True, ensemble: bool | None = None
-) -> Population:
-    """Train every run of ``spec`` into ``out`` (resumable), read the population and write
-    ``out/summary.json``, ``out/summary-<protocol>.json`` (and each member's, under ``strict``)."""
-    return _train(spec, out, device, workers, progress, ensemble)[0]
 
 
 def _problem(returns: list[JobReturn], out: str | Path) -> str | None:
@@ -133,4 +125,4 @@ def reproduce_job(
     return run_reproduction_cli(spec, out, device, workers, progress)
 
 
-__all__ = ["population_spec", "reproduce", "reproduce_job", "reproduce_population", "run_reproduction_cli"]
+__all__ = ["population_spec", "reproduce", "reproduce_job", "run_reproduction_cli"]

@@ -60,22 +60,13 @@ def _check_distinct(name: str, values: Any) -> None:
 
 
 @dataclass(frozen=True)
-class ReproductionRun:
-    """One run of a reproduction: which seed, task, regime and lr, and its job."""
+class ReproductionJob(Job):
+    """One run of a reproduction: a job with its seed, task, regime and lr (None: the preset's)."""
 
-    seed: int
-    task: str
-    regime: str
-    lr: float | None
-    job: Job
-
-    @property
-    def config(self) -> RunConfig:
-        return self.job.config
-
-    @property
-    def run_dir(self) -> Path:
-        return self.job.run_dir
+    seed: int = 0
+    task: str = ""
+    regime: str = ""
+    lr: float | None = None
 
 
 @dataclass(frozen=True)
@@ -136,7 +127,7 @@ class ReproductionSpec:
         """The seed option that holds one source fixed (none when both vary)."""
         return {"both": {}, "init": {"data_seed": self.fixed_seed}, "data": {"init_seed": self.fixed_seed}}[self.vary]
 
-    def runs(self, out: str | Path) -> list[ReproductionRun]:
+    def runs(self, out: str | Path) -> list[ReproductionJob]:
         """Every run, seed by seed, task by task, regime by regime, lr by lr."""
         from training.sweep.spec import format_value
 
@@ -150,12 +141,12 @@ class ReproductionSpec:
                         cfg = base if lr is None else base.with_options(lr=float(lr))
                         name = regime if cfg.train.lr == base.train.lr else f"{regime}__lr={format_value(float(lr))}"
                         run_dir = member / task / name
-                        runs.append(ReproductionRun(seed, task, regime, lr, Job(run_dir.relative_to(root).as_posix(), cfg, run_dir)))
+                        runs.append(ReproductionJob(run_dir.relative_to(root).as_posix(), cfg, run_dir, seed, task, regime, lr))
         return runs
 
     def jobs(self, out: str | Path) -> list[Job]:
         """The distinct runs to train (the paper protocol's preset lr, if in the grid, once)."""
-        return list({run.job.name: run.job for run in self.runs(out)}.values())
+        return list({run.name: run for run in self.runs(out)}.values())
 
     def read(self, out: str | Path, seeds: Sequence[int] | None = None) -> Population:
         """The population (of ``seeds``, default all) from the run folders under ``out``, under the protocol."""
