@@ -24,9 +24,10 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from training.launch import JobReturn
-from training.launch.backends import local_launcher
+from training.launch.backends import build_launcher, local_launcher
 from training.options import parse_list
 from training.population import Population, failed_criteria
 from training.regimes import REPRODUCE_TASKS
@@ -34,8 +35,11 @@ from training.study import ReproductionSpec, reproduce_study
 from training.sweep.results import problem_summary
 
 
-def _train(spec: ReproductionSpec, out: str | Path, device: str, workers: int | None, progress: bool) -> tuple[Population, list[JobReturn]]:
-    launcher = local_launcher(device, workers, progress)
+def _train(
+    spec: ReproductionSpec, out: str | Path, device: str, workers: int | None, progress: bool, backend: str | None = None, **options: Any
+) -> tuple[Population, list[JobReturn]]:
+    """Train ``spec`` with ``backend`` (None: :func:`~training.launch.backends.local_launcher`) and its ``options``."""
+    launcher = local_launcher(device, workers, progress) if backend is None else build_launcher(backend, device=device, workers=workers, progress=progress, **options)
     if progress:
         for run in spec.runs(out):
             print(f"[{run.name}] {run.config.model.architecture}, gamma={run.config.init.gamma}", file=sys.stderr, flush=True)
@@ -77,14 +81,16 @@ def population_spec(
     return ReproductionSpec(preset, seed_list, protocol, lr_list, vary, fixed_seed, precision, REPRODUCE_TASKS if tasks is None else tuple(tasks))
 
 
-def run_reproduction_cli(spec: ReproductionSpec, out: str | Path, device: str, workers: int | None, progress: bool) -> tuple[str, str | None]:
+def run_reproduction_cli(
+    spec: ReproductionSpec, out: str | Path, device: str, workers: int | None, progress: bool, backend: str | None = None, **options: Any
+) -> tuple[str, str | None]:
     """``interp-init reproduce``: train, read, write the summary and the report; return the text
     to print (one seed: its table and the flip's verdict on this one draw; several: the
     population) and one line on the runs that did not complete (None if all did)."""
     from training.report import write_report
 
     start = time.perf_counter()
-    population, returns = _train(spec, out, device, workers, progress)
+    population, returns = _train(spec, out, device, workers, progress, backend, **options)
     first = list(dict.fromkeys(str(r.run_dir) for r in spec.runs(out) if r.seed == spec.seeds[0]))
     report = write_report(first, Path(out) / "report.html")
     summary = Path(out) / "summary.json"
@@ -111,9 +117,11 @@ def run_reproduction_cli(spec: ReproductionSpec, out: str | Path, device: str, w
 def reproduce_job(
     preset: str, seed: int | None, seeds: str | None, protocol: str, lrs: str | None, vary: str, fixed_seed: int | None,
     out: str | Path, device: str, precision: str, workers: int | None, progress: bool, tasks: Sequence[str] | None = None,
+    backend: str | None = None, **options: Any,
 ) -> tuple[str, str | None]:  # fmt: skip
     """``interp-init reproduce``: one draw (``seed``, default 0) or a population (``seeds``,
-    a comma list); return the text to print and one line on what did not complete."""
+    a comma list), trained by ``backend`` (a launcher's name; None: the default) with its
+    ``options``; return the text to print and one line on what did not complete."""
     if seeds is not None and seed is not None:
         raise ValueError("give --seed S (one draw) or --seeds S1,S2,... (a population), not both")
     if seeds is None:
@@ -122,7 +130,7 @@ def reproduce_job(
         spec = ReproductionSpec(preset, (0 if seed is None else seed,), precision=precision, tasks=REPRODUCE_TASKS if tasks is None else tuple(tasks), single=True)
     else:
         spec = population_spec(preset, seeds, protocol, lrs, vary, fixed_seed, precision, tasks)
-    return run_reproduction_cli(spec, out, device, workers, progress)
+    return run_reproduction_cli(spec, out, device, workers, progress, backend, **options)
 
 
 __all__ = ["population_spec", "reproduce", "reproduce_job", "run_reproduction_cli"]

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 from interp_init.runfolder import RunFolder, RunStatus
 from training.config import RunConfig
-from training.launch.base import Job, JobReturn, Launcher, failed, finished, register_launcher, train_job
+from training.launch.base import Job, JobReturn, Launcher, failed, finished, make_launcher, register_launcher, train_job
 
 _RAY_MISSING = "the ray backend needs Ray: pip install 'interp-init[ray]'"
 
@@ -208,6 +208,14 @@ def on_gpu(device: str) -> bool:
     import torch
 
     return device == "auto" and torch.cuda.is_available()
+
+
+def build_launcher(backend: str, **options: Any) -> Launcher:
+    """The launcher ``--backend`` names, from its options: ``local`` is ``serial`` with one
+    worker and a process ``pool`` otherwise; any other name is a registered launcher."""
+    if backend == "local":
+        backend = "serial" if options.get("workers") == 1 else "pool"
+    return make_launcher(backend, **options)
 
 
 def local_launcher(device: str, workers: int | None, progress: bool, ensemble: bool | None = None) -> Launcher:

@@ -20,7 +20,8 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus, looks_like_run, refuse_inside_run, write_json
-from training.launch import JobReturn, Launcher, make_launcher
+from training.launch import JobReturn, Launcher
+from training.launch.backends import build_launcher
 from training.study import run_study
 from training.sweep.results import collect_results
 from training.sweep.spec import SPEC_FILE, SweepOptions, SweepSpec, check_sweep_folder
@@ -95,9 +96,6 @@ def run_sweep(spec: SweepSpec, out: str | Path, options: SweepOptions | None = N
 
 
 def sweep_launcher(options: SweepOptions) -> Launcher:
-    """The launcher of ``options.backend`` (``local``: serial with one worker, else a process pool)."""
-    name = options.backend
-    if name == "local":
-        name = "serial" if options.workers == 1 else "pool"
-    return make_launcher(name, device=options.device, workers=options.workers, threads=options.threads, address=options.address,
-                         ensemble_size=options.ensemble_size, **dict(options.extra))  # fmt: skip
+    """The launcher of ``options.backend`` (:func:`training.launch.backends.build_launcher`)."""
+    return build_launcher(options.backend, device=options.device, workers=options.workers, threads=options.threads,
+                          address=options.address, ensemble_size=options.ensemble_size, **dict(options.extra))  # fmt: skip
