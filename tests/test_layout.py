@@ -255,3 +255,11 @@ def test_the_circle_check_sees_a_function_level_import(tmp_path: Path) -> None:
     assert import_cycles(tmp_path, ("training",)) == [["training.a", "training.b"]]
     (package / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from training.a import f\n")
     assert import_cycles(tmp_path, ("training",)) == []
+
+
+def test_the_readme_layout_table_names_every_module() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## How the code is laid out") :]
+    section = section[: section.index("\n## ", 3)]
+    missing = [p.relative_to(ROOT).as_posix() for p in _modules() if p.name != "__init__.py" and f"`{p.name}`" not in section]
+    assert missing == [], f"README.md's layout table does not name {missing}"

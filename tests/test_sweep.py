@@ -371,7 +371,7 @@ def test_ensemble_backend_missing_gives_a_clear_error(tmp_path, monkeypatch):
 
 def test_bad_options():
     with pytest.raises(ValueError, match="backend"):
-        SweepOptions(backend="slurm")
+        SweepOptions(backend="nope")
     with pytest.raises(ValueError, match="workers"):
         SweepOptions(workers=0)
     with pytest.raises(ValueError, match="address"):

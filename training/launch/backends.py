@@ -18,14 +18,9 @@ from typing import Any, ClassVar
 
 from interp_init.runfolder import RunFolder, RunStatus
 from training.config import RunConfig
-from training.launch.base import Job, JobReturn, Launcher, failed, finished, make_launcher, register_launcher, train_job
+from training.launch.base import Job, JobReturn, Launcher, check_count, failed, finished, make_launcher, register_launcher, train_job
 
 _RAY_MISSING = "the ray backend needs Ray: pip install 'interp-init[ray]'"
-
-
-def _check_count(name: str, value: int | None) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise ValueError(f"{name} must be an integer >= 1 (or None for automatic), got {value!r}")
 
 
 @register_launcher
@@ -39,7 +34,7 @@ class SerialLauncher(Launcher):
     progress: bool = False
 
     def __post_init__(self) -> None:
-        _check_count("threads", self.threads)
+        check_count("threads", self.threads)
 
     def launch(self, jobs: Sequence[Job]) -> list[JobReturn]:
         return [self.returned(train_job(job, self.device, self.threads, progress=self.progress)) for job in jobs]
@@ -57,8 +52,8 @@ class PoolLauncher(Launcher):
     threads: int | None = None
 
     def __post_init__(self) -> None:
-        _check_count("workers", self.workers)
-        _check_count("threads", self.threads)
+        check_count("workers", self.workers)
+        check_count("threads", self.threads)
 
     def launch(self, jobs: Sequence[Job]) -> list[JobReturn]:
         from training.launch.pool import worker_pool
@@ -104,7 +99,7 @@ class EnsembleLauncher(Launcher):
     progress: bool = False
 
     def __post_init__(self) -> None:
-        _check_count("ensemble_size", self.ensemble_size)
+        check_count("ensemble_size", self.ensemble_size)
         try:  # refused before anything is written when the ensemble trainer is missing
             from training.ensemble import train_ensemble  # noqa: F401
         except ImportError as err:
@@ -157,8 +152,8 @@ class RayLauncher(Launcher):
     threads: int | None = None
 
     def __post_init__(self) -> None:
-        _check_count("workers", self.workers)
-        _check_count("threads", self.threads)
+        check_count("workers", self.workers)
+        check_count("threads", self.threads)
         import_ray()  # refused before anything is written when Ray is missing
 
     def launch(self, jobs: Sequence[Job]) -> list[JobReturn]:
@@ -226,7 +221,7 @@ def local_launcher(device: str, workers: int | None, progress: bool, ensemble: b
     if ensemble and workers in (None, 1):
         return EnsembleLauncher(device=device, progress=progress)
     workers = default_workers(device) if workers is None else workers
-    _check_count("workers", workers)
+    check_count("workers", workers)
     if workers == 1:
         return SerialLauncher(device=device, progress=progress)
     return PoolLauncher(device=device, workers=workers, threads=1)

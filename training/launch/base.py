@@ -47,6 +47,12 @@ class JobReturn:
     error: str | None = None
 
 
+def check_count(name: str, value: int | None) -> None:
+    """Refuse a count option (workers, threads, ensemble size) that is not an integer >= 1 or None."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"{name} must be an integer >= 1 (or None for automatic), got {value!r}")
+
+
 def record_failure(job: Job, text: str) -> None:
     """Write a failed run's ``error.txt`` (and its ``config.json``, so that it has a row in the tables)."""
     folder = RunFolder(job.run_dir)

@@ -38,6 +38,7 @@ from typing import Any
 from interp_init.task import DEFAULT_TASK
 from training.config import OPTIONS, PRESETS, RunConfig, make_run_config, preset_options
 from training.launch import Job, launcher_names
+from training.launch.base import check_count
 
 #: The file of a sweep folder that records its spec.
 SPEC_FILE = "sweep.json"
@@ -286,9 +287,7 @@ class SweepOptions:
         if self.backend not in backends:
             raise ValueError(f"backend must be one of {backends}, got {self.backend!r}")
         for name in ("workers", "threads", "ensemble_size"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise ValueError(f"{name} must be an integer >= 1 (or None for automatic), got {value!r}")
+            check_count(name, getattr(self, name))
         if self.ensemble_size is not None and self.backend != "ensemble":
             raise ValueError(f"ensemble_size applies to the ensemble backend only, got backend {self.backend!r}")
         if self.address is not None and self.backend != "ray":
