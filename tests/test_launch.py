@@ -74,3 +74,23 @@ def test_launchers_are_registered_by_name() -> None:
     assert isinstance(launcher, Recording) and launcher.note == "x"
     cfg = regime_config("tiny", "small-init", "symmetric", 0)
     assert launcher.launch([Job("a", cfg, Path("a"))]) == [JobReturn("a", "completed")]
+
+
+def test_a_single_seed_summary_written_before_one_schema_reads_as_a_population_of_one(tmp_path: Path) -> None:
+    from training.population import check_flip, read_summary
+
+    def row(gamma: float, **numbers: float) -> dict:
+        return {"gamma": gamma, **numbers, "status": "completed", "seconds": 1.0, "run_dir": str(tmp_path / "run")}
+
+    legacy = {
+        "symmetric": {"small-init": row(0.8, id_acc=0.95, heldout_inferential=0.9, heldout_symmetric=0.1),
+                      "large-init": row(0.5, id_acc=0.97, heldout_inferential=0.0, heldout_symmetric=0.6)},
+        "id-ood": {"small-init": row(0.8, id_acc=0.99, ood_acc=0.7, commutativity=0.9),
+                   "large-init": row(0.4, id_acc=0.99, ood_acc=0.2, commutativity=0.5)},
+    }  # fmt: skip
+    (tmp_path / "summary.json").write_text(json.dumps(legacy))
+    population = read_summary(tmp_path / "summary.json")
+    assert population is not None and len(population.rows) == 1
+    assert population.rows[0].checks == check_flip(legacy)
+    assert population.rows[0].result("id-ood", "large-init").value("ood_acc") == 0.2
+    assert read_summary(tmp_path / "missing.json") is None
