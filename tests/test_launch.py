@@ -5,6 +5,7 @@ best epoch."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -73,7 +74,15 @@ def test_launchers_are_registered_by_name() -> None:
     launcher = make_launcher("recording-test", note="x", workers=3)  # options another backend takes are left out
     assert isinstance(launcher, Recording) and launcher.note == "x"
     cfg = regime_config("tiny", "small-init", "symmetric", 0)
-    assert launcher.launch([Job("a", cfg, Path("a"))]) == [JobReturn("a", "completed")]
+    seen: list[JobReturn] = []
+    assert launcher.notify(seen.append).launch([Job("a", cfg, Path("a"))]) == [JobReturn("a", "completed")] == seen
+
+    @dataclasses.dataclass(frozen=True)
+    class Frozen(Recording):  # a frozen backend still takes a progress callback
+        name = "frozen-test"
+        note: str = ""
+
+    assert Frozen().notify(seen.append).on_return is not None
 
 
 def test_a_single_seed_summary_written_before_one_schema_reads_as_a_population_of_one(tmp_path: Path) -> None:

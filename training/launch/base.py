@@ -113,6 +113,11 @@ class Launcher(ABC):
     @abstractmethod
     def launch(self, jobs: Sequence[Job]) -> list[JobReturn]: ...
 
+    def notify(self, on_return: Callable[[JobReturn], None] | None) -> Launcher:
+        """Set :attr:`on_return` (also on a frozen dataclass backend) and return the launcher."""
+        object.__setattr__(self, "on_return", on_return)
+        return self
+
     def returned(self, ret: JobReturn) -> JobReturn:
         """Hand ``ret`` to :attr:`on_return` (if set) and return it."""
         if self.on_return is not None:

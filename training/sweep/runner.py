@@ -86,7 +86,7 @@ def run_sweep(spec: SweepSpec, out: str | Path, options: SweepOptions | None = N
     def held() -> None:  # the spec is checked again now that this process holds the folder
         write_json(out / SPEC_FILE, check_sweep_folder(spec, out, extend=extend).to_dict())
 
-    launcher.on_return = returned
+    launcher.notify(returned)
     try:
         returns = run_study(jobs, out, launcher, SWEEP_BUSY, held)
     finally:
