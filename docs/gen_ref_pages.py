@@ -19,6 +19,21 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("interp_init", "probes", "training")
 
 
+#: The reference's first page.
+INDEX = """# API reference
+
+Generated from the docstrings when the site builds, one page per module: what each public name
+measures or does, its signature with the tensor shapes, and an example where there is one.
+
+- [`probes`](probes/index.md): the analyses of any TransformerLens model (masking, information
+  flow, similarity, geometry, stable rank, views).
+- [`interp_init`](interp_init/index.md): the base: gamma init, the architectures, the tasks,
+  building and saving models, the run folder.
+- [`training`](training/index.md): run configs and presets, the loop, ensembles, sweeps, phase
+  diagrams, the reproduction, the report and the `interp-init` command line.
+"""
+
+
 def package_options(dotted: str) -> str:
     """A package page's options: its docstring and the names its ``__init__`` defines itself; what
     it re-exports is documented on the page of the module that defines it."""
@@ -55,7 +70,10 @@ def write_reference() -> None:
             with mkdocs_gen_files.open(Path("reference") / page, "w") as out:
                 dotted = ".".join(parts)
                 out.write(f"::: {dotted}\n" + (package_options(dotted) if is_package else ""))
+    with mkdocs_gen_files.open("reference/index.md", "w") as out:
+        out.write(INDEX)
     with mkdocs_gen_files.open("reference/SUMMARY.md", "w") as out:
+        out.write("* [API reference](index.md)\n")  # the section's own page (mkdocs-section-index)
         out.writelines(nav.build_literate_nav())
 
 

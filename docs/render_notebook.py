@@ -4,6 +4,7 @@ scratch folder and store the executed copy, outputs included, as docs/examples/q
 The site shows the stored outputs (mkdocs-jupyter does not execute), so the page is what this
 command printed: ``python docs/render_notebook.py`` (about a minute on a CPU). The example itself
 stays stored without outputs; tests/test_site.py checks that the two hold the same cells.
+What the kernel writes to stderr (warnings about the rendering environment) is left out.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ def render(source: Path = SOURCE, rendered: Path = RENDERED) -> Path:
     with tempfile.TemporaryDirectory(prefix="interp-init-notebook-") as scratch:
         client = nbclient.NotebookClient(notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": scratch}})
         client.execute()
+    for cell in notebook.cells:  # the rendering kernel's own warnings (e.g. tqdm's about ipywidgets) are not the notebook's
+        if cell.cell_type == "code":
+            cell.outputs = [o for o in cell.outputs if not (o.get("output_type") == "stream" and o.get("name") == "stderr")]
     rendered.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(notebook, rendered)
     return rendered

@@ -50,8 +50,11 @@ def _public_definitions(dotted: str) -> list[str]:
 
 
 def _summary(obj: object) -> str:
-    """A docstring's first line as the page shows it: code spans and emphasis as plain text."""
-    return re.sub(r"[`*]", "", inspect.getdoc(obj).split("\n\n", 1)[0].replace("\n", " ")).strip()
+    """A docstring's first paragraph as the page shows it: a Sphinx role as its name (the last
+    part after ``~``; docs/griffe_roles.py), code spans and emphasis as plain text."""
+    text = inspect.getdoc(obj).split("\n\n", 1)[0].replace("\n", " ")
+    text = re.sub(r":(?:py:)?\w+:`(~?)([\w.]+)((?:\(\))?)`", lambda m: (m[2].rsplit(".", 1)[-1] if m[1] else m[2]) + m[3], text)
+    return re.sub(r"[`*]", "", text).strip()
 
 
 @pytest.fixture(scope="module")
@@ -100,6 +103,7 @@ def test_the_probe_reference_renders_in_headless_chromium(site: Path, browser) -
                            visible: h.getBoundingClientRect().height > 0};
         }
         return {title: text(document.querySelector('h1')), objects: objects,
+                crossrefs: [...document.querySelectorAll('.doc-contents a.autorefs-internal')].map(a => a.getAttribute('href')),
                 nav: [...document.querySelectorAll('nav a')].map(a => a.getAttribute('href'))};
         """
     )
@@ -112,6 +116,8 @@ def test_the_probe_reference_renders_in_headless_chromium(site: Path, browser) -
         shown = page["objects"].get(f"{PROBE_MODULE}.{name}")
         assert shown and shown["visible"], f"{PROBE_MODULE}.{name} is not on its reference page"
         assert _summary(getattr(module, name)) in shown["body"], (name, shown["body"][:300])
+    # the docstrings' Sphinx roles became links to what they name (docs/griffe_roles.py)
+    assert f"#{PROBE_MODULE}.masked_run" in page["crossrefs"], page["crossrefs"]
     signature = page["objects"][f"{PROBE_MODULE}.masked_run"]["signature"]
     for parameter in inspect.signature(module.masked_run).parameters:
         assert parameter in signature, (parameter, signature)
