@@ -35,19 +35,26 @@ def _modules(package: str) -> list[ModuleType]:
     return [importlib.import_module(name) for name in names]
 
 
+def _griffe_modules(module):  # noqa: ANN001, ANN202 - griffe Modules
+    """``module`` and every module under it, as griffe read them (nothing imported)."""
+    yield module
+    for member in module.modules.values():
+        yield from _griffe_modules(member)
+
+
 def _griffe_object(package: str, name: str):  # noqa: ANN202 - a griffe Object
     """The griffe object that defines ``package.name`` (not an alias of it)."""
     obj = getattr(importlib.import_module(package), name)
     top = obj.__module__.split(".")[0] if hasattr(obj, "__module__") and hasattr(obj, "__qualname__") else None
     if top in PACKAGES:  # a class or a function: where it is defined
         return _griffe_package(top)[f"{obj.__module__.removeprefix(top + '.')}.{obj.__qualname__}".removeprefix(".")]
-    for module in (m for p in PACKAGES for m in _modules(p)):  # a value: the module that assigns it
-        if vars(module).get(name) is obj:
-            top, _, rest = module.__name__.partition(".")
-            candidate = _griffe_package(top)[rest] if rest else _griffe_package(top)
-            member = candidate.members.get(name)
-            if member is not None and not member.is_alias:
-                return member
+    # a value: the module that assigns it (where two assign the name, the one whose value it is)
+    candidates = [
+        m.members[name] for p in PACKAGES for m in _griffe_modules(_griffe_package(p)) if name in m.members and not m.members[name].is_alias
+    ]  # fmt: skip
+    for member in candidates:
+        if len(candidates) == 1 or vars(importlib.import_module(member.parent.path)).get(name) is obj:
+            return member
     raise AssertionError(f"{package}.{name}: no module of the three packages defines it")
 
 
