@@ -84,10 +84,8 @@ def test_no_module_shares_its_name_with_a_public_name_of_its_package(package: st
     assert submodules & set(module.__all__) == set()
 
 
-def test_the_readme_describes_the_layout_the_code_has() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## How the code is laid out") :]
-    section = section[: section.index("\n## ", 3)]
+def test_the_docs_describe_the_layout_the_code_has() -> None:
+    section = (ROOT / "docs" / "layout.md").read_text(encoding="utf-8")
     for package in PACKAGES:
         assert f"`{package}`" in section, package
     for module in ("interp_init/runfolder.py", "training/cli.py"):
