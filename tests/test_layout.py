@@ -84,10 +84,8 @@ def test_no_module_shares_its_name_with_a_public_name_of_its_package(package: st
     assert submodules & set(module.__all__) == set()
 
 
-def test_the_readme_describes_the_layout_the_code_has() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## How the code is laid out") :]
-    section = section[: section.index("\n## ", 3)]
+def test_the_docs_describe_the_layout_the_code_has() -> None:
+    section = (ROOT / "docs" / "layout.md").read_text(encoding="utf-8")
     for package in PACKAGES:
         assert f"`{package}`" in section, package
     for module in ("interp_init/runfolder.py", "training/cli.py"):
@@ -257,9 +255,7 @@ def test_the_circle_check_sees_a_function_level_import(tmp_path: Path) -> None:
     assert import_cycles(tmp_path, ("training",)) == []
 
 
-def test_the_readme_layout_table_names_every_module() -> None:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("## How the code is laid out") :]
-    section = section[: section.index("\n## ", 3)]
+def test_the_layout_table_names_every_module() -> None:
+    section = (ROOT / "docs" / "layout.md").read_text(encoding="utf-8")
     missing = [p.relative_to(ROOT).as_posix() for p in _modules() if p.name != "__init__.py" and f"`{p.name}`" not in section]
-    assert missing == [], f"README.md's layout table does not name {missing}"
+    assert missing == [], f"docs/layout.md's table does not name {missing}"
