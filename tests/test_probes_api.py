@@ -72,7 +72,7 @@ def _broken(model: HookedTransformer, monkeypatch) -> None:
     def boom(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(model.blocks[1].mlp, "forward", boom)
+    monkeypatch.setattr(model.blocks[0].mlp, "forward", boom)  # every probe runs block 0
 
 
 @pytest.mark.parametrize(

@@ -124,7 +124,7 @@ def test_the_view_carries_the_patterns(model, tokens):
     view = attention_html(model, tokens[0])
     _, cache = model.run_with_cache(tokens[:1])
     patterns = torch.stack([cache["pattern", layer][0] for layer in range(2)]).reshape(6, 9, 9)
-    np.testing.assert_allclose(view.props["attention"], patterns.numpy(), atol=1e-6)
+    np.testing.assert_allclose(view.props["attention"], patterns.numpy(), atol=5e-5)  # the page rounds to 4 decimals
     assert view.props["attentionHeadNames"] == [f"L{l}H{h}" for l in range(2) for h in range(3)]
     assert view.props["tokens"] == token_labels(tokens[0])
 

@@ -230,8 +230,8 @@ def test_embedding_pca_matches_the_covariance_eigenvalues(kind: str) -> None:
 
 
 ONE_LAYER_ONLY = [
-    ("residual_similarity", lambda m: residual_similarity(m, grid()), r"layer=1 is not a layer of this 1-layer model: use 0\.\.0"),
-    ("value_similarity", lambda m: value_similarity(m, grid()), r"layer=1 is not a layer of this 1-layer model: use 0\.\.0"),
+    ("residual_similarity", lambda m: residual_similarity(m, grid(), layer=1), r"layer=1 is not a layer of this 1-layer model: use 0\.\.0"),
+    ("value_similarity", lambda m: value_similarity(m, grid(), layer=1), r"layer=1 is not a layer of this 1-layer model: use 0\.\.0"),
     ("masked_run", lambda m: masked_run(m, anchor_data().tokens, 2, layers=1), r"layers=1 is not a layer of this 1-layer model: use 0\.\.0"),
     ("mask_key", lambda m: mask_key(m, anchor_data(), layers=[0, 1]), r"layers=1 is not a layer of this 1-layer model: use 0\.\.0"),
     ("merged_weight", lambda m: merged_weight(m, "W_Q", 1), r"layer must be an integer in 0\.\.0 for W_Q, got 1"),
@@ -252,7 +252,7 @@ def test_asking_a_one_layer_model_for_its_second_layer_names_the_valid_range(pro
 
 def test_models_without_a_stream_between_attention_and_mlp() -> None:
     parallel = foreign_model(parallel_attn_mlp=True)
-    with pytest.raises(ValueError, match=r"no blocks\.1\.hook_resid_mid.*in parallel.*cosine_similarity_matrix"):
+    with pytest.raises(ValueError, match=r"no blocks\.1\.hook_resid_mid.*in parallel.*activation_similarity"):
         residual_similarity(parallel, grid())
     with pytest.raises(ValueError, match=r"unknown hook name.*'blocks\.0\.hook_resid_p"):  # suggests names the model has
         masked_run(kind_model("attn_only"), anchor_data().tokens, 2, names=["blocks.0.hook_resid_mid"])
@@ -276,7 +276,7 @@ def test_models_that_cannot_read_anchor_inputs_are_refused(overrides: dict, mess
         probe(foreign_model(**overrides), anchor_data())
 
 
-@pytest.mark.parametrize("probe", [mask_key, mask_second_anchor, residual_similarity, value_similarity, candidate_labelings], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("probe", [mask_key, mask_second_anchor, candidate_labelings], ids=lambda f: f.__name__)
 def test_raw_tokens_where_an_anchor_dataset_is_needed_are_refused(probe) -> None:
     args = (anchor_data().tokens,) if probe is candidate_labelings else (kind_model("standard"), anchor_data().tokens)
     with pytest.raises(ValueError, match="must be an AnchorDataset .*make_dataset or probes.input_grid"):
@@ -313,8 +313,8 @@ def test_integer_like_arguments_are_their_integer(given, plain) -> None:
 
 
 REFUSED = [
-    ("top float", lambda: top_paths(_edges(), top=2.5), r"top \(how many paths to keep; None for all\) must be an integer >= 0, got 2\.5"),
-    ("top negative", lambda: top_paths(_edges(), top=-1), r"top .* must be an integer >= 0, got -1"),
+    ("top float", lambda: top_paths(_edges(), top=2.5), r"top \(how many paths to keep; None for all\) must be an integer >= 1, got 2\.5"),
+    ("top negative", lambda: top_paths(_edges(), top=-1), r"top .* must be an integer >= 1, got -1"),
     ("max_paths float", lambda: top_paths(_edges(), max_paths=1.5), "max_paths must be an integer >= 1"),
     ("threshold string", lambda: top_paths(_edges(), threshold="0.1"), "threshold must be a finite weight >= 0, got '0.1'"),
     ("head float", lambda: top_paths(_edges(), head=0.5), "head must be a head index or 'sum', got 0.5"),
@@ -343,7 +343,7 @@ def test_other_arguments_are_refused_naming_them(call, message: str) -> None:
 
 def test_names_none_captures_nothing() -> None:
     run = masked_run(kind_model("standard"), anchor_data().tokens, 2, names=None)
-    assert run.cache == {}
+    assert list(run.cache) == []
 
 
 # --- non-finite inputs ----------------------------------------------------------------------
@@ -375,8 +375,8 @@ DIVERGED = [
     ("embedding_pca", lambda m: embedding_pca(m), r"in W_E \(the token embeddings\)"),
     ("residual_similarity", lambda m: residual_similarity(m, grid()), r"in the activation blocks\.1\.hook_resid_mid"),
     ("value_similarity", lambda m: value_similarity(m, grid()), r"in the activation blocks\.1\.attn\.hook_v"),
-    ("information_flow", lambda m: information_flow(m, grid().tokens), "in the model's logits on these tokens"),
-    ("attention_html", lambda m: attention_html(m, grid().tokens[0]), "in the model's logits on these tokens"),
+    ("information_flow", lambda m: information_flow(m, grid().tokens), "in the model's last residual stream on these tokens"),
+    ("attention_html", lambda m: attention_html(m, grid().tokens[0]), "in the model's last residual stream on these tokens"),
     ("weight_stable_ranks", lambda m: weight_stable_ranks(m), "NaN or infinite entries"),
     ("singular_value_spectra", lambda m: singular_value_spectra(m), "NaN or infinite entries"),
 ]
