@@ -209,9 +209,9 @@ def test_weight_ranks_spectra_and_condensation_match_numpy(kind: str) -> None:
     for row in frame.itertuples():
         layer = None if pd.isna(row.layer) else int(row.layer)
         s = np.linalg.svd(_merged_by_hand(model, layer, row.name).astype(np.float64), compute_uv=False)
-        assert row.stable_rank == pytest.approx(float((s**2).sum() / s[0] ** 2), rel=1e-9)
+        assert row.stable_rank == pytest.approx(float((s**2).sum() / s[0] ** 2), rel=1e-5)  # float32 (probes.rank's tolerance)
         label = row.name if layer is None else f"L{layer} {row.name}"
-        np.testing.assert_allclose(spectra.loc[spectra["matrix"] == label, "singular_value"].to_numpy(), s, rtol=1e-9)
+        np.testing.assert_allclose(spectra.loc[spectra["matrix"] == label, "singular_value"].to_numpy(), s, rtol=1e-5, atol=1e-6 * s[0])
     w_q = _merged_by_hand(model, 0, "W_Q").T.astype(np.float64)  # one query neuron per row
     unit = w_q / np.linalg.norm(w_q, axis=1, keepdims=True)
     result = condensation(merged_weight(model, "W_Q", 0).T)
@@ -222,7 +222,7 @@ def test_weight_ranks_spectra_and_condensation_match_numpy(kind: str) -> None:
 @pytest.mark.parametrize("kind", KINDS)
 def test_embedding_pca_matches_the_covariance_eigenvalues(kind: str) -> None:
     model = kind_model(kind)
-    result = embedding_pca(model)
+    result = embedding_pca(model, tokens=range(20, 100))
     embeddings = model.W_E.detach().double().numpy()[20:100]
     eigenvalues = np.sort(np.linalg.eigvalsh(np.cov(embeddings, rowvar=False)))[::-1]
     np.testing.assert_allclose(result.eigenvalues, eigenvalues.clip(min=0.0), atol=1e-12)
@@ -297,7 +297,7 @@ ACCEPTED = [
     ("query tensor", lambda: top_paths(_edges(), query=torch.tensor(7))["score"], lambda: top_paths(_edges(), query=7)["score"]),
     ("head numpy", lambda: top_paths(_edges(), head=np.int64(1))["score"], lambda: top_paths(_edges(), head=1)["score"]),
     ("top numpy", lambda: top_paths(_edges(), top=np.int64(2))["score"], lambda: top_paths(_edges(), top=2)["score"]),
-    ("tokens array", lambda: embedding_pca(kind_model("standard"), np.arange(20, 100)).eigenvalues, lambda: embedding_pca(kind_model("standard")).eigenvalues),
+    ("tokens array", lambda: embedding_pca(kind_model("standard"), np.arange(20, 100)).eigenvalues, lambda: embedding_pca(kind_model("standard"), range(20, 100)).eigenvalues),
     ("keys tensor", lambda: input_grid(torch.arange(30, 33), [(1, 2)]).tokens, lambda: input_grid(range(30, 33), [(1, 2)]).tokens),
     ("pairs arrays", lambda: input_grid(range(30, 33), [np.array([1, 2])]).tokens, lambda: input_grid(range(30, 33), [(1, 2)]).tokens),
 ]
