@@ -94,10 +94,10 @@ def cases(model: HookedTransformer, tokens: torch.Tensor) -> dict[str, tuple[Cal
     def hand_masked() -> object:
         keep = {}
 
-        def zero(pattern: torch.Tensor, hook) -> torch.Tensor:  # noqa: ANN001
+        def zero(pattern: torch.Tensor, hook) -> torch.Tensor:
             return pattern.index_fill(-1, source[:1], 0.0)
 
-        def save(resid: torch.Tensor, hook) -> None:  # noqa: ANN001
+        def save(resid: torch.Tensor, hook) -> None:
             keep["resid"] = resid.detach()
 
         with torch.no_grad():

@@ -23,14 +23,7 @@ scores), :mod:`probes.geometry` (neuron condensation, embedding PCA, spectra),
 Only the anchor-task helpers (``mask_key``, ``input_grid``, ``candidate_labelings``) read :mod:`interp_init`'s tasks.
 """
 
-from probes.flow import (
-    attention_html,
-    attention_patterns,
-    information_flow,
-    plot_flow,
-    token_labels,
-    top_paths,
-)
+from probes.flow import attention_html, attention_patterns, information_flow, plot_flow, token_labels, top_paths
 from probes.geometry import (
     Condensation,
     EmbeddingPCA,

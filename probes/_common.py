@@ -6,22 +6,16 @@ import difflib
 import inspect
 import numbers
 import operator
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 import torch
-from jaxtyping import Bool, Int
+from jaxtyping import Bool
 from torch import Tensor
 
 from interp_init.data import AnchorDataset
-from probes.inputs import Inputs, _as_token_tensor, as_inputs, check_tokens
-from probes.protocol import HookedModel, check_fired, check_model
-
-
-def as_tokens(tokens: Tensor | Sequence[int] | Sequence[Sequence[int]], model: HookedModel) -> Int[Tensor, "batch pos"]:
-    """``tokens`` as an int64 ``[batch, pos]`` tensor on the model's device (a 1-D input is one sample)."""
-    check_model(model)
-    return check_tokens(_as_token_tensor(tokens), model)
+from probes.inputs import Inputs
+from probes.protocol import HookedModel, check_model
 
 
 def bidirectional(model: HookedModel) -> bool:
@@ -168,7 +162,7 @@ def capture_hooks(names: object, model: HookedModel, store: dict[str, Tensor]) -
     ``hook.name``: on TransformerLens 4.x an old name such as ``blocks.1.hook_resid_post``
     is an alias, and its hook point reports its new name (``blocks.1.hook_out``)."""
     def saver(name: str) -> Callable:
-        def save(activation: Tensor, hook) -> None:  # noqa: ANN001 - TransformerLens HookPoint
+        def save(activation: Tensor, hook) -> None:
             store[name] = activation.detach()
 
         return save
@@ -201,7 +195,7 @@ def run_hooked(
     TransformerLens lines): no later layer, no unembedding; returns ``None``."""
     fwd = list(hooks)
     if stop_after is not None:
-        def stop(activation: Tensor, hook) -> None:  # noqa: ANN001
+        def stop(activation: Tensor, hook) -> None:
             raise _Stop
 
         fwd.append((stop_after, stop))
@@ -210,12 +204,6 @@ def run_hooked(
             return model(inputs.tokens, return_type="logits", **forward_kwargs(model, inputs.attention_mask))
     except _Stop:
         return None
-
-
-def last_hook(names: Iterable[str], model: HookedModel) -> str:
-    """Of ``names``, the one the forward pass reaches last (by layer, then by TransformerLens' order within a block)."""
-    order = {name: i for i, name in enumerate(model.hook_dict)}
-    return max(names, key=lambda n: order.get(n, -1))
 
 
 def make_cache(store: dict[str, Tensor], model: HookedModel) -> Mapping[str, Tensor]:
@@ -227,12 +215,3 @@ def make_cache(store: dict[str, Tensor], model: HookedModel) -> Mapping[str, Ten
         return ActivationCache(store, model)
     except Exception:  # noqa: BLE001 - a line without ActivationCache keeps the plain mapping
         return store
-
-
-def run_capturing(model: HookedModel, tokens: Tensor, names: Iterable[str]) -> tuple[Tensor, dict[str, Tensor]]:
-    """Logits and the activations ``names`` of a plain forward pass (hooks only inside ``model.hooks``)."""
-    store: dict[str, Tensor] = {}
-    hooks = capture_hooks(list(names), model, store)
-    logits = run_hooked(model, as_inputs(tokens), hooks)
-    check_fired(store, [name for name, _ in hooks], "capturing activations")
-    return logits, store

@@ -73,7 +73,7 @@ def _finite_stop(model: HookedModel, seen: set[str]) -> tuple[str, Callable]:
     attention weights to 0, so patterns could look valid while the run is NaN)."""
     name = f"blocks.{model.cfg.n_layers - 1}.hook_resid_post"
 
-    def check(resid: Tensor, hook) -> None:  # noqa: ANN001
+    def check(resid: Tensor, hook) -> None:
         seen.add(name)
         check_finite(resid, "the model's last residual stream on these tokens", " (check the model's weights with probes.weight_stable_ranks)")
 
@@ -86,7 +86,7 @@ def _run_patterns(model: HookedModel, inputs: Inputs, layers: list[int], probe: 
     fired: set[str] = set()
 
     def taker(i: int, name: str) -> Callable:
-        def hook(pattern: Tensor, hook) -> None:  # noqa: ANN001
+        def hook(pattern: Tensor, hook) -> None:
             fired.add(name)
             take(i, pattern.detach())
 

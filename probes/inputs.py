@@ -30,7 +30,6 @@ Example::
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -238,12 +237,3 @@ def check_tokens(tokens: Tensor, model: object) -> Int[Tensor, "batch pos"]:
         raise ValueError(f"sequences of {tokens.shape[1]} tokens exceed the model's context n_ctx={cfg.n_ctx}")
     return tokens.long().to(cfg.device)
 
-
-def index_of(value: object) -> int | None:
-    """``value`` as an int where it is integer-like (not a bool), else ``None``."""
-    if isinstance(value, bool):
-        return None
-    try:
-        return operator.index(value)  # type: ignore[arg-type]
-    except TypeError:
-        return None

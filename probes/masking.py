@@ -59,7 +59,18 @@ from torch import Tensor
 
 from interp_init.data import AnchorDataset
 from interp_init.tasks import SHIFTS
-from probes._common import allowed_pairs, capture_hooks, check_dataset, check_finite, check_index, check_indices, check_int, check_number, make_cache, run_hooked
+from probes._common import (
+    allowed_pairs,
+    capture_hooks,
+    check_dataset,
+    check_finite,
+    check_index,
+    check_indices,
+    check_int,
+    check_number,
+    make_cache,
+    run_hooked,
+)
 from probes.inputs import Inputs, as_inputs
 from probes.protocol import HookedModel, check_fired, check_model, require_hooks
 from probes.views import TableDisplay
@@ -205,8 +216,8 @@ def masked_run(
 
     masked_in: set[str] = set()
 
-    def masker(name: str):  # noqa: ANN202 - a hook function for the hook point ``name``
-        def mask_pattern(pattern: Float[Tensor, "batch head query source"], hook) -> Tensor:  # noqa: ANN001
+    def masker(name: str):
+        def mask_pattern(pattern: Float[Tensor, "batch head query source"], hook) -> Tensor:
             masked_in.add(name)
             return masked(pattern)
 

@@ -56,6 +56,7 @@ from probes.inputs import Inputs, as_inputs
 from probes.protocol import HookedModel, check_fired, check_model, require_hooks
 from probes.views import TableDisplay
 
+
 @dataclass(frozen=True)
 class SimilarityResult(TableDisplay):
     """A cosine-similarity matrix across inputs and its equal-target mask.

@@ -130,3 +130,16 @@ def test_results_print_and_display_as_tables(tmp_path):
             assert fragment in text, (name, fragment, text)
     condensed = results["Condensation"][0].table()
     assert condensed["size"].tolist() == [2, 1] and condensed["mean similarity within"].iloc[0] == pytest.approx(2 / 2.0024984, abs=1e-6)
+
+
+def test_the_probe_benchmark_prints_its_ratios_at_a_toy_size():
+    from click.testing import CliRunner
+    from helpers import load_script
+
+    bench = load_script("benchmarks/bench_probes.py")
+    args = ["--layers", "2", "--d-model", "32", "--heads", "2", "--vocab", "60", "--seq", "8", "--batch", "3"]
+    result = CliRunner().invoke(bench.main, args)
+    assert result.exit_code == 0, result.output
+    for name in ("masked_run", "information_flow", "residual_similarity", "weight_stable_ranks", "circuit_stable_ranks", "plot_condensation", "attention_html", "top_paths"):
+        assert name in result.output, name
+    assert result.output.count("| ") >= 10 * 7

@@ -13,16 +13,16 @@ import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import n_hooks
 from transformer_lens import ActivationCache, FactoredMatrix, HookedEncoder, HookedTransformer, HookedTransformerConfig
 
 import probes
-from helpers import n_hooks
 from interp_init import quiet_deprecation
 from interp_init.task_registry import make_task
 
 
 def decoder(**overrides) -> HookedTransformer:
-    cfg = dict(n_layers=3, d_model=24, n_heads=3, d_head=8, d_mlp=48, n_ctx=12, d_vocab=50, act_fn="gelu", seed=0)
+    cfg = {"n_layers": 3, "d_model": 24, "n_heads": 3, "d_head": 8, "d_mlp": 48, "n_ctx": 12, "d_vocab": 50, "act_fn": "gelu", "seed": 0}
     with quiet_deprecation():
         return HookedTransformer(HookedTransformerConfig(**{**cfg, **overrides})).eval()
 
@@ -258,7 +258,8 @@ def test_every_table_survives_parquet(model, tokens, tmp_path):
         back = pd.read_parquet(path)
         listed = [c for c in frame.columns if len(frame) and isinstance(frame[c].iloc[0], (tuple, list))]
         for column in listed:  # a sequence column comes back as arrays
-            back[column] = back[column].map(lambda v, kind=type(frame[column].iloc[0]): kind(v.tolist()))
+            kind = type(frame[column].iloc[0])
+            back[column] = [kind(v.tolist()) for v in back[column]]
         pd.testing.assert_frame_equal(back, frame, check_dtype=False, obj=name)
 
 

@@ -148,7 +148,7 @@ def test_masking_a_source_in_every_layer_equals_zeroing_its_value_vectors(kind: 
     model, data = kind_model(kind), anchor_data()
     rows, sources = torch.arange(len(data)), data.key_positions + offset
 
-    def zero_source(v: torch.Tensor, hook) -> torch.Tensor:  # noqa: ANN001
+    def zero_source(v: torch.Tensor, hook) -> torch.Tensor:
         v = v.clone()
         v[rows, sources] = 0.0
         return v
