@@ -216,19 +216,23 @@ def row(name: str, probe: Callable, hand: Callable, reps: int, size_of: Callable
 @click.option("--vocab", type=int, default=50257, show_default=True)
 @click.option("--reps", type=int, default=1, show_default=True, help="alternating repetitions per probe (medians)")
 @click.option("--threads", type=int, default=1, show_default=True, help="torch threads")
-def main(batches: tuple[int, ...], seq: int, layers: int, d_model: int, heads: int, vocab: int, reps: int, threads: int) -> None:
+@click.option("--only", multiple=True, help="probes whose name contains this (repeat the option; default all)")
+def main(batches: tuple[int, ...], seq: int, layers: int, d_model: int, heads: int, vocab: int, reps: int, threads: int, only: tuple[str, ...]) -> None:
     """Time and peak memory of each probe against hand-written TransformerLens code, as ratios."""
     torch.set_num_threads(threads)
     model = build(layers, d_model, heads, vocab, seq)
     print(f"model: {layers} layers, d_model {d_model}, {heads} heads, vocabulary {vocab}, seq {seq}; {threads} torch thread(s), {reps} rep(s)")
+    def chosen(table: dict) -> dict:
+        return {name: pair for name, pair in table.items() if not only or any(o in name for o in only)}
+
     warm = torch.randint(0, vocab, (2, min(seq, 4)), generator=torch.Generator().manual_seed(0))
-    for probe, hand in cases(model, warm).values():  # lazy imports and first-call set-up, outside the timings
+    for probe, hand in chosen(cases(model, warm)).values():  # lazy imports and first-call set-up, outside the timings
         probe(), hand()
     for batch in batches:
         tokens = torch.randint(0, vocab, (batch, seq), generator=torch.Generator().manual_seed(batch))
-        rows = [row(name, probe, hand, reps) for name, (probe, hand) in cases(model, tokens).items()]
+        rows = [row(name, probe, hand, reps) for name, (probe, hand) in chosen(cases(model, tokens)).items()]
         if batch == batches[0]:  # the views read one input: once
-            for name, (probe, hand) in plot_cases(model, tokens).items():
+            for name, (probe, hand) in chosen(plot_cases(model, tokens)).items():
                 size = (lambda page: len(page.encode()) / 2**20) if "MB" in name else None
                 rows.append(row(name, probe, hand, reps, size_of=size))
         print(f"\nbatch {batch}:")
@@ -237,6 +241,8 @@ def main(batches: tuple[int, ...], seq: int, layers: int, d_model: int, heads: i
         for r in rows:
             memory = f"{r['memory ratio']:.2f}" if r["hand MiB"] >= 1 else "n/a (under 1 MiB)"
             print(f"| {r['probe']} | {r['probe s']:.2f} | {r['hand s']:.2f} | {r['time ratio']:.2f} | {r['probe MiB']:.1f} | {r['hand MiB']:.1f} | {memory} |")
+    if only and not any(o in "top_paths" for o in only):
+        return
     edges = probes.information_flow(model, tokens[:1])
     seconds, _, paths = measure(lambda: probes.top_paths(edges, threshold=0.0, top=10))
     print(f"\ntop_paths on the {layers}-layer, {seq}-position flow (top=10, threshold 0): {seconds:.2f} s, best score {paths['score'].iloc[0]:.3g}")

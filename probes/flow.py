@@ -11,7 +11,8 @@ that the symmetric solution fuses the two anchors at the last position in layer 
 the inferential solution first moves the key onto each anchor (Fig. 3a vs 3c).
 
 Shapes: ``tokens [batch, pos]`` (or ``[pos]``); :func:`information_flow` returns a
-DataFrame with one row per (layer, head or "sum", source <= query); :func:`top_paths`
+DataFrame with one row per (layer, head or "sum", source, query) that the attention can read
+(``source <= query`` when causal, every pair in a bidirectional encoder); :func:`top_paths`
 a DataFrame with one row per path (``path``: positions at levels 0..n_layers).
 :func:`attention_html` draws one input's patterns with circuitsvis as a
 :class:`~probes.views.CircuitView`: it displays itself in Jupyter and saves as a

@@ -18,10 +18,14 @@ Uses (complexity-control journal paper, Fig. 4A-C; NeurIPS 2024 Fig. 3b for the 
 * :func:`mask_second_anchor` hides the second anchor (key position + 2): what do the key
   and the first anchor produce? (journal Fig. 4D; see :mod:`probes.similarity`).
 
-Shapes: ``tokens [batch, pos]``; sources an int, a list of ``batch`` ints, a list of
-``batch`` lists, or a tensor ``[batch]`` / ``[batch, k]``; :class:`MaskedRun` holds
-``logits [batch, pos, d_vocab]``, the captured activations and the ``[batch, query,
-source]`` mask; :func:`project` and :func:`cluster_scores` return DataFrames.
+Shapes: ``tokens [batch, pos]`` (token ids, strings with a tokenizer, or a task's samples:
+:mod:`probes.inputs`), with ``attention_mask [batch, pos]`` for padded batches; sources an
+int or a flat list of ints (the same in every sample), a tensor ``[batch]`` / ``[batch, k]``
+or a list of ``batch`` lists (per sample), or a position name; :class:`MaskedRun` holds
+``logits [batch, pos, d_vocab]``, the captured activations (an ``ActivationCache``) and the
+``[batch, query, source]`` mask; :func:`project` and :func:`cluster_scores` return DataFrames.
+The mask follows the model's attention: ``source <= query`` when causal, every pair in a
+bidirectional encoder.
 
 Example::
 
