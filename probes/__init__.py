@@ -18,7 +18,8 @@ softmax, projections and cluster scores), :mod:`probes.flow` (information flow, 
 paths, circuitsvis HTML), :mod:`probes.similarity` (cosine-similarity heatmaps and block
 scores), :mod:`probes.geometry` (neuron condensation, embedding PCA, spectra),
 :mod:`probes.rank` (stable ranks of weights and of each head's OV and QK circuits),
-:mod:`probes.inputs` (tokens, labels, positions), :mod:`probes.protocol` (what a model must offer) and
+:mod:`probes.inputs` (tokens, labels, positions), :mod:`probes.anchors` (the anchor tasks'
+helpers), :mod:`probes.protocol` (what a model must offer) and
 :mod:`probes.views` (circuit views for Jupyter and files; results as tables).
 Only the anchor-task helpers (``mask_key``, ``input_grid``, ``candidate_labelings``) read :mod:`interp_init`'s tasks.
 """
@@ -36,12 +37,10 @@ from probes.geometry import (
     singular_value_spectra,
 )
 from probes.inputs import Inputs, as_inputs
+from probes.anchors import candidate_labelings, mask_key, mask_second_anchor
 from probes.masking import (
     MaskedRun,
-    candidate_labelings,
     cluster_scores,
-    mask_key,
-    mask_second_anchor,
     masked_run,
     plot_projection,
     project,

@@ -56,7 +56,7 @@ from torch import Tensor
 
 from probes._common import check_finite, check_int
 from probes.protocol import HookedModel, check_model
-from probes.rank import merged_weight, singular_values, weight_matrices
+from probes.rank import merged_weight, singular_values, weight_names
 from probes.similarity import cosine_similarity_matrix
 from probes.views import TableDisplay
 
@@ -247,8 +247,8 @@ def singular_value_spectra(model: HookedModel) -> pd.DataFrame:
     (divided by the largest).
     """
     frames = []
-    for layer, name, matrix in weight_matrices(model):
-        s = singular_values(matrix).numpy()
+    for layer, name in weight_names(model):  # one merged matrix at a time
+        s = singular_values(merged_weight(model, name, layer)).numpy()
         frames.append(
             pd.DataFrame(
                 {

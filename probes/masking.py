@@ -10,12 +10,12 @@ softmax denominator still holds the masked key, so its token still has an influe
 
 Uses (complexity-control journal paper, Fig. 4A-C; NeurIPS 2024 Fig. 3b for the t-SNE):
 
-* :func:`mask_key` hides the key token (``AnchorDataset.key_positions``): what do the
+* :func:`probes.anchors.mask_key` hides the key token (``AnchorDataset.key_positions``): what do the
   anchor pairs alone produce at the last position?  The journal's Fig. 4C draws these
   last-position vectors with t-SNE (perplexity 12, 50 inputs per pair); "symmetric pairs
   merge" becomes a number with :func:`cluster_scores`: the adjusted Rand index of
   clusters against the ordered pair, the unordered pair or the composite shift.
-* :func:`mask_second_anchor` hides the second anchor (key position + 2): what do the key
+* :func:`probes.anchors.mask_second_anchor` hides the second anchor (key position + 2): what do the key
   and the first anchor produce? (journal Fig. 4D; see :mod:`probes.similarity`).
 
 Shapes: ``tokens [batch, pos]`` (token ids, strings with a tokenizer, or a task's samples:
@@ -61,12 +61,9 @@ from sklearn.manifold import TSNE
 from sklearn.metrics import adjusted_rand_score, silhouette_score
 from torch import Tensor
 
-from interp_init.data import AnchorDataset
-from interp_init.tasks import SHIFTS
 from probes._common import (
     allowed_pairs,
     capture_hooks,
-    check_dataset,
     check_finite,
     check_index,
     check_indices,
@@ -243,74 +240,6 @@ def masked_run(
     if not callable(names):  # a callable filter takes what runs, as TransformerLens' names_filter does
         check_fired(store, [name for name, _ in captures], "masked_run (capturing activations)")
     return MaskedRun(logits=logits, cache=make_cache(store, model), mask=mask)
-
-
-def _output_name(model: HookedModel) -> str:
-    check_model(model)
-    return f"blocks.{model.cfg.n_layers - 1}.hook_resid_post"
-
-
-def mask_key(
-    model: HookedModel,
-    dataset: AnchorDataset,
-    *,
-    layers: int | Iterable[int] | None = None,
-    heads: int | Iterable[int] | None = None,
-    query_positions: int | Iterable[int] | None = None,
-    renormalize: bool = False,
-    names: Iterable[str] | None = None,
-) -> MaskedRun:
-    """:func:`masked_run` hiding each sample's key token (``dataset.key_positions``): the anchor tasks' case of it.
-
-    ``names`` defaults to the last block's output ``blocks.{L-1}.hook_resid_post`` (the
-    journal's "output embedding", before the final LayerNorm and unembedding).
-    """
-    dataset = check_dataset(dataset)
-    names = [_output_name(model)] if names is None else names
-    return masked_run(model, dataset, "key", layers, heads, query_positions, renormalize, names)
-
-
-def mask_second_anchor(
-    model: HookedModel,
-    dataset: AnchorDataset,
-    *,
-    layers: int | Iterable[int] | None = None,
-    heads: int | Iterable[int] | None = None,
-    query_positions: int | Iterable[int] | None = None,
-    renormalize: bool = False,
-    names: Iterable[str] | None = None,
-) -> MaskedRun:
-    """:func:`masked_run` hiding each sample's second anchor (key position + 2); ``names`` as :func:`mask_key`."""
-    dataset = check_dataset(dataset)
-    names = [_output_name(model)] if names is None else names
-    return masked_run(model, dataset, "second_anchor", layers, heads, query_positions, renormalize, names)
-
-
-def candidate_labelings(dataset: AnchorDataset) -> pd.DataFrame:
-    """One row per sample: candidate labels for clustering the masked outputs.
-
-    Columns: ``ordered_pair`` ("1,2"), ``unordered_pair`` ("1,2" for (1,2) and (2,1)),
-    ``composite_shift`` (s(a1) + s(a2)), ``target_shift`` (the designated target minus
-    the key: differs from the composite shift where the task gives a pair another
-    mapping, e.g. (3,4) in ``symmetric``), ``first_anchor``, ``key``,
-    ``single_anchor_target`` (g(x; a1) = x + s(a1)) and ``target`` (the dataset's).
-    With the papers' shifts (5, 1, -2, -8) the ten unordered pairs have ten distinct
-    sums, so ``composite_shift`` groups inputs exactly as ``unordered_pair`` does.
-    """
-    pairs = check_dataset(dataset).anchor_pairs.cpu().tolist()
-    keys = dataset.keys.cpu().tolist()
-    return pd.DataFrame(
-        {
-            "ordered_pair": [f"{a},{b}" for a, b in pairs],
-            "unordered_pair": [f"{min(a, b)},{max(a, b)}" for a, b in pairs],
-            "composite_shift": [SHIFTS[a] + SHIFTS[b] for a, b in pairs],
-            "target_shift": [t - x for t, x in zip(dataset.targets.cpu().tolist(), keys, strict=True)],
-            "first_anchor": [a for a, _ in pairs],
-            "key": keys,
-            "single_anchor_target": [x + SHIFTS[a] for x, (a, _) in zip(keys, pairs, strict=True)],
-            "target": dataset.targets.cpu().tolist(),
-        }
-    )
 
 
 def _as_array(vectors: Tensor | np.ndarray) -> np.ndarray:

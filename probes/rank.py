@@ -46,7 +46,7 @@ def _as_matrix(matrix: Tensor, name: str = "matrix") -> Tensor:
     if matrix.is_meta:
         raise ValueError(f"{name} is on the meta device (a shape without data); load or build the model on a real device (device='cpu')")
     matrix = matrix.detach().to(torch.float32)
-    if not bool(torch.isfinite(matrix).all()):
+    if not bool(torch.isfinite(matrix.sum())):  # a NaN or infinity anywhere makes the sum so (no full-size temporary)
         raise ValueError(f"{name} has NaN or infinite entries: its singular values are undefined (a diverged model?)")
     return matrix
 
@@ -76,7 +76,7 @@ def _norms(matrix: Tensor) -> tuple[float, float]:
     matrix = _as_matrix(matrix)
     gram = matrix.T @ matrix if matrix.shape[1] <= matrix.shape[0] else matrix @ matrix.T
     top = float(torch.linalg.eigvalsh(gram)[-1].clamp_min(0.0)) if gram.numel() else 0.0
-    return top**0.5, float(matrix.pow(2).sum()) ** 0.5
+    return top**0.5, float(gram.diagonal().sum().clamp_min(0.0)) ** 0.5  # ||W||_F^2 = trace of the Gram matrix
 
 
 def stable_rank(matrix: Float[Tensor, "rows cols"]) -> float:
@@ -135,19 +135,19 @@ def merged_weight(model: HookedModel, name: str, layer: int | None = None) -> Fl
     raise ValueError(f"unknown weight {name!r}; use W_Q, W_K, W_V, W_O, W_in, W_out, W_E, W_pos or W_U")
 
 
-def weight_matrices(model: HookedModel) -> list[tuple[int | None, str, Tensor]]:
-    """Every weight matrix of ``model`` as ``(layer, name, 2-D matrix)``, heads merged
-    (no ``W_pos`` where the positional embedding is not learned, e.g. rotary; no
-    ``W_in``, ``W_out`` in an attention-only or mixture-of-experts model)."""
+def weight_names(model: HookedModel) -> list[tuple[int | None, str]]:
+    """``(layer, name)`` of every weight matrix of ``model`` (no ``W_pos`` where the positional
+    embedding is not learned, e.g. rotary; no ``W_in``, ``W_out`` in an attention-only or
+    mixture-of-experts model)."""
     check_model(model)
-    out: list[tuple[int | None, str, Tensor]] = [(None, "W_E", merged_weight(model, "W_E"))]
-    if hasattr(model, "pos_embed"):
-        out.append((None, "W_pos", merged_weight(model, "W_pos")))
     names = ["W_Q", "W_K", "W_V", "W_O"] + (["W_in", "W_out"] if _has_single_mlp(model) else [])
-    for layer in range(model.cfg.n_layers):
-        out += [(layer, name, merged_weight(model, name, layer)) for name in names]
-    out.append((None, "W_U", merged_weight(model, "W_U")))
-    return out
+    first = [(None, "W_E")] + ([(None, "W_pos")] if hasattr(model, "pos_embed") else [])
+    return first + [(layer, name) for layer in range(model.cfg.n_layers) for name in names] + [(None, "W_U")]
+
+
+def weight_matrices(model: HookedModel) -> list[tuple[int | None, str, Tensor]]:
+    """Every weight matrix of ``model`` as ``(layer, name, 2-D matrix)``, heads merged (see :func:`weight_names`)."""
+    return [(layer, name, merged_weight(model, name, layer)) for layer, name in weight_names(model)]
 
 
 RANK_COLUMNS = ["layer", "name", "rows", "cols", "stable_rank", "spectral_norm", "frobenius_norm"]
@@ -156,7 +156,8 @@ RANK_COLUMNS = ["layer", "name", "rows", "cols", "stable_rank", "spectral_norm",
 def weight_stable_ranks(model: HookedModel) -> pd.DataFrame:
     """One row per weight matrix: layer, name, rows, cols, stable_rank, spectral_norm, frobenius_norm (float32, see :func:`stable_rank`)."""
     rows = []
-    for layer, name, matrix in weight_matrices(model):
+    for layer, name in weight_names(model):  # one merged matrix at a time
+        matrix = merged_weight(model, name, layer)
         spectral, frobenius = _norms(matrix)
         rank = 0.0 if spectral == 0.0 else frobenius**2 / spectral**2
         rows.append({"layer": layer, "name": name, "rows": matrix.shape[0], "cols": matrix.shape[1], "stable_rank": rank, "spectral_norm": spectral, "frobenius_norm": frobenius})

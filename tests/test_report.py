@@ -163,7 +163,7 @@ def test_captions_state_what_the_papers_expect_and_what_the_runs_measured(report
 
     from probes.flow import attention_patterns, information_flow, top_paths
     from probes.geometry import condensation, embedding_pca
-    from probes.masking import mask_key, mask_second_anchor
+    from probes.anchors import mask_key, mask_second_anchor
     from probes.rank import merged_weight, weight_matrices
     from probes.similarity import input_grid, residual_similarity, value_similarity
 
