@@ -21,12 +21,13 @@ import pytest
 
 from interp_init.runfolder import RunFolder
 from training.launch.slurm import JOBS_FILE, SLURM_FOLDER, SlurmOptions, live_jobs
-from training.population_runs import PopulationPlan, Remote, reproduce_population
+from training.launch import make_launcher
+from training.study import ReproductionSpec, reproduce_study
 from training.sweep import SweepOptions, SweepSpec, run_sweep
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 ROOT = Path(__file__).resolve().parents[1]
-PLAN = PopulationPlan("tiny", (0,))  # 4 runs: both tasks, both regimes
+SPEC = ReproductionSpec("tiny", (0,))  # 4 runs: both tasks, both regimes
 
 
 def _slurm_or_skip() -> None:
@@ -65,7 +66,7 @@ def _requeues(study: Path) -> int:
 def local_population(tmp_path_factory) -> Path:
     """The tiny population trained here, two runs at a time with one torch thread each."""
     out = tmp_path_factory.mktemp("local") / "population"
-    reproduce_population(PLAN, out, device="cpu", workers=2, progress=False)
+    reproduce_study(SPEC, out, make_launcher("pool", device="cpu", workers=2, threads=1))
     return out
 
 
@@ -73,7 +74,7 @@ def test_slurm_population_is_byte_equal_to_the_local_one(tmp_path, local_populat
     _slurm_or_skip()
     out = tmp_path / "population"
     # every chunk is one epoch long: each run is requeued after each of its first two epochs
-    population = reproduce_population(PLAN, out, device="cpu", progress=False, remote=Remote("slurm", slurm=_slurm_options(chunk_seconds=0.01)))
+    population, _ = reproduce_study(SPEC, out, make_launcher("slurm", slurm=_slurm_options(chunk_seconds=0.01)))
     assert _requeues(out) >= 4
     assert _weights(out) == _weights(local_population) and len(_weights(out)) == 4
     assert _results(population.to_dict()) == _results(json.loads((local_population / "summary.json").read_text()))
@@ -86,7 +87,7 @@ def _sweep(epochs: int) -> SweepSpec:
 def test_slurm_time_limit_requeues_and_a_cancelled_job_resumes_on_a_second_launch(tmp_path):
     _slurm_or_skip()
     out, spec = tmp_path / "sweep", _sweep(epochs=150)  # longer than one chunk of a 1-minute job
-    first = run_sweep(spec, out, SweepOptions(backend="slurm", workers=None, progress=False, slurm=_slurm_options(wait=False)))
+    first = run_sweep(spec, out, SweepOptions(backend="slurm", workers=None, progress=False, extra={"slurm": _slurm_options(wait=False)}))
     assert set(first.statuses.values()) == {"running"}  # submitted, not waited for
     record = json.loads((out / SLURM_FOLDER / JOBS_FILE).read_text())
     victim, other = "gamma=0.5", "gamma=0.8"
@@ -103,7 +104,7 @@ def test_slurm_time_limit_requeues_and_a_cancelled_job_resumes_on_a_second_launc
     assert _requeues(out) >= 1  # the 1-minute limit requeued a run
     finished = (out / other / "model.safetensors").stat().st_mtime_ns
 
-    second = run_sweep(spec, out, SweepOptions(backend="slurm", workers=None, progress=False, slurm=_slurm_options()))
+    second = run_sweep(spec, out, SweepOptions(backend="slurm", workers=None, progress=False, extra={"slurm": _slurm_options()}))
     assert dict(second.statuses) == {victim: "completed", other: "completed"}
     assert second.skipped == (other,)
     assert (out / other / "model.safetensors").stat().st_mtime_ns == finished  # not retrained
@@ -183,7 +184,7 @@ def test_ray_cluster_trains_a_sweep_and_a_population(tmp_path, ray_cluster, loca
     address, _ = ray_cluster
     summary = run_sweep(_sweep(epochs=3), tmp_path / "sweep", SweepOptions(backend="ray", address=address, threads=1, workers=None, progress=False))
     assert dict(summary.statuses) == {"gamma=0.5": "completed", "gamma=0.8": "completed"}
-    population = reproduce_population(PLAN, tmp_path / "population", device="cpu", progress=False, remote=Remote("ray", address))
+    population, _ = reproduce_study(SPEC, tmp_path / "population", make_launcher("ray", device="cpu", address=address, threads=1))
     assert _weights(tmp_path / "population") == _weights(local_population)
     assert _results(population.to_dict()) == _results(json.loads((local_population / "summary.json").read_text()))
 

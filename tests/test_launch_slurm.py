@@ -11,7 +11,7 @@ import torch
 
 from training.cli import main
 from training.config import make_run_config
-from training.launch import Job, JobReturn, SlurmLauncher, SlurmOptions, launcher_class
+from training.launch import Job, JobReturn, SlurmLauncher, SlurmOptions, launcher_class, launcher_names, make_launcher
 from training.launch.slurm import JOBS_FILE, SLURM_FOLDER
 from training.loop import train
 
@@ -27,8 +27,11 @@ def test_local_executor_requeues_a_chunked_run_and_a_second_launch_submits_nothi
     train(done.config, done.run_dir, device="cpu", progress=False)
     before = done.run_dir.joinpath("model.safetensors").stat().st_mtime_ns
     options = SlurmOptions(cluster="local", time_min=1, signal_delay_s=10, chunk_seconds=0.01, poll_s=0.5, device="cpu")
-    launcher = SlurmLauncher(options, tmp_path / "study")
-    assert launcher.launch([job, done]) == [JobReturn("run", "completed"), JobReturn("done", "completed")]
+    # built by name as sweep and reproduce build it (their other options left out); the study folder read from the jobs
+    launcher = make_launcher("slurm", slurm=options, device="cpu", workers=None, threads=1)
+    seen: list[JobReturn] = []
+    assert launcher.notify(seen.append).launch([job, done]) == [JobReturn("run", "completed"), JobReturn("done", "completed")]
+    assert seen == [JobReturn("run", "completed"), JobReturn("done", "completed")]
     assert done.run_dir.joinpath("model.safetensors").stat().st_mtime_ns == before  # read, not retrained
     # the deadline passed in the first chunk: one epoch, a checkpoint, a requeue, then the last epoch
     logs = "".join(p.read_text() for p in (tmp_path / "study" / SLURM_FOLDER / "logs").glob("*_log.out"))
@@ -55,7 +58,7 @@ def test_options_map_to_sbatch_and_bad_ones_name_the_field():
         SlurmOptions(time_min=1, signal_delay_s=90)
     with pytest.raises(ValueError, match="slurm cpus must be an integer >= 1"):
         SlurmOptions(cpus=0)
-    assert launcher_class("slurm") is SlurmLauncher
+    assert launcher_class("slurm") is SlurmLauncher and "slurm" in launcher_names()
 
 
 def test_cli_refuses_slurm_options_without_the_slurm_backend(tmp_path, capsys):

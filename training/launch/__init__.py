@@ -1,33 +1,28 @@
-"""Launchers: where a study's runs train.  A :class:`Job` is one run (name, config, folder);
-a :class:`Launcher` trains a list of them and returns one :class:`JobReturn` each;
-:func:`train_job` trains one with the failure policy every launcher shares.
+"""One launcher for every study: a job per run folder, one failure policy, backends by name.
 
-* :class:`SlurmLauncher` (``"slurm"``, :mod:`training.launch.slurm`): a Slurm cluster
-  through submitit, one job per run in chunks that requeue themselves
-  (:class:`SlurmOptions`; ``pip install 'interp-init[slurm]'``; docs/clusters.md).
+* :class:`Job` (a run to train: name, config, folder) and :class:`JobReturn` (its status);
+* :func:`train_job`: train one job under the one failure policy (``error.txt`` for a
+  failed run, ``running`` for a run another process trains; never raises for a run);
+* :class:`Launcher`, :func:`register_launcher`, :func:`launcher_class`,
+  :func:`make_launcher`, :func:`launcher_names`: the backends, registered by name
+  (``serial``, ``pool``, ``ensemble``, ``ray``: :mod:`training.launch.backends`; ``slurm``:
+  :mod:`training.launch.slurm`, its options :class:`SlurmOptions`);
+* :func:`launch`, :func:`check_jobs`, :func:`hold_study`: the study folder's refusals,
+  lock and skipping of ended runs (:func:`training.study.run_study` strings them together).
 
-The names are imported on first use: importing this package imports no torch.
+Importing this package imports no torch and no submitit (the command line lists the
+launchers' names; the slurm backend imports submitit when it launches).
 """
 
 from __future__ import annotations
 
-from types import ModuleType
+from training.launch.backends import EnsembleLauncher, PoolLauncher, RayLauncher, SerialLauncher, ensemble_key
+from training.launch.base import STUDY_BUSY, Job, JobReturn, Launcher, check_jobs, hold_study, launch, launcher_class, launcher_names
+from training.launch.base import make_launcher, register_launcher, train_job
+from training.launch.slurm import SlurmLauncher
+from training.launch.slurm_options import SlurmOptions
 
-from interp_init.lazy import lazy_attributes
-
-_BASE = ("Job", "JobReturn", "Launcher", "launcher_class", "register_launcher", "train_job")
-_SLURM = ("SlurmLauncher", "SlurmOptions")
-__all__ = sorted((*_BASE, *_SLURM))
-
-
-def _module_of(name: str) -> ModuleType:
-    if name in _BASE:
-        from training.launch import base as module
-    elif name in _SLURM:
-        from training.launch import slurm as module
-    else:
-        raise AttributeError(f"module 'training.launch' has no attribute {name!r}")
-    return module
-
-
-__getattr__, __dir__ = lazy_attributes(globals(), _module_of, __all__)
+__all__ = [
+    "EnsembleLauncher", "PoolLauncher", "RayLauncher", "SerialLauncher", "ensemble_key", "STUDY_BUSY", "Job", "JobReturn", "Launcher", "check_jobs", "hold_study", "launch", "launcher_class", "launcher_names",
+    "make_launcher", "register_launcher", "train_job", "SlurmLauncher", "SlurmOptions",
+]  # fmt: skip

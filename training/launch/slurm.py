@@ -46,10 +46,10 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus, atomic_write, write_json
-from training.launch.base import Job, JobReturn, Launcher, register_launcher, train_job
+from training.launch.base import Job, JobReturn, Launcher, failed, register_launcher, train_job
 from training.launch.slurm_options import SlurmOptions
 
-__all__ = ["JOBS_FILE", "SLURM_FOLDER", "RunChunk", "SlurmLauncher", "SlurmOptions", "live_jobs", "slurm_time_left", "train_group"]
+__all__ = ["JOBS_FILE", "SLURM_FOLDER", "RunChunk", "SlurmLauncher", "SlurmOptions", "live_jobs", "slurm_time_left", "study_folder", "train_group"]
 
 #: Where a launch keeps submitit's files and its record of submitted jobs, inside the study folder.
 SLURM_FOLDER = ".slurm"
@@ -137,14 +137,25 @@ def train_group(jobs: Sequence[Job], device: str, threads: int, deadline: float 
     import traceback
 
     from training.ensemble import train_ensemble
-    from training.sweep.runner import _record_failure
 
     try:
         train_ensemble([j.config for j in todo], [j.run_dir for j in todo], device=device, progress=False, deadline=deadline)
     except Exception as err:  # noqa: BLE001 - the group fails, written into each run's error.txt
+        tb = traceback.format_exc()
         for job in todo:
-            _record_failure(RunFolder(job.run_dir), job.config, f"{type(err).__name__}: {err}\n\n{traceback.format_exc()}")
+            failed(job, err, tb)
     return [JobReturn(j.name, str(RunFolder(j.run_dir).status())) for j in jobs]
+
+
+def study_folder(jobs: Sequence[Job]) -> Path:
+    """The study folder of ``jobs``: each job's folder less its name (a relative path), else
+    the folders' common parent."""
+    roots = set()
+    for job in jobs:
+        parts = Path(job.name).parts
+        run_dir = Path(job.run_dir).absolute()
+        roots.add(run_dir.parents[len(parts) - 1] if parts and run_dir.parts[-len(parts) :] == parts else run_dir.parent)
+    return roots.pop() if len(roots) == 1 else Path(os.path.commonpath([str(r) for r in roots]))
 
 
 def _checkpointable() -> type:
@@ -185,15 +196,26 @@ class _Submitted:
 
 @register_launcher
 class SlurmLauncher(Launcher):
-    """Trains jobs on Slurm through submitit (see the module docstring); ``study`` is the
-    folder that holds the runs, where ``.slurm/`` keeps submitit's logs and the job record."""
+    """Trains jobs on Slurm through submitit (see the module docstring): ``slurm``, what the
+    jobs ask the cluster for (the command line's ``--slurm-*`` options reach it through
+    :func:`training.launch.make_launcher`); ``study``, the folder that holds the runs, where
+    ``.slurm/`` keeps submitit's logs and the job record (default: the jobs' study folder,
+    each job's folder less its name)."""
 
     name: ClassVar[str] = "slurm"
 
-    def __init__(self, options: SlurmOptions, study: str | Path) -> None:
-        self.options = options
-        self.study = Path(study)
-        self.folder = self.study / SLURM_FOLDER
+    def __init__(self, slurm: SlurmOptions | None = None, study: str | Path | None = None) -> None:
+        self.options = SlurmOptions() if slurm is None else slurm
+        if not isinstance(self.options, SlurmOptions):
+            raise ValueError(f"the slurm launcher takes a SlurmOptions (slurm=...), got {type(self.options).__name__}")
+        self.study = None if study is None else Path(study)
+
+    @property
+    def folder(self) -> Path:
+        """``STUDY/.slurm``: submitit's logs and the record of submitted jobs."""
+        if self.study is None:
+            raise ValueError("the slurm launcher's study folder is not known before its first launch")
+        return self.study / SLURM_FOLDER
 
     # ------------------------------------------------------------ the record of submitted jobs
 
@@ -217,6 +239,8 @@ class SlurmLauncher(Launcher):
         """Submit every unfinished job not trained elsewhere; wait for them (``wait``); one
         :class:`JobReturn` per job, in order, from its run folder."""
         executor_class = _executor_class(self.options.cluster)
+        if self.study is None and jobs:
+            self.study = study_folder(jobs)
         returns: dict[str, JobReturn] = {}
         record = self._record()
         live = self._live(list(set(record.values())))
@@ -244,13 +268,13 @@ class SlurmLauncher(Launcher):
         for s in submitted:
             for job in s.jobs:
                 returns[job.name] = s.returns.get(job.name) or JobReturn(job.name, RunStatus.RUNNING, f"submitted as Slurm job {s.job_id}")
-        return [returns[job.name] for job in jobs]
+        return [self.returned(returns[job.name]) for job in jobs]
 
     def _groups(self, jobs: list[Job]) -> list[tuple[Job, ...]]:
         size = self.options.ensemble_size
         if size is None:
             return [(job,) for job in jobs]
-        from training.sweep.runner import ensemble_key
+        from training.launch.backends import ensemble_key
 
         by_key: dict[Any, list[Job]] = {}
         for job in jobs:
