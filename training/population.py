@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 #: Which random source a population varies: both (``seed``), the init's, or the data's.
 VARY: tuple[str, ...] = ("both", "init", "data")
 #: The per-seed table's short names of the targets.
-_SHORT = {"id_acc": "ID", "heldout_inferential": "inf", "heldout_symmetric": "sym", "ood_acc": "OOD", "commutativity": "comm"}
+_SHORT = {"id_acc": "ID", "heldout_inferential": "inf", "heldout_symmetric": "sym", "exception_acc": "(3,4)", "ood_acc": "OOD", "commutativity": "comm"}
 
 
 def exact_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:

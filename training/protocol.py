@@ -36,7 +36,7 @@ PROTOCOL_TEXT: dict[str, str] = {
     "paper": "paper protocol: per seed the best over learning rates and evaluated epochs, each target separately; then the mean over seeds",
 }
 #: The metric columns of a sweep's results table that :func:`protocol_table` reselects.
-SWEEP_TARGETS: tuple[str, ...] = ("train_acc", "id_acc", "heldout_inferential", "heldout_symmetric", "ood_acc", "commutativity")
+SWEEP_TARGETS: tuple[str, ...] = ("train_acc", "id_acc", "heldout_inferential", "heldout_symmetric", "exception_acc", "ood_acc", "commutativity")
 
 
 def targets(task: str) -> tuple[str, ...]:

@@ -1,0 +1,161 @@
+"""The race on ``symmetric``: does the held-out (4,3) find its answer before or after the seen (3,4) is fitted?
+
+The exception (3,4) is the seen pair whose target the held-out (4,3)'s symmetric answer
+copies.  A small-init run that reasons infers (4,3) from the rule; one that copies takes
+(3,4)'s answer.  :func:`race_of` reads a run's per-epoch history (``metrics.json``'s
+``history``: each evaluated entry has ``per_pair["3,4"]``, ``heldout["4,3"]`` with
+``inferential`` and ``symmetric`` shares, ``loss``, ``lr``; ``training/loop.py``'s
+``history_record``) and returns a :class:`Race`:
+
+* ``fit_epoch``: the first evaluated epoch at which the training accuracy on (3,4) is at
+  least :data:`interp_init.task.FIT_THRESHOLD` (0.9; None: never);
+* the (4,3) inferential and symmetric shares at that epoch and at the last evaluated one;
+* ``settled_epoch``: the epoch at which the shares **stopped moving**: the first evaluated
+  epoch from which on both shares stay within ``tolerance`` (default 0.05) of their values
+  at the last evaluated epoch (so a share still moving at the end settles only at the last
+  epoch, and ``still_moving`` is true);
+* ``lr_high``: whether the lr at ``settled_epoch`` was still above a tenth of the run's
+  peak lr (the largest lr in the history, or the one given): True says the shares stopped
+  while the optimizer could still move them, False that the schedule's decay froze them;
+* ``mode``: the run's failure mode (:data:`MODES`), from these numbers:
+  ``infers`` (final ID >= 0.9, (3,4) fitted, inferential >= 0.8: the flip's criterion),
+  ``early copy`` (symmetric >= 0.8 at the end: the copy; ``symmetric_at_fit`` says whether it
+  was already there when (3,4) was fitted), ``under-trained`` (never fitted (3,4), final ID
+  below 0.9, or the shares froze with the lr below a tenth of its peak or were still moving
+  at the end), ``neither`` (fitted, settled while the lr was high, on neither answer).
+
+Everything here is a pure function of the history; :func:`race_of_folder` reads a run
+folder's ``metrics.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from interp_init.anchor_tasks import FLIP_CRITERIA
+from interp_init.task import FIT_THRESHOLD
+
+#: The seen exception and the held-out pair whose answers race.
+EXCEPTION, HELDOUT = "3,4", "4,3"
+#: A share within this of its final value has stopped moving (:func:`race_of`).
+SETTLE_TOLERANCE = 0.05
+#: The failure modes, in the order tables list them.
+MODES: tuple[str, ...] = ("infers", "early copy", "neither", "under-trained")
+
+
+@dataclass(frozen=True)
+class Race:
+    """One run's race (see the module docstring); shares are None where never evaluated."""
+
+    fit_epoch: int | None
+    inferential_at_fit: float | None
+    symmetric_at_fit: float | None
+    inferential_end: float | None
+    symmetric_end: float | None
+    settled_epoch: int | None
+    lr_at_settled: float | None
+    peak_lr: float | None
+    still_moving: bool
+    final_id_acc: float | None
+    last_epoch: int | None
+
+    def __post_init__(self) -> None:
+        if self.fit_epoch is not None and self.last_epoch is not None and not 1 <= self.fit_epoch <= self.last_epoch:
+            raise ValueError(f"fit_epoch {self.fit_epoch} must lie in 1..{self.last_epoch}")
+
+    @property
+    def fitted(self) -> bool:
+        return self.fit_epoch is not None
+
+    @property
+    def lr_high(self) -> bool | None:
+        """Whether the lr was above a tenth of its peak when the shares stopped moving."""
+        if self.lr_at_settled is None or self.peak_lr is None:
+            return None
+        return self.lr_at_settled > self.peak_lr / 10
+
+    @property
+    def mode(self) -> str:
+        """``infers``, ``early copy``, ``neither`` or ``under-trained`` (module docstring)."""
+        fit_id = self.final_id_acc is not None and self.final_id_acc >= FIT_THRESHOLD
+        if fit_id and self.fitted and (self.inferential_end or 0.0) >= FLIP_CRITERIA["min_small_inferential"]:
+            return "infers"
+        if (self.symmetric_end or 0.0) >= FLIP_CRITERIA["min_large_symmetric"]:
+            return "early copy"
+        if not fit_id or not self.fitted or self.still_moving or self.lr_high is False:
+            return "under-trained"
+        return "neither"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "lr_high": self.lr_high, "mode": self.mode}
+
+
+def _shares(record: Mapping[str, Any]) -> tuple[float | None, float | None]:
+    accs = (record.get("heldout") or {}).get(HELDOUT) or {}
+    inf, sym = accs.get("inferential"), accs.get("symmetric")
+    return (None if inf is None else float(inf)), (None if sym is None else float(sym))
+
+
+def race_of(history: Sequence[Mapping[str, Any]], peak_lr: float | None = None, tolerance: float = SETTLE_TOLERANCE) -> Race:
+    """The :class:`Race` of one ``symmetric`` run from its ``metrics.json`` history (a list of
+    per-epoch records; entries without an evaluation are skipped); ``peak_lr``: the
+    schedule's peak (default: the largest lr the history records)."""
+    if not 0 <= tolerance < 1:
+        raise ValueError(f"tolerance must be a number in [0, 1), got {tolerance!r}")
+    evaluated = [r for r in history if "heldout" in r or "per_pair" in r]
+    lrs = [float(r["lr"]) for r in history if r.get("lr") is not None]
+    peak = peak_lr if peak_lr is not None else (max(lrs) if lrs else None)
+    if not evaluated:
+        return Race(None, None, None, None, None, None, None, peak, False, None, None)
+    fit = next((r for r in evaluated if (r.get("per_pair") or {}).get(EXCEPTION, 0.0) >= FIT_THRESHOLD), None)
+    inf_fit, sym_fit = _shares(fit) if fit is not None else (None, None)
+    last = evaluated[-1]
+    inf_end, sym_end = _shares(last)
+
+    def near_end(record: Mapping[str, Any]) -> bool:
+        pairs = zip(_shares(record), (inf_end, sym_end), strict=True)
+        return all(a is None or b is None or abs(a - b) <= tolerance for a, b in pairs)
+
+    settled = len(evaluated) - 1
+    while settled > 0 and near_end(evaluated[settled - 1]):
+        settled -= 1
+    at = evaluated[settled]
+    still_moving = settled == len(evaluated) - 1 and len(evaluated) > 1
+    id_acc = last.get("id_acc")
+    return Race(
+        fit_epoch=None if fit is None else int(fit["epoch"]), inferential_at_fit=inf_fit, symmetric_at_fit=sym_fit,
+        inferential_end=inf_end, symmetric_end=sym_end, settled_epoch=int(at["epoch"]),
+        lr_at_settled=None if at.get("lr") is None else float(at["lr"]), peak_lr=peak, still_moving=still_moving,
+        final_id_acc=None if id_acc is None else float(id_acc), last_epoch=int(last["epoch"]),
+    )  # fmt: skip
+
+
+def race_of_folder(run_dir: str | Path) -> Race | None:
+    """The race of a run folder's ``metrics.json`` (the peak lr from its ``config.json``
+    where there is one); None where it has no history yet or is not a ``symmetric`` run."""
+    folder = Path(run_dir)
+    try:
+        metrics = json.loads((folder / "metrics.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    history = metrics.get("history") if isinstance(metrics, dict) else None
+    if not history or not any(isinstance(r, dict) and "heldout" in r for r in history):
+        return None
+    peak = None
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        peak = float(config["train"]["lr"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return race_of(history, peak)
+
+
+def epoch_shares(history: Sequence[Mapping[str, Any]]) -> tuple[list[int], list[float | None], list[float | None]]:
+    """Per evaluated epoch: the epoch, and the (4,3) inferential and symmetric shares (the report's race figure)."""
+    evaluated = [r for r in history if "heldout" in r]
+    shares = [_shares(r) for r in evaluated]
+    return [int(r["epoch"]) for r in evaluated], [s[0] for s in shares], [s[1] for s in shares]
