@@ -1,0 +1,68 @@
+"""The race of (3,4) against (4,3) on synthetic histories (training/race.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from training.race import Race, epoch_shares, race_of, race_of_folder
+
+
+def _rec(epoch: int, lr: float, exception: float, inf: float, sym: float, id_acc: float = 0.99) -> dict:
+    return {"epoch": epoch, "step": 10 * epoch, "loss": 1.0 / epoch, "lr": lr, "train_acc": id_acc, "id_acc": id_acc,
+            "per_pair": {"3,4": exception, "1,1": 1.0}, "heldout": {"4,3": {"inferential": inf, "symmetric": sym}}}  # fmt: skip
+
+
+#: Seed A of issue 31: (3,4) fitted at epoch 5, inferential rises to 0.69 and freezes once the lr is low.
+UNDER_TRAINED = [
+    _rec(1, 5e-4, 0.1, 0.05, 0.0, 0.3), _rec(2, 4.9e-4, 0.5, 0.1, 0.0, 0.6), _rec(3, 4.6e-4, 0.7, 0.2, 0.0, 0.8), _rec(4, 4e-4, 0.85, 0.3, 0.0, 0.9),
+    _rec(5, 3.4e-4, 0.93, 0.34, 0.0), _rec(6, 2.6e-4, 0.97, 0.46, 0.0), _rec(7, 1.8e-4, 0.99, 0.60, 0.0), _rec(8, 1.1e-4, 1.0, 0.69, 0.0),
+    _rec(9, 6e-5, 1.0, 0.70, 0.0), _rec(10, 3.5e-5, 1.0, 0.69, 0.0), _rec(11, 2.6e-5, 1.0, 0.69, 0.0), _rec(12, 2.5e-5, 1.0, 0.69, 0.0),
+]  # fmt: skip
+
+
+def test_under_trained_run_by_hand() -> None:
+    race = race_of(UNDER_TRAINED)
+    assert race.fit_epoch == 5  # the first epoch with (3,4) >= 0.9
+    assert (race.inferential_at_fit, race.symmetric_at_fit) == (0.34, 0.0)
+    assert (race.inferential_end, race.symmetric_end) == (0.69, 0.0)
+    # 0.60 at epoch 7 is more than 0.05 from the final 0.69; 0.69 at epoch 8 and everything after is within it
+    assert race.settled_epoch == 8 and race.lr_at_settled == 1.1e-4 and race.peak_lr == 5e-4
+    assert race.lr_high is True and not race.still_moving  # 1.1e-4 > 5e-5
+    assert race.mode == "neither"
+    late = race_of(UNDER_TRAINED, peak_lr=2e-3)  # a tenth of this peak is 2e-4: the decay froze it
+    assert late.lr_high is False and late.mode == "under-trained"
+
+
+def test_early_copy_infers_never_fits_and_still_moving() -> None:
+    copy = race_of([_rec(1, 5e-4, 0.4, 0.0, 0.3, 0.7), _rec(2, 4e-4, 0.99, 0.0, 0.99), _rec(3, 1e-4, 1.0, 0.0, 1.0)])
+    assert (copy.fit_epoch, copy.symmetric_at_fit, copy.mode, copy.settled_epoch) == (2, 0.99, "early copy", 2)
+    infers = race_of([_rec(1, 5e-4, 0.95, 0.5, 0.1), _rec(2, 4e-4, 0.99, 0.85, 0.0), _rec(3, 4e-5, 1.0, 0.86, 0.0)])
+    assert (infers.fit_epoch, infers.inferential_at_fit, infers.mode) == (1, 0.5, "infers")
+    never = race_of([_rec(1, 5e-4, 0.2, 0.7, 0.0), _rec(2, 4e-4, 0.5, 0.9, 0.0), _rec(3, 1e-4, 0.6, 0.9, 0.0)])
+    assert never.fit_epoch is None and never.inferential_at_fit is None and not never.fitted
+    assert never.mode == "under-trained"  # inferential 0.9 but (3,4) never fitted: not inferring
+    moving = race_of([_rec(1, 5e-4, 0.95, 0.1, 0.0), _rec(2, 4e-4, 0.99, 0.3, 0.0), _rec(3, 3e-4, 1.0, 0.5, 0.0)])
+    assert moving.still_moving and moving.settled_epoch == 3 and moving.mode == "under-trained"
+
+
+def test_epochs_without_evaluation_and_empty_history() -> None:
+    history = [_rec(1, 5e-4, 0.95, 0.1, 0.0), {"epoch": 2, "step": 20, "loss": 0.5, "lr": 4e-4}, _rec(3, 1e-4, 1.0, 0.1, 0.0)]
+    race = race_of(history)
+    assert race.settled_epoch == 1 and race.last_epoch == 3 and race.peak_lr == 5e-4
+    assert epoch_shares(history) == ([1, 3], [0.1, 0.1], [0.0, 0.0])
+    empty = race_of([])
+    assert empty == Race(None, None, None, None, None, None, None, None, False, None, None) and empty.mode == "under-trained"
+    with pytest.raises(ValueError, match="tolerance"):
+        race_of(history, tolerance=1.5)
+
+
+def test_race_of_folder_reads_metrics_and_the_config_peak(tmp_path: Path) -> None:
+    (tmp_path / "metrics.json").write_text(json.dumps({"status": "running", "history": UNDER_TRAINED}))
+    (tmp_path / "config.json").write_text(json.dumps({"train": {"lr": 2e-3}}))
+    race = race_of_folder(tmp_path)
+    assert race is not None and race.peak_lr == 2e-3 and race.mode == "under-trained"
+    assert race.to_dict()["mode"] == "under-trained" and race.to_dict()["lr_high"] is False
+    assert race_of_folder(tmp_path / "missing") is None
