@@ -180,21 +180,20 @@ def table_command(root: str) -> None:
 def _cell_criteria() -> dict[str, dict[str, tuple[str, Callable[[dict], bool]]]]:
     """regime -> task -> (the criterion of that cell, its test on a run's final numbers), with
     the thresholds of ``training.reproduce.CRITERIA``."""
+    from interp_init.anchor_tasks import heldout_answer
     from training.reproduce import CRITERIA as C
 
-    def inferential(f: dict) -> float:
-        return f["heldout"]["4,3"]["inferential"]
-
-    def symmetric(f: dict) -> float:
-        return f["heldout"]["4,3"]["symmetric"]
+    def answer(f: dict) -> str:
+        shares = f["heldout"]["4,3"]
+        return heldout_answer(shares.get("inferential"), shares.get("symmetric"), (f.get("per_pair") or {}).get("3,4"), C)
 
     return {
         "small-init": {
-            "symmetric": (f"(4,3) inferential >= {C['min_small_inferential']}", lambda f: inferential(f) >= C["min_small_inferential"]),
+            "symmetric": (f"(4,3) inferential >= {C['min_small_inferential']} with (3,4) fitted", lambda f: answer(f) == "inferential"),
             "id-ood": (f"OOD >= {C['min_small_ood']}", lambda f: f["ood_acc"] >= C["min_small_ood"]),
         },
         "large-init": {
-            "symmetric": (f"(4,3) symmetric >= {C['min_large_symmetric']}", lambda f: symmetric(f) >= C["min_large_symmetric"]),
+            "symmetric": (f"(4,3) symmetric >= {C['min_large_symmetric']}", lambda f: answer(f) == "symmetric"),
             "id-ood": (f"OOD <= {C['max_large_ood']}", lambda f: f["ood_acc"] <= C["max_large_ood"]),
         },
     }

@@ -66,3 +66,39 @@ def test_race_of_folder_reads_metrics_and_the_config_peak(tmp_path: Path) -> Non
     assert race is not None and race.peak_lr == 2e-3 and race.mode == "under-trained"
     assert race.to_dict()["mode"] == "under-trained" and race.to_dict()["lr_high"] is False
     assert race_of_folder(tmp_path / "missing") is None
+
+
+def test_experiments_race_prints_one_row_per_run(tmp_path: Path) -> None:
+    """experiments/race.py over a tiny synthetic sweep folder: one row per symmetric run, the
+    grid's knobs, the race's numbers and the mode ("so far" while a run trains)."""
+    import importlib.util
+
+    from click.testing import CliRunner
+
+    from training import make_run_config
+
+    spec = importlib.util.spec_from_file_location("race_script", Path(__file__).resolve().parents[1] / "experiments" / "race.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    (sweep / "sweep.json").write_text(json.dumps({"base": {"preset": "tiny"}, "grid": {"weight_decay": [0.1, 1.0], "seed": [1, 2]}}))
+    runs = {
+        "seed=1__weight_decay=0.1": (1, 0.1, "completed", UNDER_TRAINED),
+        "seed=2__weight_decay=1.0": (2, 1.0, "running", [_rec(1, 5e-4, 0.4, 0.0, 0.3, 0.7), _rec(2, 4e-4, 0.99, 0.0, 0.99)]),
+    }
+    for name, (seed, wd, status, history) in runs.items():
+        folder = sweep / name
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps(make_run_config("tiny", task="symmetric", seed=seed, weight_decay=wd, lr=5e-4).to_dict()))
+        (folder / "metrics.json").write_text(json.dumps({"status": status, "history": history}))
+    result = CliRunner().invoke(module.main, [str(sweep)])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    head = [c.strip() for c in lines[0].strip("|").split("|")]
+    rows = [dict(zip(head, (c.strip() for c in line.strip("|").split("|")), strict=True)) for line in lines[2:4]]
+    assert rows[0]["seed"] == "1" and rows[0]["knobs"] == "weight_decay=0.1" and rows[0]["(3,4) fit epoch"] == "5"
+    assert rows[0]["inf / sym at fit"] == "0.34 / 0.00" and rows[0]["inf / sym at end"] == "0.69 / 0.00"
+    assert rows[0]["stopped moving"] == "8" and rows[0]["lr > peak/10"] == "yes" and rows[0]["mode"] == "neither"
+    assert rows[1]["knobs"] == "weight_decay=1.0" and rows[1]["(3,4) fit epoch"] == "2" and rows[1]["mode"] == "early copy so far"
+    assert "neither: 1 (of 1 completed runs)" in result.output
