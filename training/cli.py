@@ -41,6 +41,7 @@ from training.phase.names import FIGURE_NAMES, ID_THRESHOLD, LOSS_THRESHOLD, OOD
 from training.report.config import IMAGE_FORMATS, PROJECTIONS, ReportConfig
 from training.population import VARY
 from training.protocol import PROTOCOLS
+from training.recipe import DEFAULT_HOLD, HOLDABLE, paper_recipe
 from training.reproduce import REGIMES, REPRODUCE_TASKS
 from training.signals import Stopped, signals_raise
 from training.sweep.spec import BACKENDS
@@ -104,24 +105,77 @@ def cli() -> None:
     """
 
 
+def _recipe_epilog() -> str:
+    """The train command's note on the paper's recipe, with the paper's numbers (training/recipe.py)."""
+    p = paper_recipe()
+    return (
+        "Recipe: --show-recipe prints the quantities the papers' recipe fixes for the resolved run, beside the paper's "
+        f"(the released code's symmetric run at d_model {p.d_model}, gamma {p.gamma:g}): forward scale std*sqrt(d) {p.forward_scale:.3f}, "
+        f"Adam step relative to the init lr*sqrt(d)/std {p.adam_step:.3f}, summed lr over all steps {p.summed_lr:.1f}, "
+        f"summed lr x weight decay {p.summed_lr_wd:.3f}, {p.samples_per_step} samples a step, {p.samples_per_pair:,.0f} per seen pair. "
+        "--carry-recipe reads --gamma as the paper's and holds these quantities at this run's width and length."
+    )
+
+
+_CARRY_HELP = (
+    "Carry the paper's recipe to this run's --d-model and length: hold the quantities named (comma-separated, any of "
+    + ", ".join(h.replace("_", "-") for h in HOLDABLE)
+    + "; given alone: "
+    + ",".join(h.replace("_", "-") for h in DEFAULT_HOLD)
+    + "), setting gamma, the lr schedule, the epochs or the weight decay (training/recipe.py). --gamma is read as the paper's gamma at d_model 400."
+)
+
+
+def carry_option(func: Any) -> Any:
+    """``--carry-recipe [QUANTITIES]`` (train and reproduce)."""
+    default = ",".join(h.replace("_", "-") for h in DEFAULT_HOLD)
+    return click.option("--carry-recipe", "carry", is_flag=False, flag_value=default, default=None, metavar="[QUANTITIES]", help=_CARRY_HELP)(func)
+
+
+def parse_carry(carry: str | None) -> tuple[str, ...] | None:
+    """``--carry-recipe``'s value as the quantities to hold (None: not given)."""
+    from training.recipe import check_hold
+
+    return None if carry is None else check_hold(carry.split(","))
+
+
 @cli.command(
     "train",
     short_help="Train one model into a run folder.",
-    epilog="Options not given take the --preset's value. A diverged run (non-finite loss) exits with code 1.",
+    epilog="Options not given take the --preset's value. A diverged run (non-finite loss) exits with code 1.\n\n" + _recipe_epilog(),
 )
 @run_options
 @config_options
-@click.option("--out", required=True, type=click.Path(file_okay=False), metavar="DIR", help="Run folder to write (resumed if it holds an unfinished run of the same config).")
-def train_command(task: str, preset: str | None, seed: int, init_seed: int | None, data_seed: int | None, device: str, quiet: bool, out: str, **kwargs: Any) -> None:
+@carry_option
+@click.option("--show-recipe", is_flag=True, help="Print the recipe's quantities of the resolved run (after --carry-recipe) beside the paper's, and exit; trains nothing.")
+@click.option("--out", type=click.Path(file_okay=False), metavar="DIR", help="Run folder to write (resumed if it holds an unfinished run of the same config). Required unless --show-recipe.")
+def train_command(
+    task: str, preset: str | None, seed: int, init_seed: int | None, data_seed: int | None, device: str, quiet: bool, carry: str | None, show_recipe: bool, out: str | None, **kwargs: Any
+) -> None:  # fmt: skip
     """Train one model into a run folder (config.json, metrics.json, model.safetensors)."""
     from training.config import make_run_config
-    from training.loop import train
 
-    check_device(device)
+    if out is None and not show_recipe:
+        raise click.UsageError("Missing option '--out'.")
+    if not show_recipe:
+        check_device(device)
     if preset is None:
         preset, why = default_preset(device)
         click.echo(f"interp-init: no --preset given: using --preset {preset} ({why})", err=True)
     cfg = make_run_config(preset, task=task, seed=seed, init_seed=init_seed, data_seed=data_seed, **overrides_from(kwargs))
+    hold = parse_carry(carry)
+    if hold is not None:
+        from training.recipe import carry_recipe
+
+        cfg = carry_recipe(cfg, hold)
+    if show_recipe:
+        from training.recipe import recipe_table
+
+        click.echo(recipe_table(cfg))
+        return
+    from training.loop import train
+
+    assert out is not None
     result = train(cfg, out, device=device, progress=not quiet)
     final = read_run_metrics(cfg.data.make_task(), result.metrics).final
     summary = {} if final is None else {k: round(v, 4) for k, v in final.columns().items()}
@@ -155,9 +209,10 @@ def train_command(task: str, preset: str | None, seed: int, init_seed: int | Non
 @click.option("--workers", type=int, default=None, help="Runs trained at once, each in its own process with one torch thread [default: one per CPU core (up to 4) on a CPU; on a GPU one at a time, or with --seeds as ensembles of same-shape runs].")
 @click.option("--task", "tasks", multiple=True, metavar="TASK", help=f"A task to reproduce the flip on (repeatable): one with a small-init / large-init flip, registered or package.module:ClassName [default: {', '.join(REPRODUCE_TASKS)}].")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
+@carry_option
 def reproduce_command(
     preset: str | None, seed: int | None, seeds: str | None, protocol: str, lrs: str | None, vary: str, fixed_seed: int | None,
-    out: str, device: str, precision: str, workers: int | None, tasks: tuple[str, ...], quiet: bool,
+    out: str, device: str, precision: str, workers: int | None, tasks: tuple[str, ...], quiet: bool, carry: str | None,
 ) -> None:  # fmt: skip
     """Train small-init and large-init on the symmetric and id-ood tasks; print the flip.
 
@@ -171,7 +226,7 @@ def reproduce_command(
     if preset is None:
         preset, why = default_preset(device)
         click.echo(f"interp-init: no --preset given: using --preset {preset} ({why})", err=True)
-    text, problem = reproduce_job(preset, seed, seeds, protocol, lrs, vary, fixed_seed, out, device, precision, workers, not quiet, tasks or None)
+    text, problem = reproduce_job(preset, seed, seeds, protocol, lrs, vary, fixed_seed, out, device, precision, workers, not quiet, tasks or None, parse_carry(carry))
     click.echo(text)
     # Not reproducing the flip is a result; a run that did not complete is a failure.
     if problem:

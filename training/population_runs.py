@@ -35,6 +35,7 @@ from interp_init.runfolder import RunFolder, hold_folder, write_json
 from training.config import PRECISIONS, RunConfig, check_seed
 from training.population import VARY, Population, SeedRow, regime_result
 from training.protocol import check_protocol, targets
+from training.recipe import carry_recipe, check_hold
 from training.reproduce import REGIME_NAMES, REPRODUCE_BUSY, REPRODUCE_TASKS, _train_run, default_workers, on_gpu, regime_config, summary_row
 
 
@@ -78,6 +79,9 @@ class PopulationPlan:
     fixed_seed: int | None = None
     precision: str = "fp32"
     tasks: tuple[str, ...] = REPRODUCE_TASKS
+    #: The recipe's quantities each run holds (:func:`training.recipe.carry_recipe`, after the
+    #: lr of the grid is set); None: the preset as it is.
+    carry: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         _check_distinct("seeds", self.seeds)
@@ -103,6 +107,8 @@ class PopulationPlan:
         check_seed("fixed_seed", self.fixed_seed, optional=True)
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
+        if self.carry is not None and "adam_step" in check_hold(self.carry) and self.lrs is not None:
+            raise ValueError("--carry-recipe adam-step sets the lr, and so does --lrs: hold other quantities, or drop --lrs")
 
     def member_dir(self, out: str | Path, seed: int) -> Path:
         """The folder of one seed's runs (see the module's layout)."""
@@ -126,6 +132,7 @@ class PopulationPlan:
                     for lr in self.lrs or (None,):
                         cfg = base if lr is None else base.with_options(lr=float(lr))
                         name = regime if cfg.train.lr == base.train.lr else f"{regime}__lr={format_value(float(lr))}"
+                        cfg = cfg if self.carry is None else carry_recipe(cfg, self.carry)
                         jobs.append(Job(seed, task, regime, lr, cfg, member / task / name))
         return jobs
 
@@ -255,15 +262,17 @@ def parse_list(text: str, kind: type, name: str) -> tuple[Any, ...]:
 
 
 def population_plan(
-    preset: str, seeds: str, protocol: str, lrs: str | None, vary: str, fixed_seed: int | None, precision: str, tasks: Sequence[str] | None = None
-) -> PopulationPlan:
+    preset: str, seeds: str, protocol: str, lrs: str | None, vary: str, fixed_seed: int | None, precision: str, tasks: Sequence[str] | None = None,
+    carry: Sequence[str] | None = None,
+) -> PopulationPlan:  # fmt: skip
     """The :class:`PopulationPlan` of ``reproduce --seeds`` (``--fixed-seed`` defaults to
     the first seed when one source is varied)."""
     seed_list = parse_list(seeds, int, "--seeds")
     if vary != "both" and fixed_seed is None:
         fixed_seed = seed_list[0]
     lr_list = parse_list(lrs, float, "--lrs") if lrs is not None else None
-    return PopulationPlan(preset, seed_list, protocol, lr_list, vary, fixed_seed, precision, REPRODUCE_TASKS if tasks is None else tuple(tasks))
+    tasks = REPRODUCE_TASKS if tasks is None else tuple(tasks)
+    return PopulationPlan(preset, seed_list, protocol, lr_list, vary, fixed_seed, precision, tasks, None if carry is None else tuple(carry))
 
 
 def run_population_cli(plan: PopulationPlan, out: str | Path, device: str, workers: int | None, progress: bool) -> tuple[str, str | None]:
@@ -293,8 +302,9 @@ def run_population_cli(plan: PopulationPlan, out: str | Path, device: str, worke
 
 
 def single_seed_cli(
-    preset: str, seed: int, out: str | Path, device: str, precision: str, workers: int | None, progress: bool, tasks: Sequence[str] | None = None
-) -> tuple[str, str | None]:
+    preset: str, seed: int, out: str | Path, device: str, precision: str, workers: int | None, progress: bool, tasks: Sequence[str] | None = None,
+    carry: Sequence[str] | None = None,
+) -> tuple[str, str | None]:  # fmt: skip
     """``interp-init reproduce --seed S``: the four runs, their table, the flip's verdict on
     this one draw, the report; return the text and one line on the runs that did not complete."""
     import time
@@ -303,7 +313,7 @@ def single_seed_cli(
     from training.reproduce import check_flip, failed_criteria, format_table, reproduce
 
     start = time.perf_counter()
-    summary = reproduce(preset, seed, out, device=device, progress=progress, precision=precision, workers=workers, tasks=tasks)
+    summary = reproduce(preset, seed, out, device=device, progress=progress, precision=precision, workers=workers, tasks=tasks, carry=carry)
     checks = check_flip(summary)
     run_dirs = [row["run_dir"] for regimes in summary.values() for row in regimes.values()]
     lines = [
@@ -322,6 +332,7 @@ def single_seed_cli(
 def reproduce_job(
     preset: str, seed: int | None, seeds: str | None, protocol: str, lrs: str | None, vary: str, fixed_seed: int | None,
     out: str | Path, device: str, precision: str, workers: int | None, progress: bool, tasks: Sequence[str] | None = None,
+    carry: Sequence[str] | None = None,
 ) -> tuple[str, str | None]:  # fmt: skip
     """``interp-init reproduce``: one draw (``seed``, default 0) or a population (``seeds``,
     a comma list); return the text to print and one line on what did not complete."""
@@ -330,6 +341,6 @@ def reproduce_job(
     if seeds is None:
         if (protocol, lrs, vary, fixed_seed) != ("strict", None, "both", None):
             raise ValueError("--protocol paper, --lrs, --vary and --fixed-seed describe a population: give --seeds S1,S2,...")
-        return single_seed_cli(preset, 0 if seed is None else seed, out, device, precision, workers, progress, tasks)
-    plan = population_plan(preset, seeds, protocol, lrs, vary, fixed_seed, precision, tasks)
+        return single_seed_cli(preset, 0 if seed is None else seed, out, device, precision, workers, progress, tasks, carry)
+    plan = population_plan(preset, seeds, protocol, lrs, vary, fixed_seed, precision, tasks, carry)
     return run_population_cli(plan, out, device, workers, progress)

@@ -53,6 +53,7 @@ from interp_init.runfolder import hold_folder, write_json
 from interp_init.task import read_run_metrics
 from interp_init.task_registry import make_task, registered_tasks, task_class
 from training.config import PRESETS, RunConfig, make_run_config
+from training.recipe import carry_recipe
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -113,10 +114,13 @@ def check_reproducible(task: str) -> None:
         raise ValueError(f"task {task!r} has no small-init / large-init flip to reproduce (its class sets no reproduces = True); reproduce takes {flips}")
 
 
-def regime_config(preset: str, regime: str, task: str, seed: int, precision: str = "fp32") -> RunConfig:
+def regime_config(preset: str, regime: str, task: str, seed: int, precision: str = "fp32", carry: Sequence[str] | None = None) -> RunConfig:
     """The :class:`training.RunConfig` of one regime on one task (``precision``: ``"fp32"``,
-    or ``"bf16"`` for the forward under bfloat16 autocast)."""
-    return make_run_config(preset, task=task, seed=seed, precision=precision, **regime_options(preset, regime, task))
+    or ``"bf16"`` for the forward under bfloat16 autocast); ``carry``: the recipe's
+    quantities to hold (:func:`training.recipe.carry_recipe`, the regime's gamma read as
+    the paper's; None: the preset as it is)."""
+    cfg = make_run_config(preset, task=task, seed=seed, precision=precision, **regime_options(preset, regime, task))
+    return cfg if carry is None else carry_recipe(cfg, carry)
 
 
 def summary_row(task: str, cfg: RunConfig, metrics: dict, run_dir: str | Path) -> dict[str, Any]:
@@ -176,9 +180,11 @@ def reproduce(
     precision: str = "fp32",
     workers: int | None = None,
     tasks: Sequence[str] | None = None,
+    carry: Sequence[str] | None = None,
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """Train both regimes of ``preset`` on ``tasks`` (default :data:`REPRODUCE_TASKS`, every
-    task with a flip); return and write ``out/summary.json``.
+    task with a flip); return and write ``out/summary.json``.  ``carry``: hold these
+    quantities of the paper's recipe (:func:`regime_config`).
 
     Runs that already finished in ``out`` are read, not retrained; an unfinished one
     resumes from its checkpoint (a folder trained at another ``precision`` is refused,
@@ -193,7 +199,7 @@ def reproduce(
     tasks = REPRODUCE_TASKS if tasks is None else tuple(tasks)
     for task in tasks:
         check_reproducible(task)
-    runs = [(task, regime, regime_config(preset, regime, task, seed, precision)) for task in tasks for regime in REGIME_NAMES]
+    runs = [(task, regime, regime_config(preset, regime, task, seed, precision, carry)) for task in tasks for regime in REGIME_NAMES]
     workers = default_workers(device) if workers is None else workers
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
