@@ -228,6 +228,8 @@ class SymmetricTask(AnchorTask):
 
     metrics_class: ClassVar[type[TaskMetrics]] = SymmetricMetrics
     family: ClassVar[str] = "symmetric"
+    #: Adds the race of (3,4) against (4,3) (training/report/race.py).
+    report_sections: ClassVar[tuple[str, ...]] = (*ANCHOR_SECTIONS, "race")
     expected: ClassVar[str] = (
         "The NeurIPS paper: small init (large gamma, e.g. 0.8) learns the inferential solution, "
         "large init (gamma 0.5 and below) the symmetric one."

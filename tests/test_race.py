@@ -102,3 +102,35 @@ def test_experiments_race_prints_one_row_per_run(tmp_path: Path) -> None:
     assert rows[0]["stopped moving"] == "8" and rows[0]["lr > peak/10"] == "yes" and rows[0]["mode"] == "neither"
     assert rows[1]["knobs"] == "weight_decay=1.0" and rows[1]["(3,4) fit epoch"] == "2" and rows[1]["mode"] == "early copy so far"
     assert "neither: 1 (of 1 completed runs)" in result.output
+
+
+def test_population_table_shows_the_race(tmp_path: Path) -> None:
+    """A strict population's per-seed table carries each symmetric regime's (3,4)-fit epoch and mode."""
+    from training import make_run_config
+    from training.population import Population, SeedRow, regime_result
+
+    def folder(name: str, task: str, history: list[dict]) -> Path:
+        path = tmp_path / name
+        path.mkdir()
+        (path / "config.json").write_text(json.dumps(make_run_config("tiny", task=task, lr=5e-4).to_dict()))
+        (path / "metrics.json").write_text(json.dumps({"status": "completed", "final": history[-1], "history": history}))
+        return path
+
+    never = [_rec(1, 5e-4, 0.2, 0.7, 0.0), _rec(2, 1e-4, 0.5, 0.9, 0.0)]
+    copy = [_rec(1, 5e-4, 0.95, 0.0, 0.9), _rec(2, 1e-4, 1.0, 0.0, 1.0)]
+    ood = {"epoch": 1, "loss": 1.0, "lr": 5e-4, "train_acc": 1.0, "id_acc": 1.0, "per_pair": {}, "ood_acc": 0.6, "commutativity": 1.0}
+    results = (
+        regime_result("symmetric", "small-init", 0.8, [folder("s", "symmetric", never)], "strict"),
+        regime_result("symmetric", "large-init", 0.5, [folder("l", "symmetric", copy)], "strict"),
+        regime_result("id-ood", "small-init", 0.8, [folder("os", "id-ood", [ood])], "strict"),
+        regime_result("id-ood", "large-init", 0.4, [folder("ol", "id-ood", [{**ood, "ood_acc": 0.1}])], "strict"),
+    )
+    population = Population("tiny", "strict", (SeedRow(7, results),))
+    table = population.seeds_table().set_index("seed")
+    assert table.loc[7, "symmetric small (3,4) fit epoch"] == "never" and table.loc[7, "symmetric small mode"] == "under-trained"
+    assert table.loc[7, "symmetric large (3,4) fit epoch"] == "1" and table.loc[7, "symmetric large mode"] == "early copy"
+    assert table.loc[7, "symmetric small inf"] == 0.9 and not population.rows[0].checks[
+        "symmetric: small-init inferential >= 0.8 with (3,4) fitted"
+    ]  # inferential 0.9, but (3,4) never fitted: the criterion fails
+    assert "under-trained" in population.format()
+    assert population.to_dict()["per_seed"][0]["runs"]["symmetric"]["small-init"]["race"]["mode"] == "under-trained"

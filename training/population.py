@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from training.protocol import PROTOCOL_TEXT, Pick, RunRecord, check_protocol, pick_paper, pick_strict, targets
+from training.race import Race, race_of
 from training.reproduce import REGIME_NAMES, check_flip
 
 if TYPE_CHECKING:
@@ -51,7 +52,8 @@ def _mean(values: Sequence[float | None]) -> float | None:
 @dataclass(frozen=True)
 class RegimeResult:
     """One regime on one task for one seed: its selected numbers (:class:`Pick` per target),
-    status (``completed`` unless one of its runs is not) and run folders."""
+    status (``completed`` unless one of its runs is not), run folders and, for a
+    ``symmetric`` run read under ``strict``, its race (:class:`training.race.Race`)."""
 
     task: str
     regime: str
@@ -59,6 +61,7 @@ class RegimeResult:
     picks: Mapping[str, Pick]
     status: str
     run_dirs: tuple[str, ...]
+    race: Race | None = None
 
     def value(self, target: str) -> float | None:
         pick = self.picks.get(target)
@@ -69,6 +72,8 @@ class RegimeResult:
         out["picked"] = {t: {"lr": p.lr, "epoch": p.epoch} for t, p in self.picks.items()}
         out["status"] = self.status
         out["run_dirs"] = list(self.run_dirs)
+        if self.race is not None:
+            out["race"] = self.race.to_dict()
         return out
 
 
@@ -84,7 +89,8 @@ def regime_result(task: str, regime: str, gamma: float, run_dirs: Sequence[str |
     else:
         picks = pick_paper(runs, targets(task))
     bad = [r.status for r in runs if r.status != "completed"]
-    return RegimeResult(task, regime, gamma, picks, bad[0] if bad else "completed", tuple(str(r.path) for r in runs))
+    race = race_of(runs[0].history, runs[0].lr) if task == "symmetric" and len(runs) == 1 else None
+    return RegimeResult(task, regime, gamma, picks, bad[0] if bad else "completed", tuple(str(r.path) for r in runs), race)
 
 
 @dataclass(frozen=True)
@@ -203,11 +209,20 @@ class Population:
         the mean over seeds (the papers' number under ``paper``) and the criteria on it."""
         import pandas as pd
 
-        def line(seed: int | str, value: Callable[[str, str, str], float | None], all_met: bool) -> dict[str, Any]:
+        def line(seed: int | str, value: Callable[[str, str, str], float | None], all_met: bool, row: SeedRow | None = None) -> dict[str, Any]:
             numbers = {f"{t} {g.split('-')[0]} {_SHORT[k]}": value(t, g, k) for t in self.tasks for g in REGIME_NAMES for k in targets(t)}
-            return {"seed": seed, **numbers, "all": all_met}
+            return {"seed": seed, **numbers, **race_columns(row), "all": all_met}
 
-        rows = [line(row.seed, lambda t, g, k, row=row: row.result(t, g).value(k), row.checks["all"]) for row in self.rows]
+        def race_columns(row: SeedRow | None) -> dict[str, Any]:
+            # the race of each symmetric regime (strict protocol): the epoch (3,4) is fitted and the failure mode
+            out: dict[str, Any] = {}
+            for t, g in ((t, g) for t in self.tasks for g in REGIME_NAMES if self.rows[0].result(t, g).race is not None):
+                race = None if row is None else row.result(t, g).race
+                out[f"{t} {g.split('-')[0]} (3,4) fit epoch"] = None if race is None else str(race.fit_epoch or "never")
+                out[f"{t} {g.split('-')[0]} mode"] = None if race is None else race.mode
+            return out
+
+        rows = [line(row.seed, lambda t, g, k, row=row: row.result(t, g).value(k), row.checks["all"], row) for row in self.rows]
         means = self.means()
         return pd.DataFrame([*rows, line("mean", lambda t, g, k: means[t][g][k], check_flip(means)["all"])])
 
@@ -237,5 +252,7 @@ def _cell(value: Any) -> str:
         return "yes" if value else "no"
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
+    if isinstance(value, str):
+        return value
     return f"{value:.2f}"
 

@@ -37,6 +37,7 @@ from training.report.mechanisms import (
     section_value_similarity,
 )
 from training.report.outcomes import section_accuracies, section_curves, section_verdict
+from training.report.race import section_race
 from training.report.runs import Run, load_runs
 from training.report.weights import section_condensation, section_eigenvalues, section_embedding, section_spectra, section_stable_ranks
 
@@ -44,6 +45,7 @@ from training.report.weights import section_condensation, section_eigenvalues, s
 SECTIONS: tuple[Callable[[Context], Section], ...] = (
     section_verdict,
     section_curves,
+    section_race,
     section_accuracies,
     section_attention,
     section_flow,
