@@ -93,3 +93,42 @@ def test_bad_hold_and_table():
     assert check_hold(["summed-lr-wd", "forward-scale"]) == ("forward_scale", "summed_lr_wd")
     text = recipe_table(make_run_config("cpu", task="symmetric", gamma=0.8))
     assert "0.1657" in text and "0.2333" in text and "77,700" in text
+
+
+def test_cli_show_and_carry_recipe(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+    from training.cli import main
+
+    assert main(["train", "--task", "symmetric", "--preset", "cpu", "--gamma", "0.8", "--show-recipe", "--carry-recipe"]) == 0
+    out = capsys.readouterr().out
+    lines = {line[:32].strip(): line[32:].split() for line in out.splitlines()}
+    assert lines["forward scale std*sqrt(d)"] == ["0.1657", "0.1657"]  # carried: the paper's forward scale at width 128
+    assert lines["summed lr x weight decay"] == ["0.101", "0.101"]
+    assert lines["gamma"] == ["0.8705", "0.8"] and lines["weight decay"] == ["0.08201", "0.01"]
+    assert main(["train", "--preset", "cpu", "--show-recipe", "--carry-recipe", "forward-scale,speed"]) == 2
+    assert "unknown quantity 'speed'" in capsys.readouterr().err
+    assert main(["train", "--preset", "cpu", "--gamma", "0.8"]) == 2  # neither --out nor --show-recipe
+    assert "Missing option '--out'" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
+def test_train_help_shows_the_papers_quantities(capsys: pytest.CaptureFixture[str]) -> None:
+    from training.cli import main
+
+    assert main(["train", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "forward scale std*sqrt(d) 0.166" in text and "summed lr over all steps 10.1" in text and "--carry-recipe" in text
+
+
+def test_reproduce_carries_every_regime_and_refuses_two_lrs() -> None:
+    from training.population_runs import PopulationPlan
+    from training.reproduce import regime_config
+
+    small = regime_config("cpu", "small-init", "symmetric", seed=1, carry=DEFAULT_HOLD)
+    large = regime_config("cpu", "large-init", "symmetric", seed=1, carry=DEFAULT_HOLD)
+    assert (small.init.gamma, large.init.gamma) == (0.8705, 0.5)
+    assert small.train.weight_decay == large.train.weight_decay == 0.08201
+    plan = PopulationPlan("cpu", (1,), "paper", (1e-4, 3e-4), tasks=("symmetric",), carry=("forward_scale", "summed_lr_wd"))
+    wds = sorted({job.config.train.weight_decay for job in plan.jobs("out")})
+    assert len(wds) == 2 and wds[0] < wds[1]  # the summed lr x wd held per lr of the grid: the larger lr gets the smaller wd
+    with pytest.raises(ValueError, match="adam-step sets the lr, and so does --lrs"):
+        PopulationPlan("cpu", (1,), "paper", (1e-4, 3e-4), carry=("adam_step",))

@@ -163,7 +163,7 @@ def train_command(
         preset, why = default_preset(device)
         click.echo(f"interp-init: no --preset given: using --preset {preset} ({why})", err=True)
     cfg = make_run_config(preset, task=task, seed=seed, init_seed=init_seed, data_seed=data_seed, **overrides_from(kwargs))
-    hold = parse_carry(carry)
+    hold, paper_gamma = parse_carry(carry), cfg.init.gamma
     if hold is not None:
         from training.recipe import carry_recipe
 
@@ -171,7 +171,7 @@ def train_command(
     if show_recipe:
         from training.recipe import recipe_table
 
-        click.echo(recipe_table(cfg))
+        click.echo(recipe_table(cfg, paper_gamma=paper_gamma))
         return
     from training.loop import train
 

@@ -26,13 +26,15 @@ epochs, cosine over 200 epochs to 1e-5, 210 epochs, weight decay 0.01: docs/scie
 at gamma 0.8, with the released scripts' training set, :data:`PAPER_N_TRAIN` = 759,375
 samples (15 seen pairs x 50,625: the text's "900,000" counts the test sets), and their
 loader's ``drop_last`` (759,375 // 2048 = 370 steps an epoch, 77,700 steps).  Printed by
-``interp-init train --task symmetric --preset cpu --show-recipe`` (any machine)::
+``interp-init train --task symmetric --preset cpu --gamma 0.8 --show-recipe`` (the same on
+any machine: arithmetic on the config)::
 
-    quantity                           this run (d_model 128)  paper (d_model 400)
-    forward scale std*sqrt(d)                          0.2338               0.1657
-    Adam step / init lr*sqrt(d)/std                    0.2746               0.6037
-    summed lr over all steps                            1.232                10.10
-    summed lr x weight decay                          0.01232               0.1010
+    quantity                         this run (d_model 128)  paper (d_model 400)
+    forward scale std*sqrt(d)                        0.2333               0.1657
+    Adam step / init lr*sqrt(d)/std                  0.2744               0.6034
+    summed lr over all steps                          1.232                 10.1
+    summed lr x weight decay                        0.01232                0.101
+    optimizer steps                                   4,692               77,700
     ...
 
 This toolkit's own loop keeps the last, partial batch (``training/loop.py``:
@@ -147,8 +149,8 @@ def paper_config(gamma: float = PAPER_GAMMA) -> RunConfig:
 @lru_cache(maxsize=8)
 def paper_recipe(gamma: float = PAPER_GAMMA) -> Recipe:
     """The paper's quantities (:func:`paper_config`, ``drop_last``): at gamma 0.8 the forward
-    scale 0.166, the Adam step 0.604, summed lr 10.10, summed lr x wd 0.101, 77,700 steps of
-    2048 samples, 50,625 samples per seen pair."""
+    scale 0.1657, the Adam step 0.6034, summed lr 10.10, summed lr x wd 0.1010, 77,700 steps
+    of 2048 samples, 50,625 samples per seen pair (``--show-recipe`` above)."""
     return recipe_of(paper_config(gamma), drop_last=True)
 
 
@@ -243,10 +245,11 @@ def _stretch(cfg: RunConfig, target: float, drop_last: bool) -> RunConfig:
     return at(hi)
 
 
-def recipe_table(cfg: RunConfig, drop_last: bool = False) -> str:
-    """``cfg``'s quantities beside the paper's at the same gamma (what ``--show-recipe`` prints)."""
+def recipe_table(cfg: RunConfig, drop_last: bool = False, paper_gamma: float | None = None) -> str:
+    """``cfg``'s quantities beside the paper's at ``paper_gamma`` (default: ``cfg``'s gamma;
+    for a carried config, the gamma it was carried from): what ``--show-recipe`` prints."""
     mine = recipe_of(cfg, drop_last)
-    ref = paper_recipe(cfg.init.gamma)
+    ref = paper_recipe(cfg.init.gamma if paper_gamma is None else paper_gamma)
     heads = ("quantity", f"this run (d_model {mine.d_model})", f"paper (d_model {ref.d_model})")
     rows = [(label, *("-" if getattr(r, name) is None else fmt.format(getattr(r, name)) for r in (mine, ref))) for name, label, fmt in _ROWS]
     widths = [max(len(row[i]) for row in (heads, *rows)) for i in range(3)]
