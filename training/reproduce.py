@@ -14,7 +14,8 @@ reproduction resumes where it stopped and finished runs are not trained again.  
 numbers are gathered into ``out/summary.json``::
 
     {"symmetric": {"small-init": {"gamma", "id_acc", "heldout_inferential",
-                                  "heldout_symmetric", "seconds", "run_dir"},
+                                  "heldout_symmetric", "exception_acc",
+                                  "seconds", "run_dir"},
                    "large-init": {...}},
      "id-ood":    {"small-init": {"gamma", "id_acc", "ood_acc", "commutativity",
                                   "seconds", "run_dir"},
