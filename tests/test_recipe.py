@@ -22,6 +22,7 @@ def _warmup_sum(n: int, start: float, peak: float) -> float:
 
 def test_paper_quantities_by_hand():
     r = paper_recipe()
+    assert r == recipe_of(paper_config(), drop_last=True)  # read from the preset's options = read from its config
     steps = 759_375 // 2048  # drop_last: 370
     assert (r.steps_per_epoch, r.steps, r.samples_per_step, r.samples_per_pair) == (370, 370 * 210, 2048, 759_375 / 15)
     assert r.forward_scale == pytest.approx(400**-0.8 * math.sqrt(400))
@@ -49,7 +50,7 @@ def test_summed_lr_tiny_schedule_by_hand():
     # 4 samples, batch 2: 2 steps an epoch at epochs 0, .5, 1, 1.5, 2, 2.5; warm-up 1 epoch, cosine 1 epoch, then min
     cfg = make_run_config("tiny", n_train=4, batch_size=2, epochs=3, lr=1e-3, warmup_start_lr=2e-4, min_lr=1e-4, warmup_epochs=1.0, cosine_epochs=1.0)
     s, peak, low = 2e-4, 1e-3, 1e-4
-    assert summed_lr(cfg) == pytest.approx(s + (s + peak) / 2 + peak + (peak + low) / 2 + low + low)
+    assert summed_lr(cfg.train, cfg.data.n_train) == pytest.approx(s + (s + peak) / 2 + peak + (peak + low) / 2 + low + low)
 
 
 def test_carry_holds_forward_scale_and_weight_shrinkage():
@@ -77,7 +78,8 @@ def test_carry_adam_step_and_length():
     longer = carry_recipe(cfg, ("summed_lr",))
     e = longer.train.epochs
     assert longer.train.cosine_epochs == pytest.approx(11 * e / 12) and longer.train.warmup_epochs == pytest.approx(e / 12)
-    assert summed_lr(longer) >= paper_recipe().summed_lr > summed_lr(cfg.with_options(epochs=e - 1, warmup_epochs=(e - 1) / 12, cosine_epochs=11 * (e - 1) / 12))
+    shorter = cfg.with_options(epochs=e - 1, warmup_epochs=(e - 1) / 12, cosine_epochs=11 * (e - 1) / 12)
+    assert summed_lr(longer.train, 200_000) >= paper_recipe().summed_lr > summed_lr(shorter.train, 200_000)
 
 
 def test_paper_preset_is_the_rule_at_its_own_width():

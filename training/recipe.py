@@ -58,7 +58,9 @@ from dataclasses import dataclass, fields
 from functools import lru_cache
 from typing import Any
 
-from training.config import RunConfig, make_run_config
+from interp_init.config import ModelConfig
+from interp_init.task_registry import task_class
+from training.config import OPTION_SECTION, RunConfig, TrainConfig, make_run_config, preset_options
 
 #: The released code's training set for the symmetric task (15 seen pairs x 50,625).
 PAPER_N_TRAIN = 759_375
@@ -116,28 +118,33 @@ def steps_per_epoch(n_train: int, batch_size: int, drop_last: bool = False) -> i
     return n_train // batch_size if drop_last else math.ceil(n_train / batch_size)
 
 
-def summed_lr(cfg: RunConfig, drop_last: bool = False) -> float:
-    """The learning rate summed over every step of ``cfg``'s schedule (step ``i`` of epoch
-    ``e`` at :meth:`~training.TrainConfig.lr_at` ``(e + i / steps_per_epoch)``, as the loop sets it)."""
-    spe = steps_per_epoch(cfg.data.n_train, cfg.train.batch_size, drop_last)
-    return math.fsum(cfg.train.lr_at(e + i / spe) for e in range(cfg.train.epochs) for i in range(spe))
+def summed_lr(train: TrainConfig, n_train: int, drop_last: bool = False) -> float:
+    """The learning rate summed over every step of ``train``'s schedule on ``n_train`` samples
+    (step ``i`` of epoch ``e`` at :meth:`~training.TrainConfig.lr_at` ``(e + i / steps_per_epoch)``,
+    as the loop sets it)."""
+    spe = steps_per_epoch(n_train, train.batch_size, drop_last)
+    return math.fsum(train.lr_at(e + i / spe) for e in range(train.epochs) for i in range(spe))
+
+
+def _recipe(train: TrainConfig, d_model: int, gamma: float, n_train: int, task: str, drop_last: bool) -> Recipe:
+    spe = steps_per_epoch(n_train, train.batch_size, drop_last)
+    total = summed_lr(train, n_train, drop_last)
+    spec = getattr(task_class(task)(), "spec", None)
+    pairs = len(spec.train_pairs) if spec is not None and getattr(spec, "train_pairs", None) else None
+    return Recipe(
+        d_model=d_model, gamma=gamma, lr=train.lr, weight_decay=train.weight_decay,
+        forward_scale=d_model ** (0.5 - gamma), adam_step=train.lr * d_model ** (0.5 + gamma),
+        summed_lr=total, summed_lr_wd=total * train.weight_decay,
+        steps=spe * train.epochs, steps_per_epoch=spe, samples_per_step=train.batch_size,
+        samples_per_pair=None if pairs is None else n_train / pairs,
+    )  # fmt: skip
 
 
 def recipe_of(cfg: RunConfig, drop_last: bool = False) -> Recipe:
     """The recipe's quantities of ``cfg`` (:class:`Recipe`); ``drop_last``: count steps as the
-    released code does (a last, partial batch dropped) rather than as this toolkit's loop does."""
-    d, gamma, tc = cfg.model.d_model, cfg.init.gamma, cfg.train
-    spe = steps_per_epoch(cfg.data.n_train, tc.batch_size, drop_last)
-    total = summed_lr(cfg, drop_last)
-    spec = getattr(cfg.data.make_task(), "spec", None)
-    pairs = len(spec.train_pairs) if spec is not None and getattr(spec, "train_pairs", None) else None
-    return Recipe(
-        d_model=d, gamma=gamma, lr=tc.lr, weight_decay=tc.weight_decay,
-        forward_scale=d ** (0.5 - gamma), adam_step=tc.lr * d ** (0.5 + gamma),
-        summed_lr=total, summed_lr_wd=total * tc.weight_decay,
-        steps=spe * tc.epochs, steps_per_epoch=spe, samples_per_step=tc.batch_size,
-        samples_per_pair=None if pairs is None else cfg.data.n_train / pairs,
-    )  # fmt: skip
+    released code does (a last, partial batch dropped) rather than as this toolkit's loop does.
+    (Samples per seen pair: for a task with anchor pairs at its default options.)"""
+    return _recipe(cfg.train, cfg.model.d_model, cfg.init.gamma, cfg.data.n_train, cfg.data.task, drop_last)
 
 
 def paper_config(gamma: float = PAPER_GAMMA) -> RunConfig:
@@ -148,10 +155,16 @@ def paper_config(gamma: float = PAPER_GAMMA) -> RunConfig:
 
 @lru_cache(maxsize=8)
 def paper_recipe(gamma: float = PAPER_GAMMA) -> Recipe:
-    """The paper's quantities (:func:`paper_config`, ``drop_last``): at gamma 0.8 the forward
-    scale 0.1657, the Adam step 0.6034, summed lr 10.10, summed lr x wd 0.1010, 77,700 steps
-    of 2048 samples, 50,625 samples per seen pair (``--show-recipe`` above)."""
-    return recipe_of(paper_config(gamma), drop_last=True)
+    """The paper's quantities: :func:`paper_config`'s, ``drop_last`` (read from the ``paper``
+    preset's options without building a model, so ``interp-init train --help`` shows them
+    without importing torch; the test checks they equal ``recipe_of(paper_config(), True)``).
+    At gamma 0.8: the forward scale 0.1657, the Adam step 0.6034, summed lr 10.10, summed
+    lr x wd 0.1010, 77,700 steps of 2048 samples, 50,625 samples per seen pair
+    (``--show-recipe`` above)."""
+    options = preset_options("paper", "symmetric")
+    train = TrainConfig(**{k: v for k, v in options.items() if OPTION_SECTION.get(k) == "train"})
+    d_model = int(options.get("d_model", next(f.default for f in fields(ModelConfig) if f.name == "d_model")))
+    return _recipe(train, d_model, gamma, PAPER_N_TRAIN, "symmetric", drop_last=True)
 
 
 def check_hold(hold: Sequence[str]) -> tuple[str, ...]:
@@ -211,7 +224,7 @@ def carry_recipe(cfg: RunConfig, hold: Sequence[str] = DEFAULT_HOLD, reference_d
     if "summed_lr" in held:
         out = _stretch(out, ref.summed_lr, drop_last)
     if "summed_lr_wd" in held:
-        out = out.with_options(weight_decay=_round(ref.summed_lr_wd / summed_lr(out, drop_last)))
+        out = out.with_options(weight_decay=_round(ref.summed_lr_wd / summed_lr(out.train, out.data.n_train, drop_last)))
     return out
 
 
@@ -232,13 +245,13 @@ def _stretch(cfg: RunConfig, target: float, drop_last: bool) -> RunConfig:
         return cfg.with_options(epochs=epochs, warmup_epochs=tc.warmup_epochs * k, cosine_epochs=tc.cosine_epochs * k)
 
     lo, hi = 1, tc.epochs
-    while summed_lr(at(hi), drop_last) < target:
+    while summed_lr(at(hi).train, cfg.data.n_train, drop_last) < target:
         lo, hi = hi, hi * 2
         if hi > 1_000_000:
             raise ValueError(f"summed lr {target:.3g} is out of reach of this schedule's lr {tc.lr:g}: raise --lr or hold fewer quantities")
     while lo < hi:
         mid = (lo + hi) // 2
-        if summed_lr(at(mid), drop_last) >= target:
+        if summed_lr(at(mid).train, cfg.data.n_train, drop_last) >= target:
             hi = mid
         else:
             lo = mid + 1
