@@ -200,7 +200,10 @@ def carry_recipe(cfg: RunConfig, hold: Sequence[str] = DEFAULT_HOLD, reference_d
 
     Carried values are rounded to 4 significant digits.  Apply it once, to a config whose gamma is the paper's: carrying a carried config again
     carries its gamma again.  At the reference width with the paper's data and schedule
-    (:func:`paper_config`) it changes nothing (``tests/test_recipe.py``).
+    (:func:`paper_config`, ``drop_last=True``) it changes nothing (``tests/test_recipe.py``);
+    the ``paper`` preset itself keeps the text's 900,000 samples (439 steps an epoch in this
+    loop), so holding ``summed_lr_wd`` there sets weight decay 0.008409, and holding only
+    ``forward_scale`` leaves it as it is.
     """
     held = check_hold(hold)
     d = cfg.model.d_model
@@ -256,6 +259,14 @@ def _stretch(cfg: RunConfig, target: float, drop_last: bool) -> RunConfig:
         else:
             lo = mid + 1
     return at(hi)
+
+
+def recipe_columns(cfg: RunConfig) -> dict[str, str]:
+    """The report's run-table cells of ``cfg``'s recipe: each quantity, and the paper's at the
+    same gamma in parentheses."""
+    mine, ref = recipe_of(cfg), paper_recipe(cfg.init.gamma)
+    names = {"forward_scale": "std*sqrt(d)", "adam_step": "lr*sqrt(d)/std", "summed_lr": "summed lr", "summed_lr_wd": "summed lr x wd"}
+    return {label: f"{getattr(mine, name):.3g} (paper {getattr(ref, name):.3g})" for name, label in names.items()}
 
 
 def recipe_table(cfg: RunConfig, drop_last: bool = False, paper_gamma: float | None = None) -> str:

@@ -63,7 +63,8 @@ def section_race(ctx: Context) -> Section:
         raise NotApplicable("no symmetric run has a per-epoch history of the held-out (4,3) yet")
     sentence = (
         "The held-out (4,3)'s share of inferential (x - 10) and symmetric (x - 6, copied from the seen exception (3,4)) answers per epoch, "
-        "one line per run; a star marks the epoch (3,4) is first fitted (training accuracy >= 0.9). The shares stopped moving at the first "
+        "one line per run (the per-epoch view of the two answers NeurIPS 2024 Fig. 2 plots at the end of training); a star marks the epoch "
+        "(3,4) is first fitted (training accuracy >= 0.9). The shares stopped moving at the first "
         "epoch from which both stay within 0.05 of their final values; when the lr then was below a tenth of its peak, the schedule's decay "
         "froze them (under-trained). Modes: infers (ID >= 0.9, (3,4) fitted, inferential >= 0.8), early copy (symmetric >= 0.8), "
         "under-trained, neither (training/race.py)."
