@@ -22,6 +22,7 @@ from typing import Any
 
 import click
 
+from interp_init.task_registry import task_class
 from training.config import RunConfig
 from training.race import race_of_folder
 
@@ -63,7 +64,7 @@ def race_rows(roots: list[Path]) -> list[dict[str, str]]:
             names = [k for k in (next(iter(flats.values()), {})) if k not in ("seed", "init_seed", "data_seed")]
             keys = [k for k in names if len({repr(flat[k]) for flat in flats.values()}) > 1]
         for folder, flat in flats.items():
-            if flat["task"] != "symmetric":
+            if not task_class(flat["task"]).has_race:
                 continue
             race = race_of_folder(folder)
             status = json.loads((folder / "metrics.json").read_text(encoding="utf-8")).get("status", "?") if (folder / "metrics.json").is_file() else "no metrics"

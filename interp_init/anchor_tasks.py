@@ -79,6 +79,9 @@ def _ge(value: Any, bound: float) -> bool:
 
 #: The seen pair of ``symmetric`` whose target the held-out (4,3)'s symmetric answer copies.
 EXCEPTION = AnchorPair(3, 4)
+#: ``symmetric``'s held-out pair, and the names of its two candidate answers (``heldout``'s keys).
+HELDOUT = AnchorPair(4, 3)
+ANSWERS: tuple[str, str] = ("inferential", "symmetric")
 
 
 def heldout_answer(inferential: float | None, symmetric: float | None, exception: float | None, criteria: Mapping[str, float] = FLIP_CRITERIA) -> str:
@@ -228,8 +231,9 @@ class SymmetricTask(AnchorTask):
 
     metrics_class: ClassVar[type[TaskMetrics]] = SymmetricMetrics
     family: ClassVar[str] = "symmetric"
-    #: Adds the race of (3,4) against (4,3) (training/report/race.py).
+    #: Adds the race of (3,4) against (4,3) (training/race.py, training/report/race.py).
     report_sections: ClassVar[tuple[str, ...]] = (*ANCHOR_SECTIONS, "race")
+    has_race: ClassVar[bool] = True
     expected: ClassVar[str] = (
         "The NeurIPS paper: small init (large gamma, e.g. 0.8) learns the inferential solution, "
         "large init (gamma 0.5 and below) the symmetric one."

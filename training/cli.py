@@ -41,7 +41,7 @@ from training.phase.names import FIGURE_NAMES, ID_THRESHOLD, LOSS_THRESHOLD, OOD
 from training.report.config import IMAGE_FORMATS, PROJECTIONS, ReportConfig
 from training.population import VARY
 from training.protocol import PROTOCOLS
-from training.recipe import DEFAULT_HOLD, HOLDABLE, paper_recipe
+from training.recipe import CARRY_HELP, DEFAULT_HOLD, carry_recipe, check_hold, recipe_table, train_epilog
 from training.reproduce import REGIMES, REPRODUCE_TASKS
 from training.signals import Stopped, signals_raise
 from training.sweep.spec import BACKENDS
@@ -105,44 +105,21 @@ def cli() -> None:
     """
 
 
-def _recipe_epilog() -> str:
-    """The train command's note on the paper's recipe, with the paper's numbers (training/recipe.py)."""
-    p = paper_recipe()
-    return (
-        "Recipe: --show-recipe prints the quantities the papers' recipe fixes for the resolved run, beside the paper's "
-        f"(the released code's symmetric run at d_model {p.d_model}, gamma {p.gamma:g}): forward scale std*sqrt(d) {p.forward_scale:.3f}, "
-        f"Adam step relative to the init lr*sqrt(d)/std {p.adam_step:.3f}, summed lr over all steps {p.summed_lr:.1f}, "
-        f"summed lr x weight decay {p.summed_lr_wd:.3f}, {p.samples_per_step} samples a step, {p.samples_per_pair:,.0f} per seen pair. "
-        "--carry-recipe reads --gamma as the paper's and holds these quantities at this run's width and length."
-    )
-
-
-_CARRY_HELP = (
-    "Carry the paper's recipe to this run's --d-model and length: hold the quantities named (comma-separated, any of "
-    + ", ".join(h.replace("_", "-") for h in HOLDABLE)
-    + "; given alone: "
-    + ",".join(h.replace("_", "-") for h in DEFAULT_HOLD)
-    + "), setting gamma, the lr schedule, the epochs or the weight decay (training/recipe.py). --gamma is read as the paper's gamma at d_model 400."
-)
-
-
 def carry_option(func: Any) -> Any:
-    """``--carry-recipe [QUANTITIES]`` (train and reproduce)."""
+    """``--carry-recipe [QUANTITIES]`` (train and reproduce; training/recipe.py)."""
     default = ",".join(h.replace("_", "-") for h in DEFAULT_HOLD)
-    return click.option("--carry-recipe", "carry", is_flag=False, flag_value=default, default=None, metavar="[QUANTITIES]", help=_CARRY_HELP)(func)
+    return click.option("--carry-recipe", "carry", is_flag=False, flag_value=default, default=None, metavar="[QUANTITIES]", help=CARRY_HELP)(func)
 
 
 def parse_carry(carry: str | None) -> tuple[str, ...] | None:
     """``--carry-recipe``'s value as the quantities to hold (None: not given)."""
-    from training.recipe import check_hold
-
     return None if carry is None else check_hold(carry.split(","))
 
 
 @cli.command(
     "train",
     short_help="Train one model into a run folder.",
-    epilog="Options not given take the --preset's value. A diverged run (non-finite loss) exits with code 1.\n\n" + _recipe_epilog(),
+    epilog="Options not given take the --preset's value. A diverged run (non-finite loss) exits with code 1.\n\n" + train_epilog(),
 )
 @run_options
 @config_options
@@ -164,13 +141,8 @@ def train_command(
         click.echo(f"interp-init: no --preset given: using --preset {preset} ({why})", err=True)
     cfg = make_run_config(preset, task=task, seed=seed, init_seed=init_seed, data_seed=data_seed, **overrides_from(kwargs))
     hold, paper_gamma = parse_carry(carry), cfg.init.gamma
-    if hold is not None:
-        from training.recipe import carry_recipe
-
-        cfg = carry_recipe(cfg, hold)
+    cfg = cfg if hold is None else carry_recipe(cfg, hold)
     if show_recipe:
-        from training.recipe import recipe_table
-
         click.echo(recipe_table(cfg, paper_gamma=paper_gamma))
         return
     from training.loop import train

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from interp_init.task_registry import task_class
 from training.protocol import PROTOCOL_TEXT, Pick, RunRecord, check_protocol, pick_paper, pick_strict, targets
 from training.race import Race, race_of
 from training.reproduce import REGIME_NAMES, check_flip
@@ -89,7 +90,7 @@ def regime_result(task: str, regime: str, gamma: float, run_dirs: Sequence[str |
     else:
         picks = pick_paper(runs, targets(task))
     bad = [r.status for r in runs if r.status != "completed"]
-    race = race_of(runs[0].history, runs[0].lr) if task == "symmetric" and len(runs) == 1 else None
+    race = race_of(runs[0].history, runs[0].lr) if task_class(task).has_race and len(runs) == 1 else None
     return RegimeResult(task, regime, gamma, picks, bad[0] if bad else "completed", tuple(str(r.path) for r in runs), race)
 
 

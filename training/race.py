@@ -36,11 +36,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from interp_init.anchor_tasks import FLIP_CRITERIA
+from interp_init.anchor_tasks import ANSWERS, EXCEPTION, FLIP_CRITERIA, HELDOUT
 from interp_init.task import FIT_THRESHOLD
-
-#: The seen exception and the held-out pair whose answers race.
-EXCEPTION, HELDOUT = "3,4", "4,3"
 #: A share within this of its final value has stopped moving (:func:`race_of`).
 SETTLE_TOLERANCE = 0.05
 #: The failure modes, in the order tables list them.
@@ -95,8 +92,8 @@ class Race:
 
 
 def _shares(record: Mapping[str, Any]) -> tuple[float | None, float | None]:
-    accs = (record.get("heldout") or {}).get(HELDOUT) or {}
-    inf, sym = accs.get("inferential"), accs.get("symmetric")
+    accs = (record.get("heldout") or {}).get(HELDOUT.key) or {}
+    inf, sym = (accs.get(name) for name in ANSWERS)
     return (None if inf is None else float(inf)), (None if sym is None else float(sym))
 
 
@@ -111,7 +108,7 @@ def race_of(history: Sequence[Mapping[str, Any]], peak_lr: float | None = None, 
     peak = peak_lr if peak_lr is not None else (max(lrs) if lrs else None)
     if not evaluated:
         return Race(None, None, None, None, None, None, None, peak, False, None, None)
-    fit = next((r for r in evaluated if (r.get("per_pair") or {}).get(EXCEPTION, 0.0) >= FIT_THRESHOLD), None)
+    fit = next((r for r in evaluated if (r.get("per_pair") or {}).get(EXCEPTION.key, 0.0) >= FIT_THRESHOLD), None)
     inf_fit, sym_fit = _shares(fit) if fit is not None else (None, None)
     last = evaluated[-1]
     inf_end, sym_end = _shares(last)

@@ -59,9 +59,12 @@ from functools import lru_cache
 from typing import Any
 
 from interp_init.config import ModelConfig
+from interp_init.task import DEFAULT_TASK
 from interp_init.task_registry import task_class
 from training.config import OPTION_SECTION, RunConfig, TrainConfig, make_run_config, preset_options
 
+#: The task of the paper's recipe: NeurIPS 2024's ``symmetric``, the default task.
+PAPER_TASK = DEFAULT_TASK
 #: The released code's training set for the symmetric task (15 seen pairs x 50,625).
 PAPER_N_TRAIN = 759_375
 #: The gamma of the paper's small init (NeurIPS 2024's reasoning side).
@@ -150,7 +153,7 @@ def recipe_of(cfg: RunConfig, drop_last: bool = False) -> Recipe:
 def paper_config(gamma: float = PAPER_GAMMA) -> RunConfig:
     """The paper's run as the released code trains it: the ``paper`` preset on ``symmetric``
     at ``gamma`` with :data:`PAPER_N_TRAIN` samples (count its steps with ``drop_last=True``)."""
-    return make_run_config("paper", task="symmetric", gamma=gamma, n_train=PAPER_N_TRAIN)
+    return make_run_config("paper", task=PAPER_TASK, gamma=gamma, n_train=PAPER_N_TRAIN)
 
 
 @lru_cache(maxsize=8)
@@ -161,10 +164,10 @@ def paper_recipe(gamma: float = PAPER_GAMMA) -> Recipe:
     At gamma 0.8: the forward scale 0.1657, the Adam step 0.6034, summed lr 10.10, summed
     lr x wd 0.1010, 77,700 steps of 2048 samples, 50,625 samples per seen pair
     (``--show-recipe`` above)."""
-    options = preset_options("paper", "symmetric")
+    options = preset_options("paper", PAPER_TASK)
     train = TrainConfig(**{k: v for k, v in options.items() if OPTION_SECTION.get(k) == "train"})
     d_model = int(options.get("d_model", next(f.default for f in fields(ModelConfig) if f.name == "d_model")))
-    return _recipe(train, d_model, gamma, PAPER_N_TRAIN, "symmetric", drop_last=True)
+    return _recipe(train, d_model, gamma, PAPER_N_TRAIN, PAPER_TASK, drop_last=True)
 
 
 def check_hold(hold: Sequence[str]) -> tuple[str, ...]:
@@ -259,6 +262,28 @@ def _stretch(cfg: RunConfig, target: float, drop_last: bool) -> RunConfig:
         else:
             lo = mid + 1
     return at(hi)
+
+
+def train_epilog() -> str:
+    """``interp-init train --help``'s note on the recipe, with the paper's numbers."""
+    p = paper_recipe()
+    return (
+        "Recipe: --show-recipe prints the quantities the papers' recipe fixes for the resolved run, beside the paper's "
+        f"(the released code's symmetric run at d_model {p.d_model}, gamma {p.gamma:g}): forward scale std*sqrt(d) {p.forward_scale:.3f}, "
+        f"Adam step relative to the init lr*sqrt(d)/std {p.adam_step:.3f}, summed lr over all steps {p.summed_lr:.1f}, "
+        f"summed lr x weight decay {p.summed_lr_wd:.3f}, {p.samples_per_step} samples a step, {p.samples_per_pair:,.0f} per seen pair. "
+        "--carry-recipe reads --gamma as the paper's and holds these quantities at this run's width and length."
+    )
+
+
+#: ``--carry-recipe``'s help (train and reproduce).
+CARRY_HELP = (
+    "Carry the paper's recipe to this run's --d-model and length: hold the quantities named (comma-separated, any of "
+    + ", ".join(h.replace("_", "-") for h in HOLDABLE)
+    + "; given alone: "
+    + ",".join(h.replace("_", "-") for h in DEFAULT_HOLD)
+    + "), setting gamma, the lr schedule, the epochs or the weight decay (training/recipe.py). --gamma is read as the paper's gamma at d_model 400."
+)
 
 
 def recipe_columns(cfg: RunConfig) -> dict[str, str]:

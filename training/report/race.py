@@ -58,7 +58,7 @@ def race_table(runs: list[Run]) -> pd.DataFrame:
 
 def section_race(ctx: Context) -> Section:
     """The race: does (4,3) find its answer before or after (3,4) is fitted?"""
-    runs = [r for r in ctx.runs if r.config.data.task == "symmetric" and any("heldout" in h for h in _history(r))]
+    runs = [r for r in ctx.runs if r.task.has_race and any("heldout" in h for h in _history(r))]
     if not runs:
         raise NotApplicable("no symmetric run has a per-epoch history of the held-out (4,3) yet")
     sentence = (
