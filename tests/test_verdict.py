@@ -23,7 +23,7 @@ def test_symmetric_task(inf: float, sym: float, id_acc: float, exception: float,
     final = {"id_acc": id_acc, "heldout": {"4,3": {"inferential": inf, "symmetric": sym}}, "per_pair": {"3,4": exception, "1,1": 1.0}}
     v = run_verdict("symmetric", final, "completed", stable_rank=2.04)
     assert v.solution == solution
-    assert v.evidence == f"ID accuracy {id_acc:.2f}, held-out (4,3) inferential {inf:.2f}, symmetric {sym:.2f}, seen (3,4) {exception:.2f}, layer-0 W_Q stable rank 2.0"
+    assert v.evidence == f"ID accuracy {id_acc:.2f}, held-out (4,3) inferential {inf:.2f}, symmetric {sym:.2f}, seen (3,4) {exception:.2f}, stable rank of layer 0's W_Q 2.0"
     assert "inferential" in v.expected and "symmetric" in v.expected
 
 

@@ -62,6 +62,7 @@ def section_race(ctx: Context) -> Section:
     if not runs:
         raise NotApplicable("no symmetric run has a per-epoch history of the held-out (4,3) yet")
     sentence = (
+        "The papers expect small init to answer the held-out (4,3) inferentially and large init to copy the symmetric answer. "
         "The held-out (4,3)'s share of inferential (x - 10) and symmetric (x - 6, copied from the seen exception (3,4)) answers per epoch, "
         "one line per run (the per-epoch view of the two answers NeurIPS 2024 Fig. 2 plots at the end of training); a star marks the epoch "
         "(3,4) is first fitted (training accuracy >= 0.9). The shares stopped moving at the first "
