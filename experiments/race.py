@@ -2,7 +2,7 @@
 
 For every ``symmetric`` run folder under the given folders (a sweep folder's runs, or a
 folder that is itself a run), finished or still training, prints one markdown row from its
-``metrics.json`` history (:func:`training.race.race_of`): the seed, the knobs (a sweep's
+history (read by :class:`training.records.RunRecord`; :func:`training.race.race_of`): the seed, the knobs (a sweep's
 grid keys other than the seed; else the options that differ between the runs listed), the
 epoch (3,4) is fitted (training accuracy >= 0.9), the (4,3) inferential / symmetric shares
 at that epoch and at the last evaluated one, the epoch the shares stopped moving and the
@@ -22,9 +22,8 @@ from typing import Any
 
 import click
 
-from interp_init.task_registry import task_class
-from training.config import RunConfig
-from training.race import race_of_folder
+from training.race import race_of_record
+from training.records import RunRecord
 
 
 def run_folders(root: Path) -> list[Path]:
@@ -58,16 +57,18 @@ def race_rows(roots: list[Path]) -> list[dict[str, str]]:
     rows = []
     for root in roots:
         folders = run_folders(root)
-        flats = {f: RunConfig.from_dict(json.loads((f / "config.json").read_text(encoding="utf-8")), where=str(f / "config.json")).flat() for f in folders}
+        records = {f: RunRecord.read(f, strict=False) for f in folders}
+        flats = {f: record.config.flat() for f, record in records.items()}
         keys = _grid_keys(root)
         if keys is None:  # the options that differ between the runs (the seed aside)
             names = [k for k in (next(iter(flats.values()), {})) if k not in ("seed", "init_seed", "data_seed")]
             keys = [k for k in names if len({repr(flat[k]) for flat in flats.values()}) > 1]
         for folder, flat in flats.items():
-            if not task_class(flat["task"]).has_race:
+            record = records[folder]
+            if not record.task.has_race:
                 continue
-            race = race_of_folder(folder)
-            status = json.loads((folder / "metrics.json").read_text(encoding="utf-8")).get("status", "?") if (folder / "metrics.json").is_file() else "no metrics"
+            race = race_of_record(record)
+            status = record.recorded_status or "no metrics"
             knobs = ", ".join(f"{k}={flat[k]}" for k in keys) or "-"
             if race is None:
                 rows.append({"run": f"{root.name}/{folder.name}" if folder != root else folder.name, "seed": _seed(flat), "knobs": knobs, "status": status})

@@ -1,5 +1,5 @@
 """Every walkthrough in examples/ runs at the ``tiny`` preset, as a script with argv,
-prints its table and writes its report; every option the README claims for the
+prints its table and writes its report; every option docs/examples.md claims for the
 walkthroughs parses in every one of them."""
 
 from __future__ import annotations
@@ -70,10 +70,10 @@ def test_walkthrough_runs_at_tiny_scale(script: str, out: Path, monkeypatch: pyt
 
 
 def readme_walkthrough_options() -> dict[str, list[str]]:
-    """The options the README says every walkthrough takes: ``{"--preset": ["tiny", "cpu", "paper"], ...}``."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    """The options docs/examples.md says every walkthrough takes: ``{"--preset": ["tiny", "cpu", "paper"], ...}``."""
+    readme = (ROOT / "docs" / "examples.md").read_text(encoding="utf-8")
     claim = re.search(r"Every walkthrough in `examples/` takes (.*?)\.\s", readme, re.S)
-    assert claim, "the README no longer says which options every walkthrough takes"
+    assert claim, "docs/examples.md no longer says which options every walkthrough takes"
     options = {name: values.split("|") for name, values in re.findall(r"`(--[a-z-]+) ([^`]+)`", claim.group(1))}
     assert set(options) == {"--preset", "--out", "--seed", "--device"}, options
     return options
@@ -91,8 +91,8 @@ def parsed(script: str, args: list[str]) -> dict:
 FIGURE_WALKTHROUGHS = sorted(p.name for p in EXAMPLES.glob("*.py") if not p.name.startswith("custom_"))
 
 
-def test_the_walkthroughs_are_the_ones_the_readme_lists() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+def test_the_walkthroughs_are_the_ones_the_docs_list() -> None:
+    readme = (ROOT / "docs" / "examples.md").read_text(encoding="utf-8")
     listed = readme.split("Every walkthrough in `examples/`", 1)[1].split("\n\n", 1)[0]
     assert set(FIGURE_WALKTHROUGHS) == set(re.findall(r"`(\w+\.py)`", listed)) - {"custom_*.py"}
 

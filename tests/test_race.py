@@ -7,12 +7,20 @@ from pathlib import Path
 
 import pytest
 
-from training.race import Race, epoch_shares, race_of, race_of_folder
+from interp_init.task import EpochRecord, read_run_metrics
+from interp_init.task_registry import make_task
+from training.race import Race, epoch_shares, race_of, race_of_record
+from training.records import RunRecord
 
 
 def _rec(epoch: int, lr: float, exception: float, inf: float, sym: float, id_acc: float = 0.99) -> dict:
     return {"epoch": epoch, "step": 10 * epoch, "loss": 1.0 / epoch, "lr": lr, "train_acc": id_acc, "id_acc": id_acc,
             "per_pair": {"3,4": exception, "1,1": 1.0}, "heldout": {"4,3": {"inferential": inf, "symmetric": sym}}}  # fmt: skip
+
+
+def _history(records: list[dict]) -> tuple[EpochRecord, ...]:
+    """The typed history a run record reads from these ``metrics.json`` entries."""
+    return read_run_metrics(make_task("symmetric"), {"history": records}).history
 
 
 #: Seed A of issue 31: (3,4) fitted at epoch 5, inferential rises to 0.69 and freezes once the lr is low.
@@ -24,7 +32,7 @@ UNDER_TRAINED = [
 
 
 def test_under_trained_run_by_hand() -> None:
-    race = race_of(UNDER_TRAINED)
+    race = race_of(_history(UNDER_TRAINED))
     assert race.fit_epoch == 5  # the first epoch with (3,4) >= 0.9
     assert (race.inferential_at_fit, race.symmetric_at_fit) == (0.34, 0.0)
     assert (race.inferential_end, race.symmetric_end) == (0.69, 0.0)
@@ -32,40 +40,46 @@ def test_under_trained_run_by_hand() -> None:
     assert race.settled_epoch == 8 and race.lr_at_settled == 1.1e-4 and race.peak_lr == 5e-4
     assert race.lr_high is True and not race.still_moving  # 1.1e-4 > 5e-5
     assert race.mode == "neither"
-    late = race_of(UNDER_TRAINED, peak_lr=2e-3)  # a tenth of this peak is 2e-4: the decay froze it
+    late = race_of(_history(UNDER_TRAINED), peak_lr=2e-3)  # a tenth of this peak is 2e-4: the decay froze it
     assert late.lr_high is False and late.mode == "under-trained"
 
 
 def test_early_copy_infers_never_fits_and_still_moving() -> None:
-    copy = race_of([_rec(1, 5e-4, 0.4, 0.0, 0.3, 0.7), _rec(2, 4e-4, 0.99, 0.0, 0.99), _rec(3, 1e-4, 1.0, 0.0, 1.0)])
+    copy = race_of(_history([_rec(1, 5e-4, 0.4, 0.0, 0.3, 0.7), _rec(2, 4e-4, 0.99, 0.0, 0.99), _rec(3, 1e-4, 1.0, 0.0, 1.0)]))
     assert (copy.fit_epoch, copy.symmetric_at_fit, copy.mode, copy.settled_epoch) == (2, 0.99, "early copy", 2)
-    infers = race_of([_rec(1, 5e-4, 0.95, 0.5, 0.1), _rec(2, 4e-4, 0.99, 0.85, 0.0), _rec(3, 4e-5, 1.0, 0.86, 0.0)])
+    infers = race_of(_history([_rec(1, 5e-4, 0.95, 0.5, 0.1), _rec(2, 4e-4, 0.99, 0.85, 0.0), _rec(3, 4e-5, 1.0, 0.86, 0.0)]))
     assert (infers.fit_epoch, infers.inferential_at_fit, infers.mode) == (1, 0.5, "infers")
-    never = race_of([_rec(1, 5e-4, 0.2, 0.7, 0.0), _rec(2, 4e-4, 0.5, 0.9, 0.0), _rec(3, 1e-4, 0.6, 0.9, 0.0)])
+    never = race_of(_history([_rec(1, 5e-4, 0.2, 0.7, 0.0), _rec(2, 4e-4, 0.5, 0.9, 0.0), _rec(3, 1e-4, 0.6, 0.9, 0.0)]))
     assert never.fit_epoch is None and never.inferential_at_fit is None and not never.fitted
     assert never.mode == "under-trained"  # inferential 0.9 but (3,4) never fitted: not inferring
-    moving = race_of([_rec(1, 5e-4, 0.95, 0.1, 0.0), _rec(2, 4e-4, 0.99, 0.3, 0.0), _rec(3, 3e-4, 1.0, 0.5, 0.0)])
+    moving = race_of(_history([_rec(1, 5e-4, 0.95, 0.1, 0.0), _rec(2, 4e-4, 0.99, 0.3, 0.0), _rec(3, 3e-4, 1.0, 0.5, 0.0)]))
     assert moving.still_moving and moving.settled_epoch == 3 and moving.mode == "under-trained"
 
 
 def test_epochs_without_evaluation_and_empty_history() -> None:
     history = [_rec(1, 5e-4, 0.95, 0.1, 0.0), {"epoch": 2, "step": 20, "loss": 0.5, "lr": 4e-4}, _rec(3, 1e-4, 1.0, 0.1, 0.0)]
-    race = race_of(history)
+    race = race_of(_history(history))
     assert race.settled_epoch == 1 and race.last_epoch == 3 and race.peak_lr == 5e-4
-    assert epoch_shares(history) == ([1, 3], [0.1, 0.1], [0.0, 0.0])
-    empty = race_of([])
+    assert epoch_shares(_history(history)) == ([1, 3], [0.1, 0.1], [0.0, 0.0])
+    empty = race_of(())
     assert empty == Race(None, None, None, None, None, None, None, None, False, None, None) and empty.mode == "under-trained"
     with pytest.raises(ValueError, match="tolerance"):
-        race_of(history, tolerance=1.5)
+        race_of(_history(history), tolerance=1.5)
 
 
-def test_race_of_folder_reads_metrics_and_the_config_peak(tmp_path: Path) -> None:
-    (tmp_path / "metrics.json").write_text(json.dumps({"status": "running", "history": UNDER_TRAINED}))
-    (tmp_path / "config.json").write_text(json.dumps({"train": {"lr": 2e-3}}))
-    race = race_of_folder(tmp_path)
+def test_race_of_record_reads_the_history_and_the_config_peak(tmp_path: Path) -> None:
+    from training import make_run_config
+
+    for name, task, history in (("sym", "symmetric", UNDER_TRAINED), ("fresh", "symmetric", []), ("ood", "id-ood", [])):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps(make_run_config("tiny", task=task, lr=2e-3).to_dict()))
+        (tmp_path / name / "metrics.json").write_text(json.dumps({"status": "running", "final": {}, "history": history}))
+    race = race_of_record(RunRecord.read(tmp_path / "sym"))
     assert race is not None and race.peak_lr == 2e-3 and race.mode == "under-trained"
     assert race.to_dict()["mode"] == "under-trained" and race.to_dict()["lr_high"] is False
-    assert race_of_folder(tmp_path / "missing") is None
+    assert Race.from_dict(race.to_dict()) == race
+    assert race_of_record(RunRecord.read(tmp_path / "fresh")) is None  # no evaluated epoch yet
+    assert race_of_record(RunRecord.read(tmp_path / "ood")) is None  # a task without the race
 
 
 def test_experiments_race_prints_one_row_per_run(tmp_path: Path) -> None:
@@ -91,7 +105,7 @@ def test_experiments_race_prints_one_row_per_run(tmp_path: Path) -> None:
         folder = sweep / name
         folder.mkdir()
         (folder / "config.json").write_text(json.dumps(make_run_config("tiny", task="symmetric", seed=seed, weight_decay=wd, lr=5e-4).to_dict()))
-        (folder / "metrics.json").write_text(json.dumps({"status": status, "history": history}))
+        (folder / "metrics.json").write_text(json.dumps({"status": status, "final": {}, "history": history}))
     result = CliRunner().invoke(module.main, [str(sweep)])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
@@ -134,3 +148,5 @@ def test_population_table_shows_the_race(tmp_path: Path) -> None:
     ]  # inferential 0.9, but (3,4) never fitted: the criterion fails
     assert "under-trained" in population.format()
     assert population.to_dict()["per_seed"][0]["runs"]["symmetric"]["small-init"]["race"]["mode"] == "under-trained"
+    again = Population.from_dict(json.loads(json.dumps(population.to_dict())))  # summary.json read back keeps the race
+    assert again.rows[0].result("symmetric", "small-init").race == population.rows[0].result("symmetric", "small-init").race

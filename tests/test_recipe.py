@@ -122,15 +122,31 @@ def test_train_help_shows_the_papers_quantities(capsys: pytest.CaptureFixture[st
 
 
 def test_reproduce_carries_every_regime_and_refuses_two_lrs() -> None:
-    from training.population_runs import PopulationPlan
-    from training.reproduce import regime_config
+    from training.regimes import regime_config
+    from training.study import ReproductionSpec
 
     small = regime_config("cpu", "small-init", "symmetric", seed=1, carry=DEFAULT_HOLD)
     large = regime_config("cpu", "large-init", "symmetric", seed=1, carry=DEFAULT_HOLD)
     assert (small.init.gamma, large.init.gamma) == (0.8705, 0.5)
     assert small.train.weight_decay == large.train.weight_decay == 0.08201
-    plan = PopulationPlan("cpu", (1,), "paper", (1e-4, 3e-4), tasks=("symmetric",), carry=("forward_scale", "summed_lr_wd"))
-    wds = sorted({job.config.train.weight_decay for job in plan.jobs("out")})
+    spec = ReproductionSpec("cpu", (1,), "paper", (1e-4, 3e-4), tasks=("symmetric",), carry=("forward_scale", "summed_lr_wd"))
+    wds = sorted({job.config.train.weight_decay for job in spec.jobs("out")})
     assert len(wds) == 2 and wds[0] < wds[1]  # the summed lr x wd held per lr of the grid: the larger lr gets the smaller wd
     with pytest.raises(ValueError, match="adam-step sets the lr, and so does --lrs"):
-        PopulationPlan("cpu", (1,), "paper", (1e-4, 3e-4), carry=("adam_step",))
+        ReproductionSpec("cpu", (1,), "paper", (1e-4, 3e-4), carry=("adam_step",))
+    single = ReproductionSpec("cpu", (1,), tasks=("symmetric",), single=True, carry=DEFAULT_HOLD)  # reproduce --seed: a population of one
+    assert [job.config for job in single.jobs("out")] == [small, large]
+
+
+def test_reproduce_cli_threads_the_carry(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """reproduce --carry-recipe [QUANTITIES] reaches the study's spec, for one seed and for --seeds."""
+    import training.reproduce as rep
+    from training.cli import main
+
+    specs = []
+    monkeypatch.setattr(rep, "run_reproduction_cli", lambda spec, *a, **k: (specs.append(spec), ("", None))[1])
+    assert main(["reproduce", "--preset", "tiny", "--seed", "1", "--out", str(tmp_path), "--carry-recipe"]) == 0
+    assert main(["reproduce", "--preset", "tiny", "--seeds", "1,2", "--out", str(tmp_path), "--carry-recipe", "summed-lr-wd"]) == 0
+    assert main(["reproduce", "--preset", "tiny", "--seed", "1", "--out", str(tmp_path)]) == 0
+    assert [s.carry for s in specs] == [DEFAULT_HOLD, ("summed_lr_wd",), None]
+    assert specs[0].single and not specs[1].single

@@ -30,7 +30,7 @@ def test_symmetric_task(inf: float, sym: float, id_acc: float, exception: float,
 def test_verdict_word_and_flip_criteria_agree() -> None:
     """One threshold, one word: a fitted model is called inferential (symmetric) exactly when
     it meets the small-init (large-init) criterion of the flip, over a grid of shares."""
-    from training.reproduce import check_flip
+    from training.population import check_flip
 
     grid = [(i / 20, s / 20, e / 10) for i in range(21) for s in range(21 - i) for e in (0, 8, 9, 10)]
     for inf, sym, exception in grid:

@@ -2,10 +2,10 @@
 
 The exception (3,4) is the seen pair whose target the held-out (4,3)'s symmetric answer
 copies.  A small-init run that reasons infers (4,3) from the rule; one that copies takes
-(3,4)'s answer.  :func:`race_of` reads a run's per-epoch history (``metrics.json``'s
-``history``: each evaluated entry has ``per_pair["3,4"]``, ``heldout["4,3"]`` with
-``inferential`` and ``symmetric`` shares, ``loss``, ``lr``; ``training/loop.py``'s
-``history_record``) and returns a :class:`Race`:
+(3,4)'s answer.  :func:`race_of` reads a run's per-epoch history (the
+:class:`~interp_init.task.EpochRecord` s of :attr:`training.records.RunRecord.history`:
+each evaluated epoch's metrics have ``per_pair["3,4"]`` and ``heldout["4,3"]`` with
+``inferential`` and ``symmetric`` shares; each epoch its ``lr``) and returns a :class:`Race`:
 
 * ``fit_epoch``: the first evaluated epoch at which the training accuracy on (3,4) is at
   least :data:`interp_init.task.FIT_THRESHOLD` (0.9; None: never);
@@ -24,20 +24,22 @@ copies.  A small-init run that reasons infers (4,3) from the rule; one that copi
   below 0.9, or the shares froze with the lr below a tenth of its peak or were still moving
   at the end), ``neither`` (fitted, settled while the lr was high, on neither answer).
 
-Everything here is a pure function of the history; :func:`race_of_folder` reads a run
-folder's ``metrics.json``.
+Everything here is a pure function of the history; :func:`race_of_record` takes a run
+folder's :class:`~training.records.RunRecord` (the one reader of ``metrics.json``).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import Any
+from dataclasses import asdict, dataclass, fields
+from typing import TYPE_CHECKING, Any
 
 from interp_init.anchor_tasks import ANSWERS, EXCEPTION, FLIP_CRITERIA, HELDOUT
-from interp_init.task import FIT_THRESHOLD
+from interp_init.task import FIT_THRESHOLD, EpochRecord
+
+if TYPE_CHECKING:
+    from training.records import RunRecord
+
 #: A share within this of its final value has stopped moving (:func:`race_of`).
 SETTLE_TOLERANCE = 0.05
 #: The failure modes, in the order tables list them.
@@ -88,32 +90,42 @@ class Race:
         return "neither"
 
     def to_dict(self) -> dict[str, Any]:
+        """The race's numbers, with ``lr_high`` and ``mode`` (``summary.json``'s ``race``)."""
         return {**asdict(self), "lr_high": self.lr_high, "mode": self.mode}
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Race:
+        """Read :meth:`to_dict` back (``lr_high`` and ``mode`` are recomputed)."""
+        return cls(**{f.name: data.get(f.name, False if f.name == "still_moving" else None) for f in fields(cls)})
 
-def _shares(record: Mapping[str, Any]) -> tuple[float | None, float | None]:
-    accs = (record.get("heldout") or {}).get(HELDOUT.key) or {}
+
+def _shares(record: EpochRecord) -> tuple[float | None, float | None]:
+    accs = (getattr(record.metrics, "heldout", None) or {}).get(HELDOUT.key) or {}
     inf, sym = (accs.get(name) for name in ANSWERS)
     return (None if inf is None else float(inf)), (None if sym is None else float(sym))
 
 
-def race_of(history: Sequence[Mapping[str, Any]], peak_lr: float | None = None, tolerance: float = SETTLE_TOLERANCE) -> Race:
-    """The :class:`Race` of one ``symmetric`` run from its ``metrics.json`` history (a list of
-    per-epoch records; entries without an evaluation are skipped); ``peak_lr``: the
-    schedule's peak (default: the largest lr the history records)."""
+def _exception(record: EpochRecord) -> float:
+    return float((getattr(record.metrics, "per_pair", None) or {}).get(EXCEPTION.key, 0.0))
+
+
+def race_of(history: Sequence[EpochRecord], peak_lr: float | None = None, tolerance: float = SETTLE_TOLERANCE) -> Race:
+    """The :class:`Race` of one ``symmetric`` run from its history (its record's
+    :class:`~interp_init.task.EpochRecord` s; epochs without an evaluation are skipped);
+    ``peak_lr``: the schedule's peak (default: the largest lr the history records)."""
     if not 0 <= tolerance < 1:
         raise ValueError(f"tolerance must be a number in [0, 1), got {tolerance!r}")
-    evaluated = [r for r in history if "heldout" in r or "per_pair" in r]
-    lrs = [float(r["lr"]) for r in history if r.get("lr") is not None]
+    evaluated = [r for r in history if r.metrics is not None]
+    lrs = [r.lr for r in history]
     peak = peak_lr if peak_lr is not None else (max(lrs) if lrs else None)
     if not evaluated:
         return Race(None, None, None, None, None, None, None, peak, False, None, None)
-    fit = next((r for r in evaluated if (r.get("per_pair") or {}).get(EXCEPTION.key, 0.0) >= FIT_THRESHOLD), None)
+    fit = next((r for r in evaluated if _exception(r) >= FIT_THRESHOLD), None)
     inf_fit, sym_fit = _shares(fit) if fit is not None else (None, None)
     last = evaluated[-1]
     inf_end, sym_end = _shares(last)
 
-    def near_end(record: Mapping[str, Any]) -> bool:
+    def near_end(record: EpochRecord) -> bool:
         pairs = zip(_shares(record), (inf_end, sym_end), strict=True)
         return all(a is None or b is None or abs(a - b) <= tolerance for a, b in pairs)
 
@@ -122,37 +134,30 @@ def race_of(history: Sequence[Mapping[str, Any]], peak_lr: float | None = None, 
         settled -= 1
     at = evaluated[settled]
     still_moving = settled == len(evaluated) - 1 and len(evaluated) > 1
-    id_acc = last.get("id_acc")
+    id_acc = None if last.metrics is None else last.metrics.id_acc
     return Race(
-        fit_epoch=None if fit is None else int(fit["epoch"]), inferential_at_fit=inf_fit, symmetric_at_fit=sym_fit,
-        inferential_end=inf_end, symmetric_end=sym_end, settled_epoch=int(at["epoch"]),
-        lr_at_settled=None if at.get("lr") is None else float(at["lr"]), peak_lr=peak, still_moving=still_moving,
-        final_id_acc=None if id_acc is None else float(id_acc), last_epoch=int(last["epoch"]),
+        fit_epoch=None if fit is None else fit.epoch, inferential_at_fit=inf_fit, symmetric_at_fit=sym_fit,
+        inferential_end=inf_end, symmetric_end=sym_end, settled_epoch=at.epoch,
+        lr_at_settled=at.lr, peak_lr=peak, still_moving=still_moving,
+        final_id_acc=None if id_acc is None else float(id_acc), last_epoch=last.epoch,
     )  # fmt: skip
 
 
-def race_of_folder(run_dir: str | Path) -> Race | None:
-    """The race of a run folder's ``metrics.json`` (the peak lr from its ``config.json``
-    where there is one); None where it has no history yet or is not a ``symmetric`` run."""
-    folder = Path(run_dir)
-    try:
-        metrics = json.loads((folder / "metrics.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    history = metrics.get("history") if isinstance(metrics, dict) else None
-    if not history or not any(isinstance(r, dict) and "heldout" in r for r in history):
-        return None
-    peak = None
-    try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-        peak = float(config["train"]["lr"])
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    return race_of(history, peak)
+def has_shares(record: RunRecord) -> bool:
+    """Whether ``record`` is a run of a task with the race (:attr:`interp_init.task.Task.has_race`)
+    whose history has at least one evaluated epoch with the held-out shares."""
+    return record.task.has_race and any(getattr(r.metrics, "heldout", None) for r in record.history)
 
 
-def epoch_shares(history: Sequence[Mapping[str, Any]]) -> tuple[list[int], list[float | None], list[float | None]]:
+def race_of_record(record: RunRecord) -> Race | None:
+    """The race of one run folder's record (:meth:`training.records.RunRecord.read`; the
+    peak lr its config's); None where it is not a race task's run or has no evaluated
+    history yet."""
+    return race_of(record.history, record.lr) if has_shares(record) else None
+
+
+def epoch_shares(history: Sequence[EpochRecord]) -> tuple[list[int], list[float | None], list[float | None]]:
     """Per evaluated epoch: the epoch, and the (4,3) inferential and symmetric shares (the report's race figure)."""
-    evaluated = [r for r in history if "heldout" in r]
+    evaluated = [r for r in history if r.metrics is not None]
     shares = [_shares(r) for r in evaluated]
-    return [int(r["epoch"]) for r in evaluated], [s[0] for s in shares], [s[1] for s in shares]
+    return [r.epoch for r in evaluated], [s[0] for s in shares], [s[1] for s in shares]

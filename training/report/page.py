@@ -219,7 +219,7 @@ def build_page(runs: list[Run], config: ReportConfig, out_dir: str | Path | None
                 "heads": r.config.model.n_heads,
                 "seed": r.config.seed,
                 **recipe_columns(r.config),
-                "status": (r.metrics or {}).get("status", "no metrics"),
+                "status": r.status,
             }
             for r in runs
         ]

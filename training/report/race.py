@@ -8,13 +8,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from training.race import epoch_shares, race_of
+from training.race import epoch_shares, has_shares, race_of
 from training.report.cells import RUN_COLOURS, Cell, Context, NotApplicable, Section, compact, html_table, measured
 from training.report.runs import Run
-
-
-def _history(run: Run) -> list[dict]:
-    return list((run.metrics or {}).get("history") or [])
 
 
 def race_figure(runs: list[Run]) -> go.Figure:
@@ -22,9 +18,9 @@ def race_figure(runs: list[Run]) -> go.Figure:
     star where (3,4) is first fitted (training accuracy >= 0.9)."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=("(4,3) inferential share", "(4,3) symmetric share"), horizontal_spacing=0.08)
     for i, run in enumerate(runs):
-        history = _history(run)
+        history = run.record.history
         epochs, inf, sym = epoch_shares(history)
-        race = race_of(history, run.config.train.lr)
+        race = race_of(history, run.record.lr)
         colour = RUN_COLOURS[i % len(RUN_COLOURS)]
         for col, shares in ((1, inf), (2, sym)):
             fig.add_trace(go.Scatter(x=epochs, y=shares, mode="lines", name=run.name, legendgroup=run.name, showlegend=col == 1, line=dict(color=colour)), row=1, col=col)
@@ -43,7 +39,7 @@ def race_table(runs: list[Run]) -> pd.DataFrame:
     """One row per run: the race's numbers and the failure mode."""
     rows = []
     for run in runs:
-        race = race_of(_history(run), run.config.train.lr)
+        race = race_of(run.record.history, run.record.lr)
         rows.append({
             "run": run.name, "gamma": run.config.init.gamma, "(3,4) fitted at epoch": race.fit_epoch,
             "inferential at fit": race.inferential_at_fit, "symmetric at fit": race.symmetric_at_fit,
@@ -58,7 +54,7 @@ def race_table(runs: list[Run]) -> pd.DataFrame:
 
 def section_race(ctx: Context) -> Section:
     """The race: does (4,3) find its answer before or after (3,4) is fitted?"""
-    runs = [r for r in ctx.runs if r.task.has_race and any("heldout" in h for h in _history(r))]
+    runs = [r for r in ctx.runs if has_shares(r.record)]
     if not runs:
         raise NotApplicable("no symmetric run has a per-epoch history of the held-out (4,3) yet")
     sentence = (
@@ -69,5 +65,5 @@ def section_race(ctx: Context) -> Section:
         "epoch from which both stay within 0.05 of their final values; when the lr then was below a tenth of its peak, the schedule's decay "
         "froze them (under-trained). Modes: infers (ID >= 0.9, (3,4) fitted, inferential >= 0.8), early copy (symmetric >= 0.8), "
         "under-trained, neither (training/race.py)."
-    ) + measured(ctx, "the mode", lambda run: race_of(_history(run), run.config.train.lr).mode if run in runs else None, needs_model=False)
+    ) + measured(ctx, "the mode", lambda run: race_of(run.record.history, run.record.lr).mode if run in runs else None, needs_model=False)
     return Section("race", "The race: (3,4) fitted against (4,3) answered", sentence, [Cell(figure=race_figure(runs), html=html_table(race_table(runs), 2), height=420)], combined=True)
