@@ -56,7 +56,7 @@ def main(preset: str, out: Path, seed: int, device: str, per_pair: int) -> None:
             "residual block score": probes.residual_similarity(model, grid).score,
             "value block score": probes.value_similarity(model, value_grid).score,
             "W_Q groups": probes.condensation(probes.merged_weight(model, "W_Q", 0).T, threshold=0.7).n_groups,
-            "ordinal score": probes.embedding_pca(model).ordinal_score,
+            "ordinal score": probes.embedding_pca(model, tokens=range(20, 100)).ordinal_score,
             "W_Q stable rank": probes.stable_rank(probes.merged_weight(model, "W_Q", 0)),
         })  # fmt: skip
         run_dirs.append(run_dir)

@@ -44,8 +44,9 @@ def run_script(path: Path, args: list[str], monkeypatch: pytest.MonkeyPatch) -> 
 
 #: Walkthroughs run by other test modules: the phase sweeps (tests/test_phase.py), the
 #: probes walkthrough (tests/test_probes_api.py), the custom architecture
-#: (tests/test_architectures.py) and the custom task (tests/test_user_task.py).
-ELSEWHERE = {"phase_neurips_fig2.py", "phase_journal_fig3.py", "phase_complexity.py", "probes_walkthrough.py", "custom_architecture.py", "custom_task.py"}
+#: (tests/test_architectures.py) and the custom task (tests/test_user_task.py); and the
+#: probes on a model of one's own, which writes no report (test_own_model_walkthrough below).
+ELSEWHERE = {"phase_neurips_fig2.py", "phase_journal_fig3.py", "phase_complexity.py", "probes_walkthrough.py", "custom_architecture.py", "custom_task.py", "own_model.py"}
 
 
 def test_every_example_is_covered() -> None:
@@ -67,6 +68,15 @@ def test_walkthrough_runs_at_tiny_scale(script: str, out: Path, monkeypatch: pyt
     assert f"report: {report}" in stdout
     page = report.read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>") and page.count("Plotly.newPlot(") > 8
+
+
+def test_own_model_walkthrough(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stdout = run_script(EXAMPLES / "own_model.py", ["--preset", "tiny", "--out", str(tmp_path), "--seed", "1", "--device", "cpu"], monkeypatch)
+    table = pd.read_csv(tmp_path / "own_model.csv")
+    assert (tmp_path / "own_model_flow.html").is_file() and "same-topic block score" in stdout
+    row = table.iloc[0]
+    assert row["accuracy"] > 0.9 and row["accuracy, topic masked"] < 0.5  # the model reads the topic, and only there
+    assert row["same-topic block score"] > 0 and 1 <= row["W_Q stable rank, layer 0"] <= 64
 
 
 def readme_walkthrough_options() -> dict[str, list[str]]:

@@ -137,7 +137,7 @@ def test_eigenvalue_caption_states_the_measured_shares(report: tuple[Path, str],
     (sentence,) = re.findall(r'<section id="embedding-eigenvalues"><h2>[^<]*</h2><p class="what">([^<]*)</p>', page)
     assert "Fig. 7" in sentence and "a few large eigenvalues" in sentence and "log" not in sentence
     for run in load_runs([runs_root]):
-        shares = variance_shares(embedding_pca(run.model).eigenvalues)
+        shares = variance_shares(embedding_pca(run.model, tokens=range(20, 100)).eigenvalues)
         assert len(shares) == 10 and all(a >= b for a, b in zip(shares, shares[1:], strict=False))
         assert f"{run.name} {sum(shares[:2]):.2f}" in sentence
 
@@ -168,7 +168,7 @@ def test_captions_state_what_the_papers_expect_and_what_the_runs_measured(report
 
     from probes.flow import attention_patterns, information_flow, top_paths
     from probes.geometry import condensation, embedding_pca
-    from probes.masking import mask_key, mask_second_anchor
+    from probes.anchors import mask_key, mask_second_anchor
     from probes.rank import merged_weight, weight_matrices
     from probes.similarity import input_grid, residual_similarity, value_similarity
 
@@ -229,7 +229,7 @@ def test_captions_state_what_the_papers_expect_and_what_the_runs_measured(report
         w_q = merged_weight(model, "W_Q", 0)
         groups = condensation(w_q.T, threshold=0.7).n_groups
         assert f"{name} {groups} groups of {w_q.shape[1]} neurons" in measured["condensation"]
-        assert f"{name} {embedding_pca(model).ordinal_score:.2f}" in measured["embedding-pca"]
+        assert f"{name} {embedding_pca(model, tokens=range(20, 100)).ordinal_score:.2f}" in measured["embedding-pca"]
         s = torch.linalg.svdvals(w_q.double())
         assert f"{name} {float((s**2).sum() / s[0] ** 2):.2f}" in measured["stable-ranks"]
         shares = []
