@@ -26,8 +26,8 @@ from typing import Any, Protocol
 from interp_init.runfolder import write_json
 from training.config import PRECISIONS, RunConfig, check_seed
 from training.launch.base import STUDY_BUSY, Job, JobReturn, Launcher, check_jobs, hold_study, launch
-from training.recipe import carry_recipe, check_hold
 from training.population import SUMMARY_FILE, VARY, Population, SeedRow, regime_result
+from training.recipe import carry_recipe, check_hold
 from training.regimes import REGIME_NAMES, REPRODUCE_BUSY, REPRODUCE_TASKS, regime_config
 from training.selection import check_protocol, targets
 
