@@ -37,6 +37,8 @@ from training.report.mechanisms import (
     section_value_similarity,
 )
 from training.report.outcomes import section_accuracies, section_curves, section_verdict
+from training.recipe import recipe_columns
+from training.report.race import section_race
 from training.report.runs import Run, load_runs
 from training.report.weights import section_condensation, section_eigenvalues, section_embedding, section_spectra, section_stable_ranks
 
@@ -44,6 +46,7 @@ from training.report.weights import section_condensation, section_eigenvalues, s
 SECTIONS: tuple[Callable[[Context], Section], ...] = (
     section_verdict,
     section_curves,
+    section_race,
     section_accuracies,
     section_attention,
     section_flow,
@@ -215,6 +218,7 @@ def build_page(runs: list[Run], config: ReportConfig, out_dir: str | Path | None
                 "layers": r.config.model.n_layers,
                 "heads": r.config.model.n_heads,
                 "seed": r.config.seed,
+                **recipe_columns(r.config),
                 "status": r.status,
             }
             for r in runs
