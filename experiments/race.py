@@ -9,7 +9,7 @@ at that epoch and at the last evaluated one, the epoch the shares stopped moving
 lr then, whether that lr was above a tenth of the peak, and the failure mode (``infers``,
 ``early copy``, ``neither``, ``under-trained``)::
 
-    python experiments/race.py /work/exp/c-wd-w128
+    python experiments/race.py runs/search/sym-small-g0.8-wd runs/search/sym-small-g0.8-wd1
 
 It writes nothing and takes no lock, so it can read folders that are being trained.
 """
