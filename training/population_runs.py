@@ -31,11 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from interp_init.runfolder import RunFolder, hold_folder, write_json
+from interp_init.runfolder import RunFolder, output_folder, write_json
 from training.config import PRECISIONS, RunConfig, check_seed
 from training.population import VARY, Population, SeedRow, regime_result
 from training.protocol import check_protocol, targets
-from training.reproduce import REGIME_NAMES, REPRODUCE_BUSY, REPRODUCE_TASKS, _train_run, default_workers, on_gpu, regime_config, summary_row
+from training.reproduce import REGIME_NAMES, REPRODUCE_BUSY, REPRODUCE_TASKS, _train_run, check_workers, default_workers, on_gpu, regime_config, summary_row
 
 
 class PopulationFailed(RuntimeError):
@@ -220,8 +220,9 @@ def reproduce_population(
     ``out/summary.json`` and ``out/summary-<protocol>.json`` (and each member's, under
     ``strict``); raise
     :class:`PopulationFailed` naming the runs that failed (the others stay done)."""
-    Path(out).mkdir(parents=True, exist_ok=True)
-    with hold_folder(Path(out), REPRODUCE_BUSY):
+    if workers is not None:
+        check_workers(workers)
+    with output_folder(out, "a reproduction", "reproduction", REPRODUCE_BUSY):  # never nested in other runs' folders
         return _reproduce_population_held(plan, out, device, workers, progress)
 
 
@@ -245,6 +246,8 @@ def _reproduce_population_held(plan: PopulationPlan, out: str | Path, device: st
 def parse_list(text: str, kind: type, name: str) -> tuple[Any, ...]:
     """A comma-separated command-line list (``31,32,33``, ``1e-4,2e-4``) as a tuple of ``kind``."""
     parts = [p.strip() for p in text.split(",")]
+    if any(not p for p in parts) and any(parts):
+        raise ValueError(f"{name} has an empty entry in {text!r} (two commas in a row, or one at an end); give each value once, e.g. {'31,32,33' if kind is int else '1e-4,2e-4,3e-4'}")
     try:
         values = tuple(kind(p) for p in parts if p)
     except ValueError:

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from interp_init.anchor_tasks import FLIP_CRITERIA
-from interp_init.runfolder import hold_folder, write_json
+from interp_init.runfolder import output_folder, write_json
 from interp_init.task import read_run_metrics
 from interp_init.task_registry import make_task, registered_tasks, task_class
 from training.config import PRESETS, RunConfig, make_run_config
@@ -104,6 +104,13 @@ def regime_options(preset: str, regime: str, task: str) -> dict[str, Any]:
     spec = regimes[regime]
     shared = {k: v for k, v in spec.items() if k not in registered_tasks()}
     return {**shared, **make_task(task).regime_overrides(preset, regime), **spec.get(task, {})}
+
+
+def check_workers(workers: Any) -> int:
+    """Refuse a ``workers`` count that is not an integer >= 1 (before any folder is made)."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
+    return workers
 
 
 def check_reproducible(task: str) -> None:
@@ -194,12 +201,8 @@ def reproduce(
     for task in tasks:
         check_reproducible(task)
     runs = [(task, regime, regime_config(preset, regime, task, seed, precision)) for task in tasks for regime in REGIME_NAMES]
-    workers = default_workers(device) if workers is None else workers
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
-    root = Path(out)
-    root.mkdir(parents=True, exist_ok=True)
-    with hold_folder(root, REPRODUCE_BUSY):
+    workers = default_workers(device) if workers is None else check_workers(workers)
+    with output_folder(out, "a reproduction", "reproduction", REPRODUCE_BUSY) as root:  # never nested in other runs' folders
         return _reproduce_held(runs, tasks, root, device, progress, workers)
 
 

@@ -38,7 +38,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from interp_init.runfolder import RunFolder, RunFolderBusy, RunStatus, atomic_write, hold_folder, looks_like_run, refuse_inside_run, write_json
+from interp_init.runfolder import RunFolder, RunFolderBusy, RunStatus, atomic_write, looks_like_run, output_folder, refuse_inside_run, refuse_nested, write_json
 from training.config import RunConfig
 from training.sweep.pool import worker_pool
 from training.sweep.results import collect_results, record_stable_ranks, run_status
@@ -109,6 +109,7 @@ def check_sweep_out(out: str | Path) -> None:
     refuse_inside_run(out, "a sweep")
     if looks_like_run(out):
         raise ValueError(f"{out} is a run folder, not a sweep folder; a run folder holds one run and nothing else: choose another --out")
+    refuse_nested(out, "a sweep", "sweep")  # nor a reproduction's folder, nor one holding other sweeps
 
 
 def _check_existing(points: Sequence[SweepPoint], out: Path) -> None:
@@ -146,12 +147,8 @@ def run_sweep(spec: SweepSpec, out: str | Path, options: SweepOptions | None = N
     _check_existing(points, out)
     train_ensemble = _import_ensemble() if options.backend == "ensemble" else None
     ray = _import_ray() if options.backend == "ray" else None
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise ValueError(f"cannot create the sweep folder {out}: {err.strerror}") from err
     # One sweep process per folder: a second one is refused before it trains anything.
-    with hold_folder(out, "is being swept by another process ({owner}); wait for it to finish, or choose another --out"):
+    with output_folder(out, "a sweep", "sweep", "is being swept by another process ({owner}); wait for it to finish, or choose another --out"):
         return _run_held(spec, points, out, options, extend, record_spec, train_ensemble, ray)
 
 
