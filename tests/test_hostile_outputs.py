@@ -585,3 +585,27 @@ def test_a_sigint_after_the_work_is_done_exits_with_the_commands_code() -> None:
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr and "KeyboardInterrupt" not in proc.stderr
+
+
+_PROBE_INPUTS = {
+    "an anchor that is not one": (lambda d: {"anchor_pairs": d.anchor_pairs + 7}, "not anchors"),
+    "a negative key position": (lambda d: {"key_positions": d.key_positions - 20}, "key_positions lie in"),
+    "a key position past the sequence": (lambda d: {"key_positions": d.key_positions + 7}, "key_positions lie in"),
+}
+
+
+@pytest.mark.parametrize("probe", ["candidate_labelings", "mask_key", "mask_second_anchor"])
+@pytest.mark.parametrize("case", list(_PROBE_INPUTS))
+def test_probe_inputs_outside_what_the_probe_means_are_refused(case: str, probe: str, finished: Path) -> None:
+    import dataclasses
+
+    import probes
+    from interp_init.data import make_dataset
+
+    data = make_dataset("symmetric", "train", 16, seed=0)
+    change, says = _PROBE_INPUTS[case]
+    bad = dataclasses.replace(data, **change(data))
+    call = {"candidate_labelings": lambda d: probes.candidate_labelings(d)}.get(probe) or (lambda d: getattr(probes, probe)(load_model(finished), d))
+    call(data)  # the dataset as made is taken
+    with pytest.raises(ValueError, match=says):
+        call(bad)
