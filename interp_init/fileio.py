@@ -15,6 +15,13 @@
   for the tests of what a kill leaves behind.
 * :func:`config_digest` and :func:`file_sha256` bind a run's files together
   (:mod:`interp_init.runfolder`).
+* :func:`parse_json` is strict (a key twice in one object, ``NaN``, are errors) and
+  :func:`write_json` never writes a non-finite number; :func:`check_name_length` is the one
+  check of a file name's length (a temporary file's name is cut to fit); a quota or a
+  file-size limit (``EDQUOT``, ``EFBIG``) is reported as a full disk is, and any other
+  write error names the target, not its temporary file.
+* :func:`check_folder_path` refuses a dangling or looping symbolic link as a folder, and
+  :func:`new_folder` removes the folders it made when the block refuses its input.
 * :func:`hold_folder` holds a folder for one process (an ``flock`` on ``DIR/.lock``) and
   :func:`folder_is_held` tells whether a live process holds it.
 """

@@ -25,8 +25,15 @@ left by a killed process are removed (:meth:`RunFolder.sweep_temporary`) when a 
 again.  **Held.**  The process training a run holds the folder (:meth:`RunFolder.lock`): a
 second process asking for it meanwhile is refused with :class:`RunFolderBusy`.
 **Never overwritten.**  A folder holding any file of another run, whichever file is
-missing, is refused (:meth:`RunFolder.claim`).  **A leaf.**  A run folder holds one run
-and nothing else: no run, sweep or diagram is written inside one (:func:`refuse_inside_run`).
+missing, is refused (:meth:`RunFolder.claim`), and a finished run is never trained again
+from the start: a folder holding its final weights or its finished metrics without the
+other resumes only from a checkpoint (:meth:`RunFolder.refuse_retraining`).  **A leaf.**
+A run folder holds one run and nothing else: no run, sweep or diagram is written inside
+one (:func:`refuse_inside_run`), and no folder of runs (run, sweep, reproduction) is
+written where it would nest in another (:func:`refuse_nested`, :func:`output_folder`).
+**Outputs.**  No ``--out`` replaces a file a command did not make for that purpose: an
+HTML page is written by :func:`write_page`, tagged with its purpose, and replaces only a
+previous page of that purpose (:func:`check_output_file`, :func:`check_output_pages`).
 
 Example::
 
