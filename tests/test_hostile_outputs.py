@@ -21,7 +21,6 @@ import errno
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -286,7 +285,7 @@ _METRICS = {
     "final.id_acc a string": (_edit_metrics(lambda m: m["final"].update(id_acc="abc")), "final.id_acc"),
     "final.id_acc 7.5": (_edit_metrics(lambda m: m["final"].update(id_acc=7.5)), "an accuracy is in [0, 1]"),
     "final.id_acc null": (_edit_metrics(lambda m: m["final"].update(id_acc=None)), "final.id_acc is None"),
-    "final empty": (_edit_metrics(lambda m: m.update(final={})), "final.train_acc is None"),
+    "final empty": (_edit_metrics(lambda m: m.update(final={})), "final.id_acc is None"),
     "format_version 99": (_edit_metrics(lambda m: m.update(format_version=99)), "format_version 99, newer than"),
     "history empty": (_edit_metrics(lambda m: m.update(history=[])), "its history is empty"),
     "history loss a string": (_edit_metrics(lambda m: m["history"][0].update(loss="x")), "history[0].loss"),

@@ -20,7 +20,8 @@ from torch import Tensor
 from transformer_lens import HookedTransformer
 
 from interp_init.anchor_tasks import pair_masks, per_pair_accuracy
-from interp_init.task import Task, TaskMetrics, checked_evaluation
+from interp_init.task import Task, TaskMetrics
+from interp_init.task_output import checked_evaluation
 
 __all__ = ["LogitsFn", "evaluate", "full_forward_last", "pair_masks", "per_pair_accuracy", "predict"]
 

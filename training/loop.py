@@ -38,7 +38,8 @@ from transformer_lens import HookedTransformer
 
 from interp_init.model import build_model, empty_model, load_weights, resolve_device
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus
-from interp_init.task import RECORD_KEYS, Samples, Task, TaskMetrics, checked_split
+from interp_init.task import RECORD_KEYS, Samples, Task, TaskMetrics
+from interp_init.task_output import checked_split
 from training.accuracy import LogitsFn, evaluate, full_forward_last
 from training.config import RunConfig
 from training.fast import flush_denormals, last_position_logits, make_optimizer, train_step

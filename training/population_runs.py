@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from interp_init.runfolder import RunFolder, output_folder, write_json
+from interp_init.outputs import output_folder
+from interp_init.runfolder import RunFolder, write_json
 from training.config import PRECISIONS, RunConfig, check_seed
 from training.population import VARY, Population, SeedRow, regime_result
 from training.protocol import check_protocol, targets

@@ -49,7 +49,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from interp_init.anchor_tasks import FLIP_CRITERIA
-from interp_init.runfolder import output_folder, write_json
+from interp_init.outputs import output_folder
+from interp_init.runfolder import write_json
 from interp_init.task import read_run_metrics
 from interp_init.task_registry import make_task, registered_tasks, task_class
 from training.config import PRESETS, RunConfig, make_run_config

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from interp_init.runfolder import RunStatus, check_output_pages, looks_like_run, refuse_inside_run, write_page
+from interp_init.outputs import check_output_pages, looks_like_run, refuse_inside_run, write_page
+from interp_init.runfolder import RunStatus
 from training.phase.figures import make_figures, supported_figures
 from training.phase.names import ID_THRESHOLD, LOSS_THRESHOLD, OOD_THRESHOLD, PAIR_ACC_THRESHOLD
 from training.sweep import RESULTS_FILE, collect_results, incomplete_runs, problem_summary, write_results

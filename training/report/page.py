@@ -23,7 +23,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import torch
 
-from interp_init.runfolder import check_output_file, write_page
+from interp_init.outputs import check_output_file, write_page
 from training.report.cells import Cell, Context, NotApplicable, Section
 from training.report.config import IMAGE_FORMATS, ReportConfig
 from training.report.images import slug, write_images

@@ -38,7 +38,8 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from interp_init.runfolder import RunFolder, RunFolderBusy, RunStatus, atomic_write, looks_like_run, output_folder, refuse_inside_run, refuse_nested, write_json
+from interp_init.outputs import looks_like_run, output_folder, refuse_inside_run, refuse_nested
+from interp_init.runfolder import RunFolder, RunFolderBusy, RunStatus, atomic_write, write_json
 from training.config import RunConfig
 from training.sweep.pool import worker_pool
 from training.sweep.results import collect_results, record_stable_ranks, run_status
