@@ -3,7 +3,7 @@
 ``ensemble``: ``training.ensemble.VmapStep`` (``vmap`` over ``functional_call`` of
 ``last_position_logits`` on the stacked parameters, then each model's clipping and
 ``torch.optim.AdamW`` step).  ``one-by-one``:
-``training.fast.train_step`` on each model in turn, as ``training.train`` runs them.
+``training.step.train_step`` on each model in turn, as ``training.train`` runs them.
 Each model gets its own gamma, weight decay, lr and seed.  Interleaved repetitions,
 medians, samples/s summed over the models::
 
@@ -22,7 +22,7 @@ import torch
 from interp_init import build_model, resolve_device
 from training.config import make_run_config
 from training.ensemble import VmapStep
-from training.fast import last_position_logits, make_optimizer, train_step
+from training.step import last_position_logits, make_optimizer, train_step
 from training.loop import make_run_data, new_member
 
 

@@ -2,7 +2,7 @@
 
 * :func:`run_flops` counts one run's matrix-multiply work (``FlopCounterMode``, as
   ``bench_train_step.py`` counts it): a training sample on the fast path (forward and
-  backward of :func:`training.fast.last_position_logits`), and an evaluation sample
+  backward of :func:`training.step.last_position_logits`), and an evaluation sample
   (that forward alone); :func:`plan_flops` multiplies them by the samples still to train
   and evaluate (``n_train`` per epoch; ``train_eval``, ``id_test`` and ``heldout`` at each
   evaluation).
@@ -28,7 +28,7 @@ from interp_init import build_model
 from interp_init.tasks import task_spec
 from training.config import RunConfig
 from training.ensemble import train_ensemble
-from training.fast import last_position_logits, make_optimizer, train_step
+from training.step import last_position_logits, make_optimizer, train_step
 from training.loop import train
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

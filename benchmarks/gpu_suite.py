@@ -43,12 +43,12 @@ import click
 import torch
 
 from interp_init import resolve_device
-from interp_init.runfolder import FINISHED_STATUSES
+from interp_init.runfolder import FINISHED_STATUSES, RunFolder
 from training.config import RunConfig, make_run_config
 from training.ensemble import train_ensemble
-from training.fast import last_position_logits
-from training.loop import read_metrics, train
-from training.reproduce import summary_row
+from training.loop import train
+from training.records import RunRecord
+from training.step import last_position_logits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_cost import RunFlops, epochs_done, measured_efficiency, peaks, probe_efficiency, remaining_flops, run_flops  # noqa: E402
@@ -68,10 +68,10 @@ class Run:
     folder: Path
 
     def done(self) -> int:
-        return epochs_done(read_metrics(self.folder)) if self.folder.exists() else 0
+        return epochs_done(RunFolder(self.folder).read_metrics()) if self.folder.exists() else 0
 
     def finished(self) -> bool:
-        return self.folder.exists() and (read_metrics(self.folder) or {}).get("status") in FINISHED_STATUSES
+        return self.folder.exists() and (RunFolder(self.folder).read_metrics() or {}).get("status") in FINISHED_STATUSES
 
 
 @dataclass
@@ -126,23 +126,27 @@ def _minutes(flops: float, rate: float) -> str:
 
 
 def run_row(group: Group, run: Run) -> dict:
-    """One run's line: :func:`training.reproduce.summary_row`, from its latest evaluation while unfinished."""
-    metrics = read_metrics(run.folder) if run.folder.exists() else None
-    if metrics is None:
-        metrics = {"status": "not started", "final": {}, "history": []}
-    if metrics["status"] == "running":
-        evaluated = [h for h in metrics["history"] if "id_acc" in h]
-        metrics = {**metrics, "final": evaluated[-1] if evaluated else {}}
-    status = metrics["status"] + ("" if metrics["status"] != "running" else f" ({epochs_done(metrics)}/{run.cfg.train.epochs} epochs)")
-    row = summary_row(group.task, run.cfg, metrics, run.folder)
+    """One run's line (its record, :class:`training.records.RunRecord`): gamma, the final
+    numbers, or the latest evaluation's while unfinished."""
+    record = RunRecord.read(run.folder) if (run.folder / "config.json").exists() else None
+    status = "not started" if record is None or record.metrics is None else record.metrics.status
+    columns: dict = dict.fromkeys(run.cfg.data.make_task().metrics_class.column_names())
+    if record is not None and record.metrics is not None:
+        evaluated = record.metrics.evaluated()
+        final = record.metrics.final or (evaluated[-1].metrics if evaluated else None)
+        columns.update({} if final is None else final.columns())
+    if status == "running":
+        status += f" ({record.epochs_run}/{run.cfg.train.epochs} epochs)"
+    row = {"gamma": run.cfg.init.gamma, **{k: v for k, v in columns.items() if k != "train_acc"}, "weight_decay": run.cfg.train.weight_decay,
+           "precision": run.cfg.train.precision, "seconds": None if record is None else record.elapsed_s, "run_dir": str(run.folder)}  # fmt: skip
     return {"task": group.task, "architecture": run.cfg.model.architecture, "regime": run.regime, "seed": run.cfg.seed, **row, "status": status}
 
 
 def speed_row(group: Group, together: bool, bf16_peak: float, peak: float) -> str:
     """A task's speed over every chunk so far, from its run folders' epochs and ``elapsed_s``."""
-    started = [r for r in group.runs if r.folder.exists() and read_metrics(r.folder)]
+    started = [r for r in group.runs if r.folder.exists() and RunFolder(r.folder).read_metrics()]
     samples = sum(r.done() * r.cfg.data.n_train for r in started)
-    elapsed = [read_metrics(r.folder)["elapsed_s"] for r in started]
+    elapsed = [RunFolder(r.folder).read_metrics()["elapsed_s"] for r in started]
     seconds = (max(elapsed) if together else sum(elapsed)) if elapsed else 0.0
     head = f"| {group.task} | {len(group.runs)} {'together' if together else 'one by one'} | {group.flops.train / 1e6:.2f} |"
     if not samples or seconds <= 0:
@@ -245,7 +249,7 @@ def main(
     header += f" Matmul peak {'given' if peak_tflops else 'measured'}: {bf16_peak / 1e12:.2f} TFLOP/s (bf16)."
     for group in groups:
         group.flops = run_flops(group.runs[0].cfg, dev)
-        metrics = [read_metrics(r.folder) if r.folder.exists() else None for r in group.runs]
+        metrics = [RunFolder(r.folder).read_metrics() if r.folder.exists() else None for r in group.runs]
         so_far = measured_efficiency([r.cfg for r in group.runs], metrics, group.flops, peak, together)
         if efficiency is not None:
             group.efficiency = efficiency
@@ -310,7 +314,7 @@ def main(
             f"{len(remaining)} of {sum(len(g.runs) for g in groups)} runs remain ({left:.3g} FLOP); run the same command again to resume",
         )
         return
-    failed = [r for g in groups for r in g.runs if (read_metrics(r.folder) or {}).get("status") != "completed"]
+    failed = [r for g in groups for r in g.runs if (RunFolder(r.folder).read_metrics() or {}).get("status") != "completed"]
     if failed:
         raise click.ClickException(f"{len(failed)} run(s) did not complete: see the table's status column")
 

@@ -22,10 +22,12 @@ import click
 import numpy as np
 import pandas as pd
 
-from training import PRESETS, SYMMETRIC_GROUPS, train
+from interp_init.tasks import SYMMETRIC_GROUPS
+from training import PRESETS, train
+from training.records import RunRecord
+from training.regimes import REGIME_NAMES, regime_config
 from training.report import ReportConfig, write_report
-from training.reproduce import REGIME_NAMES, regime_config
-from training.sweep import LOSS_THRESHOLD, PAIR_ACC_THRESHOLD, epochs_to_loss, epochs_to_pair_accuracy
+from training.sweep.results import LOSS_THRESHOLD, PAIR_ACC_THRESHOLD, epochs_to_loss, epochs_to_pair_accuracy
 
 DEFAULT_PRESET = "cpu" if "cpu" in PRESETS else "paper"
 
@@ -50,7 +52,8 @@ def main(preset: str, out: Path, ks: tuple[int, ...], seed: int, device: str, pe
         for k in sorted(ks):
             cfg = regime_config(preset, regime, "complexity", seed).with_options(k=k)
             run_dir = out / "complexity" / f"{regime}-k{k}"
-            history = train(cfg, run_dir, device=device, progress=False).metrics["history"]
+            train(cfg, run_dir, device=device, progress=False)
+            history = RunRecord.read(run_dir).history  # typed: one EpochRecord per epoch
             offset_pairs = {f"{a},{b}" for group in SYMMETRIC_GROUPS[:k] for a, b in group}
             pair_epochs = epochs_to_pair_accuracy(history)
             rows.append({
@@ -58,7 +61,7 @@ def main(preset: str, out: Path, ks: tuple[int, ...], seed: int, device: str, pe
                 f"epochs to loss < {LOSS_THRESHOLD}": epochs_to_loss(history),
                 f"all offset pairs at {PAIR_ACC_THRESHOLD:.0%}": _slowest(e for p, e in pair_epochs.items() if p in offset_pairs),
                 f"all inferential pairs at {PAIR_ACC_THRESHOLD:.0%}": _slowest(e for p, e in pair_epochs.items() if p not in offset_pairs),
-                "final loss": history[-1]["loss"],
+                "final loss": history[-1].loss,
             })  # fmt: skip
             if k in (min(ks), max(ks)):
                 report_dirs.append(run_dir)

@@ -21,9 +21,10 @@ import pandas as pd
 import torch
 
 import probes
+from interp_init.anchor_tasks import balanced_inputs
 from training import PRESETS, train
-from training.report import ReportConfig, balanced_inputs, write_report
-from training.reproduce import REGIME_NAMES, regime_config
+from training.regimes import REGIME_NAMES, regime_config
+from training.report import ReportConfig, write_report
 
 DEFAULT_PRESET = "cpu" if "cpu" in PRESETS else "paper"
 #: The NeurIPS paper's Fig. 3 input: key 99 at position 2, then the held-out pair (4, 3).
@@ -55,7 +56,7 @@ def main(preset: str, out: Path, seed: int, device: str, per_pair: int) -> None:
             "residual block score": probes.residual_similarity(model, grid).score,
             "value block score": probes.value_similarity(model, value_grid).score,
             "W_Q groups": probes.condensation(probes.merged_weight(model, "W_Q", 0).T, threshold=0.7).n_groups,
-            "ordinal score": probes.embedding_pca(model).ordinal_score,
+            "ordinal score": probes.embedding_pca(model, tokens=range(20, 100)).ordinal_score,
             "W_Q stable rank": probes.stable_rank(probes.merged_weight(model, "W_Q", 0)),
         })  # fmt: skip
         run_dirs.append(run_dir)

@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from training.phase import aggregate, fig_complexity_epochs, fig_pair_epochs, write_html
-from training.sweep import LOSS_THRESHOLD, SweepOptions, SweepSpec, collect_results, load_preset, run_sweep
+from training.sweep import SweepOptions, SweepSpec, collect_results, load_preset, run_sweep
+from training.sweep.results import LOSS_THRESHOLD
 
 PRESET = "complexity-cpu"
 #: --preset -> the sweep preset it runs (tiny: the cpu one's smoke test).

@@ -58,7 +58,7 @@ def run_probes(model, label: str, out: Path) -> dict:
     save(probes.plot_similarity(value), "similarity_value")
 
     cond = probes.condensation(probes.merged_weight(model, "W_Q", 0).T, threshold=0.7)
-    emb = probes.embedding_pca(model)
+    emb = probes.embedding_pca(model, tokens=range(20, 100))  # the keys
     save(probes.plot_condensation(cond), "condensation_WQ0")
     save(probes.plot_embedding_pca(emb), "embedding_pca")
     save(probes.plot_eigenvalues(emb), "embedding_eigenvalues")

@@ -7,8 +7,8 @@ Each ``run`` spec is a comma-separated list of flat options over the base below,
 
 runs them one after another (1 torch thread each; start two processes for two at a time)
 with :func:`training.train`, one run folder per spec (a killed search resumes).
-``status`` prints one line per run folder under ``--root`` from its ``metrics.json``
-(finished or not), so a running search can be polled.  ``rates`` judges candidates by
+``status`` prints one line per run folder under ``--root`` from its record
+(:class:`training.records.RunRecord`, finished or not), so a running search can be polled.  ``rates`` judges candidates by
 rates over seeds: for each sweep folder over seeds (``interp-init sweep`` with a ``seed``
 grid) and the regime it stands for, how many seeds meet the reproduction's criteria for
 that cell, with 95% exact intervals::
@@ -18,16 +18,17 @@ that cell, with 95% exact intervals::
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import click
 import torch
 
 from training.config import make_run_config
-from training.loop import read_metrics, train
+from training.launch import Job, SerialLauncher
+from training.records import RunRecord
 
 #: The search's base (2 layers, 1 head, d_head = d_model / 2, d_mlp = 3 d_model).
 BASE = dict(
@@ -72,19 +73,24 @@ def run_name(spec: str) -> str:
     return spec.replace(",", "_").replace("=", "")
 
 
-def line(name: str, metrics: dict | None) -> str:
-    if not metrics or not metrics.get("history"):
+def read(folder: Path) -> RunRecord | None:
+    """The run folder's record (None for a folder without a run, or a file)."""
+    return RunRecord.read(folder, strict=False) if (folder / "config.json").is_file() else None
+
+
+def line(name: str, record: RunRecord | None) -> str:
+    if record is None or not record.history:
         return f"{name:70s} (no epoch yet)"
-    h = metrics["history"][-1]
+    h = record.history[-1]
+    c = {} if h.metrics is None else h.metrics.columns()
     extra = ""
-    if "heldout" in h:
-        ho = h["heldout"]["4,3"]
-        extra = f"inf {ho['inferential']:.2f} sym {ho['symmetric']:.2f}"
-    elif "ood_acc" in h:
-        extra = f"ood {h['ood_acc']:.2f} comm {h['commutativity']:.2f}"
+    if "heldout_inferential" in c:
+        extra = f"inf {c['heldout_inferential']:.2f} sym {c['heldout_symmetric']:.2f}"
+    elif "ood_acc" in c:
+        extra = f"ood {c['ood_acc']:.2f} comm {c['commutativity']:.2f}"
     return (
-        f"{name:70s} {metrics['status'][:4]} ep {h['epoch']:3d} loss {h['loss']:.3f} "
-        f"train {h.get('train_acc', 0):.2f} id {h.get('id_acc', 0):.2f} {extra} {metrics['elapsed_s']:.0f}s"
+        f"{name:70s} {(record.recorded_status or '')[:4]} ep {h.epoch:3d} loss {h.loss:.3f} "
+        f"train {c.get('train_acc', 0):.2f} id {c.get('id_acc', 0):.2f} {extra} {record.elapsed_s or 0:.0f}s"
     )
 
 
@@ -100,13 +106,14 @@ def cli() -> None:
 def run_command(root: str, threads: int, specs: tuple[str, ...]) -> None:
     """Train each SPEC (one after another) into ROOT/<spec name>."""
     torch.set_num_threads(threads)
+    launcher = SerialLauncher(device="cpu", threads=threads)  # the one launcher: error.txt for a failed run, busy -> running
     for spec in specs:
-        opts = options_for(spec)
-        cfg = make_run_config("paper", **opts)
+        cfg = make_run_config("paper", **options_for(spec))
         folder = Path(root) / run_name(spec)
         t0 = time.perf_counter()
-        result = train(cfg, folder, device="cpu", progress=False)
-        click.echo(line(run_name(spec), result.metrics) + f" wall {time.perf_counter() - t0:.0f}s", nl=True)
+        (ret,) = launcher.launch([Job(run_name(spec), cfg, folder)])
+        note = f" ({ret.status}: {ret.error})" if ret.error else ""
+        click.echo(line(run_name(spec), read(folder)) + f" wall {time.perf_counter() - t0:.0f}s{note}", nl=True)
 
 
 @cli.command("status")
@@ -115,12 +122,12 @@ def run_command(root: str, threads: int, specs: tuple[str, ...]) -> None:
 def status_command(root: str, full: bool) -> None:
     """One line per run folder (its last epoch), finished or not."""
     for folder in sorted(Path(root).glob("*"), key=lambda p: p.stat().st_mtime):
-        metrics = read_metrics(folder)
-        if full and metrics:
-            for i in range(1, len(metrics["history"]) + 1):
-                click.echo(line(folder.name, {**metrics, "history": metrics["history"][:i]}))
+        record = read(folder)
+        if full and record is not None and record.metrics is not None:
+            for i in range(1, len(record.history) + 1):
+                click.echo(line(folder.name, dataclasses.replace(record, metrics=dataclasses.replace(record.metrics, history=record.history[:i]))))
         else:
-            click.echo(line(folder.name, metrics))
+            click.echo(line(folder.name, record))
 
 
 @cli.command("json")
@@ -128,12 +135,11 @@ def status_command(root: str, full: bool) -> None:
 def json_command(root: str) -> None:
     """One JSON line per finished run: its options and final numbers (for the doc)."""
     for folder in sorted(Path(root).glob("*"), key=lambda p: p.stat().st_mtime):
-        metrics = read_metrics(folder)
-        if metrics and metrics["history"]:
-            cfg = json.loads((folder / "config.json").read_text())
-            h = metrics["history"][-1]
-            click.echo(json.dumps({"name": folder.name, "status": metrics["status"], "elapsed_s": metrics["elapsed_s"],
-                                   "config": cfg, "last": {k: v for k, v in h.items() if k != "per_pair"}}))
+        record = read(folder)
+        if record is not None and record.history:
+            last = {k: v for k, v in record.history[-1].to_json().items() if k != "per_pair"}
+            click.echo(json.dumps({"name": folder.name, "status": record.recorded_status, "elapsed_s": record.elapsed_s,
+                                   "config": record.config.to_dict(), "last": last}))
 
 
 def _other(model: dict, init: dict, train_cfg: dict) -> str:
@@ -157,47 +163,24 @@ def table_command(root: str) -> None:
     )
     click.echo("|" + "---|" * 18)
     for folder in sorted(Path(root).glob("*"), key=lambda p: p.stat().st_mtime):
-        metrics = read_metrics(folder)
-        if not metrics or not metrics["history"]:
+        record = read(folder)
+        if record is None or not record.history:
             continue
-        c = json.loads((folder / "config.json").read_text())
+        c = record.config.to_dict()
         m, i, d, t = c["model"], c["init"], c["data"], c["train"]
-        h = metrics["history"][-1]
-        if "heldout" in h:
-            ho = h["heldout"]["4,3"]
-            held = f"{ho['inferential']:.2f} / {ho['symmetric']:.2f}"
+        last = record.history[-1]
+        h = {"epoch": last.epoch, **({} if last.metrics is None else last.metrics.columns())}
+        if "heldout_inferential" in h:
+            held = f"{h['heldout_inferential']:.2f} / {h['heldout_symmetric']:.2f}"
         else:
             held = f"{h.get('ood_acc', float('nan')):.2f} / {h.get('commutativity', float('nan')):.2f}"
         sched = f"{t['lr']:g}; {t['warmup_start_lr']:g}, {t['warmup_epochs']:g}; {t['min_lr']:g}"
         click.echo(
             f"| {d['task']} | {m.get('architecture', 'standard')} | {m['d_model']} | {i['gamma']} | {t['weight_decay']} | {sched} | {t['batch_size']} "
             f"| {d['n_train']} | {h['epoch']}/{t['epochs']} | {i['convention'] or 'its own'} | {c['seed']} | {c.get('data_version', 1)} | {h['train_acc']:.2f} "
-            f"| {h['id_acc']:.2f} | {held} | {'stopped' if metrics['status'] == 'running' else metrics['status']} | {metrics['elapsed_s']:.0f} "
+            f"| {h['id_acc']:.2f} | {held} | {'stopped' if record.recorded_status == 'running' else record.recorded_status} | {record.elapsed_s or 0:.0f} "
             f"| {_other(m, i, t)} |"
         )
-
-
-def _cell_criteria() -> dict[str, dict[str, tuple[str, Callable[[dict], bool]]]]:
-    """regime -> task -> (the criterion of that cell, its test on a run's final numbers), with
-    the thresholds of ``training.reproduce.CRITERIA``."""
-    from training.reproduce import CRITERIA as C
-
-    def inferential(f: dict) -> float:
-        return f["heldout"]["4,3"]["inferential"]
-
-    def symmetric(f: dict) -> float:
-        return f["heldout"]["4,3"]["symmetric"]
-
-    return {
-        "small-init": {
-            "symmetric": (f"(4,3) inferential >= {C['min_small_inferential']}", lambda f: inferential(f) >= C["min_small_inferential"]),
-            "id-ood": (f"OOD >= {C['min_small_ood']}", lambda f: f["ood_acc"] >= C["min_small_ood"]),
-        },
-        "large-init": {
-            "symmetric": (f"(4,3) symmetric >= {C['min_large_symmetric']}", lambda f: symmetric(f) >= C["min_large_symmetric"]),
-            "id-ood": (f"OOD <= {C['max_large_ood']}", lambda f: f["ood_acc"] <= C["max_large_ood"]),
-        },
-    }
 
 
 def _seed_label(cfg: dict) -> str:
@@ -215,11 +198,10 @@ def rates_command(folders: tuple[str, ...]) -> None:
     """Per candidate (a sweep folder over seeds, with the regime it stands for: small-init or
     large-init), how many finished seeds meet the reproduction's criteria for that cell: ID
     >= 0.9, the cell's own criterion, and both; each k of n with its 95% exact interval.
-    Prints one markdown row per folder."""
+    Prints one markdown row per folder.  The criteria are the tasks' own
+    (:meth:`interp_init.task.Task.flip_checks`), each run standing for both regimes."""
     from training.population import exact_interval
-    from training.reproduce import CRITERIA
-
-    cells = _cell_criteria()
+    from training.regimes import CRITERIA, REGIME_NAMES
 
     def rate(k: int, n: int) -> str:
         low, high = exact_interval(k, n)
@@ -229,24 +211,24 @@ def rates_command(folders: tuple[str, ...]) -> None:
     click.echo("|" + "---|" * 9)
     for item in folders:
         path, _, regime = item.rpartition(":")
-        if regime not in cells:
+        if regime not in REGIME_NAMES:
             raise click.BadParameter(f"{item!r}: give SWEEP_DIR:small-init or SWEEP_DIR:large-init")
         rows = []
         for folder in sorted(Path(path).glob("*")):
-            metrics = read_metrics(folder)  # None for a folder without metrics.json (or a file)
-            if metrics and metrics["status"] == "completed":
-                cfg = json.loads((folder / "config.json").read_text())
-                rows.append((_seed_label(cfg), cfg["data"]["task"], metrics["final"]))
+            record = read(folder)
+            if record is not None and record.recorded_status == "completed":
+                final = record.final_columns()
+                checks = record.task.flip_checks(final, final, CRITERIA)
+                fit = next(ok for name, ok in checks.items() if "both ID" in name)
+                name, met = next((n.split(": ", 1)[1], ok) for n, ok in checks.items() if regime in n)
+                rows.append((_seed_label(record.config.to_dict()), record.task_name, final, fit, name, met))
         if not rows:
             click.echo(f"| {Path(path).name} | - | {regime} | 0 finished | | | | | |")
             continue
-        task = rows[0][1]
-        name, test = cells[regime][task]
-        fit = [f["id_acc"] >= CRITERIA["min_id_acc"] for _, _, f in rows]
-        met = [test(f) for _, _, f in rows]
+        task, name, n = rows[0][1], rows[0][4], len(rows)
+        fit, met = [r[3] for r in rows], [r[5] for r in rows]
         both = [a and b for a, b in zip(fit, met)]
-        seeds = ", ".join(f"{s}: {'yes' if b else 'no'} (ID {f['id_acc']:.2f})" for (s, _, f), b in zip(rows, both))
-        n = len(rows)
+        seeds = ", ".join(f"{r[0]}: {'yes' if b else 'no'} (ID {r[2]['id_acc']:.2f})" for r, b in zip(rows, both))
         click.echo(
             f"| {Path(path).name} | {task} | {regime} | {n} | {rate(sum(fit), n)} | {name} | {rate(sum(met), n)} | {rate(sum(both), n)} | {seeds} |"
         )

@@ -22,6 +22,8 @@ Normalization = Literal["LN", "LNPre", "RMS", "RMSPre"]
 NORMALIZATIONS: tuple[Normalization, ...] = get_args(Normalization)
 
 Convention = Literal["reference", "fan_in"]
+#: What d_in means in the gamma init (:attr:`InitConfig.convention`): ``reference`` (the journal's
+#: code: d_model for every matrix) or ``fan_in`` (each matrix's true input width: the NeurIPS experiments).
 CONVENTIONS: tuple[Convention, ...] = get_args(Convention)
 
 

@@ -61,7 +61,9 @@ class AnchorPair(NamedTuple):
         return cls(a, b)
 
 
+#: The anchor tokens 1, 2, 3, 4; each is the function g(x; a) = x + ``SHIFTS[a]``.
 ANCHORS: tuple[int, ...] = (1, 2, 3, 4)
+#: Each anchor's shift s(a) (the papers' 5, 1, -2, -8): the composite of a pair is x + s(a1) + s(a2).
 SHIFTS: dict[int, int] = {1: 5, 2: 1, 3: -2, 4: -8}
 KEY_LOW, KEY_HIGH = 20, 99  # inclusive range of keys and noise tokens
 SEQ_LEN = 9
@@ -69,7 +71,9 @@ N_KEY_POSITIONS = 7  # p in 0..6
 VOCAB_SIZE = 201
 Task = Literal["symmetric", "id-ood", "complexity"]
 Split = Literal["train", "id_test", "heldout"]
+#: The built-in anchor-function tasks' names (``symmetric``, ``id-ood``, ``complexity``).
 TASKS: tuple[Task, ...] = get_args(Task)
+#: A task's sample splits: the training set, the in-distribution test set, the held-out pairs.
 SPLITS: tuple[Split, ...] = get_args(Split)
 ALL_PAIRS: tuple[AnchorPair, ...] = tuple(AnchorPair(a, b) for a in ANCHORS for b in ANCHORS)
 #: The 6 symmetric groups, in the papers' order; ``complexity`` with ``k`` offsets the first k.

@@ -3,35 +3,31 @@
 from __future__ import annotations
 
 import difflib
+import inspect
 import numbers
 import operator
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 import torch
-from jaxtyping import Int
+from jaxtyping import Bool
 from torch import Tensor
 
 from interp_init.data import AnchorDataset
 from interp_init.tasks import ANCHORS
-from probes.protocol import HookedModel, check_fired, check_model
+from probes.inputs import Inputs
+from probes.protocol import HookedModel, check_model
 
 
-def as_tokens(tokens: Tensor | Sequence[int] | Sequence[Sequence[int]], model: HookedModel) -> Int[Tensor, "batch pos"]:
-    """``tokens`` as an int64 ``[batch, pos]`` tensor on the model's device (a 1-D input is one sample)."""
-    check_model(model)
-    tokens = torch.as_tensor(tokens)
-    if tokens.ndim == 1:
-        tokens = tokens[None]
-    if tokens.ndim != 2 or tokens.shape[0] == 0 or tokens.shape[1] == 0:
-        raise ValueError(f"tokens must be a non-empty [batch, pos] (or [pos]) tensor of token ids, got shape {tuple(tokens.shape)}")
-    if tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
-        raise ValueError(f"tokens must hold integer token ids, got dtype {tokens.dtype}")
-    if int(tokens.min()) < 0 or int(tokens.max()) >= model.cfg.d_vocab:
-        raise ValueError(f"token ids must lie in 0..{model.cfg.d_vocab - 1} (the model's vocabulary), got {int(tokens.min())}..{int(tokens.max())}")
-    if tokens.shape[1] > model.cfg.n_ctx:
-        raise ValueError(f"sequences of {tokens.shape[1]} tokens exceed the model's context n_ctx={model.cfg.n_ctx}")
-    return tokens.long().to(model.cfg.device)
+def bidirectional(model: HookedModel) -> bool:
+    """Whether ``model``'s attention reads every position (an encoder: ``cfg.attention_dir == "bidirectional"``) rather than only earlier ones."""
+    return str(getattr(model.cfg, "attention_dir", "causal")) == "bidirectional"
+
+
+def allowed_pairs(model: HookedModel, n_pos: int) -> Bool[Tensor, "query source"]:
+    """``[query, source]`` bool: the pairs the model's attention can read (lower triangle when causal, all when bidirectional)."""
+    full = torch.ones(n_pos, n_pos, dtype=torch.bool)
+    return full if bidirectional(model) else full.tril()
 
 
 def check_index(value: int, size: int, name: str, what: str) -> int:
@@ -110,44 +106,119 @@ def check_layer(model: HookedModel, layer: int, name: str = "layer") -> int:
     return check_index(layer, model.cfg.n_layers, name, f"layer of this {model.cfg.n_layers}-layer model")
 
 
-def capture_hooks(names: Iterable[str] | str | None, model: HookedModel, store: dict[str, Tensor]) -> list[tuple[str, Callable]]:
-    """Forward hooks that copy the activations ``names`` into ``store`` (detached), keyed by the name asked for.
+def _act_name(name: str, layer: int | None = None) -> str:
+    from transformer_lens.utilities import get_act_name
 
-    ``names`` is an iterable of hook names; one name given as a plain string is taken as
-    that one name (not as its characters); ``None`` is no name.  The key is the name given,
-    not the hook's ``hook.name``: on TransformerLens 4.x an old name such as
-    ``blocks.1.hook_resid_post`` is an alias, and its hook point reports its new name
-    (``blocks.1.hook_out``)."""
+    return get_act_name(name, layer)
+
+
+def resolve_names(names: object, model: HookedModel) -> list[str]:
+    """Hook names from a names filter as TransformerLens takes it: ``None`` (none), a hook
+    name or short name (``"resid_post"``: that activation in every layer, via
+    ``transformer_lens.utils.get_act_name``), ``(short name, layer)``, a list of these, or
+    a callable ``name -> bool`` over the model's hook points."""
     if names is None:
-        names = []
-    elif isinstance(names, str):
+        return []
+    if callable(names) and not isinstance(names, str):
+        return [name for name in model.hook_dict if names(name)]
+    if isinstance(names, str) or (isinstance(names, tuple) and len(names) == 2 and isinstance(names[0], str) and not isinstance(names[1], str)):
         names = [names]
     elif not isinstance(names, Iterable):
-        raise ValueError(f"names must be hook names (a string or a list of strings), got {names!r}")
-    names = list(dict.fromkeys(names))
-    unknown = [n for n in names if not isinstance(n, str) or n not in model.hook_dict]
+        raise ValueError(f"names must be hook names, short names (e.g. 'resid_post'), (name, layer) pairs or a callable filter, got {names!r}")
+    out: list[str] = []
+    unknown = []
+    for name in names:
+        found = _expand(name, model)
+        out += found
+        if not found:
+            unknown.append(name)
     if unknown:
         close = [m for n in unknown if isinstance(n, str) for m in difflib.get_close_matches(n, list(model.hook_dict), n=2)]
         example = close or [f"blocks.0.{n}" for n in ("hook_resid_pre", "hook_resid_post") if f"blocks.0.{n}" in model.hook_dict][:1]
         raise ValueError(
             f"unknown hook name(s) {unknown}: this model has no such hook points; valid names are the model's "
-            f"hook_dict keys{', e.g. ' + ', '.join(repr(e) for e in dict.fromkeys(example)) if example else ''}"
+            f"hook_dict keys{', e.g. ' + ', '.join(repr(e) for e in dict.fromkeys(example)) if example else ''}, short names such as 'resid_post', or a callable"
         )
+    return list(dict.fromkeys(out))
 
+
+def _expand(name: object, model: HookedModel) -> list[str]:
+    if isinstance(name, tuple) and len(name) == 2 and isinstance(name[0], str):
+        layer = name[1]
+        if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)):
+            return []
+        layer = int(layer) + (model.cfg.n_layers if int(layer) < 0 else 0)
+        full = _act_name(name[0], layer)
+        return [full] if full in model.hook_dict else []
+    if not isinstance(name, str):
+        return []
+    if name in model.hook_dict:
+        return [name]
+    if "." in name:
+        return []
+    plain = _act_name(name)
+    if plain in model.hook_dict:
+        return [plain]
+    return [full for layer in range(model.cfg.n_layers) if (full := _act_name(name, layer)) in model.hook_dict]
+
+
+def capture_hooks(names: object, model: HookedModel, store: dict[str, Tensor]) -> list[tuple[str, Callable]]:
+    """Forward hooks that copy the activations ``names`` (see :func:`resolve_names`) into ``store`` (detached), keyed by hook name.
+
+    The key is the name asked for (or its full name for a short one), not the hook's
+    ``hook.name``: on TransformerLens 4.x an old name such as ``blocks.1.hook_resid_post``
+    is an alias, and its hook point reports its new name (``blocks.1.hook_out``)."""
     def saver(name: str) -> Callable:
-        def save(activation: Tensor, hook) -> None:  # noqa: ANN001 - TransformerLens HookPoint
+        def save(activation: Tensor, hook) -> None:
             store[name] = activation.detach()
 
         return save
 
-    return [(n, saver(n)) for n in names]
+    return [(n, saver(n)) for n in resolve_names(names, model)]
 
 
-def run_capturing(model: HookedModel, tokens: Tensor, names: Iterable[str]) -> tuple[Tensor, dict[str, Tensor]]:
-    """Logits and the activations ``names`` of a plain forward pass (hooks only inside ``model.hooks``)."""
-    store: dict[str, Tensor] = {}
-    hooks = capture_hooks(names, model, store)
-    with torch.no_grad(), model.hooks(fwd_hooks=hooks):
-        logits = model(tokens, return_type="logits")
-    check_fired(store, [name for name, _ in hooks], "capturing activations")
-    return logits, store
+class _Stop(Exception):
+    """Raised by the last hook a probe needs: the rest of the forward pass is not run."""
+
+
+def forward_kwargs(model: HookedModel, attention_mask: Tensor | None) -> dict:
+    """The keyword that passes a padding mask to ``model`` (``one_zero_attention_mask`` for a ``HookedEncoder``)."""
+    if attention_mask is None:
+        return {}
+    encoder = "one_zero_attention_mask" in inspect.signature(model.forward).parameters  # type: ignore[attr-defined]
+    return {"one_zero_attention_mask" if encoder else "attention_mask": attention_mask.to(model.cfg.device)}
+
+
+def run_hooked(
+    model: HookedModel,
+    inputs: Inputs,
+    hooks: list[tuple[str, Callable]],
+    stop_after: str | None = None,
+) -> Tensor | None:
+    """Run ``model`` on ``inputs`` with ``hooks`` (attached only inside ``model.hooks``); the logits.
+
+    With ``stop_after`` (a hook name) the run ends once that hook point has run (what
+    ``run_with_cache(stop_at_layer=...)`` does, at any hook point and on both
+    TransformerLens lines): no later layer, no unembedding; returns ``None``."""
+    fwd = list(hooks)
+    if stop_after is not None:
+        def stop(activation: Tensor, hook) -> None:
+            raise _Stop
+
+        fwd.append((stop_after, stop))
+    try:
+        with torch.no_grad(), model.hooks(fwd_hooks=fwd):
+            return model(inputs.tokens, return_type="logits", **forward_kwargs(model, inputs.attention_mask))
+    except _Stop:
+        return None
+
+
+def make_cache(store: dict[str, Tensor], model: HookedModel) -> Mapping[str, Tensor]:
+    """``store`` as a TransformerLens ``ActivationCache`` (indexing ``cache["resid_post", 1]``,
+    ``accumulated_resid``, ``decompose_resid``) where the installed line offers one, else the dict."""
+    try:
+        from transformer_lens import ActivationCache
+
+        return ActivationCache(store, model)
+    except Exception:  # noqa: BLE001 - a line without ActivationCache keeps the plain mapping
+        return store

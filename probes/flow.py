@@ -11,7 +11,8 @@ that the symmetric solution fuses the two anchors at the last position in layer 
 the inferential solution first moves the key onto each anchor (Fig. 3a vs 3c).
 
 Shapes: ``tokens [batch, pos]`` (or ``[pos]``); :func:`information_flow` returns a
-DataFrame with one row per (layer, head or "sum", source <= query); :func:`top_paths`
+DataFrame with one row per (layer, head or "sum", source, query) that the attention can read
+(``source <= query`` when causal, every pair in a bidirectional encoder); :func:`top_paths`
 a DataFrame with one row per path (``path``: positions at levels 0..n_layers).
 :func:`attention_html` draws one input's patterns with circuitsvis as a
 :class:`~probes.views.CircuitView`: it displays itself in Jupyter and saves as a
@@ -40,9 +41,11 @@ from __future__ import annotations
 
 import numbers
 import operator
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import einops
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -50,58 +53,130 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from probes._common import as_tokens, check_finite, check_index, check_int, check_number, run_capturing
-from probes.protocol import HookedModel, require_hooks
+from probes._common import allowed_pairs, bidirectional, check_finite, check_index, check_indices, check_int, check_number, run_hooked
+from probes.inputs import Inputs, as_inputs
+from probes.protocol import HookedModel, check_fired, check_model, require_hooks
 from probes.views import CircuitView
 
 EDGE_COLUMNS = ["layer", "head", "source", "query", "weight", "std"]
+#: The ``head`` value of the rows that sum the heads' patterns.
+SUM = "sum"
 
 
-def attention_patterns(model: HookedModel, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "layer batch head query source"]:
-    """The attention patterns of every layer, stacked: ``[n_layers, batch, n_heads, pos, pos]``.
-
-    A model whose run is not finite is refused: TransformerLens sets NaN attention
-    weights to 0, so its patterns would look valid while its logits are NaN."""
-    tokens = as_tokens(tokens, model)
-    names = [f"blocks.{layer}.attn.hook_pattern" for layer in range(model.cfg.n_layers)]
-    require_hooks(model, names, "attention_patterns")
-    logits, cache = run_capturing(model, tokens, names)
-    patterns = torch.stack([cache[name] for name in names]).cpu()
-    for values, what in ((patterns, "the attention pattern"), (logits, "the model's logits on these tokens")):
-        check_finite(values, what, " (check the model's weights with probes.weight_stable_ranks)")
-    return patterns
+def _pattern_names(model: HookedModel, layers: list[int], probe: str) -> list[str]:
+    names = [f"blocks.{layer}.attn.hook_pattern" for layer in layers]
+    require_hooks(model, names, probe)
+    return names
 
 
-def information_flow(model: HookedModel, tokens: Int[Tensor, "batch pos"]) -> pd.DataFrame:
+def _finite_stop(model: HookedModel, seen: set[str]) -> tuple[str, Callable]:
+    """A hook on the last block's output that refuses a non-finite run (TransformerLens sets NaN
+    attention weights to 0, so patterns could look valid while the run is NaN)."""
+    name = f"blocks.{model.cfg.n_layers - 1}.hook_resid_post"
+
+    def check(resid: Tensor, hook) -> None:
+        seen.add(name)
+        check_finite(resid, "the model's last residual stream on these tokens", " (check the model's weights with probes.weight_stable_ranks)")
+
+    return name, check
+
+
+def _run_patterns(model: HookedModel, inputs: Inputs, layers: list[int], probe: str, take: Callable[[int, Tensor], None]) -> None:
+    """Run ``model`` up to its last block, handing each layer's pattern to ``take(i, pattern)`` as it is made."""
+    names = _pattern_names(model, layers, probe)
+    fired: set[str] = set()
+
+    def taker(i: int, name: str) -> Callable:
+        def hook(pattern: Tensor, hook) -> None:
+            fired.add(name)
+            take(i, pattern.detach())
+
+        return hook
+
+    final, check = _finite_stop(model, fired)
+    hooks = [(name, taker(i, name)) for i, name in enumerate(names)]
+    if final in model.hook_dict:
+        hooks.append((final, check))
+    run_hooked(model, inputs, hooks, stop_after=final if final in model.hook_dict else None)
+    check_fired(fired, names, probe)
+
+
+def attention_patterns(
+    model: HookedModel,
+    tokens: Int[Tensor, "batch pos"] | Sequence | str | Inputs,
+    *,
+    layers: int | Sequence[int] | None = None,
+    attention_mask: Int[Tensor, "batch pos"] | None = None,
+) -> Float[Tensor, "layer batch head query source"]:
+    """The attention patterns of ``layers`` (default all), stacked: ``[n_layers, batch, n_heads, pos, pos]``.
+
+    Each pattern is copied once into the result as its layer runs (no second copy, no run
+    past the last block).  A model whose run is not finite is refused: TransformerLens sets
+    NaN attention weights to 0, so its patterns would look valid while its logits are NaN."""
+    inputs = as_inputs(tokens, check_model(model), attention_mask=attention_mask)
+    layers = check_indices(layers, model.cfg.n_layers, "layers", f"layer of this {model.cfg.n_layers}-layer model")
+    out: list[Tensor] = []
+
+    def take(i: int, pattern: Tensor) -> None:
+        if not out:
+            out.append(torch.empty((len(layers), *pattern.shape), dtype=pattern.dtype, device="cpu"))
+        out[0][i].copy_(pattern)
+
+    _run_patterns(model, inputs, layers, "attention_patterns", take)
+    return out[0]
+
+
+def information_flow(
+    model: HookedModel,
+    tokens: Int[Tensor, "batch pos"] | Sequence | str | Inputs,
+    *,
+    attention_mask: Int[Tensor, "batch pos"] | None = None,
+) -> pd.DataFrame:
     """Edges (layer, head, source, query, weight, std) of the attention graph.
 
-    ``head`` is a head index or ``"sum"`` (the heads' patterns summed per input, so its
-    rows sum to n_heads); ``weight`` is the mean over the inputs and ``std`` the
-    population standard deviation over them (0 for a single input).  Only causal
-    pairs (source <= query) are listed.
-    """
-    patterns = attention_patterns(model, tokens).double()  # [layer, batch, head, q, k]
-    summed = patterns.sum(2, keepdim=True)
-    stacked = torch.cat([patterns, summed], dim=2)  # head index n_heads = "sum"
-    mean, std = stacked.mean(1), stacked.std(1, correction=0)  # [layer, head+1, q, k]
-    n_layers, n_head_rows, n_pos, _ = mean.shape
-    layer, head, query, source = np.meshgrid(np.arange(n_layers), np.arange(n_head_rows), np.arange(n_pos), np.arange(n_pos), indexing="ij")
-    causal = (source <= query).ravel()
-    head_labels = np.array(list(range(n_head_rows - 1)) + ["sum"], dtype=object)
+    ``head`` is a string column: a head index (``"0"``, ``"1"``, ...) or ``"sum"`` (the
+    heads' patterns summed per input, so its rows sum to n_heads); ``weight`` is the mean
+    over the inputs and ``std`` the population standard deviation over them (0 for a single
+    input); with an ``attention_mask`` only inputs where both positions are real tokens
+    count.  The pairs listed are those the attention can read: ``source <= query`` in a
+    causal model, every pair in a bidirectional one (an encoder).  The means are
+    accumulated layer by layer as the model runs: no pattern is kept."""
+    inputs = as_inputs(tokens, check_model(model), attention_mask=attention_mask)
+    n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
+    n_pos = inputs.tokens.shape[1]
+    real = (inputs.attention_mask if inputs.attention_mask is not None else torch.ones_like(inputs.tokens)).double().cpu()
+    both = einops.einsum(real, real, "batch q, batch k -> batch q k")  # [batch, q, k]: 1 where both are real tokens
+    count = both.sum(0).clamp_min(1.0)
+    total = torch.zeros(n_layers, n_heads + 1, n_pos, n_pos, dtype=torch.float64)
+    squares = torch.zeros_like(total)
+
+    def take(layer: int, pattern: Tensor) -> None:
+        values = pattern.cpu().double() * both[:, None]
+        values = torch.cat([values, values.sum(1, keepdim=True)], dim=1)  # [batch, head + sum, q, k]
+        total[layer] = values.sum(0)
+        squares[layer] = values.pow(2).sum(0)
+
+    _run_patterns(model, inputs, list(range(n_layers)), "information_flow", take)
+    mean = total / count
+    std = (squares / count - mean.pow(2)).clamp_min(0.0).sqrt()
+    layer, head, query, source = np.meshgrid(np.arange(n_layers), np.arange(n_heads + 1), np.arange(n_pos), np.arange(n_pos), indexing="ij")
+    keep = allowed_pairs(model, n_pos).numpy()[query.ravel(), source.ravel()]
+    head_labels = np.array([str(h) for h in range(n_heads)] + [SUM], dtype=object)
     return pd.DataFrame(
         {
-            "layer": layer.ravel()[causal],
-            "head": head_labels[head.ravel()[causal]],
-            "source": source.ravel()[causal],
-            "query": query.ravel()[causal],
-            "weight": mean.numpy().ravel()[causal],
-            "std": std.numpy().ravel()[causal],
+            "layer": layer.ravel()[keep].astype(np.int64),
+            "head": pd.array(head_labels[head.ravel()[keep]], dtype="string"),
+            "source": source.ravel()[keep].astype(np.int64),
+            "query": query.ravel()[keep].astype(np.int64),
+            "weight": mean.numpy().ravel()[keep],
+            "std": std.numpy().ravel()[keep],
         },
         columns=EDGE_COLUMNS,
     )
 
 
-def _edge_tensor(edges: pd.DataFrame, head: int | str) -> np.ndarray:
+def _edge_tensor(edges: pd.DataFrame, head: int | str) -> tuple[np.ndarray, np.ndarray]:
+    """``[layer, query, source]`` weights of head ``head`` and whether each edge is listed (an attention pair)."""
     missing = [c for c in EDGE_COLUMNS[:5] if c not in edges.columns]
     if missing:
         raise ValueError(f"edges lacks column(s) {missing}: pass the DataFrame returned by information_flow")
@@ -114,10 +189,13 @@ def _edge_tensor(edges: pd.DataFrame, head: int | str) -> np.ndarray:
     if chosen.empty:
         raise ValueError(f"no edges for head {head!r}; the edges have heads {sorted(edges['head'].astype(str).unique())}")
     n_layers = int(edges["layer"].max()) + 1
-    n_pos = int(edges["query"].max()) + 1
+    n_pos = int(max(edges["query"].max(), edges["source"].max())) + 1
     weights = np.zeros((n_layers, n_pos, n_pos))  # [layer, query, source]
-    weights[chosen["layer"].to_numpy(int), chosen["query"].to_numpy(int), chosen["source"].to_numpy(int)] = chosen["weight"].to_numpy(float)
-    return weights
+    listed = np.zeros((n_layers, n_pos, n_pos), dtype=bool)
+    index = (chosen["layer"].to_numpy(int), chosen["query"].to_numpy(int), chosen["source"].to_numpy(int))
+    weights[index] = chosen["weight"].to_numpy(float)
+    listed[index] = True
+    return weights, listed
 
 
 def top_paths(
@@ -128,36 +206,68 @@ def top_paths(
     top: int | None = 10,
     max_paths: int = 200_000,
 ) -> pd.DataFrame:
-    """The paths through all layers that end at ``query`` (default the last position), best first.
+    """The ``top`` best paths through all layers that end at ``query`` (default the last position).
 
     A path is ``(p_0, ..., p_L)``: input position ``p_0``, then the query position
     ``p_{l+1}`` that layer l's edge from ``p_l`` reaches.  Its ``score`` is the product
     of its L edge weights (of head ``head``, default the sum over heads); paths with an
     edge below ``threshold`` are dropped.  Returns columns ``rank, score, path,
-    weights`` for the ``top`` best paths (``None``: all).
+    weights``.
+
+    With ``top`` set, the search keeps the ``top`` best partial paths per position and
+    layer (a k-best dynamic programme, from ``query`` back to the inputs): exact, in time
+    ``n_layers * pos^2 * top``, so a 12-layer model at 128 positions takes well under a
+    second.  ``top=None`` lists every path, refused beyond ``max_paths``.
     """
     if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or not np.isfinite(threshold) or threshold < 0:
         raise ValueError(f"threshold must be a finite weight >= 0, got {threshold!r}")
-    top = None if top is None else check_int(top, "top (how many paths to keep; None for all)")
+    top = None if top is None else check_int(top, "top (how many paths to keep; None for all)", low=1)
     max_paths = check_int(max_paths, "max_paths", low=1)
-    weights = _edge_tensor(edges, head)
+    weights, listed = _edge_tensor(edges, head)
     n_layers, n_pos, _ = weights.shape
     query = n_pos - 1 if query is None else check_index(query, n_pos, "query", "position of the edges")
-    partial: list[tuple[tuple[int, ...], tuple[float, ...]]] = [((int(query),), ())]
-    for layer in reversed(range(n_layers)):  # extend each path backwards by one layer
-        grown = []
-        for path, ws in partial:
-            row = weights[layer, path[0], : path[0] + 1]  # causal: sources up to the query
-            for source in np.flatnonzero(row >= threshold):
-                grown.append(((int(source), *path), (float(row[source]), *ws)))
-        if len(grown) > max_paths:
-            raise ValueError(f"more than {max_paths} paths pass threshold={threshold}; raise the threshold")
-        partial = grown
-    rows = [{"score": float(np.prod(ws)), "path": path, "weights": ws} for path, ws in partial]
+    passes = listed & (weights >= threshold)  # [layer, query, source]
+    if top is None:
+        paths = _every_path(passes, query, max_paths, threshold)
+    else:
+        paths = _best_paths(weights, passes, query, top)
+    rows = [{"score": float(np.prod(ws)), "path": path, "weights": ws} for path in paths for ws in [tuple(float(weights[l, path[l + 1], path[l]]) for l in range(n_layers))]]
     frame = pd.DataFrame(rows, columns=["score", "path", "weights"]).sort_values("score", ascending=False, kind="stable")
     frame = frame.head(top) if top is not None else frame
     frame.insert(0, "rank", range(1, len(frame) + 1))
     return frame.reset_index(drop=True)
+
+
+def _every_path(passes: np.ndarray, query: int, max_paths: int, threshold: float) -> list[tuple[int, ...]]:
+    partial: list[tuple[int, ...]] = [(int(query),)]
+    for layer in reversed(range(passes.shape[0])):  # extend each path backwards by one layer
+        grown = [(int(source), *path) for path in partial for source in np.flatnonzero(passes[layer, path[0]])]
+        if len(grown) > max_paths:
+            raise ValueError(f"more than {max_paths} paths pass threshold={threshold}; raise the threshold or pass top=<k> for the k best")
+        partial = grown
+    return partial
+
+
+def _best_paths(weights: np.ndarray, passes: np.ndarray, query: int, k: int) -> list[tuple[int, ...]]:
+    """The k best paths into ``query``: per layer, each position keeps its k best partial paths onward."""
+    n_layers, n_pos, _ = weights.shape
+    scores = np.full((n_pos, k), -1.0)  # -1: no path
+    scores[query, 0] = 1.0
+    paths = np.zeros((n_pos, k, n_layers + 1), dtype=np.int64)
+    paths[query, 0, n_layers] = query
+    for layer in reversed(range(n_layers)):
+        edge = np.where(passes[layer], weights[layer], -1.0)  # [query, source]
+        ok = (edge[:, :, None] >= 0) & (scores[:, None, :] >= 0)  # [query, source, j]
+        cand = np.where(ok, edge[:, :, None] * scores[:, None, :], -1.0)
+        cand = cand.transpose(1, 0, 2).reshape(n_pos, n_pos * k)  # [source, (query j)]
+        best = np.argsort(-cand, axis=1, kind="stable")[:, :k]
+        scores = np.take_along_axis(cand, best, axis=1)
+        from_query, from_rank = np.divmod(best, k)
+        paths = paths[from_query, from_rank]
+        paths[:, :, layer] = np.arange(n_pos)[:, None]
+    flat = scores.reshape(-1)
+    order = [i for i in np.argsort(-flat, kind="stable")[:k] if flat[i] >= 0]
+    return [tuple(int(p) for p in paths.reshape(-1, n_layers + 1)[i]) for i in order]
 
 
 def token_labels(tokens: Sequence[int] | Tensor) -> list[str]:
@@ -177,29 +287,36 @@ def plot_flow(
     """Positions per level as nodes, attention edges as lines of width ~ weight (NeurIPS Fig. 3a/3c).
 
     ``labels`` names the input positions (e.g. :func:`token_labels`); the first
-    ``n_highlight`` rows of ``paths`` (from :func:`top_paths`) are drawn in colour.
+    ``n_highlight`` rows of ``paths`` (from :func:`top_paths`) are drawn in colour.  The
+    edges of at least ``min_weight`` are drawn in 8 traces (one per band of width), so a
+    12-layer, 128-position graph draws as fast as a small one.
     """
     min_weight = check_number(min_weight, "min_weight")
     n_highlight = check_int(n_highlight, "n_highlight")
-    weights = _edge_tensor(edges, head)
+    weights, listed = _edge_tensor(edges, head)
     n_layers, n_pos, _ = weights.shape
     labels = [str(p) for p in range(n_pos)] if labels is None else list(labels)
     if len(labels) != n_pos:
         raise ValueError(f"labels has {len(labels)} entries for {n_pos} positions")
-    scale = 8.0 / max(float(weights.max()), 1e-12)
+    top_weight = max(float(weights.max()), 1e-12)
     fig = go.Figure()
-    for layer in range(n_layers):
-        for q in range(n_pos):
-            for k in range(q + 1):
-                w = weights[layer, q, k]
-                if w >= min_weight:
-                    fig.add_trace(
-                        go.Scatter(
-                            x=[k, q], y=[layer, layer + 1], mode="lines", showlegend=False,
-                            line={"width": 0.5 + w * scale, "color": "rgba(90,90,90,0.45)"},
-                            hovertext=f"layer {layer}: {labels[k]} -> {labels[q]}: {w:.3f}", hoverinfo="text",
-                        )
-                    )  # fmt: skip
+    layer, query, source = np.nonzero(listed & (weights >= min_weight))
+    values = weights[layer, query, source]
+    bands = np.minimum((values / top_weight * 8).astype(int), 7)
+    for band in range(8):
+        chosen = np.flatnonzero(bands == band)
+        if not len(chosen):
+            continue
+        xs = np.stack([source[chosen], query[chosen], np.full(len(chosen), np.nan)], 1).ravel()
+        ys = np.stack([layer[chosen], layer[chosen] + 1, np.full(len(chosen), np.nan)], 1).ravel()
+        text = [f"layer {l}: {labels[k]} -> {labels[q]}: {w:.3f}" for l, q, k, w in zip(layer[chosen], query[chosen], source[chosen], values[chosen], strict=True)]
+        fig.add_trace(
+            go.Scatter(
+                x=xs, y=ys, mode="lines", showlegend=False, hoverinfo="text",
+                hovertext=[t for t in text for _ in range(3)],
+                line={"width": 0.5 + (band + 0.5), "color": "rgba(90,90,90,0.45)"},
+            )
+        )  # fmt: skip
     colors = ["#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"]
     if paths is not None:
         for i, row in enumerate(paths.head(n_highlight).itertuples()):
@@ -221,33 +338,58 @@ def plot_flow(
     return fig
 
 
+#: The most attention weights one :func:`attention_html` page holds (about 6 MB of page).
+MAX_VIEW_WEIGHTS = 1_000_000
+
+
 def attention_html(
     model: HookedModel,
-    tokens: Int[Tensor, " pos"],
+    tokens: Int[Tensor, " pos"] | str,
     path: str | Path | None = None,
     labels: Sequence[str] | None = None,
     title: str = "Attention patterns",
+    *,
+    layers: int | Sequence[int] | None = None,
+    heads: int | Sequence[int] | None = None,
+    max_weights: int = MAX_VIEW_WEIGHTS,
 ) -> CircuitView:
-    """One input's attention patterns (every layer and head) as a circuitsvis view.
+    """One input's attention patterns (``layers`` x ``heads``, default all) as a circuitsvis view.
 
     Drawn with circuitsvis' ``AttentionHeads`` (heads named ``L{l}H{h}``) from its local
     JavaScript bundle: the returned :class:`~probes.views.CircuitView` displays itself in
     Jupyter offline, ``.save(path)`` writes a self-contained page and ``.html()`` returns
-    it.  Written to ``path`` too if given.
+    it.  Written to ``path`` too if given.  A page holds at most ``max_weights`` weights
+    (heads x pos^2, rounded to 4 decimals): beyond that only the first heads that fit are
+    drawn, with a warning naming how many were left out and how to page through the
+    rest (``layers=``, ``heads=``).  The upper triangle is masked only for causal attention.
     """
-    tokens = as_tokens(tokens, model)
-    if tokens.shape[0] != 1:
-        raise ValueError(f"attention_html draws one input; got a batch of {tokens.shape[0]} (pass tokens[i])")
-    labels = token_labels(tokens[0]) if labels is None else [str(s) for s in labels]
-    if len(labels) != tokens.shape[1]:
-        raise ValueError(f"labels has {len(labels)} entries for {tokens.shape[1]} positions")
-    patterns = attention_patterns(model, tokens)[:, 0]  # [layer, head, q, k]
-    n_layers, n_heads = patterns.shape[:2]
+    inputs = as_inputs(tokens, check_model(model))
+    if inputs.tokens.shape[0] != 1:
+        raise ValueError(f"attention_html draws one input; got a batch of {inputs.tokens.shape[0]} (pass tokens[i])")
+    n_pos = inputs.tokens.shape[1]
+    labels = token_labels(inputs.tokens[0]) if labels is None else [str(s) for s in labels]
+    if len(labels) != n_pos:
+        raise ValueError(f"labels has {len(labels)} entries for {n_pos} positions")
+    layers = check_indices(layers, model.cfg.n_layers, "layers", f"layer of this {model.cfg.n_layers}-layer model")
+    heads = check_indices(heads, model.cfg.n_heads, "heads", f"head of this {model.cfg.n_heads}-head model")
+    max_weights = check_int(max_weights, "max_weights", low=1)
+    pairs = [(l, h) for l in layers for h in heads]
+    fits = max(1, max_weights // (n_pos * n_pos))
+    if len(pairs) > fits:
+        warnings.warn(
+            f"attention_html draws the first {fits} of {len(pairs)} heads (max_weights={max_weights} at {n_pos} positions); "
+            f"page through the rest with layers=... or heads=..., or raise max_weights",
+            stacklevel=2,
+        )
+        pairs = pairs[:fits]
+    shown = sorted({l for l, _ in pairs})
+    patterns = attention_patterns(model, inputs, layers=shown)[:, 0]  # [layer, head, q, k]
+    chosen = torch.stack([patterns[shown.index(l), h] for l, h in pairs])
     props = {
-        "attention": patterns.reshape(n_layers * n_heads, *patterns.shape[2:]).float().numpy(),
+        "attention": np.round(chosen.float().numpy(), 4),
         "tokens": labels,
-        "attentionHeadNames": [f"L{l}H{h}" for l in range(n_layers) for h in range(n_heads)],
-        "maskUpperTri": True,
+        "attentionHeadNames": [f"L{l}H{h}" for l, h in pairs],
+        "maskUpperTri": not bidirectional(model),
     }
     view = CircuitView("AttentionHeads", props, title=title)
     if path is not None:

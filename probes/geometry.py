@@ -15,8 +15,8 @@ What it measures: how simple the learned weights are.
   neuron aligns *or anti-aligns* with its direction (the papers' similarity maps show
   both signs), so by default the sign is ignored (``signed=False``); ``signed=True``
   groups by the signed cosine.
-* :func:`embedding_pca`: PCA of the token embeddings of 20..99 (NeurIPS Fig. 5c/d; the
-  journal's Fig. 5B), the eigenvalues of the embedding covariance and an ordinal score,
+* :func:`embedding_pca`: PCA of the token embeddings (default the whole vocabulary; the
+  papers read the anchor tasks' keys 20..99: NeurIPS Fig. 5c/d, the journal's Fig. 5B), the eigenvalues of the embedding covariance and an ordinal score,
   the largest |Spearman correlation| between the token value and its PC1 or PC2
   coordinate (1: the tokens lie in numeric order along that axis).
 * :func:`singular_value_spectra`: the singular values of every weight matrix (heads
@@ -56,7 +56,7 @@ from torch import Tensor
 
 from probes._common import check_finite, check_int
 from probes.protocol import HookedModel, check_model
-from probes.rank import merged_weight, singular_values, weight_matrices
+from probes.rank import merged_weight, singular_values, weight_names
 from probes.similarity import cosine_similarity_matrix
 from probes.views import TableDisplay
 
@@ -141,17 +141,21 @@ def condensation(weight: Float[Tensor, "neurons inputs"], threshold: float = 0.7
 
 
 def plot_condensation(result: Condensation, title: str | None = "Cosine similarity of neurons' input weights") -> go.Figure:
-    """Heatmap of the reordered similarity, with the group boundaries drawn."""
+    """Heatmap of the reordered similarity, with the group boundaries drawn (one trace of squares, however many groups)."""
     order = result.order
     fig = go.Figure(go.Heatmap(z=result.reordered, x=[str(i) for i in order], y=[str(i) for i in order], zmin=-1, zmax=1, colorscale="RdBu_r", colorbar={"title": "cosine"}))
-    edge = -0.5
-    for size in result.group_sizes:
-        fig.add_shape(type="rect", x0=edge, x1=edge + size, y0=edge, y1=edge + size, line={"color": "black", "width": 1.5}, xref="x", yref="y")
-        edge += size
+    starts = np.concatenate([[0], np.cumsum(result.group_sizes)[:-1]]) - 0.5
+    ends = starts + np.asarray(result.group_sizes)
+    gap = np.full(len(starts), np.nan)
+    xs = np.stack([starts, ends, ends, starts, starts, gap], 1).ravel()  # every group's square in one trace
+    ys = np.stack([starts, starts, ends, ends, starts, gap], 1).ravel()
+    fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line={"color": "black", "width": 1.5}, xaxis="x2", yaxis="y2", showlegend=False, hoverinfo="skip"))
     fig.update_layout(
         title=f"{title + ': ' if title else ''}{result.n_groups} groups at > {result.threshold:g} (sizes {list(result.group_sizes[:8])}{'...' if result.n_groups > 8 else ''})",
         xaxis={"type": "category", "title": "neuron"},
         yaxis={"type": "category", "autorange": "reversed", "title": "neuron"},
+        xaxis2={"overlaying": "x", "range": [-0.5, len(order) - 0.5], "visible": False},
+        yaxis2={"overlaying": "y", "range": [len(order) - 0.5, -0.5], "visible": False},
     )
     return fig
 
@@ -184,12 +188,14 @@ class EmbeddingPCA(TableDisplay):
         }])  # fmt: skip
 
 
-def embedding_pca(model: HookedModel, tokens: Iterable[int] = range(20, 100)) -> EmbeddingPCA:
-    """PCA of the rows of ``W_E`` for ``tokens`` (default the key values 20..99).
+def embedding_pca(model: HookedModel, tokens: Iterable[int] | None = None) -> EmbeddingPCA:
+    """PCA of the rows of ``W_E`` for ``tokens`` (default the model's whole vocabulary).
 
-    ``tokens`` are integer token ids (at least 3 distinct ones); the model needs
-    ``d_model >= 2`` and finite embeddings."""
+    ``tokens`` are integer token ids (at least 3 distinct ones; the anchor tasks' keys are
+    ``range(20, 100)``); the model needs ``d_model >= 2`` and finite embeddings."""
     check_model(model)
+    if tokens is None:
+        tokens = range(model.cfg.d_vocab)
     if isinstance(tokens, (Tensor, np.ndarray)):
         tokens = tokens.reshape(-1) if tokens.ndim <= 1 else tokens
     tokens = [check_int(t, "each token id") for t in tokens]
@@ -241,8 +247,8 @@ def singular_value_spectra(model: HookedModel) -> pd.DataFrame:
     (divided by the largest).
     """
     frames = []
-    for layer, name, matrix in weight_matrices(model):
-        s = singular_values(matrix).numpy()
+    for layer, name in weight_names(model):  # one merged matrix at a time
+        s = singular_values(merged_weight(model, name, layer)).numpy()
         frames.append(
             pd.DataFrame(
                 {

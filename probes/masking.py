@@ -10,18 +10,22 @@ softmax denominator still holds the masked key, so its token still has an influe
 
 Uses (complexity-control journal paper, Fig. 4A-C; NeurIPS 2024 Fig. 3b for the t-SNE):
 
-* :func:`mask_key` hides the key token (``AnchorDataset.key_positions``): what do the
+* :func:`probes.anchors.mask_key` hides the key token (``AnchorDataset.key_positions``): what do the
   anchor pairs alone produce at the last position?  The journal's Fig. 4C draws these
   last-position vectors with t-SNE (perplexity 12, 50 inputs per pair); "symmetric pairs
   merge" becomes a number with :func:`cluster_scores`: the adjusted Rand index of
   clusters against the ordered pair, the unordered pair or the composite shift.
-* :func:`mask_second_anchor` hides the second anchor (key position + 2): what do the key
+* :func:`probes.anchors.mask_second_anchor` hides the second anchor (key position + 2): what do the key
   and the first anchor produce? (journal Fig. 4D; see :mod:`probes.similarity`).
 
-Shapes: ``tokens [batch, pos]``; sources an int, a list of ``batch`` ints, a list of
-``batch`` lists, or a tensor ``[batch]`` / ``[batch, k]``; :class:`MaskedRun` holds
-``logits [batch, pos, d_vocab]``, the captured activations and the ``[batch, query,
-source]`` mask; :func:`project` and :func:`cluster_scores` return DataFrames.
+Shapes: ``tokens [batch, pos]`` (token ids, strings with a tokenizer, or a task's samples:
+:mod:`probes.inputs`), with ``attention_mask [batch, pos]`` for padded batches; sources an
+int or a flat list of ints (the same in every sample), a tensor ``[batch]`` / ``[batch, k]``
+or a list of ``batch`` lists (per sample), or a position name; :class:`MaskedRun` holds
+``logits [batch, pos, d_vocab]``, the captured activations (an ``ActivationCache``) and the
+``[batch, query, source]`` mask; :func:`project` and :func:`cluster_scores` return DataFrames.
+The mask follows the model's attention: ``source <= query`` when causal, every pair in a
+bidirectional encoder.
 
 Example::
 
@@ -33,7 +37,7 @@ Example::
     >>> with quiet_deprecation():
     ...     model = HookedTransformer(cfg)
     >>> tokens = torch.randint(20, 100, (3, 9), generator=torch.Generator().manual_seed(0))
-    >>> run = masked_run(model, tokens, source_positions=[2, 4, 0], names=["blocks.1.hook_resid_post"])
+    >>> run = masked_run(model, tokens, source_positions=torch.tensor([2, 4, 0]), names=["blocks.1.hook_resid_post"])
     >>> run.logits.shape, run.last_position("blocks.1.hook_resid_post").shape
     (torch.Size([3, 9, 201]), torch.Size([3, 16]))
     >>> bool(torch.allclose(masked_run(model, tokens, []).logits, model(tokens)))
@@ -57,9 +61,18 @@ from sklearn.manifold import TSNE
 from sklearn.metrics import adjusted_rand_score, silhouette_score
 from torch import Tensor
 
-from interp_init.data import AnchorDataset
-from interp_init.tasks import SHIFTS
-from probes._common import as_tokens, capture_hooks, check_dataset, check_finite, check_index, check_indices, check_int, check_number
+from probes._common import (
+    allowed_pairs,
+    capture_hooks,
+    check_finite,
+    check_index,
+    check_indices,
+    check_int,
+    check_number,
+    make_cache,
+    run_hooked,
+)
+from probes.inputs import Inputs, as_inputs
 from probes.protocol import HookedModel, check_fired, check_model, require_hooks
 from probes.views import TableDisplay
 
@@ -72,14 +85,15 @@ class MaskedRun(TableDisplay):
 
     Attributes:
         logits: ``[batch, pos, d_vocab]`` logits of the masked run.
-        cache: the activations asked for by name (each as its hook saw it; a captured
-            ``hook_pattern`` is the masked one).
+        cache: the activations asked for, a TransformerLens ``ActivationCache`` where the
+            installed line offers one (``cache["resid_post", 1]``, ``accumulated_resid``),
+            each as its hook saw it (a captured ``hook_pattern`` is the masked one).
         mask: ``[batch, query, source]`` bool, True where the pattern was zeroed (in
-            every masked layer and head; only ``source <= query``, as attention is causal).
+            every masked layer and head; in a causal model only ``source <= query``).
     """
 
     logits: Float[Tensor, "batch pos d_vocab"]
-    cache: dict[str, Tensor] = field(default_factory=dict)
+    cache: Mapping[str, Tensor] = field(default_factory=dict)
     mask: Bool[Tensor, "batch query source"] | None = None
 
     def table(self) -> pd.DataFrame:
@@ -95,7 +109,7 @@ class MaskedRun(TableDisplay):
         """The last position's vector of activation ``name`` (``None``: the logits)."""
         if name is None or name == "logits":
             return self.logits[:, -1]
-        if name not in self.cache:
+        if name not in list(self.cache):
             raise ValueError(f"activation {name!r} was not captured; pass names=[{name!r}] to the run (captured: {sorted(self.cache)})")
         return self.cache[name][:, -1]
 
@@ -103,14 +117,14 @@ class MaskedRun(TableDisplay):
 def source_mask(source_positions: SourcePositions, batch: int, n_pos: int) -> Bool[Tensor, "batch pos"]:
     """``[batch, pos]`` bool, True at each sample's source positions.
 
-    An int masks the same position in every sample; a list of ints or a 1-D tensor gives
-    one position per sample (length ``batch``); a list of per-sample lists (ragged
-    allowed) or a ``[batch, k]`` tensor gives several.  An empty list masks nothing.
+    An int, or a flat list of ints, masks the same position(s) in every sample; a tensor
+    ``[batch]`` gives one position per sample and ``[batch, k]`` several; a list of
+    per-sample lists (ragged allowed) gives each sample its own.  An empty list masks nothing.
     """
     mask = torch.zeros(batch, n_pos, dtype=torch.bool)
     what = f"position of the {n_pos}-token sequence"
 
-    def mark(row: int, positions: Iterable) -> None:
+    def mark(row: int | slice, positions: Iterable) -> None:
         for p in positions:
             mask[row, check_index(p, n_pos, "source_positions", what)] = True
 
@@ -119,74 +133,92 @@ def source_mask(source_positions: SourcePositions, batch: int, n_pos: int) -> Bo
     if isinstance(source_positions, Tensor):
         sp = source_positions.detach().cpu()
         if sp.ndim == 0:
-            mark(slice(None), [sp])  # type: ignore[arg-type]
+            mark(slice(None), [sp])
             return mask
         if sp.ndim > 2 or sp.shape[0] != batch:
-            raise ValueError(f"source_positions as a tensor must be [batch={batch}] or [batch={batch}, k], got shape {tuple(sp.shape)}")
+            raise ValueError(
+                f"source_positions as a tensor must be [batch={batch}] or [batch={batch}, k] (per sample), got shape {tuple(sp.shape)}; "
+                "for the same position(s) in every sample pass an int or a list of ints"
+            )
         sp = sp.reshape(batch, -1)
         for row in range(batch):
             mark(row, sp[row].tolist())
         return mask
     if not isinstance(source_positions, Sequence) or isinstance(source_positions, str):
-        mark(slice(None), [source_positions])  # type: ignore[arg-type]  # an int: every sample
+        mark(slice(None), [source_positions])  # an int: every sample
         return mask
     if len(source_positions) == 0:
         return mask
-    if len(source_positions) != batch:
+    nested = [isinstance(entry, (Sequence, Tensor, np.ndarray)) and not isinstance(entry, str) for entry in source_positions]
+    if not any(nested):
+        mark(slice(None), source_positions)  # a flat list: the same positions in every sample
+        return mask
+    if not all(nested) or len(source_positions) != batch:
         raise ValueError(
-            f"source_positions as a list gives one entry per sample: {batch} expected, got {len(source_positions)}; "
-            "for the same position(s) in every sample pass an int or a list of per-sample lists"
+            f"source_positions as a list of lists gives one list per sample: {batch} lists expected, got {len(source_positions)} entries; "
+            "for the same positions in every sample pass a flat list of ints"
         )
     for row, entry in enumerate(source_positions):
-        if isinstance(entry, Tensor):
-            entry = entry.reshape(-1).tolist()
-        mark(row, entry if isinstance(entry, Sequence) and not isinstance(entry, str) else [entry])
+        mark(row, torch.as_tensor(entry).reshape(-1).tolist())
     return mask
 
 
 def masked_run(
     model: HookedModel,
-    tokens: Int[Tensor, "batch pos"],
-    source_positions: SourcePositions,
+    tokens: Int[Tensor, "batch pos"] | Sequence | str | Inputs,
+    source_positions: SourcePositions | str,
     layers: int | Iterable[int] | None = None,
     heads: int | Iterable[int] | None = None,
     query_positions: int | Iterable[int] | None = None,
     renormalize: bool = False,
-    names: Iterable[str] = (),
+    names: object = (),
+    *,
+    attention_mask: Int[Tensor, "batch pos"] | None = None,
 ) -> MaskedRun:
     """Run ``model`` with attention to ``source_positions`` zeroed after the softmax.
 
+    Reads the model's attention direction: in a causal model a query sees only sources at
+    or before it, so only those pairs are masked; in a bidirectional one (a
+    ``HookedEncoder``, ``cfg.attention_dir == "bidirectional"``) every query's attention to
+    a masked source is zeroed.
+
     Args:
-        model: any TransformerLens model (:class:`~probes.protocol.HookedModel`: 3.x ``HookedTransformer``, 4.x ``TransformerBridge``).
-        tokens: ``[batch, pos]`` (or ``[pos]``) token ids.
-        source_positions: per sample, see :func:`source_mask`.
+        model: any TransformerLens model (:class:`~probes.protocol.HookedModel`: 3.x
+            ``HookedTransformer`` or ``HookedEncoder``, 4.x ``TransformerBridge``).
+        tokens: token ids ``[batch, pos]`` (or ``[pos]``), strings where the model has a
+            tokenizer, or a task's samples (see :func:`~probes.inputs.as_inputs`).
+        source_positions: see :func:`source_mask`; or a position name of the inputs
+            (``"last"``; a task adapter's, e.g. ``"key"``).
         layers, heads: which to mask (``None``: all); an int or ints.
         query_positions: the query positions whose attention is masked, the same for
             every sample (``None``: all).
         renormalize: rescale each masked row of the pattern to sum to 1 (a row left with
             nothing to attend to stays 0).
-        names: activations to return in ``cache`` (hook names, e.g.
-            ``"blocks.1.hook_resid_mid"``), captured after the masking.
+        names: activations to return in ``cache``, captured after the masking: hook names,
+            short names (``"resid_post"``: every layer), ``(name, layer)``, or a callable
+            filter, as TransformerLens' ``names_filter``.
+        attention_mask: ``[batch, pos]`` 1 at real tokens, 0 at padding (passed to the model).
     """
-    tokens = as_tokens(tokens, model)
-    batch, n_pos = tokens.shape
+    inputs = as_inputs(tokens, check_model(model), attention_mask=attention_mask)
+    batch, n_pos = inputs.tokens.shape
     layers = check_indices(layers, model.cfg.n_layers, "layers", f"layer of this {model.cfg.n_layers}-layer model")
     heads = check_indices(heads, model.cfg.n_heads, "heads", f"head of this {model.cfg.n_heads}-head model")
     queries = check_indices(query_positions, n_pos, "query_positions", f"position of the {n_pos}-token sequence")
+    if isinstance(source_positions, str):
+        source_positions = inputs.position(source_positions)
     sources = source_mask(source_positions, batch, n_pos)
     query_mask = torch.zeros(n_pos, dtype=torch.bool)
     query_mask[queries] = True
-    causal = torch.ones(n_pos, n_pos, dtype=torch.bool).tril()  # a query never sees later sources
-    mask = sources[:, None, :] & query_mask[None, :, None] & causal  # [batch, query, source]
+    mask = sources[:, None, :] & query_mask[None, :, None] & allowed_pairs(model, n_pos)  # [batch, query, source]
     head_mask = torch.zeros(model.cfg.n_heads, dtype=torch.bool)
     head_mask[heads] = True
-    full = (mask[:, None] & head_mask[None, :, None, None]).to(tokens.device)  # [batch, head, query, source]
+    full = (mask[:, None] & head_mask[None, :, None, None]).to(inputs.tokens.device)  # [batch, head, query, source]
     rows = full.any(-1, keepdim=True)
 
     masked_in: set[str] = set()
 
-    def masker(name: str):  # noqa: ANN202 - a hook function for the hook point ``name``
-        def mask_pattern(pattern: Float[Tensor, "batch head query source"], hook) -> Tensor:  # noqa: ANN001
+    def masker(name: str):
+        def mask_pattern(pattern: Float[Tensor, "batch head query source"], hook) -> Tensor:
             masked_in.add(name)
             return masked(pattern)
 
@@ -203,79 +235,11 @@ def masked_run(
     patterns = [f"blocks.{layer}.attn.hook_pattern" for layer in layers if bool(full.any())]
     require_hooks(model, patterns, "masked_run (attention masking after the softmax)")
     captures = capture_hooks(names, model, store)  # after the masking hooks: captures see masked values
-    with torch.no_grad(), model.hooks(fwd_hooks=[(name, masker(name)) for name in patterns] + captures):
-        logits = model(tokens, return_type="logits")
+    logits = run_hooked(model, inputs, [(name, masker(name)) for name in patterns] + captures)
     check_fired(masked_in, patterns, "masked_run (attention masking after the softmax)")
-    check_fired(store, [name for name, _ in captures], "masked_run (capturing activations)")
-    return MaskedRun(logits=logits, cache=store, mask=mask)
-
-
-def _output_name(model: HookedModel) -> str:
-    check_model(model)
-    return f"blocks.{model.cfg.n_layers - 1}.hook_resid_post"
-
-
-def mask_key(
-    model: HookedModel,
-    dataset: AnchorDataset,
-    *,
-    layers: int | Iterable[int] | None = None,
-    heads: int | Iterable[int] | None = None,
-    query_positions: int | Iterable[int] | None = None,
-    renormalize: bool = False,
-    names: Iterable[str] | None = None,
-) -> MaskedRun:
-    """:func:`masked_run` hiding each sample's key token (``dataset.key_positions``).
-
-    ``names`` defaults to the last block's output ``blocks.{L-1}.hook_resid_post`` (the
-    journal's "output embedding", before the final LayerNorm and unembedding).
-    """
-    dataset = check_dataset(dataset)
-    names = [_output_name(model)] if names is None else names
-    return masked_run(model, dataset.tokens, dataset.key_positions, layers, heads, query_positions, renormalize, names)
-
-
-def mask_second_anchor(
-    model: HookedModel,
-    dataset: AnchorDataset,
-    *,
-    layers: int | Iterable[int] | None = None,
-    heads: int | Iterable[int] | None = None,
-    query_positions: int | Iterable[int] | None = None,
-    renormalize: bool = False,
-    names: Iterable[str] | None = None,
-) -> MaskedRun:
-    """:func:`masked_run` hiding each sample's second anchor (key position + 2); ``names`` as :func:`mask_key`."""
-    dataset = check_dataset(dataset)
-    names = [_output_name(model)] if names is None else names
-    return masked_run(model, dataset.tokens, dataset.key_positions + 2, layers, heads, query_positions, renormalize, names)
-
-
-def candidate_labelings(dataset: AnchorDataset) -> pd.DataFrame:
-    """One row per sample: candidate labels for clustering the masked outputs.
-
-    Columns: ``ordered_pair`` ("1,2"), ``unordered_pair`` ("1,2" for (1,2) and (2,1)),
-    ``composite_shift`` (s(a1) + s(a2)), ``target_shift`` (the designated target minus
-    the key: differs from the composite shift where the task gives a pair another
-    mapping, e.g. (3,4) in ``symmetric``), ``first_anchor``, ``key``,
-    ``single_anchor_target`` (g(x; a1) = x + s(a1)) and ``target`` (the dataset's).
-    With the papers' shifts (5, 1, -2, -8) the ten unordered pairs have ten distinct
-    sums, so ``composite_shift`` groups inputs exactly as ``unordered_pair`` does.
-    """
-    pairs = check_dataset(dataset).anchor_pairs.cpu().tolist()
-    keys = dataset.keys.cpu().tolist()
-    return pd.DataFrame(
-        {
-            "ordered_pair": [f"{a},{b}" for a, b in pairs],
-            "unordered_pair": [f"{min(a, b)},{max(a, b)}" for a, b in pairs],
-            "composite_shift": [SHIFTS[a] + SHIFTS[b] for a, b in pairs],
-            "target_shift": [t - x for t, x in zip(dataset.targets.cpu().tolist(), keys, strict=True)],
-            "first_anchor": [a for a, _ in pairs],
-            "key": keys,
-            "single_anchor_target": [x + SHIFTS[a] for x, (a, _) in zip(keys, pairs, strict=True)],
-            "target": dataset.targets.cpu().tolist(),
-        }
-    )
+    if not callable(names):  # a callable filter takes what runs, as TransformerLens' names_filter does
+        check_fired(store, [name for name, _ in captures], "masked_run (capturing activations)")
+    return MaskedRun(logits=logits, cache=make_cache(store, model), mask=mask)
 
 
 def _as_array(vectors: Tensor | np.ndarray) -> np.ndarray:

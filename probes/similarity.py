@@ -51,11 +51,10 @@ from torch import Tensor
 
 from interp_init.data import AnchorDataset
 from interp_init.tasks import ANCHORS, KEY_HIGH, KEY_LOW, N_KEY_POSITIONS, SEQ_LEN, SHIFTS, composite
-from probes._common import as_tokens, check_dataset, check_finite, check_index, check_int, check_layer, run_capturing
-from probes.protocol import HookedModel, require_hooks
+from probes._common import capture_hooks, check_finite, check_index, check_int, check_layer, resolve_names, run_hooked
+from probes.inputs import Inputs, as_inputs
+from probes.protocol import HookedModel, check_fired, check_model, require_hooks
 from probes.views import TableDisplay
-
-NAMED_POSITIONS = ("key", "first_anchor", "second_anchor", "last")
 
 
 @dataclass(frozen=True)
@@ -65,7 +64,8 @@ class SimilarityResult(TableDisplay):
     Attributes:
         similarity: ``[n, n]`` cosine similarities (float64).
         equal_target: ``[n, n]`` bool, True where the two inputs' targets are equal.
-        inputs: one row per input: ``key, a1, a2, key_position, target``.
+        inputs: one row per input: its labels (``label``, or a task's: ``key, a1, a2,
+            key_position, target`` for the anchor tasks) and the ``position`` read.
         score: :func:`block_score` of the two (NaN when the inputs have no off-diagonal
             cell of one kind, e.g. no two inputs with equal targets).
         name, position: the activation and the position the vectors came from.
@@ -171,29 +171,6 @@ def _score(similarity: Tensor, mask: Tensor) -> float:
     return block_score(similarity, mask)
 
 
-def _positions(dataset: AnchorDataset, position: str | int, n_pos: int) -> Int[Tensor, " n"]:
-    n = len(dataset)
-    if isinstance(position, str):
-        if position not in NAMED_POSITIONS:
-            raise ValueError(f"position must be an int in 0..{n_pos - 1} or one of {NAMED_POSITIONS}, got {position!r}")
-        if position == "last":
-            return torch.full((n,), n_pos - 1, dtype=torch.int64)
-        return dataset.key_positions.cpu() + NAMED_POSITIONS.index(position)
-    return torch.full((n,), check_index(position, n_pos, "position", f"position of the {n_pos}-token sequence"), dtype=torch.int64)
-
-
-def _inputs_frame(dataset: AnchorDataset, target: Tensor) -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "key": dataset.keys.cpu().tolist(),
-            "a1": dataset.anchor_pairs[:, 0].cpu().tolist(),
-            "a2": dataset.anchor_pairs[:, 1].cpu().tolist(),
-            "key_position": dataset.key_positions.cpu().tolist(),
-            "target": target.cpu().tolist(),
-        }
-    )
-
-
 def _anchor_pair(pair: object) -> tuple[int, int]:
     try:
         first, second = pair  # type: ignore[misc]
@@ -208,7 +185,7 @@ def _after_attention(model: HookedModel, layer: int) -> str:
     if getattr(model.cfg, "parallel_attn_mlp", False):
         raise ValueError(
             f"this model has no {name}, the residual stream between layer {layer}'s attention and MLP (attention and MLP run in parallel); "
-            f"compare another activation with cosine_similarity_matrix and equal_mask, e.g. blocks.{layer}.hook_resid_post"
+            f"compare another activation with activation_similarity, e.g. name=('resid_post', {layer})"
         )
     if getattr(model.cfg, "attn_only", False):
         return f"blocks.{layer}.hook_resid_post"  # no MLP: the block's output is resid_pre + attention
@@ -216,57 +193,132 @@ def _after_attention(model: HookedModel, layer: int) -> str:
     return name
 
 
-def _vectors_at(model: HookedModel, dataset: AnchorDataset, name: str, position: str | int) -> Float[Tensor, "n d"]:
-    tokens = as_tokens(dataset.tokens, model)
-    _, cache = run_capturing(model, tokens, [name])
-    acts = cache[name].cpu()
+def activation_similarity(
+    model: HookedModel,
+    tokens: Int[Tensor, "batch pos"] | Sequence | str | Inputs,
+    name: object,
+    labels: Sequence | Tensor | str | None = None,
+    position: str | int | Sequence[int] | Tensor = "last",
+    *,
+    attention_mask: Int[Tensor, "batch pos"] | None = None,
+) -> SimilarityResult:
+    """Cosine similarity across inputs of activation ``name`` at ``position``; equal cells: equal ``labels``.
+
+    ``tokens``: token ids, strings (with a tokenizer) or a task's samples (see
+    :func:`~probes.inputs.as_inputs`).  ``name``: one hook point, as a full name, a short
+    name with its layer (``("resid_post", 3)``) or a callable filter that picks one; a
+    ``[batch, pos, head, d_head]`` activation has its heads merged.  ``labels``: one per
+    input (or a label column of the inputs, e.g. ``"target"``); ``None`` leaves the mask
+    the diagonal and the score NaN.  ``position``: an int, one int per input, ``"last"``
+    (each input's last real token under ``attention_mask``) or a position name of a task's
+    samples.  The model runs only up to ``name`` (no later layer, no unembedding)."""
+    inputs = as_inputs(tokens, check_model(model), attention_mask=attention_mask)
+    found = resolve_names(name, model)
+    if len(found) != 1:
+        raise ValueError(f"name must pick one hook point, got {len(found)} ({found[:4]}{'...' if len(found) > 4 else ''}); give the layer, e.g. ('resid_post', 1)")
+    hook = found[0]
+    store: dict[str, Tensor] = {}
+    run_hooked(model, inputs, capture_hooks([hook], model, store), stop_after=hook)
+    check_fired(store, [hook], f"activation_similarity (capturing {hook})")
+    acts = store[hook].cpu()
     if acts.ndim == 4:  # [batch, pos, head, d_head]: merge heads
         acts = einops.rearrange(acts, "batch pos head d_head -> batch pos (head d_head)")
-    pos = _positions(dataset, position, tokens.shape[1])
+    pos = inputs.position(position)
     vectors = acts[torch.arange(len(pos)), pos]
-    check_finite(vectors, f"the activation {name}", " (check the model's weights with probes.weight_stable_ranks)")
-    return vectors
+    check_finite(vectors, f"the activation {hook}", " (check the model's weights with probes.weight_stable_ranks)")
+    sim = cosine_similarity_matrix(vectors)
+    values = inputs.label(labels)
+    frame = inputs.labels.copy()
+    if values is None:
+        mask = torch.eye(len(inputs), dtype=torch.bool)
+    else:
+        mask = equal_mask(values)
+        if not isinstance(labels, str):
+            frame["label"] = values
+    frame["position"] = pos.tolist()
+    shown = position if isinstance(position, (str, int)) else "per input"
+    return SimilarityResult(sim, mask, frame, _score(sim, mask), hook, shown)
 
 
-def residual_similarity(model: HookedModel, dataset: AnchorDataset, layer: int = 1, position: str | int = "last") -> SimilarityResult:
-    """(a) Similarity of ``blocks.{layer}.hook_resid_mid`` at ``position``; equal cells: equal composite f.
+def _anchor_labels(dataset: object, kind: str) -> list[int] | None:
+    """The anchor tasks' equal-target labels: f(x; a1, a2) for the residual stream, g(x; a1) for the values."""
+    if not isinstance(dataset, AnchorDataset):
+        return None
+    keys, a1, a2 = dataset.keys.cpu(), dataset.anchor_pairs[:, 0].cpu(), dataset.anchor_pairs[:, 1].cpu()
+    if kind == "residual":
+        return composite(keys, a1, a2).tolist()
+    return (keys + torch.tensor([SHIFTS.get(int(a), 0) for a in a1.tolist()], dtype=torch.int64)).tolist()
 
-    ``position``: an int or ``"key"``, ``"first_anchor"``, ``"second_anchor"``, ``"last"``.
-    An attention-only model has no MLP, so its stream after layer L's attention is
-    ``blocks.{layer}.hook_resid_post`` (the result's ``name``); a model whose attention
-    and MLP run in parallel has no such stream and is refused.
+
+def _with_target(result: SimilarityResult, labels: list[int] | None) -> SimilarityResult:
+    if labels is None:
+        return result
+    frame = result.inputs.drop(columns=["label"], errors="ignore").assign(target=labels)
+    return SimilarityResult(result.similarity, result.equal_target, frame, result.score, result.name, result.position)
+
+
+def residual_similarity(
+    model: HookedModel,
+    tokens: Int[Tensor, "batch pos"] | Sequence | str | Inputs,
+    labels: Sequence | Tensor | str | None = None,
+    layer: int | None = None,
+    position: str | int | Sequence[int] | Tensor = "last",
+    *,
+    attention_mask: Int[Tensor, "batch pos"] | None = None,
+) -> SimilarityResult:
+    """(a) Similarity of the residual stream after layer ``layer``'s attention (``blocks.{layer}.hook_resid_mid``).
+
+    :func:`activation_similarity` at that hook; ``layer`` defaults to the model's last.
+    An :class:`~interp_init.data.AnchorDataset` without ``labels`` is labelled by its
+    composite f(x; a1, a2) (NeurIPS Fig. 4a/b).  An attention-only model has no MLP, so
+    its stream after layer L's attention is ``blocks.{layer}.hook_resid_post`` (the
+    result's ``name``); a model whose attention and MLP run in parallel has no such
+    stream and is refused.
     """
-    dataset = check_dataset(dataset)
-    layer = check_layer(model, layer)
-    name = _after_attention(model, layer)
-    target = composite(dataset.keys.cpu(), dataset.anchor_pairs[:, 0].cpu(), dataset.anchor_pairs[:, 1].cpu())
-    sim = cosine_similarity_matrix(_vectors_at(model, dataset, name, position))
-    mask = equal_mask(target)
-    return SimilarityResult(sim, mask, _inputs_frame(dataset, target), _score(sim, mask), name, position)
+    check_model(model)
+    layer = check_layer(model, model.cfg.n_layers - 1 if layer is None else layer)
+    anchor = _anchor_labels(tokens, "residual") if labels is None else None
+    result = activation_similarity(model, tokens, _after_attention(model, layer), anchor if anchor is not None else labels, position, attention_mask=attention_mask)
+    return _with_target(result, anchor)
 
 
-def value_similarity(model: HookedModel, dataset: AnchorDataset, layer: int = 1, position: str | int = "first_anchor") -> SimilarityResult:
-    """(b) Similarity of ``blocks.{layer}.attn.hook_v`` (heads merged) at ``position``; equal cells: equal g(x; a1).
+def value_similarity(
+    model: HookedModel,
+    tokens: Int[Tensor, "batch pos"] | Sequence | str | Inputs,
+    labels: Sequence | Tensor | str | None = None,
+    layer: int | None = None,
+    position: str | int | Sequence[int] | Tensor | None = None,
+    *,
+    attention_mask: Int[Tensor, "batch pos"] | None = None,
+) -> SimilarityResult:
+    """(b) Similarity of ``blocks.{layer}.attn.hook_v`` (heads merged) at ``position``.
 
-    Attention is causal, so the value vector at the first anchor's position does not
-    depend on the second anchor: a grid with one second anchor, e.g.
-    ``input_grid(keys, [(a, 1) for a in (1, 2, 3, 4)])``, covers every (key, first anchor).
+    :func:`activation_similarity` at that hook; ``layer`` defaults to the model's last,
+    ``position`` to ``"last"``.  An :class:`~interp_init.data.AnchorDataset` without
+    ``labels`` is labelled by g(x; a1) at its ``"first_anchor"`` (NeurIPS Fig. 4c): with
+    causal attention the value vector there does not depend on the second anchor, so a
+    grid with one second anchor, e.g. ``input_grid(keys, [(a, 1) for a in (1, 2, 3, 4)])``,
+    covers every (key, first anchor).
     """
-    dataset = check_dataset(dataset)
-    layer = check_layer(model, layer)
+    check_model(model)
+    layer = check_layer(model, model.cfg.n_layers - 1 if layer is None else layer)
     name = f"blocks.{layer}.attn.hook_v"
     require_hooks(model, [name], "value_similarity")
-    shift = torch.tensor([SHIFTS.get(int(a), 0) for a in dataset.anchor_pairs[:, 0].cpu().tolist()], dtype=torch.int64)
-    target = dataset.keys.cpu() + shift
-    sim = cosine_similarity_matrix(_vectors_at(model, dataset, name, position))
-    mask = equal_mask(target)
-    return SimilarityResult(sim, mask, _inputs_frame(dataset, target), _score(sim, mask), name, position)
+    anchor = _anchor_labels(tokens, "value") if labels is None else None
+    if position is None:
+        position = "first_anchor" if isinstance(tokens, AnchorDataset) else "last"
+    result = activation_similarity(model, tokens, name, anchor if anchor is not None else labels, position, attention_mask=attention_mask)
+    return _with_target(result, anchor)
 
 
 def plot_similarity(result: SimilarityResult, title: str | None = None) -> go.Figure:
     """Heatmap of ``result.similarity`` with the off-diagonal equal-target cells outlined."""
     frame = result.inputs
-    labels = [f"x={k} ({a},{b}) #{i}" for i, (k, a, b) in enumerate(zip(frame["key"], frame["a1"], frame["a2"], strict=True))]
+    if {"key", "a1", "a2"} <= set(frame.columns):
+        labels = [f"x={k} ({a},{b}) #{i}" for i, (k, a, b) in enumerate(zip(frame["key"], frame["a1"], frame["a2"], strict=True))]
+    else:
+        named = frame["label"] if "label" in frame.columns else frame["target"] if "target" in frame.columns else [""] * len(frame)
+        labels = [f"{label} #{i}" for i, label in enumerate(named)]
     fig = go.Figure(go.Heatmap(z=result.similarity.numpy(), x=labels, y=labels, zmin=-1, zmax=1, colorscale="RdBu_r", colorbar={"title": "cosine"}))
     rows, cols = torch.nonzero(result.equal_target & ~torch.eye(len(labels), dtype=torch.bool), as_tuple=True)
     fig.add_trace(

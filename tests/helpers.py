@@ -44,3 +44,10 @@ def foreign_model(n_layers: int = 2, d_model: int = 16, n_heads: int = 2, d_head
 def n_hooks(model: HookedTransformer) -> int:
     """How many hooks are attached to ``model``'s hook points (0 after every probe call)."""
     return sum(len(hp.fwd_hooks) + len(hp.bwd_hooks) + len(hp._forward_hooks) for hp in model.hook_points())
+
+
+def read_metrics(run_dir: str | Path) -> dict | None:
+    """A run folder's ``metrics.json`` as written (validated), for tests that check the raw file."""
+    from interp_init.runfolder import RunFolder
+
+    return RunFolder(run_dir).read_metrics()

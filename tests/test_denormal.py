@@ -6,7 +6,7 @@ import torch
 
 from training import make_run_config, train
 from training.ensemble import train_ensemble
-from training.fast import flush_denormals, last_position_logits
+from training.step import flush_denormals, last_position_logits
 
 SUBNORMAL = 1e-39  # below fp32's smallest normal number, 1.18e-38
 

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import read_metrics
 
 from interp_init import load_model
-from training import make_run_config, read_metrics, train
+from training import make_run_config, train
 from training.ensemble import VmapStep, check_ensemble, train_ensemble
 
 SMALL = dict(n_train=768, n_test=200, eval_samples=200, epochs=3, batch_size=256)
@@ -27,7 +28,7 @@ def _cfgs():
 def _assert_same_run(a, b, atol: float = 2e-5) -> None:
     for (name, pa), pb in zip(a.model.named_parameters(), b.model.parameters()):
         if name.endswith("b_K"):
-            continue  # its true gradient is 0; Adam amplifies rounding noise (tests/test_fast.py)
+            continue  # its true gradient is 0; Adam amplifies rounding noise (tests/test_step.py)
         torch.testing.assert_close(pa, pb, rtol=1e-4, atol=atol, msg=name)
     ha, hb = a.metrics["history"], b.metrics["history"]
     assert [h["epoch"] for h in ha] == [h["epoch"] for h in hb]
@@ -162,7 +163,7 @@ def test_a_deadline_stops_an_ensemble_and_the_same_call_resumes_it(tmp_path: Pat
 
 
 def test_a_custom_logits_fn_is_the_one_the_vectorized_step_runs(tmp_path: Path) -> None:
-    from training.fast import last_position_logits
+    from training.step import last_position_logits
 
     calls = {"n": 0}
 

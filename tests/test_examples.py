@@ -1,5 +1,5 @@
 """Every walkthrough in examples/ runs at the ``tiny`` preset, as a script with argv,
-prints its table and writes its report; every option the README claims for the
+prints its table and writes its report; every option docs/examples.md claims for the
 walkthroughs parses in every one of them."""
 
 from __future__ import annotations
@@ -44,8 +44,9 @@ def run_script(path: Path, args: list[str], monkeypatch: pytest.MonkeyPatch) -> 
 
 #: Walkthroughs run by other test modules: the phase sweeps (tests/test_phase.py), the
 #: probes walkthrough (tests/test_probes_api.py), the custom architecture
-#: (tests/test_architectures.py) and the custom task (tests/test_user_task.py).
-ELSEWHERE = {"phase_neurips_fig2.py", "phase_journal_fig3.py", "phase_complexity.py", "probes_walkthrough.py", "custom_architecture.py", "custom_task.py"}
+#: (tests/test_architectures.py) and the custom task (tests/test_user_task.py); and the
+#: probes on a model of one's own, which writes no report (test_own_model_walkthrough below).
+ELSEWHERE = {"phase_neurips_fig2.py", "phase_journal_fig3.py", "phase_complexity.py", "probes_walkthrough.py", "custom_architecture.py", "custom_task.py", "own_model.py"}
 
 
 def test_every_example_is_covered() -> None:
@@ -69,11 +70,20 @@ def test_walkthrough_runs_at_tiny_scale(script: str, out: Path, monkeypatch: pyt
     assert page.startswith("<!DOCTYPE html>") and page.count("Plotly.newPlot(") > 8
 
 
+def test_own_model_walkthrough(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stdout = run_script(EXAMPLES / "own_model.py", ["--preset", "tiny", "--out", str(tmp_path), "--seed", "1", "--device", "cpu"], monkeypatch)
+    table = pd.read_csv(tmp_path / "own_model.csv")
+    assert (tmp_path / "own_model_flow.html").is_file() and "same-topic block score" in stdout
+    row = table.iloc[0]
+    assert row["accuracy"] > 0.9 and row["accuracy, topic masked"] < 0.5  # the model reads the topic, and only there
+    assert row["same-topic block score"] > 0 and 1 <= row["W_Q stable rank, layer 0"] <= 64
+
+
 def readme_walkthrough_options() -> dict[str, list[str]]:
-    """The options the README says every walkthrough takes: ``{"--preset": ["tiny", "cpu", "paper"], ...}``."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    """The options docs/examples.md says every walkthrough takes: ``{"--preset": ["tiny", "cpu", "paper"], ...}``."""
+    readme = (ROOT / "docs" / "examples.md").read_text(encoding="utf-8")
     claim = re.search(r"Every walkthrough in `examples/` takes (.*?)\.\s", readme, re.S)
-    assert claim, "the README no longer says which options every walkthrough takes"
+    assert claim, "docs/examples.md no longer says which options every walkthrough takes"
     options = {name: values.split("|") for name, values in re.findall(r"`(--[a-z-]+) ([^`]+)`", claim.group(1))}
     assert set(options) == {"--preset", "--out", "--seed", "--device"}, options
     return options
@@ -91,8 +101,8 @@ def parsed(script: str, args: list[str]) -> dict:
 FIGURE_WALKTHROUGHS = sorted(p.name for p in EXAMPLES.glob("*.py") if not p.name.startswith("custom_"))
 
 
-def test_the_walkthroughs_are_the_ones_the_readme_lists() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+def test_the_walkthroughs_are_the_ones_the_docs_list() -> None:
+    readme = (ROOT / "docs" / "examples.md").read_text(encoding="utf-8")
     listed = readme.split("Every walkthrough in `examples/`", 1)[1].split("\n\n", 1)[0]
     assert set(FIGURE_WALKTHROUGHS) == set(re.findall(r"`(\w+\.py)`", listed)) - {"custom_*.py"}
 

@@ -20,7 +20,7 @@ from safetensors.torch import load_file
 
 from training import make_run_config
 from training.ensemble import train_ensemble
-from training.fast import last_position_logits
+from training.step import last_position_logits
 from training.loop import train
 
 TINY = ["--scale", "tiny", "--device", "cpu", "--seeds", "0", "--epochs", "2", "--threads", "1"]

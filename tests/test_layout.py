@@ -84,10 +84,8 @@ def test_no_module_shares_its_name_with_a_public_name_of_its_package(package: st
     assert submodules & set(module.__all__) == set()
 
 
-def test_the_readme_describes_the_layout_the_code_has() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## How the code is laid out") :]
-    section = section[: section.index("\n## ", 3)]
+def test_the_docs_describe_the_layout_the_code_has() -> None:
+    section = (ROOT / "docs" / "layout.md").read_text(encoding="utf-8")
     for package in PACKAGES:
         assert f"`{package}`" in section, package
     for module in ("interp_init/runfolder.py", "training/cli.py"):
@@ -174,3 +172,90 @@ def test_the_task_name_check_sees_a_branch(tmp_path: Path) -> None:
         assert task_name_literals(module) == ["tests/_layout_probe_tmp.py:3 'id-ood'"]
     finally:
         module.unlink()
+
+
+# ------------------------------------------------------------------ no import circle
+
+
+def _module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    return isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+
+
+def _import_edges(path: Path, known: set[str]) -> set[str]:
+    """The project modules ``path`` imports anywhere (functions included; ``if TYPE_CHECKING``
+    blocks left out: they never run), each ``from P import name`` resolved to ``P.name``
+    where that is a module."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and _is_type_checking(node) for b in node.body for n in ast.walk(b)}
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name in known}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                found.add(full if full in known else node.module)
+    return found & known
+
+
+def import_cycles(root: Path, packages: tuple[str, ...] = PACKAGES) -> list[list[str]]:
+    """Every import circle among the modules of ``packages`` under ``root`` (Tarjan's
+    strongly connected components of more than one module, or a module importing itself)."""
+    paths = {_module_name(p, root): p for package in packages for p in (root / package).rglob("*.py")}
+    graph = {name: _import_edges(path, set(paths)) - {name} for name, path in paths.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for name in sorted(graph):
+        if name not in index:
+            visit(name)
+    return cycles
+
+
+def test_no_import_circle_in_the_packages_function_level_imports_included() -> None:
+    assert import_cycles(ROOT) == []
+
+
+def test_the_circle_check_sees_a_function_level_import(tmp_path: Path) -> None:
+    package = tmp_path / "training"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from training.b import g\n")
+    (package / "b.py").write_text("def g():\n    from training.a import f  # planted: only inside a function\n")
+    assert import_cycles(tmp_path, ("training",)) == [["training.a", "training.b"]]
+    (package / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from training.a import f\n")
+    assert import_cycles(tmp_path, ("training",)) == []
+
+
+def test_the_layout_table_names_every_module() -> None:
+    section = (ROOT / "docs" / "layout.md").read_text(encoding="utf-8")
+    missing = [p.relative_to(ROOT).as_posix() for p in _modules() if p.name != "__init__.py" and f"`{p.name}`" not in section]
+    assert missing == [], f"docs/layout.md's table does not name {missing}"

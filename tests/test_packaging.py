@@ -85,6 +85,18 @@ def test_changelog_starts_at_the_current_version() -> None:
     assert first and first.group(1) in ("Unreleased", version("interp-init"))
 
 
+def test_changelog_has_a_dated_section_per_version_newest_first() -> None:
+    changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    sections = re.findall(r"^## \[([^\]]+)\](.*)$", changelog, re.M)
+    released = [(Version(name), rest) for name, rest in sections if name != "Unreleased"]
+    assert [name for name, _ in sections if name == "Unreleased"] in ([], [sections[0][0]]), "Unreleased comes first, once"
+    for number, rest in released:
+        assert re.fullmatch(r" - \d{4}-\d{2}-\d{2}", rest), f"## [{number}] has no date (## [{number}] - YYYY-MM-DD)"
+    dates = [rest for _, rest in released]
+    assert [n for n, _ in released] == sorted((n for n, _ in released), reverse=True) and dates == sorted(dates, reverse=True)
+    assert Version(PYPROJECT["project"]["version"]) in [n for n, _ in released], "the current version has no section"
+
+
 def _floor(requirements: list[str], name: str) -> Version:
     for text in requirements:
         requirement = Requirement(text)

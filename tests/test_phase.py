@@ -28,7 +28,8 @@ from training.phase import (
     supported_figures,
     write_html,
 )
-from training.sweep import SweepOptions, SweepSpec, load_preset, pair_column, run_sweep
+from training.sweep import SweepOptions, SweepSpec, load_preset, run_sweep
+from training.sweep.results import pair_column
 
 NAN = math.nan
 

@@ -11,12 +11,17 @@ import pytest
 import torch
 from scipy.stats import beta
 
+from interp_init.runfolder import RunStatus
+from interp_init.task import read_run_metrics
 from training.cli import main
 from training.config import RunConfig, make_run_config
+from training.phase.diagram import protocol_table
 from training.population import Population, RegimeResult, SeedRow, exact_interval
-from training.population_runs import PopulationPlan
-from training.protocol import PROTOCOL_TEXT, Pick, RunRecord, pick_paper, pick_strict, protocol_table
-from training.reproduce import REGIME_NAMES, REPRODUCE_TASKS, reproduce
+from training.records import RunRecord
+from training.regimes import REGIME_NAMES, REPRODUCE_TASKS
+from training.reproduce import reproduce
+from training.selection import PROTOCOL_TEXT, Pick, pick_paper, pick_strict
+from training.study import PopulationPlan
 
 # ---------------------------------------------------------------- the interval
 
@@ -47,7 +52,9 @@ def _record(epoch: int, id_acc: float, inf: float, sym: float) -> dict:
 
 
 def _run(lr: float, history: list[dict], status: str = "completed") -> RunRecord:
-    return RunRecord(Path(f"lr{lr}"), "symmetric", lr, status, history[-1], history)
+    cfg = make_run_config("tiny", task="symmetric", lr=lr)
+    metrics = read_run_metrics(cfg.data.make_task(), {"status": status, "final": history[-1], "history": history})
+    return RunRecord(Path(f"lr{lr}"), cfg, RunStatus(status), metrics, final_epoch=history[-1]["epoch"])
 
 
 def _histories() -> list[RunRecord]:
@@ -123,13 +130,13 @@ def test_plan_validation() -> None:
 
 def test_plan_layout_puts_a_seed_where_reproduce_seed_puts_it(tmp_path: Path) -> None:
     plan = PopulationPlan("tiny", (4, 5), protocol="paper", lrs=(1e-3, 2e-3))
-    jobs = plan.jobs(tmp_path)
+    jobs = plan.runs(tmp_path)
     assert len(jobs) == 2 * 2 * 2 * 2
     base = {j.run_dir for j in jobs if j.lr == 1e-3}  # the tiny preset's own lr: the plain folder
     assert tmp_path / "seed-4" / "symmetric" / "small-init" in base
     assert tmp_path / "seed-5" / "id-ood" / "large-init__lr=0.002" in {j.run_dir for j in jobs}
     job = next(j for j in jobs if j.run_dir == tmp_path / "seed-4" / "symmetric" / "small-init")
-    from training.reproduce import regime_config
+    from training.regimes import regime_config
 
     assert job.config == regime_config("tiny", "small-init", "symmetric", 4)
 
@@ -170,7 +177,7 @@ def test_reproduce_seeds_rerun_resumes_and_one_seed_is_a_plain_reproduction(popu
     assert json.loads((population_out / "summary.json").read_text())["population"] == summary["population"]
     # `reproduce --seed 2 --out DIR/seed-2` finds its four runs done, and agrees with DIR/seed-2/summary.json
     single = reproduce("tiny", 2, population_out / "seed-2", device="cpu", progress=False, workers=1)
-    assert json.loads(json.dumps(single)) == json.loads((population_out / "seed-2" / "summary.json").read_text())
+    assert json.loads(json.dumps(single.to_dict())) == json.loads((population_out / "seed-2" / "summary.json").read_text())
     assert {p: p.stat().st_mtime_ns for p in weights} == before
 
 
@@ -221,9 +228,8 @@ def test_reproduce_population_bad_input(tmp_path: Path, capsys: pytest.CaptureFi
 def test_single_seed_says_it_is_one_draw(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     import training.reproduce as rep
 
-    fake = {t: {r: {"gamma": 0.5, "id_acc": 0.95, "heldout_inferential": 0.9, "heldout_symmetric": 0.9, "ood_acc": 0.6 if r == "small-init" else 0.1,
-                    "commutativity": 1.0, "status": "completed", "run_dir": str(tmp_path)} for r in REGIME_NAMES} for t in REPRODUCE_TASKS}  # fmt: skip
-    monkeypatch.setattr(rep, "reproduce", lambda *a, **k: fake)
+    fake = Population("tiny", "strict", (_seed_row(5, 0.9, 0.9, 0.6, 0.1),))
+    monkeypatch.setattr(rep, "_train", lambda *a, **k: (fake, []))
     monkeypatch.setattr("training.report.write_report", lambda dirs, path: path)
     assert main(["reproduce", "--preset", "tiny", "--seed", "5", "--out", str(tmp_path), "--quiet"]) == 0
     out = capsys.readouterr().out
@@ -340,20 +346,21 @@ def test_the_gpu_path_trains_each_tasks_runs_as_one_ensemble(tmp_path: Path, mon
     """On a GPU a population trains as ensembles of same-shape runs; the same path on the CPU
     here: one ensemble per task (its regimes and seeds), folders a rerun reads."""
     import training.ensemble as ens
-    from training.population_runs import read_population, train_jobs
+    from training.launch import EnsembleLauncher
+    from training.study import run_study
 
     sizes = []
     real = ens.train_ensemble
     monkeypatch.setattr(ens, "train_ensemble", lambda cfgs, dirs, **kw: sizes.append(len(cfgs)) or real(cfgs, dirs, **kw))
     plan = PopulationPlan("tiny", (1, 2))
     jobs = plan.jobs(tmp_path)
-    assert train_jobs(jobs, device="cpu", progress=False, ensemble=True) == {}
+    assert {r.status for r in run_study(jobs, tmp_path, EnsembleLauncher(device="cpu"))} == {"completed"}
     assert sizes == [4, 4]  # symmetric (neurips model) and id-ood (journal model): 2 regimes x 2 seeds each
-    population = read_population(plan, tmp_path)
+    population = plan.read(tmp_path)
     assert all(r.status == "completed" for row in population.rows for r in row.results)
     weights = {p: p.stat().st_mtime_ns for p in tmp_path.glob("seed-*/*/*/model.safetensors")}
     assert len(weights) == 8
-    assert train_jobs(jobs, device="cpu", progress=False, ensemble=True) == {}
+    assert {r.status for r in run_study(jobs, tmp_path, EnsembleLauncher(device="cpu"))} == {"completed"}
     assert {p: p.stat().st_mtime_ns for p in weights} == weights
 
 
@@ -376,9 +383,9 @@ def test_report_parts_say_one_draw_outside_a_population(population_out: Path, tm
 
 
 def test_a_population_takes_the_tasks_it_is_given(tmp_path: Path) -> None:
-    from training.population_runs import population_plan
+    from training.reproduce import population_spec
 
-    plan = population_plan("tiny", "1,2", "strict", None, "both", None, "fp32", ("symmetric",))
-    assert {j.task for j in plan.jobs(tmp_path)} == {"symmetric"} and len(plan.jobs(tmp_path)) == 4
+    plan = population_spec("tiny", "1,2", "strict", None, "both", None, "fp32", ("symmetric",))
+    assert {j.task for j in plan.runs(tmp_path)} == {"symmetric"} and len(plan.jobs(tmp_path)) == 4
     with pytest.raises(ValueError, match="no small-init / large-init flip"):
         PopulationPlan("tiny", (1,), tasks=("complexity",))

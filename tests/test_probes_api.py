@@ -13,7 +13,7 @@ import probes
 from interp_init import quiet_deprecation
 from training import make_dataset
 
-MODULES = ["probes.masking", "probes.flow", "probes.similarity", "probes.geometry", "probes.rank"]
+MODULES = ["probes.masking", "probes.flow", "probes.similarity", "probes.geometry", "probes.rank", "probes.inputs", "probes.anchors"]
 from helpers import foreign_model, n_hooks
 
 
@@ -28,6 +28,8 @@ def test_module_docstring_examples_run(name):
 def test_public_api_is_exported():
     for name in probes.__all__:
         assert callable(getattr(probes, name)), name
+        doc = getattr(probes, name).__doc__ or ""
+        assert doc.strip() and not doc.startswith(f"{name}("), f"{name} has no docstring of its own"
     for kept in ["merged_weight", "singular_values", "stable_rank", "weight_matrices", "weight_stable_ranks"]:
         assert kept in probes.__all__
 
@@ -72,7 +74,7 @@ def _broken(model: HookedTransformer, monkeypatch) -> None:
     def boom(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(model.blocks[1].mlp, "forward", boom)
+    monkeypatch.setattr(model.blocks[0].mlp, "forward", boom)  # every probe runs block 0
 
 
 @pytest.mark.parametrize(
@@ -130,3 +132,16 @@ def test_results_print_and_display_as_tables(tmp_path):
             assert fragment in text, (name, fragment, text)
     condensed = results["Condensation"][0].table()
     assert condensed["size"].tolist() == [2, 1] and condensed["mean similarity within"].iloc[0] == pytest.approx(2 / 2.0024984, abs=1e-6)
+
+
+def test_the_probe_benchmark_prints_its_ratios_at_a_toy_size():
+    from click.testing import CliRunner
+    from helpers import load_script
+
+    bench = load_script("benchmarks/bench_probes.py")
+    args = ["--layers", "2", "--d-model", "32", "--heads", "2", "--vocab", "60", "--seq", "8", "--batch", "3"]
+    result = CliRunner().invoke(bench.main, args)
+    assert result.exit_code == 0, result.output
+    for name in ("masked_run", "information_flow", "residual_similarity", "weight_stable_ranks", "circuit_stable_ranks", "plot_condensation", "attention_html", "top_paths"):
+        assert name in result.output, name
+    assert result.output.count("| ") >= 10 * 7

@@ -109,7 +109,7 @@ def test_attention_html_is_offline(model, tokens, tmp_path):
     saved = path.read_text(encoding="utf-8")
     assert saved.startswith("<!DOCTYPE html>") and view.html().startswith("<!DOCTYPE html>")
     assert str(view) == "CircuitView AttentionHeads 'Attention patterns' (6 heads, 9 tokens): .save(path) writes the page, .html() returns it"
-    assert not re.search(r"<script[^>]*\bsrc\s*=\s*[\"']?https?://", saved, flags=re.I)
+    assert not re.search(r"<script[^>]*\bsrc\s*=\s*[\"']?https?://", saved, flags=re.IGNORECASE)
     assert not re.search(r"""\bfrom\s*["']https?://""", saved)  # no ES-module import from a CDN
     assert saved.count("data-circuitsvis-bundle") == 1 and "var CircuitsVis=" in saved
     assert "CircuitsVis.render(" in saved and "L1H2" in saved
@@ -124,7 +124,7 @@ def test_the_view_carries_the_patterns(model, tokens):
     view = attention_html(model, tokens[0])
     _, cache = model.run_with_cache(tokens[:1])
     patterns = torch.stack([cache["pattern", layer][0] for layer in range(2)]).reshape(6, 9, 9)
-    np.testing.assert_allclose(view.props["attention"], patterns.numpy(), atol=1e-6)
+    np.testing.assert_allclose(view.props["attention"], patterns.numpy(), atol=5e-5)  # the page rounds to 4 decimals
     assert view.props["attentionHeadNames"] == [f"L{l}H{h}" for l in range(2) for h in range(3)]
     assert view.props["tokens"] == token_labels(tokens[0])
 
@@ -142,7 +142,7 @@ def test_a_notebook_gets_the_bundle_once(model, tokens, monkeypatch):
     outputs = [first._repr_html_(), second._repr_html_(), first._repr_html_()]
     assert [o.count("data-circuitsvis-bundle") for o in outputs] == [1, 0, 0]
     assert all("window.CircuitsVis.render(" in o for o in outputs)
-    assert not any(re.search(r"<script[^>]*\bsrc\s*=|\bfrom\s*[\"']https?://", o, flags=re.I) for o in outputs)  # nothing fetched
+    assert not any(re.search(r"<script[^>]*\bsrc\s*=|\bfrom\s*[\"']https?://", o, flags=re.IGNORECASE) for o in outputs)  # nothing fetched
     CircuitView.bundle_again()
     assert attention_html(model, tokens[2])._repr_html_().count("data-circuitsvis-bundle") == 1
     monkeypatch.setattr(probes.views, "_notebook_shell", lambda: FakeShell())  # another notebook

@@ -89,7 +89,6 @@ def test_renormalized_mask_removes_the_token_from_the_last_position(model, token
 def test_source_position_formats():
     expected = torch.zeros(3, 9, dtype=torch.bool)
     expected[0, 1] = expected[1, 2] = expected[2, 2] = True
-    assert torch.equal(source_mask([1, 2, 2], 3, 9), expected)
     assert torch.equal(source_mask(torch.tensor([1, 2, 2]), 3, 9), expected)
     assert torch.equal(source_mask(np.array([1, 2, 2]), 3, 9), expected)
     assert torch.equal(source_mask([[1], [2], [2]], 3, 9), expected)
@@ -97,6 +96,8 @@ def test_source_position_formats():
     assert torch.equal(source_mask([[1, 5], [2], [2]], 3, 9), expected)
     assert torch.equal(source_mask(torch.tensor([[1, 5], [2, 2], [2, 2]]), 3, 9), expected)
     assert torch.equal(source_mask(4, 3, 9), torch.zeros(3, 9, dtype=torch.bool).index_fill_(1, torch.tensor([4]), True))
+    same = torch.zeros(3, 9, dtype=torch.bool).index_fill_(1, torch.tensor([2, 3]), True)
+    assert torch.equal(source_mask([2, 3], 3, 9), same) and torch.equal(source_mask([2, 3], 5, 9)[4], same[0])  # a flat list: every sample, any batch
 
 
 @pytest.mark.parametrize(
@@ -104,7 +105,7 @@ def test_source_position_formats():
     [
         ({"source_positions": 9}, "source_positions=9"),
         ({"source_positions": -1}, "source_positions=-1"),
-        ({"source_positions": [1, 2]}, "one entry per sample"),
+        ({"source_positions": [[1], [2]]}, "one list per sample"),
         ({"source_positions": torch.zeros(2, dtype=torch.long)}, r"\[batch=5\]"),
         ({"source_positions": 1, "layers": 2}, "layers=2"),
         ({"source_positions": 1, "heads": [0, 2]}, "heads=2"),

@@ -148,7 +148,7 @@ def test_masking_a_source_in_every_layer_equals_zeroing_its_value_vectors(kind: 
     model, data = kind_model(kind), anchor_data()
     rows, sources = torch.arange(len(data)), data.key_positions + offset
 
-    def zero_source(v: torch.Tensor, hook) -> torch.Tensor:  # noqa: ANN001
+    def zero_source(v: torch.Tensor, hook) -> torch.Tensor:
         v = v.clone()
         v[rows, sources] = 0.0
         return v
@@ -209,9 +209,9 @@ def test_weight_ranks_spectra_and_condensation_match_numpy(kind: str) -> None:
     for row in frame.itertuples():
         layer = None if pd.isna(row.layer) else int(row.layer)
         s = np.linalg.svd(_merged_by_hand(model, layer, row.name).astype(np.float64), compute_uv=False)
-        assert row.stable_rank == pytest.approx(float((s**2).sum() / s[0] ** 2), rel=1e-9)
+        assert row.stable_rank == pytest.approx(float((s**2).sum() / s[0] ** 2), rel=1e-5)  # float32 (probes.rank's tolerance)
         label = row.name if layer is None else f"L{layer} {row.name}"
-        np.testing.assert_allclose(spectra.loc[spectra["matrix"] == label, "singular_value"].to_numpy(), s, rtol=1e-9)
+        np.testing.assert_allclose(spectra.loc[spectra["matrix"] == label, "singular_value"].to_numpy(), s, rtol=1e-5, atol=1e-6 * s[0])
     w_q = _merged_by_hand(model, 0, "W_Q").T.astype(np.float64)  # one query neuron per row
     unit = w_q / np.linalg.norm(w_q, axis=1, keepdims=True)
     result = condensation(merged_weight(model, "W_Q", 0).T)
@@ -222,7 +222,7 @@ def test_weight_ranks_spectra_and_condensation_match_numpy(kind: str) -> None:
 @pytest.mark.parametrize("kind", KINDS)
 def test_embedding_pca_matches_the_covariance_eigenvalues(kind: str) -> None:
     model = kind_model(kind)
-    result = embedding_pca(model)
+    result = embedding_pca(model, tokens=range(20, 100))
     embeddings = model.W_E.detach().double().numpy()[20:100]
     eigenvalues = np.sort(np.linalg.eigvalsh(np.cov(embeddings, rowvar=False)))[::-1]
     np.testing.assert_allclose(result.eigenvalues, eigenvalues.clip(min=0.0), atol=1e-12)
@@ -230,8 +230,8 @@ def test_embedding_pca_matches_the_covariance_eigenvalues(kind: str) -> None:
 
 
 ONE_LAYER_ONLY = [
-    ("residual_similarity", lambda m: residual_similarity(m, grid()), r"layer=1 is not a layer of this 1-layer model: use 0\.\.0"),
-    ("value_similarity", lambda m: value_similarity(m, grid()), r"layer=1 is not a layer of this 1-layer model: use 0\.\.0"),
+    ("residual_similarity", lambda m: residual_similarity(m, grid(), layer=1), r"layer=1 is not a layer of this 1-layer model: use 0\.\.0"),
+    ("value_similarity", lambda m: value_similarity(m, grid(), layer=1), r"layer=1 is not a layer of this 1-layer model: use 0\.\.0"),
     ("masked_run", lambda m: masked_run(m, anchor_data().tokens, 2, layers=1), r"layers=1 is not a layer of this 1-layer model: use 0\.\.0"),
     ("mask_key", lambda m: mask_key(m, anchor_data(), layers=[0, 1]), r"layers=1 is not a layer of this 1-layer model: use 0\.\.0"),
     ("merged_weight", lambda m: merged_weight(m, "W_Q", 1), r"layer must be an integer in 0\.\.0 for W_Q, got 1"),
@@ -252,7 +252,7 @@ def test_asking_a_one_layer_model_for_its_second_layer_names_the_valid_range(pro
 
 def test_models_without_a_stream_between_attention_and_mlp() -> None:
     parallel = foreign_model(parallel_attn_mlp=True)
-    with pytest.raises(ValueError, match=r"no blocks\.1\.hook_resid_mid.*in parallel.*cosine_similarity_matrix"):
+    with pytest.raises(ValueError, match=r"no blocks\.1\.hook_resid_mid.*in parallel.*activation_similarity"):
         residual_similarity(parallel, grid())
     with pytest.raises(ValueError, match=r"unknown hook name.*'blocks\.0\.hook_resid_p"):  # suggests names the model has
         masked_run(kind_model("attn_only"), anchor_data().tokens, 2, names=["blocks.0.hook_resid_mid"])
@@ -276,7 +276,7 @@ def test_models_that_cannot_read_anchor_inputs_are_refused(overrides: dict, mess
         probe(foreign_model(**overrides), anchor_data())
 
 
-@pytest.mark.parametrize("probe", [mask_key, mask_second_anchor, residual_similarity, value_similarity, candidate_labelings], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("probe", [mask_key, mask_second_anchor, candidate_labelings], ids=lambda f: f.__name__)
 def test_raw_tokens_where_an_anchor_dataset_is_needed_are_refused(probe) -> None:
     args = (anchor_data().tokens,) if probe is candidate_labelings else (kind_model("standard"), anchor_data().tokens)
     with pytest.raises(ValueError, match="must be an AnchorDataset .*make_dataset or probes.input_grid"):
@@ -297,7 +297,7 @@ ACCEPTED = [
     ("query tensor", lambda: top_paths(_edges(), query=torch.tensor(7))["score"], lambda: top_paths(_edges(), query=7)["score"]),
     ("head numpy", lambda: top_paths(_edges(), head=np.int64(1))["score"], lambda: top_paths(_edges(), head=1)["score"]),
     ("top numpy", lambda: top_paths(_edges(), top=np.int64(2))["score"], lambda: top_paths(_edges(), top=2)["score"]),
-    ("tokens array", lambda: embedding_pca(kind_model("standard"), np.arange(20, 100)).eigenvalues, lambda: embedding_pca(kind_model("standard")).eigenvalues),
+    ("tokens array", lambda: embedding_pca(kind_model("standard"), np.arange(20, 100)).eigenvalues, lambda: embedding_pca(kind_model("standard"), range(20, 100)).eigenvalues),
     ("keys tensor", lambda: input_grid(torch.arange(30, 33), [(1, 2)]).tokens, lambda: input_grid(range(30, 33), [(1, 2)]).tokens),
     ("pairs arrays", lambda: input_grid(range(30, 33), [np.array([1, 2])]).tokens, lambda: input_grid(range(30, 33), [(1, 2)]).tokens),
 ]
@@ -313,8 +313,8 @@ def test_integer_like_arguments_are_their_integer(given, plain) -> None:
 
 
 REFUSED = [
-    ("top float", lambda: top_paths(_edges(), top=2.5), r"top \(how many paths to keep; None for all\) must be an integer >= 0, got 2\.5"),
-    ("top negative", lambda: top_paths(_edges(), top=-1), r"top .* must be an integer >= 0, got -1"),
+    ("top float", lambda: top_paths(_edges(), top=2.5), r"top \(how many paths to keep; None for all\) must be an integer >= 1, got 2\.5"),
+    ("top negative", lambda: top_paths(_edges(), top=-1), r"top .* must be an integer >= 1, got -1"),
     ("max_paths float", lambda: top_paths(_edges(), max_paths=1.5), "max_paths must be an integer >= 1"),
     ("threshold string", lambda: top_paths(_edges(), threshold="0.1"), "threshold must be a finite weight >= 0, got '0.1'"),
     ("head float", lambda: top_paths(_edges(), head=0.5), "head must be a head index or 'sum', got 0.5"),
@@ -343,7 +343,7 @@ def test_other_arguments_are_refused_naming_them(call, message: str) -> None:
 
 def test_names_none_captures_nothing() -> None:
     run = masked_run(kind_model("standard"), anchor_data().tokens, 2, names=None)
-    assert run.cache == {}
+    assert list(run.cache) == []
 
 
 # --- non-finite inputs ----------------------------------------------------------------------
@@ -375,8 +375,8 @@ DIVERGED = [
     ("embedding_pca", lambda m: embedding_pca(m), r"in W_E \(the token embeddings\)"),
     ("residual_similarity", lambda m: residual_similarity(m, grid()), r"in the activation blocks\.1\.hook_resid_mid"),
     ("value_similarity", lambda m: value_similarity(m, grid()), r"in the activation blocks\.1\.attn\.hook_v"),
-    ("information_flow", lambda m: information_flow(m, grid().tokens), "in the model's logits on these tokens"),
-    ("attention_html", lambda m: attention_html(m, grid().tokens[0]), "in the model's logits on these tokens"),
+    ("information_flow", lambda m: information_flow(m, grid().tokens), "in the model's last residual stream on these tokens"),
+    ("attention_html", lambda m: attention_html(m, grid().tokens[0]), "in the model's last residual stream on these tokens"),
     ("weight_stable_ranks", lambda m: weight_stable_ranks(m), "NaN or infinite entries"),
     ("singular_value_spectra", lambda m: singular_value_spectra(m), "NaN or infinite entries"),
 ]

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import read_metrics
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from safetensors.torch import load_file
 
 from interp_init import InitConfig, ModelConfig, build_model, load_model, save_weights
-from training import make_run_config, read_metrics, train
+from training import make_run_config, train
 
 _CLI = [sys.executable, "-c", "import sys; from training.cli import main; sys.exit(main())"]
 _KILL_ARGS = ["train", "--preset", "tiny", "--epochs", "12", "--n-train", "3000", "--cosine-epochs", "11", "--quiet"]

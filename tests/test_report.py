@@ -17,21 +17,16 @@ import plotly.offline
 import pytest
 import torch
 
+from interp_init.anchor_tasks import balanced_inputs
 from interp_init.tasks import SHIFTS, composite, task_spec
 from training.cli import main
 from training.config import make_run_config
 from training.loop import train
-from training.report import (
-    ReportConfig,
-    StaticExportUnavailable,
-    accuracy_table,
-    balanced_inputs,
-    circuitsvis_view,
-    find_run_dirs,
-    load_runs,
-    static_export_problem,
-    write_images,
-)
+from training.report import ReportConfig, StaticExportUnavailable, load_runs, write_images
+from training.report.images import static_export_problem
+from training.report.inline import circuitsvis_view
+from training.report.outcomes import accuracy_table
+from training.report.runs import find_run_dirs
 
 TINY = dict(n_train=300, n_test=64, epochs=2, eval_samples=64, batch_size=128, eval_every=1)
 
@@ -126,13 +121,13 @@ def test_sections_number_layers_from_zero(report: tuple[Path, str]) -> None:
 
 def test_eigenvalue_caption_states_the_measured_shares(report: tuple[Path, str], runs_root: Path) -> None:
     from probes.geometry import embedding_pca
-    from training.report import variance_shares
+    from training.report.weights import variance_shares
 
     page = report[0].read_text(encoding="utf-8")
     (sentence,) = re.findall(r'<section id="embedding-eigenvalues"><h2>[^<]*</h2><p class="what">([^<]*)</p>', page)
     assert "Fig. 7" in sentence and "a few large eigenvalues" in sentence and "log" not in sentence
     for run in load_runs([runs_root]):
-        shares = variance_shares(embedding_pca(run.model).eigenvalues)
+        shares = variance_shares(embedding_pca(run.model, tokens=range(20, 100)).eigenvalues)
         assert len(shares) == 10 and all(a >= b for a, b in zip(shares, shares[1:], strict=False))
         assert f"{run.name} {sum(shares[:2]):.2f}" in sentence
 
@@ -163,7 +158,7 @@ def test_captions_state_what_the_papers_expect_and_what_the_runs_measured(report
 
     from probes.flow import attention_patterns, information_flow, top_paths
     from probes.geometry import condensation, embedding_pca
-    from probes.masking import mask_key, mask_second_anchor
+    from probes.anchors import mask_key, mask_second_anchor
     from probes.rank import merged_weight, weight_matrices
     from probes.similarity import input_grid, residual_similarity, value_similarity
 
@@ -224,7 +219,7 @@ def test_captions_state_what_the_papers_expect_and_what_the_runs_measured(report
         w_q = merged_weight(model, "W_Q", 0)
         groups = condensation(w_q.T, threshold=0.7).n_groups
         assert f"{name} {groups} groups of {w_q.shape[1]} neurons" in measured["condensation"]
-        assert f"{name} {embedding_pca(model).ordinal_score:.2f}" in measured["embedding-pca"]
+        assert f"{name} {embedding_pca(model, tokens=range(20, 100)).ordinal_score:.2f}" in measured["embedding-pca"]
         s = torch.linalg.svdvals(w_q.double())
         assert f"{name} {float((s**2).sum() / s[0] ** 2):.2f}" in measured["stable-ranks"]
         shares = []
@@ -237,12 +232,16 @@ def test_captions_state_what_the_papers_expect_and_what_the_runs_measured(report
 def test_curves_caption_states_the_epoch_each_run_fit(runs_root: Path) -> None:
     import dataclasses
 
-    from training.report import Context, section_curves
+    from interp_init.anchor_tasks import SymmetricMetrics
+    from interp_init.task import EpochRecord
+    from training.report import Context
+    from training.report.outcomes import section_curves
 
     run = load_runs([runs_root / "symmetric" / "small-init"])[0]
     records = ((1, 0.2), (2, 0.85), (3, 0.93), (4, 0.99))
-    history = [{"epoch": e, "loss": 1.0 / e, "train_acc": acc, "id_acc": acc, "per_pair": {}, "heldout": {}} for e, acc in records]
-    fitted = dataclasses.replace(run, name="fits", metrics={**run.metrics, "history": history})
+    history = tuple(EpochRecord(e, e, 1.0 / e, 1e-3, SymmetricMetrics(acc, acc, {}, {})) for e, acc in records)
+    record = dataclasses.replace(run.record, metrics=dataclasses.replace(run.run_metrics, history=history))
+    fitted = dataclasses.replace(run, name="fits", record=record)
     section = section_curves(Context([fitted, run], ReportConfig(per_pair=2)))
     assert "Measured here, the first epoch with ID accuracy >= 0.9: fits 3; " in section.sentence
     assert f"{run.name} not within 2 epochs." in section.sentence
@@ -463,7 +462,7 @@ def test_two_circuitsvis_views_on_one_page_both_render(browser, tmp_path: Path) 
     """Our fragments both mount; circuitsvis' own fragments (self-closed div) lose the second view."""
     import circuitsvis.attention
 
-    from training.report import circuitsvis_bundle
+    from training.report.inline import circuitsvis_bundle
 
     pattern = torch.softmax(torch.randn(2, 4, 4), -1).tril()
     tokens = ["a", "b", "c", "d"]
@@ -483,7 +482,7 @@ def test_two_circuitsvis_views_on_one_page_both_render(browser, tmp_path: Path) 
 
 
 def test_sample_input_is_the_neurips_fig3_input_with_its_target() -> None:
-    from training.report import sample_input
+    from interp_init.anchor_tasks import sample_input
 
     sym = sample_input("symmetric")
     assert sym.tokens.tolist() == [[35, 63, 99, 4, 3, 38, 42, 36, 62]]
@@ -495,7 +494,7 @@ def test_sample_input_is_the_neurips_fig3_input_with_its_target() -> None:
 
 
 def test_svg_only_redraws_webgl_traces_as_svg() -> None:
-    from training.report import svg_only
+    from training.report.page import svg_only
 
     x = list(range(1500))
     fig = go.Figure([go.Scattergl(x=x, y=[v * v for v in x], mode="lines", name="gl"), go.Bar(x=[1], y=[2])]).update_layout(height=123)

@@ -1,4 +1,5 @@
-"""The ``reproduce`` command: four runs, a summary.json of the right shape, resumable."""
+"""The ``reproduce`` command: four runs, a summary.json of the right shape (a population of
+one), resumable."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import json
 import pytest
 
 from training.cli import main
-from training.reproduce import REGIMES, check_flip, regime_config, regime_options, reproduce
+from training.population import check_flip
+from training.regimes import REGIMES, regime_config, regime_options
+from training.reproduce import reproduce
 
 SYMMETRIC_KEYS = {"gamma", "id_acc", "heldout_inferential", "heldout_symmetric"}
 OOD_KEYS = {"gamma", "id_acc", "ood_acc", "commutativity"}
@@ -21,8 +24,14 @@ def tiny_out(tmp_path_factory):
     return out
 
 
+def _runs(summary: dict) -> dict:
+    """The one seed's rows of a single-seed summary.json (task -> regime -> numbers)."""
+    assert summary["seeds"] == [summary["per_seed"][0]["seed"]] and summary["protocol"] == "strict"
+    return summary["per_seed"][0]["runs"]
+
+
 def test_summary_structure(tiny_out):
-    summary = json.loads((tiny_out / "summary.json").read_text())
+    summary = _runs(json.loads((tiny_out / "summary.json").read_text()))
     assert list(summary) == ["symmetric", "id-ood"]
     for task, keys in (("symmetric", SYMMETRIC_KEYS), ("id-ood", OOD_KEYS)):
         assert list(summary[task]) == ["small-init", "large-init"]
@@ -48,7 +57,7 @@ def test_rerun_reads_finished_runs_without_training(tiny_out):
     first = json.loads((tiny_out / "summary.json").read_text())
     again = reproduce("tiny", 3, tiny_out, device="cpu", progress=False)
     assert {p: p.stat().st_mtime_ns for p in weights} == before
-    assert json.loads(json.dumps(again)) == first
+    assert json.loads(json.dumps(again.to_dict())) == first
 
 
 def test_unknown_preset_is_a_clear_error(tmp_path, capsys):
@@ -116,7 +125,7 @@ def test_check_flip(kwargs, failed):
 def cpu_summary(tmp_path_factory):
     """The ``cpu`` preset on seed 101, the first of the eight verification seeds of
     docs/faithful-models.md (about 9 minutes on 2 cores)."""
-    return reproduce("cpu", 101, tmp_path_factory.mktemp("cpu"), device="cpu", progress=False)
+    return reproduce("cpu", 101, tmp_path_factory.mktemp("cpu"), device="cpu", progress=False).to_dict()["per_seed"][0]["runs"]
 
 
 @pytest.mark.slow
@@ -151,7 +160,7 @@ def test_reproduce_ends_with_an_offline_report(tiny_out, capsys):
 
 
 def test_precision_is_recorded_and_a_folder_of_another_precision_is_refused(tiny_out, capsys):
-    summary = json.loads((tiny_out / "summary.json").read_text())
+    summary = _runs(json.loads((tiny_out / "summary.json").read_text()))
     assert {row["precision"] for regimes in summary.values() for row in regimes.values()} == {"fp32"}
     assert regime_config("cpu", "small-init", "symmetric", seed=0, precision="bf16").train.precision == "bf16"
     code = main(["reproduce", "--preset", "tiny", "--seed", "3", "--precision", "bf16", "--out", str(tiny_out), "--quiet"])
@@ -164,7 +173,7 @@ def test_report_opens_with_the_verdict_the_terminal_printed(tiny_out):
     html = (tiny_out / "report.html").read_text()
     verdict = html.index('id="verdict"')
     assert verdict < html.index('id="curves"')  # the first section
-    summary = json.loads((tiny_out / "summary.json").read_text())
+    summary = _runs(json.loads((tiny_out / "summary.json").read_text()))
     checks = check_flip(summary)
     line = "flip reproduced (all criteria met)" if checks["all"] else "flip NOT reproduced; failed: "
     assert line in html[verdict:]

@@ -24,11 +24,16 @@ def _search_cli():
 def _run(folder: Path, task: str, seed: int, final: dict, status: str = "completed", **seeds: int) -> None:
     folder.mkdir(parents=True)
     (folder / "config.json").write_text(json.dumps(make_run_config("tiny", task=task, seed=seed, **seeds).to_dict()))
+    final = {"epoch": 1, "step": 1, "loss": 0.1, "lr": 1e-3, "train_acc": 1.0, "per_pair": {}, **final}
     (folder / "metrics.json").write_text(json.dumps({"status": status, "final": final, "history": [final]}))
 
 
 def _symmetric(id_acc: float, inferential: float) -> dict:
     return {"id_acc": id_acc, "heldout": {"4,3": {"inferential": inferential, "symmetric": 1 - inferential}}}
+
+
+def _ood(id_acc: float, ood_acc: float) -> dict:
+    return {"id_acc": id_acc, "ood_acc": ood_acc, "commutativity": 0.5}
 
 
 def test_rates_count_seeds_per_criterion_with_exact_intervals(tmp_path: Path) -> None:
@@ -38,8 +43,8 @@ def test_rates_count_seeds_per_criterion_with_exact_intervals(tmp_path: Path) ->
     _run(sym / "seed=2", "symmetric", 2, _symmetric(1.00, 0.00))  # fits, copies
     _run(sym / "seed=3", "symmetric", 3, _symmetric(1.00, 1.00), status="running")  # not counted
     ood = tmp_path / "ood"
-    _run(ood / "seed=0", "id-ood", 0, {"id_acc": 0.99, "ood_acc": 0.12})
-    _run(ood / "seed=1", "id-ood", 1, {"id_acc": 0.99, "ood_acc": 0.84})
+    _run(ood / "seed=0", "id-ood", 0, _ood(0.99, 0.12))
+    _run(ood / "seed=1", "id-ood", 1, _ood(0.99, 0.84))
     result = CliRunner().invoke(_search_cli(), ["rates", f"{sym}:small-init", f"{ood}:large-init"])
     assert result.exit_code == 0, result.output
     rows = [line.split(" | ") for line in result.output.splitlines()[2:]]

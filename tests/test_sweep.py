@@ -13,25 +13,14 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers import read_metrics
 
+from interp_init.runfolder import ERROR_FILE
 from training.cli import main
 from training.config import PRESETS
-from training.loop import read_metrics
-from training.sweep import (
-    ERROR_FILE,
-    PAIR_COLUMNS,
-    RESULTS_FILE,
-    TIMING_COLUMNS,
-    SweepOptions,
-    SweepSpec,
-    collect_results,
-    epochs_to_loss,
-    epochs_to_pair_accuracy,
-    load_preset,
-    load_results,
-    preset_names,
-    run_sweep,
-)
+from training.records import RunRecord
+from training.sweep import RESULTS_FILE, SweepOptions, SweepSpec, collect_results, load_preset, load_results, preset_names, run_sweep
+from training.sweep.results import PAIR_COLUMNS, TIMING_COLUMNS, epochs_to_loss, epochs_to_pair_accuracy
 
 # A few seconds per run on one CPU thread.
 TINY_BASE = {"preset": "tiny", "task": "symmetric", "epochs": 2, "n_train": 1000, "n_test": 200, "eval_samples": 200}
@@ -300,11 +289,17 @@ def test_cli_exit_code_and_summary(tmp_path, capsys):
 
 
 def test_epochs_to_thresholds_match_a_hand_count():
+    from interp_init.anchor_tasks import AnchorMetrics
+    from interp_init.task import EpochRecord
+
+    def record(epoch: int, loss: float, per_pair: dict | None = None) -> EpochRecord:
+        return EpochRecord(epoch, epoch, loss, 1e-3, None if per_pair is None else AnchorMetrics(1.0, 1.0, per_pair))
+
     history = [
-        {"epoch": 1, "loss": 2.0, "per_pair": {"1,2": 0.1, "3,4": 0.7}},
-        {"epoch": 2, "loss": 0.06},
-        {"epoch": 3, "loss": 0.049, "per_pair": {"1,2": 0.6, "3,4": 0.2}},
-        {"epoch": 4, "loss": 0.01, "per_pair": {"1,2": 0.9, "3,4": 0.9}},
+        record(1, 2.0, {"1,2": 0.1, "3,4": 0.7}),
+        record(2, 0.06),
+        record(3, 0.049, {"1,2": 0.6, "3,4": 0.2}),
+        record(4, 0.01, {"1,2": 0.9, "3,4": 0.9}),
     ]
     assert epochs_to_loss(history) == 3
     assert epochs_to_loss(history, threshold=0.1) == 2
@@ -316,7 +311,7 @@ def test_epochs_to_thresholds_match_a_hand_count():
 def test_complexity_table_has_per_pair_epochs(tmp_path):
     spec = SweepSpec({**TINY_BASE, "task": "complexity", "epochs": 3, "lr": 3e-3}, {"k": [1]})
     table = run_sweep(spec, tmp_path, SweepOptions(progress=False)).results
-    history = read_metrics(tmp_path / table["run"][0])["history"]
+    history = RunRecord.read(tmp_path / table["run"][0]).history
     expected = epochs_to_pair_accuracy(history)
     assert len(expected) == 16
     for pair, value in expected.items():
@@ -349,7 +344,7 @@ def test_ray_missing_gives_install_hint(tmp_path, monkeypatch):
 
 def test_ensemble_backend_matches_one_by_one(tmp_path, monkeypatch):
     from training.ensemble import ENSEMBLE_VARYING
-    from training.sweep import ensemble_key
+    from training.launch.backends import ensemble_key
 
     spec = _spec({"gamma": [0.3, 0.8], "weight_decay": [0.0, 0.1], "n_layers": [1, 2]})
     keys = {ensemble_key(p.config) for p in spec.points()}
@@ -376,7 +371,7 @@ def test_ensemble_backend_missing_gives_a_clear_error(tmp_path, monkeypatch):
 
 def test_bad_options():
     with pytest.raises(ValueError, match="backend"):
-        SweepOptions(backend="slurm")
+        SweepOptions(backend="nope")
     with pytest.raises(ValueError, match="workers"):
         SweepOptions(workers=0)
     with pytest.raises(ValueError, match="address"):

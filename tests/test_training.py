@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import read_metrics
 from safetensors.torch import load_file
 
 from interp_init import load_model
-from training import make_dataset, make_run_config, read_metrics, train
-from training.config import TrainConfig
+from training import make_dataset, make_run_config, train
 from training.accuracy import full_forward_last
-from training.fast import last_position_logits
+from training.config import TrainConfig
+from training.step import last_position_logits
 
 
 def _tiny(**kw):

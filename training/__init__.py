@@ -1,11 +1,21 @@
-"""Training: configs and presets, the loop, ensembles, sweeps, the reproduction, the report and the command line.
+"""Training: configs and presets, the loop, ensembles, and the pipeline every study goes
+through (spec -> launcher -> records -> analyses: docs/pipeline.md).
 
-The task names and ``make_dataset`` are re-exported from :mod:`interp_init.tasks` and
-:mod:`interp_init.data`.
+What a user calls (each name's own docstring says more):
 
-The public names below are imported on first use (PEP 562 ``__getattr__``), so that
-``import training.cli`` (the ``interp-init`` command and its ``--help``) imports neither
-torch nor TransformerLens; ``from training import train`` works as usual.
+* ``PRESETS``, ``RunConfig``, ``make_run_config``: a run's config, from a named preset and overrides;
+* ``make_dataset``: a task's samples (:mod:`interp_init.data`), to probe a trained model on;
+* ``train``, ``TrainResult``: train one run (into a run folder: resumable);
+* ``train_ensemble``: same-shape runs trained together (GPUs);
+* ``last_position_logits``: the fast training forward, equal to ``model(tokens)[:, -1]``;
+* ``RunRecord``: the one reader of a run folder (config, typed metrics and history, status);
+* ``ReproductionSpec``, ``run_study``: the flip's runs over seeds, trained by one launcher
+  (:mod:`training.launch`; ``training.reproduce.reproduce`` is ``interp-init reproduce``); sweeps are :mod:`training.sweep`, phase diagrams
+  :mod:`training.phase`, the report :mod:`training.report`.
+
+The names are imported on first use (PEP 562 ``__getattr__``), so that ``import
+training.cli`` (the ``interp-init`` command and its ``--help``) imports neither torch nor
+TransformerLens.
 """
 
 from __future__ import annotations
@@ -14,30 +24,30 @@ from types import ModuleType
 
 from interp_init.lazy import lazy_attributes
 
-_CONFIG = ("OPTIONS", "PRESETS", "DataConfig", "RunConfig", "TrainConfig", "derive_seed", "make_run_config", "preset_options")
-_TASKS = ("ANCHORS", "SHIFTS", "SPLITS", "SYMMETRIC_GROUPS", "TASKS", "AnchorPair", "composite", "task_spec")
-_DATA = ("AnchorDataset", "make_dataset")
-_EVALUATE = ("evaluate", "predict")
-_LOOP = ("TrainResult", "make_run_data", "read_metrics", "train")
-
-__all__ = sorted((*_CONFIG, *_TASKS, *_DATA, *_EVALUATE, *_LOOP, "last_position_logits", "train_ensemble"))
+_WHERE = {
+    "PRESETS": "config", "RunConfig": "config", "make_run_config": "config", "make_dataset": "data",
+    "TrainResult": "loop", "train": "loop", "train_ensemble": "ensemble", "last_position_logits": "step",
+    "RunRecord": "records", "ReproductionSpec": "study", "run_study": "study",
+}  # fmt: skip
+__all__ = sorted(_WHERE)
 
 
 def _module_of(name: str) -> ModuleType:
-    if name in _CONFIG:
+    where = _WHERE.get(name)
+    if where == "config":
         from training import config as module
-    elif name in _TASKS:
-        from interp_init import tasks as module
-    elif name in _DATA:
+    elif where == "data":
         from interp_init import data as module
-    elif name in _EVALUATE:
-        from training import accuracy as module
-    elif name in _LOOP:
+    elif where == "loop":
         from training import loop as module
-    elif name == "last_position_logits":
-        from training import fast as module
-    elif name == "train_ensemble":
+    elif where == "ensemble":
         from training import ensemble as module
+    elif where == "step":
+        from training import step as module
+    elif where == "records":
+        from training import records as module
+    elif where == "study":
+        from training import study as module
     else:
         raise AttributeError(f"module 'training' has no attribute {name!r}")
     return module

@@ -15,7 +15,7 @@
 Every command lives here, and this is the only module that imports click.  The ``train``
 command has one flag per run-config field (``--d-model``, ``--weight-decay``, ...), named
 like a sweep spec's keys (with underscores), its help and choices read from the config
-dataclasses' fields (:data:`FIELDS`, :mod:`training.cli_values`).  SIGTERM, SIGINT and
+dataclasses' fields (:data:`FIELDS`, :mod:`training.options`).  SIGTERM, SIGINT and
 SIGHUP end a command cleanly (:mod:`training.signals`).  The modules imported at the top (the configs, the
 task definitions, the sweep spec, the report's and phase diagrams' choices) import
 neither torch nor TransformerLens, so ``--help`` is fast; every module that needs torch
@@ -33,15 +33,15 @@ from typing import Any
 import click
 
 import interp_init
-from interp_init.task import DEFAULT_TASK, read_run_metrics
+from interp_init.task import DEFAULT_TASK
 from interp_init.task_registry import registered_tasks
-from training.cli_values import FIELDS, check_device, default_preset, one_line, overrides_from, parse_workers
 from training.config import PRECISIONS, PRESETS
+from training.options import FIELDS, check_device, default_preset, one_line, overrides_from, parse_workers
 from training.phase.names import FIGURE_NAMES, ID_THRESHOLD, LOSS_THRESHOLD, OOD_THRESHOLD, PAIR_ACC_THRESHOLD
-from training.report.config import IMAGE_FORMATS, PROJECTIONS, ReportConfig
 from training.population import VARY
-from training.protocol import PROTOCOLS
-from training.reproduce import REGIMES, REPRODUCE_TASKS
+from training.regimes import REGIMES, REPRODUCE_TASKS
+from training.report.config import IMAGE_FORMATS, PROJECTIONS, ReportConfig
+from training.selection import PROTOCOLS
 from training.signals import Stopped, ignore_stopping, signals_raise
 from training.sweep.spec import BACKENDS
 
@@ -116,19 +116,20 @@ def train_command(task: str, preset: str | None, seed: int, init_seed: int | Non
     """Train one model into a run folder (config.json, metrics.json, model.safetensors)."""
     from training.config import make_run_config
     from training.loop import train
+    from training.records import RunRecord
 
     check_device(device)
     if preset is None:
         preset, why = default_preset(device)
         click.echo(f"interp-init: no --preset given: using --preset {preset} ({why})", err=True)
     cfg = make_run_config(preset, task=task, seed=seed, init_seed=init_seed, data_seed=data_seed, **overrides_from(kwargs))
-    result = train(cfg, out, device=device, progress=not quiet)
-    final = read_run_metrics(cfg.data.make_task(), result.metrics).final
-    summary = {} if final is None else {k: round(v, 4) for k, v in final.columns().items()}
-    status = result.metrics["status"]
+    train(cfg, out, device=device, progress=not quiet)
+    record = RunRecord.read(out)
+    summary = {k: round(v, 4) for k, v in record.final_columns().items() if v is not None}
+    status = record.recorded_status
     click.echo(f"{status}: {out}  {summary}")
     if status != "completed":
-        step = result.metrics.get("diverged_at_step")
+        step = None if record.metrics is None else record.metrics.diverged_at_step
         where = f" at step {step}" if step is not None else ""
         click.echo(
             f"interp-init: the run {status}{where} (non-finite training loss): see {out}/metrics.json; "
@@ -153,11 +154,12 @@ def train_command(task: str, preset: str | None, seed: int, init_seed: int | Non
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
 @click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True, help="bf16: the forward under bfloat16 autocast.")
 @click.option("--workers", type=int, default=None, help="Runs trained at once, each in its own process with one torch thread [default: one per CPU core (up to 4) on a CPU; on a GPU one at a time, or with --seeds as ensembles of same-shape runs].")
+@click.option("--backend", type=click.Choice(BACKENDS), default=None, help="The launcher that trains the runs (as sweep's --backend) [default: on a GPU ensembles of same-shape runs; else --workers processes].")
 @click.option("--task", "tasks", multiple=True, metavar="TASK", help=f"A task to reproduce the flip on (repeatable): one with a small-init / large-init flip, registered or package.module:ClassName [default: {', '.join(REPRODUCE_TASKS)}].")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 def reproduce_command(
     preset: str | None, seed: int | None, seeds: str | None, protocol: str, lrs: str | None, vary: str, fixed_seed: int | None,
-    out: str, device: str, precision: str, workers: int | None, tasks: tuple[str, ...], quiet: bool,
+    out: str, device: str, precision: str, workers: int | None, backend: str | None, tasks: tuple[str, ...], quiet: bool,
 ) -> None:  # fmt: skip
     """Train small-init and large-init on the symmetric and id-ood tasks; print the flip.
 
@@ -165,13 +167,13 @@ def reproduce_command(
     offline report of the four runs); with --seeds, OUT/seed-S/<task>/<regime> per seed and
     the population in OUT/summary.json.  A rerun resumes.
     """
-    from training.population_runs import reproduce_job
+    from training.reproduce import reproduce_job
 
     check_device(device)
     if preset is None:
         preset, why = default_preset(device)
         click.echo(f"interp-init: no --preset given: using --preset {preset} ({why})", err=True)
-    text, problem = reproduce_job(preset, seed, seeds, protocol, lrs, vary, fixed_seed, out, device, precision, workers, not quiet, tasks or None)
+    text, problem = reproduce_job(preset, seed, seeds, protocol, lrs, vary, fixed_seed, out, device, precision, workers, not quiet, tasks or None, backend)
     click.echo(text)
     # Not reproducing the flip is a result; a run that did not complete is a failure.
     if problem:
@@ -302,7 +304,7 @@ def report_command(run_dirs: tuple[str, ...], out: str, per_pair: int, projectio
     from training.report.images import StaticExportUnavailable
     from training.report.page import write_report
     from training.report.runs import find_run_dirs
-    from training.sweep import problem_summary, run_status
+    from training.sweep.results import problem_summary, run_status
 
     config = ReportConfig(per_pair=per_pair, projection=projection, seed=seed, device=device, title=title)
     check_device(device)

@@ -9,7 +9,7 @@ data, init and shuffling seeds).  It trains them through the same epoch loop as
 divergence, history, evaluation, checkpoints, deadline); only the step differs
 (:class:`VmapStep`): the models' parameters are stacked (each model's parameters are
 views into the stacked tensors), every model's forward and backward runs in one
-vectorized call, and then, per model, what :func:`training.fast.train_step` does: the
+vectorized call, and then, per model, what :func:`training.step.train_step` does: the
 gradient clipped at the model's own total norm (``torch.nn.utils.clip_grad_norm_``) and
 its own ``torch.optim.AdamW`` step (fused where torch has the kernel; the model's own lr
 and weight decay) on its slice of the stacked parameters.
@@ -52,8 +52,8 @@ from interp_init.model import empty_model, resolve_device
 from interp_init.runfolder import RunFolder, RunStatus
 from training.accuracy import LogitsFn, full_forward_last
 from training.config import RunConfig
-from training.fast import autocast_context, last_position_logits
 from training.loop import Member, RunData, TrainResult, check_deadline, make_run_data, new_member, open_run_folder, run_epochs
+from training.step import autocast_context, last_position_logits
 
 __all__ = ["ENSEMBLE_VARYING", "VmapStep", "check_ensemble", "train_ensemble"]
 

@@ -6,7 +6,7 @@ its metrics.  Its epoch loop (:func:`run_epochs`) also serves an ensemble
 here) and owns the shuffling, the learning-rate schedule, the divergence check, the
 history records, the evaluation and checkpoint cadence, the deadline and the end of each
 run; what differs is the step (:data:`Step`), which here is
-:func:`training.fast.train_step` on the one model.  Given ``out_dir`` it writes a run folder through
+:func:`training.step.train_step` on the one model.  Given ``out_dir`` it writes a run folder through
 :class:`interp_init.runfolder.RunFolder` (``config.json``, ``metrics.json``,
 ``model.safetensors``, ``checkpoint.pt`` while unfinished; every file written
 atomically).  The same call after a kill resumes from the checkpoint and ends with the
@@ -42,13 +42,8 @@ from interp_init.task import RECORD_KEYS, Samples, Task, TaskMetrics
 from interp_init.task_output import checked_split
 from training.accuracy import LogitsFn, evaluate, full_forward_last
 from training.config import RunConfig
-from training.fast import flush_denormals, last_position_logits, make_optimizer, train_step
 from training.preflight import check_fits, check_train_arguments
-
-
-def read_metrics(run_dir: str | Path) -> dict | None:
-    """The run's ``metrics.json`` (validated), or ``None`` if it has none yet."""
-    return RunFolder(run_dir).read_metrics()
+from training.step import flush_denormals, last_position_logits, make_optimizer, train_step
 
 
 @dataclass
@@ -164,7 +159,7 @@ def train(
 
     Returns the trained ``HookedTransformer`` (eval mode, on ``device``) and its metrics
     (the content of ``metrics.json``).  ``logits_fn`` (training and evaluation) defaults
-    to :func:`training.fast.last_position_logits` (``cfg.train.fast_forward``, the
+    to :func:`training.step.last_position_logits` (``cfg.train.fast_forward``, the
     default) or the hooked forward; ``cfg.train.precision="bf16"`` runs the training
     forward under bfloat16 autocast (evaluation stays fp32).  ``deadline`` (a
     ``time.monotonic()`` value; needs ``out_dir``): after each epoch, once its checkpoint
@@ -186,7 +181,7 @@ def train(
 
 def new_member(cfg: RunConfig, folder: RunFolder | None, checkpoint: dict | None, dev: torch.device, data: RunData | None = None) -> Member:
     """A run's :class:`Member`: its model built from its seed, its optimizer
-    (:func:`training.fast.make_optimizer`), its data, and the state of ``checkpoint`` if given."""
+    (:func:`training.step.make_optimizer`), its data, and the state of ``checkpoint`` if given."""
     model = build_model(cfg.model, cfg.init, cfg.seeds["init"], device=dev)
     member = Member(cfg, folder, model, make_optimizer(model, cfg.train), data if data is not None else make_run_data(cfg, dev))
     if checkpoint is not None:

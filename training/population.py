@@ -1,14 +1,17 @@
 """A flip judged over seeds: per-criterion rates with exact intervals, under a named protocol.
 
-One seed's reproduction is one draw.  A *population* is the same reproduction on several
-seeds; each criterion of :data:`training.reproduce.CRITERIA` is then a rate, ``k`` of ``n``
+A *population* is a reproduction on one or more seeds (a single seed is a population of
+one); each criterion of the flip (:meth:`interp_init.task.Task.flip_checks`, thresholds
+:data:`training.regimes.CRITERIA`: :func:`check_flip`) is then a rate, ``k`` of ``n``
 seeds, with its 95% exact binomial (Clopper-Pearson) interval (:func:`exact_interval`).
-What a run's number is depends on the protocol (:mod:`training.protocol`: ``strict`` or
+What a run's number is depends on the protocol (:mod:`training.selection`: ``strict`` or
 ``paper``), which every table names.
 
 :class:`Population` holds the per-seed rows (:class:`SeedRow`, one
-:class:`RegimeResult` per task and regime) and their rates (:class:`CriterionRate`);
-:mod:`training.population_runs` trains and reads one.
+:class:`RegimeResult` per task and regime, read from run records) and their rates
+(:class:`CriterionRate`); ``summary.json`` is :meth:`Population.to_dict` (one schema for
+one seed or many), read back by :func:`read_summary` (which also reads the single-seed
+summaries written before). :mod:`training.study` trains and reads one.
 """
 
 from __future__ import annotations
@@ -19,8 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from training.protocol import PROTOCOL_TEXT, Pick, RunRecord, check_protocol, pick_paper, pick_strict, targets
-from training.reproduce import REGIME_NAMES, check_flip
+from interp_init.fileio import read_json
+from interp_init.task_registry import make_task
+from training.records import RunRecord
+from training.regimes import CRITERIA, REGIME_NAMES
+from training.selection import PROTOCOL_TEXT, Pick, check_protocol, pick_paper, pick_strict, targets
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -43,6 +49,21 @@ def exact_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, flo
     return float(ci.low), float(ci.high)
 
 
+def check_flip(summary: Mapping[str, Mapping[str, Mapping[str, Any]]], criteria: Mapping[str, float] = CRITERIA) -> dict[str, bool]:
+    """Each criterion of the flip (the tasks' own :meth:`~interp_init.task.Task.flip_checks`)
+    on one seed's numbers (task -> regime -> target -> value), by name, and ``"all"``."""
+    checks: dict[str, bool] = {}
+    for task, rows in summary.items():
+        checks.update(make_task(task).flip_checks(rows["small-init"], rows["large-init"], criteria))
+    checks["all"] = all(checks.values())
+    return checks
+
+
+def failed_criteria(checks: Mapping[str, bool]) -> str:
+    """The criteria of :func:`check_flip` that failed, joined for one line."""
+    return "; ".join(name for name, ok in checks.items() if not ok and name != "all")
+
+
 def _mean(values: Sequence[float | None]) -> float | None:
     present = [v for v in values if v is not None]
     return sum(present) / len(present) if present else None
@@ -59,6 +80,9 @@ class RegimeResult:
     picks: Mapping[str, Pick]
     status: str
     run_dirs: tuple[str, ...]
+    weight_decay: float | None = None
+    precision: str | None = None
+    seconds: float | None = None
 
     def value(self, target: str) -> float | None:
         pick = self.picks.get(target)
@@ -69,12 +93,23 @@ class RegimeResult:
         out["picked"] = {t: {"lr": p.lr, "epoch": p.epoch} for t, p in self.picks.items()}
         out["status"] = self.status
         out["run_dirs"] = list(self.run_dirs)
+        out.update(weight_decay=self.weight_decay, precision=self.precision, seconds=self.seconds)
         return out
+
+    @classmethod
+    def from_dict(cls, task: str, regime: str, data: Mapping[str, Any]) -> RegimeResult:
+        """Read :meth:`to_dict` back, or a row of the single-seed summary written before one
+        schema (``gamma``, the targets, ``status``, ``seconds``, ``run_dir``)."""
+        picked = data.get("picked") or {}
+        picks = {t: Pick(data.get(t), (picked.get(t) or {}).get("lr"), (picked.get(t) or {}).get("epoch")) for t in targets(task)}
+        dirs = data["run_dirs"] if "run_dirs" in data else [data["run_dir"]]
+        return cls(task, regime, data["gamma"], picks, data.get("status", "completed"), tuple(dirs),
+                   data.get("weight_decay"), data.get("precision"), data.get("seconds"))  # fmt: skip
 
 
 def regime_result(task: str, regime: str, gamma: float, run_dirs: Sequence[str | Path], protocol: str) -> RegimeResult:
     """Read a regime's run folders (one, or one per lr) under ``protocol``."""
-    runs = [RunRecord.read(d) for d in run_dirs]
+    runs = [RunRecord.read(d, strict=False) for d in run_dirs]
     if not runs:
         raise ValueError(f"{task}/{regime}: no run folders to read")
     if check_protocol(protocol) == "strict":
@@ -84,7 +119,10 @@ def regime_result(task: str, regime: str, gamma: float, run_dirs: Sequence[str |
     else:
         picks = pick_paper(runs, targets(task))
     bad = [r.status for r in runs if r.status != "completed"]
-    return RegimeResult(task, regime, gamma, picks, bad[0] if bad else "completed", tuple(str(r.path) for r in runs))
+    first = runs[0]
+    seconds = sum(r.elapsed_s for r in runs if r.elapsed_s is not None) if any(r.elapsed_s is not None for r in runs) else None
+    return RegimeResult(task, regime, gamma, picks, str(bad[0]) if bad else "completed", tuple(str(r.path) for r in runs),
+                        first.config.train.weight_decay, first.config.train.precision, seconds)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -191,6 +229,35 @@ class Population:
             "mean_over_seeds": self.means(),
         }  # fmt: skip
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Population:
+        """Read :meth:`to_dict` back (``summary.json``)."""
+        rows = []
+        for row in data["per_seed"]:
+            results = tuple(RegimeResult.from_dict(t, g, r) for t, regimes in row["runs"].items() for g, r in regimes.items())
+            rows.append(SeedRow(row["seed"], results, row.get("init_seed"), row.get("data_seed")))
+        lrs = data.get("lrs")
+        return cls(data.get("preset", ""), data.get("protocol", "strict"), tuple(rows), None if lrs is None else tuple(lrs),
+                   data.get("vary", "both"), data.get("fixed_seed"))  # fmt: skip
+
+    def regimes_table(self) -> pd.DataFrame:
+        """One row per seed, task and regime: gamma, weight decay, the numbers, seconds
+        (what ``reproduce --seed`` prints for its population of one)."""
+        import pandas as pd
+
+        rows = []
+        for row in self.rows:
+            for r in row.results:
+                value = r.value
+                rows.append({"task": r.task, "regime": r.regime, "gamma": r.gamma, "wd": r.weight_decay, "ID acc": value("id_acc"),
+                             "(4,3) inferential": value("heldout_inferential"), "(4,3) symmetric": value("heldout_symmetric"),
+                             "OOD acc": value("ood_acc"), "commutativity": value("commutativity"), "seconds": r.seconds})  # fmt: skip
+        return pd.DataFrame(rows)
+
+    def format_regimes(self) -> str:
+        """:meth:`regimes_table` as plain text."""
+        return self.regimes_table().to_string(index=False, na_rep="-", float_format=lambda v: f"{v:.2f}")
+
     def rates_table(self) -> pd.DataFrame:
         """One row per criterion: seeds that meet it, of how many, the 95% exact interval."""
         import pandas as pd
@@ -239,3 +306,22 @@ def _cell(value: Any) -> str:
         return "-"
     return f"{value:.2f}"
 
+
+#: A study folder's summary (:meth:`Population.to_dict`).
+SUMMARY_FILE = "summary.json"
+
+
+def read_summary(path: str | Path) -> Population | None:
+    """The population a ``summary.json`` holds (None where there is none, or it is damaged or
+    unfinished): today's schema, or the single-seed summary written before one schema
+    (task -> regime -> row), read as a population of one."""
+    try:
+        data = read_json(Path(path), "")
+        if not isinstance(data, dict):
+            return None
+        if "per_seed" in data:
+            return Population.from_dict(data)
+        results = tuple(RegimeResult.from_dict(t, g, r) for t, regimes in data.items() for g, r in regimes.items())
+        return Population("", "strict", (SeedRow(0, results),))
+    except (ValueError, KeyError, TypeError, AttributeError, OSError):
+        return None

@@ -14,14 +14,19 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import pandas as pd
 import plotly.graph_objects as go
 
 from interp_init.outputs import check_output_pages, looks_like_run, refuse_inside_run, write_page
 from interp_init.runfolder import RunStatus
+from training.phase.aggregation import param_columns
 from training.phase.figures import make_figures, supported_figures
 from training.phase.names import ID_THRESHOLD, LOSS_THRESHOLD, OOD_THRESHOLD, PAIR_ACC_THRESHOLD
-from training.sweep import RESULTS_FILE, collect_results, incomplete_runs, problem_summary, write_results
+from training.records import RunRecord
+from training.selection import PROTOCOL_TEXT, check_protocol, pick_paper
+from training.sweep.results import RESULTS_FILE, collect_results, incomplete_runs, problem_summary, write_results
 
 
 #: The purpose phase-diagram pages are tagged with (a later one may replace an earlier one).
@@ -61,6 +66,52 @@ def check_thresholds(**thresholds: float) -> None:
             raise ValueError(f"{flag} is an accuracy: a number in [0, 1], got {value!r}")
 
 
+def protocol_table(df: pd.DataFrame, sweep_dir: str | Path, protocol: str) -> pd.DataFrame:
+    """A sweep's results table as ``protocol`` reads it, for :func:`training.phase.aggregate`
+    (:data:`training.selection.PROTOCOLS`).
+
+    ``strict``: the table itself (final epochs), refused when a configuration and seed has
+    completed runs at more than one lr (strict reads one lr; the fix is named).  ``paper``:
+    each completed run's metric columns (all its task measures: e.g. ``id_acc`` and
+    ``square_acc`` of ``addition``) replaced by their best over its evaluated epochs (each
+    separately); the aggregation then takes the best over lrs and the mean
+    over seeds."""
+    check_protocol(protocol)
+    if protocol == "strict":
+        _check_one_lr(df)
+        return df
+    out = df.copy()
+    for i, run in zip(out.index, out["run"], strict=True):
+        if out.at[i, "status"] != "completed":
+            continue
+        record = RunRecord.read(Path(sweep_dir) / str(run))
+        picks = pick_paper([record], record.task.metrics_class.column_names())
+        for target, pick in picks.items():
+            if target in out.columns:
+                out.at[i, target] = math.nan if pick.value is None else pick.value
+    return out
+
+
+def _check_one_lr(df: pd.DataFrame) -> None:
+    done = df[df["status"] == "completed"]
+    if "lr" not in done.columns or done.empty:
+        return
+    others = [c for c in param_columns(done) if c != "lr"]
+    most = int(done.groupby(others, dropna=False)["lr"].nunique().max()) if others else done["lr"].nunique()
+    if most > 1:
+        lrs = sorted(done["lr"].unique())
+        raise ValueError(
+            f"the strict protocol reads one learning rate per configuration and seed; this sweep has {lrs}: "
+            "use --protocol paper (the best over them, and over epochs) or a sweep with one lr"
+        )
+
+
+def protocol_title(fig: Any, protocol: str) -> Any:
+    """``fig`` (plotly) with ``protocol`` named under its title."""
+    title = fig.layout.title.text or ""
+    return fig.update_layout(title_text=f"{title}<br><sup>{PROTOCOL_TEXT[check_protocol(protocol)]}</sup>")
+
+
 @dataclass(frozen=True)
 class PhaseDiagrams:
     """What :func:`phase_diagrams` wrote: the figures, their files, how many runs the table
@@ -85,7 +136,7 @@ def phase_diagrams(
 ) -> PhaseDiagrams:
     """Rebuild ``sweep_dir/results.csv`` and write the figures it supports (or
     ``figure_names``) to ``out`` (default ``sweep_dir/phase_diagram.html``), each cell
-    selected by ``protocol`` (:data:`training.protocol.PROTOCOLS`: ``strict``, the final
+    selected by ``protocol`` (:data:`training.selection.PROTOCOLS`: ``strict``, the final
     epoch of one lr; ``paper``, the best over lrs and epochs), which each title names.
 
     Everything is checked and built before the first write: a folder it refuses is left
@@ -93,8 +144,6 @@ def phase_diagrams(
     (a leaf: it holds one run and nothing else) is refused as ``sweep_dir`` or as a place
     for ``out``.
     """
-    from training.protocol import protocol_table, protocol_title
-
     check_thresholds(id_threshold=id_threshold, ood_threshold=ood_threshold, pair_threshold=pair_threshold, loss_threshold=loss_threshold)
     sweep_dir = Path(sweep_dir)
     if looks_like_run(sweep_dir):

@@ -38,7 +38,7 @@ from interp_init.tasks import ALL_PAIRS
 from training.phase.aggregation import add_phase, aggregate, best_over, check_columns, param_columns
 from training.phase.names import COMMUTATIVITY_THRESHOLD, FIGURE_NAMES, ID_THRESHOLD, OOD_THRESHOLD
 from training.phase.square import fig_journal_fig7c
-from training.sweep import pair_column
+from training.sweep.results import pair_column
 
 _SHADE = "rgba(90, 90, 90, 0.55)"
 _PHASE_COLOURS = {1: "rgba(220, 80, 60, 0.12)", 2: "rgba(240, 180, 40, 0.15)", 3: "rgba(60, 160, 90, 0.15)"}

@@ -15,8 +15,11 @@ and writes one self-contained HTML file that makes no request to any network add
 * :mod:`training.report.inline`: plotly's and circuitsvis' JavaScript, inlined;
 * :mod:`training.report.images`: static images through kaleido.
 
-The names below are imported on first use (PEP 562 ``__getattr__``), so that the command
-line can import :mod:`training.report.config` without torch.  Command line::
+What a user calls: :func:`write_report` (:class:`ReportConfig`), :func:`build_page`,
+:func:`write_images`, :func:`load_runs` (:class:`Run`), and, for a section of one's own,
+:class:`Context`, :class:`Section`, :class:`Cell`, :class:`NotApplicable` and
+:data:`SECTIONS`.  They are imported on first use (PEP 562 ``__getattr__``), so that the
+command line can import :mod:`training.report.config` without torch.  Command line::
 
     interp-init report RUNS/symmetric/small RUNS/symmetric/large --out report.html
     interp-init report RUNS --out report.html        # every run folder under RUNS
@@ -30,22 +33,11 @@ from types import ModuleType
 from interp_init.lazy import lazy_attributes
 
 _CONFIG = ("IMAGE_FORMATS", "PROJECTIONS", "ReportConfig")
-_RUNS = ("FIG3_KEY_POSITION", "FIG3_TOKENS", "Run", "balanced_inputs", "find_run_dirs", "load_runs", "sample_input", "token_labels")
-_CELLS = ("RUN_COLOURS", "Cell", "Context", "NotApplicable", "Section")
-_OUTCOMES = ("ACCURACY_COLUMNS_SKIP", "accuracy_table", "reproduction_verdicts", "section_accuracies", "section_curves", "section_verdict")
-_MECHANISMS = (
-    "RESIDUAL_PAIRS", "SIMILARITY_KEYS", "VALUE_PAIRS", "attention_heads_view", "flow_cell", "masking_cell", "section_attention",
-    "section_flow", "section_key_masking", "section_residual_similarity", "section_second_anchor_masking", "section_value_similarity",
-)  # fmt: skip
-_WEIGHTS = (
-    "EIGEN_TOP", "condensation_cell", "eigenvalue_cell", "embedding_cell", "section_condensation", "section_eigenvalues",
-    "section_embedding", "section_spectra", "section_stable_ranks", "spectra_cell", "variance_shares",
-)  # fmt: skip
-_INLINE = ("circuitsvis_bundle", "circuitsvis_view")
-_PAGE = ("MODEBAR_ROOM", "PLOTLY_CONFIG", "SECTIONS", "Page", "build_page", "limited_threads", "svg_only", "write_report")
-_IMAGES = ("StaticExportUnavailable", "static_export_problem", "write_images")
-
-__all__ = sorted((*_CONFIG, *_RUNS, *_CELLS, *_OUTCOMES, *_MECHANISMS, *_WEIGHTS, *_INLINE, *_PAGE, *_IMAGES))
+_RUNS = ("Run", "load_runs")
+_CELLS = ("Cell", "Context", "NotApplicable", "Section")
+_PAGE = ("SECTIONS", "build_page", "write_report")
+_IMAGES = ("StaticExportUnavailable", "write_images")
+__all__ = sorted((*_CONFIG, *_RUNS, *_CELLS, *_PAGE, *_IMAGES))
 
 
 def _module_of(name: str) -> ModuleType:
@@ -55,14 +47,6 @@ def _module_of(name: str) -> ModuleType:
         from training.report import runs as module
     elif name in _CELLS:
         from training.report import cells as module
-    elif name in _OUTCOMES:
-        from training.report import outcomes as module
-    elif name in _MECHANISMS:
-        from training.report import mechanisms as module
-    elif name in _WEIGHTS:
-        from training.report import weights as module
-    elif name in _INLINE:
-        from training.report import inline as module
     elif name in _PAGE:
         from training.report import page as module
     elif name in _IMAGES:

@@ -12,8 +12,9 @@ from typing import Any
 import pandas as pd
 from torch import Tensor
 
+from probes.anchors import candidate_labelings, mask_key, mask_second_anchor
 from probes.flow import attention_patterns, information_flow, plot_flow, top_paths
-from probes.masking import candidate_labelings, cluster_scores, mask_key, mask_second_anchor, plot_projection, project
+from probes.masking import cluster_scores, plot_projection, project
 from probes.similarity import (
     SimilarityResult,
     block_score,

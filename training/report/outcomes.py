@@ -1,13 +1,12 @@
 """The report's sections on what each run learned: the verdict, the training curves and
-the final accuracies, read from each run's ``metrics.json`` (the verdict also reads the
-stable rank of layer 0's W_Q and, inside an ``interp-init reproduce`` folder, its
-``summary.json``).
+the final accuracies, read from each run's record (:mod:`training.records`; the verdict
+also reads the stable rank of layer 0's W_Q and, inside an ``interp-init reproduce``
+folder, its population: :mod:`training.report.population`).
 """
 
 from __future__ import annotations
 
 import html
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,52 +14,30 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from interp_init.task import FIT_THRESHOLD, EpochRecord
 from probes.rank import merged_weight, stable_rank
 from training.report.cells import RUN_COLOURS, Cell, Context, Section, compact, html_table, measured
 from training.report.population import population_parts
 from training.report.runs import Run
-from interp_init.task import FIT_THRESHOLD, EpochRecord
 from training.verdict import run_verdict
 
 #: ID accuracy at which a run counts as fitted (the curves' epochs-to-fit).
 FIT = FIT_THRESHOLD
 
 
-def reproduction_verdicts(runs: Sequence[Run]) -> list[str]:
-    """For runs inside an ``interp-init reproduce`` folder (``DIR/<task>/<regime>`` beside
-    ``DIR/summary.json``), the line the command printed: whether the flip was reproduced."""
-    from training.reproduce import check_flip, failed_criteria  # the reproduction's own criteria; it imports the report
-
-    lines = []
-    for root in dict.fromkeys(run.path.parent.parent for run in runs):
-        summary_path = root / "summary.json"
-        if not summary_path.is_file():
-            continue
-        try:
-            summary = json.loads(summary_path.read_text(encoding="utf-8"))
-            checks = check_flip(summary)
-        except (ValueError, KeyError, TypeError):
-            continue  # an unfinished or damaged summary: no verdict rather than a wrong one
-        lines.append(f"{root.name}: " + ("flip reproduced (all criteria met)" if checks["all"] else f"flip NOT reproduced; failed: {failed_criteria(checks)}"))
-    return lines
-
-
 def section_verdict(ctx: Context) -> Section:
     """What each run learned: its solution in the papers' terms and the numbers behind it."""
     rows, learned = [], {}
     for run in ctx.runs:
-        metrics, typed = run.metrics or {}, run.run_metrics
+        typed = run.run_metrics
         rank = None if run.model is None else stable_rank(merged_weight(run.model, "W_Q", 0))
-        v = run_verdict(run.task, None if typed is None else typed.final, metrics.get("status", "no metrics"), rank)
+        v = run_verdict(run.task, None if typed is None else typed.final, run.status, rank)
         learned[run.name] = v.solution
         rows.append({"run": run.name, "task": run.config.data.task, "architecture": run.config.model.architecture,
                      "gamma": run.config.init.gamma, "learned": v.solution, "evidence": v.evidence})  # fmt: skip
     expected = list(dict.fromkeys(r.task.expected for r in ctx.runs if r.task.expected))
-    flips = reproduction_verdicts(ctx.runs)
     population_html, population_fig = population_parts(ctx.runs)
-    parts = [html_table(pd.DataFrame(rows), 2)]
-    parts += [f'<p class="verdict">{html.escape(line)}</p>' for line in flips]
-    parts.append(population_html)
+    parts = [html_table(pd.DataFrame(rows), 2), population_html]
     sentence = " ".join(expected) + (
         " Below, each run as measured: its solution and the numbers that decide it (one cell of NeurIPS 2024 Fig. 2 or of the journal's Fig. 3A)."
     ) + measured(ctx, "what each run learned", lambda run: learned[run.name], needs_model=False)
@@ -145,15 +122,14 @@ def accuracy_table(runs: Sequence[Run]) -> pd.DataFrame:
     """One row per run: status, epochs and every final accuracy its metrics hold."""
     rows = []
     for run in runs:
-        metrics = run.metrics or {}
         final = None if run.run_metrics is None else run.run_metrics.final
         row: dict[str, Any] = {
             "run": run.name,
             "task": run.config.data.task,
             "gamma": run.config.init.gamma,
             "weight_decay": run.config.train.weight_decay,
-            "status": metrics.get("status", "no metrics"),
-            "epochs": (metrics.get("final") or {}).get("epoch", len(metrics.get("history", []))),
+            "status": run.status,
+            "epochs": run.record.final_epoch if run.record.final_epoch is not None else len(_history(run)),
             "train": None if final is None else final.train_acc,
             "ID": None if final is None else final.id_acc,
         }

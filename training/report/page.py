@@ -215,7 +215,7 @@ def build_page(runs: list[Run], config: ReportConfig, out_dir: str | Path | None
                 "layers": r.config.model.n_layers,
                 "heads": r.config.model.n_heads,
                 "seed": r.config.seed,
-                "status": (r.metrics or {}).get("status", "no metrics"),
+                "status": r.status,
             }
             for r in runs
         ]

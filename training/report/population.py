@@ -1,17 +1,17 @@
-"""The report's view of a population (``interp-init reproduce --seeds``): one dot per seed
-and regime, beside the rates of :class:`training.population.Population`.
+"""The report's view of a reproduction's population (:class:`training.population.Population`,
+read from ``summary.json`` by :func:`training.population.read_summary`).
 
-For runs inside a population folder (``DIR/seed-S/<task>/<regime>`` beside
-``DIR/summary.json``), :func:`population_parts` gives the verdict section the figure
-(:func:`population_figure`: the held-out (4,3)'s inferential against symmetric share on
-the ``symmetric`` task; OOD accuracy on ``id-ood``) and the table of rates, each
-naming the protocol that made it.
+For runs of a single-seed reproduction (``DIR/<task>/<regime>`` beside
+``DIR/summary.json``: a population of one) the line the command printed, whether the flip
+was reproduced; for runs inside a population folder (``DIR/seed-S/<task>/<regime>``
+beside ``DIR/summary.json``) the figure (:func:`population_figure`: the held-out (4,3)'s
+inferential against symmetric share on the ``symmetric`` task; OOD accuracy on
+``id-ood``) and the table of rates, each naming the protocol that made it.
 """
 
 from __future__ import annotations
 
 import html
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,26 +20,22 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from training.population import SUMMARY_FILE, Population, failed_criteria, read_summary
+from training.regimes import CRITERIA, REGIME_NAMES
 from training.report.cells import html_table
 from training.report.runs import Run
-from training.reproduce import CRITERIA, REGIME_NAMES
 
 _REGIME_COLOURS = {"small-init": "#636efa", "large-init": "#EF553B"}
 
 
-def population_summaries(runs: Sequence[Run]) -> dict[Path, dict[str, Any]]:
-    """Population folder -> its ``summary.json``, for the runs that sit in one."""
-    found: dict[Path, dict[str, Any]] = {}
-    for root in dict.fromkeys(run.path.parent.parent.parent for run in runs):
-        path = root / "summary.json"
-        if not path.is_file():
-            continue
-        try:
-            summary = json.loads(path.read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError):
-            continue  # a damaged summary: no population rather than a wrong one
-        if isinstance(summary, dict) and isinstance(summary.get("population"), dict) and isinstance(summary.get("per_seed"), list):
-            found[root] = summary
+def population_summaries(runs: Sequence[Run], depth: int = 3) -> dict[Path, Population]:
+    """Study folder -> its population, for the runs that sit ``depth`` levels below one
+    (3: a population's ``seed-S/<task>/<regime>``; 2: a single seed's ``<task>/<regime>``)."""
+    found: dict[Path, Population] = {}
+    for root in dict.fromkeys(run.path.parents[depth - 1] for run in runs):
+        population = read_summary(root / SUMMARY_FILE) if (root / SUMMARY_FILE).is_file() else None
+        if population is not None and (depth == 2) == (len(population.rows) == 1):
+            found[root] = population
     return found
 
 
@@ -54,7 +50,7 @@ def population_figure(summary: Mapping[str, Any]) -> go.Figure:
     for col, task in enumerate(tasks, start=1):
         first = rows[0]["runs"][task][REGIME_NAMES[0]]
         pair = "heldout_symmetric" in first and "heldout_inferential" in first
-        column = next((k for k in first if k not in ("gamma", "id_acc", "picked", "status", "run_dirs")), "id_acc")
+        column = next((k for k in first if k not in ("gamma", "id_acc", "picked", "status", "run_dirs", "weight_decay", "precision", "seconds")), "id_acc")
         for regime in REGIME_NAMES:
             runs = [row["runs"][task][regime] for row in rows]
             common = dict(mode="markers", name=regime, legendgroup=regime, showlegend=col == 1, text=[f"seed {row['seed']}" for row in rows],
@@ -81,11 +77,18 @@ def population_figure(summary: Mapping[str, Any]) -> go.Figure:
 
 
 def population_parts(runs: Sequence[Run]) -> tuple[str, go.Figure | None]:
-    """The verdict section's population parts: per population folder the rates table
-    (naming its protocol), and the dot figure of the first (None: no population); for the
-    runs of a single-seed reproduction, a note that they are one draw."""
+    """The verdict section's population parts: per single-seed reproduction the flip's
+    verdict; per population folder the rates table (naming its protocol), and the dot
+    figure of the first (None: no population); for the runs of a single-seed reproduction,
+    a note that they are one draw."""
     parts, figure = [], None
-    for root, summary in population_summaries(runs).items():
+    for root, one in population_summaries(runs, depth=2).items():
+        checks = one.rows[0].checks
+        line = f"{root.name}: " + ("flip reproduced (all criteria met)" if checks["all"] else f"flip NOT reproduced; failed: {failed_criteria(checks)}")
+        parts.append(f'<p class="verdict">{html.escape(line)}</p>')
+    singles = len(parts)
+    for root, population in population_summaries(runs).items():
+        summary = population.to_dict()
         rows = [{"criterion": name, "seeds that meet it": f"{r['met']} of {r['of']}", "95% exact interval": "[{:.2f}, {:.2f}]".format(*r["interval"])}
                 for name, r in summary["population"].items()]  # fmt: skip
         parts.append(
@@ -94,7 +97,7 @@ def population_parts(runs: Sequence[Run]) -> tuple[str, go.Figure | None]:
         )
         parts.append(html_table(pd.DataFrame(rows), 2))
         figure = population_figure(summary) if figure is None else figure
-    if not parts and any((run.path.parent.parent / "summary.json").is_file() for run in runs):
+    if len(parts) == singles and singles:
         parts.append(
             '<p class="note">These runs are one draw (one seed) of an <code>interp-init reproduce</code>; '
             "how often each criterion holds over seeds is what <code>interp-init reproduce --seeds 31,32,33,...</code> measures.</p>"

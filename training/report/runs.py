@@ -1,11 +1,7 @@
-"""The runs a report compares, and the inputs its probes read.
-
-:func:`find_run_dirs` expands the folders given on the command line into run folders,
-:func:`load_runs` reads each one (config, metrics and, when written, the model) as a
-:class:`Run`.  :func:`balanced_inputs` draws the same number of inputs of every anchor
-pair (for the masking projections and cluster scores), :func:`sample_input` is the
-NeurIPS paper's Fig. 3 input (for attention and information flow) and
-:func:`token_labels` names its tokens.
+"""The runs a report compares: :func:`find_run_dirs` expands the folders given on the command
+line into run folders, :func:`load_runs` reads each one (its record,
+:class:`training.records.RunRecord`, and, when written, the model) as a :class:`Run`;
+:func:`token_labels` names an input's tokens.
 """
 
 from __future__ import annotations
@@ -17,22 +13,21 @@ from pathlib import Path
 
 from transformer_lens import HookedTransformer
 
-from interp_init.anchor_tasks import FIG3_KEY_POSITION, FIG3_TOKENS, balanced_inputs, sample_input
 from interp_init.data import AnchorDataset
 from interp_init.runfolder import CONFIG_FILE, WEIGHTS_FILE, RunFolder
-from interp_init.task import RunMetrics, Task, read_run_metrics
+from interp_init.task import RunMetrics, Task
 from interp_init.task_registry import task_class
 from training.config import RunConfig
+from training.records import RunRecord
 
 
 @dataclass
 class Run:
-    """One run folder as the report sees it."""
+    """One run folder as the report sees it: its name in the report, its record
+    (:class:`training.records.RunRecord`) and its model."""
 
     name: str
-    path: Path
-    config: RunConfig
-    metrics: dict | None
+    record: RunRecord
     model: HookedTransformer | None
     #: Why there is no model (no weights file yet), else "".
     missing: str = ""
@@ -42,10 +37,23 @@ class Run:
         """The run's task (from its config)."""
         return self.config.data.make_task()
 
-    @cached_property
+    @property
+    def path(self) -> Path:
+        return self.record.path
+
+    @property
+    def config(self) -> RunConfig:
+        return self.record.config
+
+    @property
     def run_metrics(self) -> RunMetrics | None:
-        """The run's ``metrics.json`` read typed for its task (``None`` before it has one)."""
-        return None if self.metrics is None else read_run_metrics(self.task, self.metrics, str(self.path / "metrics.json"))
+        """The run's metrics, typed for its task (``None`` before it has ``metrics.json``)."""
+        return self.record.metrics
+
+    @property
+    def status(self) -> str:
+        """The status ``metrics.json`` records, or ``no metrics``."""
+        return self.record.recorded_status or "no metrics"
 
 
 #: The most runs one report page compares (a page of 200 took about 290 s and 2 GB to write
@@ -99,26 +107,17 @@ def load_runs(run_dirs: Iterable[str | Path], device: str = "cpu") -> list[Run]:
     """:class:`Run` of each run folder (see :func:`find_run_dirs`); a folder without
     weights yet (a run still training) comes without a model."""
     paths = find_run_dirs(run_dirs)
-    configs = []
-    for path in paths:
-        folder = RunFolder(path)
-        configs.append(RunConfig.from_dict(folder.read_config(), where=str(folder.config_path)))
+    records = [RunRecord.read(path) for path in paths]
     runs = []
-    for path, cfg, name in zip(paths, configs, _run_names(paths, configs), strict=True):
-        folder = RunFolder(path)
+    for record, name in zip(records, _run_names(paths, [r.config for r in records]), strict=True):
+        folder = RunFolder(record.path)
         model, missing = None, ""
         if folder.weights_path.is_file():
             model = folder.load_model(device=device)
         else:
-            missing = f"no {WEIGHTS_FILE} in {path} yet (the run has not finished)"
-        runs.append(Run(name, path, cfg, folder.read_metrics(), model, missing))
+            missing = f"no {WEIGHTS_FILE} in {record.path} yet (the run has not finished)"
+        runs.append(Run(name, record, model, missing))
     return runs
-
-
-# ------------------------------------------------------------------------- probe inputs
-
-# The anchor tasks' probe inputs live with them (interp_init.anchor_tasks); re-exported here.
-__all__ = ["FIG3_KEY_POSITION", "FIG3_TOKENS", "Run", "balanced_inputs", "find_run_dirs", "load_runs", "sample_input", "token_labels"]
 
 
 def token_labels(dataset: AnchorDataset, row: int = 0) -> list[str]:

@@ -21,9 +21,13 @@ from probes.geometry import (
     plot_spectra,
     singular_value_spectra,
 )
+from interp_init.tasks import KEY_HIGH, KEY_LOW
 from probes.rank import merged_weight, weight_stable_ranks
 from training.report.cells import RUN_COLOURS, Cell, Context, Section, compact, html_table, measured, per_run
 from training.report.runs import Run
+
+#: The tokens whose embeddings the report reads: the anchor tasks' keys.
+KEY_TOKENS = range(KEY_LOW, KEY_HIGH + 1)
 
 # --------------------------------------------------------------------------- condensation
 
@@ -60,7 +64,7 @@ EIGEN_TOP = 10
 
 def _embedding_pca(run: Run, ctx: Context) -> EmbeddingPCA:
     assert run.model is not None
-    return ctx.cached(("embedding-pca", run.name), lambda: embedding_pca(run.model))
+    return ctx.cached(("embedding-pca", run.name), lambda: embedding_pca(run.model, tokens=KEY_TOKENS))
 
 
 def embedding_cell(run: Run, ctx: Context) -> Cell:

@@ -10,9 +10,8 @@ Modules by concern:
 * :mod:`training.sweep.spec`: the spec, :class:`SweepOptions`, the shipped presets
   (``training/sweep/presets/*.json``) and the one-sweep-per-folder rule (imports neither
   torch nor TransformerLens);
-* :mod:`training.sweep.pool`: worker processes that never outlive the sweep;
-* :mod:`training.sweep.runner`: :func:`run_sweep`, :func:`run_point` and the backends
-  (``local``, ``ray``, ``ensemble``);
+* :mod:`training.sweep.runner`: :func:`run_sweep`, through the one launcher
+  (:mod:`training.launch`: ``local``, ``ray``, ``ensemble`` or any registered backend);
 * :mod:`training.sweep.results`: the results table.
 
 The names below are imported on first use (PEP 562 ``__getattr__``): importing
@@ -25,27 +24,15 @@ from types import ModuleType
 
 from interp_init.lazy import lazy_attributes
 
-_SPEC = (
-    "BACKENDS", "BASE_EXTRA_KEYS", "PRESETS_FOLDER", "SPEC_FILE", "SweepOptions", "SweepPoint", "SweepSpec",
-    "check_sweep_folder", "format_value", "load_preset", "preset_names",
-)  # fmt: skip
-
-_POOL = ("PARENT_POLL_S", "Terminated", "watch_parent", "worker_pool")
-_RUNNER = ("SweepSummary", "ensemble_key", "run_point", "run_sweep")
-_RESULTS = (
-    "CONTEXT_COLUMNS", "ERROR_FILE", "LOSS_THRESHOLD", "METRIC_COLUMNS", "PAIR_ACC_THRESHOLD", "PAIR_COLUMNS",
-    "PROBLEM_STATUSES", "RANKS_FILE", "RESULTS_FILE", "TIMING_COLUMNS", "collect_results", "epochs_to_loss",
-    "epochs_to_pair_accuracy", "incomplete_runs", "load_results", "pair_column", "problem_summary", "run_row",
-    "run_stable_ranks", "run_status", "write_results",
-)  # fmt: skip
-__all__ = sorted((*_SPEC, *_POOL, *_RUNNER, *_RESULTS))
+_SPEC = ("SPEC_FILE", "SweepOptions", "SweepSpec", "check_sweep_folder", "load_preset", "preset_names")
+_RUNNER = ("SweepSummary", "run_sweep")
+_RESULTS = ("RESULTS_FILE", "collect_results", "incomplete_runs", "load_results", "problem_summary", "run_status", "write_results")
+__all__ = sorted((*_SPEC, *_RUNNER, *_RESULTS))
 
 
 def _module_of(name: str) -> ModuleType:
     if name in _SPEC:
         from training.sweep import spec as module
-    elif name in _POOL:
-        from training.sweep import pool as module
     elif name in _RUNNER:
         from training.sweep import runner as module
     elif name in _RESULTS:

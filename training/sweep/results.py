@@ -9,30 +9,23 @@ did not complete.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
-# ERROR_FILE is imported to be re-exported as training.sweep.ERROR_FILE (a failed run's record).
-from interp_init.runfolder import ERROR_FILE, FINISHED_STATUSES, RunFolder, RunStatus, atomic_write, write_json  # noqa: F401
-from interp_init.task import EpochRecord, read_run_metrics
+from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus, atomic_write
+from interp_init.task import EpochRecord
 from interp_init.tasks import AnchorPair
-from training.config import OPTIONS, RunConfig
+from training.config import OPTIONS
+from training.records import RunRecord, run_stable_ranks
 from training.sweep.columns import LOSS_THRESHOLD, PAIR_ACC_THRESHOLD, RUN_COLUMNS, group_column, task_group_columns, task_metric_columns
 from training.sweep.spec import SPEC_FILE, SweepSpec
 
-if TYPE_CHECKING:
-    from transformer_lens import HookedTransformer
-
-
 #: The results table of a sweep folder.
 RESULTS_FILE = "results.csv"
-#: A run folder's cached stable ranks (:func:`run_stable_ranks`).
-RANKS_FILE = "ranks.json"
 #: Columns of the results table that depend on the machine, not on the runs' content.
 TIMING_COLUMNS = ("elapsed_s",)
 #: Config values always in the results table (the figures' axes), besides the grid keys.
@@ -44,66 +37,21 @@ def run_status(run_dir: str | Path) -> RunStatus:
     return RunFolder(run_dir).status()
 
 
-def _weights_stamp(folder: RunFolder) -> dict[str, int]:
-    stat = folder.weights_path.stat()
-    return {"weights_size": stat.st_size, "weights_mtime_ns": stat.st_mtime_ns}
-
-
-def record_stable_ranks(run_dir: str | Path, model: HookedTransformer) -> dict[str, float]:
-    """Compute the stable ranks of a just-trained ``model`` (the run's own, not reloaded)
-    and cache them in the run folder's ``ranks.json``."""
-    from probes import merged_weight, stable_rank
-
-    folder = RunFolder(run_dir)
-    ranks = {
-        "stable_rank_wq0": stable_rank(merged_weight(model, "W_Q", 0)),
-        "stable_rank_we": stable_rank(merged_weight(model, "W_E")),
-    }
-    write_json(folder.path / RANKS_FILE, {"stamp": _weights_stamp(folder), "ranks": ranks})
-    return ranks
-
-
-def run_stable_ranks(run_dir: str | Path) -> dict[str, float]:
-    """Stable ranks of the first layer's W_Q (heads merged) and of W_E, cached in ``ranks.json``.
-
-    The cache is keyed by the weights file's size and modification time, so the model is
-    loaded only when the weights changed since (a sweep caches them from the trained
-    model, :func:`record_stable_ranks`).  Empty when the folder has no weights.
-    """
-    folder = RunFolder(run_dir)
-    if not folder.weights_path.exists():
-        return {}
-    cache = folder.path / RANKS_FILE
-    if cache.exists():
-        try:
-            data = json.loads(cache.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            data = {}
-        if isinstance(data, dict) and data.get("stamp") == _weights_stamp(folder) and isinstance(data.get("ranks"), dict):
-            return data["ranks"]
-    return record_stable_ranks(folder.path, folder.load_model(device="cpu"))
-
-
-def epochs_to_loss(history: Sequence[Mapping[str, Any] | EpochRecord], threshold: float = LOSS_THRESHOLD) -> float:
+def epochs_to_loss(history: Sequence[EpochRecord], threshold: float = LOSS_THRESHOLD) -> float:
     """The first epoch whose mean training loss is below ``threshold`` (NaN if none)."""
     for record in history:
-        loss = record.loss if isinstance(record, EpochRecord) else record.get("loss")
-        if loss is not None and loss < threshold:
-            return float(record.epoch if isinstance(record, EpochRecord) else record["epoch"])
+        if record.loss < threshold:
+            return float(record.epoch)
     return math.nan
 
 
-def epochs_to_pair_accuracy(history: Sequence[Mapping[str, Any] | EpochRecord], threshold: float = PAIR_ACC_THRESHOLD) -> dict[str, float]:
+def epochs_to_pair_accuracy(history: Sequence[EpochRecord], threshold: float = PAIR_ACC_THRESHOLD) -> dict[str, float]:
     """Per group of the task's metrics (an anchor pair's ``AnchorPair.key``, ``"a1,a2"``),
-    the first evaluated epoch with accuracy >= ``threshold`` (NaN if none).  ``history``
-    holds typed records (:class:`~interp_init.task.EpochRecord`) or ``metrics.json``'s
-    records of an anchor task."""
+    the first evaluated epoch with accuracy >= ``threshold`` (NaN if none), from a run's
+    typed history (:attr:`training.records.RunRecord.history`)."""
     out: dict[str, float] = {}
     for record in history:
-        if isinstance(record, EpochRecord):
-            epoch, groups = record.epoch, ({} if record.metrics is None else record.metrics.groups())
-        else:
-            epoch, groups = record["epoch"], record.get("per_pair", {})
+        epoch, groups = record.epoch, ({} if record.metrics is None else record.metrics.groups())
         for group, acc in groups.items():
             out.setdefault(group, math.nan)
             if math.isnan(out[group]) and acc >= threshold:
@@ -136,42 +84,31 @@ def run_row(
     run_dir: str | Path, loss_threshold: float = LOSS_THRESHOLD, pair_threshold: float = PAIR_ACC_THRESHOLD
 ) -> dict[str, Any]:
     """One results-table row of a run folder (config values, status, flattened metrics)."""
-    folder = RunFolder(run_dir)
-    run_dir = folder.path
-    cfg = RunConfig.from_dict(folder.read_config(), where=str(folder.config_path))
+    record = RunRecord.read(run_dir, strict=False)
+    cfg, run_dir = record.config, record.path
     flat = cfg.flat()
     row: dict[str, Any] = {"run": run_dir.name}
     for key in _grid_keys(run_dir.name):
         row[key] = flat[key]
     for key in CONTEXT_COLUMNS:
         row.setdefault(key, cfg.preset if key == "preset" else flat[key])
-    status = run_status(run_dir)
-    row["status"] = status
-    try:
-        metrics = folder.read_metrics() or {}
-    except ValueError:
-        metrics = {}
-    task = cfg.data.make_task()
-    typed = read_run_metrics(task, metrics, str(folder.metrics_path))
-    history = typed.history
+    row["status"] = record.status
     for col in (*METRIC_COLUMNS, *task_metric_columns((cfg.data.task,))):
         row[col] = math.nan
-    if typed.final is not None:
-        row.update(typed.final.columns())
+    row.update({k: v for k, v in record.final_columns().items() if v is not None})
+    history = record.history
     if history:
         row["final_loss"] = float(history[-1].loss)
         row["epochs_run"] = float(history[-1].epoch)
         row["epochs_to_loss"] = epochs_to_loss(history, loss_threshold)
-    if status in FINISHED_STATUSES:
-        folder.check_bound(metrics)  # weights or metrics of another run make the row unreadable
+    if record.status in FINISHED_STATUSES:
+        record.check_bound()  # weights or metrics of another run make the row unreadable
         row.update(run_stable_ranks(run_dir))
-    group_epochs = epochs_to_pair_accuracy(history, pair_threshold)
     for col in (*PAIR_COLUMNS, *task_group_columns((cfg.data.task,))):
         row[col] = math.nan
-    row.update({group_column(g): e for g, e in group_epochs.items()})
-    row["elapsed_s"] = float(metrics["elapsed_s"]) if "elapsed_s" in metrics else math.nan
-    error = folder.error_path
-    row["error"] = error.read_text(encoding="utf-8", errors="replace").splitlines()[0] if status == RunStatus.FAILED and error.exists() else ""
+    row.update({group_column(g): e for g, e in epochs_to_pair_accuracy(history, pair_threshold).items()})
+    row["elapsed_s"] = math.nan if record.elapsed_s is None else float(record.elapsed_s)
+    row["error"] = record.error
     return row
 
 

@@ -38,11 +38,14 @@ from typing import Any
 from interp_init.fileio import check_name_length, parse_json
 from interp_init.task import DEFAULT_TASK
 from training.config import OPTIONS, PRESETS, RunConfig, make_run_config, preset_options
+from training.launch import Job, launcher_names
+from training.launch.base import check_count
 
 #: The file of a sweep folder that records its spec.
 SPEC_FILE = "sweep.json"
-#: Where the grid's points are trained (:class:`SweepOptions`).
-BACKENDS = ("local", "ray", "ensemble")
+#: Where the grid's points are trained (:class:`SweepOptions`): ``local`` (serial with one
+#: worker, else a process pool) or any registered launcher (:mod:`training.launch`).
+BACKENDS: tuple[str, ...] = ("local", *launcher_names())
 #: Keys of a spec's ``base`` besides the flat options.
 BASE_EXTRA_KEYS = ("preset",)
 #: The most points a sweep's grid may have (checked before any config is built).
@@ -250,6 +253,11 @@ class SweepSpec:
         return out
 
 
+    def jobs(self, out: str | Path) -> list[Job]:
+        """Every grid point as a job: run folder ``out/<point name>``."""
+        return [Job(p.name, p.config, Path(out) / p.name) for p in self.points()]
+
+
 def preset_names() -> list[str]:
     """The shipped sweep presets (``training/sweep/presets/*.json``)."""
     return sorted(p.name[: -len(".json")] for p in PRESETS_FOLDER.iterdir() if p.name.endswith(".json"))
@@ -283,14 +291,15 @@ class SweepOptions:
     threads: int | None = None
     progress: bool = True
     ensemble_size: int | None = None
+    #: A backend's own options (e.g. a Slurm launcher's partition), passed to its constructor.
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
+        backends = ("local", *launcher_names())
+        if self.backend not in backends:
+            raise ValueError(f"backend must be one of {backends}, got {self.backend!r}")
         for name in ("workers", "threads", "ensemble_size"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise ValueError(f"{name} must be an integer >= 1 (or None for automatic), got {value!r}")
+            check_count(name, getattr(self, name))
         if self.ensemble_size is not None and self.backend != "ensemble":
             raise ValueError(f"ensemble_size applies to the ensemble backend only, got backend {self.backend!r}")
         if self.address is not None and self.backend != "ray":

@@ -1,6 +1,6 @@
-"""The values behind the ``interp-init`` command line, without click: the table of run
-options (one per config field), the default preset, and the parsing and checking of
-option values (``training.cli`` builds the options and commands from them).
+"""The command line's option values, without click: the table of run options (one per
+config field), the default preset, and the parsing and checking of option values
+(``training.cli`` builds the options and commands from them).
 
 It imports neither torch nor click at import time (``--help`` stays fast).
 """
@@ -71,6 +71,20 @@ def parse_workers(value: str) -> int | None:
     if number < 1:
         raise ValueError(f"--workers must be a positive integer or 'auto', got {value!r}")
     return number
+
+
+def parse_list(text: str, kind: type, name: str) -> tuple[Any, ...]:
+    """A comma-separated command-line list (``31,32,33``, ``1e-4,2e-4``) as a tuple of ``kind``."""
+    parts = [p.strip() for p in text.split(",")]
+    if any(not p for p in parts) and any(parts):
+        raise ValueError(f"{name} has an empty entry in {text!r} (two commas in a row, or one at an end); give each value once, e.g. {'31,32,33' if kind is int else '1e-4,2e-4,3e-4'}")
+    try:
+        values = tuple(kind(p) for p in parts if p)
+    except ValueError:
+        raise ValueError(f"{name} must be a comma-separated list of {kind.__name__}s, e.g. {'31,32,33' if kind is int else '1e-4,2e-4,3e-4'}; got {text!r}") from None
+    if not values:
+        raise ValueError(f"{name} is empty; give at least one value")
+    return values
 
 
 def one_line(exc: BaseException) -> str:

@@ -1,4 +1,4 @@
-"""Worker processes that never outlive the sweep: a process pool that SIGKILL, SIGTERM or
+"""Worker processes that never outlive the study: a process pool that SIGKILL, SIGTERM or
 SIGINT of the sweep process leaves no worker behind.
 
 :func:`worker_pool` is the pool (spawned processes, ``threads`` torch threads each); its
@@ -6,8 +6,7 @@ workers watch the process that started them (:func:`watch_parent`) and ignore SI
 and within the pool's block SIGTERM raises :class:`Terminated`, so that the pool's
 cleanup stops the workers before the process exits.  A worker stopped by SIGTERM (the
 pool's clean-up, or its parent's death) first lets the run it trains remove its lock
-and temporary files.  The ``local`` sweep backend and the
-reproduction's parallel runs use it.
+and temporary files.  The ``pool`` launcher (:mod:`training.launch.backends`) uses it.
 """
 
 from __future__ import annotations

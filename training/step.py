@@ -1,4 +1,5 @@
-"""The last-position logits of a ``HookedTransformer``, without the work the loss does not need.
+"""The training step: the last-position logits of a ``HookedTransformer`` without the work the
+loss does not need, the optimizer, denormal flushing and one step (:func:`train_step`).
 
 The anchor-function loss reads one position: the last.  :func:`last_position_logits`
 computes exactly ``model(tokens)[:, -1]`` from the model's own parameters (read from its
@@ -16,7 +17,7 @@ Each block is computed by its registered architecture's own fast forward
 (:class:`interp_init.architectures.Architecture`'s ``all_positions`` and
 ``last_position``, made of the fused kernels of :mod:`interp_init.architectures.kernels`)
 instead of TransformerLens' hook-point-by-hook-point code.  The result equals the hooked
-forward to fp32 rounding (``tests/test_fast.py`` checks logits and every parameter's
+forward to fp32 rounding (``tests/test_step.py`` checks logits and every parameter's
 gradient, for every registered architecture).  A block class no architecture registered
 is an error, never read as another architecture.
 
@@ -29,7 +30,7 @@ Example::
 
     >>> import torch
     >>> from interp_init import ModelConfig, InitConfig, build_model
-    >>> from training.fast import last_position_logits
+    >>> from training.step import last_position_logits
     >>> cfg = ModelConfig(n_layers=2, d_model=32, n_heads=2, d_head=16, d_mlp=64)
     >>> model = build_model(cfg, InitConfig(gamma=0.5), seed=0)
     >>> tokens = torch.randint(0, 201, (4, 9))

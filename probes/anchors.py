@@ -1,0 +1,108 @@
+"""The anchor tasks' helpers, built on the generic probes: key masking and candidate labelings (journal Fig. 4).
+
+What it measures: on the anchor tasks' inputs (an :class:`~interp_init.data.AnchorDataset`,
+e.g. from :func:`probes.input_grid`), :func:`mask_key` and :func:`mask_second_anchor` are
+:func:`probes.masked_run` with the inputs' named positions ``"key"`` and ``"second_anchor"``
+(:mod:`probes.inputs` reads them from the dataset), and :func:`candidate_labelings` gives
+the labelings whose clusters :func:`probes.cluster_scores` compares (the journal's
+Fig. 4C: do symmetric pairs merge?).  Nothing else in :mod:`probes` needs these tasks.
+
+Shapes: a dataset of ``n`` inputs ``[n, 9]``; :class:`~probes.masking.MaskedRun` as
+:func:`probes.masked_run` returns it; :func:`candidate_labelings` one row per input.
+
+Example::
+
+    >>> import torch
+    >>> from transformer_lens import HookedTransformer, HookedTransformerConfig
+    >>> from interp_init import quiet_deprecation
+    >>> from probes import input_grid, mask_key, masked_run, candidate_labelings
+    >>> cfg = HookedTransformerConfig(n_layers=2, d_model=16, n_heads=2, d_head=8, n_ctx=9, d_vocab=201, act_fn="gelu")
+    >>> with quiet_deprecation():
+    ...     model = HookedTransformer(cfg)
+    >>> grid = input_grid(keys=range(30, 33), pairs=[(1, 2), (2, 1)], seed=0)
+    >>> key = mask_key(model, grid)
+    >>> bool(torch.equal(key.logits, masked_run(model, grid.tokens, grid.key_positions).logits))
+    True
+    >>> candidate_labelings(grid)["unordered_pair"].tolist()
+    ['1,2', '1,2', '1,2', '1,2', '1,2', '1,2']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pandas as pd
+
+from interp_init.data import AnchorDataset
+from interp_init.tasks import SHIFTS
+from probes._common import check_dataset
+from probes.masking import MaskedRun, masked_run
+from probes.protocol import HookedModel, check_model
+
+
+def _output_name(model: HookedModel) -> str:
+    check_model(model)
+    return f"blocks.{model.cfg.n_layers - 1}.hook_resid_post"
+
+
+def mask_key(
+    model: HookedModel,
+    dataset: AnchorDataset,
+    *,
+    layers: int | Iterable[int] | None = None,
+    heads: int | Iterable[int] | None = None,
+    query_positions: int | Iterable[int] | None = None,
+    renormalize: bool = False,
+    names: Iterable[str] | None = None,
+) -> MaskedRun:
+    """:func:`masked_run` hiding each sample's key token (``dataset.key_positions``): the anchor tasks' case of it.
+
+    ``names`` defaults to the last block's output ``blocks.{L-1}.hook_resid_post`` (the
+    journal's "output embedding", before the final LayerNorm and unembedding).
+    """
+    dataset = check_dataset(dataset)
+    names = [_output_name(model)] if names is None else names
+    return masked_run(model, dataset, "key", layers, heads, query_positions, renormalize, names)
+
+
+def mask_second_anchor(
+    model: HookedModel,
+    dataset: AnchorDataset,
+    *,
+    layers: int | Iterable[int] | None = None,
+    heads: int | Iterable[int] | None = None,
+    query_positions: int | Iterable[int] | None = None,
+    renormalize: bool = False,
+    names: Iterable[str] | None = None,
+) -> MaskedRun:
+    """:func:`masked_run` hiding each sample's second anchor (key position + 2); ``names`` as :func:`mask_key`."""
+    dataset = check_dataset(dataset)
+    names = [_output_name(model)] if names is None else names
+    return masked_run(model, dataset, "second_anchor", layers, heads, query_positions, renormalize, names)
+
+
+def candidate_labelings(dataset: AnchorDataset) -> pd.DataFrame:
+    """One row per sample: candidate labels for clustering the masked outputs.
+
+    Columns: ``ordered_pair`` ("1,2"), ``unordered_pair`` ("1,2" for (1,2) and (2,1)),
+    ``composite_shift`` (s(a1) + s(a2)), ``target_shift`` (the designated target minus
+    the key: differs from the composite shift where the task gives a pair another
+    mapping, e.g. (3,4) in ``symmetric``), ``first_anchor``, ``key``,
+    ``single_anchor_target`` (g(x; a1) = x + s(a1)) and ``target`` (the dataset's).
+    With the papers' shifts (5, 1, -2, -8) the ten unordered pairs have ten distinct
+    sums, so ``composite_shift`` groups inputs exactly as ``unordered_pair`` does.
+    """
+    pairs = check_dataset(dataset).anchor_pairs.cpu().tolist()
+    keys = dataset.keys.cpu().tolist()
+    return pd.DataFrame(
+        {
+            "ordered_pair": [f"{a},{b}" for a, b in pairs],
+            "unordered_pair": [f"{min(a, b)},{max(a, b)}" for a, b in pairs],
+            "composite_shift": [SHIFTS[a] + SHIFTS[b] for a, b in pairs],
+            "target_shift": [t - x for t, x in zip(dataset.targets.cpu().tolist(), keys, strict=True)],
+            "first_anchor": [a for a, _ in pairs],
+            "key": keys,
+            "single_anchor_target": [x + SHIFTS[a] for x, (a, _) in zip(keys, pairs, strict=True)],
+            "target": dataset.targets.cpu().tolist(),
+        }
+    )

@@ -1,0 +1,105 @@
+"""The one launcher and the one reader, through every study's entry point: a run another
+process trains is ``running`` (never failed), a folder of another preset's runs is refused
+before anything trains (exit 2), and the paper protocol reads every target of a task at its
+best epoch."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from interp_init.runfolder import RunFolder
+from training.cli import main
+from training.launch import Job, JobReturn, Launcher, launcher_class, make_launcher, register_launcher
+from training.regimes import regime_config
+
+_TINY = ["--preset", "tiny", "--device", "cpu", "--quiet", "--workers", "1"]
+
+
+def test_reproduce_seeds_reports_a_run_another_process_trains_as_running(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "P"
+    busy = out / "seed-0" / "symmetric" / "small-init"
+    busy.mkdir(parents=True)
+    RunFolder(busy).write_config(regime_config("tiny", "small-init", "symmetric", 0).to_dict())
+    with RunFolder(busy).lock():
+        code = main(["reproduce", "--seeds", "0", "--out", str(out), *_TINY])
+        err = capsys.readouterr().err
+    assert code == 1 and "1 of 4 runs running" in err and "failed" not in err
+    assert not (busy / "error.txt").exists()
+    assert RunFolder(out / "seed-0" / "id-ood" / "large-init").status() == "completed"
+
+
+def test_reproduce_over_another_presets_runs_exits_2_before_training(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "P"
+    other = out / "seed-0" / "symmetric" / "small-init"
+    other.mkdir(parents=True)
+    RunFolder(other).write_config(regime_config("tiny", "small-init", "symmetric", 0).to_dict())
+    code = main(["reproduce", "--seeds", "0", "--out", str(out), "--preset", "cpu", "--device", "cpu", "--quiet", "--workers", "1"])
+    err = capsys.readouterr().err
+    assert code == 2 and "holds a run with another config" in err and "another --out" in err
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == ["seed-0/symmetric/small-init/config.json"]
+
+
+def test_the_paper_protocol_reads_every_target_of_addition_at_its_best_epoch(tmp_path: Path) -> None:
+    """``phase-diagram --protocol paper`` on an addition sweep: id_acc AND square_acc each at
+    its best evaluated epoch (computed here from metrics.json by hand)."""
+    from training.phase.diagram import protocol_table
+    from training.sweep import SweepOptions, SweepSpec, collect_results, run_sweep
+
+    spec = SweepSpec({"preset": "tiny", "task": "addition", "epochs": 4, "lr": 3e-3}, {"seed": [0]})
+    run_sweep(spec, tmp_path, SweepOptions(progress=False, device="cpu"))
+    table = protocol_table(collect_results(tmp_path, write=False), tmp_path, "paper")
+    history = json.loads((tmp_path / "seed=0" / "metrics.json").read_text())["history"]
+    for target in ("id_acc", "square_acc"):
+        assert table[target][0] == max(r[target] for r in history if target in r), target
+
+
+def test_launchers_are_registered_by_name() -> None:
+    with pytest.raises(ValueError, match="unknown launcher 'nope'; choose one of"):
+        launcher_class("nope")
+
+    @register_launcher
+    class Recording(Launcher):
+        name = "recording-test"
+
+        def __init__(self, note: str = "") -> None:
+            self.note = note
+
+        def launch(self, jobs):  # noqa: ANN001, ANN201
+            return [self.returned(JobReturn(j.name, "completed")) for j in jobs]
+
+    launcher = make_launcher("recording-test", note="x", workers=3)  # options another backend takes are left out
+    assert isinstance(launcher, Recording) and launcher.note == "x"
+    cfg = regime_config("tiny", "small-init", "symmetric", 0)
+    seen: list[JobReturn] = []
+    assert launcher.notify(seen.append).launch([Job("a", cfg, Path("a"))]) == [JobReturn("a", "completed")] == seen
+
+    @dataclasses.dataclass(frozen=True)
+    class Frozen(Recording):  # a frozen backend still takes a progress callback
+        name = "frozen-test"
+        note: str = ""
+
+    assert Frozen().notify(seen.append).on_return is not None
+
+
+def test_a_single_seed_summary_written_before_one_schema_reads_as_a_population_of_one(tmp_path: Path) -> None:
+    from training.population import check_flip, read_summary
+
+    def row(gamma: float, **numbers: float) -> dict:
+        return {"gamma": gamma, **numbers, "status": "completed", "seconds": 1.0, "run_dir": str(tmp_path / "run")}
+
+    legacy = {
+        "symmetric": {"small-init": row(0.8, id_acc=0.95, heldout_inferential=0.9, heldout_symmetric=0.1),
+                      "large-init": row(0.5, id_acc=0.97, heldout_inferential=0.0, heldout_symmetric=0.6)},
+        "id-ood": {"small-init": row(0.8, id_acc=0.99, ood_acc=0.7, commutativity=0.9),
+                   "large-init": row(0.4, id_acc=0.99, ood_acc=0.2, commutativity=0.5)},
+    }  # fmt: skip
+    (tmp_path / "summary.json").write_text(json.dumps(legacy))
+    population = read_summary(tmp_path / "summary.json")
+    assert population is not None and len(population.rows) == 1
+    assert population.rows[0].checks == check_flip(legacy)
+    assert population.rows[0].result("id-ood", "large-init").value("ood_acc") == 0.2
+    assert read_summary(tmp_path / "missing.json") is None

@@ -1,0 +1,24 @@
+"""One launcher for every study: a job per run folder, one failure policy, backends by name.
+
+* :class:`Job` (a run to train: name, config, folder) and :class:`JobReturn` (its status);
+* :func:`train_job`: train one job under the one failure policy (``error.txt`` for a
+  failed run, ``running`` for a run another process trains; never raises for a run);
+* :class:`Launcher`, :func:`register_launcher`, :func:`launcher_class`,
+  :func:`make_launcher`, :func:`launcher_names`: the backends, registered by name
+  (``serial``, ``pool``, ``ensemble``, ``ray``: :mod:`training.launch.backends`);
+* :func:`launch`, :func:`check_jobs`, :func:`hold_study`: the study folder's refusals,
+  lock and skipping of ended runs (:func:`training.study.run_study` strings them together).
+
+Importing this package imports no torch (the command line lists the launchers' names).
+"""
+
+from __future__ import annotations
+
+from training.launch.backends import EnsembleLauncher, PoolLauncher, RayLauncher, SerialLauncher, ensemble_key
+from training.launch.base import STUDY_BUSY, Job, JobReturn, Launcher, check_jobs, hold_study, launch, launcher_class, launcher_names
+from training.launch.base import make_launcher, register_launcher, train_job
+
+__all__ = [
+    "EnsembleLauncher", "PoolLauncher", "RayLauncher", "SerialLauncher", "ensemble_key", "STUDY_BUSY", "Job", "JobReturn", "Launcher", "check_jobs", "hold_study", "launch", "launcher_class", "launcher_names",
+    "make_launcher", "register_launcher", "train_job",
+]  # fmt: skip

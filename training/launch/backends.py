@@ -1,0 +1,227 @@
+"""The built-in launchers, registered by name: ``serial`` (here, one run after another),
+``pool`` (worker processes that never outlive this one), ``ensemble`` (same-shape runs
+trained together, for GPUs) and ``ray`` (one Ray task per run, on this machine or a
+cluster).  Each trains through :func:`training.launch.base.train_job`'s failure policy.
+
+This module imports no torch: a launcher imports what it needs when it launches.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from collections.abc import Sequence
+from concurrent.futures import as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from interp_init.runfolder import RunFolder, RunStatus
+from training.config import RunConfig
+from training.launch.base import Job, JobReturn, Launcher, check_count, failed, finished, make_launcher, register_launcher, train_job
+
+_RAY_MISSING = "the ray backend needs Ray: pip install 'interp-init[ray]'"
+
+
+@register_launcher
+@dataclass
+class SerialLauncher(Launcher):
+    """Every job here, one after another (``threads``: torch threads; None leaves torch's)."""
+
+    name: ClassVar[str] = "serial"
+    device: str = "auto"
+    threads: int | None = None
+    progress: bool = False
+
+    def __post_init__(self) -> None:
+        check_count("threads", self.threads)
+
+    def launch(self, jobs: Sequence[Job]) -> list[JobReturn]:
+        return [self.returned(train_job(job, self.device, self.threads, progress=self.progress)) for job in jobs]
+
+
+@register_launcher
+@dataclass
+class PoolLauncher(Launcher):
+    """``workers`` processes (None: one per CPU core, at most one per job) of ``threads``
+    torch threads each (None: cores // workers); a worker the OS kills fails its run."""
+
+    name: ClassVar[str] = "pool"
+    device: str = "auto"
+    workers: int | None = None
+    threads: int | None = None
+
+    def __post_init__(self) -> None:
+        check_count("workers", self.workers)
+        check_count("threads", self.threads)
+
+    def launch(self, jobs: Sequence[Job]) -> list[JobReturn]:
+        from training.launch.pool import worker_pool
+
+        cores = os.cpu_count() or 1
+        workers = min(self.workers or cores, len(jobs))  # no idle process
+        threads = self.threads or max(1, cores // workers)
+        returns: dict[str, JobReturn] = {}
+        with worker_pool(workers, threads) as pool:
+            futures = {pool.submit(train_job, job, self.device, threads): job for job in jobs}
+            for future in as_completed(futures):
+                job = futures[future]
+                try:
+                    ret = future.result()
+                except Exception as err:  # noqa: BLE001 - e.g. a worker killed by the OS
+                    ret = failed(job, err)
+                returns[job.name] = self.returned(ret)
+        return [returns[job.name] for job in jobs]
+
+
+def ensemble_key(cfg: RunConfig, run_dir: str | Path | None = None) -> tuple:
+    """Jobs with equal keys can be trained together by the ensemble launcher: they agree on
+    every option outside ``training.ensemble.ENSEMBLE_VARYING`` (the init, the lr schedule,
+    weight decay, clipping and the seeds may differ) and, when ``run_dir`` holds an
+    interrupted run, on the epoch it resumes from."""
+    from training.ensemble import ENSEMBLE_VARYING
+    from training.records import resume_epoch
+
+    fixed = tuple(sorted((k, v) for k, v in cfg.flat().items() if k not in ENSEMBLE_VARYING))
+    return (*fixed, ("resume_epoch", 0 if run_dir is None else resume_epoch(run_dir)))
+
+
+@register_launcher
+@dataclass
+class EnsembleLauncher(Launcher):
+    """Same-shape jobs (:func:`ensemble_key`) trained together by
+    :func:`training.ensemble.train_ensemble`, at most ``ensemble_size`` at once (None: all);
+    a group that raises fails each of its runs."""
+
+    name: ClassVar[str] = "ensemble"
+    device: str = "auto"
+    ensemble_size: int | None = None
+    progress: bool = False
+
+    def __post_init__(self) -> None:
+        check_count("ensemble_size", self.ensemble_size)
+        try:  # refused before anything is written when the ensemble trainer is missing
+            from training.ensemble import train_ensemble  # noqa: F401
+        except ImportError as err:
+            raise ValueError("the ensemble backend needs training.ensemble.train_ensemble, which this install does not have; use another --backend") from err
+
+    def launch(self, jobs: Sequence[Job]) -> list[JobReturn]:
+        from training.ensemble import train_ensemble
+        returns: dict[str, JobReturn] = {}
+        groups: dict[Any, list[Job]] = {}
+        for job in jobs:
+            if RunFolder(job.run_dir).is_busy():  # another process trains it: not this group's
+                returns[job.name] = self.returned(JobReturn(job.name, RunStatus.RUNNING, f"{job.run_dir} is being trained by another process"))
+                continue
+            groups.setdefault(ensemble_key(job.config, job.run_dir), []).append(job)
+        size = self.ensemble_size
+        chunks = [g[i : i + size] for g in groups.values() for i in range(0, len(g), size)] if size else list(groups.values())
+        for group in chunks:
+            try:
+                results = train_ensemble([j.config for j in group], [j.run_dir for j in group], device=self.device, progress=self.progress)
+            except Exception as err:  # noqa: BLE001 - the group fails, the other groups go on
+                tb = traceback.format_exc()
+                for job in group:
+                    returns[job.name] = self.returned(failed(job, err, tb))
+                continue
+            for job, result in zip(group, results, strict=True):
+                returns[job.name] = self.returned(finished(job, str(result.metrics["status"]), result.model))
+        return [returns[job.name] for job in jobs]
+
+
+def import_ray() -> Any:
+    """Ray, or a one-line ``ValueError`` saying how to install it."""
+    try:
+        import ray
+    except ImportError as err:
+        raise ValueError(_RAY_MISSING) from err
+    return ray
+
+
+@register_launcher
+@dataclass
+class RayLauncher(Launcher):
+    """One Ray task per job on the cluster at ``address`` (None: a local Ray instance with
+    ``workers`` CPUs, Ray's default when None), ``threads`` torch threads each (None: 1).
+    The run folders must be on storage every node sees at the same path (docs/sweeps.md)."""
+
+    name: ClassVar[str] = "ray"
+    device: str = "auto"
+    address: str | None = None
+    workers: int | None = None
+    threads: int | None = None
+
+    def __post_init__(self) -> None:
+        check_count("workers", self.workers)
+        check_count("threads", self.threads)
+        import_ray()  # refused before anything is written when Ray is missing
+
+    def launch(self, jobs: Sequence[Job]) -> list[JobReturn]:
+        ray = import_ray()
+        started = False
+        if not ray.is_initialized():
+            kwargs: dict[str, Any] = {"address": self.address, "include_dashboard": False, "log_to_driver": False}
+            if self.address is None and self.workers is not None:
+                kwargs["num_cpus"] = self.workers
+            ray.init(**kwargs)
+            started = True
+        returns: dict[str, JobReturn] = {}
+        try:
+            threads = self.threads or 1
+            task = ray.remote(num_cpus=threads, num_gpus=1 if self.device.startswith("cuda") else 0, max_retries=0)(train_job)
+            refs = {task.remote(Job(j.name, j.config, j.run_dir.absolute()), self.device, threads): j for j in jobs}
+            remaining = list(refs)
+            while remaining:
+                done, remaining = ray.wait(remaining, num_returns=1)
+                job = refs[done[0]]
+                try:
+                    ret = ray.get(done[0])
+                except Exception as err:  # noqa: BLE001 - the worker itself died (node lost, OOM)
+                    ret = failed(job, err)
+                returns[job.name] = self.returned(ret)
+        finally:
+            if started:
+                ray.shutdown()
+        return [returns[job.name] for job in jobs]
+
+
+def default_workers(device: str = "auto", jobs: int = 4) -> int:
+    """How many runs to train at once: one per CPU core, at most ``jobs``, on a CPU (each
+    with one torch thread, the fastest use of the cores for models this small); one on a GPU."""
+    if on_gpu(device):
+        return 1
+    return max(1, min(jobs, os.cpu_count() or 1))
+
+
+def on_gpu(device: str) -> bool:
+    """Whether ``device`` (``auto``, ``cpu``, ``cuda``, ``cuda:N``) trains on a CUDA GPU
+    (torch is imported only for ``auto``)."""
+    if device == "cpu":
+        return False
+    if device.startswith("cuda"):
+        return True
+    import torch
+
+    return device == "auto" and torch.cuda.is_available()
+
+
+def build_launcher(backend: str, **options: Any) -> Launcher:
+    """The launcher ``--backend`` names, from its options: ``local`` is ``serial`` with one
+    worker and a process ``pool`` otherwise; any other name is a registered launcher."""
+    if backend == "local":
+        backend = "serial" if options.get("workers") == 1 else "pool"
+    return make_launcher(backend, **options)
+
+
+def local_launcher(device: str, workers: int | None, progress: bool, ensemble: bool | None = None) -> Launcher:
+    """What a reproduction or population trains with unless told: on a CUDA GPU same-shape
+    runs as ensembles; else ``workers`` processes of one torch thread (default
+    :func:`default_workers`), or with one worker, here one after another."""
+    ensemble = on_gpu(device) if ensemble is None else ensemble
+    if ensemble and workers in (None, 1):
+        return EnsembleLauncher(device=device, progress=progress)
+    workers = default_workers(device) if workers is None else workers
+    check_count("workers", workers)
+    if workers == 1:
+        return SerialLauncher(device=device, progress=progress)
+    return PoolLauncher(device=device, workers=workers, threads=1)

@@ -1,0 +1,86 @@
+"""The regimes of a reproduction: the papers' central result in four runs, small init
+reasons, large init memorizes.
+
+A reproduction trains the two named init regimes of a preset, ``small-init`` and
+``large-init``, on the tasks that show the flip (docs/science.md):
+
+* ``symmetric``: the held-out pair (4,3) follows the *inferential* target x - 10 under
+  small init and the *symmetric* target x - 6 (copied from the seen (3,4)) under large
+  init (NeurIPS 2024, Fig. 2);
+* ``id-ood``: small init generalizes to the unseen pairs (3,4), (4,3) (OOD accuracy
+  > 0.5, the journal's Phase 3); large init fits the seen pairs only (Phase 2).
+
+The regimes are data (:data:`REGIMES`): per preset, per regime, flat run options over
+the preset's (see :func:`training.make_run_config`).  A key that names a task holds
+options for that task only.  Both regimes of a preset share its model, data and
+schedule; they differ in their init (and, where a preset says so, weight decay).  Each
+task trains on the architecture of the paper it comes from (``neurips`` for
+``symmetric``, ``journal`` for ``id-ood``).  The criteria of the flip live with the
+tasks (:meth:`interp_init.task.Task.flip_checks`, thresholds
+:data:`interp_init.anchor_tasks.FLIP_CRITERIA`).
+
+The study that trains them is :class:`training.study.ReproductionSpec`; importing this
+module imports no torch (the ``interp-init reproduce`` command lists its :data:`REGIMES`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from interp_init.anchor_tasks import FLIP_CRITERIA
+from interp_init.task_registry import make_task, registered_tasks, task_class
+from training.config import PRESETS, RunConfig, make_run_config
+
+#: The tasks a reproduction trains by default, in order: the registered tasks with a flip
+#: (``Task.reproduces``).
+REPRODUCE_TASKS: tuple[str, ...] = tuple(name for name in registered_tasks() if task_class(name).reproduces)
+#: The regimes, in order.
+REGIME_NAMES: tuple[str, ...] = ("small-init", "large-init")
+
+#: preset -> regime -> flat run options (keys naming a task hold that task's options).
+#: ``cpu`` and ``paper``: the NeurIPS paper's two sides of the flip (gamma 0.8 small init,
+#: gamma 0.5 large init); a task may change a regime's options
+#: (:meth:`interp_init.task.Task.regime_overrides`: ``cpu`` takes gamma 0.4 for id-ood's
+#: large init); what ``cpu`` shows over seeds is in docs/faithful-models.md.
+#: ``tiny``: smoke tests only; it learns too little to show the flip.
+REGIMES: dict[str, dict[str, dict[str, Any]]] = {
+    "cpu": {
+        "small-init": {"gamma": 0.8},
+        "large-init": {"gamma": 0.5},
+    },
+    "paper": {
+        "small-init": {"gamma": 0.8},
+        "large-init": {"gamma": 0.5},
+    },
+    "tiny": {
+        "small-init": {"gamma": 0.8},
+        "large-init": {"gamma": 0.3},
+    },
+}
+
+#: What a second ``reproduce`` into a folder another process is reproducing into is told.
+REPRODUCE_BUSY = "is being reproduced into by another process ({owner}); wait for it to finish, or choose another --out"
+
+#: The thresholds of a reproduced flip (they live with the tasks:
+#: :data:`interp_init.anchor_tasks.FLIP_CRITERIA`).
+CRITERIA: dict[str, float] = FLIP_CRITERIA
+
+
+def regime_options(preset: str, regime: str, task: str) -> dict[str, Any]:
+    """The flat options a regime adds to ``preset`` for ``task``."""
+    if preset not in REGIMES or preset not in PRESETS:
+        known = sorted(set(REGIMES) & set(PRESETS))
+        raise ValueError(f"unknown preset {preset!r} for reproduce; choose one of {known}")
+    regimes = REGIMES[preset]
+    if regime not in regimes:
+        raise ValueError(f"unknown regime {regime!r} of preset {preset!r}; choose one of {sorted(regimes)}")
+    task_class(task)  # an unknown task is refused here
+    spec = regimes[regime]
+    shared = {k: v for k, v in spec.items() if k not in registered_tasks()}
+    return {**shared, **make_task(task).regime_overrides(preset, regime), **spec.get(task, {})}
+
+
+def regime_config(preset: str, regime: str, task: str, seed: int, precision: str = "fp32") -> RunConfig:
+    """The :class:`training.RunConfig` of one regime on one task (``precision``: ``"fp32"``,
+    or ``"bf16"`` for the forward under bfloat16 autocast)."""
+    return make_run_config(preset, task=task, seed=seed, precision=precision, **regime_options(preset, regime, task))
