@@ -43,7 +43,7 @@ from training.recipe import CARRY_HELP, DEFAULT_HOLD, carry_recipe, check_hold, 
 from training.regimes import REGIMES, REPRODUCE_TASKS
 from training.report.config import IMAGE_FORMATS, PROJECTIONS, ReportConfig
 from training.selection import PROTOCOLS
-from training.signals import Stopped, signals_raise
+from training.signals import Stopped, ignore_stopping, signals_raise
 from training.sweep.spec import BACKENDS
 
 #: The registered tasks and the run presets, as the options list them (a task of one's own
@@ -249,7 +249,7 @@ def sweep_command(
     sweep_spec = SweepSpec.from_file(spec) if spec is not None else load_preset(preset_name)
     if run_preset is not None:
         sweep_spec = sweep_spec.with_overrides(base={"preset": run_preset})
-    points = sweep_spec.points()
+    points = sweep_spec.points(source=spec or f"preset {preset_name!r}")
     if dry_run:
         if out is not None:
             from training.sweep.runner import check_sweep_out
@@ -358,13 +358,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     come back as ``cli.main``'s return value (commands themselves return ``None``), so an
     integer returned there is the exit code.
     """
-    args = list(sys.argv[1:] if argv is None else argv)
+    code = _main(list(sys.argv[1:] if argv is None else argv))
+    if argv is None:  # the process itself: its work is done and its exit code decided
+        ignore_stopping()
+    return code
+
+
+def _main(args: list[str]) -> int:
+    rv: Any = None
+    done = False
     try:
         # SIGTERM, SIGINT and SIGHUP raise (training.signals): locks, temporary files and
         # worker processes are cleaned up, then one line and the exit code 128 + signal.
         with signals_raise():
             rv = cli.main(args=args, prog_name="interp-init", standalone_mode=False)
+            done = True
     except Stopped as exc:
+        if done:  # the signal came after the command had finished: its work is whole
+            click.echo(f"interp-init: {exc.message.split(' (')[0]} after the command had finished; its work is complete", err=True)
+            return rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
         click.echo(f"interp-init: {exc.message}", err=True)
         return exc.exit_code
     except click.exceptions.Exit as exc:  # pragma: no cover - click returns it in non-standalone mode

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from interp_init.outputs import refuse_nested
 from training.launch import JobReturn
 from training.launch.backends import build_launcher, local_launcher
 from training.options import parse_list
@@ -39,6 +40,7 @@ def _train(
     spec: ReproductionSpec, out: str | Path, device: str, workers: int | None, progress: bool, backend: str | None = None, **options: Any
 ) -> tuple[Population, list[JobReturn]]:
     """Train ``spec`` with ``backend`` (None: :func:`~training.launch.backends.local_launcher`) and its ``options``."""
+    refuse_nested(out, "a reproduction", "reproduction")  # before anything is printed or made (asked again when the folder is held)
     launcher = local_launcher(device, workers, progress) if backend is None else build_launcher(backend, device=device, workers=workers, progress=progress, **options)
     if progress:
         for run in spec.runs(out):

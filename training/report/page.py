@@ -23,7 +23,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import torch
 
-from interp_init.runfolder import atomic_write
+from interp_init.outputs import check_output_file, write_page
 from training.report.cells import Cell, Context, NotApplicable, Section
 from training.report.config import IMAGE_FORMATS, ReportConfig
 from training.report.images import slug, write_images
@@ -285,14 +285,11 @@ def write_report(
     config = config or ReportConfig()
     if image_format not in IMAGE_FORMATS:
         raise ValueError(f"image_format must be one of {IMAGE_FORMATS}, got {image_format!r}")
-    out = Path(out_path)
-    if out.is_dir():
-        raise ValueError(f"--out {out} is a folder; give a file name such as {out / 'report.html'}")
+    out = check_output_file(out_path, "report")  # never replaces what is not a previous report
     runs = load_runs(run_dirs, device=config.device)
     with limited_threads(config.threads):
         page = build_page(runs, config, out_dir=out.parent)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(out, page.html)
+    write_page(out, page.html, "report")
     if images is not None:
         write_images(page.figures, images, image_format)
     return out
