@@ -25,6 +25,8 @@ CASES = [
     "train --d-model 200000 --d-mlp 200000 --device cpu", "train --n-train 200000000000 --device cpu",
     "train --d-vocab 10000000000 --device cpu",
     "phase-diagram runs --id-threshold nan", "phase-diagram runs --ood-threshold -5", "phase-diagram runs --loss-threshold 0",
+    "train --warmup-epochs 1000 --epochs 3", "train --epochs 1000000000", "reproduce --preset tiny --seeds 0,,",
+    "reproduce --preset tiny --seeds 0 --protocol paper --lrs 1e-3,,", "reproduce --preset tiny --seeds 0 --workers 0",
 ]  # fmt: skip
 
 #: The memory of the machine that printed a message (it varies from one machine to the next).
@@ -37,7 +39,7 @@ def run_case(case: str, scratch: Path) -> tuple[int, str]:
     args = shlex.split(case)
     if args[0] == "train" and "--preset" not in args:
         args += ["--preset", "tiny"]
-    if args[0] == "train" and "--out" not in args:
+    if args[0] in ("train", "reproduce") and "--out" not in args:
         args += ["--out", str(scratch / "run")]
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
@@ -120,6 +122,21 @@ def _edit_gamma(run: Path) -> None:
     (run / "config.json").write_text(json.dumps(config))
 
 
+def _edit_metrics(**changes: object):  # noqa: ANN202
+    """Set top-level keys of RUN/metrics.json (``final_KEY``: a key of its ``final``)."""
+
+    def edit(run: Path) -> None:
+        metrics = json.loads((run / "metrics.json").read_text())
+        for key, value in changes.items():
+            if key.startswith("final_"):
+                metrics["final"][key[len("final_") :]] = value
+            else:
+                metrics[key] = value
+        (run / "metrics.json").write_text(json.dumps(metrics))
+
+    return edit
+
+
 #: Commands on a copy of the finished gamma-0.5 run RUN, after what is done to it: a
 #: finished run is never overwritten by another config, whichever file is missing, and
 #: nothing is written inside a run folder.  (what is done, how, the command).
@@ -133,6 +150,17 @@ LEAF_CASES: list[tuple[str, object, str]] = [
     ("nothing", None, "sweep SPEC --out RUN"),
     ("nothing", None, "sweep SPEC --out RUN/sweep"),
     ("nothing", None, "phase-diagram RUN"),
+    ("metrics.json removed", _remove("metrics.json"), "train --gamma 0.5 --out RUN"),
+    ("model.safetensors removed", _remove("model.safetensors"), "train --gamma 0.5 --out RUN"),
+    ("status edited to running", _edit_metrics(status="running", final={}), "train --gamma 0.5 --out RUN"),
+    ("final.id_acc set to 7.5", _edit_metrics(final_id_acc=7.5), "train --gamma 0.5 --out RUN"),
+    ("final.heldout set to a list", _edit_metrics(final_heldout=[1, 2]), "train --gamma 0.5 --out RUN"),
+    ("format_version set to 99", _edit_metrics(format_version=99), "train --gamma 0.5 --out RUN"),
+    ("history emptied", _edit_metrics(history=[]), "train --gamma 0.5 --out RUN"),
+    ("nothing", None, "report RUN --out RUN/model.safetensors"),
+    ("nothing", None, "report RUN --out RUN/notes.html"),
+    ("nothing", None, "reproduce --preset tiny --seed 0 --out RUN/one"),
+    ("nothing", None, "reproduce --preset tiny --seeds 0 --out RUN"),
 ]  # fmt: skip
 
 

@@ -36,16 +36,22 @@ OOD_THRESHOLD = 0.5
 #: Commutativity below which the journal's Fig. 3B marks a cell.
 COMMUTATIVITY_THRESHOLD = 0.7
 #: The thresholds of a reproduced flip, for one seed (``interp-init reproduce``): both
-#: regimes fit (ID >= 0.9); on ``symmetric`` small init infers and large init copies the
-#: symmetric target (>= 0.8 of held-out inputs each); on ``id-ood`` small init composes
-#: (OOD >= 0.5, the journal's Phase 3) and large init does not (OOD <= 0.3).
+#: regimes fit (ID >= 0.9); on ``symmetric`` small init infers (>= 0.8 of the held-out
+#: inputs) with the seen exception (3,4) fitted (training accuracy on it >= 0.9: a model
+#: that never learned the exception has nothing to infer against) and large init copies
+#: the symmetric target (>= 0.8); on ``id-ood`` small init composes (OOD >= 0.5, the
+#: journal's Phase 3) and large init does not (OOD <= 0.3).  The verdict's words
+#: ``inferential`` and ``symmetric`` (:func:`heldout_answer`) use the same thresholds.
 FLIP_CRITERIA: dict[str, float] = {
     "min_id_acc": ID_THRESHOLD,
     "min_small_inferential": 0.8,
+    "min_small_exception": FIT_THRESHOLD,
     "min_large_symmetric": 0.8,
     "min_small_ood": OOD_THRESHOLD,
     "max_large_ood": 0.3,
 }
+#: The name of the small-init criterion on ``symmetric`` (tables, README, docs).
+SMALL_INFERENTIAL = "symmetric: small-init inferential >= 0.8 with (3,4) fitted"
 #: Every report section (the probes of key masking and similarity read the anchors).
 ANCHOR_SECTIONS: tuple[str, ...] = (
     *GENERIC_SECTIONS, "attention", "key_masking", "second_anchor_masking", "residual_similarity", "value_similarity", "embedding", "eigenvalues",
@@ -69,6 +75,26 @@ def journal_phase(id_acc: Any, ood_acc: Any, id_threshold: float = ID_THRESHOLD,
 
 def _ge(value: Any, bound: float) -> bool:
     return value is not None and value >= bound
+
+
+#: The seen pair of ``symmetric`` whose target the held-out (4,3)'s symmetric answer copies.
+EXCEPTION = AnchorPair(3, 4)
+#: ``symmetric``'s held-out pair, and the names of its two candidate answers (``heldout``'s keys).
+HELDOUT = AnchorPair(4, 3)
+ANSWERS: tuple[str, str] = ("inferential", "symmetric")
+
+
+def heldout_answer(inferential: float | None, symmetric: float | None, exception: float | None, criteria: Mapping[str, float] = FLIP_CRITERIA) -> str:
+    """What a ``symmetric`` model answers on the held-out (4,3), by the flip's own thresholds
+    (:data:`FLIP_CRITERIA`), so that the verdict's word and the criteria agree:
+    ``inferential`` (inferential share >= 0.8 and the exception (3,4) fitted, training
+    accuracy >= 0.9), ``symmetric`` (symmetric share >= 0.8), ``(3,4) not fitted``
+    (inferential share >= 0.8 without the exception learned), else ``neither``."""
+    if _ge(inferential, criteria["min_small_inferential"]):
+        return "inferential" if _ge(exception, criteria["min_small_exception"]) else "(3,4) not fitted"
+    if _ge(symmetric, criteria["min_large_symmetric"]):
+        return "symmetric"
+    return "neither"
 
 
 def pair_masks(pairs: Tensor) -> dict[str, Tensor]:
@@ -101,16 +127,22 @@ class SymmetricMetrics(AnchorMetrics):
     heldout: dict[str, dict[str, float]]
 
     def columns(self) -> dict[str, float]:
+        """Training and ID accuracy, the held-out shares (``heldout_inferential``,
+        ``heldout_symmetric``, means over the held-out pairs) and ``exception_acc``: the
+        training accuracy on the seen exception (3,4), whose target the symmetric answer copies."""
         out = {name: float(getattr(self, name)) for name in ("train_acc", "id_acc") if getattr(self, name) is not None}
         for target in ("inferential", "symmetric"):
             values = [accs[target] for accs in (self.heldout or {}).values() if target in accs]
             if values:
                 out[f"heldout_{target}"] = sum(values) / len(values)
+        exception = (self.per_pair or {}).get(EXCEPTION.key)
+        if exception is not None:
+            out["exception_acc"] = float(exception)
         return out
 
     @classmethod
     def column_names(cls) -> tuple[str, ...]:
-        return ("train_acc", "id_acc", "heldout_inferential", "heldout_symmetric")
+        return ("train_acc", "id_acc", "heldout_inferential", "heldout_symmetric", "exception_acc")
 
     def heldout_curves(self) -> dict[str, float]:
         return {f"({pair}) {name}": acc for pair, accs in self.heldout.items() for name, acc in accs.items()}
@@ -199,6 +231,9 @@ class SymmetricTask(AnchorTask):
 
     metrics_class: ClassVar[type[TaskMetrics]] = SymmetricMetrics
     family: ClassVar[str] = "symmetric"
+    #: Adds the race of (3,4) against (4,3) (training/race.py, training/report/race.py).
+    report_sections: ClassVar[tuple[str, ...]] = (*ANCHOR_SECTIONS, "race")
+    has_race: ClassVar[bool] = True
     expected: ClassVar[str] = (
         "The NeurIPS paper: small init (large gamma, e.g. 0.8) learns the inferential solution, "
         "large init (gamma 0.5 and below) the symmetric one."
@@ -213,20 +248,16 @@ class SymmetricTask(AnchorTask):
         }
 
     def verdict(self, final: TaskMetrics | None, status: str) -> Verdict:
-        """``inferential`` when the held-out (4,3) follows x - 10 on most inputs, ``symmetric``
-        when it follows x - 6, ``neither`` otherwise; ``did not fit`` when ID < 0.9."""
+        """``did not fit`` when ID < 0.9, else :func:`heldout_answer` (``inferential``: the
+        held-out (4,3) follows x - 10 on >= 0.8 of its inputs with (3,4) fitted;
+        ``symmetric``: x - 6 on >= 0.8; ``(3,4) not fitted``; ``neither``): the thresholds
+        of the flip's criteria, so a run the table calls inferential meets the criterion."""
         id_acc = None if final is None else final.id_acc
         heldout = {} if final is None else (final.heldout or {}).get(AnchorPair(4, 3).key, {})
         inf, sym = heldout.get("inferential"), heldout.get("symmetric")
-        if id_acc is None or id_acc < ID_THRESHOLD:
-            solution = "did not fit"
-        elif inf is not None and inf >= 0.5 and inf > (sym or 0):
-            solution = "inferential"
-        elif sym is not None and sym >= 0.5 and sym > (inf or 0):
-            solution = "symmetric"
-        else:
-            solution = "neither"
-        evidence = f"ID accuracy {num(id_acc)}, held-out (4,3) inferential {num(inf)}, symmetric {num(sym)}"
+        exception = None if final is None else (final.per_pair or {}).get(EXCEPTION.key)
+        solution = "did not fit" if id_acc is None or id_acc < ID_THRESHOLD else heldout_answer(inf, sym, exception)
+        evidence = f"ID accuracy {num(id_acc)}, held-out (4,3) inferential {num(inf)}, symmetric {num(sym)}, seen (3,4) {num(exception)}"
         return Verdict(status_solution(solution, status), evidence, self.expected)
 
     reproduces: ClassVar[bool] = True
@@ -234,8 +265,8 @@ class SymmetricTask(AnchorTask):
     def flip_checks(self, small: Mapping[str, Any], large: Mapping[str, Any], criteria: Mapping[str, float]) -> dict[str, bool]:
         return {
             "symmetric: both ID >= 0.9": all(_ge(r.get("id_acc"), criteria["min_id_acc"]) for r in (small, large)),
-            "symmetric: small-init inferential >= 0.8": _ge(small.get("heldout_inferential"), criteria["min_small_inferential"]),
-            "symmetric: large-init symmetric >= 0.8": _ge(large.get("heldout_symmetric"), criteria["min_large_symmetric"]),
+            SMALL_INFERENTIAL: heldout_answer(small.get("heldout_inferential"), None, small.get("exception_acc"), criteria) == "inferential",
+            "symmetric: large-init symmetric >= 0.8": heldout_answer(large.get("heldout_inferential"), large.get("heldout_symmetric"), large.get("exception_acc"), criteria) == "symmetric",
         }
 
 

@@ -15,6 +15,13 @@
   for the tests of what a kill leaves behind.
 * :func:`config_digest` and :func:`file_sha256` bind a run's files together
   (:mod:`interp_init.runfolder`).
+* :func:`parse_json` is strict (a key twice in one object, ``NaN``, are errors) and
+  :func:`write_json` never writes a non-finite number; :func:`check_name_length` is the one
+  check of a file name's length (a temporary file's name is cut to fit); a quota or a
+  file-size limit (``EDQUOT``, ``EFBIG``) is reported as a full disk is, and any other
+  write error names the target, not its temporary file.
+* :func:`check_folder_path` refuses a dangling or looping symbolic link as a folder, and
+  :func:`new_folder` removes the folders it made when the block refuses its input.
 * :func:`hold_folder` holds a folder for one process (an ``flock`` on ``DIR/.lock``) and
   :func:`folder_is_held` tells whether a live process holds it.
 """
@@ -22,6 +29,7 @@
 from __future__ import annotations
 
 import errno
+import glob
 import hashlib
 import json
 import os
@@ -66,8 +74,28 @@ LOCK_FILE = ".lock"
 _LOCK_TRIES = 25
 
 
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise ValueError(f"the key {key!r} appears twice in one object (the first value would be dropped silently)")
+        seen[key] = value
+    return seen
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def parse_json(text: str) -> Any:
+    """Strict JSON: a key twice in one object, or ``NaN``/``Infinity``, is a ``ValueError``
+    (``json.JSONDecodeError`` for syntax) rather than silently read."""
+    return json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constant)
+
+
 def read_json(path: str | Path, fix: str) -> Any:
-    """The JSON value in ``path`` (UTF-8); :class:`BadRunFile` if it cannot be read or parsed."""
+    """The JSON value in ``path`` (UTF-8, strict: :func:`parse_json`); :class:`BadRunFile`
+    if it cannot be read or parsed."""
     path = Path(path)
     try:
         text = path.read_bytes().decode("utf-8")
@@ -78,8 +106,10 @@ def read_json(path: str | Path, fix: str) -> Any:
     except OSError as err:
         raise BadRunFile(path, f"cannot be read ({err.strerror})", fix) from None
     try:
-        return json.loads(text)
+        return parse_json(text)
     except json.JSONDecodeError as err:
+        raise BadRunFile(path, f"is not valid JSON ({err})", fix) from None
+    except ValueError as err:
         raise BadRunFile(path, f"is not valid JSON ({err})", fix) from None
 
 
@@ -89,9 +119,41 @@ def json_kind(value: Any) -> str:
     return names.get(type(value), "a number")
 
 
-def _temporary(path: Path) -> Path:
-    return path.with_name(f".{path.name}.tmp-{secrets.token_hex(8)}")
+#: The longest file name (bytes) most file systems take.
+NAME_MAX = 255
+#: What a temporary file's name adds to its target's: ``.`` before, ``.tmp-`` and 16 hex digits after.
+_TEMPORARY_EXTRA = len(".") + len(".tmp-") + 16
 
+
+def check_name_length(path: str | Path, what: str = "file") -> None:
+    """Refuse a ``path`` whose last component is longer than :data:`NAME_MAX` bytes (the
+    file system would refuse it half way), naming it; every writer and every dry run asks
+    this one function."""
+    name = Path(path).name
+    size = len(os.fsencode(name))
+    if size > NAME_MAX:
+        raise ValueError(f"the {what} name {name[:40]}... is {size} bytes long, more than the {NAME_MAX} a file name may have ({Path(path).parent}); choose a shorter name")
+
+
+def _temporary_stem(path: Path) -> str:
+    """The part of a temporary file's name that names its target: the target's name, cut so
+    that the temporary's whole name fits in :data:`NAME_MAX` bytes."""
+    name = path.name
+    while len(os.fsencode(name)) + _TEMPORARY_EXTRA > NAME_MAX:
+        name = name[:-1]
+    return name
+
+
+def _temporary(path: Path) -> Path:
+    return path.with_name(f".{_temporary_stem(path)}.tmp-{secrets.token_hex(8)}")
+
+
+#: The errors of a full disk, a quota or a file-size limit, and what they mean.
+_FULL = {
+    errno.ENOSPC: "no space left on the device",
+    errno.EDQUOT: "the disk quota is exceeded",
+    errno.EFBIG: "the file is larger than this process may write (a file-size limit, ulimit -f, or the file system's)",
+}
 
 #: Temporary files: ``.NAME.tmp-<owner token>`` (and ``.NAME.tmp<pid>``, from older versions).
 _TEMPORARY = re.compile(r"^\.(?P<name>.+)\.tmp(-[0-9a-f]+|\d+)$")
@@ -136,6 +198,8 @@ def atomic_write(path: str | Path, data: bytes | str | Callable[[Path], None]) -
     the temporary file is removed; a full disk raises ``OSError(ENOSPC)`` naming ``path``.
     """
     path = Path(path)
+    check_name_length(path)
+    remove_stale_temporaries(path.parent, path)  # a killed earlier write of this file
     tmp = _temporary(path)
     handle = None
     try:
@@ -147,10 +211,10 @@ def atomic_write(path: str | Path, data: bytes | str | Callable[[Path], None]) -
         os.replace(tmp, path)
     except BaseException as err:
         tmp.unlink(missing_ok=True)
-        if isinstance(err, OSError) and err.errno == errno.ENOSPC:
-            raise OSError(
-                errno.ENOSPC, "no space left on the device; free some space and run the same command again to resume", str(path)
-            ) from err
+        if isinstance(err, OSError) and err.errno in _FULL:
+            raise OSError(err.errno, f"{_FULL[err.errno]}; free some space and run the same command again to resume", str(path)) from err
+        if isinstance(err, OSError) and err.filename is not None and Path(err.filename) == tmp:  # name the target, not its temporary
+            raise OSError(err.errno, err.strerror, str(path)) from err
         raise
     finally:
         if handle is not None:
@@ -160,8 +224,13 @@ def atomic_write(path: str | Path, data: bytes | str | Callable[[Path], None]) -
 
 
 def write_json(path: str | Path, data: Any) -> Path:
-    """``data`` as indented JSON, written atomically."""
-    return atomic_write(path, json.dumps(data, indent=2) + "\n")
+    """``data`` as indented JSON, written atomically; a non-finite number (which JSON has
+    no way to write) is a ``ValueError`` naming the file, and nothing is written."""
+    try:
+        text = json.dumps(data, indent=2, allow_nan=False)
+    except ValueError:
+        raise ValueError(f"{path} would hold a NaN or infinite number, which JSON cannot hold; nothing was written (the numbers come from a run that went non-finite)") from None
+    return atomic_write(path, text + "\n")
 
 
 def config_digest(config: dict) -> str:
@@ -200,16 +269,18 @@ def _remove_if_unowned(entry: Path) -> bool:
         os.close(fd)
 
 
-def remove_stale_temporaries(folder: Path) -> list[Path]:
-    """Remove the temporary files in ``folder`` whose writers are gone; return them.
+def remove_stale_temporaries(folder: Path, target: Path | None = None) -> list[Path]:
+    """Remove the temporary files in ``folder`` (only ``target``'s, if given) whose writers
+    are gone; return them.
 
     A writer holds an ``flock`` on its temporary file until it renames it, so a file
     nobody holds was left by a process that died (however it died, in whatever PID
     namespace); PIDs, which the system reuses, are never consulted."""
-    removed = []
+    removed: list[Path] = []
     if not folder.is_dir():
         return removed
-    for entry in folder.iterdir():
+    entries = folder.glob(f".{glob.escape(_temporary_stem(target))}.tmp*") if target is not None else folder.iterdir()
+    for entry in entries:
         if _TEMPORARY.match(entry.name) and entry.is_file() and _remove_if_unowned(entry):
             removed.append(entry)
     return removed
@@ -270,3 +341,52 @@ def folder_is_held(path: Path) -> bool:
     finally:
         os.close(fd)
     return False
+
+
+# ------------------------------------------------------------------ output folders
+
+
+def check_folder_path(path: str | Path, option: str = "--out") -> None:
+    """Refuse a folder path that cannot be one: a dangling symbolic link or a loop of them,
+    or an existing file, naming it (before anything is written)."""
+    path = Path(path)
+    if path.is_symlink():
+        try:
+            path.resolve(strict=True)
+        except RuntimeError:  # Python < 3.13 reports a loop so
+            raise ValueError(f"{option} {path} is a symbolic link that loops back on itself; remove the link or choose another {option}") from None
+        except OSError as err:
+            what = "loops back on itself" if err.errno == errno.ELOOP else f"points to {os.readlink(path)}, which does not exist"
+            raise ValueError(f"{option} {path} is a symbolic link that {what}; remove the link, create its target, or choose another {option}") from None
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{option} {path} is a file, not a folder; choose another {option}")
+
+
+@contextlib.contextmanager
+def new_folder(path: str | Path, option: str = "--out") -> Iterator[Path]:
+    """Make the folder ``path`` (and its parents) for the block; if the block raises a
+    ``ValueError`` (bad input, refused before any work), the folders it made are removed
+    again if nothing but a lock file is in them: refused input leaves nothing behind."""
+    path = Path(path)
+    check_folder_path(path, option)
+    made = [p for p in (path, *path.parents) if not p.exists()]
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"cannot create the folder {path}: {err.strerror}; choose another {option}") from None
+    try:
+        yield path
+    except ValueError:
+        remove_made_folders(made)
+        raise
+
+
+def remove_made_folders(made: list[Path]) -> None:
+    """Remove the folders ``made`` (deepest first) that hold nothing but a lock file."""
+    for folder in made:
+        try:
+            if not folder_is_held(folder):
+                (folder / LOCK_FILE).unlink(missing_ok=True)
+            folder.rmdir()
+        except OSError:  # not empty (or gone): keep it and its parents
+            return

@@ -25,8 +25,12 @@ left by a killed process are removed (:meth:`RunFolder.sweep_temporary`) when a 
 again.  **Held.**  The process training a run holds the folder (:meth:`RunFolder.lock`): a
 second process asking for it meanwhile is refused with :class:`RunFolderBusy`.
 **Never overwritten.**  A folder holding any file of another run, whichever file is
-missing, is refused (:meth:`RunFolder.claim`).  **A leaf.**  A run folder holds one run
-and nothing else: no run, sweep or diagram is written inside one (:func:`refuse_inside_run`).
+missing, is refused (:meth:`RunFolder.claim`), and a finished run is never trained again
+from the start: a folder holding its final weights or its finished metrics without the
+other resumes only from a checkpoint (:meth:`RunFolder.refuse_retraining`).  **A leaf.**
+A run folder holds one run and nothing else: no run, sweep or diagram is written inside
+one (:func:`refuse_inside_run`); the guards on where commands write live in
+:mod:`interp_init.outputs`.
 
 Example::
 
@@ -41,6 +45,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -48,27 +53,21 @@ from typing import TYPE_CHECKING, Any
 
 from interp_init.config import ModelConfig
 from interp_init.fileio import (  # fmt: skip
-    LOCK_FILE, BadRunFile, MissingRunFile, RunFolderBusy, atomic_write, config_digest, file_sha256, folder_is_held, hold_folder,
-    json_kind, read_json, remove_stale_temporaries, write_json,
+    BadRunFile, MissingRunFile, RunFolderBusy, atomic_write, check_folder_path, config_digest, file_sha256, folder_is_held, hold_folder,
+    json_kind, read_json, remove_made_folders, remove_stale_temporaries, write_json,
 )
+from interp_init.metrics_values import check_metrics_values
+from interp_init.outputs import CHECKPOINT_FILE, CONFIG_FILE, ERROR_FILE, METRICS_FILE, WEIGHTS_FILE, looks_like_run, refuse_inside_run, refuse_non_run_folder
 
 __all__ = ["BadRunFile", "MissingRunFile", "RunFolder", "RunFolderBusy", "RunStatus", "atomic_write", "config_digest", "file_sha256",
-           "hold_folder", "load_model", "refuse_inside_run", "refuse_non_run_folder", "write_json"]  # fmt: skip
+           "hold_folder", "load_model", "looks_like_run", "refuse_inside_run", "refuse_non_run_folder", "write_json"]  # fmt: skip
+
+#: The format tag of checkpoints written by :meth:`RunFolder.save_checkpoint`.
+CHECKPOINT_FORMAT = "interp-init-checkpoint/1"
 
 if TYPE_CHECKING:
     import torch
     from transformer_lens import HookedTransformer
-
-CONFIG_FILE = "config.json"
-METRICS_FILE = "metrics.json"
-WEIGHTS_FILE = "model.safetensors"
-CHECKPOINT_FILE = "checkpoint.pt"
-ERROR_FILE = "error.txt"
-#: The format tag of checkpoints written by :meth:`RunFolder.save_checkpoint`.
-CHECKPOINT_FORMAT = "interp-init-checkpoint/1"
-#: A sweep folder's record of its spec (:mod:`training.sweep.spec` writes it).
-SWEEP_SPEC_FILE = "sweep.json"
-
 
 class RunStatus(StrEnum):
     """Where a run stands.  ``metrics.json`` records the first three; the others are read
@@ -104,39 +103,6 @@ _EDITED = "was changed after the run finished (model.safetensors and metrics.jso
 _UNSURE = "holds the weights of another config than config.json's (their digests differ): config.json was edited or the weights copied"
 
 
-def looks_like_run(path: Path) -> bool:
-    """True if ``path`` holds a run: a run's file (metrics, weights, checkpoint) or a
-    ``config.json`` with a run config's sections."""
-    if any((path / name).is_file() for name in (METRICS_FILE, WEIGHTS_FILE, CHECKPOINT_FILE)):
-        return True
-    try:
-        data = read_json(path / CONFIG_FILE, "")
-    except (BadRunFile, OSError):
-        return False
-    return isinstance(data, dict) and {"model", "init", "data", "train"} <= set(data)
-
-
-def refuse_inside_run(path: str | Path, what: str, option: str = "--out") -> None:
-    """Refuse to write ``what`` (``"a run"``, ``"a sweep"``, ``"phase diagrams"``) at
-    ``path`` inside a run folder: a run folder is a leaf, holding one run and nothing else
-    (a report of it would hide what is nested)."""
-    path = Path(path).absolute()
-    for parent in path.parents:
-        if looks_like_run(parent):
-            raise ValueError(f"{path} is inside the run folder {parent}; a run folder holds one run and nothing else, so {what} cannot be written there: choose an {option} outside it")
-
-
-def refuse_non_run_folder(path: str | Path) -> None:
-    """Refuse a folder where a run is expected that holds a sweep or other runs, naming which."""
-    path = Path(path)
-    if (path / SWEEP_SPEC_FILE).is_file():
-        raise ValueError(f"{path} is a sweep folder (it has {SWEEP_SPEC_FILE}), not a run folder; give one of its runs or another --out")
-    if path.is_dir():
-        for child in sorted(path.iterdir()):
-            if child.is_dir() and looks_like_run(child):
-                raise ValueError(f"{path} holds run folders ({child.name}, ...), so it is not a run folder itself; choose another --out")
-
-
 # -------------------------------------------------------------------------- the folder
 
 
@@ -147,6 +113,10 @@ class RunFolder:
     path: Path
 
     def __post_init__(self) -> None:
+        if isinstance(self.path, RunFolder):
+            object.__setattr__(self, "path", self.path.path)
+        if not isinstance(self.path, str | os.PathLike):
+            raise ValueError(f"a run folder is a path (str or pathlib.Path), got {type(self.path).__name__} {self.path!r:.80}; give the folder a run was trained into")
         if str(self.path) == "":
             raise ValueError("a run folder's path is empty; give a folder such as runs/demo")
         object.__setattr__(self, "path", Path(self.path))
@@ -162,6 +132,7 @@ class RunFolder:
 
     def create(self) -> None:
         """Make the folder (and its parents); a clear ``ValueError`` if it cannot be made or written."""
+        check_folder_path(self.path)
         try:
             self.path.mkdir(parents=True, exist_ok=True)
         except OSError as err:
@@ -169,14 +140,26 @@ class RunFolder:
         if not os.access(self.path, os.W_OK):
             raise ValueError(f"the run folder {self.path} is not writable; choose another --out")
 
-    def lock(self) -> contextlib.AbstractContextManager[None]:
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
         """Hold the folder while this process trains its run: another process asking for it
         meanwhile gets :class:`RunFolderBusy` (:func:`hold_folder`).  A folder inside a run
-        folder, or one holding a sweep or other runs, is refused first (nothing written)."""
+        folder, or one holding a sweep or other runs, is refused first (nothing written);
+        refused input (a ``ValueError``) in a folder this call made leaves nothing behind."""
         refuse_inside_run(self.path, "a run")
         refuse_non_run_folder(self.path)
+        check_folder_path(self.path)
+        made = [p for p in (self.path, *self.path.parents) if not p.exists()]
+        fresh = not made and not any(self.path.iterdir()) if self.path.is_dir() else True
         self.create()
-        return hold_folder(self.path, "is being trained by another process ({owner}); wait for it to finish or choose another --out")
+        try:
+            with hold_folder(self.path, "is being trained by another process ({owner}); wait for it to finish or choose another --out"):
+                yield
+        except ValueError as err:
+            if fresh and not isinstance(err, RunFolderBusy) and {p.name for p in self.path.iterdir()} <= {CONFIG_FILE}:
+                self.config_path.unlink(missing_ok=True)
+                remove_made_folders(made)
+            raise
 
     def is_busy(self) -> bool:
         """True if a live process holds the folder (:meth:`lock`): its run is being trained now."""
@@ -252,9 +235,24 @@ class RunFolder:
         self.check_holds(config)
         if self.config_path.exists():
             self.check_bound()
+            self.refuse_retraining()
             return True
+        self.refuse_retraining()
         self.write_config(config)
         return False
+
+    def refuse_retraining(self) -> None:
+        """Refuse to train over a finished run: a folder holding its final weights or its
+        finished ``metrics.json`` without the other resumes only from a checkpoint."""
+        metrics = self.read_metrics()
+        finished_metrics, has_weights = metrics is not None and metrics["status"] in FINISHED_STATUSES, self.weights_path.exists()
+        if finished_metrics == has_weights or self.checkpoint_path.exists():
+            return  # finished (both: read, not trained), fresh (neither), or resumable
+        again = "or delete the folder (or choose another --out) to train the run again"
+        if has_weights:
+            said = "is missing" if metrics is None else f"says {metrics['status']!r}"
+            raise BadRunFile(self.weights_path, f"holds a finished run's weights, but {METRICS_FILE} {said} and there is no {CHECKPOINT_FILE} to resume from: training again would replace the finished weights", f"restore {METRICS_FILE}, {again}")  # fmt: skip
+        raise BadRunFile(self.metrics_path, f"says the run {metrics['status']}, but {WEIGHTS_FILE} is missing and there is no {CHECKPOINT_FILE} to resume from: training again would replace the finished metrics", f"restore {WEIGHTS_FILE}, {again}")  # fmt: skip
 
     # ----------------------------------------------------------------- metrics.json
 
@@ -262,7 +260,7 @@ class RunFolder:
         """``metrics.json`` validated, or ``None`` if the folder has none yet."""
         if not self.metrics_path.exists():
             return None
-        fix = "remove metrics.json (and checkpoint.pt) to train the run again, or restore the file"
+        fix = "restore the file, or delete the run folder (or choose another --out) to train the run again"
         data = read_json(self.metrics_path, fix)
         if not isinstance(data, dict):
             raise BadRunFile(self.metrics_path, f"holds {json_kind(data)}, not a JSON object", fix)
@@ -273,6 +271,7 @@ class RunFolder:
                 raise BadRunFile(self.metrics_path, f"has a {key!r} that is not a JSON {'object' if kind is dict else 'array'}", fix)
         if not all(isinstance(record, dict) for record in data["history"]):
             raise BadRunFile(self.metrics_path, "has a 'history' entry that is not a JSON object", fix)
+        check_metrics_values(self.metrics_path, data, fix)
         return data
 
     def write_metrics(self, metrics: dict[str, Any]) -> Path:

@@ -82,7 +82,7 @@ def test_strict_protocol_reads_the_final_epoch() -> None:
 
 def _seed_row(seed: int, inf: float, sym: float, small_ood: float, large_ood: float, id_acc: float = 0.95) -> SeedRow:
     values = {
-        ("symmetric", "small-init"): {"id_acc": id_acc, "heldout_inferential": inf, "heldout_symmetric": 0.0},
+        ("symmetric", "small-init"): {"id_acc": id_acc, "heldout_inferential": inf, "heldout_symmetric": 0.0, "exception_acc": 0.97},
         ("symmetric", "large-init"): {"id_acc": id_acc, "heldout_inferential": 0.0, "heldout_symmetric": sym},
         ("id-ood", "small-init"): {"id_acc": id_acc, "ood_acc": small_ood, "commutativity": 1.0},
         ("id-ood", "large-init"): {"id_acc": id_acc, "ood_acc": large_ood, "commutativity": 0.5},
@@ -99,7 +99,7 @@ def test_population_counts_and_means_match_a_hand_computation() -> None:
     rows = (_seed_row(1, 0.9, 0.9, 0.6, 0.1), _seed_row(2, 0.5, 0.85, 0.7, 0.4), _seed_row(3, 0.8, 0.2, 0.4, 0.3))
     population = Population("cpu", "paper", rows, lrs=(1e-4,))
     rates = {r.name: (r.met, r.of) for r in population.rates}
-    assert rates["symmetric: small-init inferential >= 0.8"] == (2, 3)  # 0.9 and 0.8
+    assert rates["symmetric: small-init inferential >= 0.8 with (3,4) fitted"] == (2, 3)  # 0.9 and 0.8
     assert rates["symmetric: large-init symmetric >= 0.8"] == (2, 3)
     assert rates["id-ood: small-init OOD >= 0.5"] == (2, 3)
     assert rates["id-ood: large-init OOD <= 0.3"] == (2, 3)  # 0.1 and 0.3

@@ -75,6 +75,6 @@ def test_the_wheel_installs_in_a_fresh_environment_and_runs_the_first_minute(dis
     done = _run([str(script), *FIRST_MINUTE, "--out", str(out)], cwd=tmp_path)
     assert "preset tiny, seed 0" in done.stdout and f"report: {out / 'report.html'}" in done.stdout, done.stdout
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
-    statuses = [run["status"] for task in ("symmetric", "id-ood") for run in summary[task].values()]
+    statuses = [run["status"] for task in ("symmetric", "id-ood") for run in summary["per_seed"][0]["runs"][task].values()]
     assert statuses == ["completed"] * 4, summary
     assert (out / "report.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")

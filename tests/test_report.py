@@ -108,6 +108,16 @@ def test_run_table_shows_folders_relative_to_the_report(report: tuple[Path, str]
     assert str(runs_root.resolve()) not in table and str(runs_root) not in table
 
 
+def test_race_section_and_the_runs_recipe(report: tuple[Path, str]) -> None:
+    """The race section covers the symmetric runs only; the run table gives each run's recipe beside the paper's."""
+    page = report[0].read_text(encoding="utf-8")
+    race = page[page.index('<section id="race">') : page.index('<section id="accuracies">')]
+    assert "symmetric/small-init" in race and "symmetric/large-init" in race and "id-ood/one-layer" not in race
+    assert "(3,4) fitted at epoch" in race and "Plotly.newPlot(" in race
+    (table,) = re.findall(r'<table[^>]*class="dataframe runs"[^>]*>.*?</table>', page, re.DOTALL)
+    assert f"{32 ** (0.5 - 0.8):.3g} (paper {400 ** (0.5 - 0.8):.3g})" in table  # tiny: d_model 32, gamma 0.8
+
+
 def test_sections_number_layers_from_zero(report: tuple[Path, str]) -> None:
     """TransformerLens' numbering (L0, L1, "layer 0") in every title and caption, as the heads are labelled."""
     page = report[0].read_text(encoding="utf-8")

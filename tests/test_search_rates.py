@@ -28,8 +28,8 @@ def _run(folder: Path, task: str, seed: int, final: dict, status: str = "complet
     (folder / "metrics.json").write_text(json.dumps({"status": status, "final": final, "history": [final]}))
 
 
-def _symmetric(id_acc: float, inferential: float) -> dict:
-    return {"id_acc": id_acc, "heldout": {"4,3": {"inferential": inferential, "symmetric": 1 - inferential}}}
+def _symmetric(id_acc: float, inferential: float, exception: float = 1.0) -> dict:
+    return {"id_acc": id_acc, "per_pair": {"3,4": exception}, "heldout": {"4,3": {"inferential": inferential, "symmetric": 1 - inferential}}}
 
 
 def _ood(id_acc: float, ood_acc: float) -> dict:
@@ -42,6 +42,7 @@ def test_rates_count_seeds_per_criterion_with_exact_intervals(tmp_path: Path) ->
     _run(sym / "seed=1", "symmetric", 1, _symmetric(0.66, 0.90))  # infers, not fitted
     _run(sym / "seed=2", "symmetric", 2, _symmetric(1.00, 0.00))  # fits, copies
     _run(sym / "seed=3", "symmetric", 3, _symmetric(1.00, 1.00), status="running")  # not counted
+    _run(sym / "seed=4", "symmetric", 4, _symmetric(0.93, 0.85, exception=0.2))  # infers without the exception (3,4) fitted: fails
     ood = tmp_path / "ood"
     _run(ood / "seed=0", "id-ood", 0, _ood(0.99, 0.12))
     _run(ood / "seed=1", "id-ood", 1, _ood(0.99, 0.84))
@@ -54,8 +55,8 @@ def test_rates_count_seeds_per_criterion_with_exact_intervals(tmp_path: Path) ->
         high = 1.0 if k == n else beta.ppf(0.975, k + 1, n - k)
         return f"{k} of {n} [{low:.2f}, {high:.2f}]"
 
-    assert rows[0][1:5] == ["symmetric", "small-init", "3", interval(2, 3)]
-    assert rows[0][6:8] == [interval(2, 3), interval(1, 3)]
+    assert rows[0][1:5] == ["symmetric", "small-init", "4", interval(3, 4)]
+    assert rows[0][6:8] == [interval(2, 4), interval(1, 4)]
     assert rows[1][1:5] == ["id-ood", "large-init", "2", interval(2, 2)]
     assert rows[1][6:8] == [interval(1, 2), interval(1, 2)]
 

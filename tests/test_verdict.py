@@ -8,21 +8,38 @@ from training.verdict import run_verdict
 
 
 @pytest.mark.parametrize(
-    ("inf", "sym", "id_acc", "solution"),
+    ("inf", "sym", "id_acc", "exception", "solution"),
     [
-        (0.85, 0.05, 0.99, "inferential"),
-        (0.02, 0.94, 1.00, "symmetric"),
-        (0.25, 0.11, 0.96, "neither"),
-        (0.45, 0.45, 0.96, "neither"),
-        (0.90, 0.00, 0.80, "did not fit"),
+        (0.85, 0.05, 0.99, 0.97, "inferential"),
+        (0.85, 0.05, 0.99, 0.40, "(3,4) not fitted"),  # the exception never learned: not inferring
+        (0.69, 0.00, 0.99, 0.99, "neither"),  # below the criterion's 0.8: not called inferential
+        (0.02, 0.94, 1.00, 0.99, "symmetric"),
+        (0.25, 0.11, 0.96, 0.99, "neither"),
+        (0.45, 0.45, 0.96, 0.99, "neither"),
+        (0.90, 0.00, 0.80, 0.99, "did not fit"),
     ],
 )
-def test_symmetric_task(inf: float, sym: float, id_acc: float, solution: str) -> None:
-    final = {"id_acc": id_acc, "heldout": {"4,3": {"inferential": inf, "symmetric": sym}}}
+def test_symmetric_task(inf: float, sym: float, id_acc: float, exception: float, solution: str) -> None:
+    final = {"id_acc": id_acc, "heldout": {"4,3": {"inferential": inf, "symmetric": sym}}, "per_pair": {"3,4": exception, "1,1": 1.0}}
     v = run_verdict("symmetric", final, "completed", stable_rank=2.04)
     assert v.solution == solution
-    assert v.evidence == f"ID accuracy {id_acc:.2f}, held-out (4,3) inferential {inf:.2f}, symmetric {sym:.2f}, layer-0 W_Q stable rank 2.0"
+    assert v.evidence == f"ID accuracy {id_acc:.2f}, held-out (4,3) inferential {inf:.2f}, symmetric {sym:.2f}, seen (3,4) {exception:.2f}, stable rank of layer 0's W_Q 2.0"
     assert "inferential" in v.expected and "symmetric" in v.expected
+
+
+def test_verdict_word_and_flip_criteria_agree() -> None:
+    """One threshold, one word: a fitted model is called inferential (symmetric) exactly when
+    it meets the small-init (large-init) criterion of the flip, over a grid of shares."""
+    from training.population import check_flip
+
+    grid = [(i / 20, s / 20, e / 10) for i in range(21) for s in range(21 - i) for e in (0, 8, 9, 10)]
+    for inf, sym, exception in grid:
+        final = {"id_acc": 0.99, "train_acc": 0.99, "heldout": {"4,3": {"inferential": inf, "symmetric": sym}}, "per_pair": {"3,4": exception}}
+        solution = run_verdict("symmetric", final, "completed").solution
+        row = {"id_acc": 0.99, "heldout_inferential": inf, "heldout_symmetric": sym, "exception_acc": exception}
+        checks = check_flip({"symmetric": {"small-init": row, "large-init": row}})
+        assert checks["symmetric: small-init inferential >= 0.8 with (3,4) fitted"] == (solution == "inferential"), (inf, sym, exception)
+        assert checks["symmetric: large-init symmetric >= 0.8"] == (solution == "symmetric"), (inf, sym, exception)
 
 
 @pytest.mark.parametrize(

@@ -21,6 +21,7 @@ from transformer_lens import HookedTransformer
 
 from interp_init.anchor_tasks import pair_masks, per_pair_accuracy
 from interp_init.task import Task, TaskMetrics
+from interp_init.task_output import checked_evaluation
 
 __all__ = ["LogitsFn", "evaluate", "full_forward_last", "pair_masks", "per_pair_accuracy", "predict"]
 
@@ -59,6 +60,6 @@ def evaluate(
     was_training = model.training
     model.eval()
     try:
-        return task.evaluate(lambda tokens: predict(model, tokens, logits_fn=logits_fn), train, id_test, heldout)
+        return checked_evaluation(task, lambda: task.evaluate(lambda tokens: predict(model, tokens, logits_fn=logits_fn), train, id_test, heldout))
     finally:
         model.train(was_training)

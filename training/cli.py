@@ -39,10 +39,11 @@ from training.config import PRECISIONS, PRESETS
 from training.options import FIELDS, check_device, default_preset, one_line, overrides_from, parse_workers
 from training.phase.names import FIGURE_NAMES, ID_THRESHOLD, LOSS_THRESHOLD, OOD_THRESHOLD, PAIR_ACC_THRESHOLD
 from training.population import VARY
+from training.recipe import CARRY_HELP, DEFAULT_HOLD, carry_recipe, check_hold, recipe_table, train_epilog
 from training.regimes import REGIMES, REPRODUCE_TASKS
 from training.report.config import IMAGE_FORMATS, PROJECTIONS, ReportConfig
 from training.selection import PROTOCOLS
-from training.signals import Stopped, signals_raise
+from training.signals import Stopped, ignore_stopping, signals_raise
 from training.sweep.spec import BACKENDS
 
 #: The registered tasks and the run presets, as the options list them (a task of one's own
@@ -123,25 +124,50 @@ def cli() -> None:
     """
 
 
+def carry_option(func: Any) -> Any:
+    """``--carry-recipe [QUANTITIES]`` (train and reproduce; training/recipe.py)."""
+    default = ",".join(h.replace("_", "-") for h in DEFAULT_HOLD)
+    return click.option("--carry-recipe", "carry", is_flag=False, flag_value=default, default=None, metavar="[QUANTITIES]", help=CARRY_HELP)(func)
+
+
+def parse_carry(carry: str | None) -> tuple[str, ...] | None:
+    """``--carry-recipe``'s value as the quantities to hold (None: not given)."""
+    return None if carry is None else check_hold(carry.split(","))
+
+
 @cli.command(
     "train",
     short_help="Train one model into a run folder.",
-    epilog="Options not given take the --preset's value. A diverged run (non-finite loss) exits with code 1.",
+    epilog="Options not given take the --preset's value. A diverged run (non-finite loss) exits with code 1.\n\n" + train_epilog(),
 )
 @run_options
 @config_options
-@click.option("--out", required=True, type=click.Path(file_okay=False), metavar="DIR", help="Run folder to write (resumed if it holds an unfinished run of the same config).")
-def train_command(task: str, preset: str | None, seed: int, init_seed: int | None, data_seed: int | None, device: str, quiet: bool, out: str, **kwargs: Any) -> None:
+@carry_option
+@click.option("--show-recipe", is_flag=True, help="Print the recipe's quantities of the resolved run (after --carry-recipe) beside the paper's, and exit; trains nothing.")
+@click.option("--out", type=click.Path(file_okay=False), metavar="DIR", help="Run folder to write (resumed if it holds an unfinished run of the same config). Required unless --show-recipe.")
+def train_command(
+    task: str, preset: str | None, seed: int, init_seed: int | None, data_seed: int | None, device: str, quiet: bool, carry: str | None, show_recipe: bool, out: str | None, **kwargs: Any
+) -> None:  # fmt: skip
     """Train one model into a run folder (config.json, metrics.json, model.safetensors)."""
     from training.config import make_run_config
-    from training.loop import train
-    from training.records import RunRecord
 
-    check_device(device)
+    if out is None and not show_recipe:
+        raise click.UsageError("Missing option '--out'.")
+    if not show_recipe:
+        check_device(device)
     if preset is None:
         preset, why = default_preset(device)
         click.echo(f"interp-init: no --preset given: using --preset {preset} ({why})", err=True)
     cfg = make_run_config(preset, task=task, seed=seed, init_seed=init_seed, data_seed=data_seed, **overrides_from(kwargs))
+    hold, paper_gamma = parse_carry(carry), cfg.init.gamma
+    cfg = cfg if hold is None else carry_recipe(cfg, hold)
+    if show_recipe:
+        click.echo(recipe_table(cfg, paper_gamma=paper_gamma))
+        return
+    from training.loop import train
+    from training.records import RunRecord
+
+    assert out is not None
     train(cfg, out, device=device, progress=not quiet)
     record = RunRecord.read(out)
     summary = {k: round(v, 4) for k, v in record.final_columns().items() if v is not None}
@@ -176,11 +202,12 @@ def train_command(task: str, preset: str | None, seed: int, init_seed: int | Non
 @click.option("--backend", type=click.Choice(BACKENDS), default=None, help="The launcher that trains the runs (as sweep's --backend; slurm: one Slurm job per run through submitit, the --slurm-* options, docs/clusters.md) [default: on a GPU ensembles of same-shape runs; else --workers processes].")
 @click.option("--task", "tasks", multiple=True, metavar="TASK", help=f"A task to reproduce the flip on (repeatable): one with a small-init / large-init flip, registered or package.module:ClassName [default: {', '.join(REPRODUCE_TASKS)}].")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
+@carry_option
 @click.option("--address", default=None, metavar="ADDRESS", help="--backend ray: the Ray cluster's address (e.g. 'auto' or 127.0.0.1:6379); default: start a local Ray.")
 @slurm_options
 def reproduce_command(
     preset: str | None, seed: int | None, seeds: str | None, protocol: str, lrs: str | None, vary: str, fixed_seed: int | None,
-    out: str, device: str, precision: str, workers: int | None, backend: str | None, tasks: tuple[str, ...], quiet: bool,
+    out: str, device: str, precision: str, workers: int | None, backend: str | None, tasks: tuple[str, ...], quiet: bool, carry: str | None,
     address: str | None, **slurm: Any,
 ) -> None:  # fmt: skip
     """Train small-init and large-init on the symmetric and id-ood tasks; print the flip.
@@ -201,7 +228,9 @@ def reproduce_command(
     if preset is None:
         preset, why = default_preset(device)
         click.echo(f"interp-init: no --preset given: using --preset {preset} ({why})", err=True)
-    text, problem = reproduce_job(preset, seed, seeds, protocol, lrs, vary, fixed_seed, out, device, precision, workers, not quiet, tasks or None, backend, **options)
+    text, problem = reproduce_job(
+        preset, seed, seeds, protocol, lrs, vary, fixed_seed, out, device, precision, workers, not quiet, tasks or None, backend, carry=parse_carry(carry), **options
+    )
     click.echo(text)
     # Not reproducing the flip is a result; a run that did not complete is a failure.
     if problem:
@@ -249,7 +278,7 @@ def sweep_command(
     sweep_spec = SweepSpec.from_file(spec) if spec is not None else load_preset(preset_name)
     if run_preset is not None:
         sweep_spec = sweep_spec.with_overrides(base={"preset": run_preset})
-    points = sweep_spec.points()
+    points = sweep_spec.points(source=spec or f"preset {preset_name!r}")
     if dry_run:
         if out is not None:
             from training.sweep.runner import check_sweep_out
@@ -360,13 +389,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     come back as ``cli.main``'s return value (commands themselves return ``None``), so an
     integer returned there is the exit code.
     """
-    args = list(sys.argv[1:] if argv is None else argv)
+    code = _main(list(sys.argv[1:] if argv is None else argv))
+    if argv is None:  # the process itself: its work is done and its exit code decided
+        ignore_stopping()
+    return code
+
+
+def _main(args: list[str]) -> int:
+    rv: Any = None
+    done = False
     try:
         # SIGTERM, SIGINT and SIGHUP raise (training.signals): locks, temporary files and
         # worker processes are cleaned up, then one line and the exit code 128 + signal.
         with signals_raise():
             rv = cli.main(args=args, prog_name="interp-init", standalone_mode=False)
+            done = True
     except Stopped as exc:
+        if done:  # the signal came after the command had finished: its work is whole
+            click.echo(f"interp-init: {exc.message.split(' (')[0]} after the command had finished; its work is complete", err=True)
+            return rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
         click.echo(f"interp-init: {exc.message}", err=True)
         return exc.exit_code
     except click.exceptions.Exit as exc:  # pragma: no cover - click returns it in non-standalone mode

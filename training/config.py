@@ -113,6 +113,11 @@ class TrainConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
                 raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")
+        if self.warmup_epochs > self.epochs:  # the lr would never reach its peak
+            raise ValueError(
+                f"warmup_epochs ({self.warmup_epochs!r}) is longer than the run's {self.epochs} epochs: the learning rate would never reach "
+                f"--lr; give --warmup-epochs at most {self.epochs} (or more --epochs)"
+            )
         if self.eps > 1:  # above, eps swamps the gradient's scale and AdamW's steps vanish: nothing trains
             raise ValueError(f"eps must be a number in (0, 1] (AdamW's denominator term; default 1e-8), got {self.eps!r}")
 
@@ -222,10 +227,15 @@ class RunConfig:
         unknown = sorted(set(data) - set(SECTIONS) - {*SEED_OPTIONS, "preset", "seeds", "data_version"})
         if unknown:
             raise ValueError(f"{where}: unknown section(s) {unknown}")
-        parts = {name: config_from_dict(cls_, data.get(name, {}), f"{where} [{name}]") for name, cls_ in SECTIONS.items() if name != "model"}
-        parts["model"] = ModelConfig.from_dict(data.get("model", {}), f"{where} [model]")
-        seeds = {name: data.get(name) for name in ("init_seed", "data_seed")}
-        return cls(**parts, seed=data.get("seed", 0), preset=data.get("preset"), **seeds)
+        try:
+            parts = {name: config_from_dict(cls_, data.get(name, {}), f"{where} [{name}]") for name, cls_ in SECTIONS.items() if name != "model"}
+            parts["model"] = ModelConfig.from_dict(data.get("model", {}), f"{where} [model]")
+            seeds = {name: data.get(name) for name in ("init_seed", "data_seed")}
+            return cls(**parts, seed=data.get("seed", 0), preset=data.get("preset"), **seeds)
+        except (ValueError, TypeError) as err:  # every message names the file it came from
+            if where in str(err):
+                raise
+            raise ValueError(f"{where}: {err}") from None
 
     def flat(self) -> dict[str, Any]:
         """All options as one flat mapping (the CLI's and the sweep's names)."""

@@ -39,6 +39,7 @@ from transformer_lens import HookedTransformer
 from interp_init.model import build_model, empty_model, load_weights, resolve_device
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus
 from interp_init.task import RECORD_KEYS, Samples, Task, TaskMetrics
+from interp_init.task_output import checked_split
 from training.accuracy import LogitsFn, evaluate, full_forward_last
 from training.config import RunConfig
 from training.preflight import check_fits, check_train_arguments
@@ -59,9 +60,9 @@ class RunData:
 def make_run_data(cfg: RunConfig, device: torch.device | str = "cpu") -> RunData:
     """Generate a run's train, ID-test, held-out and train-evaluation sets from its seeds."""
     d, seeds, task = cfg.data, cfg.seeds, cfg.data.make_task()
-    train = task.make_split("train", d.n_train, seeds["data.train"])
-    id_test = task.make_split("id_test", d.n_test, seeds["data.id_test"])
-    heldout = task.make_split("heldout", d.n_test, seeds["data.heldout"]) if task.has_heldout else None
+    train = checked_split(task, "train", d.n_train, seeds["data.train"], cfg.model.d_vocab)  # a task's output is checked where it enters
+    id_test = checked_split(task, "id_test", d.n_test, seeds["data.id_test"], cfg.model.d_vocab)
+    heldout = checked_split(task, "heldout", d.n_test, seeds["data.heldout"], cfg.model.d_vocab) if task.has_heldout else None
     n_eval = min(cfg.train.eval_samples, d.n_train)
     train_eval = train.subset(slice(0, n_eval))
     return RunData(

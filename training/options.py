@@ -76,6 +76,8 @@ def parse_workers(value: str) -> int | None:
 def parse_list(text: str, kind: type, name: str) -> tuple[Any, ...]:
     """A comma-separated command-line list (``31,32,33``, ``1e-4,2e-4``) as a tuple of ``kind``."""
     parts = [p.strip() for p in text.split(",")]
+    if any(not p for p in parts) and any(parts):
+        raise ValueError(f"{name} has an empty entry in {text!r} (two commas in a row, or one at an end); give each value once, e.g. {'31,32,33' if kind is int else '1e-4,2e-4,3e-4'}")
     try:
         values = tuple(kind(p) for p in parts if p)
     except ValueError:

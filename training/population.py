@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from interp_init.fileio import read_json
-from interp_init.task_registry import make_task
+from interp_init.task_registry import make_task, task_class
+from training.race import Race, race_of
 from training.records import RunRecord
 from training.regimes import CRITERIA, REGIME_NAMES
 from training.selection import PROTOCOL_TEXT, Pick, check_protocol, pick_paper, pick_strict, targets
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 #: Which random source a population varies: both (``seed``), the init's, or the data's.
 VARY: tuple[str, ...] = ("both", "init", "data")
 #: The per-seed table's short names of the targets.
-_SHORT = {"id_acc": "ID", "heldout_inferential": "inf", "heldout_symmetric": "sym", "ood_acc": "OOD", "commutativity": "comm"}
+_SHORT = {"id_acc": "ID", "heldout_inferential": "inf", "heldout_symmetric": "sym", "exception_acc": "(3,4)", "ood_acc": "OOD", "commutativity": "comm"}
 
 
 def exact_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
@@ -72,7 +73,8 @@ def _mean(values: Sequence[float | None]) -> float | None:
 @dataclass(frozen=True)
 class RegimeResult:
     """One regime on one task for one seed: its selected numbers (:class:`Pick` per target),
-    status (``completed`` unless one of its runs is not) and run folders."""
+    status (``completed`` unless one of its runs is not), run folders and, for a
+    ``symmetric`` run read under ``strict``, its race (:class:`training.race.Race`)."""
 
     task: str
     regime: str
@@ -83,6 +85,7 @@ class RegimeResult:
     weight_decay: float | None = None
     precision: str | None = None
     seconds: float | None = None
+    race: Race | None = None
 
     def value(self, target: str) -> float | None:
         pick = self.picks.get(target)
@@ -94,6 +97,8 @@ class RegimeResult:
         out["status"] = self.status
         out["run_dirs"] = list(self.run_dirs)
         out.update(weight_decay=self.weight_decay, precision=self.precision, seconds=self.seconds)
+        if self.race is not None:
+            out["race"] = self.race.to_dict()
         return out
 
     @classmethod
@@ -103,8 +108,9 @@ class RegimeResult:
         picked = data.get("picked") or {}
         picks = {t: Pick(data.get(t), (picked.get(t) or {}).get("lr"), (picked.get(t) or {}).get("epoch")) for t in targets(task)}
         dirs = data["run_dirs"] if "run_dirs" in data else [data["run_dir"]]
+        race = None if data.get("race") is None else Race.from_dict(data["race"])
         return cls(task, regime, data["gamma"], picks, data.get("status", "completed"), tuple(dirs),
-                   data.get("weight_decay"), data.get("precision"), data.get("seconds"))  # fmt: skip
+                   data.get("weight_decay"), data.get("precision"), data.get("seconds"), race)  # fmt: skip
 
 
 def regime_result(task: str, regime: str, gamma: float, run_dirs: Sequence[str | Path], protocol: str) -> RegimeResult:
@@ -121,8 +127,9 @@ def regime_result(task: str, regime: str, gamma: float, run_dirs: Sequence[str |
     bad = [r.status for r in runs if r.status != "completed"]
     first = runs[0]
     seconds = sum(r.elapsed_s for r in runs if r.elapsed_s is not None) if any(r.elapsed_s is not None for r in runs) else None
+    race = race_of(first.history, first.lr) if task_class(task).has_race and len(runs) == 1 else None
     return RegimeResult(task, regime, gamma, picks, str(bad[0]) if bad else "completed", tuple(str(r.path) for r in runs),
-                        first.config.train.weight_decay, first.config.train.precision, seconds)  # fmt: skip
+                        first.config.train.weight_decay, first.config.train.precision, seconds, race)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -270,11 +277,20 @@ class Population:
         the mean over seeds (the papers' number under ``paper``) and the criteria on it."""
         import pandas as pd
 
-        def line(seed: int | str, value: Callable[[str, str, str], float | None], all_met: bool) -> dict[str, Any]:
+        def line(seed: int | str, value: Callable[[str, str, str], float | None], all_met: bool, row: SeedRow | None = None) -> dict[str, Any]:
             numbers = {f"{t} {g.split('-')[0]} {_SHORT[k]}": value(t, g, k) for t in self.tasks for g in REGIME_NAMES for k in targets(t)}
-            return {"seed": seed, **numbers, "all": all_met}
+            return {"seed": seed, **numbers, **race_columns(row), "all": all_met}
 
-        rows = [line(row.seed, lambda t, g, k, row=row: row.result(t, g).value(k), row.checks["all"]) for row in self.rows]
+        def race_columns(row: SeedRow | None) -> dict[str, Any]:
+            # the race of each symmetric regime (strict protocol): the epoch (3,4) is fitted and the failure mode
+            out: dict[str, Any] = {}
+            for t, g in ((t, g) for t in self.tasks for g in REGIME_NAMES if self.rows[0].result(t, g).race is not None):
+                race = None if row is None else row.result(t, g).race
+                out[f"{t} {g.split('-')[0]} (3,4) fit epoch"] = None if race is None else str(race.fit_epoch or "never")
+                out[f"{t} {g.split('-')[0]} mode"] = None if race is None else race.mode
+            return out
+
+        rows = [line(row.seed, lambda t, g, k, row=row: row.result(t, g).value(k), row.checks["all"], row) for row in self.rows]
         means = self.means()
         return pd.DataFrame([*rows, line("mean", lambda t, g, k: means[t][g][k], check_flip(means)["all"])])
 
@@ -304,6 +320,8 @@ def _cell(value: Any) -> str:
         return "yes" if value else "no"
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
+    if isinstance(value, str):
+        return value
     return f"{value:.2f}"
 
 

@@ -85,11 +85,31 @@ def _gb(n: int) -> str:
     return f"{n / 1e9:,.1f} GB"
 
 
+#: The most optimizer steps a run may take (the paper preset takes about 740,000): above,
+#: a run would not end in any time a user means (``--epochs 1000000000``).
+MAX_STEPS = 10**8
+
+
+def check_steps(cfg: RunConfig) -> None:
+    """Refuse a run of more than :data:`MAX_STEPS` optimizer steps, saying how many it asks
+    for (epochs x steps per epoch): such a run would not end."""
+    t = cfg.train
+    per_epoch = -(-cfg.data.n_train // t.batch_size)
+    steps = t.epochs * per_epoch
+    if steps > MAX_STEPS:
+        raise ValueError(
+            f"this run asks for {steps:,} optimizer steps ({t.epochs:,} epochs x {per_epoch:,} steps of batch_size {t.batch_size}), "
+            f"more than the {MAX_STEPS:,} a run may take (the paper preset takes about 740,000; hours on a GPU): lower --epochs (or --n-train)"
+        )
+
+
 def check_fits(cfg: RunConfig, device: torch.device) -> None:
-    """Refuse a run that needs more memory than ``device`` has free, naming the size to lower."""
+    """Refuse a run that needs more memory than ``device`` has free, naming the size to
+    lower (then one that asks for more than :data:`MAX_STEPS` steps: :func:`check_steps`)."""
     have = device_memory(device)
     need = estimate(cfg)
     if have is None or need.total <= have:
+        check_steps(cfg)
         return
     m, d, t = cfg.model, cfg.data, cfg.train
     parts = {

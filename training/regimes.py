@@ -25,11 +25,13 @@ module imports no torch (the ``interp-init reproduce`` command lists its :data:`
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from interp_init.anchor_tasks import FLIP_CRITERIA
 from interp_init.task_registry import make_task, registered_tasks, task_class
 from training.config import PRESETS, RunConfig, make_run_config
+from training.recipe import carry_recipe
 
 #: The tasks a reproduction trains by default, in order: the registered tasks with a flip
 #: (``Task.reproduces``).
@@ -80,7 +82,10 @@ def regime_options(preset: str, regime: str, task: str) -> dict[str, Any]:
     return {**shared, **make_task(task).regime_overrides(preset, regime), **spec.get(task, {})}
 
 
-def regime_config(preset: str, regime: str, task: str, seed: int, precision: str = "fp32") -> RunConfig:
+def regime_config(preset: str, regime: str, task: str, seed: int, precision: str = "fp32", carry: Sequence[str] | None = None) -> RunConfig:
     """The :class:`training.RunConfig` of one regime on one task (``precision``: ``"fp32"``,
-    or ``"bf16"`` for the forward under bfloat16 autocast)."""
-    return make_run_config(preset, task=task, seed=seed, precision=precision, **regime_options(preset, regime, task))
+    or ``"bf16"`` for the forward under bfloat16 autocast); ``carry``: the recipe's
+    quantities to hold (:func:`training.recipe.carry_recipe`, the regime's gamma read as
+    the paper's; None: the preset as it is)."""
+    cfg = make_run_config(preset, task=task, seed=seed, precision=precision, **regime_options(preset, regime, task))
+    return cfg if carry is None else carry_recipe(cfg, carry)

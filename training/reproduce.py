@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from interp_init.outputs import refuse_nested
 from training.launch import JobReturn
 from training.launch.backends import build_launcher, local_launcher
 from training.options import parse_list
@@ -39,6 +40,7 @@ def _train(
     spec: ReproductionSpec, out: str | Path, device: str, workers: int | None, progress: bool, backend: str | None = None, **options: Any
 ) -> tuple[Population, list[JobReturn]]:
     """Train ``spec`` with ``backend`` (None: :func:`~training.launch.backends.local_launcher`) and its ``options``."""
+    refuse_nested(out, "a reproduction", "reproduction")  # before anything is printed or made (asked again when the folder is held)
     launcher = local_launcher(device, workers, progress) if backend is None else build_launcher(backend, device=device, workers=workers, progress=progress, **options)
     if progress:
         for run in spec.runs(out):
@@ -49,7 +51,7 @@ def _train(
 
 def reproduce(
     preset: str = "cpu", seed: int = 0, out: str | Path = "runs/reproduce", device: str = "auto", progress: bool = True,
-    precision: str = "fp32", workers: int | None = None, tasks: Sequence[str] | None = None,
+    precision: str = "fp32", workers: int | None = None, tasks: Sequence[str] | None = None, carry: Sequence[str] | None = None,
 ) -> Population:  # fmt: skip
     """Train both regimes of ``preset`` on ``tasks`` (default every task with a flip) for
     ``seed`` into ``out``; write ``out/summary.json`` and return the population of one.
@@ -57,8 +59,9 @@ def reproduce(
     ``workers`` runs train at once, in worker processes of one torch thread each when it
     is above 1 (default: one per core on a CPU; on a GPU same-shape runs as one ensemble);
     with one worker the runs train here, one after another.  ``precision="bf16"`` trains
-    under bfloat16 autocast (a folder trained at another precision is refused)."""
-    spec = ReproductionSpec(preset, (seed,), precision=precision, tasks=REPRODUCE_TASKS if tasks is None else tuple(tasks), single=True)
+    under bfloat16 autocast (a folder trained at another precision is refused).  ``carry``:
+    hold these quantities of the paper's recipe (:attr:`ReproductionSpec.carry`)."""
+    spec = ReproductionSpec(preset, (seed,), precision=precision, tasks=REPRODUCE_TASKS if tasks is None else tuple(tasks), single=True, carry=_carry(carry))
     return _train(spec, out, device, workers, progress)[0]
 
 
@@ -69,16 +72,22 @@ def _problem(returns: list[JobReturn], out: str | Path) -> str | None:
     return None if line is None else f"{line} ({'; '.join(bad[:3])}{'; ...' if len(bad) > 3 else ''}); a rerun resumes"
 
 
+def _carry(carry: Sequence[str] | None) -> tuple[str, ...] | None:
+    return None if carry is None else tuple(carry)
+
+
 def population_spec(
-    preset: str, seeds: str, protocol: str, lrs: str | None, vary: str, fixed_seed: int | None, precision: str, tasks: Sequence[str] | None = None
-) -> ReproductionSpec:
+    preset: str, seeds: str, protocol: str, lrs: str | None, vary: str, fixed_seed: int | None, precision: str, tasks: Sequence[str] | None = None,
+    carry: Sequence[str] | None = None,
+) -> ReproductionSpec:  # fmt: skip
     """The :class:`ReproductionSpec` of ``reproduce --seeds`` (``--fixed-seed`` defaults to
     the first seed when one source is varied)."""
     seed_list = parse_list(seeds, int, "--seeds")
     if vary != "both" and fixed_seed is None:
         fixed_seed = seed_list[0]
     lr_list = parse_list(lrs, float, "--lrs") if lrs is not None else None
-    return ReproductionSpec(preset, seed_list, protocol, lr_list, vary, fixed_seed, precision, REPRODUCE_TASKS if tasks is None else tuple(tasks))
+    tasks = REPRODUCE_TASKS if tasks is None else tuple(tasks)
+    return ReproductionSpec(preset, seed_list, protocol, lr_list, vary, fixed_seed, precision, tasks, carry=_carry(carry))
 
 
 def run_reproduction_cli(
@@ -117,19 +126,21 @@ def run_reproduction_cli(
 def reproduce_job(
     preset: str, seed: int | None, seeds: str | None, protocol: str, lrs: str | None, vary: str, fixed_seed: int | None,
     out: str | Path, device: str, precision: str, workers: int | None, progress: bool, tasks: Sequence[str] | None = None,
-    backend: str | None = None, **options: Any,
+    backend: str | None = None, carry: Sequence[str] | None = None, **options: Any,
 ) -> tuple[str, str | None]:  # fmt: skip
     """``interp-init reproduce``: one draw (``seed``, default 0) or a population (``seeds``,
     a comma list), trained by ``backend`` (a launcher's name; None: the default) with its
-    ``options``; return the text to print and one line on what did not complete."""
+    ``options``, each run holding the recipe's ``carry`` quantities (``--carry-recipe``;
+    None: the preset as it is); return the text to print and one line on what did not complete."""
     if seeds is not None and seed is not None:
         raise ValueError("give --seed S (one draw) or --seeds S1,S2,... (a population), not both")
     if seeds is None:
         if (protocol, lrs, vary, fixed_seed) != ("strict", None, "both", None):
             raise ValueError("--protocol paper, --lrs, --vary and --fixed-seed describe a population: give --seeds S1,S2,...")
-        spec = ReproductionSpec(preset, (0 if seed is None else seed,), precision=precision, tasks=REPRODUCE_TASKS if tasks is None else tuple(tasks), single=True)
+        tasks = REPRODUCE_TASKS if tasks is None else tuple(tasks)
+        spec = ReproductionSpec(preset, (0 if seed is None else seed,), precision=precision, tasks=tasks, single=True, carry=_carry(carry))
     else:
-        spec = population_spec(preset, seeds, protocol, lrs, vary, fixed_seed, precision, tasks)
+        spec = population_spec(preset, seeds, protocol, lrs, vary, fixed_seed, precision, tasks, carry)
     return run_reproduction_cli(spec, out, device, workers, progress, backend, **options)
 
 

@@ -76,3 +76,11 @@ def signals_raise(which: tuple[int, ...] = tuple(STOPPING)) -> Iterator[None]:
     finally:
         for signum, old in previous.items():
             signal.signal(signum, old)
+
+
+def ignore_stopping() -> None:
+    """Ignore the stopping signals from now on (in the main thread): a process whose work
+    is done and whose exit code is decided is not turned into a false 130 by a late Ctrl-C."""
+    if threading.current_thread() is threading.main_thread():
+        for signum in STOPPING:
+            signal.signal(signum, signal.SIG_IGN)

@@ -27,6 +27,7 @@ from interp_init.runfolder import write_json
 from training.config import PRECISIONS, RunConfig, check_seed
 from training.launch.base import STUDY_BUSY, Job, JobReturn, Launcher, check_jobs, hold_study, launch
 from training.population import SUMMARY_FILE, VARY, Population, SeedRow, regime_result
+from training.recipe import carry_recipe, check_hold
 from training.regimes import REGIME_NAMES, REPRODUCE_BUSY, REPRODUCE_TASKS, regime_config
 from training.selection import check_protocol, targets
 
@@ -38,14 +39,14 @@ class StudySpec(Protocol):
 
 
 def run_study(
-    jobs: Sequence[Job], out: str | Path, launcher: Launcher, busy: str = STUDY_BUSY, held: Callable[[], Any] | None = None
+    jobs: Sequence[Job], out: str | Path, launcher: Launcher, busy: str = STUDY_BUSY, held: Callable[[], Any] | None = None, kind: str = "reproduction"
 ) -> list[JobReturn]:
     """Train ``jobs`` into the study folder ``out`` with ``launcher``: refuse a folder that
     holds another run before anything trains, hold ``out`` (a second process is refused with
-    ``busy``), call ``held`` (checks and records that need the folder held), skip the runs
+    ``busy``; ``kind`` the folder's kind, :func:`~training.launch.hold_study`), call ``held`` (checks and records that need the folder held), skip the runs
     that ended, launch the rest; one :class:`~training.launch.JobReturn` per job, in order."""
     check_jobs(jobs)
-    with hold_study(out, busy):
+    with hold_study(out, busy, kind):
         if held is not None:
             held()
         check_jobs(jobs)  # again: another process may have changed the folder before this one held it
@@ -77,7 +78,9 @@ class ReproductionSpec:
     under ``strict``, which reads each preset's own lr).  ``vary``: ``both`` (each seed
     seeds everything, as ``--seed``), ``init`` (the data seeded by ``fixed_seed``) or
     ``data`` (the init seeded by ``fixed_seed``).  ``single``: one seed whose runs lie in
-    the study folder itself (``reproduce --seed S``), not in ``seed-S``."""
+    the study folder itself (``reproduce --seed S``), not in ``seed-S``.  ``carry``: the
+    quantities of the paper's recipe every run holds (:func:`training.recipe.carry_recipe`,
+    applied after the lr of the grid is set; ``--carry-recipe``); None: the preset as it is."""
 
     preset: str
     seeds: tuple[int, ...]
@@ -88,6 +91,7 @@ class ReproductionSpec:
     precision: str = "fp32"
     tasks: tuple[str, ...] = REPRODUCE_TASKS
     single: bool = False
+    carry: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         _check_distinct("seeds", self.seeds)
@@ -113,6 +117,11 @@ class ReproductionSpec:
         check_seed("fixed_seed", self.fixed_seed, optional=True)
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
+        if self.carry is not None:
+            if not isinstance(self.carry, tuple) or not self.carry:
+                raise ValueError(f"carry must be a non-empty tuple of recipe quantities (training.recipe.HOLDABLE), got {self.carry!r}")
+            if "adam_step" in check_hold(self.carry) and self.lrs is not None:
+                raise ValueError("--carry-recipe adam-step sets the lr, and so does --lrs: hold other quantities, or drop --lrs")
         if self.single and (len(self.seeds) != 1 or self.protocol != "strict" or self.vary != "both"):
             raise ValueError("a single-seed reproduction is one seed under the strict protocol, varying both sources")
 
@@ -140,6 +149,7 @@ class ReproductionSpec:
                     for lr in self.lrs or (None,):
                         cfg = base if lr is None else base.with_options(lr=float(lr))
                         name = regime if cfg.train.lr == base.train.lr else f"{regime}__lr={format_value(float(lr))}"
+                        cfg = cfg if self.carry is None else carry_recipe(cfg, self.carry)
                         run_dir = member / task / name
                         runs.append(ReproductionJob(run_dir.relative_to(root).as_posix(), cfg, run_dir, seed, task, regime, lr))
         return runs

@@ -42,5 +42,5 @@ def run_verdict(task: str | Task, final: TaskMetrics | Mapping[str, Any] | None,
     metrics = final if isinstance(final, TaskMetrics) or final is None else _partial(task, final)
     v = task.verdict(metrics, status)
     if stable_rank is not None:
-        return Verdict(v.solution, f"{v.evidence}, layer-0 W_Q stable rank {stable_rank:.1f}", v.expected)
+        return Verdict(v.solution, f"{v.evidence}, stable rank of layer 0's W_Q {stable_rank:.1f}", v.expected)
     return v

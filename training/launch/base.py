@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunFolderBusy, RunStatus, atomic_write, hold_folder
+from interp_init.outputs import output_folder
+from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunFolderBusy, RunStatus, atomic_write
 from training.config import RunConfig
 
 #: What a second process launching into a held study folder is told (``{owner}``: the holder).
@@ -182,16 +183,14 @@ def check_jobs(jobs: Sequence[Job]) -> None:
 
 
 @contextlib.contextmanager
-def hold_study(out: str | Path, busy: str = STUDY_BUSY) -> Iterator[Path]:
-    """Create and hold the study folder ``out`` while the block runs: a second process
-    launching into it meanwhile is refused with ``busy`` (a one-line ``ValueError``)."""
-    out = Path(out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise ValueError(f"cannot create the folder {out}: {err.strerror}") from err
-    with hold_folder(out, busy):
-        yield out
+def hold_study(out: str | Path, busy: str = STUDY_BUSY, kind: str = "reproduction") -> Iterator[Path]:
+    """Create and hold the study folder ``out`` (a ``kind`` folder: ``sweep`` or
+    ``reproduction``) while the block runs: a second process launching into it meanwhile is
+    refused with ``busy`` (a one-line ``ValueError``); a folder that would nest folders of
+    runs in one another is refused first, and refused input leaves no folder this call made
+    (:func:`interp_init.outputs.output_folder`)."""
+    with output_folder(out, f"a {kind}", kind, busy) as folder:
+        yield folder
 
 
 def pending(jobs: Sequence[Job]) -> tuple[list[Job], list[JobReturn]]:

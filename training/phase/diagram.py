@@ -19,13 +19,18 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from interp_init.runfolder import RunStatus, atomic_write, looks_like_run, refuse_inside_run
+from interp_init.outputs import check_output_pages, looks_like_run, refuse_inside_run, write_page
+from interp_init.runfolder import RunStatus
 from training.phase.aggregation import param_columns
 from training.phase.figures import make_figures, supported_figures
 from training.phase.names import ID_THRESHOLD, LOSS_THRESHOLD, OOD_THRESHOLD, PAIR_ACC_THRESHOLD
 from training.records import RunRecord
 from training.selection import PROTOCOL_TEXT, check_protocol, pick_paper
 from training.sweep.results import RESULTS_FILE, collect_results, incomplete_runs, problem_summary, write_results
+
+
+#: The purpose phase-diagram pages are tagged with (a later one may replace an earlier one).
+PAGE = "phase-diagram"
 
 
 def write_html(figures: Mapping[str, go.Figure], out: str | Path, title: str = "Phase diagrams") -> list[Path]:
@@ -37,16 +42,16 @@ def write_html(figures: Mapping[str, go.Figure], out: str | Path, title: str = "
     if not figures:
         raise ValueError("no figures to write")
     out = Path(out)
+    check_output_pages(out, PAGE, figures)  # never replaces what is not a previous phase-diagram page
     if out.suffix.lower() == ".html":
-        out.parent.mkdir(parents=True, exist_ok=True)
         divs = [
             f"<h2>{name}</h2>\n" + fig.to_html(full_html=False, include_plotlyjs=(i == 0))
             for i, (name, fig) in enumerate(figures.items())
         ]
         head = f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title></head>\n<body>\n<h1>{title}</h1>\n"
-        return [atomic_write(out, head + "\n".join(divs) + "\n</body></html>\n")]
+        return [write_page(out, head + "\n".join(divs) + "\n</body></html>\n", PAGE)]
     out.mkdir(parents=True, exist_ok=True)
-    return [atomic_write(out / f"{name}.html", fig.to_html(include_plotlyjs=True, full_html=True)) for name, fig in figures.items()]
+    return [write_page(out / f"{name}.html", fig.to_html(include_plotlyjs=True, full_html=True), PAGE) for name, fig in figures.items()]
 
 
 def check_thresholds(**thresholds: float) -> None:
@@ -147,11 +152,10 @@ def phase_diagrams(
             "(interp-init sweep SPEC --out DIR): give that folder"
         )
     refuse_inside_run(sweep_dir, "phase diagrams", option="SWEEP_DIR")
-    if out is not None:
-        refuse_inside_run(out, "phase diagrams")
     df = collect_results(sweep_dir, loss_threshold=loss_threshold, pair_threshold=pair_threshold, write=False)
     table = protocol_table(df, sweep_dir, protocol)
     names = list(figure_names) or supported_figures(df)
+    check_output_pages(out or sweep_dir / "phase_diagram.html", PAGE, names)  # before any work or write
     if not names:
         raise ValueError(f"{sweep_dir} has no completed runs any figure can use (statuses: {df['status'].value_counts().to_dict()})")
     phase_opts = {"id_threshold": id_threshold, "ood_threshold": ood_threshold}

@@ -23,7 +23,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import torch
 
-from interp_init.runfolder import atomic_write
+from interp_init.outputs import check_output_file, write_page
 from training.report.cells import Cell, Context, NotApplicable, Section
 from training.report.config import IMAGE_FORMATS, ReportConfig
 from training.report.images import slug, write_images
@@ -37,6 +37,8 @@ from training.report.mechanisms import (
     section_value_similarity,
 )
 from training.report.outcomes import section_accuracies, section_curves, section_verdict
+from training.recipe import recipe_columns
+from training.report.race import section_race
 from training.report.runs import Run, load_runs
 from training.report.weights import section_condensation, section_eigenvalues, section_embedding, section_spectra, section_stable_ranks
 
@@ -44,6 +46,7 @@ from training.report.weights import section_condensation, section_eigenvalues, s
 SECTIONS: tuple[Callable[[Context], Section], ...] = (
     section_verdict,
     section_curves,
+    section_race,
     section_accuracies,
     section_attention,
     section_flow,
@@ -215,6 +218,7 @@ def build_page(runs: list[Run], config: ReportConfig, out_dir: str | Path | None
                 "layers": r.config.model.n_layers,
                 "heads": r.config.model.n_heads,
                 "seed": r.config.seed,
+                **recipe_columns(r.config),
                 "status": r.status,
             }
             for r in runs
@@ -281,14 +285,11 @@ def write_report(
     config = config or ReportConfig()
     if image_format not in IMAGE_FORMATS:
         raise ValueError(f"image_format must be one of {IMAGE_FORMATS}, got {image_format!r}")
-    out = Path(out_path)
-    if out.is_dir():
-        raise ValueError(f"--out {out} is a folder; give a file name such as {out / 'report.html'}")
+    out = check_output_file(out_path, "report")  # never replaces what is not a previous report
     runs = load_runs(run_dirs, device=config.device)
     with limited_threads(config.threads):
         page = build_page(runs, config, out_dir=out.parent)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(out, page.html)
+    write_page(out, page.html, "report")
     if images is not None:
         write_images(page.figures, images, image_format)
     return out

@@ -56,6 +56,11 @@ class Run:
         return self.record.recorded_status or "no metrics"
 
 
+#: The most runs one report page compares (a page of 200 took about 290 s and 2 GB to write
+#: 66 MB on the development machine: issue 33).
+MAX_REPORT_RUNS = 100
+
+
 def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
     """Run folders among ``paths``: a folder with ``config.json`` is a run; any other
     folder stands for every run folder below it (sorted)."""
@@ -74,6 +79,11 @@ def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
     unique = list(dict.fromkeys(p.resolve() for p in found))
     if not unique:
         raise ValueError("no run folder given; pass at least one RUN_DIR")
+    if len(unique) > MAX_REPORT_RUNS:  # one page of 200 runs took about 290 s and 2 GB to write 66 MB
+        raise ValueError(
+            f"{len(unique)} run folders found, more than the {MAX_REPORT_RUNS} one report page compares (each run adds about 1.5 s "
+            "and 0.3 MB); pass fewer folders (some seeds or grid values, or a phase diagram of a sweep: interp-init phase-diagram)"
+        )
     return unique
 
 

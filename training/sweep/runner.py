@@ -19,7 +19,8 @@ from pathlib import Path
 import pandas as pd
 from tqdm.auto import tqdm
 
-from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus, looks_like_run, refuse_inside_run, write_json
+from interp_init.outputs import looks_like_run, refuse_inside_run, refuse_nested
+from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus, write_json
 from training.launch import JobReturn, Launcher
 from training.launch.backends import build_launcher
 from training.study import run_study
@@ -54,6 +55,7 @@ def check_sweep_out(out: str | Path) -> None:
     refuse_inside_run(out, "a sweep")
     if looks_like_run(out):
         raise ValueError(f"{out} is a run folder, not a sweep folder; a run folder holds one run and nothing else: choose another --out")
+    refuse_nested(out, "a sweep", "sweep")  # nor a reproduction's folder, nor one holding other sweeps
 
 
 def run_sweep(spec: SweepSpec, out: str | Path, options: SweepOptions | None = None, *, extend: bool = False) -> SweepSummary:
@@ -88,7 +90,7 @@ def run_sweep(spec: SweepSpec, out: str | Path, options: SweepOptions | None = N
 
     launcher.notify(returned)
     try:
-        returns = run_study(jobs, out, launcher, SWEEP_BUSY, held)
+        returns = run_study(jobs, out, launcher, SWEEP_BUSY, held, kind="sweep")
     finally:
         bar.close()
     statuses = {r.name: r.status for r in returns}

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from interp_init.fileio import check_name_length, parse_json
 from interp_init.task import DEFAULT_TASK
 from training.config import OPTIONS, PRESETS, RunConfig, make_run_config, preset_options
 from training.launch import Job, launcher_names
@@ -110,8 +111,9 @@ class SweepSpec:
             if len(values) == 0:
                 raise ValueError(f"spec grid[{key!r}] is empty; give at least one value")
             names = [format_value(v) for v in values]
-            if len(set(names)) != len(names):
-                raise ValueError(f"spec grid[{key!r}] has duplicate values {list(values)!r}")
+            numbers = [float(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+            if len(set(names)) != len(names) or len(set(numbers)) != len(numbers):  # 1 and 1.0 are one point
+                raise ValueError(f"spec grid[{key!r}] has duplicate values {list(values)!r} (values equal as numbers are one point); give each once")
         if not isinstance(self.description, str):
             raise ValueError(f"spec 'description' must be a string, got {self.description!r}")
         if self.size > MAX_POINTS:  # counted before a single config is built
@@ -159,13 +161,13 @@ class SweepSpec:
             text = path.read_bytes().decode("utf-8")
         except UnicodeDecodeError as err:
             raise ValueError(f"sweep spec {path} is not UTF-8 text (byte {err.start}); save it as UTF-8 JSON or TOML") from None
+        if path.suffix.lower() in (".yaml", ".yml"):
+            raise ValueError(f"sweep spec {path} is a YAML file, which is not read; write the spec as JSON (.json) or TOML (.toml)")
+        kind = "TOML" if path.suffix.lower() == ".toml" else "JSON"
         try:
-            if path.suffix.lower() == ".toml":
-                data = tomllib.loads(text)
-            else:
-                data = json.loads(text)
-        except (json.JSONDecodeError, tomllib.TOMLDecodeError) as err:
-            raise ValueError(f"sweep spec {path} is not valid {path.suffix.lstrip('.').upper() or 'JSON'} ({err})") from err
+            data = tomllib.loads(text) if kind == "TOML" else parse_json(text)  # a key given twice is refused
+        except (ValueError, tomllib.TOMLDecodeError) as err:
+            raise ValueError(f"sweep spec {path} is not valid {kind} ({err})") from err
         try:
             return cls.from_dict(data, where=f"sweep spec {path}")
         except ValueError as err:  # every message names the file
@@ -203,8 +205,17 @@ class SweepSpec:
             return self.with_overrides(grid={"seed": [seed + i for i in range(len(self.grid["seed"]))]})
         return self.with_overrides(base={"seed": seed})
 
-    def points(self) -> list[SweepPoint]:
-        """Every grid point with its validated config (raises ``ValueError`` naming the bad key)."""
+    def points(self, source: str | Path | None = None) -> list[SweepPoint]:
+        """Every grid point with its validated config (raises ``ValueError`` naming the bad
+        key, and ``source``, the spec's file, where given)."""
+        if source is None:
+            return self._points()
+        try:
+            return self._points()
+        except ValueError as err:
+            raise ValueError(f"sweep spec {source}: {err}") from err
+
+    def _points(self) -> list[SweepPoint]:
         base = {k: v for k, v in self.base.items() if k != "preset"}
         preset = self.preset
         # The base alone, then each grid value alone, so that the error names the bad key.
@@ -233,6 +244,7 @@ class SweepSpec:
         for combo in itertools.product(*(self.grid[k] for k in self.grid)):
             params = dict(zip(self.grid, combo, strict=True))
             name = "__".join(f"{k}={format_value(params[k])}" for k in keys)
+            check_name_length(name, "sweep point folder")  # the dry run and the sweep refuse alike
             try:
                 cfg = make_run_config(preset, **base, **params)
             except ValueError as err:
