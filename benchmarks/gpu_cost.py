@@ -12,6 +12,13 @@
   runs (same shapes) and returns the fraction of the peak they reached: the efficiency the
   predictions use before a task has trained; :func:`measured_efficiency` the fraction its
   run folders record once it has (samples trained over ``elapsed_s``, evaluations included).
+
+Run as a script, it prints what the GPU suite's paper-scale population (both tasks, gamma
+0.8 and 0.5, three seeds: twelve runs) costs on each common GPU type, at the vendors' stated
+dense bf16 peaks and 20% or 40% of them, so that a user knows what to ask a cluster for
+(docs/clusters.md)::
+
+    python benchmarks/gpu_cost.py
 """
 
 from __future__ import annotations
@@ -130,6 +137,41 @@ def measured_efficiency(cfgs: list[RunConfig], metrics: list[dict | None], flops
     return work / seconds / peak if seconds > 0 else None
 
 
+#: Dense bf16 tensor-core peaks as the vendors state them (TFLOP/s, without sparsity): not measurements.
+STATED_BF16_TFLOPS: dict[str, float] = {
+    "H200": 989, "H100 SXM": 989, "H100 PCIe": 756, "A100": 312, "L40S": 362, "A10": 125, "L4": 121,
+}  # fmt: skip
+#: The fractions of the peak every estimate is given at.
+EFFICIENCIES = (0.2, 0.4)
+
+
+def population_cost(seeds: tuple[int, ...] = (0, 1, 2)) -> tuple[float, int]:
+    """FLOPs of the GPU suite's paper-scale population (bf16, every epoch and evaluation) and its run count."""
+    from gpu_suite import suite_configs
+
+    total, runs = 0.0, 0
+    for cfgs in suite_configs("paper", seeds, None, "bf16").values():
+        flops = run_flops(cfgs[0][1], torch.device("cpu"))
+        total += sum(remaining_flops(cfg, flops, 0) for _, cfg in cfgs)
+        runs += len(cfgs)
+    return total, runs
+
+
+def cost_table(total: float, runs: int) -> str:
+    """Per GPU type: the stated peak, and hours on one GPU at each of :data:`EFFICIENCIES`."""
+    head = "| GPU | stated dense bf16 TFLOP/s | " + " | ".join(f"hours on one GPU at {e:.0%}" for e in EFFICIENCIES) + " |"
+    lines = [f"The paper-scale population: {runs} runs, {total:.3g} FLOP (training and evaluation).", "", head,
+             "|---|---|" + "---|" * len(EFFICIENCIES)]  # fmt: skip
+    for gpu, tflops in STATED_BF16_TFLOPS.items():
+        hours = [total / (tflops * 1e12 * e) / 3600 for e in EFFICIENCIES]
+        lines.append(f"| {gpu} | {tflops:g} | " + " | ".join(f"{h:.2f}" for h in hours) + " |")
+    return "\n".join(lines)
+
+
 def _sync(dev: torch.device) -> None:
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
+
+
+if __name__ == "__main__":
+    print(cost_table(*population_cost()))

@@ -30,6 +30,15 @@ once per run and kept on the device.  Usage::
     python benchmarks/gpu_suite.py --out runs/gpu-suite --budget-seconds 540   # CUDA: paper scale, one chunk
     python benchmarks/gpu_suite.py --scale paper --dry-run --device cpu --peak-tflops 990
     python benchmarks/gpu_suite.py --out /tmp/suite --scale tiny --device cpu   # a smoke test
+
+**On a Slurm cluster** (``--backend slurm`` and the ``--slurm-*`` options of ``interp-init
+sweep``; docs/clusters.md): the runs train in Slurm jobs that requeue themselves from their
+checkpoints, each task's runs as one ensemble per job with ``--slurm-gpus 1``; the command
+waits, then writes the table.  The plan's peak is this machine's unless ``--peak-tflops``
+(``python benchmarks/gpu_cost.py`` lists the stated peaks); ``--compile`` and ``--tf32``
+apply to training here only::
+
+    python benchmarks/gpu_suite.py --out runs/gpu-suite --backend slurm --slurm-gpus 1 --slurm-partition gpu --slurm-time 60 --peak-tflops 989
 """
 
 from __future__ import annotations
@@ -44,8 +53,10 @@ import torch
 
 from interp_init import resolve_device
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder
+from training.cli import slurm_options
 from training.config import RunConfig, make_run_config
 from training.ensemble import train_ensemble
+from training.launch.slurm_options import slurm_options_from
 from training.loop import train
 from training.records import RunRecord
 from training.step import last_position_logits
@@ -200,27 +211,35 @@ def _clock() -> float:
 @click.option("--efficiency", type=click.FloatRange(min=0, max=1, min_open=True), default=None, help="Fraction of the peak to predict with [default: measured: in the task's earlier chunks, else on --probe-steps throwaway steps; in a dry run only 20% and 40% unless --probe-steps].")
 @click.option("--probe-steps", type=click.IntRange(min=0), default=None, help="Throwaway training steps timed per task that has not trained yet, to measure the efficiency (after a warm-up) [default: 3, in a dry run 0].")
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="torch CPU threads [default: torch's].")
+@click.option("--backend", type=click.Choice(["local", "slurm"]), default="local", show_default=True, help="local: train here; slurm: in Slurm jobs through submitit (the --slurm-* options; docs/clusters.md).")
+@slurm_options
 def main(
     out: str | None, scale: str | None, seeds: tuple[int, ...], epochs: int | None, device: str, ensemble: bool | None, precision: str | None,
     tf32: bool | None, compile_: bool | None, budget_seconds: float | None, dry_run: bool, peak_tflops: float | None,
-    efficiency: float | None, probe_steps: int | None, threads: int | None,
+    efficiency: float | None, probe_steps: int | None, threads: int | None, backend: str, **slurm_flags: object,
 ) -> None:
     """Train both tasks on the papers' models at gamma 0.5 and 0.8 and write a markdown table."""
     start = _clock()
     if out is None and not dry_run:
         raise click.UsageError("--out is needed to train (only --dry-run runs without it)")
+    try:
+        slurm = slurm_options_from(backend, device, slurm_flags)
+    except ValueError as err:
+        raise click.UsageError(str(err)) from err
+    if slurm is not None and (budget_seconds or compile_ or tf32):
+        raise click.UsageError("--budget-seconds, --compile and --tf32 apply to training here; Slurm jobs chunk by --slurm-time")
     if threads:
         torch.set_num_threads(threads)
-    dev = resolve_device(device)
-    cuda = dev.type == "cuda"
+    dev = resolve_device(device if slurm is None else "cpu")  # with slurm, the plan is made here and the jobs pick their device
+    cuda = dev.type == "cuda" or (slurm is not None and slurm.gpus > 0)  # the GPU's defaults
     scale = scale or ("paper" if cuda else "tiny")
     together = cuda if ensemble is None else ensemble
     precision = precision or ("bf16" if cuda else "fp32")
-    tf32 = cuda if tf32 is None else tf32
+    tf32 = (cuda and slurm is None) if tf32 is None else tf32
     if compile_ and not together:
         raise click.UsageError("--compile compiles the ensemble's vectorized step: use it with --ensemble")
-    compile_ = cuda and together if compile_ is None else compile_
-    probe_steps = (0 if dry_run else 3) if probe_steps is None else probe_steps
+    compile_ = cuda and together and slurm is None if compile_ is None else compile_
+    probe_steps = (0 if dry_run or slurm is not None else 3) if probe_steps is None else probe_steps
     if tf32:
         torch.set_float32_matmul_precision("high")
     logits_fn = None
@@ -232,7 +251,7 @@ def main(
         Group(task, [Run(regime, cfg, root / task / f"{regime}-seed{cfg.seed}") for regime, cfg in runs])
         for task, runs in suite_configs(scale, tuple(seeds), epochs, precision).items()
     ]
-    device_name = torch.cuda.get_device_name(dev) if cuda else f"CPU ({torch.get_num_threads()} threads)"
+    device_name = "Slurm jobs" if slurm is not None else torch.cuda.get_device_name(dev) if cuda else f"CPU ({torch.get_num_threads()} threads)"
     header = (
         f"Device: {device_name}; torch {torch.__version__}; scale `{scale}`" + ("" if epochs is None else f", shortened to {epochs} epochs")
         + f"; precision {precision}; TF32 {'on' if tf32 else 'off'}; compile {'on' if compile_ else 'off'}; "
@@ -275,7 +294,17 @@ def main(
         return
     end = None if budget_seconds is None else start + budget_seconds
     refused, trained = [], []
-    for group in groups:
+    if slurm is not None:  # each task's runs as one ensemble per job when together
+        from dataclasses import replace
+
+        from training.launch import Job, make_launcher
+
+        size = slurm.ensemble_size or (max(len(g.runs) for g in groups) if together else None)
+        make_launcher("slurm", slurm=replace(slurm, ensemble_size=size), study=root).launch([Job(f"{g.task}/{r.folder.name}", r.cfg, r.folder) for g in groups for r in g.todo()])
+        trained, groups_left = [g.task for g in groups], []
+    else:
+        groups_left = groups
+    for group in groups_left:
         todo = group.todo()
         if not todo:
             continue

@@ -95,6 +95,25 @@ def run_options(func: Any) -> Any:
     return func
 
 
+_SLURM_TYPES: dict[str, Any] = {
+    "str": str, "int0": click.IntRange(min=0), "int1": click.IntRange(min=1), "float": click.FloatRange(min=0, min_open=True),
+}  # fmt: skip
+
+
+def slurm_options(func: Any) -> Any:
+    """Decorate a command with the ``--slurm-*`` options (:data:`training.launch.slurm_options.SLURM_FLAGS`;
+    read back by :func:`training.launch.slurm_options.slurm_options_from`)."""
+    from training.launch.slurm_options import SLURM_FLAGS
+
+    func = click.option("--slurm-cluster", type=click.Choice(["slurm", "local"]), default="slurm", show_default=True, help="local: submitit's local executor (this machine, the time limit simulated), to try the Slurm path without a cluster.")(func)
+    func = click.option("--slurm-no-wait", is_flag=True, help="Submit the jobs and return without waiting (run the same command again to see where they stand).")(func)
+    func = click.option("--slurm-setup", multiple=True, metavar="LINE", help="A shell line each job runs first, e.g. 'module load cuda' (repeatable).")(func)
+    func = click.option("--slurm-sbatch", multiple=True, metavar="OPTION=VALUE", help="Any other sbatch option, e.g. reservation=gpu-day for --reservation=gpu-day (repeatable).")(func)
+    for name, (kind, default, meaning) in reversed(SLURM_FLAGS.items()):
+        func = click.option("--slurm-" + name.replace("_", "-"), "slurm_" + name, type=_SLURM_TYPES[kind], default=default, show_default=default is not None, help=meaning)(func)
+    return func
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(interp_init.__version__, "--version", prog_name="interp-init", message="%(prog)s %(version)s", help="Print the installed version (from the package metadata) and exit.")
 def cli() -> None:
@@ -180,13 +199,16 @@ def train_command(
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
 @click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True, help="bf16: the forward under bfloat16 autocast.")
 @click.option("--workers", type=int, default=None, help="Runs trained at once, each in its own process with one torch thread [default: one per CPU core (up to 4) on a CPU; on a GPU one at a time, or with --seeds as ensembles of same-shape runs].")
-@click.option("--backend", type=click.Choice(BACKENDS), default=None, help="The launcher that trains the runs (as sweep's --backend) [default: on a GPU ensembles of same-shape runs; else --workers processes].")
+@click.option("--backend", type=click.Choice(BACKENDS), default=None, help="The launcher that trains the runs (as sweep's --backend; slurm: one Slurm job per run through submitit, the --slurm-* options, docs/clusters.md) [default: on a GPU ensembles of same-shape runs; else --workers processes].")
 @click.option("--task", "tasks", multiple=True, metavar="TASK", help=f"A task to reproduce the flip on (repeatable): one with a small-init / large-init flip, registered or package.module:ClassName [default: {', '.join(REPRODUCE_TASKS)}].")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @carry_option
+@click.option("--address", default=None, metavar="ADDRESS", help="--backend ray: the Ray cluster's address (e.g. 'auto' or 127.0.0.1:6379); default: start a local Ray.")
+@slurm_options
 def reproduce_command(
     preset: str | None, seed: int | None, seeds: str | None, protocol: str, lrs: str | None, vary: str, fixed_seed: int | None,
     out: str, device: str, precision: str, workers: int | None, backend: str | None, tasks: tuple[str, ...], quiet: bool, carry: str | None,
+    address: str | None, **slurm: Any,
 ) -> None:  # fmt: skip
     """Train small-init and large-init on the symmetric and id-ood tasks; print the flip.
 
@@ -194,14 +216,20 @@ def reproduce_command(
     offline report of the four runs); with --seeds, OUT/seed-S/<task>/<regime> per seed and
     the population in OUT/summary.json.  A rerun resumes.
     """
+    from training.launch.slurm_options import slurm_options_from
     from training.reproduce import reproduce_job
 
-    check_device(device)
+    if backend not in ("ray", "slurm") or (backend == "ray" and address is None):  # a cluster's devices are not this machine's
+        check_device(device)
+    slurm_opts = slurm_options_from(backend or "", device, slurm)
+    if address is not None and backend != "ray":
+        raise ValueError("--address applies to --backend ray only")
+    options = {"address": address} if backend == "ray" else {"slurm": slurm_opts} if backend == "slurm" else {}
     if preset is None:
         preset, why = default_preset(device)
         click.echo(f"interp-init: no --preset given: using --preset {preset} ({why})", err=True)
     text, problem = reproduce_job(
-        preset, seed, seeds, protocol, lrs, vary, fixed_seed, out, device, precision, workers, not quiet, tasks or None, backend, carry=parse_carry(carry)
+        preset, seed, seeds, protocol, lrs, vary, fixed_seed, out, device, precision, workers, not quiet, tasks or None, backend, carry=parse_carry(carry), **options
     )
     click.echo(text)
     # Not reproducing the flip is a result; a run that did not complete is a failure.
@@ -218,7 +246,7 @@ def reproduce_command(
 @click.option("--preset-name", metavar="NAME", help="A shipped sweep preset instead of SPEC (names: --list-presets).")
 @click.option("--run-preset", metavar="[" + "|".join(PRESET_CHOICES) + "]", help="Replace the spec's base run preset (tiny: a smoke test in seconds).")
 @click.option("--extend", is_flag=True, help="Add this spec's grid values to the sweep already in --out (same base and grid keys only); without it a folder holding another sweep is refused.")
-@click.option("--backend", type=click.Choice(BACKENDS), default="local", show_default=True, help="local: this machine (in this process or a process pool); ray: one Ray task per run; ensemble: same-shape runs trained together (for GPUs).")
+@click.option("--backend", type=click.Choice(BACKENDS), default="local", show_default=True, help="local: this machine (in this process or a process pool); ray: one Ray task per run; ensemble: same-shape runs trained together (for GPUs); slurm: one Slurm job per run through submitit (the --slurm-* options; docs/clusters.md).")
 @click.option("--workers", default=None, metavar="[N|auto]", help="local: 1 = sequential (default), N = process pool, 'auto' = one per core; ray without --address: the local Ray's CPUs (default: all).")
 @click.option("--threads", type=int, default=None, metavar="N", help="Torch threads per run (default: cores // workers; 1 per Ray task).")
 @click.option("--address", default=None, metavar="ADDRESS", help="Ray cluster address (e.g. 'auto' or 'ray://head:10001'); default: start a local Ray.")
@@ -227,10 +255,11 @@ def reproduce_command(
 @click.option("--dry-run", is_flag=True, help="Validate the spec (and, with --out, that the folder takes it) and list the runs; train nothing, write nothing.")
 @click.option("--list-presets", is_flag=True, help="List the shipped sweep presets and exit.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
+@slurm_options
 def sweep_command(
     spec: str | None, out: str | None, preset_name: str | None, run_preset: str | None, extend: bool, backend: str,
     workers: str | None, threads: int | None, address: str | None, device: str, ensemble_size: int | None, dry_run: bool,
-    list_presets: bool, quiet: bool,
+    list_presets: bool, quiet: bool, **slurm: Any,
 ) -> None:  # fmt: skip
     """Train every point of a grid SPEC (JSON or TOML) into --out; resumable; writes results.csv.
 
@@ -262,16 +291,18 @@ def sweep_command(
         return
     if out is None:
         raise ValueError("--out DIR is required (the sweep folder)")
+    from training.launch.slurm_options import slurm_options_from
     from training.sweep.results import RESULTS_FILE, problem_summary
     from training.sweep.runner import run_sweep
 
-    if backend != "ray" or address is None:  # a Ray cluster's devices are not this machine's
+    if backend not in ("ray", "slurm") or (backend == "ray" and address is None):  # a cluster's devices are not this machine's
         check_device(device)
 
+    slurm_opts = slurm_options_from(backend, device, slurm)
     options = SweepOptions(
         backend=backend, address=address, device=device, threads=threads,
         workers=parse_workers(workers) if workers is not None else (1 if backend == "local" else None),
-        progress=not quiet, ensemble_size=ensemble_size,
+        progress=not quiet, ensemble_size=ensemble_size, extra={} if slurm_opts is None else {"slurm": slurm_opts},
     )  # fmt: skip
     summary = run_sweep(sweep_spec, out, options, extend=extend)
     counts = ", ".join(f"{summary.count(s)} {s}" for s in ("completed", "diverged", "failed") if summary.count(s))

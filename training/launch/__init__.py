@@ -5,11 +5,13 @@
   failed run, ``running`` for a run another process trains; never raises for a run);
 * :class:`Launcher`, :func:`register_launcher`, :func:`launcher_class`,
   :func:`make_launcher`, :func:`launcher_names`: the backends, registered by name
-  (``serial``, ``pool``, ``ensemble``, ``ray``: :mod:`training.launch.backends`);
+  (``serial``, ``pool``, ``ensemble``, ``ray``: :mod:`training.launch.backends`; ``slurm``:
+  :mod:`training.launch.slurm`, its options :class:`SlurmOptions`);
 * :func:`launch`, :func:`check_jobs`, :func:`hold_study`: the study folder's refusals,
   lock and skipping of ended runs (:func:`training.study.run_study` strings them together).
 
-Importing this package imports no torch (the command line lists the launchers' names).
+Importing this package imports no torch and no submitit (the command line lists the
+launchers' names; the slurm backend imports submitit when it launches).
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from __future__ import annotations
 from training.launch.backends import EnsembleLauncher, PoolLauncher, RayLauncher, SerialLauncher, ensemble_key
 from training.launch.base import STUDY_BUSY, Job, JobReturn, Launcher, check_jobs, hold_study, launch, launcher_class, launcher_names
 from training.launch.base import make_launcher, register_launcher, train_job
+from training.launch.slurm import SlurmLauncher
+from training.launch.slurm_options import SlurmOptions
 
 __all__ = [
     "EnsembleLauncher", "PoolLauncher", "RayLauncher", "SerialLauncher", "ensemble_key", "STUDY_BUSY", "Job", "JobReturn", "Launcher", "check_jobs", "hold_study", "launch", "launcher_class", "launcher_names",
-    "make_launcher", "register_launcher", "train_job",
+    "make_launcher", "register_launcher", "train_job", "SlurmLauncher", "SlurmOptions",
 ]  # fmt: skip
