@@ -13,7 +13,9 @@ import click
 import pytest
 from helpers import ROOT
 
-from training.cli import FIELDS, PRESET_CHOICES, TASK_CHOICES, cli, default_preset, main
+from training.cli import cli, main
+from training.cli.flags import PRESET_CHOICES, TASK_CHOICES
+from training.options import FIELDS, default_preset
 
 HEAVY = ("torch", "transformer_lens")
 

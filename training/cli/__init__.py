@@ -12,7 +12,8 @@
 * 130 / 143 / 129: interrupted by SIGINT / SIGTERM / SIGHUP (one line, after the locks and
   temporary files are removed).
 
-Every command lives here, and this is the only module that imports click.  The ``train``
+Every command lives here; their shared options in :mod:`training.cli.flags`, and this
+package is the only one that imports click.  The ``train``
 command has one flag per run-config field (``--d-model``, ``--weight-decay``, ...), named
 like a sweep spec's keys (with underscores), its help and choices read from the config
 dataclasses' fields (:data:`FIELDS`, :mod:`training.options`).  SIGTERM, SIGINT and
@@ -33,85 +34,17 @@ from typing import Any
 import click
 
 import interp_init
-from interp_init.task import DEFAULT_TASK
-from interp_init.task_registry import registered_tasks
-from training.config import PRECISIONS, PRESETS
-from training.options import FIELDS, check_device, default_preset, one_line, overrides_from, parse_workers
+from training.cli.flags import PRESET_CHOICES, carry_option, config_options, parse_carry, run_options, slurm_options
+from training.config import PRECISIONS
+from training.options import check_device, default_preset, one_line, overrides_from, parse_workers
 from training.phase.names import FIGURE_NAMES, ID_THRESHOLD, LOSS_THRESHOLD, OOD_THRESHOLD, PAIR_ACC_THRESHOLD
 from training.population import VARY
-from training.recipe import CARRY_HELP, DEFAULT_HOLD, carry_recipe, check_hold, recipe_table, train_epilog
+from training.recipe import carry_recipe, recipe_table, train_epilog
 from training.regimes import REGIMES, REPRODUCE_TASKS
 from training.report.config import IMAGE_FORMATS, PROJECTIONS, ReportConfig
 from training.selection import PROTOCOLS
 from training.signals import Stopped, ignore_stopping, signals_raise
 from training.sweep.spec import BACKENDS
-
-#: The registered tasks and the run presets, as the options list them (a task of one's own
-#: is given as package.module:ClassName).
-TASK_CHOICES: tuple[str, ...] = registered_tasks()
-PRESET_CHOICES: tuple[str, ...] = tuple(sorted(PRESETS))
-
-_CLICK_TYPES: dict[str, Any] = {"int": int, "float": float, "str": str}
-_METAVARS: dict[str, str] = {"int": "INTEGER", "float": "NUMBER", "str": "NAME"}
-
-
-def config_options(func: Any) -> Any:
-    """Decorate a click command with one ``--flag`` per run-config field (default: the preset's)."""
-    for name, (_section, kind, meaning, choices) in reversed(list(FIELDS.items())):
-        flag = "--" + name.replace("_", "-")
-        if kind == "bool":
-            func = click.option(f"{flag}/--no-{name.replace('_', '-')}", name, default=None, help=meaning)(func)
-            continue
-        # Choices are listed, not enforced by click: the config's own validation names the
-        # field and the allowed values in one line (docs/bad-input.md).
-        metavar = "[" + "|".join(choices) + "]" if choices else _METAVARS[kind]
-        func = click.option(flag, name, type=_CLICK_TYPES[kind], default=None, metavar=metavar, help=meaning)(func)
-    return func
-
-
-_TASK_HELP = (
-    "Task: symmetric (anchor pair (4,3) held out; does the model infer x - 10 or copy the symmetric x - 6?), "
-    "id-ood (pairs (3,4) and (4,3) held out: in- and out-of-distribution accuracy), complexity (all 16 pairs, "
-    "k groups with non-inferential targets), addition (a + b = c with a held-out square of (a, b) pairs), "
-    "or your own task class as package.module:ClassName (importable; see docs/tasks.md)."
-)
-_PRESET_HELP = (
-    "Run size, the defaults of every option below: tiny (seconds, for smoke tests), cpu (about 4 minutes per model on "
-    "one CPU core) or paper (the papers' scale: d_model 400, 900k samples, 210 epochs; hours, for a GPU). "
-    "Default: paper where a CUDA GPU is used, else cpu."
-)
-_DEVICE_HELP = "Where to train: auto (CUDA when available, else CPU), cpu, cuda or cuda:N."
-
-
-def run_options(func: Any) -> Any:
-    """The options every training command shares: task, preset, seed, device, progress."""
-    func = click.option("--quiet", is_flag=True, help="No progress bar.")(func)
-    func = click.option("--device", default="auto", show_default=True, metavar="[auto|cpu|cuda|cuda:N]", help=_DEVICE_HELP)(func)
-    func = click.option("--data-seed", type=int, default=None, metavar="INTEGER", help="Seed of the data alone (sample sets and order) [default: derived from --seed].")(func)
-    func = click.option("--init-seed", type=int, default=None, metavar="INTEGER", help="Seed of the init's draw alone [default: derived from --seed].")(func)
-    func = click.option("--seed", type=int, default=0, show_default=True, metavar="INTEGER", help="Run seed; every random source (init, data, shuffling) derives from it.")(func)
-    func = click.option("--preset", default=None, metavar="[" + "|".join(PRESET_CHOICES) + "]", help=_PRESET_HELP)(func)
-    func = click.option("--task", default=DEFAULT_TASK, show_default=True, metavar="[" + "|".join(TASK_CHOICES) + "|package.module:ClassName]", help=_TASK_HELP)(func)
-    return func
-
-
-_SLURM_TYPES: dict[str, Any] = {
-    "str": str, "int0": click.IntRange(min=0), "int1": click.IntRange(min=1), "float": click.FloatRange(min=0, min_open=True),
-}  # fmt: skip
-
-
-def slurm_options(func: Any) -> Any:
-    """Decorate a command with the ``--slurm-*`` options (:data:`training.launch.slurm_options.SLURM_FLAGS`;
-    read back by :func:`training.launch.slurm_options.slurm_options_from`)."""
-    from training.launch.slurm_options import SLURM_FLAGS
-
-    func = click.option("--slurm-cluster", type=click.Choice(["slurm", "local"]), default="slurm", show_default=True, help="local: submitit's local executor (this machine, the time limit simulated), to try the Slurm path without a cluster.")(func)
-    func = click.option("--slurm-no-wait", is_flag=True, help="Submit the jobs and return without waiting (run the same command again to see where they stand).")(func)
-    func = click.option("--slurm-setup", multiple=True, metavar="LINE", help="A shell line each job runs first, e.g. 'module load cuda' (repeatable).")(func)
-    func = click.option("--slurm-sbatch", multiple=True, metavar="OPTION=VALUE", help="Any other sbatch option, e.g. reservation=gpu-day for --reservation=gpu-day (repeatable).")(func)
-    for name, (kind, default, meaning) in reversed(SLURM_FLAGS.items()):
-        func = click.option("--slurm-" + name.replace("_", "-"), "slurm_" + name, type=_SLURM_TYPES[kind], default=default, show_default=default is not None, help=meaning)(func)
-    return func
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -122,17 +55,6 @@ def cli() -> None:
     Exit codes: 0 done; 1 some of the work failed or diverged (one line on stderr says
     what); 2 bad input or usage; 130/143/129 interrupted (SIGINT/SIGTERM/SIGHUP).
     """
-
-
-def carry_option(func: Any) -> Any:
-    """``--carry-recipe [QUANTITIES]`` (train and reproduce; training/recipe.py)."""
-    default = ",".join(h.replace("_", "-") for h in DEFAULT_HOLD)
-    return click.option("--carry-recipe", "carry", is_flag=False, flag_value=default, default=None, metavar="[QUANTITIES]", help=CARRY_HELP)(func)
-
-
-def parse_carry(carry: str | None) -> tuple[str, ...] | None:
-    """``--carry-recipe``'s value as the quantities to hold (None: not given)."""
-    return None if carry is None else check_hold(carry.split(","))
 
 
 @cli.command(
