@@ -86,7 +86,7 @@ def _sweep(epochs: int) -> SweepSpec:
 
 def test_slurm_time_limit_requeues_and_a_cancelled_job_resumes_on_a_second_launch(tmp_path):
     _slurm_or_skip()
-    out, spec = tmp_path / "sweep", _sweep(epochs=150)  # longer than one chunk of a 1-minute job
+    out, spec = tmp_path / "sweep", _sweep(epochs=600)  # longer than one chunk of a 1-minute job, on a quiet machine too (150 epochs took under 40 s)
     first = run_sweep(spec, out, SweepOptions(backend="slurm", workers=None, progress=False, extra={"slurm": _slurm_options(wait=False)}))
     assert set(first.statuses.values()) == {"running"}  # submitted, not waited for
     record = json.loads((out / SLURM_FOLDER / JOBS_FILE).read_text())
@@ -193,7 +193,7 @@ def test_a_ray_worker_killed_mid_run_leaves_the_study_truthful_and_resumable(tmp
     import threading
 
     address, worker = ray_cluster
-    out, spec = tmp_path / "sweep", _sweep(epochs=150)
+    out, spec = tmp_path / "sweep", _sweep(epochs=600)  # outlasts the worker's graceful stop (150 epochs ended within it on a quiet machine)
     options = SweepOptions(backend="ray", address=address, threads=1, workers=None, progress=False)
 
     def kill_worker_when_both_train() -> None:
