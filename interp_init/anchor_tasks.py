@@ -97,6 +97,14 @@ def heldout_answer(inferential: float | None, symmetric: float | None, exception
     return "neither"
 
 
+def symmetric_solution(id_acc: float | None, inferential: float | None, symmetric: float | None, exception: float | None) -> str:
+    """The one word for what a ``symmetric`` model learned, from its final numbers: ``did
+    not fit`` (ID accuracy below :data:`ID_THRESHOLD` or unknown), else
+    :func:`heldout_answer`.  The report's verdict table and the race's mode
+    (``training/race.py``) both read it; the flip's criteria read :func:`heldout_answer`."""
+    return "did not fit" if id_acc is None or id_acc < ID_THRESHOLD else heldout_answer(inferential, symmetric, exception)
+
+
 def pair_masks(pairs: Tensor) -> dict[str, Tensor]:
     """For each anchor pair present in ``pairs`` (``[n, 2]``), its key (``"4,3"``) and the mask of its rows."""
     import torch
@@ -256,7 +264,7 @@ class SymmetricTask(AnchorTask):
         heldout = {} if final is None else (final.heldout or {}).get(AnchorPair(4, 3).key, {})
         inf, sym = heldout.get("inferential"), heldout.get("symmetric")
         exception = None if final is None else (final.per_pair or {}).get(EXCEPTION.key)
-        solution = "did not fit" if id_acc is None or id_acc < ID_THRESHOLD else heldout_answer(inf, sym, exception)
+        solution = symmetric_solution(id_acc, inf, sym, exception)
         evidence = f"ID accuracy {num(id_acc)}, held-out (4,3) inferential {num(inf)}, symmetric {num(sym)}, seen (3,4) {num(exception)}"
         return Verdict(status_solution(solution, status), evidence, self.expected)
 

@@ -27,19 +27,32 @@ def test_symmetric_task(inf: float, sym: float, id_acc: float, exception: float,
     assert "inferential" in v.expected and "symmetric" in v.expected
 
 
-def test_verdict_word_and_flip_criteria_agree() -> None:
-    """One threshold, one word: a fitted model is called inferential (symmetric) exactly when
-    it meets the small-init (large-init) criterion of the flip, over a grid of shares."""
+def test_verdict_word_race_mode_and_flip_criteria_agree() -> None:
+    """One threshold, one word: a fitted model is called inferential (symmetric) by the
+    report's verdict, ``infers`` (``early copy``) by the race, exactly when it meets the
+    small-init (large-init) criterion of the flip, over a grid of final shares (0.69
+    included) after an epoch at which (3,4) was fitted, so a run that fitted the exception
+    once and lost it is not inferring anywhere."""
+    from interp_init.task import read_run_metrics
+    from interp_init.task_registry import make_task
     from training.population import check_flip
+    from training.race import race_of
+
+    def record(epoch: int, inf: float, sym: float, exception: float) -> dict:
+        return {"epoch": epoch, "step": epoch, "loss": 0.1, "lr": 1e-3, "id_acc": 0.99, "train_acc": 0.99,
+                "heldout": {"4,3": {"inferential": inf, "symmetric": sym}}, "per_pair": {"3,4": exception}}  # fmt: skip
 
     grid = [(i / 20, s / 20, e / 10) for i in range(21) for s in range(21 - i) for e in (0, 8, 9, 10)]
-    for inf, sym, exception in grid:
-        final = {"id_acc": 0.99, "train_acc": 0.99, "heldout": {"4,3": {"inferential": inf, "symmetric": sym}}, "per_pair": {"3,4": exception}}
+    for inf, sym, exception in [*grid, (0.69, 0.0, 1.0), (0.69, 0.31, 1.0)]:
+        final = record(2, inf, sym, exception)
         solution = run_verdict("symmetric", final, "completed").solution
+        history = read_run_metrics(make_task("symmetric"), {"history": [record(1, 0.5, 0.1, 1.0), final]}).history
+        mode = race_of(history).mode
         row = {"id_acc": 0.99, "heldout_inferential": inf, "heldout_symmetric": sym, "exception_acc": exception}
         checks = check_flip({"symmetric": {"small-init": row, "large-init": row}})
-        assert checks["symmetric: small-init inferential >= 0.8 with (3,4) fitted"] == (solution == "inferential"), (inf, sym, exception)
-        assert checks["symmetric: large-init symmetric >= 0.8"] == (solution == "symmetric"), (inf, sym, exception)
+        small, large = checks["symmetric: small-init inferential >= 0.8 with (3,4) fitted"], checks["symmetric: large-init symmetric >= 0.8"]
+        assert small == (solution == "inferential") == (mode == "infers"), (inf, sym, exception, solution, mode)
+        assert large == (solution == "symmetric") == (mode == "early copy"), (inf, sym, exception, solution, mode)
 
 
 @pytest.mark.parametrize(

@@ -17,12 +17,16 @@ each evaluated epoch's metrics have ``per_pair["3,4"]`` and ``heldout["4,3"]`` w
 * ``lr_high``: whether the lr at ``settled_epoch`` was still above a tenth of the run's
   peak lr (the largest lr in the history, or the one given): True says the shares stopped
   while the optimizer could still move them, False that the schedule's decay froze them;
-* ``mode``: the run's failure mode (:data:`MODES`), from these numbers:
-  ``infers`` (final ID >= 0.9, (3,4) fitted, inferential >= 0.8: the flip's criterion),
-  ``early copy`` (symmetric >= 0.8 at the end: the copy; ``symmetric_at_fit`` says whether it
-  was already there when (3,4) was fitted), ``under-trained`` (never fitted (3,4), final ID
-  below 0.9, or the shares froze with the lr below a tenth of its peak or were still moving
-  at the end), ``neither`` (fitted, settled while the lr was high, on neither answer).
+* ``mode``: the run's failure mode (:data:`MODES`), from the word the verdict gives the
+  last evaluated epoch (:func:`interp_init.anchor_tasks.symmetric_solution`, the rule the
+  flip's criteria and the report's verdict table use, so the three never disagree):
+  ``infers`` where it says ``inferential`` (final ID >= 0.9, final (3,4) accuracy >= 0.9,
+  inferential >= 0.8), ``early copy`` where it says ``symmetric`` (final ID >= 0.9,
+  symmetric >= 0.8; ``symmetric_at_fit`` says whether the copy was already there when (3,4)
+  was fitted), ``under-trained`` where it says ``did not fit`` or ``(3,4) not fitted``, or
+  where (3,4) was never fitted or the shares froze with the lr below a tenth of its peak or
+  were still moving at the end, else ``neither`` (fitted, settled while the lr was high,
+  on neither answer).
 
 Everything here is a pure function of the history; :func:`race_of_record` takes a run
 folder's :class:`~training.records.RunRecord` (the one reader of ``metrics.json``).
@@ -34,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from interp_init.anchor_tasks import ANSWERS, EXCEPTION, FLIP_CRITERIA, HELDOUT
+from interp_init.anchor_tasks import ANSWERS, EXCEPTION, HELDOUT, symmetric_solution
 from interp_init.task import FIT_THRESHOLD, EpochRecord
 
 if TYPE_CHECKING:
@@ -44,6 +48,8 @@ if TYPE_CHECKING:
 SETTLE_TOLERANCE = 0.05
 #: The failure modes, in the order tables list them.
 MODES: tuple[str, ...] = ("infers", "early copy", "neither", "under-trained")
+#: The mode of each verdict word that decides it (:func:`~interp_init.anchor_tasks.symmetric_solution`).
+_MODE_OF_WORD: dict[str, str] = {"inferential": "infers", "symmetric": "early copy", "did not fit": "under-trained", "(3,4) not fitted": "under-trained"}
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,9 @@ class Race:
     still_moving: bool
     final_id_acc: float | None
     last_epoch: int | None
+    #: The (3,4) training accuracy at the last evaluated epoch (None: unknown, as in a
+    #: ``summary.json`` written before it was recorded).
+    exception_end: float | None = None
 
     def __post_init__(self) -> None:
         if self.fit_epoch is not None and self.last_epoch is not None and not 1 <= self.fit_epoch <= self.last_epoch:
@@ -80,12 +89,10 @@ class Race:
     @property
     def mode(self) -> str:
         """``infers``, ``early copy``, ``neither`` or ``under-trained`` (module docstring)."""
-        fit_id = self.final_id_acc is not None and self.final_id_acc >= FIT_THRESHOLD
-        if fit_id and self.fitted and (self.inferential_end or 0.0) >= FLIP_CRITERIA["min_small_inferential"]:
-            return "infers"
-        if (self.symmetric_end or 0.0) >= FLIP_CRITERIA["min_large_symmetric"]:
-            return "early copy"
-        if not fit_id or not self.fitted or self.still_moving or self.lr_high is False:
+        word = symmetric_solution(self.final_id_acc, self.inferential_end, self.symmetric_end, self.exception_end)
+        if word in _MODE_OF_WORD:
+            return _MODE_OF_WORD[word]
+        if not self.fitted or self.still_moving or self.lr_high is False:
             return "under-trained"
         return "neither"
 
@@ -139,7 +146,7 @@ def race_of(history: Sequence[EpochRecord], peak_lr: float | None = None, tolera
         fit_epoch=None if fit is None else fit.epoch, inferential_at_fit=inf_fit, symmetric_at_fit=sym_fit,
         inferential_end=inf_end, symmetric_end=sym_end, settled_epoch=at.epoch,
         lr_at_settled=at.lr, peak_lr=peak, still_moving=still_moving,
-        final_id_acc=None if id_acc is None else float(id_acc), last_epoch=last.epoch,
+        final_id_acc=None if id_acc is None else float(id_acc), last_epoch=last.epoch, exception_end=_exception(last),
     )  # fmt: skip
 
 

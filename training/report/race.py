@@ -63,7 +63,8 @@ def section_race(ctx: Context) -> Section:
         "one line per run (the per-epoch view of the two answers NeurIPS 2024 Fig. 2 plots at the end of training); a star marks the epoch "
         "(3,4) is first fitted (training accuracy >= 0.9). The shares stopped moving at the first "
         "epoch from which both stay within 0.05 of their final values; when the lr then was below a tenth of its peak, the schedule's decay "
-        "froze them (under-trained). Modes: infers (ID >= 0.9, (3,4) fitted, inferential >= 0.8), early copy (symmetric >= 0.8), "
+        "froze them (under-trained). Modes, from the verdict's word at the last epoch (the rule the flip's criteria use): "
+        "infers (inferential: ID >= 0.9, (3,4) accuracy >= 0.9, inferential >= 0.8), early copy (symmetric: ID >= 0.9, symmetric >= 0.8), "
         "under-trained, neither (training/race.py)."
     ) + measured(ctx, "the mode", lambda run: race_of(run.record.history, run.record.lr).mode if run in runs else None, needs_model=False)
     return Section("race", "The race: (3,4) fitted against (4,3) answered", sentence, [Cell(figure=race_figure(runs), html=html_table(race_table(runs), 2), height=420)], combined=True)
