@@ -82,3 +82,35 @@ def test_gpu_suite_through_slurm_trains_each_task_as_one_ensemble_job(tmp_path):
     record = json.loads((tmp_path / "suite" / SLURM_FOLDER / JOBS_FILE).read_text())
     assert len(record) == 4 and len(set(record.values())) == 2  # two runs per task, one job per task
     assert result.output.count("| completed |") == 4 and (tmp_path / "suite" / "gpu_suite.md").exists()
+
+
+def test_reproduce_no_wait_exits_0_saying_what_was_submitted_and_how_to_collect_it(tmp_path, capsys):
+    """``reproduce --slurm-no-wait`` (one seed and --seeds): the runs only submitted are not
+    failed runs: exit 0, a line with their count and the command to run again; that command,
+    once the jobs ended, reads the runs (submits nothing) and prints the flip."""
+    import shlex
+    import time
+
+    from interp_init.runfolder import FINISHED_STATUSES, RunFolder
+
+    forms = {"one": ("--seed", "0", ""), "many": ("--seeds", "0", "seed-0")}
+    argv = {
+        name: ["reproduce", "--preset", "tiny", flag, seed, "--task", "symmetric", "--out", str(tmp_path / name), "--device", "cpu", "--quiet",
+               "--backend", "slurm", "--slurm-cluster", "local", "--slurm-no-wait"]  # fmt: skip
+        for name, (flag, seed, _) in forms.items()
+    }
+    for name, args in argv.items():
+        assert main(args) == 0
+        out = capsys.readouterr().out
+        assert "submitted: 2 of 2 runs are in Slurm jobs, not finished" in out and f"run again: {shlex.join(['interp-init', *args])}" in out
+    runs = [RunFolder(tmp_path / name / member / "symmetric" / regime) for name, (_, _, member) in forms.items() for regime in ("small-init", "large-init")]
+    deadline = time.monotonic() + 300
+    while not all(run.status() in FINISHED_STATUSES for run in runs) or any(run.is_busy() for run in runs):
+        assert time.monotonic() < deadline, [str(run.status()) for run in runs]
+        time.sleep(0.5)
+    for name, args in argv.items():
+        record = (tmp_path / name / SLURM_FOLDER / JOBS_FILE).read_text()
+        assert main(args) == 0
+        out = capsys.readouterr().out
+        assert "not finished" not in out and "symmetric" in out and "flip" in out
+        assert (tmp_path / name / SLURM_FOLDER / JOBS_FILE).read_text() == record  # nothing submitted again

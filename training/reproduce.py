@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from interp_init.outputs import refuse_nested
+from interp_init.runfolder import RunStatus
 from training.launch import JobReturn
 from training.launch.backends import build_launcher, local_launcher
 from training.options import parse_list
@@ -38,7 +39,7 @@ from training.sweep.results import problem_summary
 
 def _train(
     spec: ReproductionSpec, out: str | Path, device: str, workers: int | None, progress: bool, backend: str | None = None, **options: Any
-) -> tuple[Population, list[JobReturn]]:
+) -> tuple[Population | None, list[JobReturn]]:
     """Train ``spec`` with ``backend`` (None: :func:`~training.launch.backends.local_launcher`) and its ``options``."""
     refuse_nested(out, "a reproduction", "reproduction")  # before anything is printed or made (asked again when the folder is held)
     launcher = local_launcher(device, workers, progress) if backend is None else build_launcher(backend, device=device, workers=workers, progress=progress, **options)
@@ -62,7 +63,9 @@ def reproduce(
     under bfloat16 autocast (a folder trained at another precision is refused).  ``carry``:
     hold these quantities of the paper's recipe (:attr:`ReproductionSpec.carry`)."""
     spec = ReproductionSpec(preset, (seed,), precision=precision, tasks=REPRODUCE_TASKS if tasks is None else tuple(tasks), single=True, carry=_carry(carry))
-    return _train(spec, out, device, workers, progress)[0]
+    population = _train(spec, out, device, workers, progress)[0]
+    assert population is not None  # the local launcher waits for its runs
+    return population
 
 
 def _problem(returns: list[JobReturn], out: str | Path) -> str | None:
@@ -91,15 +94,22 @@ def population_spec(
 
 
 def run_reproduction_cli(
-    spec: ReproductionSpec, out: str | Path, device: str, workers: int | None, progress: bool, backend: str | None = None, **options: Any
-) -> tuple[str, str | None]:
+    spec: ReproductionSpec, out: str | Path, device: str, workers: int | None, progress: bool, backend: str | None = None,
+    rerun: str = "the same command", **options: Any,
+) -> tuple[str, str | None]:  # fmt: skip
     """``interp-init reproduce``: train, read, write the summary and the report; return the text
     to print (one seed: its table and the flip's verdict on this one draw; several: the
-    population) and one line on the runs that did not complete (None if all did)."""
+    population) and one line on the runs that did not complete (None if all did).  Runs only
+    submitted (``--slurm-no-wait``) are not a failure: the text says how many and that
+    ``rerun`` (the command line) collects them."""
     from training.report import write_report
 
     start = time.perf_counter()
     population, returns = _train(spec, out, device, workers, progress, backend, **options)
+    if population is None:
+        pending = sum(r.status == RunStatus.RUNNING for r in returns)
+        return (f"submitted: {pending} of {len(returns)} runs are in Slurm jobs, not finished (logs in {Path(out) / '.slurm'}); "
+                f"to collect them (and see where they stand) run again: {rerun}"), None  # fmt: skip
     first = list(dict.fromkeys(str(r.run_dir) for r in spec.runs(out) if r.seed == spec.seeds[0]))
     report = write_report(first, Path(out) / "report.html")
     summary = Path(out) / "summary.json"
@@ -126,12 +136,13 @@ def run_reproduction_cli(
 def reproduce_job(
     preset: str, seed: int | None, seeds: str | None, protocol: str, lrs: str | None, vary: str, fixed_seed: int | None,
     out: str | Path, device: str, precision: str, workers: int | None, progress: bool, tasks: Sequence[str] | None = None,
-    backend: str | None = None, carry: Sequence[str] | None = None, **options: Any,
+    backend: str | None = None, carry: Sequence[str] | None = None, rerun: str = "the same command", **options: Any,
 ) -> tuple[str, str | None]:  # fmt: skip
     """``interp-init reproduce``: one draw (``seed``, default 0) or a population (``seeds``,
     a comma list), trained by ``backend`` (a launcher's name; None: the default) with its
     ``options``, each run holding the recipe's ``carry`` quantities (``--carry-recipe``;
-    None: the preset as it is); return the text to print and one line on what did not complete."""
+    None: the preset as it is); return the text to print and one line on what did not complete
+    (``rerun``: the command line, named where runs were only submitted)."""
     if seeds is not None and seed is not None:
         raise ValueError("give --seed S (one draw) or --seeds S1,S2,... (a population), not both")
     if seeds is None:
@@ -141,7 +152,7 @@ def reproduce_job(
         spec = ReproductionSpec(preset, (0 if seed is None else seed,), precision=precision, tasks=tasks, single=True, carry=_carry(carry))
     else:
         spec = population_spec(preset, seeds, protocol, lrs, vary, fixed_seed, precision, tasks, carry)
-    return run_reproduction_cli(spec, out, device, workers, progress, backend, **options)
+    return run_reproduction_cli(spec, out, device, workers, progress, backend, rerun, **options)
 
 
 __all__ = ["population_spec", "reproduce", "reproduce_job", "run_reproduction_cli"]

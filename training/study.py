@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from interp_init.runfolder import write_json
+from interp_init.runfolder import RunStatus, write_json
 from training.config import PRECISIONS, RunConfig, check_seed
 from training.launch.base import STUDY_BUSY, Job, JobReturn, Launcher, check_jobs, hold_study, launch
 from training.population import SUMMARY_FILE, VARY, Population, SeedRow, regime_result
@@ -190,10 +190,14 @@ class ReproductionSpec:
 PopulationPlan = ReproductionSpec
 
 
-def reproduce_study(spec: ReproductionSpec, out: str | Path, launcher: Launcher) -> tuple[Population, list[JobReturn]]:
+def reproduce_study(spec: ReproductionSpec, out: str | Path, launcher: Launcher) -> tuple[Population | None, list[JobReturn]]:
     """Train every run of ``spec`` into ``out`` (resumable) with ``launcher``, read the
-    population and write its summaries; return it with the launch's returns."""
+    population and write its summaries; return it with the launch's returns (the population
+    None while a launcher that does not wait, :attr:`~training.launch.Launcher.waits`, left
+    runs submitted and unfinished: there is nothing to read yet)."""
     returns = run_study(spec.jobs(out), out, launcher, REPRODUCE_BUSY)
+    if not launcher.waits and any(r.status == RunStatus.RUNNING for r in returns):
+        return None, returns
     population = spec.read(out)
     spec.write_summaries(out, population)
     return population, returns

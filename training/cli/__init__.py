@@ -151,8 +151,9 @@ def reproduce_command(
         preset, why = default_preset(device)
         click.echo(f"interp-init: no --preset given: using --preset {preset} ({why})", err=True)
     text, problem = reproduce_job(
-        preset, seed, seeds, protocol, lrs, vary, fixed_seed, out, device, precision, workers, not quiet, tasks or None, backend, carry=parse_carry(carry), **options
-    )
+        preset, seed, seeds, protocol, lrs, vary, fixed_seed, out, device, precision, workers, not quiet, tasks or None, backend,
+        carry=parse_carry(carry), rerun=command_line(), **options,
+    )  # fmt: skip
     click.echo(text)
     # Not reproducing the flip is a result; a run that did not complete is a failure.
     if problem:
@@ -304,6 +305,14 @@ def report_command(run_dirs: tuple[str, ...], out: str, per_pair: int, projectio
         raise click.exceptions.Exit(1)
 
 
+def command_line() -> str:
+    """The command line of the command running now (``interp-init reproduce ...``), to tell a user what to run again."""
+    import shlex
+
+    argv = (click.get_current_context().find_root().obj or {}).get("argv", [])
+    return shlex.join(["interp-init", *argv])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI on ``argv`` (default: ``sys.argv[1:]``) and return the exit code.
 
@@ -324,7 +333,7 @@ def _main(args: list[str]) -> int:
         # SIGTERM, SIGINT and SIGHUP raise (training.signals): locks, temporary files and
         # worker processes are cleaned up, then one line and the exit code 128 + signal.
         with signals_raise():
-            rv = cli.main(args=args, prog_name="interp-init", standalone_mode=False)
+            rv = cli.main(args=args, prog_name="interp-init", standalone_mode=False, obj={"argv": args})
             done = True
     except Stopped as exc:
         if done:  # the signal came after the command had finished: its work is whole

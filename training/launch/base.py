@@ -111,6 +111,12 @@ class Launcher(ABC):
     name: ClassVar[str]
     on_return: Callable[[JobReturn], None] | None = None
 
+    @property
+    def waits(self) -> bool:
+        """Whether :meth:`launch` returns only once the jobs it started have ended (False: it
+        submits them and returns, their returns ``running``: Slurm with ``--slurm-no-wait``)."""
+        return True
+
     @abstractmethod
     def launch(self, jobs: Sequence[Job]) -> list[JobReturn]: ...
 

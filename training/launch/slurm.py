@@ -211,6 +211,11 @@ class SlurmLauncher(Launcher):
         self.study = None if study is None else Path(study)
 
     @property
+    def waits(self) -> bool:
+        """:attr:`SlurmOptions.wait` (``--slurm-no-wait`` submits and returns)."""
+        return self.options.wait
+
+    @property
     def folder(self) -> Path:
         """``STUDY/.slurm``: submitit's logs and the record of submitted jobs."""
         if self.study is None:
