@@ -34,6 +34,7 @@ import torch
 from interp_init import build_model
 from interp_init.tasks import task_spec
 from training.config import RunConfig
+from training.records import RunRecord
 from training.ensemble import train_ensemble
 from training.step import last_position_logits, make_optimizer, train_step
 from training.loop import train
@@ -72,13 +73,6 @@ def run_flops(cfg: RunConfig, dev: torch.device, batch: int = 16) -> RunFlops:
     with torch.no_grad():
         forward = step_flops(lambda: last_position_logits(model, tokens))
     return RunFlops(train=step / batch, forward=forward / batch)
-
-
-def epochs_done(metrics: dict | None) -> int:
-    """Epochs a run folder's ``metrics.json`` records as trained (its checkpoint's epoch)."""
-    if metrics is None or not metrics.get("history"):
-        return 0
-    return int(metrics["history"][-1]["epoch"])
 
 
 def remaining_flops(cfg: RunConfig, flops: RunFlops, done: int) -> float:
@@ -124,15 +118,15 @@ def probe_efficiency(
     return work / max(longer - base, 1e-9) / peak, warmup
 
 
-def measured_efficiency(cfgs: list[RunConfig], metrics: list[dict | None], flops: RunFlops, peak: float, together: bool) -> float | None:
-    """Fraction of ``peak`` the runs' training reached so far, from their ``metrics.json``
-    (None before any epoch): training FLOPs over ``elapsed_s`` (the ensemble's wall time
-    when ``together``, else the runs' sum)."""
-    trained = [(c, m) for c, m in zip(cfgs, metrics) if epochs_done(m)]
+def measured_efficiency(cfgs: list[RunConfig], records: list[RunRecord | None], flops: RunFlops, peak: float, together: bool) -> float | None:
+    """Fraction of ``peak`` the runs' training reached so far, from their records
+    (:class:`training.records.RunRecord`; None before any epoch): training FLOPs over
+    ``elapsed_s`` (the ensemble's wall time when ``together``, else the runs' sum)."""
+    trained = [(c, r) for c, r in zip(cfgs, records) if r is not None and r.epochs_run]
     if not trained:
         return None
-    work = sum(epochs_done(m) * c.data.n_train * flops.train for c, m in trained)
-    elapsed = [float(m["elapsed_s"]) for _, m in trained]
+    work = sum(r.epochs_run * c.data.n_train * flops.train for c, r in trained)
+    elapsed = [r.elapsed_s or 0.0 for _, r in trained]
     seconds = max(elapsed) if together else sum(elapsed)
     return work / seconds / peak if seconds > 0 else None
 

@@ -62,7 +62,7 @@ from training.records import RunRecord
 from training.step import last_position_logits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_cost import RunFlops, epochs_done, measured_efficiency, peaks, probe_efficiency, remaining_flops, run_flops  # noqa: E402
+from gpu_cost import RunFlops, measured_efficiency, peaks, probe_efficiency, remaining_flops, run_flops  # noqa: E402
 
 #: task -> the architecture of the paper it comes from
 TASKS: dict[str, str] = {"symmetric": "neurips", "id-ood": "journal"}
@@ -78,11 +78,21 @@ class Run:
     cfg: RunConfig
     folder: Path
 
+    def record(self) -> RunRecord | None:
+        """The run folder, read (:class:`training.records.RunRecord`); None before it has a config."""
+        return RunRecord.read(self.folder) if RunFolder(self.folder).config_path.exists() else None
+
+    def recorded_status(self) -> str | None:
+        """The status its ``metrics.json`` records (None before it has one)."""
+        record = self.record()
+        return None if record is None else record.recorded_status
+
     def done(self) -> int:
-        return epochs_done(RunFolder(self.folder).read_metrics()) if self.folder.exists() else 0
+        record = self.record()
+        return 0 if record is None else record.epochs_run
 
     def finished(self) -> bool:
-        return self.folder.exists() and (RunFolder(self.folder).read_metrics() or {}).get("status") in FINISHED_STATUSES
+        return self.recorded_status() in FINISHED_STATUSES
 
 
 @dataclass
@@ -139,7 +149,7 @@ def _minutes(flops: float, rate: float) -> str:
 def run_row(group: Group, run: Run) -> dict:
     """One run's line (its record, :class:`training.records.RunRecord`): gamma, the final
     numbers, or the latest evaluation's while unfinished."""
-    record = RunRecord.read(run.folder) if (run.folder / "config.json").exists() else None
+    record = run.record()
     status = "not started" if record is None or record.metrics is None else record.metrics.status
     columns: dict = dict.fromkeys(run.cfg.data.make_task().metrics_class.column_names())
     if record is not None and record.metrics is not None:
@@ -155,9 +165,10 @@ def run_row(group: Group, run: Run) -> dict:
 
 def speed_row(group: Group, together: bool, bf16_peak: float, peak: float) -> str:
     """A task's speed over every chunk so far, from its run folders' epochs and ``elapsed_s``."""
-    started = [r for r in group.runs if r.folder.exists() and RunFolder(r.folder).read_metrics()]
-    samples = sum(r.done() * r.cfg.data.n_train for r in started)
-    elapsed = [RunFolder(r.folder).read_metrics()["elapsed_s"] for r in started]
+    records = [(run, run.record()) for run in group.runs]
+    started = [(run, rec) for run, rec in records if rec is not None and rec.metrics is not None]
+    samples = sum(rec.epochs_run * run.cfg.data.n_train for run, rec in started)
+    elapsed = [rec.elapsed_s or 0.0 for _, rec in started]
     seconds = (max(elapsed) if together else sum(elapsed)) if elapsed else 0.0
     head = f"| {group.task} | {len(group.runs)} {'together' if together else 'one by one'} | {group.flops.train / 1e6:.2f} |"
     if not samples or seconds <= 0:
@@ -268,8 +279,7 @@ def main(
     header += f" Matmul peak {'given' if peak_tflops else 'measured'}: {bf16_peak / 1e12:.2f} TFLOP/s (bf16)."
     for group in groups:
         group.flops = run_flops(group.runs[0].cfg, dev)
-        metrics = [RunFolder(r.folder).read_metrics() if r.folder.exists() else None for r in group.runs]
-        so_far = measured_efficiency([r.cfg for r in group.runs], metrics, group.flops, peak, together)
+        so_far = measured_efficiency([r.cfg for r in group.runs], [r.record() for r in group.runs], group.flops, peak, together)
         if efficiency is not None:
             group.efficiency = efficiency
         elif so_far is not None and group.todo():
@@ -343,7 +353,7 @@ def main(
             f"{len(remaining)} of {sum(len(g.runs) for g in groups)} runs remain ({left:.3g} FLOP); run the same command again to resume",
         )
         return
-    failed = [r for g in groups for r in g.runs if (RunFolder(r.folder).read_metrics() or {}).get("status") != "completed"]
+    failed = [r for g in groups for r in g.runs if r.recorded_status() != "completed"]
     if failed:
         raise click.ClickException(f"{len(failed)} run(s) did not complete: see the table's status column")
 

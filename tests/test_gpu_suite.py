@@ -150,12 +150,23 @@ def test_compiled_logits_train_the_ensemble_as_eager() -> None:
         assert [h["loss"] for h in c.metrics["history"]] == pytest.approx([h["loss"] for h in e.metrics["history"]], rel=1e-4)
 
 
-def test_efficiency_of_earlier_chunks_comes_from_the_run_folders() -> None:
+def test_efficiency_of_earlier_chunks_comes_from_the_run_folders(tmp_path) -> None:
+    """The earlier chunks' efficiency from the run folders' records (training.records.RunRecord)."""
+    from training.records import RunRecord
+
     cost = load_script("benchmarks/gpu_cost.py")
     cfgs = [make_run_config("tiny", gamma=g) for g in (0.5, 0.8)]
     flops = cost.RunFlops(train=1e6, forward=3e5)
-    metrics = [{"history": [{"epoch": 1}, {"epoch": 2}], "elapsed_s": 4.0}, {"history": [{"epoch": 2}], "elapsed_s": 5.0}]
+
+    def record(name: str, epochs: list[int], elapsed: float) -> RunRecord:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps(cfgs[0].to_dict()))
+        history = [{"epoch": e, "step": e, "loss": 1.0, "lr": 1e-3} for e in epochs]
+        (tmp_path / name / "metrics.json").write_text(json.dumps({"status": "running", "final": {}, "history": history, "elapsed_s": elapsed}))
+        return RunRecord.read(tmp_path / name)
+
+    records = [record("a", [1, 2], 4.0), record("b", [2], 5.0)]
     work = 2 * 2 * cfgs[0].data.n_train * 1e6
-    assert cost.measured_efficiency(cfgs, metrics, flops, 1e9, together=True) == pytest.approx(work / 5.0 / 1e9)
-    assert cost.measured_efficiency(cfgs, metrics, flops, 1e9, together=False) == pytest.approx(work / 9.0 / 1e9)
-    assert cost.measured_efficiency(cfgs, [None, {"history": [], "elapsed_s": 0.0}], flops, 1e9, together=True) is None
+    assert cost.measured_efficiency(cfgs, records, flops, 1e9, together=True) == pytest.approx(work / 5.0 / 1e9)
+    assert cost.measured_efficiency(cfgs, records, flops, 1e9, together=False) == pytest.approx(work / 9.0 / 1e9)
+    assert cost.measured_efficiency(cfgs, [None, record("c", [], 0.0)], flops, 1e9, together=True) is None
