@@ -98,10 +98,7 @@ def heldout_answer(inferential: float | None, symmetric: float | None, exception
 
 
 def symmetric_solution(id_acc: float | None, inferential: float | None, symmetric: float | None, exception: float | None) -> str:
-    """The one word for what a ``symmetric`` model learned, from its final numbers: ``did
-    not fit`` (ID accuracy below :data:`ID_THRESHOLD` or unknown), else
-    :func:`heldout_answer`.  The report's verdict table and the race's mode
-    (``training/race.py``) both read it; the flip's criteria read :func:`heldout_answer`."""
+    """``did not fit`` (ID below 0.9), else :func:`heldout_answer`: the verdict's and the race's word."""
     return "did not fit" if id_acc is None or id_acc < ID_THRESHOLD else heldout_answer(inferential, symmetric, exception)
 
 
@@ -256,10 +253,9 @@ class SymmetricTask(AnchorTask):
         }
 
     def verdict(self, final: TaskMetrics | None, status: str) -> Verdict:
-        """``did not fit`` when ID < 0.9, else :func:`heldout_answer` (``inferential``: the
-        held-out (4,3) follows x - 10 on >= 0.8 of its inputs with (3,4) fitted;
-        ``symmetric``: x - 6 on >= 0.8; ``(3,4) not fitted``; ``neither``): the thresholds
-        of the flip's criteria, so a run the table calls inferential meets the criterion."""
+        """:func:`symmetric_solution` (``inferential``: the held-out (4,3) follows x - 10 on
+        >= 0.8 of its inputs with (3,4) fitted; ``symmetric``: x - 6 on >= 0.8): the
+        flip's thresholds, so a run the table calls inferential meets the criterion."""
         id_acc = None if final is None else final.id_acc
         heldout = {} if final is None else (final.heldout or {}).get(AnchorPair(4, 3).key, {})
         inf, sym = heldout.get("inferential"), heldout.get("symmetric")

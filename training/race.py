@@ -49,7 +49,7 @@ SETTLE_TOLERANCE = 0.05
 #: The failure modes, in the order tables list them.
 MODES: tuple[str, ...] = ("infers", "early copy", "neither", "under-trained")
 #: The mode of each verdict word that decides it (:func:`~interp_init.anchor_tasks.symmetric_solution`).
-_MODE_OF_WORD: dict[str, str] = {"inferential": "infers", "symmetric": "early copy", "did not fit": "under-trained", "(3,4) not fitted": "under-trained"}
+_MODE_OF_WORD: dict[str, str] = {ANSWERS[0]: "infers", ANSWERS[1]: "early copy", "did not fit": "under-trained", "(3,4) not fitted": "under-trained"}
 
 
 @dataclass(frozen=True)
