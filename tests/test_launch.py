@@ -1,7 +1,7 @@
 """The one launcher and the one reader, through every study's entry point: a run another
-process trains is ``running`` (never failed), a folder of another preset's runs is refused
-before anything trains (exit 2), and the paper protocol reads every target of a task at its
-best epoch."""
+process trains is ``running`` (never failed), a run folder holding another run is refused
+before anything trains (exit 2) by every command that writes run folders, and the paper
+protocol reads every target of a task at its best epoch."""
 
 from __future__ import annotations
 
@@ -32,15 +32,36 @@ def test_reproduce_seeds_reports_a_run_another_process_trains_as_running(tmp_pat
     assert RunFolder(out / "seed-0" / "id-ood" / "large-init").status() == "completed"
 
 
-def test_reproduce_over_another_presets_runs_exits_2_before_training(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    out = tmp_path / "P"
-    other = out / "seed-0" / "symmetric" / "small-init"
-    other.mkdir(parents=True)
-    RunFolder(other).write_config(regime_config("tiny", "small-init", "symmetric", 0).to_dict())
-    code = main(["reproduce", "--seeds", "0", "--out", str(out), "--preset", "cpu", "--device", "cpu", "--quiet", "--workers", "1"])
-    err = capsys.readouterr().err
-    assert code == 2 and "holds a run with another config" in err and "another --out" in err
-    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == ["seed-0/symmetric/small-init/config.json"]
+#: Every command that writes run folders: its arguments (OUT: the output) and where in OUT
+#: the run folder it would train first lies.
+_WRITERS = {
+    "train": (["train", "--preset", "tiny", "--task", "symmetric", "--seed", "0", "--quiet", "--out", "OUT"], "."),
+    "reproduce --seed": (["reproduce", "--seed", "0", *_TINY, "--out", "OUT"], "symmetric/small-init"),
+    "reproduce --seeds": (["reproduce", "--seeds", "0", *_TINY, "--out", "OUT"], "seed-0/symmetric/small-init"),
+    "sweep": (["sweep", "SPEC", "--quiet", "--out", "OUT"], "seed=0"),
+}
+
+
+@pytest.mark.parametrize("command", list(_WRITERS))
+def test_another_runs_folder_is_refused_before_anything_trains(command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A run folder holding another run (its config.json: gamma 0.42, asked for by none of
+    these) is refused by every command that writes run folders: exit 2, one line naming the
+    folder, the field that differs and the fix, nothing written."""
+    args, where = _WRITERS[command]
+    out = tmp_path / "OUT"
+    foreign = out / where
+    foreign.mkdir(parents=True)
+    RunFolder(foreign).write_config(regime_config("tiny", "small-init", "symmetric", 0).with_options(gamma=0.42).to_dict())
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"base": {"preset": "tiny", "task": "symmetric"}, "grid": {"seed": [0]}}))
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    argv = [{"OUT": str(out), "SPEC": str(spec)}.get(a, a) for a in args]
+    code = main(argv)
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert len(err.splitlines()) == 1 and str(out if where == "." else foreign) in err, err
+    assert "init.gamma: 0.42 (folder)" in err and "another --out" in err, err
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
 
 
 def test_the_paper_protocol_reads_every_target_of_addition_at_its_best_epoch(tmp_path: Path) -> None:

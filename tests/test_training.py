@@ -120,12 +120,6 @@ def test_finished_run_is_not_trained_again(tmp_path: Path) -> None:
     assert (tmp_path / "r" / "model.safetensors").stat().st_mtime_ns == mtime
 
 
-def test_folder_with_another_config_is_refused(tmp_path: Path) -> None:
-    train(_tiny(), tmp_path / "r", device="cpu", progress=False)
-    with pytest.raises(ValueError, match=r"holds a run with a different config \(init.gamma: 0.8 \(folder\) vs 0.5"):
-        train(_tiny(gamma=0.5), tmp_path / "r", device="cpu", progress=False)
-
-
 def test_divergence_is_recorded_and_last_good_checkpoint_kept(tmp_path: Path) -> None:
     cfg = _tiny()
     steps_per_epoch = math.ceil(cfg.data.n_train / cfg.train.batch_size)
