@@ -142,6 +142,9 @@ for _section, _cls in SECTIONS.items():
 #: The run's seed and its two optional overrides (:class:`RunConfig`), beside the sections' options.
 SEED_OPTIONS: tuple[str, ...] = ("seed", "init_seed", "data_seed")
 OPTIONS: tuple[str, ...] = (*OPTION_SECTION, *SEED_OPTIONS)
+"""Every flat option a run config takes (``make_run_config(preset, **options)``,
+:meth:`RunConfig.with_options`, a sweep's ``base`` and ``grid`` keys, ``interp-init train
+--OPTION``): each field of the four sections (:data:`OPTION_SECTION` says which) and the seeds."""
 
 
 def derive_seed(seed: int, name: str) -> int:
@@ -290,6 +293,12 @@ def _cpu() -> dict[str, Any]:
 
 
 PRESETS: dict[str, Any] = {"paper": _paper, "tiny": _tiny, "cpu": _cpu}
+"""The named run presets (``make_run_config(name)``, ``--preset NAME``), each a function
+returning its overrides of the dataclass defaults (the papers' values), before a task's own
+(:meth:`interp_init.task.Task.preset_overrides`): ``paper`` the papers' recipe as it is
+(d_model 400, the defaults); ``cpu`` the papers' models at d_model 128 on 200,000 samples
+for 12 epochs, about 4 minutes a model on one CPU core (docs/faithful-models.md); ``tiny``
+d_model 32 for 3 epochs, seconds on a CPU, for tests and smoke runs (learns little)."""
 
 
 def preset_options(preset: str, task: str = DEFAULT_TASK) -> dict[str, Any]:
