@@ -45,6 +45,15 @@ def _output_name(model: HookedModel) -> str:
     return f"blocks.{model.cfg.n_layers - 1}.hook_resid_post"
 
 
+def _mask_named(
+    model: HookedModel, dataset: AnchorDataset, position: str, layers: int | Iterable[int] | None, heads: int | Iterable[int] | None,
+    query_positions: int | Iterable[int] | None, renormalize: bool, names: Iterable[str] | None,
+) -> MaskedRun:  # fmt: skip
+    """:func:`masked_run` hiding the dataset's named ``position``; ``names`` defaults to the last block's output."""
+    dataset = check_dataset(dataset)
+    return masked_run(model, dataset, position, layers, heads, query_positions, renormalize, [_output_name(model)] if names is None else names)
+
+
 def mask_key(
     model: HookedModel,
     dataset: AnchorDataset,
@@ -60,9 +69,7 @@ def mask_key(
     ``names`` defaults to the last block's output ``blocks.{L-1}.hook_resid_post`` (the
     journal's "output embedding", before the final LayerNorm and unembedding).
     """
-    dataset = check_dataset(dataset)
-    names = [_output_name(model)] if names is None else names
-    return masked_run(model, dataset, "key", layers, heads, query_positions, renormalize, names)
+    return _mask_named(model, dataset, "key", layers, heads, query_positions, renormalize, names)
 
 
 def mask_second_anchor(
@@ -76,9 +83,7 @@ def mask_second_anchor(
     names: Iterable[str] | None = None,
 ) -> MaskedRun:
     """:func:`masked_run` hiding each sample's second anchor (key position + 2); ``names`` as :func:`mask_key`."""
-    dataset = check_dataset(dataset)
-    names = [_output_name(model)] if names is None else names
-    return masked_run(model, dataset, "second_anchor", layers, heads, query_positions, renormalize, names)
+    return _mask_named(model, dataset, "second_anchor", layers, heads, query_positions, renormalize, names)
 
 
 def candidate_labelings(dataset: AnchorDataset) -> pd.DataFrame:
