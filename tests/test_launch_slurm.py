@@ -84,6 +84,7 @@ def test_gpu_suite_through_slurm_trains_each_task_as_one_ensemble_job(tmp_path):
     assert result.output.count("| completed |") == 4 and (tmp_path / "suite" / "gpu_suite.md").exists()
 
 
+@pytest.mark.slow  # four local-executor jobs, each a Python importing torch: about 2 minutes on 2 loaded cores
 def test_reproduce_no_wait_exits_0_saying_what_was_submitted_and_how_to_collect_it(tmp_path, capsys):
     """``reproduce --slurm-no-wait`` (one seed and --seeds): the runs only submitted are not
     failed runs: exit 0, a line with their count and the command to run again; that command,

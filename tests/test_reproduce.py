@@ -19,7 +19,9 @@ OOD_KEYS = {"gamma", "id_acc", "ood_acc", "commutativity"}
 @pytest.fixture(scope="module")
 def tiny_out(tmp_path_factory):
     out = tmp_path_factory.mktemp("reproduce")
-    code = main(["reproduce", "--preset", "tiny", "--seed", "3", "--out", str(out), "--device", "cpu", "--quiet"])
+    # one worker: the runs train in this process (worker processes, each importing torch, took
+    # two thirds of the fixture's time; the pool is tested by test_population's --seeds fixture)
+    code = main(["reproduce", "--preset", "tiny", "--seed", "3", "--out", str(out), "--device", "cpu", "--quiet", "--workers", "1"])
     assert code == 0
     return out
 
