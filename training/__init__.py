@@ -4,14 +4,14 @@ through (spec -> launcher -> records -> analyses: docs/pipeline.md).
 What a user calls (each name's own docstring says more):
 
 * ``PRESETS``, ``RunConfig``, ``make_run_config``: a run's config, from a named preset and overrides;
-* ``make_dataset``: a task's samples (:mod:`interp_init.data`), to probe a trained model on;
 * ``train``, ``TrainResult``: train one run (into a run folder: resumable);
 * ``train_ensemble``: same-shape runs trained together (GPUs);
 * ``last_position_logits``: the fast training forward, equal to ``model(tokens)[:, -1]``;
 * ``RunRecord``: the one reader of a run folder (config, typed metrics and history, status);
-* ``ReproductionSpec``, ``run_study``: the flip's runs over seeds, trained by one launcher
-  (:mod:`training.launch`; ``training.reproduce.reproduce`` is ``interp-init reproduce``); sweeps are :mod:`training.sweep`, phase diagrams
-  :mod:`training.phase`, the report :mod:`training.report`.
+* ``StudySpec``, ``run_study``: a study (a base config and a grid or named points: a sweep,
+  a reproduction over seeds, a search), trained by one launcher (:mod:`training.launch`;
+  ``training.reproduce.reproduce`` is ``interp-init reproduce``); sweeps are
+  :mod:`training.sweep`, phase diagrams :mod:`training.phase`, the report :mod:`training.report`.
 
 The names are imported on first use (PEP 562 ``__getattr__``), so that ``import
 training.cli`` (the ``interp-init`` command and its ``--help``) imports neither torch nor
@@ -25,9 +25,9 @@ from types import ModuleType
 from interp_init.lazy import lazy_attributes
 
 _WHERE = {
-    "PRESETS": "config", "RunConfig": "config", "make_run_config": "config", "make_dataset": "data",
+    "PRESETS": "config", "RunConfig": "config", "make_run_config": "config",
     "TrainResult": "loop", "train": "loop", "train_ensemble": "ensemble", "last_position_logits": "step",
-    "RunRecord": "records", "ReproductionSpec": "study", "run_study": "study",
+    "RunRecord": "records", "StudySpec": "study", "run_study": "study",
 }  # fmt: skip
 __all__ = sorted(_WHERE)
 
@@ -36,8 +36,6 @@ def _module_of(name: str) -> ModuleType:
     where = _WHERE.get(name)
     if where == "config":
         from training import config as module
-    elif where == "data":
-        from interp_init import data as module
     elif where == "loop":
         from training import loop as module
     elif where == "ensemble":

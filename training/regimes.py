@@ -19,7 +19,7 @@ task trains on the architecture of the paper it comes from (``neurips`` for
 tasks (:meth:`interp_init.task.Task.flip_checks`, thresholds
 :data:`interp_init.anchor_tasks.FLIP_CRITERIA`).
 
-The study that trains them is :class:`training.study.ReproductionSpec`; importing this
+The study that trains them is :meth:`training.study.StudySpec.reproduction`; importing this
 module imports no torch (the ``interp-init reproduce`` command lists its :data:`REGIMES`).
 """
 

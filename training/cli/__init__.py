@@ -189,7 +189,8 @@ def sweep_command(
     """
     from pathlib import Path
 
-    from training.sweep.spec import SweepOptions, SweepSpec, check_sweep_folder, load_preset, preset_names
+    from training.study import StudySpec
+    from training.sweep.spec import SweepOptions, check_sweep_folder, load_preset, preset_names
 
     if list_presets:
         for name in preset_names():
@@ -197,7 +198,7 @@ def sweep_command(
         return
     if (spec is None) == (preset_name is None):
         raise ValueError("give exactly one of SPEC (a .json or .toml file) and --preset-name NAME")
-    sweep_spec = SweepSpec.from_file(spec) if spec is not None else load_preset(preset_name)
+    sweep_spec = StudySpec.from_file(spec) if spec is not None else load_preset(preset_name)
     if run_preset is not None:
         sweep_spec = sweep_spec.with_overrides(base={"preset": run_preset})
     points = sweep_spec.points(source=spec or f"preset {preset_name!r}")

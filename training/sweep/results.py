@@ -22,7 +22,8 @@ from interp_init.tasks import AnchorPair
 from training.config import OPTIONS
 from training.records import RunRecord, run_stable_ranks
 from training.sweep.columns import LOSS_THRESHOLD, PAIR_ACC_THRESHOLD, RUN_COLUMNS, group_column, task_group_columns, task_metric_columns
-from training.sweep.spec import SPEC_FILE, SweepSpec
+from training.study import StudySpec
+from training.sweep.spec import SPEC_FILE
 
 #: The results table of a sweep folder.
 RESULTS_FILE = "results.csv"
@@ -179,7 +180,7 @@ def incomplete_runs(out: str | Path, results: pd.DataFrame | None = None) -> dic
     spec_path = out / SPEC_FILE
     if spec_path.is_file():
         try:
-            names = [p.name for p in SweepSpec.from_file(spec_path).points()]
+            names = [p.name for p in StudySpec.from_file(spec_path).points()]
         except (ValueError, OSError, UnicodeDecodeError):
             names = []  # a damaged spec names no runs; its run folders still have their rows
         present = set(results["run"])
