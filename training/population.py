@@ -2,7 +2,7 @@
 
 A *population* is a reproduction on one or more seeds (a single seed is a population of
 one); each criterion of the flip (:meth:`interp_init.task.Task.flip_checks`, thresholds
-:data:`training.regimes.CRITERIA`: :func:`check_flip`) is then a rate, ``k`` of ``n``
+:data:`interp_init.anchor_tasks.FLIP_CRITERIA`: :func:`check_flip`) is then a rate, ``k`` of ``n``
 seeds, with its 95% exact binomial (Clopper-Pearson) interval (:func:`exact_interval`).
 What a run's number is depends on the protocol (:mod:`training.selection`: ``strict`` or
 ``paper``), which every table names.
@@ -22,11 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from interp_init.anchor_tasks import FLIP_CRITERIA
 from interp_init.fileio import read_json
 from interp_init.task_registry import make_task, task_class
 from training.race import Race, race_of
 from training.records import RunRecord
-from training.regimes import CRITERIA, REGIME_NAMES
+from training.regimes import REGIME_NAMES
 from training.selection import PROTOCOL_TEXT, Pick, check_protocol, pick_paper, pick_strict, targets
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ def exact_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, flo
     return float(ci.low), float(ci.high)
 
 
-def check_flip(summary: Mapping[str, Mapping[str, Mapping[str, Any]]], criteria: Mapping[str, float] = CRITERIA) -> dict[str, bool]:
+def check_flip(summary: Mapping[str, Mapping[str, Mapping[str, Any]]], criteria: Mapping[str, float] = FLIP_CRITERIA) -> dict[str, bool]:
     """Each criterion of the flip (the tasks' own :meth:`~interp_init.task.Task.flip_checks`)
     on one seed's numbers (task -> regime -> target -> value), by name, and ``"all"``."""
     checks: dict[str, bool] = {}

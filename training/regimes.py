@@ -28,7 +28,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from interp_init.anchor_tasks import FLIP_CRITERIA
 from interp_init.task_registry import make_task, registered_tasks, task_class
 from training.config import PRESETS, RunConfig, make_run_config
 from training.recipe import carry_recipe
@@ -62,10 +61,6 @@ REGIMES: dict[str, dict[str, dict[str, Any]]] = {
 
 #: What a second ``reproduce`` into a folder another process is reproducing into is told.
 REPRODUCE_BUSY = "is being reproduced into by another process ({owner}); wait for it to finish, or choose another --out"
-
-#: The thresholds of a reproduced flip (they live with the tasks:
-#: :data:`interp_init.anchor_tasks.FLIP_CRITERIA`).
-CRITERIA: dict[str, float] = FLIP_CRITERIA
 
 
 def regime_options(preset: str, regime: str, task: str) -> dict[str, Any]:

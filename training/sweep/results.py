@@ -21,8 +21,8 @@ from interp_init.task import EpochRecord
 from interp_init.tasks import AnchorPair
 from training.config import OPTIONS
 from training.records import RunRecord, run_stable_ranks
-from training.sweep.columns import LOSS_THRESHOLD, PAIR_ACC_THRESHOLD, RUN_COLUMNS, group_column, task_group_columns, task_metric_columns
 from training.study import StudySpec
+from training.sweep.columns import LOSS_THRESHOLD, PAIR_ACC_THRESHOLD, RUN_COLUMNS, group_column, task_group_columns, task_metric_columns
 from training.sweep.spec import SPEC_FILE
 
 #: The results table of a sweep folder.
