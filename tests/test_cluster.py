@@ -22,7 +22,8 @@ import pytest
 from interp_init.runfolder import RunFolder
 from training.launch.slurm import JOBS_FILE, SLURM_FOLDER, SlurmOptions, live_jobs
 from training.launch import make_launcher
-from training.study import StudySpec, reproduce_study
+from training.reproduce import reproduce_study
+from training.study import StudySpec
 from training.sweep import SweepOptions, run_sweep
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]

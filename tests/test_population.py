@@ -16,7 +16,7 @@ from interp_init.task import read_run_metrics
 from training.cli import main
 from training.config import RunConfig, make_run_config
 from training.phase.diagram import protocol_table
-from training.population import Population, RegimeResult, SeedRow, exact_interval
+from training.population import Population, RegimeResult, SeedRow, exact_interval, read_population
 from training.records import RunRecord
 from training.regimes import REGIME_NAMES, REPRODUCE_TASKS
 from training.reproduce import reproduce
@@ -347,8 +347,7 @@ def test_the_gpu_path_trains_each_tasks_runs_as_one_ensemble(tmp_path: Path, mon
     """On a GPU a population trains as ensembles of same-shape runs; the same path on the CPU
     here: one ensemble per task (its regimes and seeds), folders a rerun reads."""
     import training.ensemble as ens
-    from training.launch import EnsembleLauncher
-    from training.study import run_study
+    from training.launch import EnsembleLauncher, run_study
 
     sizes = []
     real = ens.train_ensemble
@@ -357,7 +356,7 @@ def test_the_gpu_path_trains_each_tasks_runs_as_one_ensemble(tmp_path: Path, mon
     jobs = plan.jobs(tmp_path)
     assert {r.status for r in run_study(jobs, tmp_path, EnsembleLauncher(device="cpu"))} == {"completed"}
     assert sizes == [4, 4]  # symmetric (neurips model) and id-ood (journal model): 2 regimes x 2 seeds each
-    population = plan.read(tmp_path)
+    population = read_population(plan, tmp_path)
     assert all(r.status == "completed" for row in population.rows for r in row.results)
     weights = {p: p.stat().st_mtime_ns for p in tmp_path.glob("seed-*/*/*/model.safetensors")}
     assert len(weights) == 8

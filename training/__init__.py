@@ -27,7 +27,7 @@ from interp_init.lazy import lazy_attributes
 _WHERE = {
     "PRESETS": "config", "RunConfig": "config", "make_run_config": "config",
     "TrainResult": "loop", "train": "loop", "train_ensemble": "ensemble", "last_position_logits": "step",
-    "RunRecord": "records", "StudySpec": "study", "run_study": "study",
+    "RunRecord": "records", "StudySpec": "study", "run_study": "launch",
 }  # fmt: skip
 __all__ = sorted(_WHERE)
 
@@ -44,6 +44,8 @@ def _module_of(name: str) -> ModuleType:
         from training import step as module
     elif where == "records":
         from training import records as module
+    elif where == "launch":
+        from training import launch as module
     elif where == "study":
         from training import study as module
     else:

@@ -4,7 +4,7 @@
 tasks for one seed into ``out/<task>/<regime>``; ``--seeds`` the same for several seeds
 (``out/seed-S/<task>/<regime>``).  Both are a
 :class:`training.study.StudySpec` (:meth:`~training.study.StudySpec.reproduction`) trained
-by :func:`training.study.run_study`: a
+by :func:`training.launch.run_study`: a
 killed reproduction resumes where it stopped, finished runs are read, not retrained, a run
 another process trains is ``running`` (not failed), and a folder holding another preset's
 runs is refused before anything trains.  Both write ``out/summary.json``
@@ -28,13 +28,22 @@ from pathlib import Path
 from typing import Any
 
 from interp_init.outputs import refuse_nested
-from training.launch import JobReturn
+from training.launch import JobReturn, Launcher, run_study
 from training.launch.backends import build_launcher, local_launcher
 from training.options import parse_list
-from training.population import Population, failed_criteria
-from training.regimes import REPRODUCE_TASKS
-from training.study import StudySpec, reproduce_study
+from training.population import Population, failed_criteria, read_population, write_summaries
+from training.regimes import REPRODUCE_BUSY, REPRODUCE_TASKS
+from training.study import StudySpec
 from training.sweep.results import problem_summary
+
+
+def reproduce_study(spec: StudySpec, out: str | Path, launcher: Launcher) -> tuple[Population, list[JobReturn]]:
+    """Train every run of the reproduction ``spec`` into ``out`` (resumable) with ``launcher``,
+    read the population and write its summaries; return it with the launch's returns."""
+    returns = run_study(spec.jobs(out), out, launcher, REPRODUCE_BUSY)
+    population = read_population(spec, out)
+    write_summaries(spec, out, population)
+    return population, returns
 
 
 def _train(
@@ -142,4 +151,4 @@ def reproduce_job(
     return run_reproduction_cli(spec, out, device, workers, progress, backend, **options)
 
 
-__all__ = ["reproduce", "reproduce_job", "reproduction_spec", "run_reproduction_cli"]
+__all__ = ["reproduce", "reproduce_job", "reproduce_study", "reproduction_spec", "run_reproduction_cli"]

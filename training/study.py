@@ -1,20 +1,14 @@
 """Studies: one spec names a study's runs, one launcher trains them, one reader reads them
 (docs/pipeline.md).
 
-A :class:`StudySpec` is a ``base`` config plus either a ``grid`` or ``named`` points:
-
-* a **sweep** is a grid: every point of the cartesian product is one run, ``DIR/<name>``,
-  the name made of the grid values in key order (``gamma=0.8__n_layers=2__seed=0``);
-* **named points** are flat options over the base, each a run ``DIR/<name>`` (the preset
-  search of experiments/search_cpu.py), over ``tasks`` (``DIR/<task>/<name>``; a point's key
-  naming a task holds that task's options), ``seeds`` and an lr grid ``lrs``;
-* a **reproduction** is the spec whose named points are the regimes of
-  :mod:`training.regimes` (:meth:`StudySpec.reproduction`), a **population** that spec over
-  several seeds (a single seed is a population of one).
-
-:meth:`StudySpec.jobs` names the runs (:class:`training.launch.Job` s), :func:`run_study`
-trains them with one launcher, :meth:`StudySpec.read` reads a reproduction's
-:class:`~training.population.Population` from the run records.  A reproduction's folder::
+A :class:`StudySpec` is a ``base`` config plus either a ``grid`` (a sweep: one run per point
+of the product, ``DIR/gamma=0.8__n_layers=2__seed=0``, the grid values in key order) or
+``named`` points (flat options over the base, ``DIR/<name>``: the preset search of
+experiments/search_cpu.py) over ``tasks``, ``seeds`` and an lr grid.  A reproduction is the
+spec whose named points are the regimes of :mod:`training.regimes`
+(:meth:`StudySpec.reproduction`); a population is that spec over seeds (one seed: a
+population of one).  :meth:`StudySpec.jobs` names the runs, :func:`training.launch.run_study`
+trains them, :func:`training.population.read_population` reads a reproduction's.  Its folder::
 
     DIR/summary.json                 the population (Population.to_dict; summary-P.json: per protocol P)
     DIR/<task>/<regime>              one seed (``reproduce --seed S``)
@@ -23,15 +17,13 @@ trains them with one launcher, :meth:`StudySpec.read` reads a reproduction's
     DIR/seed-S/summary.json          strict protocol: what `reproduce --seed S --out DIR/seed-S` writes
 
 Varying one random source only (``vary``) names the members ``init-S_data-F`` or
-``init-F_data-S`` (F: the fixed seed).  A spec file (JSON or TOML; a sweep folder's
-``sweep.json``) holds ``base`` and ``grid`` (or ``named``) and a ``description``::
+``init-F_data-S`` (F: the fixed seed).  A sweep's spec file (JSON or TOML; ``sweep.json``)::
 
     {"base": {"preset": "cpu", "task": "symmetric", "epochs": 20},
      "grid": {"gamma": [0.3, 0.5, 0.8], "n_layers": [2, 3], "seed": [0, 1, 2]}}
 
-The whole spec is validated before anything trains: every point's config is built up
-front, so an unknown key, an empty list or a value of the wrong type fails at once with a
-message naming the key.  This module imports neither torch nor TransformerLens.
+Every point's config is built before anything trains, so a bad key or value fails at once,
+named.  This module imports neither torch nor TransformerLens.
 """
 
 from __future__ import annotations
@@ -40,27 +32,24 @@ import itertools
 import math
 import re
 import tomllib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from interp_init.fileio import check_name_length, parse_json
-from interp_init.runfolder import write_json
 from interp_init.task import DEFAULT_TASK
 from interp_init.task_registry import task_class
 from training.config import OPTIONS, PRECISIONS, PRESETS, RunConfig, check_seed, make_run_config, preset_options
-from training.launch.base import STUDY_BUSY, Job, JobReturn, Launcher, check_jobs, hold_study, launch
-from training.population import SUMMARY_FILE, VARY, Population, SeedRow, regime_result
+from training.launch.base import Job
+from training.population import VARY
 from training.recipe import carry_recipe, check_hold
-from training.regimes import REGIME_NAMES, REPRODUCE_BUSY, REPRODUCE_TASKS, regime_options
+from training.regimes import REGIME_NAMES, REPRODUCE_TASKS, regime_options
 from training.selection import check_protocol, targets
 
 #: The most runs a spec's grid may have (checked before any config is built).
 MAX_POINTS = 10_000
 _NAME_SAFE = re.compile(r"[^A-Za-z0-9._+-]")
-#: The fields that describe named points only (a grid has its own ``seed``, ``task``, ``lr`` keys).
-_NAMED_ONLY = ("seeds", "tasks", "lrs", "fixed_seed", "carry")
 
 
 def format_value(value: Any) -> str:
@@ -72,22 +61,6 @@ def format_value(value: Any) -> str:
     else:
         text = str(value)
     return _NAME_SAFE.sub("_", text)
-
-
-def run_study(
-    jobs: Sequence[Job], out: str | Path, launcher: Launcher, busy: str = STUDY_BUSY, held: Callable[[], Any] | None = None, kind: str = "reproduction"
-) -> list[JobReturn]:
-    """Train ``jobs`` into the study folder ``out`` with ``launcher``: refuse a folder that
-    holds another run before anything trains, hold ``out`` (a second process is refused with
-    ``busy``; ``kind`` the folder's kind, :func:`~training.launch.hold_study`), call ``held``
-    (checks and records that need the folder held), skip the runs that ended, launch the
-    rest; one :class:`~training.launch.JobReturn` per job, in order."""
-    check_jobs(jobs)
-    with hold_study(out, busy, kind):
-        if held is not None:
-            held()
-        check_jobs(jobs)  # again: another process may have changed the folder before this one held it
-        return launch(jobs, launcher)
 
 
 def _check_distinct(name: str, values: Any) -> None:
@@ -119,13 +92,10 @@ class StudyJob(Job):
 
 @dataclass(frozen=True)
 class StudySpec:
-    """A study: ``base`` options shared by every run, plus either a ``grid`` (option -> list of
-    distinct values: a sweep, one run per point of the product) or ``named`` points (name ->
-    flat options; a key that is one of ``tasks`` holds that task's options).
-
-    ``base`` holds flat options (:data:`training.config.OPTIONS`) and ``preset`` (a run preset
-    of :data:`training.config.PRESETS`, default ``"paper"``); a key may not be in both
-    ``base`` and ``grid``.  Named points only: ``seeds`` and ``tasks`` (each run once per seed
+    """A study: ``base`` options shared by every run (flat options and ``preset``, default
+    ``"paper"``), plus either a ``grid`` (option -> list of distinct values, none of them in
+    ``base``) or ``named`` points (name -> flat options; a key that is one of ``tasks`` holds
+    that task's options).  Named points only: ``seeds`` and ``tasks`` (each run once per seed
     and task; empty: the points as they are), ``lrs`` (the ``paper`` protocol's lr grid,
     required there and refused under ``strict``, which reads each preset's own lr), ``vary``
     (``both``: each seed seeds everything; ``init`` or ``data``: the other source seeded by
@@ -166,8 +136,8 @@ class StudySpec:
             self._check_named(allowed)
 
     def _check_grid(self, allowed: list[str]) -> None:
-        if any(getattr(self, name) not in ((), None) for name in _NAMED_ONLY) or (self.protocol, self.vary, self.single) != ("strict", "both", False):
-            raise ValueError(f"spec: {', '.join(_NAMED_ONLY)}, protocol, vary and single describe named points; a grid varies its own keys")
+        if (self.seeds, self.tasks, self.lrs, self.fixed_seed, self.carry, self.protocol, self.vary, self.single) != ((), (), None, None, None, "strict", "both", False):
+            raise ValueError("spec: seeds, tasks, lrs, fixed_seed, carry, protocol, vary and single describe named points; a grid varies its own keys")
         for key, values in self.grid.items():
             if key not in OPTIONS:
                 hint = " (the run preset goes in 'base')" if key == "preset" else ""
@@ -255,8 +225,8 @@ class StudySpec:
 
     @property
     def size(self) -> int:
-        """How many grid points (named points: how many points)."""
-        return math.prod(len(v) for v in self.grid.values()) if self.grid else len(self.named)
+        """How many grid points."""
+        return math.prod(len(v) for v in self.grid.values())
 
     # ------------------------------------------------------------------ the runs
 
@@ -266,7 +236,7 @@ class StudySpec:
         by point, lr by lr; the paper protocol's preset lr, if in the grid, once)."""
         if self.grid:
             return [StudyJob(p.name, p.config, Path(out) / p.name, p.name) for p in self.points()]
-        return list({job.name: job for job in self._named_runs(out)}.values())
+        return list({job.name: job for job in self.runs(out)}.values())
 
     def member_dir(self, out: str | Path, seed: int) -> Path:
         """The folder of one seed's runs (see the module's layout)."""
@@ -279,8 +249,9 @@ class StudySpec:
         """The seed option that holds one source fixed (none when both vary)."""
         return {"both": {}, "init": {"data_seed": self.fixed_seed}, "data": {"init_seed": self.fixed_seed}}[self.vary]
 
-    def _named_runs(self, out: str | Path) -> list[StudyJob]:
-        """Every named point's run, one per lr of the grid (the preset's lr may come twice)."""
+    def runs(self, out: str | Path) -> list[StudyJob]:
+        """Every named point's run, one per lr of the grid (the preset's lr may come twice:
+        :meth:`jobs` names it once)."""
         root, base, runs = Path(out), {k: v for k, v in self.base.items() if k != "preset"}, []
         for seed in self.seeds or (None,):
             member = root if seed is None else self.member_dir(out, seed)
@@ -303,11 +274,11 @@ class StudySpec:
     def points(self, source: str | Path | None = None) -> list[GridPoint]:
         """Every grid point with its validated config (raises ``ValueError`` naming the bad
         key, and ``source``, the spec's file, where given)."""
-        if source is None:
-            return self._points()
         try:
             return self._points()
         except ValueError as err:
+            if source is None:
+                raise
             raise ValueError(f"sweep spec {source}: {err}") from err
 
     def _points(self) -> list[GridPoint]:
@@ -384,37 +355,24 @@ class StudySpec:
     # ------------------------------------------------------------------ files
 
     def to_dict(self) -> dict[str, Any]:
-        """The spec file's content (a grid's ``base``, ``grid`` and ``description``; named
-        points' ``named`` and every field that differs from its default)."""
-        out: dict[str, Any] = {"base": dict(self.base)}
-        if self.grid:
-            out["grid"] = {k: list(v) for k, v in self.grid.items()}
-        else:
-            out["named"] = {k: dict(v) for k, v in self.named.items()}
-            for name in (*_NAMED_ONLY, "protocol", "vary", "single"):
-                value, default = getattr(self, name), type(self).__dataclass_fields__[name].default
-                if value != default:
-                    out[name] = list(value) if isinstance(value, tuple) else value
-        if self.description:
-            out["description"] = self.description
-        return out
+        """A grid's spec file: ``base``, ``grid`` and ``description``."""
+        out: dict[str, Any] = {"base": dict(self.base), "grid": {k: list(v) for k, v in self.grid.items()}}
+        return {**out, "description": self.description} if self.description else out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str = "spec") -> StudySpec:
-        """Read :meth:`to_dict` back (``where``: what the messages name)."""
+        """A grid from its spec file's content (``where``: what the messages name)."""
         if not isinstance(data, Mapping):
             raise ValueError(f"{where} must be a mapping with 'base' and 'grid'")
-        fields = ("base", "grid", "named", "description", *_NAMED_ONLY, "protocol", "vary", "single")
-        unknown = sorted(set(data) - set(fields))
+        unknown = sorted(set(data) - {"base", "grid", "description"})
         if unknown:
             raise ValueError(f"{where}: unknown top-level key(s) {unknown}; use 'base', 'grid' (and 'description')")
-        if "grid" not in data and "named" not in data:
+        if "grid" not in data:
             raise ValueError(f"{where} has no 'grid'")
-        for key, example in (("base", '{"preset": "tiny"}'), ("grid", '{"gamma": [0.3, 0.8]}'), ("named", '{"small": {"gamma": 0.8}}')):
+        for key, example in (("base", '{"preset": "tiny"}'), ("grid", '{"gamma": [0.3, 0.8]}')):
             if key in data and not isinstance(data[key], Mapping):
                 raise ValueError(f"{where}: '{key}' must be a table of option -> value such as {example}, got {type(data[key]).__name__} {data[key]!r:.60}")
-        rest = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k not in ("base", "grid", "named")}
-        return cls(dict(data.get("base", {})), dict(data.get("grid", {})), dict(data.get("named", {})), **rest)
+        return cls(dict(data.get("base", {})), dict(data["grid"]), description=data.get("description", ""))
 
     @classmethod
     def from_file(cls, path: str | Path) -> StudySpec:
@@ -435,47 +393,7 @@ class StudySpec:
             raise ValueError(f"sweep spec {path} is not valid {kind} ({err})") from err
         try:
             return cls.from_dict(data, where=f"sweep spec {path}")
-        except (ValueError, TypeError) as err:  # every message names the file
+        except ValueError as err:  # every message names the file
             if str(path) in str(err):
                 raise
             raise ValueError(f"sweep spec {path}: {err}") from None
-
-    # ------------------------------------------------------------------ reading
-
-    def read(self, out: str | Path, seeds: Sequence[int] | None = None) -> Population:
-        """A reproduction's population (of ``seeds``, default all) from the run folders under
-        ``out``, under the protocol."""
-        if tuple(self.named) != REGIME_NAMES or not self.seeds or not self.tasks:
-            raise ValueError(f"a population is read from a reproduction's spec (named points {list(REGIME_NAMES)} over seeds and tasks)")
-        runs, rows = self._named_runs(out), []
-        for seed in self.seeds if seeds is None else seeds:
-            results = []
-            for task in self.tasks:
-                for regime in REGIME_NAMES:
-                    mine = [r for r in runs if (r.seed, r.task, r.point) == (seed, task, regime)]
-                    dirs = list(dict.fromkeys(r.run_dir for r in mine))
-                    results.append(regime_result(task, regime, mine[0].config.init.gamma, dirs, self.protocol))
-            overrides = self.seed_overrides()
-            rows.append(SeedRow(seed, tuple(results), overrides.get("init_seed"), overrides.get("data_seed")))
-        return Population(self.preset, self.protocol, tuple(rows), self.lrs, self.vary, self.fixed_seed)
-
-    def write_summaries(self, out: str | Path, population: Population) -> None:
-        """``out/summary.json`` (and with several seeds ``summary-<protocol>.json`` and,
-        under ``strict``, each member's own summary: a population of one)."""
-        write_json(Path(out) / SUMMARY_FILE, population.to_dict())
-        if self.single:
-            return
-        write_json(Path(out) / f"summary-{self.protocol}.json", population.to_dict())
-        if self.protocol == "strict":
-            for row in population.rows:
-                one = Population(self.preset, self.protocol, (row,), self.lrs, self.vary, self.fixed_seed)
-                write_json(self.member_dir(out, row.seed) / SUMMARY_FILE, one.to_dict())
-
-
-def reproduce_study(spec: StudySpec, out: str | Path, launcher: Launcher) -> tuple[Population, list[JobReturn]]:
-    """Train every run of the reproduction ``spec`` into ``out`` (resumable) with ``launcher``,
-    read the population and write its summaries; return it with the launch's returns."""
-    returns = run_study(spec.jobs(out), out, launcher, REPRODUCE_BUSY)
-    population = spec.read(out)
-    spec.write_summaries(out, population)
-    return population, returns
