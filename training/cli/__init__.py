@@ -284,10 +284,11 @@ def report_command(run_dirs: tuple[str, ...], out: str, per_pair: int, projectio
     Exits with code 1, after writing the page and a line saying which, when any run did
     not complete (failed, diverged, or unfinished).
     """
+    from interp_init.runfolder import RunFolder
     from training.report.images import StaticExportUnavailable
     from training.report.page import write_report
     from training.report.runs import find_run_dirs
-    from training.sweep.results import problem_summary, run_status
+    from training.sweep.results import problem_summary
 
     config = ReportConfig(per_pair=per_pair, projection=projection, seed=seed, device=device, title=title)
     check_device(device)
@@ -296,7 +297,7 @@ def report_command(run_dirs: tuple[str, ...], out: str, per_pair: int, projectio
     except StaticExportUnavailable as err:
         raise click.ClickException(str(err)) from err
     click.echo(f"report: {path}")
-    statuses = {str(run): run_status(run) for run in find_run_dirs(run_dirs)}
+    statuses = {str(run): RunFolder(run).status() for run in find_run_dirs(run_dirs)}
     bad = {run: status for run, status in statuses.items() if status != "completed"}
     problem = problem_summary(bad, len(statuses), path)
     if problem:

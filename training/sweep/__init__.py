@@ -26,7 +26,7 @@ from interp_init.lazy import lazy_attributes
 
 _SPEC = ("SPEC_FILE", "SweepOptions", "check_sweep_folder", "load_preset", "preset_names")
 _RUNNER = ("SweepSummary", "run_sweep")
-_RESULTS = ("RESULTS_FILE", "collect_results", "incomplete_runs", "load_results", "problem_summary", "run_status", "write_results")
+_RESULTS = ("RESULTS_FILE", "collect_results", "incomplete_runs", "load_results", "problem_summary", "write_results")
 __all__ = sorted((*_SPEC, *_RUNNER, *_RESULTS))
 
 

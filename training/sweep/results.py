@@ -2,9 +2,8 @@
 
 After a sweep, :func:`collect_results` rebuilds ``DIR/results.csv`` from the run folders
 (one row per folder: grid parameters, status, final metrics, epochs-to-threshold, stable
-ranks); :func:`load_results` reads it as a ``pandas.DataFrame``.  :func:`run_status`
-reads one folder's status, :func:`incomplete_runs` and :func:`problem_summary` say what
-did not complete.
+ranks); :func:`load_results` reads it as a ``pandas.DataFrame``.  :func:`incomplete_runs`
+and :func:`problem_summary` say what did not complete.
 """
 
 from __future__ import annotations
@@ -31,11 +30,6 @@ RESULTS_FILE = "results.csv"
 TIMING_COLUMNS = ("elapsed_s",)
 #: Config values always in the results table (the figures' axes), besides the grid keys.
 CONTEXT_COLUMNS = ("preset", "task", "gamma", "n_layers", "d_model", "n_heads", "weight_decay", "lr", "k", "epochs", "seed")
-
-
-def run_status(run_dir: str | Path) -> RunStatus:
-    """Where a run folder's run stands (:meth:`interp_init.runfolder.RunFolder.status`)."""
-    return RunFolder(run_dir).status()
 
 
 def epochs_to_loss(history: Sequence[EpochRecord], threshold: float = LOSS_THRESHOLD) -> float:
