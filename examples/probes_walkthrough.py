@@ -20,8 +20,7 @@ import torch
 
 import probes
 from interp_init import load_model, resolve_device
-from interp_init.data import make_dataset
-from training import PRESETS, make_run_config, train
+from training import PRESETS, make_dataset, make_run_config, train
 
 #: The NeurIPS paper's Fig. 3 input: key 99 at position 2, pair (4, 3).
 FIG3_INPUT = [35, 63, 99, 4, 3, 38, 42, 36, 62]

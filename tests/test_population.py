@@ -128,6 +128,30 @@ def test_plan_validation() -> None:
         StudySpec.reproduction("tiny", (1, 2), vary="init")
 
 
+def test_a_spec_is_a_grid_or_named_points(tmp_path: Path) -> None:
+    """One spec class: named points (the preset search's shape) run as they are, over tasks
+    when given (a key naming a task holds its options); a grid and named points together,
+    a reproduction's fields on a grid, an unknown option or a name that is no folder name
+    are refused, naming the problem."""
+    from training.config import make_run_config
+
+    search = StudySpec({"preset": "tiny", "epochs": 2}, named={"wide": {"d_model": 64}, "small-g": {"gamma": 0.3, "task": "id-ood"}})
+    assert [(j.name, j.run_dir) for j in search.jobs(tmp_path)] == [("wide", tmp_path / "wide"), ("small-g", tmp_path / "small-g")]
+    assert search.jobs(tmp_path)[1].config == make_run_config("tiny", epochs=2, gamma=0.3, task="id-ood")
+    tasks = StudySpec({"preset": "tiny"}, named={"a": {"gamma": 0.5, "id-ood": {"gamma": 0.4}}}, tasks=("symmetric", "id-ood"))
+    assert [(j.name, j.config.init.gamma) for j in tasks.jobs(tmp_path)] == [("symmetric/a", 0.5), ("id-ood/a", 0.4)]
+    for kwargs, message in [
+        (dict(grid={"gamma": [0.5]}, named={"a": {}}), "not both"),
+        (dict(grid={"gamma": [0.5]}, seeds=(1,)), "describe named points"),
+        (dict(named={"a": {"gama": 0.5}}), "unknown option 'gama'"),
+        (dict(named={"a/b": {}}), "not a folder name"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            StudySpec({"preset": "tiny"}, **kwargs)
+    with pytest.raises(ValueError, match="named point 'a'"):
+        StudySpec({"preset": "tiny"}, named={"a": {"gamma": -1.0}}).jobs(tmp_path)
+
+
 def test_plan_layout_puts_a_seed_where_reproduce_seed_puts_it(tmp_path: Path) -> None:
     plan = StudySpec.reproduction("tiny", (4, 5), protocol="paper", lrs=(1e-3, 2e-3))
     jobs = plan.jobs(tmp_path)

@@ -4,6 +4,7 @@ through (spec -> launcher -> records -> analyses: docs/pipeline.md).
 What a user calls (each name's own docstring says more):
 
 * ``PRESETS``, ``RunConfig``, ``make_run_config``: a run's config, from a named preset and overrides;
+* ``make_dataset``: a task's samples (:mod:`interp_init.data`), to probe a trained model on;
 * ``train``, ``TrainResult``: train one run (into a run folder: resumable);
 * ``train_ensemble``: same-shape runs trained together (GPUs);
 * ``last_position_logits``: the fast training forward, equal to ``model(tokens)[:, -1]``;
@@ -25,7 +26,7 @@ from types import ModuleType
 from interp_init.lazy import lazy_attributes
 
 _WHERE = {
-    "PRESETS": "config", "RunConfig": "config", "make_run_config": "config",
+    "PRESETS": "config", "RunConfig": "config", "make_run_config": "config", "make_dataset": "data",
     "TrainResult": "loop", "train": "loop", "train_ensemble": "ensemble", "last_position_logits": "step",
     "RunRecord": "records", "StudySpec": "study", "run_study": "launch",
 }  # fmt: skip
@@ -36,6 +37,8 @@ def _module_of(name: str) -> ModuleType:
     where = _WHERE.get(name)
     if where == "config":
         from training import config as module
+    elif where == "data":
+        from interp_init import data as module
     elif where == "loop":
         from training import loop as module
     elif where == "ensemble":
