@@ -108,8 +108,9 @@ def _problem(returns: list[JobReturn], out: str | Path) -> str | None:
 def run_reproduction_cli(
     spec: StudySpec, out: str | Path, device: str, workers: int | None, progress: bool, backend: str | None = None, **options: Any
 ) -> tuple[str, str | None]:
-    """``interp-init reproduce``: train, read, write the summary and the report; return the text
-    to print (one seed: its table and the flip's verdict on this one draw; several: the
+    """``interp-init reproduce``: train ``spec`` with ``backend`` (a launcher's name; None: the
+    default) and its ``options``, read, write the summary and the report; return the text to
+    print (one seed: its table and the flip's verdict on this one draw; several: the
     population) and one line on the runs that did not complete (None if all did)."""
     from training.report import write_report
 
@@ -138,17 +139,4 @@ def run_reproduction_cli(
     return "\n".join(lines), _problem(returns, out)
 
 
-def reproduce_job(
-    preset: str, seed: int | None, seeds: str | None, protocol: str, lrs: str | None, vary: str, fixed_seed: int | None,
-    out: str | Path, device: str, precision: str, workers: int | None, progress: bool, tasks: Sequence[str] | None = None,
-    backend: str | None = None, carry: Sequence[str] | None = None, **options: Any,
-) -> tuple[str, str | None]:  # fmt: skip
-    """``interp-init reproduce``: one draw (``seed``, default 0) or a population (``seeds``,
-    a comma list), trained by ``backend`` (a launcher's name; None: the default) with its
-    ``options``, each run holding the recipe's ``carry`` quantities (``--carry-recipe``;
-    None: the preset as it is); return the text to print and one line on what did not complete."""
-    spec = reproduction_spec(preset, seed, seeds, protocol, lrs, vary, fixed_seed, precision, tasks, carry)
-    return run_reproduction_cli(spec, out, device, workers, progress, backend, **options)
-
-
-__all__ = ["reproduce", "reproduce_job", "reproduce_study", "reproduction_spec", "run_reproduction_cli"]
+__all__ = ["reproduce", "reproduce_study", "reproduction_spec", "run_reproduction_cli"]

@@ -139,7 +139,7 @@ def reproduce_command(
     the population in OUT/summary.json.  A rerun resumes.
     """
     from training.launch.slurm_options import slurm_options_from
-    from training.reproduce import reproduce_job
+    from training.reproduce import reproduction_spec, run_reproduction_cli
 
     if backend not in ("ray", "slurm") or (backend == "ray" and address is None):  # a cluster's devices are not this machine's
         check_device(device)
@@ -150,9 +150,8 @@ def reproduce_command(
     if preset is None:
         preset, why = default_preset(device)
         click.echo(f"interp-init: no --preset given: using --preset {preset} ({why})", err=True)
-    text, problem = reproduce_job(
-        preset, seed, seeds, protocol, lrs, vary, fixed_seed, out, device, precision, workers, not quiet, tasks or None, backend, carry=parse_carry(carry), **options
-    )
+    spec = reproduction_spec(preset, seed, seeds, protocol, lrs, vary, fixed_seed, precision, tasks or None, parse_carry(carry))
+    text, problem = run_reproduction_cli(spec, out, device, workers, not quiet, backend, **options)
     click.echo(text)
     # Not reproducing the flip is a result; a run that did not complete is a failure.
     if problem:
