@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from training.phase import aggregate, fig_complexity_epochs, fig_pair_epochs, write_html
-from training.sweep import SweepOptions, SweepSpec, collect_results, load_preset, run_sweep
+from training.study import StudySpec
+from training.sweep import SweepOptions, collect_results, load_preset, run_sweep
 from training.sweep.results import LOSS_THRESHOLD
 
 PRESET = "complexity-cpu"
@@ -42,7 +43,7 @@ def parser() -> argparse.ArgumentParser:
     return parser
 
 
-def sweep_spec(preset: str, seed: int) -> SweepSpec:
+def sweep_spec(preset: str, seed: int) -> StudySpec:
     """The sweep preset of ``preset`` (tiny: the cpu one's smoke test), its seeds starting at ``seed``."""
     spec = load_preset(SPECS[preset])
     if preset == "tiny":

@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from training.phase import add_phase, aggregate, fig_neurips_fig2, write_html
-from training.sweep import SweepOptions, SweepSpec, load_preset, run_sweep
+from training.study import StudySpec
+from training.sweep import SweepOptions, load_preset, run_sweep
 
 PRESET = "neurips-fig2-cpu"
 #: --preset -> the sweep preset it runs (tiny: the cpu one's smoke test).
@@ -42,7 +43,7 @@ def parser() -> argparse.ArgumentParser:
     return parser
 
 
-def sweep_spec(preset: str, seed: int) -> SweepSpec:
+def sweep_spec(preset: str, seed: int) -> StudySpec:
     """The sweep preset of ``preset`` (tiny: the cpu one's smoke test), its seeds starting at ``seed``."""
     spec = load_preset(SPECS[preset])
     if preset == "tiny":

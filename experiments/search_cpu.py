@@ -5,8 +5,9 @@ Each ``run`` spec is a comma-separated list of flat options over the base below,
     python experiments/search_cpu.py run --root runs/search \
         "task=symmetric,d_model=128,gamma=0.7,lr=2.5e-4,epochs=20"
 
-runs them one after another (1 torch thread each; start two processes for two at a time)
-with :func:`training.train`, one run folder per spec (a killed search resumes).
+runs them one after another (1 torch thread each; start two processes for two at a time):
+the specs are the named points of one :class:`training.study.StudySpec` (base: the ``paper``
+preset), one run folder per spec, trained by the one launcher (a killed search resumes).
 ``status`` prints one line per run folder under ``--root`` from its record
 (:class:`training.records.RunRecord`, finished or not), so a running search can be polled.  ``rates`` judges candidates by
 rates over seeds: for each sweep folder over seeds (``interp-init sweep`` with a ``seed``
@@ -26,9 +27,9 @@ from pathlib import Path
 import click
 import torch
 
-from training.config import make_run_config
-from training.launch import Job, SerialLauncher
+from training.launch import SerialLauncher
 from training.records import RunRecord
+from training.study import StudySpec
 
 #: The search's base (2 layers, 1 head, d_head = d_model / 2, d_mlp = 3 d_model).
 BASE = dict(
@@ -107,13 +108,12 @@ def run_command(root: str, threads: int, specs: tuple[str, ...]) -> None:
     """Train each SPEC (one after another) into ROOT/<spec name>."""
     torch.set_num_threads(threads)
     launcher = SerialLauncher(device="cpu", threads=threads)  # the one launcher: error.txt for a failed run, busy -> running
-    for spec in specs:
-        cfg = make_run_config("paper", **options_for(spec))
-        folder = Path(root) / run_name(spec)
+    study = StudySpec({"preset": "paper"}, named={run_name(spec): options_for(spec) for spec in specs})
+    for job in study.jobs(root):
         t0 = time.perf_counter()
-        (ret,) = launcher.launch([Job(run_name(spec), cfg, folder)])
+        (ret,) = launcher.launch([job])
         note = f" ({ret.status}: {ret.error})" if ret.error else ""
-        click.echo(line(run_name(spec), read(folder)) + f" wall {time.perf_counter() - t0:.0f}s{note}", nl=True)
+        click.echo(line(job.name, read(job.run_dir)) + f" wall {time.perf_counter() - t0:.0f}s{note}", nl=True)
 
 
 @cli.command("status")
@@ -200,8 +200,9 @@ def rates_command(folders: tuple[str, ...]) -> None:
     >= 0.9, the cell's own criterion, and both; each k of n with its 95% exact interval.
     Prints one markdown row per folder.  The criteria are the tasks' own
     (:meth:`interp_init.task.Task.flip_checks`), each run standing for both regimes."""
+    from interp_init.anchor_tasks import FLIP_CRITERIA
     from training.population import exact_interval
-    from training.regimes import CRITERIA, REGIME_NAMES
+    from training.regimes import REGIME_NAMES
 
     def rate(k: int, n: int) -> str:
         low, high = exact_interval(k, n)
@@ -218,7 +219,7 @@ def rates_command(folders: tuple[str, ...]) -> None:
             record = read(folder)
             if record is not None and record.recorded_status == "completed":
                 final = record.final_columns()
-                checks = record.task.flip_checks(final, final, CRITERIA)
+                checks = record.task.flip_checks(final, final, FLIP_CRITERIA)
                 fit = next(ok for name, ok in checks.items() if "both ID" in name)
                 name, met = next((n.split(": ", 1)[1], ok) for n, ok in checks.items() if regime in n)
                 rows.append((_seed_label(record.config.to_dict()), record.task_name, final, fit, name, met))

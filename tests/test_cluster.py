@@ -22,12 +22,13 @@ import pytest
 from interp_init.runfolder import RunFolder
 from training.launch.slurm import JOBS_FILE, SLURM_FOLDER, SlurmOptions, live_jobs
 from training.launch import make_launcher
-from training.study import ReproductionSpec, reproduce_study
-from training.sweep import SweepOptions, SweepSpec, run_sweep
+from training.reproduce import reproduce_study
+from training.study import StudySpec
+from training.sweep import SweepOptions, run_sweep
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 ROOT = Path(__file__).resolve().parents[1]
-SPEC = ReproductionSpec("tiny", (0,))  # 4 runs: both tasks, both regimes
+SPEC = StudySpec.reproduction("tiny", (0,))  # 4 runs: both tasks, both regimes
 
 
 def _slurm_or_skip() -> None:
@@ -80,8 +81,8 @@ def test_slurm_population_is_byte_equal_to_the_local_one(tmp_path, local_populat
     assert _results(population.to_dict()) == _results(json.loads((local_population / "summary.json").read_text()))
 
 
-def _sweep(epochs: int) -> SweepSpec:
-    return SweepSpec(base={"preset": "tiny", "task": "symmetric", "epochs": epochs}, grid={"gamma": [0.5, 0.8]})
+def _sweep(epochs: int) -> StudySpec:
+    return StudySpec(base={"preset": "tiny", "task": "symmetric", "epochs": epochs}, grid={"gamma": [0.5, 0.8]})
 
 
 def test_slurm_time_limit_requeues_and_a_cancelled_job_resumes_on_a_second_launch(tmp_path):

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from training.cli import main
-from training.sweep import RESULTS_FILE, SPEC_FILE, SweepSpec
+from training.study import StudySpec
+from training.sweep import RESULTS_FILE, SPEC_FILE
 
 # Tiny runs: a second or two each on one CPU thread.
 TINY = {"preset": "tiny", "task": "symmetric", "epochs": 1, "n_train": 256, "n_test": 64, "eval_samples": 64}
@@ -44,14 +45,14 @@ def test_train_that_diverges_exits_1_and_says_so(tmp_path: Path, capsys: pytest.
 # ----------------------------------------------------------------------------- sweep
 
 
-def _sabotaged_spec(tmp_path: Path, grid: dict) -> tuple[Path, SweepSpec]:
-    spec = SweepSpec(TINY, grid)
+def _sabotaged_spec(tmp_path: Path, grid: dict) -> tuple[Path, StudySpec]:
+    spec = StudySpec(TINY, grid)
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(spec.to_dict()))
     return path, spec
 
 
-def _sabotage(out: Path, spec: SweepSpec, name: str) -> None:
+def _sabotage(out: Path, spec: StudySpec, name: str) -> None:
     """Make the point ``name`` fail when it trains: its folder holds its own config and a
     checkpoint that is not one (``training.loop`` refuses it with a ValueError)."""
     (point,) = [p for p in spec.points() if p.name == name]
@@ -117,7 +118,7 @@ def test_sweep_exit_code_follows_the_retry(tmp_path: Path, capsys: pytest.Captur
 
 
 def test_sweep_with_a_diverged_run_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    spec = SweepSpec({**TINY, "grad_clip": 0.0, "batch_size": 32, "warmup_epochs": 0.0}, {"lr": [1e-3, 1e8]})
+    spec = StudySpec({**TINY, "grad_clip": 0.0, "batch_size": 32, "warmup_epochs": 0.0}, {"lr": [1e-3, 1e8]})
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(spec.to_dict()))
     out = tmp_path / "sweep"

@@ -38,7 +38,7 @@ from interp_init.runfolder import RunFolder, RunStatus
 from probes import attention_patterns, embedding_pca, merged_weight, singular_value_spectra, stable_rank
 from training.cli import main
 from training.config import make_run_config
-from training.sweep.spec import MAX_POINTS, SweepSpec
+from training.study import MAX_POINTS, StudySpec
 
 _TRAIN = ["train", "--preset", "tiny", "--quiet"]
 _TINY_SPEC = {"base": {"preset": "tiny", "epochs": 2, "n_train": 500}, "grid": {"seed": [0, 1]}}
@@ -505,13 +505,13 @@ def test_a_grid_too_large_is_refused_before_its_configs_are_built(shape: tuple[i
     keys = ["gamma", "lr", "weight_decay", "warmup_epochs", "cosine_epochs"]
     grid = {key: [round(0.1 + i * 1e-4, 6) for i in range(n)] for key, n in zip(keys, shape, strict=False)}
     with pytest.raises(ValueError, match=r"spec grid has [\d,]+ points .* more than the 10,000"):
-        SweepSpec.from_dict({"base": {"preset": "tiny"}, "grid": grid})
+        StudySpec.from_dict({"base": {"preset": "tiny"}, "grid": grid})
     assert main(["sweep", str(_spec(tmp_path, {"base": {"preset": "tiny"}, "grid": grid})), "--dry-run"]) == 2
     assert "split it" in _one_error_line(capsys)
 
 
 def test_a_grid_at_the_limit_is_accepted() -> None:
-    assert SweepSpec.from_dict({"base": {"preset": "tiny"}, "grid": {"seed": list(range(100)), "gamma": [0.1 + i / 1000 for i in range(100)]}}).size == MAX_POINTS
+    assert StudySpec.from_dict({"base": {"preset": "tiny"}, "grid": {"seed": list(range(100)), "gamma": [0.1 + i / 1000 for i in range(100)]}}).size == MAX_POINTS
 
 
 # ------------------------------------------ 9. the Python API: meta models, wrong types

@@ -68,9 +68,10 @@ def test_the_paper_protocol_reads_every_target_of_addition_at_its_best_epoch(tmp
     """``phase-diagram --protocol paper`` on an addition sweep: id_acc AND square_acc each at
     its best evaluated epoch (computed here from metrics.json by hand)."""
     from training.phase.diagram import protocol_table
-    from training.sweep import SweepOptions, SweepSpec, collect_results, run_sweep
+    from training.study import StudySpec
+    from training.sweep import SweepOptions, collect_results, run_sweep
 
-    spec = SweepSpec({"preset": "tiny", "task": "addition", "epochs": 4, "lr": 3e-3}, {"seed": [0]})
+    spec = StudySpec({"preset": "tiny", "task": "addition", "epochs": 4, "lr": 3e-3}, {"seed": [0]})
     run_sweep(spec, tmp_path, SweepOptions(progress=False, device="cpu"))
     table = protocol_table(collect_results(tmp_path, write=False), tmp_path, "paper")
     history = json.loads((tmp_path / "seed=0" / "metrics.json").read_text())["history"]

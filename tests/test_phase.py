@@ -28,7 +28,8 @@ from training.phase import (
     supported_figures,
     write_html,
 )
-from training.sweep import SweepOptions, SweepSpec, load_preset, run_sweep
+from training.study import StudySpec
+from training.sweep import SweepOptions, load_preset, run_sweep
 from training.sweep.results import pair_column
 
 NAN = math.nan
@@ -229,7 +230,7 @@ def sweep_dir(tmp_path_factory):
         ("complexity", {"gamma": [0.3, 0.8], "k": [0, 1]}),
         ("addition", {"gamma": [0.3, 0.8], "weight_decay": [0.01, 1.0]}),
     ):
-        run_sweep(SweepSpec({**base, "task": task}, grid), root / task, options)
+        run_sweep(StudySpec({**base, "task": task}, grid), root / task, options)
         for run in (root / task).iterdir():
             if run.is_dir():
                 run.rename(out / run.name)

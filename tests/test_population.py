@@ -16,12 +16,12 @@ from interp_init.task import read_run_metrics
 from training.cli import main
 from training.config import RunConfig, make_run_config
 from training.phase.diagram import protocol_table
-from training.population import Population, RegimeResult, SeedRow, exact_interval
+from training.population import Population, RegimeResult, SeedRow, exact_interval, read_population
 from training.records import RunRecord
 from training.regimes import REGIME_NAMES, REPRODUCE_TASKS
 from training.reproduce import reproduce
 from training.selection import PROTOCOL_TEXT, Pick, pick_paper, pick_strict
-from training.study import PopulationPlan
+from training.study import StudySpec
 
 # ---------------------------------------------------------------- the interval
 
@@ -119,18 +119,42 @@ def test_population_counts_and_means_match_a_hand_computation() -> None:
 
 def test_plan_validation() -> None:
     with pytest.raises(ValueError, match="give --lrs"):
-        PopulationPlan("tiny", (1, 2), protocol="paper")
+        StudySpec.reproduction("tiny", (1, 2), protocol="paper")
     with pytest.raises(ValueError, match="strict protocol reads each preset's own lr"):
-        PopulationPlan("tiny", (1, 2), lrs=(1e-3,))
+        StudySpec.reproduction("tiny", (1, 2), lrs=(1e-3,))
     with pytest.raises(ValueError, match="duplicates"):
-        PopulationPlan("tiny", (1, 1))
+        StudySpec.reproduction("tiny", (1, 1))
     with pytest.raises(ValueError, match="fixed seed"):
-        PopulationPlan("tiny", (1, 2), vary="init")
+        StudySpec.reproduction("tiny", (1, 2), vary="init")
+
+
+def test_a_spec_is_a_grid_or_named_points(tmp_path: Path) -> None:
+    """One spec class: named points (the preset search's shape) run as they are, over tasks
+    when given (a key naming a task holds its options); a grid and named points together,
+    a reproduction's fields on a grid, an unknown option or a name that is no folder name
+    are refused, naming the problem."""
+    from training.config import make_run_config
+
+    search = StudySpec({"preset": "tiny", "epochs": 2}, named={"wide": {"d_model": 64}, "small-g": {"gamma": 0.3, "task": "id-ood"}})
+    assert [(j.name, j.run_dir) for j in search.jobs(tmp_path)] == [("wide", tmp_path / "wide"), ("small-g", tmp_path / "small-g")]
+    assert search.jobs(tmp_path)[1].config == make_run_config("tiny", epochs=2, gamma=0.3, task="id-ood")
+    tasks = StudySpec({"preset": "tiny"}, named={"a": {"gamma": 0.5, "id-ood": {"gamma": 0.4}}}, tasks=("symmetric", "id-ood"))
+    assert [(j.name, j.config.init.gamma) for j in tasks.jobs(tmp_path)] == [("symmetric/a", 0.5), ("id-ood/a", 0.4)]
+    for kwargs, message in [
+        (dict(grid={"gamma": [0.5]}, named={"a": {}}), "not both"),
+        (dict(grid={"gamma": [0.5]}, seeds=(1,)), "describe named points"),
+        (dict(named={"a": {"gama": 0.5}}), "unknown option 'gama'"),
+        (dict(named={"a/b": {}}), "not a folder name"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            StudySpec({"preset": "tiny"}, **kwargs)
+    with pytest.raises(ValueError, match="named point 'a'"):
+        StudySpec({"preset": "tiny"}, named={"a": {"gamma": -1.0}}).jobs(tmp_path)
 
 
 def test_plan_layout_puts_a_seed_where_reproduce_seed_puts_it(tmp_path: Path) -> None:
-    plan = PopulationPlan("tiny", (4, 5), protocol="paper", lrs=(1e-3, 2e-3))
-    jobs = plan.runs(tmp_path)
+    plan = StudySpec.reproduction("tiny", (4, 5), protocol="paper", lrs=(1e-3, 2e-3))
+    jobs = plan.jobs(tmp_path)
     assert len(jobs) == 2 * 2 * 2 * 2
     base = {j.run_dir for j in jobs if j.lr == 1e-3}  # the tiny preset's own lr: the plain folder
     assert tmp_path / "seed-4" / "symmetric" / "small-init" in base
@@ -266,10 +290,11 @@ def test_reproduce_paper_protocol_reads_the_best_lr_and_epoch(tmp_path: Path) ->
 
 @pytest.fixture(scope="module")
 def lr_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from training.sweep import SweepOptions, SweepSpec, run_sweep
+    from training.study import StudySpec
+    from training.sweep import SweepOptions, run_sweep
 
     out = tmp_path_factory.mktemp("lr_sweep")
-    spec = SweepSpec({"preset": "tiny", "task": "id-ood"}, {"gamma": [0.5, 0.8], "lr": [1e-3, 3e-3]})
+    spec = StudySpec({"preset": "tiny", "task": "id-ood"}, {"gamma": [0.5, 0.8], "lr": [1e-3, 3e-3]})
     run_sweep(spec, out, SweepOptions(workers=1, threads=1, progress=False))
     return out
 
@@ -321,11 +346,11 @@ def test_vary_init_keeps_the_data_and_vary_data_keeps_the_init() -> None:
         perm = torch.randperm(cfg.data.n_train, generator=torch.Generator().manual_seed(cfg.seeds["shuffle"])).tolist()[:20]
         return model.W_E.detach().clone(), make_run_data(cfg).train.tokens, perm
 
-    plan_init = PopulationPlan("tiny", (1, 2), vary="init", fixed_seed=7)
+    plan_init = StudySpec.reproduction("tiny", (1, 2), vary="init", fixed_seed=7)
     a, b = (make_run_config("tiny", seed=s, **plan_init.seed_overrides()) for s in (1, 2))
     (wa, ta, pa), (wb, tb, pb) = draw(a), draw(b)
     assert not torch.equal(wa, wb) and torch.equal(ta, tb) and pa == pb
-    plan_data = PopulationPlan("tiny", (1, 2), vary="data", fixed_seed=7)
+    plan_data = StudySpec.reproduction("tiny", (1, 2), vary="data", fixed_seed=7)
     c, d = (make_run_config("tiny", seed=s, **plan_data.seed_overrides()) for s in (1, 2))
     (wc, tc, pc), (wd, td, pd) = draw(c), draw(d)
     assert torch.equal(wc, wd) and not torch.equal(tc, td) and pc != pd
@@ -333,9 +358,9 @@ def test_vary_init_keeps_the_data_and_vary_data_keeps_the_init() -> None:
 
 
 def test_a_sweep_varies_the_init_seed_alone() -> None:
-    from training.sweep import SweepSpec
+    from training.study import StudySpec
 
-    points = SweepSpec({"preset": "tiny", "seed": 3}, {"init_seed": [1, 2]}).points()
+    points = StudySpec({"preset": "tiny", "seed": 3}, {"init_seed": [1, 2]}).points()
     assert [p.name for p in points] == ["init_seed=1", "init_seed=2"]
     assert points[0].config.seeds["data.train"] == points[1].config.seeds["data.train"] == _derived(3, "data.train")
     assert points[0].config.seeds["init"] == _derived(1, "init")
@@ -346,17 +371,16 @@ def test_the_gpu_path_trains_each_tasks_runs_as_one_ensemble(tmp_path: Path, mon
     """On a GPU a population trains as ensembles of same-shape runs; the same path on the CPU
     here: one ensemble per task (its regimes and seeds), folders a rerun reads."""
     import training.ensemble as ens
-    from training.launch import EnsembleLauncher
-    from training.study import run_study
+    from training.launch import EnsembleLauncher, run_study
 
     sizes = []
     real = ens.train_ensemble
     monkeypatch.setattr(ens, "train_ensemble", lambda cfgs, dirs, **kw: sizes.append(len(cfgs)) or real(cfgs, dirs, **kw))
-    plan = PopulationPlan("tiny", (1, 2))
+    plan = StudySpec.reproduction("tiny", (1, 2))
     jobs = plan.jobs(tmp_path)
     assert {r.status for r in run_study(jobs, tmp_path, EnsembleLauncher(device="cpu"))} == {"completed"}
     assert sizes == [4, 4]  # symmetric (neurips model) and id-ood (journal model): 2 regimes x 2 seeds each
-    population = plan.read(tmp_path)
+    population = read_population(plan, tmp_path)
     assert all(r.status == "completed" for row in population.rows for r in row.results)
     weights = {p: p.stat().st_mtime_ns for p in tmp_path.glob("seed-*/*/*/model.safetensors")}
     assert len(weights) == 8
@@ -383,9 +407,9 @@ def test_report_parts_say_one_draw_outside_a_population(population_out: Path, tm
 
 
 def test_a_population_takes_the_tasks_it_is_given(tmp_path: Path) -> None:
-    from training.reproduce import population_spec
+    from training.reproduce import reproduction_spec
 
-    plan = population_spec("tiny", "1,2", "strict", None, "both", None, "fp32", ("symmetric",))
-    assert {j.task for j in plan.runs(tmp_path)} == {"symmetric"} and len(plan.jobs(tmp_path)) == 4
+    plan = reproduction_spec("tiny", None, "1,2", tasks=("symmetric",))
+    assert {j.task for j in plan.jobs(tmp_path)} == {"symmetric"} and len(plan.jobs(tmp_path)) == 4
     with pytest.raises(ValueError, match="no small-init / large-init flip"):
-        PopulationPlan("tiny", (1,), tasks=("complexity",))
+        StudySpec.reproduction("tiny", (1,), tasks=("complexity",))

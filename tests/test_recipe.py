@@ -123,18 +123,18 @@ def test_train_help_shows_the_papers_quantities(capsys: pytest.CaptureFixture[st
 
 def test_reproduce_carries_every_regime_and_refuses_two_lrs() -> None:
     from training.regimes import regime_config
-    from training.study import ReproductionSpec
+    from training.study import StudySpec
 
     small = regime_config("cpu", "small-init", "symmetric", seed=1, carry=DEFAULT_HOLD)
     large = regime_config("cpu", "large-init", "symmetric", seed=1, carry=DEFAULT_HOLD)
     assert (small.init.gamma, large.init.gamma) == (0.8705, 0.5)
     assert small.train.weight_decay == large.train.weight_decay == 0.08201
-    spec = ReproductionSpec("cpu", (1,), "paper", (1e-4, 3e-4), tasks=("symmetric",), carry=("forward_scale", "summed_lr_wd"))
+    spec = StudySpec.reproduction("cpu", (1,), "paper", (1e-4, 3e-4), tasks=("symmetric",), carry=("forward_scale", "summed_lr_wd"))
     wds = sorted({job.config.train.weight_decay for job in spec.jobs("out")})
     assert len(wds) == 2 and wds[0] < wds[1]  # the summed lr x wd held per lr of the grid: the larger lr gets the smaller wd
     with pytest.raises(ValueError, match="adam-step sets the lr, and so does --lrs"):
-        ReproductionSpec("cpu", (1,), "paper", (1e-4, 3e-4), carry=("adam_step",))
-    single = ReproductionSpec("cpu", (1,), tasks=("symmetric",), single=True, carry=DEFAULT_HOLD)  # reproduce --seed: a population of one
+        StudySpec.reproduction("cpu", (1,), "paper", (1e-4, 3e-4), carry=("adam_step",))
+    single = StudySpec.reproduction("cpu", (1,), tasks=("symmetric",), single=True, carry=DEFAULT_HOLD)  # reproduce --seed: a population of one
     assert [job.config for job in single.jobs("out")] == [small, large]
 
 

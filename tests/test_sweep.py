@@ -19,15 +19,16 @@ from interp_init.runfolder import ERROR_FILE
 from training.cli import main
 from training.config import PRESETS
 from training.records import RunRecord
-from training.sweep import RESULTS_FILE, SweepOptions, SweepSpec, collect_results, load_preset, load_results, preset_names, run_sweep
+from training.study import StudySpec
+from training.sweep import RESULTS_FILE, SweepOptions, collect_results, load_preset, load_results, preset_names, run_sweep
 from training.sweep.results import PAIR_COLUMNS, TIMING_COLUMNS, epochs_to_loss, epochs_to_pair_accuracy
 
 # A few seconds per run on one CPU thread.
 TINY_BASE = {"preset": "tiny", "task": "symmetric", "epochs": 2, "n_train": 1000, "n_test": 200, "eval_samples": 200}
 
 
-def _spec(grid: dict, **base) -> SweepSpec:
-    return SweepSpec({**TINY_BASE, **base}, grid)
+def _spec(grid: dict, **base) -> StudySpec:
+    return StudySpec({**TINY_BASE, **base}, grid)
 
 
 def _content(df: pd.DataFrame) -> pd.DataFrame:
@@ -82,7 +83,7 @@ def test_grid_points_names_and_configs():
 def test_toml_spec_equals_json(tmp_path):
     (tmp_path / "s.toml").write_text('[base]\npreset = "tiny"\ntask = "id-ood"\n\n[grid]\ngamma = [0.3, 0.8]\nweight_decay = [0.0, 0.1]\n')
     (tmp_path / "s.json").write_text(json.dumps({"base": {"preset": "tiny", "task": "id-ood"}, "grid": {"gamma": [0.3, 0.8], "weight_decay": [0.0, 0.1]}}))
-    a, b = SweepSpec.from_file(tmp_path / "s.toml"), SweepSpec.from_file(tmp_path / "s.json")
+    a, b = StudySpec.from_file(tmp_path / "s.toml"), StudySpec.from_file(tmp_path / "s.json")
     assert [p.config for p in a.points()] == [p.config for p in b.points()]
 
 
@@ -155,7 +156,7 @@ def test_sigkill_then_resume_trains_each_point_once(tmp_path):
 
     assert main(["sweep", str(spec_path), "--out", str(out), "--threads", "1", "--quiet"]) == 0
     table = load_results(out)
-    assert len(table) == 3 and sorted(table["run"]) == sorted(p.name for p in SweepSpec.from_file(spec_path).points())
+    assert len(table) == 3 and sorted(table["run"]) == sorted(p.name for p in StudySpec.from_file(spec_path).points())
     assert table["status"].eq("completed").all()
     for name, mtimes in before.items():
         now = _mtimes(out / name)
@@ -307,7 +308,7 @@ def test_epochs_to_thresholds_match_a_hand_count():
 
 
 def test_complexity_table_has_per_pair_epochs(tmp_path):
-    spec = SweepSpec({**TINY_BASE, "task": "complexity", "epochs": 3, "lr": 3e-3}, {"k": [1]})
+    spec = StudySpec({**TINY_BASE, "task": "complexity", "epochs": 3, "lr": 3e-3}, {"k": [1]})
     table = run_sweep(spec, tmp_path, SweepOptions(progress=False)).results
     history = RunRecord.read(tmp_path / table["run"][0]).history
     expected = epochs_to_pair_accuracy(history)
@@ -453,10 +454,10 @@ def test_cli_presets_and_run_preset_override(capsys):
 
 
 def test_seeded_from_shifts_a_seed_grid_or_sets_the_base_seed():
-    from training.sweep.spec import SweepSpec
+    from training.study import StudySpec
 
-    grid = SweepSpec(base={"preset": "tiny"}, grid={"gamma": [0.5, 0.8], "seed": [0, 1, 2]})
+    grid = StudySpec(base={"preset": "tiny"}, grid={"gamma": [0.5, 0.8], "seed": [0, 1, 2]})
     shifted = grid.seeded_from(31)
     assert shifted.grid["seed"] == [31, 32, 33] and shifted.grid["gamma"] == [0.5, 0.8]
-    single = SweepSpec(base={"preset": "tiny", "seed": 0}, grid={"gamma": [0.5]}).seeded_from(7)
+    single = StudySpec(base={"preset": "tiny", "seed": 0}, grid={"gamma": [0.5]}).seeded_from(7)
     assert single.base["seed"] == 7 and "seed" not in single.grid

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from training.cli import main
-from training.sweep import RESULTS_FILE, SPEC_FILE, SweepOptions, SweepSpec, check_sweep_folder, load_results, run_sweep
+from training.study import StudySpec
+from training.sweep import RESULTS_FILE, SPEC_FILE, SweepOptions, check_sweep_folder, load_results, run_sweep
 
 TINY = {"preset": "tiny", "task": "symmetric", "epochs": 1, "n_train": 256, "n_test": 64, "eval_samples": 64}
 
@@ -30,7 +31,7 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
 def one_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A finished sweep of one tiny run over gamma."""
     out = tmp_path_factory.mktemp("one_sweep") / "sweep"
-    run_sweep(SweepSpec(TINY, {"gamma": [0.8]}), out, SweepOptions(progress=False, threads=1))
+    run_sweep(StudySpec(TINY, {"gamma": [0.8]}), out, SweepOptions(progress=False, threads=1))
     return out
 
 
@@ -78,10 +79,10 @@ def test_dry_run_checks_the_folder_and_writes_nothing(sweep_copy: Path, tmp_path
 
 
 def test_the_same_spec_or_a_part_of_it_resumes(sweep_copy: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    spec = SweepSpec(TINY, {"gamma": [0.8]})
+    spec = StudySpec(TINY, {"gamma": [0.8]})
     assert check_sweep_folder(spec, sweep_copy) == spec
     # A part of a larger recorded sweep (a retry of some points) keeps the recorded spec.
-    larger = SweepSpec(TINY, {"gamma": [0.8, 0.5]})
+    larger = StudySpec(TINY, {"gamma": [0.8, 0.5]})
     (sweep_copy / SPEC_FILE).write_text(json.dumps(larger.to_dict()))
     assert check_sweep_folder(spec, sweep_copy) == larger
     assert main(["sweep", str(_write_spec(tmp_path / "part.json", {"gamma": [0.8]})), "--out", str(sweep_copy), "--quiet"]) == 0
@@ -113,7 +114,7 @@ def test_a_damaged_sweep_json_is_refused_naming_it(sweep_copy: Path, capsys: pyt
     (sweep_copy / SPEC_FILE).write_text("{not json")
     before = _snapshot(sweep_copy)
     with pytest.raises(ValueError, match=f"{sweep_copy / SPEC_FILE} does not hold a readable sweep spec"):
-        run_sweep(SweepSpec(TINY, {"gamma": [0.8]}), sweep_copy, SweepOptions(progress=False))
+        run_sweep(StudySpec(TINY, {"gamma": [0.8]}), sweep_copy, SweepOptions(progress=False))
     assert _snapshot(sweep_copy) == before
 
 

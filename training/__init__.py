@@ -9,9 +9,10 @@ What a user calls (each name's own docstring says more):
 * ``train_ensemble``: same-shape runs trained together (GPUs);
 * ``last_position_logits``: the fast training forward, equal to ``model(tokens)[:, -1]``;
 * ``RunRecord``: the one reader of a run folder (config, typed metrics and history, status);
-* ``ReproductionSpec``, ``run_study``: the flip's runs over seeds, trained by one launcher
-  (:mod:`training.launch`; ``training.reproduce.reproduce`` is ``interp-init reproduce``); sweeps are :mod:`training.sweep`, phase diagrams
-  :mod:`training.phase`, the report :mod:`training.report`.
+* ``StudySpec``, ``run_study``: a study (a base config and a grid or named points: a sweep,
+  a reproduction over seeds, a search), trained by one launcher (:mod:`training.launch`;
+  ``training.reproduce.reproduce`` is ``interp-init reproduce``); sweeps are
+  :mod:`training.sweep`, phase diagrams :mod:`training.phase`, the report :mod:`training.report`.
 
 The names are imported on first use (PEP 562 ``__getattr__``), so that ``import
 training.cli`` (the ``interp-init`` command and its ``--help``) imports neither torch nor
@@ -27,7 +28,7 @@ from interp_init.lazy import lazy_attributes
 _WHERE = {
     "PRESETS": "config", "RunConfig": "config", "make_run_config": "config", "make_dataset": "data",
     "TrainResult": "loop", "train": "loop", "train_ensemble": "ensemble", "last_position_logits": "step",
-    "RunRecord": "records", "ReproductionSpec": "study", "run_study": "study",
+    "RunRecord": "records", "StudySpec": "study", "run_study": "launch",
 }  # fmt: skip
 __all__ = sorted(_WHERE)
 
@@ -46,6 +47,8 @@ def _module_of(name: str) -> ModuleType:
         from training import step as module
     elif where == "records":
         from training import records as module
+    elif where == "launch":
+        from training import launch as module
     elif where == "study":
         from training import study as module
     else:

@@ -4,9 +4,6 @@ on the model's argmax predictions at the last position.
 * :func:`predict`: the argmax token at the last position of every input, in batches;
 * :func:`evaluate`: the task's typed metrics (:class:`~interp_init.task.TaskMetrics`) of
   a model on a training subset, the ID test set and the held-out set.
-
-The anchor tasks' per-pair accuracies (:func:`pair_masks`, :func:`per_pair_accuracy`) live
-with them in :mod:`interp_init.anchor_tasks`; they are re-exported here.
 """
 
 from __future__ import annotations
@@ -19,11 +16,10 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from transformer_lens import HookedTransformer
 
-from interp_init.anchor_tasks import pair_masks, per_pair_accuracy
 from interp_init.task import Task, TaskMetrics
 from interp_init.task_output import checked_evaluation
 
-__all__ = ["LogitsFn", "evaluate", "full_forward_last", "pair_masks", "per_pair_accuracy", "predict"]
+__all__ = ["LogitsFn", "evaluate", "full_forward_last", "predict"]
 
 LogitsFn = Callable[[HookedTransformer, Tensor], Tensor]
 

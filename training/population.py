@@ -2,7 +2,7 @@
 
 A *population* is a reproduction on one or more seeds (a single seed is a population of
 one); each criterion of the flip (:meth:`interp_init.task.Task.flip_checks`, thresholds
-:data:`training.regimes.CRITERIA`: :func:`check_flip`) is then a rate, ``k`` of ``n``
+:data:`interp_init.anchor_tasks.FLIP_CRITERIA`: :func:`check_flip`) is then a rate, ``k`` of ``n``
 seeds, with its 95% exact binomial (Clopper-Pearson) interval (:func:`exact_interval`).
 What a run's number is depends on the protocol (:mod:`training.selection`: ``strict`` or
 ``paper``), which every table names.
@@ -11,7 +11,8 @@ What a run's number is depends on the protocol (:mod:`training.selection`: ``str
 :class:`RegimeResult` per task and regime, read from run records) and their rates
 (:class:`CriterionRate`); ``summary.json`` is :meth:`Population.to_dict` (one schema for
 one seed or many), read back by :func:`read_summary` (which also reads the single-seed
-summaries written before). :mod:`training.study` trains and reads one.
+summaries written before).  :func:`read_population` reads a reproduction's
+(:meth:`training.study.StudySpec.reproduction`) from its run records, :func:`write_summaries` writes it.
 """
 
 from __future__ import annotations
@@ -22,14 +23,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from interp_init.anchor_tasks import FLIP_CRITERIA
 from interp_init.fileio import read_json
+from interp_init.runfolder import write_json
 from interp_init.task_registry import make_task, task_class
 from training.race import Race, race_of
 from training.records import RunRecord
-from training.regimes import CRITERIA, REGIME_NAMES
+from training.regimes import REGIME_NAMES
 from training.selection import PROTOCOL_TEXT, Pick, check_protocol, pick_paper, pick_strict, targets
 
 if TYPE_CHECKING:
+    from training.study import StudySpec
     import pandas as pd
 
 #: Which random source a population varies: both (``seed``), the init's, or the data's.
@@ -50,7 +54,7 @@ def exact_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, flo
     return float(ci.low), float(ci.high)
 
 
-def check_flip(summary: Mapping[str, Mapping[str, Mapping[str, Any]]], criteria: Mapping[str, float] = CRITERIA) -> dict[str, bool]:
+def check_flip(summary: Mapping[str, Mapping[str, Mapping[str, Any]]], criteria: Mapping[str, float] = FLIP_CRITERIA) -> dict[str, bool]:
     """Each criterion of the flip (the tasks' own :meth:`~interp_init.task.Task.flip_checks`)
     on one seed's numbers (task -> regime -> target -> value), by name, and ``"all"``."""
     checks: dict[str, bool] = {}
@@ -343,3 +347,34 @@ def read_summary(path: str | Path) -> Population | None:
         return Population("", "strict", (SeedRow(0, results),))
     except (ValueError, KeyError, TypeError, AttributeError, OSError):
         return None
+
+
+def read_population(spec: StudySpec, out: str | Path, seeds: Sequence[int] | None = None) -> Population:
+    """The population (of ``seeds``, default all) of the reproduction ``spec`` from the run
+    folders under ``out``, under its protocol."""
+    if tuple(spec.named) != REGIME_NAMES or not spec.seeds or not spec.tasks:
+        raise ValueError(f"a population is read from a reproduction's spec (named points {list(REGIME_NAMES)} over seeds and tasks)")
+    runs, rows = spec.runs(out), []
+    for seed in spec.seeds if seeds is None else seeds:
+        results = []
+        for task in spec.tasks:
+            for regime in REGIME_NAMES:
+                mine = [r for r in runs if (r.seed, r.task, r.point) == (seed, task, regime)]
+                dirs = list(dict.fromkeys(r.run_dir for r in mine))
+                results.append(regime_result(task, regime, mine[0].config.init.gamma, dirs, spec.protocol))
+        overrides = spec.seed_overrides()
+        rows.append(SeedRow(seed, tuple(results), overrides.get("init_seed"), overrides.get("data_seed")))
+    return Population(spec.preset, spec.protocol, tuple(rows), spec.lrs, spec.vary, spec.fixed_seed)
+
+
+def write_summaries(spec: StudySpec, out: str | Path, population: Population) -> None:
+    """``out/summary.json`` (and with several seeds ``summary-<protocol>.json`` and, under
+    ``strict``, each member's own summary: a population of one)."""
+    write_json(Path(out) / SUMMARY_FILE, population.to_dict())
+    if spec.single:
+        return
+    write_json(Path(out) / f"summary-{spec.protocol}.json", population.to_dict())
+    if spec.protocol == "strict":
+        for row in population.rows:
+            one = Population(spec.preset, spec.protocol, (row,), spec.lrs, spec.vary, spec.fixed_seed)
+            write_json(spec.member_dir(out, row.seed) / SUMMARY_FILE, one.to_dict())

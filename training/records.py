@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus, write_json
+from interp_init.runfolder import RunFolder, RunStatus, write_json
 from interp_init.task import EpochRecord, RunMetrics, Task, read_run_metrics
 from training.config import RunConfig
 
@@ -159,4 +159,4 @@ def run_stable_ranks(run_dir: str | Path) -> dict[str, float]:
     return record_stable_ranks(folder.path, folder.load_model(device="cpu"))
 
 
-__all__ = ["FINISHED_STATUSES", "RANKS_FILE", "RunRecord", "record_stable_ranks", "resume_epoch", "run_stable_ranks"]
+__all__ = ["RANKS_FILE", "RunRecord", "record_stable_ranks", "resume_epoch", "run_stable_ranks"]

@@ -1,26 +1,14 @@
-"""The regimes of a reproduction: the papers' central result in four runs, small init
-reasons, large init memorizes.
+"""The regimes of a reproduction: small init reasons, large init memorizes (docs/science.md).
 
-A reproduction trains the two named init regimes of a preset, ``small-init`` and
-``large-init``, on the tasks that show the flip (docs/science.md):
-
-* ``symmetric``: the held-out pair (4,3) follows the *inferential* target x - 10 under
-  small init and the *symmetric* target x - 6 (copied from the seen (3,4)) under large
-  init (NeurIPS 2024, Fig. 2);
-* ``id-ood``: small init generalizes to the unseen pairs (3,4), (4,3) (OOD accuracy
-  > 0.5, the journal's Phase 3); large init fits the seen pairs only (Phase 2).
-
-The regimes are data (:data:`REGIMES`): per preset, per regime, flat run options over
-the preset's (see :func:`training.make_run_config`).  A key that names a task holds
-options for that task only.  Both regimes of a preset share its model, data and
-schedule; they differ in their init (and, where a preset says so, weight decay).  Each
-task trains on the architecture of the paper it comes from (``neurips`` for
-``symmetric``, ``journal`` for ``id-ood``).  The criteria of the flip live with the
-tasks (:meth:`interp_init.task.Task.flip_checks`, thresholds
-:data:`interp_init.anchor_tasks.FLIP_CRITERIA`).
-
-The study that trains them is :class:`training.study.ReproductionSpec`; importing this
-module imports no torch (the ``interp-init reproduce`` command lists its :data:`REGIMES`).
+The two regimes of a preset, ``small-init`` and ``large-init``, are data (:data:`REGIMES`:
+per preset, per regime, flat run options over the preset's; a key that names a task holds
+that task's options).  They share the preset's model, data and schedule and differ in their
+init; each task trains on its paper's architecture.  On ``symmetric`` the held-out (4,3)
+follows the inferential x - 10 under small init and the symmetric x - 6 under large init
+(NeurIPS 2024, Fig. 2); on ``id-ood`` small init composes the unseen pairs (the journal's
+Phase 3), large init fits the seen ones (Phase 2).  The flip's criteria live with the
+tasks (:meth:`interp_init.task.Task.flip_checks`).  The regimes are the named points of
+:meth:`training.study.StudySpec.reproduction`; importing this module imports no torch.
 """
 
 from __future__ import annotations
@@ -28,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from interp_init.anchor_tasks import FLIP_CRITERIA
 from interp_init.task_registry import make_task, registered_tasks, task_class
 from training.config import PRESETS, RunConfig, make_run_config
 from training.recipe import carry_recipe
@@ -62,10 +49,6 @@ REGIMES: dict[str, dict[str, dict[str, Any]]] = {
 
 #: What a second ``reproduce`` into a folder another process is reproducing into is told.
 REPRODUCE_BUSY = "is being reproduced into by another process ({owner}); wait for it to finish, or choose another --out"
-
-#: The thresholds of a reproduced flip (they live with the tasks:
-#: :data:`interp_init.anchor_tasks.FLIP_CRITERIA`).
-CRITERIA: dict[str, float] = FLIP_CRITERIA
 
 
 def regime_options(preset: str, regime: str, task: str) -> dict[str, Any]:

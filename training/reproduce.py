@@ -3,7 +3,8 @@
 :func:`reproduce` trains the two regimes of a preset (:mod:`training.regimes`) on the flip's
 tasks for one seed into ``out/<task>/<regime>``; ``--seeds`` the same for several seeds
 (``out/seed-S/<task>/<regime>``).  Both are a
-:class:`training.study.ReproductionSpec` trained by :func:`training.study.run_study`: a
+:class:`training.study.StudySpec` (:meth:`~training.study.StudySpec.reproduction`) trained
+by :func:`training.launch.run_study`: a
 killed reproduction resumes where it stopped, finished runs are read, not retrained, a run
 another process trains is ``running`` (not failed), and a folder holding another preset's
 runs is refused before anything trains.  Both write ``out/summary.json``
@@ -28,25 +29,39 @@ from typing import Any
 
 from interp_init.outputs import refuse_nested
 from interp_init.runfolder import RunStatus
-from training.launch import JobReturn
+from training.launch import JobReturn, Launcher, run_study
 from training.launch.backends import build_launcher, local_launcher
 from training.options import parse_list
-from training.population import Population, failed_criteria
-from training.regimes import REPRODUCE_TASKS
-from training.study import ReproductionSpec, reproduce_study
+from training.population import Population, failed_criteria, read_population, write_summaries
+from training.regimes import REPRODUCE_BUSY, REPRODUCE_TASKS
+from training.study import StudySpec
 from training.sweep.results import problem_summary
 
 
+def reproduce_study(spec: StudySpec, out: str | Path, launcher: Launcher) -> tuple[Population | None, list[JobReturn]]:
+    """Train every run of the reproduction ``spec`` into ``out`` (resumable) with ``launcher``,
+    read the population and write its summaries; return it with the launch's returns (the
+    population None while a launcher that does not wait, :attr:`~training.launch.Launcher.waits`,
+    left runs submitted and unfinished: there is nothing to read yet)."""
+    returns = run_study(spec.jobs(out), out, launcher, REPRODUCE_BUSY)
+    if not launcher.waits and any(r.status == RunStatus.RUNNING for r in returns):
+        return None, returns
+    population = read_population(spec, out)
+    write_summaries(spec, out, population)
+    return population, returns
+
+
 def _train(
-    spec: ReproductionSpec, out: str | Path, device: str, workers: int | None, progress: bool, backend: str | None = None, **options: Any
+    spec: StudySpec, out: str | Path, device: str, workers: int | None, progress: bool, backend: str | None = None, **options: Any
 ) -> tuple[Population | None, list[JobReturn]]:
     """Train ``spec`` with ``backend`` (None: :func:`~training.launch.backends.local_launcher`) and its ``options``."""
     refuse_nested(out, "a reproduction", "reproduction")  # before anything is printed or made (asked again when the folder is held)
     launcher = local_launcher(device, workers, progress) if backend is None else build_launcher(backend, device=device, workers=workers, progress=progress, **options)
     if progress:
-        for run in spec.runs(out):
+        jobs = spec.jobs(out)
+        for run in jobs:
             print(f"[{run.name}] {run.config.model.architecture}, gamma={run.config.init.gamma}", file=sys.stderr, flush=True)
-        print(f"training {len(spec.jobs(out))} runs with the {launcher.name} launcher", file=sys.stderr, flush=True)
+        print(f"training {len(jobs)} runs with the {launcher.name} launcher", file=sys.stderr, flush=True)
     return reproduce_study(spec, out, launcher)
 
 
@@ -61,11 +76,33 @@ def reproduce(
     is above 1 (default: one per core on a CPU; on a GPU same-shape runs as one ensemble);
     with one worker the runs train here, one after another.  ``precision="bf16"`` trains
     under bfloat16 autocast (a folder trained at another precision is refused).  ``carry``:
-    hold these quantities of the paper's recipe (:attr:`ReproductionSpec.carry`)."""
-    spec = ReproductionSpec(preset, (seed,), precision=precision, tasks=REPRODUCE_TASKS if tasks is None else tuple(tasks), single=True, carry=_carry(carry))
+    hold these quantities of the paper's recipe (:attr:`StudySpec.carry`)."""
+    spec = reproduction_spec(preset, seed, None, precision=precision, tasks=tasks, carry=carry)
     population = _train(spec, out, device, workers, progress)[0]
     assert population is not None  # the local launcher waits for its runs
     return population
+
+
+def reproduction_spec(
+    preset: str, seed: int | None, seeds: str | None, protocol: str = "strict", lrs: str | None = None, vary: str = "both",
+    fixed_seed: int | None = None, precision: str = "fp32", tasks: Sequence[str] | None = None, carry: Sequence[str] | None = None,
+) -> StudySpec:  # fmt: skip
+    """The spec of ``reproduce``: one draw (``seed``, default 0: its runs in the study folder
+    itself) or a population (``seeds``, a comma list; ``--fixed-seed`` defaults to the first
+    seed when one source is varied)."""
+    if seeds is not None and seed is not None:
+        raise ValueError("give --seed S (one draw) or --seeds S1,S2,... (a population), not both")
+    tasks = REPRODUCE_TASKS if tasks is None else tuple(tasks)
+    carry = None if carry is None else tuple(carry)
+    if seeds is None:
+        if (protocol, lrs, vary, fixed_seed) != ("strict", None, "both", None):
+            raise ValueError("--protocol paper, --lrs, --vary and --fixed-seed describe a population: give --seeds S1,S2,...")
+        return StudySpec.reproduction(preset, (0 if seed is None else seed,), precision=precision, tasks=tasks, single=True, carry=carry)
+    seed_list = parse_list(seeds, int, "--seeds")
+    if vary != "both" and fixed_seed is None:
+        fixed_seed = seed_list[0]
+    lr_list = parse_list(lrs, float, "--lrs") if lrs is not None else None
+    return StudySpec.reproduction(preset, seed_list, protocol, lr_list, vary, fixed_seed, precision, tasks, carry=carry)
 
 
 def _problem(returns: list[JobReturn], out: str | Path) -> str | None:
@@ -75,30 +112,13 @@ def _problem(returns: list[JobReturn], out: str | Path) -> str | None:
     return None if line is None else f"{line} ({'; '.join(bad[:3])}{'; ...' if len(bad) > 3 else ''}); a rerun resumes"
 
 
-def _carry(carry: Sequence[str] | None) -> tuple[str, ...] | None:
-    return None if carry is None else tuple(carry)
-
-
-def population_spec(
-    preset: str, seeds: str, protocol: str, lrs: str | None, vary: str, fixed_seed: int | None, precision: str, tasks: Sequence[str] | None = None,
-    carry: Sequence[str] | None = None,
-) -> ReproductionSpec:  # fmt: skip
-    """The :class:`ReproductionSpec` of ``reproduce --seeds`` (``--fixed-seed`` defaults to
-    the first seed when one source is varied)."""
-    seed_list = parse_list(seeds, int, "--seeds")
-    if vary != "both" and fixed_seed is None:
-        fixed_seed = seed_list[0]
-    lr_list = parse_list(lrs, float, "--lrs") if lrs is not None else None
-    tasks = REPRODUCE_TASKS if tasks is None else tuple(tasks)
-    return ReproductionSpec(preset, seed_list, protocol, lr_list, vary, fixed_seed, precision, tasks, carry=_carry(carry))
-
-
 def run_reproduction_cli(
-    spec: ReproductionSpec, out: str | Path, device: str, workers: int | None, progress: bool, backend: str | None = None,
+    spec: StudySpec, out: str | Path, device: str, workers: int | None, progress: bool, backend: str | None = None,
     rerun: str = "the same command", **options: Any,
 ) -> tuple[str, str | None]:  # fmt: skip
-    """``interp-init reproduce``: train, read, write the summary and the report; return the text
-    to print (one seed: its table and the flip's verdict on this one draw; several: the
+    """``interp-init reproduce``: train ``spec`` with ``backend`` (a launcher's name; None: the
+    default) and its ``options``, read, write the summary and the report; return the text to
+    print (one seed: its table and the flip's verdict on this one draw; several: the
     population) and one line on the runs that did not complete (None if all did).  Runs only
     submitted (``--slurm-no-wait``) are not a failure: the text says how many and that
     ``rerun`` (the command line) collects them."""
@@ -110,7 +130,7 @@ def run_reproduction_cli(
         pending = sum(r.status == RunStatus.RUNNING for r in returns)
         return (f"submitted: {pending} of {len(returns)} runs are in Slurm jobs, not finished (logs in {Path(out) / '.slurm'}); "
                 f"to collect them (and see where they stand) run again: {rerun}"), None  # fmt: skip
-    first = list(dict.fromkeys(str(r.run_dir) for r in spec.runs(out) if r.seed == spec.seeds[0]))
+    first = list(dict.fromkeys(str(r.run_dir) for r in spec.jobs(out) if r.seed == spec.seeds[0]))
     report = write_report(first, Path(out) / "report.html")
     summary = Path(out) / "summary.json"
     if spec.single:
@@ -133,26 +153,4 @@ def run_reproduction_cli(
     return "\n".join(lines), _problem(returns, out)
 
 
-def reproduce_job(
-    preset: str, seed: int | None, seeds: str | None, protocol: str, lrs: str | None, vary: str, fixed_seed: int | None,
-    out: str | Path, device: str, precision: str, workers: int | None, progress: bool, tasks: Sequence[str] | None = None,
-    backend: str | None = None, carry: Sequence[str] | None = None, rerun: str = "the same command", **options: Any,
-) -> tuple[str, str | None]:  # fmt: skip
-    """``interp-init reproduce``: one draw (``seed``, default 0) or a population (``seeds``,
-    a comma list), trained by ``backend`` (a launcher's name; None: the default) with its
-    ``options``, each run holding the recipe's ``carry`` quantities (``--carry-recipe``;
-    None: the preset as it is); return the text to print and one line on what did not complete
-    (``rerun``: the command line, named where runs were only submitted)."""
-    if seeds is not None and seed is not None:
-        raise ValueError("give --seed S (one draw) or --seeds S1,S2,... (a population), not both")
-    if seeds is None:
-        if (protocol, lrs, vary, fixed_seed) != ("strict", None, "both", None):
-            raise ValueError("--protocol paper, --lrs, --vary and --fixed-seed describe a population: give --seeds S1,S2,...")
-        tasks = REPRODUCE_TASKS if tasks is None else tuple(tasks)
-        spec = ReproductionSpec(preset, (0 if seed is None else seed,), precision=precision, tasks=tasks, single=True, carry=_carry(carry))
-    else:
-        spec = population_spec(preset, seeds, protocol, lrs, vary, fixed_seed, precision, tasks, carry)
-    return run_reproduction_cli(spec, out, device, workers, progress, backend, rerun, **options)
-
-
-__all__ = ["population_spec", "reproduce", "reproduce_job", "run_reproduction_cli"]
+__all__ = ["reproduce", "reproduce_study", "reproduction_spec", "run_reproduction_cli"]

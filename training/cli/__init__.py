@@ -139,7 +139,7 @@ def reproduce_command(
     the population in OUT/summary.json.  A rerun resumes.
     """
     from training.launch.slurm_options import slurm_options_from
-    from training.reproduce import reproduce_job
+    from training.reproduce import reproduction_spec, run_reproduction_cli
 
     if backend not in ("ray", "slurm") or (backend == "ray" and address is None):  # a cluster's devices are not this machine's
         check_device(device)
@@ -150,10 +150,8 @@ def reproduce_command(
     if preset is None:
         preset, why = default_preset(device)
         click.echo(f"interp-init: no --preset given: using --preset {preset} ({why})", err=True)
-    text, problem = reproduce_job(
-        preset, seed, seeds, protocol, lrs, vary, fixed_seed, out, device, precision, workers, not quiet, tasks or None, backend,
-        carry=parse_carry(carry), rerun=command_line(), **options,
-    )  # fmt: skip
+    spec = reproduction_spec(preset, seed, seeds, protocol, lrs, vary, fixed_seed, precision, tasks or None, parse_carry(carry))
+    text, problem = run_reproduction_cli(spec, out, device, workers, not quiet, backend, command_line(), **options)
     click.echo(text)
     # Not reproducing the flip is a result; a run that did not complete is a failure.
     if problem:
@@ -190,7 +188,8 @@ def sweep_command(
     """
     from pathlib import Path
 
-    from training.sweep.spec import SweepOptions, SweepSpec, check_sweep_folder, load_preset, preset_names
+    from training.study import StudySpec
+    from training.sweep.spec import SweepOptions, check_sweep_folder, load_preset, preset_names
 
     if list_presets:
         for name in preset_names():
@@ -198,7 +197,7 @@ def sweep_command(
         return
     if (spec is None) == (preset_name is None):
         raise ValueError("give exactly one of SPEC (a .json or .toml file) and --preset-name NAME")
-    sweep_spec = SweepSpec.from_file(spec) if spec is not None else load_preset(preset_name)
+    sweep_spec = StudySpec.from_file(spec) if spec is not None else load_preset(preset_name)
     if run_preset is not None:
         sweep_spec = sweep_spec.with_overrides(base={"preset": run_preset})
     points = sweep_spec.points(source=spec or f"preset {preset_name!r}")
@@ -284,10 +283,11 @@ def report_command(run_dirs: tuple[str, ...], out: str, per_pair: int, projectio
     Exits with code 1, after writing the page and a line saying which, when any run did
     not complete (failed, diverged, or unfinished).
     """
+    from interp_init.runfolder import RunFolder
     from training.report.images import StaticExportUnavailable
     from training.report.page import write_report
     from training.report.runs import find_run_dirs
-    from training.sweep.results import problem_summary, run_status
+    from training.sweep.results import problem_summary
 
     config = ReportConfig(per_pair=per_pair, projection=projection, seed=seed, device=device, title=title)
     check_device(device)
@@ -296,7 +296,7 @@ def report_command(run_dirs: tuple[str, ...], out: str, per_pair: int, projectio
     except StaticExportUnavailable as err:
         raise click.ClickException(str(err)) from err
     click.echo(f"report: {path}")
-    statuses = {str(run): run_status(run) for run in find_run_dirs(run_dirs)}
+    statuses = {str(run): RunFolder(run).status() for run in find_run_dirs(run_dirs)}
     bad = {run: status for run, status in statuses.items() if status != "completed"}
     problem = problem_summary(bad, len(statuses), path)
     if problem:

@@ -220,3 +220,19 @@ def launch(jobs: Sequence[Job], launcher: Launcher) -> list[JobReturn]:
     if todo:
         returns.update((r.name, r) for r in launcher.launch(todo))
     return [returns[j.name] for j in jobs]
+
+
+def run_study(
+    jobs: Sequence[Job], out: str | Path, launcher: Launcher, busy: str = STUDY_BUSY, held: Callable[[], Any] | None = None, kind: str = "reproduction"
+) -> list[JobReturn]:
+    """Train ``jobs`` into the study folder ``out`` with ``launcher``: refuse a folder that
+    holds another run before anything trains, hold ``out`` (a second process is refused with
+    ``busy``; ``kind`` the folder's kind, :func:`~training.launch.hold_study`), call ``held``
+    (checks and records that need the folder held), skip the runs that ended, launch the
+    rest; one :class:`~training.launch.JobReturn` per job, in order."""
+    check_jobs(jobs)
+    with hold_study(out, busy, kind):
+        if held is not None:
+            held()
+        check_jobs(jobs)  # again: another process may have changed the folder before this one held it
+        return launch(jobs, launcher)

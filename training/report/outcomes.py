@@ -21,9 +21,6 @@ from training.report.population import population_parts
 from training.report.runs import Run
 from training.verdict import run_verdict
 
-#: ID accuracy at which a run counts as fitted (the curves' epochs-to-fit).
-FIT = FIT_THRESHOLD
-
 
 def section_verdict(ctx: Context) -> Section:
     """What each run learned: its solution in the papers' terms and the numbers behind it."""
@@ -46,8 +43,8 @@ def section_verdict(ctx: Context) -> Section:
 
 
 def fit_epoch(history: Sequence[EpochRecord]) -> int | None:
-    """The first evaluated epoch whose ID accuracy reached :data:`FIT`; None if none did."""
-    return next((r.epoch for r in history if r.metrics is not None and r.metrics.id_acc is not None and r.metrics.id_acc >= FIT), None)
+    """The first evaluated epoch whose ID accuracy reached :data:`~interp_init.task.FIT_THRESHOLD`; None if none did."""
+    return next((r.epoch for r in history if r.metrics is not None and r.metrics.id_acc is not None and r.metrics.id_acc >= FIT_THRESHOLD), None)
 
 
 def _history(run: Run) -> tuple[EpochRecord, ...]:
@@ -105,7 +102,7 @@ def section_curves(ctx: Context) -> Section:
         "target solid and symmetric target dashed; hover a line for its name); "
         "the accuracy curves behind NeurIPS 2024 Fig. 2 and the journal's Fig. 3A, and the epochs-to-fit of NeurIPS Fig. 6 / journal Fig. 8, "
         "where small init needs more epochs to fit as the inferential complexity k grows and large init does not."
-    ) + measured(ctx, f"the first epoch with ID accuracy >= {FIT}", _fit_epoch_text, needs_model=False)
+    ) + measured(ctx, f"the first epoch with ID accuracy >= {FIT_THRESHOLD}", _fit_epoch_text, needs_model=False)
     if not any_history:
         return Section("curves", "Training curves", sentence, [Cell(note="no run has a training history (metrics.json) yet")], combined=True)
     fig.update_yaxes(type="log", row=1, col=1)

@@ -20,8 +20,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from interp_init.anchor_tasks import FLIP_CRITERIA
 from training.population import SUMMARY_FILE, Population, failed_criteria, read_summary
-from training.regimes import CRITERIA, REGIME_NAMES
+from training.regimes import REGIME_NAMES
 from training.report.cells import html_table
 from training.report.runs import Run
 
@@ -62,14 +63,14 @@ def population_figure(summary: Mapping[str, Any]) -> go.Figure:
                 ys = [r.get(column) for r in runs]
                 fig.add_trace(go.Scatter(x=[regime] * len(ys), y=ys, hovertemplate=f"%{{text}}<br>{column} %{{y:.2f}}", **common), row=1, col=col)
         if pair:
-            fig.add_hline(y=CRITERIA["min_small_inferential"], line_dash="dash", line_color=_REGIME_COLOURS["small-init"], row=1, col=col)
-            fig.add_vline(x=CRITERIA["min_large_symmetric"], line_dash="dash", line_color=_REGIME_COLOURS["large-init"], row=1, col=col)
+            fig.add_hline(y=FLIP_CRITERIA["min_small_inferential"], line_dash="dash", line_color=_REGIME_COLOURS["small-init"], row=1, col=col)
+            fig.add_vline(x=FLIP_CRITERIA["min_large_symmetric"], line_dash="dash", line_color=_REGIME_COLOURS["large-init"], row=1, col=col)
             fig.update_xaxes(title_text="held-out share following the symmetric target", range=[-0.05, 1.05], row=1, col=col)
             fig.update_yaxes(title_text="held-out share following the inferential target", range=[-0.05, 1.05], row=1, col=col)
         else:
             if column == "ood_acc":
-                fig.add_hline(y=CRITERIA["min_small_ood"], line_dash="dash", line_color=_REGIME_COLOURS["small-init"], row=1, col=col)
-                fig.add_hline(y=CRITERIA["max_large_ood"], line_dash="dash", line_color=_REGIME_COLOURS["large-init"], row=1, col=col)
+                fig.add_hline(y=FLIP_CRITERIA["min_small_ood"], line_dash="dash", line_color=_REGIME_COLOURS["small-init"], row=1, col=col)
+                fig.add_hline(y=FLIP_CRITERIA["max_large_ood"], line_dash="dash", line_color=_REGIME_COLOURS["large-init"], row=1, col=col)
             fig.update_yaxes(title_text=column, range=[-0.05, 1.05], row=1, col=col)
     title = f"Population of {len(rows)} seeds, preset {summary.get('preset')}<br><sup>{html.escape(str(summary.get('protocol_text', '')))}</sup>"
     fig.update_layout(title=title, template="plotly_white", width=500 * len(tasks), height=460)

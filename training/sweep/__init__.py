@@ -1,13 +1,13 @@
 """Resumable sweeps over a grid of runs, on one machine or a Ray cluster, and their results table.
 
-A sweep is a :class:`SweepSpec` (a ``base`` of run options and a ``grid`` of values);
+A sweep is a :class:`training.study.StudySpec` with a grid (a ``base`` of run options and a ``grid`` of values);
 :func:`run_sweep` trains every point of its cartesian product into its own run folder of
 ``DIR`` (resumable: a finished run is never trained twice) and writes ``DIR/results.csv``
 (:func:`collect_results`, :func:`load_results`).  See ``docs/sweeps.md``.
 
 Modules by concern:
 
-* :mod:`training.sweep.spec`: the spec, :class:`SweepOptions`, the shipped presets
+* :mod:`training.sweep.spec`: :class:`SweepOptions`, the shipped presets
   (``training/sweep/presets/*.json``) and the one-sweep-per-folder rule (imports neither
   torch nor TransformerLens);
 * :mod:`training.sweep.runner`: :func:`run_sweep`, through the one launcher
@@ -24,9 +24,9 @@ from types import ModuleType
 
 from interp_init.lazy import lazy_attributes
 
-_SPEC = ("SPEC_FILE", "SweepOptions", "SweepSpec", "check_sweep_folder", "load_preset", "preset_names")
+_SPEC = ("SPEC_FILE", "SweepOptions", "check_sweep_folder", "load_preset", "preset_names")
 _RUNNER = ("SweepSummary", "run_sweep")
-_RESULTS = ("RESULTS_FILE", "collect_results", "incomplete_runs", "load_results", "problem_summary", "run_status", "write_results")
+_RESULTS = ("RESULTS_FILE", "collect_results", "incomplete_runs", "load_results", "problem_summary", "write_results")
 __all__ = sorted((*_SPEC, *_RUNNER, *_RESULTS))
 
 

@@ -2,9 +2,8 @@
 
 After a sweep, :func:`collect_results` rebuilds ``DIR/results.csv`` from the run folders
 (one row per folder: grid parameters, status, final metrics, epochs-to-threshold, stable
-ranks); :func:`load_results` reads it as a ``pandas.DataFrame``.  :func:`run_status`
-reads one folder's status, :func:`incomplete_runs` and :func:`problem_summary` say what
-did not complete.
+ranks); :func:`load_results` reads it as a ``pandas.DataFrame``.  :func:`incomplete_runs`
+and :func:`problem_summary` say what did not complete.
 """
 
 from __future__ import annotations
@@ -21,8 +20,9 @@ from interp_init.task import EpochRecord
 from interp_init.tasks import AnchorPair
 from training.config import OPTIONS
 from training.records import RunRecord, run_stable_ranks
+from training.study import StudySpec
 from training.sweep.columns import LOSS_THRESHOLD, PAIR_ACC_THRESHOLD, RUN_COLUMNS, group_column, task_group_columns, task_metric_columns
-from training.sweep.spec import SPEC_FILE, SweepSpec
+from training.sweep.spec import SPEC_FILE
 
 #: The results table of a sweep folder.
 RESULTS_FILE = "results.csv"
@@ -30,11 +30,6 @@ RESULTS_FILE = "results.csv"
 TIMING_COLUMNS = ("elapsed_s",)
 #: Config values always in the results table (the figures' axes), besides the grid keys.
 CONTEXT_COLUMNS = ("preset", "task", "gamma", "n_layers", "d_model", "n_heads", "weight_decay", "lr", "k", "epochs", "seed")
-
-
-def run_status(run_dir: str | Path) -> RunStatus:
-    """Where a run folder's run stands (:meth:`interp_init.runfolder.RunFolder.status`)."""
-    return RunFolder(run_dir).status()
 
 
 def epochs_to_loss(history: Sequence[EpochRecord], threshold: float = LOSS_THRESHOLD) -> float:
@@ -179,7 +174,7 @@ def incomplete_runs(out: str | Path, results: pd.DataFrame | None = None) -> dic
     spec_path = out / SPEC_FILE
     if spec_path.is_file():
         try:
-            names = [p.name for p in SweepSpec.from_file(spec_path).points()]
+            names = [p.name for p in StudySpec.from_file(spec_path).points()]
         except (ValueError, OSError, UnicodeDecodeError):
             names = []  # a damaged spec names no runs; its run folders still have their rows
         present = set(results["run"])

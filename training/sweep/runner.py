@@ -1,8 +1,8 @@
 """Running a sweep: :func:`run_sweep` trains every pending point of a spec with one of the
 launchers (:mod:`training.launch`), resumably, and rebuilds the results table.
 
-Each point is one job (:meth:`~training.sweep.spec.SweepSpec.jobs`) trained through
-:func:`training.study.run_study`, as every study is: a finished run is never trained
+Each point is one job (:meth:`~training.study.StudySpec.jobs`) trained through
+:func:`training.launch.run_study`, as every study is: a finished run is never trained
 twice, a killed sweep resumes, a run that raises is ``failed`` (``error.txt``) and the
 sweep goes on (the next sweep retries it), a run another process trains is ``running``,
 a diverged run is not retried.  The launcher is named by ``SweepOptions.backend``:
@@ -21,11 +21,11 @@ from tqdm.auto import tqdm
 
 from interp_init.outputs import looks_like_run, refuse_inside_run, refuse_nested
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus, write_json
-from training.launch import JobReturn, Launcher
+from training.launch import JobReturn, run_study
 from training.launch.backends import build_launcher
-from training.study import run_study
+from training.study import StudySpec
 from training.sweep.results import collect_results
-from training.sweep.spec import SPEC_FILE, SweepOptions, SweepSpec, check_sweep_folder
+from training.sweep.spec import SPEC_FILE, SweepOptions, check_sweep_folder
 
 #: What a second sweep into a held sweep folder is told.
 SWEEP_BUSY = "is being swept by another process ({owner}); wait for it to finish, or choose another --out"
@@ -58,7 +58,7 @@ def check_sweep_out(out: str | Path) -> None:
     refuse_nested(out, "a sweep", "sweep")  # nor a reproduction's folder, nor one holding other sweeps
 
 
-def run_sweep(spec: SweepSpec, out: str | Path, options: SweepOptions | None = None, *, extend: bool = False) -> SweepSummary:
+def run_sweep(spec: StudySpec, out: str | Path, options: SweepOptions | None = None, *, extend: bool = False) -> SweepSummary:
     """Run every point of ``spec`` under ``out`` (skipping finished ones), then rebuild the table.
 
     Validates the whole spec first (nothing trains if any point is invalid), refuses a
@@ -73,7 +73,8 @@ def run_sweep(spec: SweepSpec, out: str | Path, options: SweepOptions | None = N
     check_sweep_out(out)
     check_sweep_folder(spec, out, extend=extend)
     jobs = spec.jobs(out)
-    launcher = sweep_launcher(options)
+    launcher = build_launcher(options.backend, device=options.device, workers=options.workers, threads=options.threads,
+                              address=options.address, ensemble_size=options.ensemble_size, **dict(options.extra))  # fmt: skip
     done_before = {j.name for j in jobs if RunFolder(j.run_dir).status() in FINISHED_STATUSES}
     bar = tqdm(total=len(jobs), initial=len(done_before), desc="sweep", unit="run", disable=not options.progress)
     counts: dict[str, int] = {}
@@ -95,9 +96,3 @@ def run_sweep(spec: SweepSpec, out: str | Path, options: SweepOptions | None = N
         bar.close()
     statuses = {r.name: r.status for r in returns}
     return SweepSummary(statuses, tuple(n for n in statuses if n in done_before), collect_results(out))
-
-
-def sweep_launcher(options: SweepOptions) -> Launcher:
-    """The launcher of ``options.backend`` (:func:`training.launch.backends.build_launcher`)."""
-    return build_launcher(options.backend, device=options.device, workers=options.workers, threads=options.threads,
-                          address=options.address, ensemble_size=options.ensemble_size, **dict(options.extra))  # fmt: skip
