@@ -4,16 +4,16 @@ anchor-function tasks and the run folder.
 ``gamma_init_`` re-initializes any ``HookedTransformer`` with std = d_in ** -gamma;
 the architectures (built in: ``standard``, ``journal``, ``neurips``) are registered
 :class:`Architecture` objects (:mod:`interp_init.architectures`), built by name; ``build_model`` makes one from a :class:`ModelConfig` and an :class:`InitConfig`;
-a task is one class registered by name (:mod:`interp_init.task`: ``Task``, typed
-``metrics.json`` with ``read_run_metrics``; :mod:`interp_init.task_registry`: ``make_task``,
+a task is one class registered by name (:mod:`interp_init.tasks.base`: ``Task``, typed
+``metrics.json`` with ``read_run_metrics``; :mod:`interp_init.tasks.registry`: ``make_task``,
 ``register_task``);
-:mod:`interp_init.tasks` defines the anchor-function tasks and :mod:`interp_init.data` draws
-their samples, :mod:`interp_init.anchor_tasks` and :mod:`interp_init.addition` make them tasks; :class:`~interp_init.runfolder.RunFolder` owns a run's folder and
+:mod:`interp_init.tasks.anchor_pairs` defines the anchor-function tasks and :mod:`interp_init.data` draws
+their samples, :mod:`interp_init.tasks.anchor` and :mod:`interp_init.tasks.addition` make them tasks; :class:`~interp_init.runfolder.RunFolder` owns a run's folder and
 ``load_model`` returns its trained model.
 
 ``__version__`` is the installed package's version, from its metadata.  The names below
 are imported on first use (PEP 562 ``__getattr__``): the configs and the task definitions
-(``interp_init.config``, ``interp_init.tasks``) import neither torch nor TransformerLens, so
+(``interp_init.config``, ``interp_init.tasks.anchor_pairs``) import neither torch nor TransformerLens, so
 the command line's ``--help`` stays fast.
 """
 
@@ -53,9 +53,9 @@ def _module_of(name: str) -> ModuleType:
     elif name in _RUNFOLDER:
         from interp_init import runfolder as module
     elif name in _TASK:
-        from interp_init import task as module
+        import interp_init.tasks.base as module
     elif name in _TASK_REGISTRY:
-        from interp_init import task_registry as module
+        import interp_init.tasks.registry as module
     else:
         raise AttributeError(f"module 'interp_init' has no attribute {name!r}")
     return module

@@ -14,8 +14,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from interp_init.addition import EQUALS, PLUS, AdditionMetrics, AdditionTask
-from interp_init.task_registry import make_task
+from interp_init.tasks.addition import EQUALS, PLUS, AdditionMetrics, AdditionTask
+from interp_init.tasks.registry import make_task
 from training.cli import main
 
 

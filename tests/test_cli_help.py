@@ -101,7 +101,7 @@ def _allowed(error: ValueError) -> tuple[str, ...]:
 
 def test_the_option_table_matches_the_config_dataclasses() -> None:
     from interp_init.config import CONVENTIONS, ModelConfig
-    from interp_init.task_registry import registered_tasks
+    from interp_init.tasks.registry import registered_tasks
     from training.config import OPTION_SECTION, PRECISIONS, PRESETS, SECTIONS
 
     assert set(FIELDS) == set(OPTION_SECTION) - {"task"}

@@ -10,7 +10,7 @@ import torch
 from scipy.stats import chi2
 
 from interp_init.data import BLOCK_SIZE, _below
-from interp_init.tasks import DATA_VERSION, SYMMETRIC_GROUPS
+from interp_init.tasks.anchor_pairs import DATA_VERSION, SYMMETRIC_GROUPS
 from training import make_dataset
 
 SHIFT = {1: 5, 2: 1, 3: -2, 4: -8}
@@ -117,7 +117,7 @@ def test_a_seed_draws_what_it_drew_under_this_data_version(task: str, split: str
     for t in (ds.tokens, ds.targets, ds.key_positions, ds.anchor_pairs):
         h.update(t.numpy().tobytes())
     assert DATA_VERSION == 4 and h.hexdigest()[:16] == STREAM_DIGESTS[task, split], (
-        "make_dataset now draws other samples for the same seed: bump interp_init.tasks.DATA_VERSION "
+        "make_dataset now draws other samples for the same seed: bump interp_init.tasks.anchor_pairs.DATA_VERSION "
         "and record the new digests here"
     )
 

@@ -35,7 +35,7 @@ import training
 from interp_init import load_model
 from interp_init.fileio import NAME_MAX, atomic_write
 from interp_init.runfolder import BadRunFile, RunFolder
-from interp_init.task import Samples, Task, TaskMetrics
+from interp_init.tasks.base import Samples, Task, TaskMetrics
 from training.cli import main
 from training.config import make_run_config
 

@@ -142,7 +142,7 @@ def test_the_base_package_has_no_import_circle() -> None:
 
 
 #: The modules that define tasks: the only ones that may name one.
-TASK_MODULES = ("interp_init/task.py", "interp_init/task_registry.py", "interp_init/tasks.py", "interp_init/anchor_tasks.py", "interp_init/addition.py", "interp_init/data.py")
+TASK_MODULES = ("interp_init/tasks/base.py", "interp_init/tasks/registry.py", "interp_init/tasks/anchor_pairs.py", "interp_init/tasks/anchor.py", "interp_init/tasks/addition.py", "interp_init/data.py")
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -152,7 +152,7 @@ def _docstrings(tree: ast.AST) -> set[int]:
 
 def task_name_literals(path: Path) -> list[str]:
     """Where a module writes a registered task's name as a string of its own (not in a docstring)."""
-    from interp_init.task_registry import registered_tasks
+    from interp_init.tasks.registry import registered_tasks
 
     tree = ast.parse(path.read_text(encoding="utf-8"))
     skip = _docstrings(tree)
@@ -162,7 +162,7 @@ def task_name_literals(path: Path) -> list[str]:
 
 @pytest.mark.parametrize("path", [p for p in _modules() if p.relative_to(ROOT).as_posix() not in TASK_MODULES], ids=lambda p: str(p.relative_to(ROOT)))
 def test_nothing_outside_the_task_modules_names_a_task(path: Path) -> None:
-    assert task_name_literals(path) == [], "a task's name outside its module: ask the task (interp_init.task) instead"
+    assert task_name_literals(path) == [], "a task's name outside its module: ask the task (interp_init.tasks.base) instead"
 
 
 def test_the_task_name_check_sees_a_branch(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from interp_init.tasks import ALL_PAIRS, task_spec
+from interp_init.tasks.anchor_pairs import ALL_PAIRS, task_spec
 from training.cli import main
 from training.phase import (
     FIGURES,

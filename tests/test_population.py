@@ -12,7 +12,7 @@ import torch
 from scipy.stats import beta
 
 from interp_init.runfolder import RunStatus
-from interp_init.task import read_run_metrics
+from interp_init.tasks.base import read_run_metrics
 from training.cli import main
 from training.config import RunConfig, make_run_config
 from training.phase.diagram import protocol_table

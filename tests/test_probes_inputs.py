@@ -18,7 +18,7 @@ from transformer_lens import ActivationCache, FactoredMatrix, HookedEncoder, Hoo
 
 import probes
 from interp_init import quiet_deprecation
-from interp_init.task_registry import make_task
+from interp_init.tasks.registry import make_task
 
 
 def decoder(**overrides) -> HookedTransformer:

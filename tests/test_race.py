@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from interp_init.task import EpochRecord, read_run_metrics
-from interp_init.task_registry import make_task
+from interp_init.tasks.base import EpochRecord, read_run_metrics
+from interp_init.tasks.registry import make_task
 from training.race import Race, epoch_shares, race_of, race_of_record
 from training.records import RunRecord
 

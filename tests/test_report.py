@@ -17,8 +17,8 @@ import plotly.offline
 import pytest
 import torch
 
-from interp_init.anchor_tasks import balanced_inputs
-from interp_init.tasks import SHIFTS, composite, task_spec
+from interp_init.tasks.anchor import balanced_inputs
+from interp_init.tasks.anchor_pairs import SHIFTS, composite, task_spec
 from training.cli import main
 from training.config import make_run_config
 from training.loop import train
@@ -242,8 +242,8 @@ def test_captions_state_what_the_papers_expect_and_what_the_runs_measured(report
 def test_curves_caption_states_the_epoch_each_run_fit(runs_root: Path) -> None:
     import dataclasses
 
-    from interp_init.anchor_tasks import SymmetricMetrics
-    from interp_init.task import EpochRecord
+    from interp_init.tasks.anchor import SymmetricMetrics
+    from interp_init.tasks.base import EpochRecord
     from training.report import Context
     from training.report.outcomes import section_curves
 
@@ -492,7 +492,7 @@ def test_two_circuitsvis_views_on_one_page_both_render(browser, tmp_path: Path) 
 
 
 def test_sample_input_is_the_neurips_fig3_input_with_its_target() -> None:
-    from interp_init.anchor_tasks import sample_input
+    from interp_init.tasks.anchor import sample_input
 
     sym = sample_input("symmetric")
     assert sym.tokens.tolist() == [[35, 63, 99, 4, 3, 38, 42, 36, 62]]

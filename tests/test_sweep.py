@@ -289,8 +289,8 @@ def test_cli_exit_code_and_summary(tmp_path, capsys):
 
 
 def test_epochs_to_thresholds_match_a_hand_count():
-    from interp_init.anchor_tasks import AnchorMetrics
-    from interp_init.task import EpochRecord
+    from interp_init.tasks.anchor import AnchorMetrics
+    from interp_init.tasks.base import EpochRecord
 
     def record(epoch: int, loss: float, per_pair: dict | None = None) -> EpochRecord:
         return EpochRecord(epoch, epoch, loss, 1e-3, None if per_pair is None else AnchorMetrics(1.0, 1.0, per_pair))

@@ -1,4 +1,4 @@
-"""Tasks as classes (interp_init.task): the registry, the anchor tasks' data and metrics
+"""Tasks as classes (interp_init.tasks.base): the registry, the anchor tasks' data and metrics
 unchanged from before they were classes, typed metrics.json round trips, old run folders,
 and a clear refusal of an incomplete task class."""
 
@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from helpers import ROOT
-from interp_init.anchor_tasks import SymmetricMetrics
-from interp_init.task import EpochRecord, Task, TaskMetrics, read_run_metrics
-from interp_init.task_registry import make_task, register_task, registered_tasks, task_class
+from interp_init.tasks.anchor import SymmetricMetrics
+from interp_init.tasks.base import EpochRecord, Task, TaskMetrics, read_run_metrics
+from interp_init.tasks.registry import make_task, register_task, registered_tasks, task_class
 from training.accuracy import evaluate
 
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -123,7 +123,7 @@ def test_an_incomplete_task_class_is_refused_naming_what_it_lacks() -> None:
     with pytest.raises(ValueError, match="cannot import module 'no_such_module'"):
         task_class("no_such_module:Task")
     with pytest.raises(ValueError, match="has no class 'Nope'"):
-        task_class("interp_init.task:Nope")
+        task_class("interp_init.tasks.base:Nope")
     with pytest.raises(ValueError, match="unknown task 'nope'"):
         task_class("nope")
 

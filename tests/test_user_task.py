@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import torch
 
-from interp_init.task import Samples, Task, TaskMetrics
+from interp_init.tasks.base import Samples, Task, TaskMetrics
 from training.cli import main
 
 TASK = "test_user_task:LastTokenTask"
@@ -71,7 +71,7 @@ def test_a_user_task_trains_from_the_cli_and_reaches_the_sweep_table_and_the_rep
 
 def test_a_task_path_that_is_not_a_task_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["train", "--task", "test_user_task:LastTokenMetrics", *SMALL, "--out", str(tmp_path / "a")]) == 2
-    assert "not a subclass of interp_init.task.Task" in capsys.readouterr().err
+    assert "not a subclass of interp_init.tasks.base.Task" in capsys.readouterr().err
     assert main(["reproduce", "--task", TASK, "--preset", "tiny", "--out", str(tmp_path / "b")]) == 2
     assert "has no small-init / large-init flip to reproduce" in capsys.readouterr().err
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()

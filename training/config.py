@@ -16,9 +16,9 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, get_args
 
 from interp_init.config import InitConfig, ModelConfig, check_init_scale, check_positive_finite, config_from_dict, config_to_dict, option
-from interp_init.task import DEFAULT_TASK, Task
-from interp_init.task_registry import make_task, task_class, tasks_taking
-from interp_init.tasks import DATA_VERSION
+from interp_init.tasks.base import DEFAULT_TASK, Task
+from interp_init.tasks.registry import make_task, task_class, tasks_taking
+from interp_init.tasks.anchor_pairs import DATA_VERSION
 
 #: Training precisions: fp32, or bf16 autocast of the forward pass.
 Precision = Literal["fp32", "bf16"]
@@ -30,7 +30,7 @@ class DataConfig:
     """Which task, how many samples (docs/science.md#the-anchor-function-task).
 
     ``task`` is a registered task's name or a task class's import path
-    ``package.module:ClassName`` (:mod:`interp_init.task`); ``k`` and ``offset`` are
+    ``package.module:ClassName`` (:mod:`interp_init.tasks.base`); ``k`` and ``offset`` are
     options of the tasks that take them (``complexity``) and must keep their defaults
     for the others."""
 
@@ -50,7 +50,7 @@ class DataConfig:
         self.make_task()  # validates the task and its options
 
     def make_task(self) -> Task:
-        """The run's :class:`~interp_init.task.Task`, with the options its class takes."""
+        """The run's :class:`~interp_init.tasks.base.Task`, with the options its class takes."""
         takes = {f.name for f in fields(task_class(self.task))}
         options = {}
         for f in fields(self):
@@ -294,7 +294,7 @@ PRESETS: dict[str, Any] = {"paper": _paper, "tiny": _tiny, "cpu": _cpu}
 
 def preset_options(preset: str, task: str = DEFAULT_TASK) -> dict[str, Any]:
     """The flat options of a named preset for a task (the preset's, then the task's own
-    overrides, :meth:`interp_init.task.Task.preset_overrides`)."""
+    overrides, :meth:`interp_init.tasks.base.Task.preset_overrides`)."""
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
     return {**PRESETS[preset](), **make_task_defaults(task).preset_overrides(preset)}

@@ -1,7 +1,7 @@
 """A flip judged over seeds: per-criterion rates with exact intervals, under a named protocol.
 
 A *population* is a reproduction on one or more seeds (a single seed is a population of
-one); each criterion of the flip (:meth:`interp_init.task.Task.flip_checks`, thresholds
+one); each criterion of the flip (:meth:`interp_init.tasks.base.Task.flip_checks`, thresholds
 :data:`training.regimes.CRITERIA`: :func:`check_flip`) is then a rate, ``k`` of ``n``
 seeds, with its 95% exact binomial (Clopper-Pearson) interval (:func:`exact_interval`).
 What a run's number is depends on the protocol (:mod:`training.selection`: ``strict`` or
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from interp_init.fileio import read_json
-from interp_init.task_registry import make_task, task_class
+from interp_init.tasks.registry import make_task, task_class
 from training.race import Race, race_of
 from training.records import RunRecord
 from training.regimes import CRITERIA, REGIME_NAMES
@@ -51,7 +51,7 @@ def exact_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, flo
 
 
 def check_flip(summary: Mapping[str, Mapping[str, Mapping[str, Any]]], criteria: Mapping[str, float] = CRITERIA) -> dict[str, bool]:
-    """Each criterion of the flip (the tasks' own :meth:`~interp_init.task.Task.flip_checks`)
+    """Each criterion of the flip (the tasks' own :meth:`~interp_init.tasks.base.Task.flip_checks`)
     on one seed's numbers (task -> regime -> target -> value), by name, and ``"all"``."""
     checks: dict[str, bool] = {}
     for task, rows in summary.items():

@@ -59,8 +59,8 @@ from functools import lru_cache
 from typing import Any
 
 from interp_init.config import ModelConfig
-from interp_init.task import DEFAULT_TASK
-from interp_init.task_registry import task_class
+from interp_init.tasks.base import DEFAULT_TASK
+from interp_init.tasks.registry import task_class
 from training.config import OPTION_SECTION, RunConfig, TrainConfig, make_run_config, preset_options
 
 #: The task of the paper's recipe: NeurIPS 2024's ``symmetric``, the default task.

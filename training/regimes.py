@@ -16,8 +16,8 @@ options for that task only.  Both regimes of a preset share its model, data and
 schedule; they differ in their init (and, where a preset says so, weight decay).  Each
 task trains on the architecture of the paper it comes from (``neurips`` for
 ``symmetric``, ``journal`` for ``id-ood``).  The criteria of the flip live with the
-tasks (:meth:`interp_init.task.Task.flip_checks`, thresholds
-:data:`interp_init.anchor_tasks.FLIP_CRITERIA`).
+tasks (:meth:`interp_init.tasks.base.Task.flip_checks`, thresholds
+:data:`interp_init.tasks.anchor.FLIP_CRITERIA`).
 
 The study that trains them is :class:`training.study.ReproductionSpec`; importing this
 module imports no torch (the ``interp-init reproduce`` command lists its :data:`REGIMES`).
@@ -28,8 +28,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from interp_init.anchor_tasks import FLIP_CRITERIA
-from interp_init.task_registry import make_task, registered_tasks, task_class
+from interp_init.tasks.anchor import FLIP_CRITERIA
+from interp_init.tasks.registry import make_task, registered_tasks, task_class
 from training.config import PRESETS, RunConfig, make_run_config
 from training.recipe import carry_recipe
 
@@ -42,7 +42,7 @@ REGIME_NAMES: tuple[str, ...] = ("small-init", "large-init")
 #: preset -> regime -> flat run options (keys naming a task hold that task's options).
 #: ``cpu`` and ``paper``: the NeurIPS paper's two sides of the flip (gamma 0.8 small init,
 #: gamma 0.5 large init); a task may change a regime's options
-#: (:meth:`interp_init.task.Task.regime_overrides`: ``cpu`` takes gamma 0.4 for id-ood's
+#: (:meth:`interp_init.tasks.base.Task.regime_overrides`: ``cpu`` takes gamma 0.4 for id-ood's
 #: large init); what ``cpu`` shows over seeds is in docs/faithful-models.md.
 #: ``tiny``: smoke tests only; it learns too little to show the flip.
 REGIMES: dict[str, dict[str, dict[str, Any]]] = {
@@ -64,7 +64,7 @@ REGIMES: dict[str, dict[str, dict[str, Any]]] = {
 REPRODUCE_BUSY = "is being reproduced into by another process ({owner}); wait for it to finish, or choose another --out"
 
 #: The thresholds of a reproduced flip (they live with the tasks:
-#: :data:`interp_init.anchor_tasks.FLIP_CRITERIA`).
+#: :data:`interp_init.tasks.anchor.FLIP_CRITERIA`).
 CRITERIA: dict[str, float] = FLIP_CRITERIA
 
 

@@ -14,7 +14,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from interp_init.task import FIT_THRESHOLD, EpochRecord
+from interp_init.tasks.base import FIT_THRESHOLD, EpochRecord
 from probes.rank import merged_weight, stable_rank
 from training.report.cells import RUN_COLOURS, Cell, Context, Section, compact, html_table, measured
 from training.report.population import population_parts
@@ -140,7 +140,7 @@ def accuracy_table(runs: Sequence[Run]) -> pd.DataFrame:
 
 
 def _deciding_accuracies(run: Run) -> str | None:
-    """The final accuracies that decide the run's verdict (the task's :meth:`~interp_init.task.TaskMetrics.deciding`)."""
+    """The final accuracies that decide the run's verdict (the task's :meth:`~interp_init.tasks.base.TaskMetrics.deciding`)."""
     final = None if run.run_metrics is None else run.run_metrics.final
     return None if final is None else (final.deciding() or None)
 

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from interp_init.fileio import check_name_length, parse_json
-from interp_init.task import DEFAULT_TASK
+from interp_init.tasks.base import DEFAULT_TASK
 from training.config import OPTIONS, PRESETS, RunConfig, make_run_config, preset_options
 from training.launch import Job, launcher_names
 from training.launch.base import check_count

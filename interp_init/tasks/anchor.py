@@ -1,6 +1,6 @@
-"""The three anchor-function tasks as :class:`~interp_init.task.Task` classes.
+"""The three anchor-function tasks as :class:`~interp_init.tasks.base.Task` classes.
 
-``symmetric``, ``id-ood`` and ``complexity`` (:mod:`interp_init.tasks` defines their pairs
+``symmetric``, ``id-ood`` and ``complexity`` (:mod:`interp_init.tasks.anchor_pairs` defines their pairs
 and targets, :mod:`interp_init.data` draws their samples) with their metrics, verdicts and
 the journal's phase rule, whose thresholds live here and nowhere else
 (:data:`ID_THRESHOLD`, :data:`OOD_THRESHOLD`, :data:`COMMUTATIVITY_THRESHOLD`;
@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from interp_init.task import FIT_THRESHOLD, GENERIC_SECTIONS, Predict, Task, TaskMetrics, Verdict, num, status_solution
-from interp_init.tasks import ALL_PAIRS, SEQ_LEN, VOCAB_SIZE, AnchorPair, composite, highest_token, task_spec
+from interp_init.tasks.base import FIT_THRESHOLD, GENERIC_SECTIONS, Predict, Task, TaskMetrics, Verdict, num, status_solution
+from interp_init.tasks.anchor_pairs import ALL_PAIRS, SEQ_LEN, VOCAB_SIZE, AnchorPair, composite, highest_token, task_spec
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -174,7 +174,7 @@ class AnchorTask(Task):
     report_sections: ClassVar[tuple[str, ...]] = ANCHOR_SECTIONS
     #: The groups whose accuracy the metrics record (``per_pair``): every anchor pair.
     group_names: ClassVar[tuple[str, ...]] = tuple(p.key for p in ALL_PAIRS)
-    #: The task's name in :mod:`interp_init.tasks` and :mod:`interp_init.data`.
+    #: The task's name in :mod:`interp_init.tasks.anchor_pairs` and :mod:`interp_init.data`.
     family: ClassVar[str] = ""
 
     @property

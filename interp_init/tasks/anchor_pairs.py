@@ -18,7 +18,7 @@ An anchor pair is an :class:`AnchorPair` (a tuple ``(a1, a2)``); in JSON files (
 
 Example::
 
-    >>> from interp_init.tasks import task_spec
+    >>> from interp_init.tasks.anchor_pairs import task_spec
     >>> spec = task_spec("symmetric")
     >>> spec.heldout_pairs, spec.candidates
     ((AnchorPair(first=4, second=3),), {'inferential': 0, 'symmetric': 4})

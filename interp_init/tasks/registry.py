@@ -3,14 +3,14 @@
 
 :func:`task_class` gives the class of a registered name (``symmetric``, ``id-ood``,
 ``complexity``, ``addition``) or of an import path ``package.module:ClassName``, checked
-(:func:`interp_init.task.check_task_class`: a class lacking a required part is refused with
+(:func:`interp_init.tasks.base.check_task_class`: a class lacking a required part is refused with
 one line naming every missing part); :func:`make_task` builds one with its options.
 Adding a built-in task is one new module with its class and one line in
 :data:`BUILTIN_TASKS`; a package of one's own calls :func:`register_task` (docs/tasks.md).
 
 Example::
 
-    >>> from interp_init.task_registry import make_task, registered_tasks
+    >>> from interp_init.tasks.registry import make_task, registered_tasks
     >>> registered_tasks()
     ('symmetric', 'id-ood', 'complexity', 'addition')
     >>> make_task("addition").name
@@ -23,9 +23,9 @@ import pkgutil
 from dataclasses import fields
 from typing import Any
 
-from interp_init.addition import AdditionTask
-from interp_init.anchor_tasks import ComplexityTask, IdOodTask, SymmetricTask
-from interp_init.task import Task, check_task_class
+from interp_init.tasks.addition import AdditionTask
+from interp_init.tasks.anchor import ComplexityTask, IdOodTask, SymmetricTask
+from interp_init.tasks.base import Task, check_task_class
 
 #: The built-in tasks, by name: one line per task.
 BUILTIN_TASKS: dict[str, type[Task]] = {"symmetric": SymmetricTask, "id-ood": IdOodTask, "complexity": ComplexityTask, "addition": AdditionTask}
@@ -35,7 +35,7 @@ _REGISTRY: dict[str, type[Task]] = {}
 
 def register_task(name: str, cls: type[Task]) -> type[Task]:
     """Register ``cls`` under ``name`` (validated; the class then reports ``name`` as its
-    :attr:`~interp_init.task.Task.name`); returns ``cls``."""
+    :attr:`~interp_init.tasks.base.Task.name`); returns ``cls``."""
     if not isinstance(name, str) or not name or ":" in name:
         raise ValueError(f"a task's name is a non-empty string without ':', got {name!r}")
     if name in _REGISTRY and _REGISTRY[name] is not cls:

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from interp_init.task import FIT_THRESHOLD, Predict, Samples, Task, TaskMetrics, Verdict, num, status_solution
+from interp_init.tasks.base import FIT_THRESHOLD, Predict, Samples, Task, TaskMetrics, Verdict, num, status_solution
 
 if TYPE_CHECKING:
     from torch import Tensor

@@ -1,4 +1,4 @@
-"""What a task is: one class, registered by name in one place (:mod:`interp_init.task_registry`).
+"""What a task is: one class, registered by name in one place (:mod:`interp_init.tasks.registry`).
 
 A task (:class:`Task`, a frozen dataclass whose fields are the task's options) owns its
 vocabulary size and sequence length, the generator of its splits (``train``, ``id_test``
@@ -11,9 +11,9 @@ command line ask the task.
 
 A task is named by its registered name (``symmetric``, ``id-ood``, ``complexity``,
 ``addition``) or, for a researcher's own task, by its import path
-``package.module:ClassName`` (:func:`interp_init.task_registry.task_class`), on every
+``package.module:ClassName`` (:func:`interp_init.tasks.registry.task_class`), on every
 command.  Adding a built-in task is one new module with its class and one line in
-:data:`interp_init.task_registry.BUILTIN_TASKS` (or a call to ``register_task``);
+:data:`interp_init.tasks.registry.BUILTIN_TASKS` (or a call to ``register_task``);
 docs/tasks.md walks through one.
 
 The per-epoch history of a run is read typed with :func:`read_run_metrics`: a
@@ -24,7 +24,7 @@ each history record is ``{"epoch", "step", "loss", "lr", **metrics.to_json()}``.
 
 Example::
 
-    >>> from interp_init.task_registry import make_task
+    >>> from interp_init.tasks.registry import make_task
     >>> task = make_task("complexity", k=2)
     >>> task.name, task.seq_len, task.vocab_size, task.default_architecture
     ('complexity', 9, 201, 'neurips')
@@ -187,7 +187,7 @@ class Task:
     #: results table's ``epochs_to_acc_*`` columns.
     group_names: ClassVar[tuple[str, ...]] = ()
 
-    #: The name a built-in task is registered under (:mod:`interp_init.task_registry`); a
+    #: The name a built-in task is registered under (:mod:`interp_init.tasks.registry`); a
     #: task of one's own is named by its import path, ``module:ClassName``.
     registered_name: ClassVar[str | None] = None
 
@@ -266,12 +266,12 @@ def status_solution(solution: str, status: str) -> str:
 def check_task_class(cls: Any, name: str) -> None:
     """Refuse a task class that lacks what a task needs, naming every missing part."""
     if not isinstance(cls, type) or not issubclass(cls, Task):
-        raise ValueError(f"task {name!r} is {cls!r}, not a subclass of interp_init.task.Task")
+        raise ValueError(f"task {name!r} is {cls!r}, not a subclass of interp_init.tasks.base.Task")
     missing = []
     metrics = cls.metrics_class
     decorated = isinstance(metrics, type) and is_dataclass(metrics) and "__dataclass_params__" in vars(metrics)
     if not (decorated and issubclass(metrics, TaskMetrics) and metrics.__dataclass_params__.frozen):
-        missing.append("metrics_class (a @dataclass(frozen=True) subclass of interp_init.task.TaskMetrics)")
+        missing.append("metrics_class (a @dataclass(frozen=True) subclass of interp_init.tasks.base.TaskMetrics)")
     elif clash := sorted({f.name for f in fields(metrics)} & set(RECORD_KEYS)):
         missing.append(f"metrics field names other than {clash} (a history record's own keys)")
     for attr in ("vocab_size", "seq_len"):

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import fields
 from typing import Any
 
-from interp_init.task import Task, TaskMetrics
+from interp_init.tasks.base import Task, TaskMetrics
 
 class BadTaskOutput(ValueError):
     """A task's ``make_split`` or ``evaluate`` raised or returned something a run cannot use;
@@ -40,7 +40,7 @@ def checked_split(task: Task, split: str, n: int, seed: int, d_vocab: int | None
     fix = "fix the task (docs/tasks.md)"
     tokens, targets = getattr(samples, "token_ids", None), getattr(samples, "targets", None)
     if not isinstance(tokens, torch.Tensor) or not isinstance(targets, torch.Tensor):
-        raise BadTaskOutput(f"{where} returned {type(samples).__name__} {samples!r:.60}, not samples with token_ids and targets tensors (interp_init.task.Samples); {fix}")
+        raise BadTaskOutput(f"{where} returned {type(samples).__name__} {samples!r:.60}, not samples with token_ids and targets tensors (interp_init.tasks.base.Samples); {fix}")
     vocab = task.vocab_size if d_vocab is None else d_vocab
     for name, value, dims in (("token_ids", tokens, 2), ("targets", targets, 1)):
         if value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool:
