@@ -25,7 +25,7 @@ import click
 import numpy as np
 import torch
 
-from interp_init.tasks.base import Samples, Task, TaskMetrics
+from interp_init import Samples, Task, TaskMetrics
 
 # the command line imports the task by its path, custom_task:ModSumTask: this folder must be importable
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -14,16 +14,9 @@ import torch
 import torch.nn.functional as F
 from transformer_lens import HookedTransformer
 
-from interp_init import (
-    InitConfig,
-    ModelConfig,
-    architecture_of,
-    bias_bounds,
-    build_model,
-    gamma_init_,
-    init_stds,
-    load_model,
-)
+from interp_init import InitConfig, ModelConfig, build_model, gamma_init_, init_stds, load_model
+from interp_init.architectures import architecture_of
+from interp_init.init import bias_bounds
 from training import make_run_config, train
 from training.cli import main
 
@@ -290,7 +283,7 @@ def test_a_run_folder_of_another_architecture_is_refused(tmp_path, capsys: pytes
 def test_equal_weights_give_byte_identical_files(tmp_path) -> None:
     import hashlib
 
-    from interp_init import save_weights
+    from interp_init.model import save_weights
 
     cfg = ModelConfig(architecture="journal", **SMALL)
     model = build_model(cfg, InitConfig(gamma=0.5), seed=0)
@@ -305,7 +298,7 @@ def test_equal_weights_give_byte_identical_files(tmp_path) -> None:
 
 
 def load_weights_into_fresh(cfg: ModelConfig, path) -> HookedTransformer:
-    from interp_init import empty_model, load_weights
+    from interp_init.model import empty_model, load_weights
 
     return load_weights(empty_model(cfg), cfg, path)
 

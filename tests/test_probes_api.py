@@ -30,7 +30,7 @@ def test_public_api_is_exported():
         assert callable(getattr(probes, name)), name
         doc = getattr(probes, name).__doc__ or ""
         assert doc.strip() and not doc.startswith(f"{name}("), f"{name} has no docstring of its own"
-    for kept in ["merged_weight", "singular_values", "stable_rank", "weight_matrices", "weight_stable_ranks"]:
+    for kept in ["merged_weight", "stable_rank", "weight_stable_ranks"]:
         assert kept in probes.__all__
 
 

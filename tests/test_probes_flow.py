@@ -13,17 +13,8 @@ import torch
 from helpers import foreign_model, n_hooks
 from transformer_lens import HookedTransformer
 
-from probes import (
-    CircuitView,
-    attention_html,
-    fix_self_closing_divs,
-    information_flow,
-    offline_html,
-    plot_flow,
-    standalone_html,
-    token_labels,
-    top_paths,
-)
+from probes import attention_html, information_flow, plot_flow, token_labels, top_paths
+from probes.views import CircuitView, fix_self_closing_divs, offline_html, standalone_html
 
 
 @pytest.fixture

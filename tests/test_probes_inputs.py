@@ -19,6 +19,7 @@ from transformer_lens import ActivationCache, FactoredMatrix, HookedEncoder, Hoo
 import probes
 from interp_init import quiet_deprecation
 from interp_init.tasks.registry import make_task
+from probes.inputs import as_inputs
 
 
 def decoder(**overrides) -> HookedTransformer:
@@ -136,7 +137,7 @@ def test_strings_where_the_model_has_a_tokenizer(tmp_path):
     with quiet_deprecation():
         model = HookedTransformer(cfg, tokenizer=PreTrainedTokenizerFast.from_pretrained(tmp_path)).eval()
     texts = ["the cat sat on the mat", "a dog sat", "the dog sat on a mat"]
-    inputs = probes.as_inputs(texts, model)
+    inputs = as_inputs(texts, model)
     assert inputs.tokens[1].tolist()[:4] == [1, 7, 8, 4] and inputs.position("last").tolist() == [6, 3, 6]
     with torch.no_grad():
         expected = model(inputs.tokens, attention_mask=inputs.attention_mask)

@@ -9,7 +9,8 @@ import torch
 from helpers import foreign_model, n_hooks
 from transformer_lens import HookedTransformer
 
-from probes import candidate_labelings, cluster_scores, mask_key, mask_second_anchor, masked_run, plot_projection, project, source_mask
+from probes import candidate_labelings, cluster_scores, mask_key, mask_second_anchor, masked_run, plot_projection, project
+from probes.masking import source_mask
 from training import make_dataset
 
 

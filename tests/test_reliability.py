@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from safetensors.torch import load_file
 
-from interp_init import InitConfig, ModelConfig, build_model, load_model, save_weights
+from interp_init import InitConfig, ModelConfig, build_model, load_model
+from interp_init.model import save_weights
 from training import make_run_config, train
 
 _CLI = [sys.executable, "-c", "import sys; from training.cli import main; sys.exit(main())"]

@@ -15,7 +15,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from interp_init import ModelConfig, build_model, load_model, save_weights
+from interp_init import ModelConfig, build_model, load_model
+from interp_init.model import save_weights
 from interp_init import fileio as fileio_module
 from interp_init.runfolder import BadRunFile, RunFolder, RunFolderBusy, RunStatus, atomic_write, config_digest, file_sha256
 from training import make_run_config, train
