@@ -16,9 +16,9 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, get_args
 
 from interp_init.config import InitConfig, ModelConfig, check_init_scale, check_positive_finite, config_from_dict, config_to_dict, option
+from interp_init.tasks.anchor_pairs import DATA_VERSION
 from interp_init.tasks.base import DEFAULT_TASK, Task
 from interp_init.tasks.registry import make_task, task_class, tasks_taking
-from interp_init.tasks.anchor_pairs import DATA_VERSION
 
 #: Training precisions: fp32, or bf16 autocast of the forward pass.
 Precision = Literal["fp32", "bf16"]

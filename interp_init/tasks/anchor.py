@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from interp_init.tasks.base import FIT_THRESHOLD, GENERIC_SECTIONS, Predict, Task, TaskMetrics, Verdict, num, status_solution
 from interp_init.tasks.anchor_pairs import ALL_PAIRS, SEQ_LEN, VOCAB_SIZE, AnchorPair, composite, highest_token, task_spec
+from interp_init.tasks.base import FIT_THRESHOLD, GENERIC_SECTIONS, Predict, Task, TaskMetrics, Verdict, num, status_solution
 
 if TYPE_CHECKING:
     from torch import Tensor

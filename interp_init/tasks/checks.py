@@ -11,6 +11,7 @@ from typing import Any
 
 from interp_init.tasks.base import Task, TaskMetrics
 
+
 class BadTaskOutput(ValueError):
     """A task's ``make_split`` or ``evaluate`` raised or returned something a run cannot use;
     the message names the task class, the method and the value (one line)."""

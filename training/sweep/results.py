@@ -17,8 +17,8 @@ from typing import Any
 import pandas as pd
 
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus, atomic_write
-from interp_init.tasks.base import EpochRecord
 from interp_init.tasks.anchor_pairs import AnchorPair
+from interp_init.tasks.base import EpochRecord
 from training.config import OPTIONS
 from training.records import RunRecord, run_stable_ranks
 from training.sweep.columns import LOSS_THRESHOLD, PAIR_ACC_THRESHOLD, RUN_COLUMNS, group_column, task_group_columns, task_metric_columns

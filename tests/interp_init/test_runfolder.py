@@ -16,8 +16,8 @@ import torch
 from safetensors.torch import load_file
 
 from interp_init import ModelConfig, build_model, load_model
-from interp_init.model import save_weights
 from interp_init import fileio as fileio_module
+from interp_init.model import save_weights
 from interp_init.runfolder import BadRunFile, RunFolder, RunFolderBusy, RunStatus, atomic_write, config_digest, file_sha256
 from training import make_run_config, train
 from training.cli import main
@@ -225,7 +225,7 @@ def cli_reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return ref
 
 
-@pytest.mark.slow  # command-line processes; tests/test_reliability.py kills after a write in the default run
+@pytest.mark.slow  # command-line processes; tests/training/test_reliability.py kills after a write in the default run
 @pytest.mark.parametrize("name", ["checkpoint.pt", "model.safetensors"])
 def test_kill_at_a_write_then_the_same_command_finishes_the_run(name: str, tmp_path: Path, cli_reference: Path) -> None:
     """Killed between writing the temporary file and renaming it (the hardest moment)."""

@@ -11,7 +11,7 @@ from scipy.stats import beta
 
 from training import make_run_config
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _search_cli():

@@ -28,7 +28,7 @@ def _cfgs():
 def _assert_same_run(a, b, atol: float = 2e-5) -> None:
     for (name, pa), pb in zip(a.model.named_parameters(), b.model.parameters()):
         if name.endswith("b_K"):
-            continue  # its true gradient is 0; Adam amplifies rounding noise (tests/test_step.py)
+            continue  # its true gradient is 0; Adam amplifies rounding noise (tests/training/test_step.py)
         torch.testing.assert_close(pa, pb, rtol=1e-4, atol=atol, msg=name)
     ha, hb = a.metrics["history"], b.metrics["history"]
     assert [h["epoch"] for h in ha] == [h["epoch"] for h in hb]

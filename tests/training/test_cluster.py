@@ -26,7 +26,7 @@ from training.study import ReproductionSpec, reproduce_study
 from training.sweep import SweepOptions, SweepSpec, run_sweep
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SPEC = ReproductionSpec("tiny", (0,))  # 4 runs: both tasks, both regimes
 
 

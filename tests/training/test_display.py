@@ -1,5 +1,5 @@
 """Results a user shows in Jupyter display as tables: a training result and a sweep's summary
-(the probes' results: tests/test_probes_api.py; circuit views: tests/test_probes_flow.py)."""
+(the probes' results: tests/probes/test_api.py; circuit views: tests/probes/test_flow.py)."""
 
 from __future__ import annotations
 

@@ -417,7 +417,7 @@ def test_collect_results_on_an_empty_folder(tmp_path):
 
 
 def test_docs_preset_table_matches_the_presets():
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "sweeps.md").read_text()
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "sweeps.md").read_text()
     import re
 
     rows = dict(re.findall(r"^\| `([a-z0-9-]+)` \| .+ \| (\d+) \|$", doc, re.M))

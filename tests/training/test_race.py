@@ -91,7 +91,7 @@ def test_experiments_race_prints_one_row_per_run(tmp_path: Path) -> None:
 
     from training import make_run_config
 
-    spec = importlib.util.spec_from_file_location("race_script", Path(__file__).resolve().parents[1] / "experiments" / "race.py")
+    spec = importlib.util.spec_from_file_location("race_script", Path(__file__).resolve().parents[2] / "experiments" / "race.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     sweep = tmp_path / "sweep"

@@ -16,10 +16,10 @@ from probes import (
     plot_embedding_pca,
     plot_spectra,
     singular_value_spectra,
-    singular_values,
     stable_rank,
     weight_stable_ranks,
 )
+from probes.rank import singular_values
 
 
 def _partition(groups: np.ndarray, rows: np.ndarray) -> set[frozenset[int]]:

@@ -251,7 +251,7 @@ def test_phase_diagram_command_with_no_runs(tmp_path, capsys):
 
 # ------------------------------------------------------------------- the walkthroughs
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 @pytest.mark.parametrize("script", ["phase_neurips_fig2.py", "phase_journal_fig3.py", "phase_complexity.py"])

@@ -3,14 +3,14 @@
 clean, every plotly figure is drawn, circuitsvis' head selector is not clipped, and no
 table cell breaks a number or a word over two lines.  Skipped, with the reason, where
 Chromium, chromedriver or selenium is missing (reuses the tiny runs and the browser of
-``tests/test_report.py``)."""
+``tests/training/test_report.py``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from test_report import browser, report, runs_root  # noqa: F401 - fixtures shared with the report's tests
+from test_report import report, runs_root  # noqa: F401 - fixtures shared with the report's tests
 
 #: Everything the layout checks need, measured in the page.
 LAYOUT = r"""

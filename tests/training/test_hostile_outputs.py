@@ -581,7 +581,7 @@ def test_a_sigint_after_the_work_is_done_exits_with_the_commands_code() -> None:
         "os.kill(os.getpid(), signal.SIGINT)\n"
         "sys.exit(code)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])})
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr and "KeyboardInterrupt" not in proc.stderr
 

@@ -1,6 +1,6 @@
 """The Slurm launcher (training.launch.slurm) through submitit's local executor: the same
 submission, chunking, requeue and study-folder reading as on Slurm, on this machine.  The
-real single-node Slurm runs in tests/test_cluster.py (slow)."""
+real single-node Slurm runs in tests/training/test_cluster.py (slow)."""
 
 from __future__ import annotations
 

@@ -8,8 +8,6 @@ import contextlib
 import io
 import json
 import re
-import shutil
-import tempfile
 from pathlib import Path
 
 import plotly.graph_objects as go
@@ -366,48 +364,6 @@ def test_static_svg_and_pdf_export(tmp_path: Path, fmt: str, magic: bytes) -> No
 
 
 # --------------------------------------------------------------- headless Chromium
-
-CHROMIUM_FLAGS = (
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-extensions",
-    "--disable-default-apps",
-    "--disable-dev-shm-usage",
-    "--window-size=1400,1000",
-    "--host-resolver-rules=MAP * ~NOTFOUND",  # no name resolves: nothing can leave the machine
-)
-
-
-@pytest.fixture(scope="module")
-def browser():  # noqa: ANN201 - a selenium WebDriver
-    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e '.[dev]')")
-    from selenium.webdriver.chrome.service import Service
-
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    chromedriver = shutil.which("chromedriver")
-    if not chromium or not chromedriver:
-        pytest.skip("headless Chromium is not installed: apt-get install chromium chromium-driver (as .ci/run does)")
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    profile = tempfile.mkdtemp(prefix="interp-init-chromium-")
-    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={profile}"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service(chromedriver))
-    try:
-        driver.execute_cdp_cmd("Network.enable", {})
-        driver.execute_cdp_cmd("Network.emulateNetworkConditions", {"offline": True, "latency": 0, "downloadThroughput": 0, "uploadThroughput": 0})
-        yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
-
 
 RENDER_STATE = """
 const figs = [...document.querySelectorAll('.plotly-graph-div')];  // every figure div, plotted or not
