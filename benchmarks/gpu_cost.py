@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 
 from interp_init import build_model
-from interp_init.tasks import task_spec
+from interp_init.tasks.anchor_pairs import task_spec
 from training.config import RunConfig
 from training.records import RunRecord
 from training.ensemble import train_ensemble

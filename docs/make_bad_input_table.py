@@ -20,7 +20,7 @@ CASES = [
     "train --preset nope", "train --n-train 0", "train --task complexity --k 7", "train --k 2",
     "train --convention xavier", "train --lr 0", "train --batch-size 0", "train --beta1 1.0",
     "train --weight-decay -0.1", "train --d-model 0", "train --act-fn tanh", "train --out /sys/interp-init-demo",
-    "train --task nosuchpackage.tasks:MyTask", "train --task interp_init.task:TaskMetrics", "train --task interp_init.task:Task",
+    "train --task nosuchpackage.tasks:MyTask", "train --task interp_init.tasks.base:TaskMetrics", "train --task interp_init.tasks.base:Task",
     "train --gamma 1e308", "train --gamma-qk 40", "train --eps 2", "train --device meta",
     "train --d-model 200000 --d-mlp 200000 --device cpu", "train --n-train 200000000000 --device cpu",
     "train --d-vocab 10000000000 --device cpu",

@@ -22,7 +22,7 @@ import click
 import numpy as np
 import pandas as pd
 
-from interp_init.tasks import SYMMETRIC_GROUPS
+from interp_init.tasks.anchor_pairs import SYMMETRIC_GROUPS
 from training import PRESETS, train
 from training.records import RunRecord
 from training.regimes import REGIME_NAMES, regime_config

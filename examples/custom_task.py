@@ -2,9 +2,9 @@
 
 The task below is modular addition, a + b mod 23, with every pair whose difference a - b
 is a multiple of 7 held out of training: does the model compose the rule for pairs it
-never saw?  It is a :class:`interp_init.task.Task` (a frozen dataclass) with its
+never saw?  It is a :class:`interp_init.tasks.base.Task` (a frozen dataclass) with its
 vocabulary and sequence length, its splits (:meth:`ModSumTask.make_split`), its metrics
-(a frozen :class:`~interp_init.task.TaskMetrics` dataclass, written to ``metrics.json``)
+(a frozen :class:`~interp_init.tasks.base.TaskMetrics` dataclass, written to ``metrics.json``)
 and its evaluation.  Nothing in the package is edited: the command line is given the
 class as ``custom_task:ModSumTask`` (this file's module name and the class), trains it into
 a run folder and writes the report of that run.  docs/tasks.md explains each part.
@@ -25,7 +25,7 @@ import click
 import numpy as np
 import torch
 
-from interp_init.task import Samples, Task, TaskMetrics
+from interp_init import Samples, Task, TaskMetrics
 
 # the command line imports the task by its path, custom_task:ModSumTask: this folder must be importable
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -21,7 +21,7 @@ import pandas as pd
 import torch
 
 import probes
-from interp_init.anchor_tasks import balanced_inputs
+from interp_init.tasks.anchor import balanced_inputs
 from training import PRESETS, train
 from training.regimes import REGIME_NAMES, regime_config
 from training.report import ReportConfig, write_report

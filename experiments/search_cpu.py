@@ -199,8 +199,8 @@ def rates_command(folders: tuple[str, ...]) -> None:
     large-init), how many finished seeds meet the reproduction's criteria for that cell: ID
     >= 0.9, the cell's own criterion, and both; each k of n with its 95% exact interval.
     Prints one markdown row per folder.  The criteria are the tasks' own
-    (:meth:`interp_init.task.Task.flip_checks`), each run standing for both regimes."""
-    from interp_init.anchor_tasks import FLIP_CRITERIA
+    (:meth:`interp_init.tasks.base.Task.flip_checks`), each run standing for both regimes."""
+    from interp_init.tasks.anchor import FLIP_CRITERIA
     from training.population import exact_interval
     from training.regimes import REGIME_NAMES
 

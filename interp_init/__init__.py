@@ -1,20 +1,33 @@
 """The base of the toolkit: gamma-scaled initialization, the architectures, the
 anchor-function tasks and the run folder.
 
-``gamma_init_`` re-initializes any ``HookedTransformer`` with std = d_in ** -gamma;
-the architectures (built in: ``standard``, ``journal``, ``neurips``) are registered
-:class:`Architecture` objects (:mod:`interp_init.architectures`), built by name; ``build_model`` makes one from a :class:`ModelConfig` and an :class:`InitConfig`;
-a task is one class registered by name (:mod:`interp_init.task`: ``Task``, typed
-``metrics.json`` with ``read_run_metrics``; :mod:`interp_init.task_registry`: ``make_task``,
-``register_task``);
-:mod:`interp_init.tasks` defines the anchor-function tasks and :mod:`interp_init.data` draws
-their samples, :mod:`interp_init.anchor_tasks` and :mod:`interp_init.addition` make them tasks; :class:`~interp_init.runfolder.RunFolder` owns a run's folder and
-``load_model`` returns its trained model.
+What a researcher calls (each documented on its module's page; everything else stays
+importable from its module, e.g. :func:`interp_init.model.save_weights` or
+:class:`interp_init.tasks.base.RunMetrics`):
+
+* a model: :class:`ModelConfig` and :class:`InitConfig` (the papers' defaults),
+  :func:`build_model` (one of the registered architectures, :func:`architecture_names`:
+  ``standard``, ``journal``, ``neurips``; :mod:`interp_init.architectures` registers your
+  own), :func:`resolve_device`;
+* gamma init of any ``HookedTransformer``: :func:`gamma_init_` (std = d_in ** -gamma) and
+  :func:`init_stds` (the std each weight gets);
+* a trained run: :func:`load_model` (the model of a run folder, identical logits);
+* tasks: :func:`make_task` and :func:`registered_tasks`; your own task is a :class:`Task`
+  subclass with a :class:`TaskMetrics` dataclass, returning :class:`Samples`, named by its
+  import path or registered with :func:`register_task` (docs/tasks.md);
+* :func:`quiet_deprecation`: TransformerLens' deprecation warnings silenced, for scripts.
+
+Modules: :mod:`interp_init.config`, :mod:`interp_init.architectures`, :mod:`interp_init.init`,
+:mod:`interp_init.model`, :mod:`interp_init.runfolder` (a run's folder), the tasks
+(:mod:`interp_init.tasks.base`: what a task is and typed ``metrics.json``;
+:mod:`interp_init.tasks.registry`; :mod:`interp_init.tasks.anchor_pairs` and
+:mod:`interp_init.tasks.anchor`, the anchor-function tasks, whose samples
+:mod:`interp_init.data` draws; :mod:`interp_init.tasks.addition`).
 
 ``__version__`` is the installed package's version, from its metadata.  The names below
-are imported on first use (PEP 562 ``__getattr__``): the configs and the task definitions
-(``interp_init.config``, ``interp_init.tasks``) import neither torch nor TransformerLens, so
-the command line's ``--help`` stays fast.
+are imported on first use (PEP 562 ``__getattr__``, :mod:`interp_init.lazy`): the configs
+and the task definitions (``interp_init.config``, ``interp_init.tasks.anchor_pairs``) import
+neither torch nor TransformerLens, so the command line's ``--help`` stays fast.
 """
 
 from __future__ import annotations
@@ -30,12 +43,12 @@ try:
 except PackageNotFoundError:  # a source tree that was never installed (pip install -e . installs it)
     __version__ = "0+unknown"
 
-_ARCHITECTURES = ("Architecture", "JournalBlock", "PostLNBlock", "architecture_names", "architecture_of", "get_architecture", "register_architecture")
-_CONFIG = ("CONVENTIONS", "InitConfig", "ModelConfig")
-_INIT = ("bias_bounds", "gamma_init_", "init_stds")
-_MODEL = ("build_model", "empty_model", "load_weights", "quiet_deprecation", "resolve_device", "save_weights")
+_ARCHITECTURES = ("architecture_names",)
+_CONFIG = ("InitConfig", "ModelConfig")
+_INIT = ("gamma_init_", "init_stds")
+_MODEL = ("build_model", "quiet_deprecation", "resolve_device")
 _RUNFOLDER = ("load_model",)
-_TASK = ("EpochRecord", "RunMetrics", "Samples", "Task", "TaskMetrics", "read_run_metrics")
+_TASK = ("Samples", "Task", "TaskMetrics")
 _TASK_REGISTRY = ("make_task", "register_task", "registered_tasks")
 
 __all__ = sorted((*_ARCHITECTURES, *_CONFIG, *_INIT, *_MODEL, *_RUNFOLDER, *_TASK, *_TASK_REGISTRY))
@@ -53,9 +66,9 @@ def _module_of(name: str) -> ModuleType:
     elif name in _RUNFOLDER:
         from interp_init import runfolder as module
     elif name in _TASK:
-        from interp_init import task as module
+        import interp_init.tasks.base as module
     elif name in _TASK_REGISTRY:
-        from interp_init import task_registry as module
+        import interp_init.tasks.registry as module
     else:
         raise AttributeError(f"module 'interp_init' has no attribute {name!r}")
     return module

@@ -14,7 +14,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal, get_args
 
-from interp_init.tasks import SEQ_LEN, VOCAB_SIZE
+from interp_init.tasks.anchor_pairs import SEQ_LEN, VOCAB_SIZE
 
 ActFn = Literal["gelu", "gelu_new", "relu", "silu", "gelu_fast"]
 ACT_FNS: tuple[ActFn, ...] = get_args(ActFn)

@@ -1,6 +1,6 @@
 """Anchor-function samples, generated without a per-sample Python loop.
 
-:mod:`interp_init.tasks` defines the tasks; this module draws their samples.  One encoded
+:mod:`interp_init.tasks.anchor_pairs` defines the tasks; this module draws their samples.  One encoded
 example (task ``symmetric``, split ``train``)::
 
     position   0   1   2   3   4   5   6   7   8
@@ -15,7 +15,7 @@ task's unseen pair(s), keys drawn as in training.
 Samples are drawn in blocks of :data:`BLOCK_SIZE`, each from its own NumPy generator
 (SFC64, seeded by the dataset's seed and the block's index through ``SeedSequence``), on
 torch's threads: the same seed gives the same samples on any number of threads and any
-platform (within one :data:`~interp_init.tasks.DATA_VERSION`).  Every value is exactly
+platform (within one :data:`~interp_init.tasks.anchor_pairs.DATA_VERSION`).  Every value is exactly
 uniform on its range, drawn from 16-bit words by Lemire's multiply-shift with rejection
 (:func:`_below`); no per-sample Python loop.  Token ids are stored as uint8
 (``AnchorDataset.token_ids``) and widened to int64 where a model reads them (``tokens``,
@@ -40,7 +40,7 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from interp_init.tasks import KEY_HIGH, KEY_LOW, N_KEY_POSITIONS, SEQ_LEN, SPLITS, composite, task_spec
+from interp_init.tasks.anchor_pairs import KEY_HIGH, KEY_LOW, N_KEY_POSITIONS, SEQ_LEN, SPLITS, composite, task_spec
 
 #: Samples are drawn in blocks of this many, each from its own generator seeded by the
 #: dataset's seed and the block's index: blocks are drawn on all of torch's threads, their

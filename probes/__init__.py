@@ -22,12 +22,31 @@ scores), :mod:`probes.geometry` (neuron condensation, embedding PCA, spectra),
 helpers), :mod:`probes.protocol` (what a model must offer) and
 :mod:`probes.views` (circuit views for Jupyter and files; results as tables).
 Only the anchor-task helpers (``mask_key``, ``input_grid``, ``candidate_labelings``) read :mod:`interp_init`'s tasks.
+
+What a researcher calls, each documented on its module's page (the result types, such as
+:class:`~probes.masking.MaskedRun`, and the helpers below them, such as
+:func:`~probes.masking.source_mask` or :func:`~probes.inputs.as_inputs`, stay importable
+from their modules):
+
+* masking: :func:`masked_run`, :func:`mask_key` and :func:`mask_second_anchor` (the anchor
+  tasks' cases), :func:`project`, :func:`plot_projection`, :func:`cluster_scores`,
+  :func:`candidate_labelings`;
+* information flow: :func:`information_flow`, :func:`top_paths`, :func:`plot_flow`,
+  :func:`attention_patterns`, :func:`attention_html`, :func:`token_labels`;
+* similarity: :func:`residual_similarity`, :func:`value_similarity`,
+  :func:`activation_similarity`, :func:`cosine_similarity_matrix`, :func:`equal_mask`,
+  :func:`block_score`, :func:`plot_similarity`, :func:`input_grid`;
+* geometry: :func:`condensation`, :func:`plot_condensation`, :func:`embedding_pca`,
+  :func:`plot_embedding_pca`, :func:`singular_value_spectra`, :func:`plot_spectra`,
+  :func:`plot_eigenvalues`;
+* stable rank: :func:`stable_rank`, :func:`merged_weight`, :func:`weight_stable_ranks`,
+  :func:`head_circuits`, :func:`circuit_stable_ranks`;
+* :class:`HookedModel`, the protocol of what a model must offer (for type annotations).
 """
 
+from probes.anchors import candidate_labelings, mask_key, mask_second_anchor
 from probes.flow import attention_html, attention_patterns, information_flow, plot_flow, token_labels, top_paths
 from probes.geometry import (
-    Condensation,
-    EmbeddingPCA,
     condensation,
     embedding_pca,
     plot_condensation,
@@ -36,28 +55,10 @@ from probes.geometry import (
     plot_spectra,
     singular_value_spectra,
 )
-from probes.inputs import Inputs, as_inputs
-from probes.anchors import candidate_labelings, mask_key, mask_second_anchor
-from probes.masking import (
-    MaskedRun,
-    cluster_scores,
-    masked_run,
-    plot_projection,
-    project,
-    source_mask,
-)
+from probes.masking import cluster_scores, masked_run, plot_projection, project
 from probes.protocol import HookedModel
-from probes.rank import (
-    circuit_stable_ranks,
-    head_circuits,
-    merged_weight,
-    singular_values,
-    stable_rank,
-    weight_matrices,
-    weight_stable_ranks,
-)
+from probes.rank import circuit_stable_ranks, head_circuits, merged_weight, stable_rank, weight_stable_ranks
 from probes.similarity import (
-    SimilarityResult,
     activation_similarity,
     block_score,
     cosine_similarity_matrix,
@@ -67,19 +68,10 @@ from probes.similarity import (
     residual_similarity,
     value_similarity,
 )
-from probes.views import CircuitView, TableDisplay, fix_self_closing_divs, offline_html, standalone_html
 
 __all__ = [
-    "CircuitView",
-    "Condensation",
-    "EmbeddingPCA",
     "HookedModel",
-    "Inputs",
-    "MaskedRun",
-    "SimilarityResult",
-    "TableDisplay",
     "activation_similarity",
-    "as_inputs",
     "attention_html",
     "attention_patterns",
     "block_score",
@@ -90,7 +82,6 @@ __all__ = [
     "cosine_similarity_matrix",
     "embedding_pca",
     "equal_mask",
-    "fix_self_closing_divs",
     "head_circuits",
     "information_flow",
     "input_grid",
@@ -98,7 +89,6 @@ __all__ = [
     "mask_second_anchor",
     "masked_run",
     "merged_weight",
-    "offline_html",
     "plot_condensation",
     "plot_eigenvalues",
     "plot_embedding_pca",
@@ -109,13 +99,9 @@ __all__ = [
     "project",
     "residual_similarity",
     "singular_value_spectra",
-    "singular_values",
-    "source_mask",
     "stable_rank",
-    "standalone_html",
     "token_labels",
     "top_paths",
     "value_similarity",
-    "weight_matrices",
     "weight_stable_ranks",
 ]

@@ -14,7 +14,7 @@ from jaxtyping import Bool
 from torch import Tensor
 
 from interp_init.data import AnchorDataset
-from interp_init.tasks import ANCHORS
+from interp_init.tasks.anchor_pairs import ANCHORS
 from probes.inputs import Inputs
 from probes.protocol import HookedModel, check_model
 

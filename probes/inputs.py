@@ -20,7 +20,7 @@ Fig. 3, :mod:`probes.similarity` Fig. 4.)
 Example::
 
     >>> import torch
-    >>> from probes import as_inputs
+    >>> from probes.inputs import as_inputs
     >>> inputs = as_inputs([[5, 6, 7, 0], [8, 9, 0, 0]], attention_mask=[[1, 1, 1, 0], [1, 1, 0, 0]], labels=["a", "b"])
     >>> inputs.tokens.shape, inputs.position("last").tolist(), inputs.label("label")
     (torch.Size([2, 4]), [2, 1], ['a', 'b'])

@@ -42,9 +42,9 @@ def run_script(path: Path, args: list[str], monkeypatch: pytest.MonkeyPatch) -> 
     return stdout.getvalue()
 
 
-#: Walkthroughs run by other test modules: the phase sweeps (tests/test_phase.py), the
-#: probes walkthrough (tests/test_probes_api.py), the custom architecture
-#: (tests/test_architectures.py) and the custom task (tests/test_user_task.py); and the
+#: Walkthroughs run by other test modules: the phase sweeps (tests/training/test_phase.py), the
+#: probes walkthrough (tests/probes/test_api.py), the custom architecture
+#: (tests/interp_init/test_architectures.py) and the custom task (tests/interp_init/test_user_task.py); and the
 #: probes on a model of one's own, which writes no report (test_own_model_walkthrough below).
 ELSEWHERE = {"phase_neurips_fig2.py", "phase_journal_fig3.py", "phase_complexity.py", "probes_walkthrough.py", "custom_architecture.py", "custom_task.py", "own_model.py"}
 

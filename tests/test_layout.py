@@ -142,7 +142,7 @@ def test_the_base_package_has_no_import_circle() -> None:
 
 
 #: The modules that define tasks: the only ones that may name one.
-TASK_MODULES = ("interp_init/task.py", "interp_init/task_registry.py", "interp_init/tasks.py", "interp_init/anchor_tasks.py", "interp_init/addition.py", "interp_init/data.py")
+TASK_MODULES = ("interp_init/tasks/base.py", "interp_init/tasks/registry.py", "interp_init/tasks/anchor_pairs.py", "interp_init/tasks/anchor.py", "interp_init/tasks/addition.py", "interp_init/data.py")
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -152,7 +152,7 @@ def _docstrings(tree: ast.AST) -> set[int]:
 
 def task_name_literals(path: Path) -> list[str]:
     """Where a module writes a registered task's name as a string of its own (not in a docstring)."""
-    from interp_init.task_registry import registered_tasks
+    from interp_init.tasks.registry import registered_tasks
 
     tree = ast.parse(path.read_text(encoding="utf-8"))
     skip = _docstrings(tree)
@@ -162,7 +162,7 @@ def task_name_literals(path: Path) -> list[str]:
 
 @pytest.mark.parametrize("path", [p for p in _modules() if p.relative_to(ROOT).as_posix() not in TASK_MODULES], ids=lambda p: str(p.relative_to(ROOT)))
 def test_nothing_outside_the_task_modules_names_a_task(path: Path) -> None:
-    assert task_name_literals(path) == [], "a task's name outside its module: ask the task (interp_init.task) instead"
+    assert task_name_literals(path) == [], "a task's name outside its module: ask the task (interp_init.tasks.base) instead"
 
 
 def test_the_task_name_check_sees_a_branch(tmp_path: Path) -> None:
@@ -260,3 +260,61 @@ def test_the_layout_table_names_every_module() -> None:
     section = (ROOT / "docs" / "layout.md").read_text(encoding="utf-8")
     missing = [p.relative_to(ROOT).as_posix() for p in _modules() if p.name != "__init__.py" and f"`{p.name}`" not in section]
     assert missing == [], f"docs/layout.md's table does not name {missing}"
+
+
+# ------------------------------------------------------------------ tests mirror the packages
+
+#: The whole-project checks (docs, site, README, layout, packaging, release, examples,
+#: benchmarks), which lie in tests/ itself; every other test module tests one package and lies
+#: in that package's folder, tests/<package>/.
+PROJECT_CHECKS = frozenset(
+    ("test_benchmarks.py", "test_docs.py", "test_docstrings.py", "test_examples.py", "test_gpu_suite.py", "test_gpu_wheels.py")
+    + ("test_layout.py", "test_notebook.py", "test_packaging.py", "test_readme.py", "test_release.py", "test_site.py")
+)
+
+
+def misplaced_tests(tests: Path) -> list[str]:
+    """The test modules under ``tests`` that do not lie where their package's tests do: in
+    tests/ itself only :data:`PROJECT_CHECKS`; in tests/<package>/ only modules that import
+    ``package`` (or a test module beside them, for its fixtures); nowhere else; and no two with one name (pytest imports them by their name)."""
+    found = []
+    seen: dict[str, str] = {}
+    for path in sorted(p for p in tests.rglob("test_*.py") if "fixtures" not in p.relative_to(tests).parts):
+        rel = path.relative_to(tests).as_posix()
+        folder = path.parent.relative_to(tests).parts
+        if not folder:
+            if path.name not in PROJECT_CHECKS:
+                found.append(f"tests/{rel}: a test of one package; move it into tests/<package>/ ({', '.join(PACKAGES)})")
+        elif len(folder) == 1 and folder[0] in PACKAGES:
+            siblings = {p.stem for p in path.parent.glob("test_*.py")}  # shared fixtures of the same package's tests
+            if not {name.split(".")[0] for name in _all_imports(path)} & ({folder[0]} | siblings):
+                found.append(f"tests/{rel} does not import {folder[0]}: move it into the folder of the package it tests")
+        else:
+            found.append(f"tests/{rel}: a test module lies in tests/ (whole-project checks) or tests/<package>/ ({', '.join(PACKAGES)})")
+        if path.name in seen:
+            found.append(f"tests/{rel} has the name of tests/{seen[path.name]}: pytest imports test modules by name; rename one")
+        seen.setdefault(path.name, rel)
+    return found
+
+
+def test_the_tests_mirror_the_packages() -> None:
+    assert misplaced_tests(ROOT / "tests") == []
+
+
+def test_the_tests_layout_check_sees_a_misplaced_module(tmp_path: Path) -> None:
+    for rel, text in {
+        "test_docs.py": "import training\n",  # a whole-project check: in tests/ itself
+        "test_flow.py": "import probes\n",  # a probes test left in tests/
+        "probes/test_masking.py": "from probes.masking import masked_run\n",
+        "probes/test_config.py": "from interp_init.config import ModelConfig\n",  # tests another package
+        "training/test_flow.py": "def test_f():\n    from training.loop import train\n",  # a second test_flow.py
+        "helpers/test_x.py": "import probes\n",  # no package's folder
+    }.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    assert misplaced_tests(tmp_path) == [
+        "tests/helpers/test_x.py: a test module lies in tests/ (whole-project checks) or tests/<package>/ (interp_init, probes, training)",
+        "tests/probes/test_config.py does not import probes: move it into the folder of the package it tests",
+        "tests/test_flow.py: a test of one package; move it into tests/<package>/ (interp_init, probes, training)",
+        "tests/training/test_flow.py has the name of tests/test_flow.py: pytest imports test modules by name; rename one",
+    ]

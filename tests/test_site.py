@@ -3,7 +3,7 @@ the docstrings (one page per module, found on disk at build time) and renders in
 headless Chromium, and its notebook page shows the stored outputs of the quickstart notebook.
 The build and the browser are slow (``.ci/run`` runs them with the other slow tests); the
 browser test skips, saying why, where Chromium, chromedriver or selenium is missing (the
-report tests' browser, ``tests/test_report.py``)."""
+report tests' browser, ``tests/training/test_report.py``)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 from helpers import ROOT
-from test_report import browser  # noqa: F401 - the report tests' headless Chromium, offline
 
 NOTEBOOK = ROOT / "examples" / "quickstart.ipynb"
 RENDERED = ROOT / "docs" / "examples" / "quickstart.ipynb"
@@ -86,7 +85,7 @@ def test_the_site_has_a_reference_page_per_module_and_the_rendered_notebook(site
 
 
 @pytest.mark.slow
-def test_the_probe_reference_renders_in_headless_chromium(site: Path, browser) -> None:  # noqa: ANN001, F811
+def test_the_probe_reference_renders_in_headless_chromium(site: Path, browser) -> None:  # noqa: ANN001
     from selenium.webdriver.support.ui import WebDriverWait
 
     browser.get_log("browser")

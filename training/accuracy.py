@@ -1,8 +1,8 @@
-"""A model's metrics on a task's splits: the task's own (:meth:`interp_init.task.Task.evaluate`)
+"""A model's metrics on a task's splits: the task's own (:meth:`interp_init.tasks.base.Task.evaluate`)
 on the model's argmax predictions at the last position.
 
 * :func:`predict`: the argmax token at the last position of every input, in batches;
-* :func:`evaluate`: the task's typed metrics (:class:`~interp_init.task.TaskMetrics`) of
+* :func:`evaluate`: the task's typed metrics (:class:`~interp_init.tasks.base.TaskMetrics`) of
   a model on a training subset, the ID test set and the held-out set.
 """
 
@@ -16,8 +16,8 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from transformer_lens import HookedTransformer
 
-from interp_init.task import Task, TaskMetrics
-from interp_init.task_output import checked_evaluation
+from interp_init.tasks.base import Task, TaskMetrics
+from interp_init.tasks.checks import checked_evaluation
 
 __all__ = ["LogitsFn", "evaluate", "full_forward_last", "predict"]
 
@@ -51,7 +51,7 @@ def evaluate(
 ) -> TaskMetrics:
     """The metrics of ``model`` on a train subset, the ID test set and the held-out set, as
     ``task`` defines them (e.g. the ``symmetric`` task's
-    :class:`~interp_init.anchor_tasks.SymmetricMetrics`); ``to_json()`` gives what
+    :class:`~interp_init.tasks.anchor.SymmetricMetrics`); ``to_json()`` gives what
     ``metrics.json`` records.  The model is evaluated in eval mode and left as it was."""
     was_training = model.training
     model.eval()

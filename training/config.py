@@ -16,9 +16,9 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, get_args
 
 from interp_init.config import InitConfig, ModelConfig, check_init_scale, check_positive_finite, config_from_dict, config_to_dict, option
-from interp_init.task import DEFAULT_TASK, Task
-from interp_init.task_registry import make_task, task_class, tasks_taking
-from interp_init.tasks import DATA_VERSION
+from interp_init.tasks.anchor_pairs import DATA_VERSION
+from interp_init.tasks.base import DEFAULT_TASK, Task
+from interp_init.tasks.registry import make_task, task_class, tasks_taking
 
 #: Training precisions: fp32, or bf16 autocast of the forward pass.
 Precision = Literal["fp32", "bf16"]
@@ -30,7 +30,7 @@ class DataConfig:
     """Which task, how many samples (docs/science.md#the-anchor-function-task).
 
     ``task`` is a registered task's name or a task class's import path
-    ``package.module:ClassName`` (:mod:`interp_init.task`); ``k`` and ``offset`` are
+    ``package.module:ClassName`` (:mod:`interp_init.tasks.base`); ``k`` and ``offset`` are
     options of the tasks that take them (``complexity``) and must keep their defaults
     for the others."""
 
@@ -50,7 +50,7 @@ class DataConfig:
         self.make_task()  # validates the task and its options
 
     def make_task(self) -> Task:
-        """The run's :class:`~interp_init.task.Task`, with the options its class takes."""
+        """The run's :class:`~interp_init.tasks.base.Task`, with the options its class takes."""
         takes = {f.name for f in fields(task_class(self.task))}
         options = {}
         for f in fields(self):
@@ -295,7 +295,7 @@ def _cpu() -> dict[str, Any]:
 PRESETS: dict[str, Any] = {"paper": _paper, "tiny": _tiny, "cpu": _cpu}
 """The named run presets (``make_run_config(name)``, ``--preset NAME``), each a function
 returning its overrides of the dataclass defaults (the papers' values), before a task's own
-(:meth:`interp_init.task.Task.preset_overrides`): ``paper`` the papers' recipe as it is
+(:meth:`interp_init.tasks.base.Task.preset_overrides`): ``paper`` the papers' recipe as it is
 (d_model 400, the defaults); ``cpu`` the papers' models at d_model 128 on 200,000 samples
 for 12 epochs, about 4 minutes a model on one CPU core (docs/faithful-models.md); ``tiny``
 d_model 32 for 3 epochs, seconds on a CPU, for tests and smoke runs (learns little)."""
@@ -303,7 +303,7 @@ d_model 32 for 3 epochs, seconds on a CPU, for tests and smoke runs (learns litt
 
 def preset_options(preset: str, task: str = DEFAULT_TASK) -> dict[str, Any]:
     """The flat options of a named preset for a task (the preset's, then the task's own
-    overrides, :meth:`interp_init.task.Task.preset_overrides`)."""
+    overrides, :meth:`interp_init.tasks.base.Task.preset_overrides`)."""
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
     return {**PRESETS[preset](), **make_task_defaults(task).preset_overrides(preset)}

@@ -17,7 +17,7 @@ and weight decay) on its slice of the stacked parameters.
 It writes the same run folders as :func:`training.train`: each model's checkpoint is the
 single-run checkpoint (its model's and its AdamW's ``state_dict``), so either trainer
 resumes the other's folder.  Results equal one-by-one training to fp32 rounding
-(``tests/test_ensemble.py``); ``elapsed_s`` is the ensemble's wall time.
+(``tests/training/test_ensemble.py``); ``elapsed_s`` is the ensemble's wall time.
 
 On a GPU, where one small model leaves most of the device idle, this is how a sweep
 fills it; on a 2-core CPU it is slower than one by one (benchmarks/README.md).

@@ -38,8 +38,8 @@ from transformer_lens import HookedTransformer
 
 from interp_init.model import build_model, empty_model, load_weights, resolve_device
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus
-from interp_init.task import RECORD_KEYS, Samples, Task, TaskMetrics
-from interp_init.task_output import checked_split
+from interp_init.tasks.base import RECORD_KEYS, Samples, Task, TaskMetrics
+from interp_init.tasks.checks import checked_split
 from training.accuracy import LogitsFn, evaluate, full_forward_last
 from training.config import RunConfig
 from training.preflight import check_fits, check_train_arguments
@@ -213,7 +213,7 @@ def _train(cfg: RunConfig, folder: RunFolder | None, dev: torch.device, progress
 def history_record(epoch: int, step: int, loss: float, lr: float, evaluation: TaskMetrics | None) -> dict[str, Any]:
     """One entry of ``metrics.json``'s history: the epoch's numbers and, where it was
     evaluated, the task's metrics that :func:`training.accuracy.evaluate` returned (the one
-    place that reads them), serialized (:class:`interp_init.task.EpochRecord` reads it back)."""
+    place that reads them), serialized (:class:`interp_init.tasks.base.EpochRecord` reads it back)."""
     record: dict[str, Any] = {"epoch": epoch, "step": step, "loss": loss, "lr": lr}
     if evaluation is not None:
         record.update(evaluation.to_json())

@@ -1,8 +1,8 @@
 """A flip judged over seeds: per-criterion rates with exact intervals, under a named protocol.
 
 A *population* is a reproduction on one or more seeds (a single seed is a population of
-one); each criterion of the flip (:meth:`interp_init.task.Task.flip_checks`, thresholds
-:data:`interp_init.anchor_tasks.FLIP_CRITERIA`: :func:`check_flip`) is then a rate, ``k`` of ``n``
+one); each criterion of the flip (:meth:`interp_init.tasks.base.Task.flip_checks`, thresholds
+:data:`interp_init.tasks.anchor.FLIP_CRITERIA`: :func:`check_flip`) is then a rate, ``k`` of ``n``
 seeds, with its 95% exact binomial (Clopper-Pearson) interval (:func:`exact_interval`).
 What a run's number is depends on the protocol (:mod:`training.selection`: ``strict`` or
 ``paper``), which every table names.
@@ -23,18 +23,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from interp_init.anchor_tasks import FLIP_CRITERIA
 from interp_init.fileio import read_json
 from interp_init.runfolder import write_json
-from interp_init.task_registry import make_task, task_class
+from interp_init.tasks.anchor import FLIP_CRITERIA
+from interp_init.tasks.registry import make_task, task_class
 from training.race import Race, race_of
 from training.records import RunRecord
 from training.regimes import REGIME_NAMES
 from training.selection import PROTOCOL_TEXT, Pick, check_protocol, pick_paper, pick_strict, targets
 
 if TYPE_CHECKING:
-    from training.study import StudySpec
     import pandas as pd
+
+    from training.study import StudySpec
 
 #: Which random source a population varies: both (``seed``), the init's, or the data's.
 VARY: tuple[str, ...] = ("both", "init", "data")
@@ -55,7 +56,7 @@ def exact_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, flo
 
 
 def check_flip(summary: Mapping[str, Mapping[str, Mapping[str, Any]]], criteria: Mapping[str, float] = FLIP_CRITERIA) -> dict[str, bool]:
-    """Each criterion of the flip (the tasks' own :meth:`~interp_init.task.Task.flip_checks`)
+    """Each criterion of the flip (the tasks' own :meth:`~interp_init.tasks.base.Task.flip_checks`)
     on one seed's numbers (task -> regime -> target -> value), by name, and ``"all"``."""
     checks: dict[str, bool] = {}
     for task, rows in summary.items():

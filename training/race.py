@@ -3,12 +3,12 @@
 The exception (3,4) is the seen pair whose target the held-out (4,3)'s symmetric answer
 copies.  A small-init run that reasons infers (4,3) from the rule; one that copies takes
 (3,4)'s answer.  :func:`race_of` reads a run's per-epoch history (the
-:class:`~interp_init.task.EpochRecord` s of :attr:`training.records.RunRecord.history`:
+:class:`~interp_init.tasks.base.EpochRecord` s of :attr:`training.records.RunRecord.history`:
 each evaluated epoch's metrics have ``per_pair["3,4"]`` and ``heldout["4,3"]`` with
 ``inferential`` and ``symmetric`` shares; each epoch its ``lr``) and returns a :class:`Race`:
 
 * ``fit_epoch``: the first evaluated epoch at which the training accuracy on (3,4) is at
-  least :data:`interp_init.task.FIT_THRESHOLD` (0.9; None: never);
+  least :data:`interp_init.tasks.base.FIT_THRESHOLD` (0.9; None: never);
 * the (4,3) inferential and symmetric shares at that epoch and at the last evaluated one;
 * ``settled_epoch``: the epoch at which the shares **stopped moving**: the first evaluated
   epoch from which on both shares stay within ``tolerance`` (default 0.05) of their values
@@ -18,7 +18,7 @@ each evaluated epoch's metrics have ``per_pair["3,4"]`` and ``heldout["4,3"]`` w
   peak lr (the largest lr in the history, or the one given): True says the shares stopped
   while the optimizer could still move them, False that the schedule's decay froze them;
 * ``mode``: the run's failure mode (:data:`MODES`), from the word the verdict gives the
-  last evaluated epoch (:func:`interp_init.anchor_tasks.symmetric_solution`, the rule the
+  last evaluated epoch (:func:`interp_init.tasks.anchor.symmetric_solution`, the rule the
   flip's criteria and the report's verdict table use, so the three never disagree):
   ``infers`` where it says ``inferential`` (final ID >= 0.9, final (3,4) accuracy >= 0.9,
   inferential >= 0.8), ``early copy`` where it says ``symmetric`` (final ID >= 0.9,
@@ -38,8 +38,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from interp_init.anchor_tasks import ANSWERS, EXCEPTION, HELDOUT, symmetric_solution
-from interp_init.task import FIT_THRESHOLD, EpochRecord
+from interp_init.tasks.anchor import ANSWERS, EXCEPTION, HELDOUT, symmetric_solution
+from interp_init.tasks.base import FIT_THRESHOLD, EpochRecord
 
 if TYPE_CHECKING:
     from training.records import RunRecord
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 SETTLE_TOLERANCE = 0.05
 #: The failure modes, in the order tables list them.
 MODES: tuple[str, ...] = ("infers", "early copy", "neither", "under-trained")
-#: The mode of each verdict word that decides it (:func:`~interp_init.anchor_tasks.symmetric_solution`).
+#: The mode of each verdict word that decides it (:func:`~interp_init.tasks.anchor.symmetric_solution`).
 _MODE_OF_WORD: dict[str, str] = {ANSWERS[0]: "infers", ANSWERS[1]: "early copy", "did not fit": "under-trained", "(3,4) not fitted": "under-trained"}
 
 
@@ -118,7 +118,7 @@ def _exception(record: EpochRecord) -> float:
 
 def race_of(history: Sequence[EpochRecord], peak_lr: float | None = None, tolerance: float = SETTLE_TOLERANCE) -> Race:
     """The :class:`Race` of one ``symmetric`` run from its history (its record's
-    :class:`~interp_init.task.EpochRecord` s; epochs without an evaluation are skipped);
+    :class:`~interp_init.tasks.base.EpochRecord` s; epochs without an evaluation are skipped);
     ``peak_lr``: the schedule's peak (default: the largest lr the history records)."""
     if not 0 <= tolerance < 1:
         raise ValueError(f"tolerance must be a number in [0, 1), got {tolerance!r}")
@@ -151,7 +151,7 @@ def race_of(history: Sequence[EpochRecord], peak_lr: float | None = None, tolera
 
 
 def has_shares(record: RunRecord) -> bool:
-    """Whether ``record`` is a run of a task with the race (:attr:`interp_init.task.Task.has_race`)
+    """Whether ``record`` is a run of a task with the race (:attr:`interp_init.tasks.base.Task.has_race`)
     whose history has at least one evaluated epoch with the held-out shares."""
     return record.task.has_race and any(getattr(r.metrics, "heldout", None) for r in record.history)
 

@@ -59,8 +59,8 @@ from functools import lru_cache
 from typing import Any
 
 from interp_init.config import ModelConfig
-from interp_init.task import DEFAULT_TASK
-from interp_init.task_registry import task_class
+from interp_init.tasks.base import DEFAULT_TASK
+from interp_init.tasks.registry import task_class
 from training.config import OPTION_SECTION, RunConfig, TrainConfig, make_run_config, preset_options
 
 #: The task of the paper's recipe: NeurIPS 2024's ``symmetric``, the default task.
@@ -203,7 +203,7 @@ def carry_recipe(cfg: RunConfig, hold: Sequence[str] = DEFAULT_HOLD, reference_d
 
     Carried values are rounded to 4 significant digits.  Apply it once, to a config whose gamma is the paper's: carrying a carried config again
     carries its gamma again.  At the reference width with the paper's data and schedule
-    (:func:`paper_config`, ``drop_last=True``) it changes nothing (``tests/test_recipe.py``);
+    (:func:`paper_config`, ``drop_last=True``) it changes nothing (``tests/training/test_recipe.py``);
     the ``paper`` preset itself keeps the text's 900,000 samples (439 steps an epoch in this
     loop), so holding ``summed_lr_wd`` there sets weight decay 0.008409, and holding only
     ``forward_scale`` leaves it as it is.

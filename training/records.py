@@ -1,6 +1,6 @@
 """The one reader of run folders: :class:`RunRecord`, a typed record per run folder: its
 config, its status (read from the folder: a run another process trains is ``running``), its
-``metrics.json`` typed for its task (:class:`~interp_init.task.RunMetrics`, read through
+``metrics.json`` typed for its task (:class:`~interp_init.tasks.base.RunMetrics`, read through
 :meth:`interp_init.runfolder.RunFolder.read_metrics`, which validates it) and a failed run's
 ``error.txt``.  Every table, protocol, population, phase diagram, report section and the
 preset search reads runs here; so are the cached stable ranks (:func:`run_stable_ranks`).
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from interp_init.runfolder import RunFolder, RunStatus, write_json
-from interp_init.task import EpochRecord, RunMetrics, Task, read_run_metrics
+from interp_init.tasks.base import EpochRecord, RunMetrics, Task, read_run_metrics
 from training.config import RunConfig
 
 if TYPE_CHECKING:

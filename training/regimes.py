@@ -7,7 +7,7 @@ init; each task trains on its paper's architecture.  On ``symmetric`` the held-o
 follows the inferential x - 10 under small init and the symmetric x - 6 under large init
 (NeurIPS 2024, Fig. 2); on ``id-ood`` small init composes the unseen pairs (the journal's
 Phase 3), large init fits the seen ones (Phase 2).  The flip's criteria live with the
-tasks (:meth:`interp_init.task.Task.flip_checks`).  The regimes are the named points of
+tasks (:meth:`interp_init.tasks.base.Task.flip_checks`).  The regimes are the named points of
 :meth:`training.study.StudySpec.reproduction`; importing this module imports no torch.
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from interp_init.task_registry import make_task, registered_tasks, task_class
+from interp_init.tasks.registry import make_task, registered_tasks, task_class
 from training.config import PRESETS, RunConfig, make_run_config
 from training.recipe import carry_recipe
 
@@ -29,7 +29,7 @@ REGIME_NAMES: tuple[str, ...] = ("small-init", "large-init")
 #: preset -> regime -> flat run options (keys naming a task hold that task's options).
 #: ``cpu`` and ``paper``: the NeurIPS paper's two sides of the flip (gamma 0.8 small init,
 #: gamma 0.5 large init); a task may change a regime's options
-#: (:meth:`interp_init.task.Task.regime_overrides`: ``cpu`` takes gamma 0.4 for id-ood's
+#: (:meth:`interp_init.tasks.base.Task.regime_overrides`: ``cpu`` takes gamma 0.4 for id-ood's
 #: large init); what ``cpu`` shows over seeds is in docs/faithful-models.md.
 #: ``tiny``: smoke tests only; it learns too little to show the flip.
 REGIMES: dict[str, dict[str, dict[str, Any]]] = {

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from interp_init.task_registry import registered_tasks, task_class
+from interp_init.tasks.registry import registered_tasks, task_class
 from training.records import RunRecord
 
 #: The selection rules, and what each means (for titles and captions).

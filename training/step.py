@@ -17,7 +17,7 @@ Each block is computed by its registered architecture's own fast forward
 (:class:`interp_init.architectures.Architecture`'s ``all_positions`` and
 ``last_position``, made of the fused kernels of :mod:`interp_init.architectures.kernels`)
 instead of TransformerLens' hook-point-by-hook-point code.  The result equals the hooked
-forward to fp32 rounding (``tests/test_step.py`` checks logits and every parameter's
+forward to fp32 rounding (``tests/training/test_step.py`` checks logits and every parameter's
 gradient, for every registered architecture).  A block class no architecture registered
 is an error, never read as another architecture.
 

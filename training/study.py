@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from interp_init.fileio import check_name_length, parse_json
-from interp_init.task import DEFAULT_TASK
-from interp_init.task_registry import task_class
+from interp_init.tasks.base import DEFAULT_TASK
+from interp_init.tasks.registry import task_class
 from training.config import OPTIONS, PRECISIONS, PRESETS, RunConfig, check_seed, make_run_config, preset_options
 from training.launch.base import Job
 from training.population import VARY

@@ -1,11 +1,11 @@
 """What a run learned, in words and numbers: the verdict the report opens with.
 
 :func:`run_verdict` reads a run's final metrics and asks its task
-(:meth:`interp_init.task.Task.verdict`) to name the solution the way the papers do
+(:meth:`interp_init.tasks.base.Task.verdict`) to name the solution the way the papers do
 (docs/science.md): for ``symmetric`` ``inferential``, ``symmetric``, ``neither`` or ``did
 not fit``; for ``id-ood`` the journal's phases; for ``complexity`` ``fit`` or ``did not
 fit``; for ``addition`` ``rule-based`` or ``case-based``.  The thresholds live with the
-tasks (:mod:`interp_init.anchor_tasks`, :mod:`interp_init.addition`).
+tasks (:mod:`interp_init.tasks.anchor`, :mod:`interp_init.tasks.addition`).
 
 Example::
 
@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any
 
-from interp_init.task import Task, TaskMetrics, Verdict
-from interp_init.task_registry import make_task
+from interp_init.tasks.base import Task, TaskMetrics, Verdict
+from interp_init.tasks.registry import make_task
 
 __all__ = ["Verdict", "run_verdict"]
 
@@ -35,7 +35,7 @@ def _partial(task: Task, final: Mapping[str, Any]) -> TaskMetrics | None:
 
 
 def run_verdict(task: str | Task, final: TaskMetrics | Mapping[str, Any] | None, status: str, stable_rank: float | None = None) -> Verdict:
-    """The :class:`~interp_init.task.Verdict` of a run from its final metrics (the task's
+    """The :class:`~interp_init.tasks.base.Verdict` of a run from its final metrics (the task's
     dataclass, or ``metrics.json``'s ``final`` object) and status; ``stable_rank`` (the
     first layer's merged W_Q) is added to the evidence when given."""
     task = make_task(task) if isinstance(task, str) else task

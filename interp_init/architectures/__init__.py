@@ -67,7 +67,7 @@ def install_blocks(model: HookedTransformer, architecture: str) -> HookedTransfo
     """Replace ``model``'s blocks by ``architecture``'s block class (in place) and return it.
 
     The model's config must already say what the architecture needs (``normalization_type=None``
-    for one without a final norm); :func:`interp_init.empty_model` builds it so.
+    for one without a final norm); :func:`interp_init.model.empty_model` builds it so.
     """
     block_cls = get_architecture(architecture).block
     if all(type(block) is block_cls for block in model.blocks):

@@ -8,8 +8,8 @@ from typing import Any
 
 import click
 
-from interp_init.task import DEFAULT_TASK
-from interp_init.task_registry import registered_tasks
+from interp_init.tasks.base import DEFAULT_TASK
+from interp_init.tasks.registry import registered_tasks
 from training.config import PRESETS
 from training.options import FIELDS
 from training.recipe import CARRY_HELP, DEFAULT_HOLD, check_hold

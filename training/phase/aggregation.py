@@ -4,7 +4,7 @@ Within a cell (e.g. one gamma and one depth) and a seed, take the best of each m
 over the learning rates (:func:`best_over`); then the mean and the sample standard
 deviation over seeds (:func:`aggregate`); NeurIPS Sec. 3, journal Sec. V.  Phases (the
 journal's; docs/science.md) come from the aggregated ID and OOD accuracies
-(:func:`classify_phase`, the rule of :func:`interp_init.anchor_tasks.journal_phase`):
+(:func:`classify_phase`, the rule of :func:`interp_init.tasks.anchor.journal_phase`):
 Phase 1 = ID < 0.9 (poor ID), Phase 2 = good ID and OOD <= 0.5, Phase 3 = good ID and
 OOD > 0.5; the thresholds are parameters (their defaults live with the tasks).
 """
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from interp_init.anchor_tasks import ID_THRESHOLD, OOD_THRESHOLD, journal_phase
+from interp_init.tasks.anchor import ID_THRESHOLD, OOD_THRESHOLD, journal_phase
 
 #: Metrics where less is better (best over learning rates = minimum).
 LOWER_IS_BETTER_PREFIXES = ("epochs_to", "final_loss")

@@ -31,10 +31,10 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from interp_init.addition import AdditionTask
-from interp_init.anchor_tasks import ComplexityTask, IdOodTask, SymmetricTask
-from interp_init.task import Task, task_name
-from interp_init.tasks import ALL_PAIRS
+from interp_init.tasks.addition import AdditionTask
+from interp_init.tasks.anchor import ComplexityTask, IdOodTask, SymmetricTask
+from interp_init.tasks.anchor_pairs import ALL_PAIRS
+from interp_init.tasks.base import Task, task_name
 from training.phase.aggregation import add_phase, aggregate, best_over, check_columns, param_columns
 from training.phase.names import COMMUTATIVITY_THRESHOLD, FIGURE_NAMES, ID_THRESHOLD, OOD_THRESHOLD
 from training.phase.square import fig_journal_fig7c

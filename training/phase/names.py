@@ -9,13 +9,13 @@ The phases are defined in docs/science.md (the anchor-function task).
 
 from __future__ import annotations
 
-# The journal's thresholds live with its tasks (interp_init.anchor_tasks): ID accuracy at
+# The journal's thresholds live with its tasks (interp_init.tasks.anchor): ID accuracy at
 # or above ID_THRESHOLD is good (the NeurIPS shaded zones below it), OOD accuracy above
 # OOD_THRESHOLD is Phase 3, commutativity below COMMUTATIVITY_THRESHOLD is marked in Fig. 3B.
 # The thresholds a results table's epochs_to_* columns are measured with by default live
 # with the table (training.sweep.columns): training loss below LOSS_THRESHOLD, per-pair
 # training accuracy at or above PAIR_ACC_THRESHOLD.
-from interp_init.anchor_tasks import COMMUTATIVITY_THRESHOLD, ID_THRESHOLD, OOD_THRESHOLD
+from interp_init.tasks.anchor import COMMUTATIVITY_THRESHOLD, ID_THRESHOLD, OOD_THRESHOLD
 from training.sweep.columns import LOSS_THRESHOLD, PAIR_ACC_THRESHOLD
 
 __all__ = ["COMMUTATIVITY_THRESHOLD", "FIGURE_NAMES", "ID_THRESHOLD", "LOSS_THRESHOLD", "OOD_THRESHOLD", "PAIR_ACC_THRESHOLD"]

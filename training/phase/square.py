@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from interp_init.addition import AdditionTask
-from interp_init.task import FIT_THRESHOLD, task_name
+from interp_init.tasks.addition import AdditionTask
+from interp_init.tasks.base import FIT_THRESHOLD, task_name
 from training.phase.aggregation import aggregate, check_columns, param_columns
 
 

@@ -19,7 +19,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from interp_init.data import AnchorDataset
-from interp_init.task_registry import registered_tasks, task_class
+from interp_init.tasks.registry import registered_tasks, task_class
 from training.report.config import ReportConfig
 from training.report.runs import Run
 

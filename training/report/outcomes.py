@@ -14,7 +14,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from interp_init.task import FIT_THRESHOLD, EpochRecord
+from interp_init.tasks.base import FIT_THRESHOLD, EpochRecord
 from probes.rank import merged_weight, stable_rank
 from training.report.cells import RUN_COLOURS, Cell, Context, Section, compact, html_table, measured
 from training.report.population import population_parts
@@ -43,7 +43,7 @@ def section_verdict(ctx: Context) -> Section:
 
 
 def fit_epoch(history: Sequence[EpochRecord]) -> int | None:
-    """The first evaluated epoch whose ID accuracy reached :data:`~interp_init.task.FIT_THRESHOLD`; None if none did."""
+    """The first evaluated epoch whose ID accuracy reached :data:`~interp_init.tasks.base.FIT_THRESHOLD`; None if none did."""
     return next((r.epoch for r in history if r.metrics is not None and r.metrics.id_acc is not None and r.metrics.id_acc >= FIT_THRESHOLD), None)
 
 
@@ -137,7 +137,7 @@ def accuracy_table(runs: Sequence[Run]) -> pd.DataFrame:
 
 
 def _deciding_accuracies(run: Run) -> str | None:
-    """The final accuracies that decide the run's verdict (the task's :meth:`~interp_init.task.TaskMetrics.deciding`)."""
+    """The final accuracies that decide the run's verdict (the task's :meth:`~interp_init.tasks.base.TaskMetrics.deciding`)."""
     final = None if run.run_metrics is None else run.run_metrics.final
     return None if final is None else (final.deciding() or None)
 

@@ -20,7 +20,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from interp_init.anchor_tasks import FLIP_CRITERIA
+from interp_init.tasks.anchor import FLIP_CRITERIA
 from training.population import SUMMARY_FILE, Population, failed_criteria, read_summary
 from training.regimes import REGIME_NAMES
 from training.report.cells import html_table

@@ -15,8 +15,8 @@ from transformer_lens import HookedTransformer
 
 from interp_init.data import AnchorDataset
 from interp_init.runfolder import CONFIG_FILE, WEIGHTS_FILE, RunFolder
-from interp_init.task import RunMetrics, Task
-from interp_init.task_registry import task_class
+from interp_init.tasks.base import RunMetrics, Task
+from interp_init.tasks.registry import task_class
 from training.config import RunConfig
 from training.records import RunRecord
 
@@ -123,7 +123,7 @@ def load_runs(run_dirs: Iterable[str | Path], device: str = "cpu") -> list[Run]:
 def token_labels(dataset: AnchorDataset, row: int = 0) -> list[str]:
     """Labels of one input's tokens: for the anchor tasks the key and anchors are marked
     (``x=57``, ``a1=4``); another task's samples are labelled by the task
-    (:meth:`interp_init.task.Task.token_labels`)."""
+    (:meth:`interp_init.tasks.base.Task.token_labels`)."""
     tokens = dataset.tokens[row].tolist()
     if not isinstance(dataset, AnchorDataset):
         return task_class(dataset.task)().token_labels(tokens)

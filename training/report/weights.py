@@ -21,7 +21,7 @@ from probes.geometry import (
     plot_spectra,
     singular_value_spectra,
 )
-from interp_init.tasks import KEY_HIGH, KEY_LOW
+from interp_init.tasks.anchor_pairs import KEY_HIGH, KEY_LOW
 from probes.rank import merged_weight, weight_stable_ranks
 from training.report.cells import RUN_COLOURS, Cell, Context, Section, compact, html_table, measured, per_run
 from training.report.runs import Run

@@ -1,7 +1,7 @@
 """The metric columns of a sweep's results table and the thresholds of its ``epochs_to_*``
 columns: plain constants and the tasks' column names, no pandas, no torch.
 
-The metric columns are every registered task's (:meth:`interp_init.task.TaskMetrics.column_names`,
+The metric columns are every registered task's (:meth:`interp_init.tasks.base.TaskMetrics.column_names`,
 in registration order) and, per group a task's metrics name (the anchor pairs: ``"4,3"``),
 the first epoch its training accuracy reaches :data:`PAIR_ACC_THRESHOLD`
 (``epochs_to_acc_4_3``).  A user's task adds its own columns to the tables of its sweeps.
@@ -9,7 +9,7 @@ the first epoch its training accuracy reaches :data:`PAIR_ACC_THRESHOLD`
 
 from __future__ import annotations
 
-from interp_init.task_registry import registered_tasks, task_class
+from interp_init.tasks.registry import registered_tasks, task_class
 
 #: Training loss below which a run counts as fitted (``epochs_to_loss``).
 LOSS_THRESHOLD = 0.05

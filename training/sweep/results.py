@@ -16,8 +16,8 @@ from typing import Any
 import pandas as pd
 
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus, atomic_write
-from interp_init.task import EpochRecord
-from interp_init.tasks import AnchorPair
+from interp_init.tasks.anchor_pairs import AnchorPair
+from interp_init.tasks.base import EpochRecord
 from training.config import OPTIONS
 from training.records import RunRecord, run_stable_ranks
 from training.study import StudySpec

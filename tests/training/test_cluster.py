@@ -1,0 +1,224 @@
+"""Clusters for real (slow, marked ``cluster``): a single-node Slurm that ``.ci/slurm/start.sh``
+starts (partition time limit 1 minute, so that a run longer than a chunk is requeued), and a
+Ray cluster of a head and a second worker that the fixture below starts with ``ray start``
+on a loopback address (127.0.0.2) and stops again.  ``.ci/run`` starts the Slurm before the slow step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from interp_init.runfolder import RunFolder
+from training.launch.slurm import JOBS_FILE, SLURM_FOLDER, SlurmOptions, live_jobs
+from training.launch import make_launcher
+from training.reproduce import reproduce_study
+from training.study import StudySpec
+from training.sweep import SweepOptions, run_sweep
+
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]
+ROOT = Path(__file__).resolve().parents[2]
+SPEC = StudySpec.reproduction("tiny", (0,))  # 4 runs: both tasks, both regimes
+
+
+def _slurm_or_skip() -> None:
+    pytest.importorskip("submitit", reason="submitit is not installed (pip install 'interp-init[slurm]')")
+    if shutil.which("sbatch") is None:
+        pytest.skip("slurm-wlm is not installed: .ci/slurm/start.sh installs it (Debian, as root) and starts a single-node Slurm")
+    try:
+        out = subprocess.run(["sinfo", "-h", "-o", "%a %t"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError) as err:
+        pytest.skip(f"sinfo failed ({err}): start the single-node Slurm with .ci/slurm/start.sh")
+    if out.returncode != 0 or "up" not in out.stdout:
+        pytest.skip(f"no Slurm partition is up ({(out.stderr or out.stdout).strip()[:200]}): start it with .ci/slurm/start.sh")
+
+
+def _slurm_options(**kw) -> SlurmOptions:
+    # time limit 1 minute, warned 10 s before: a chunk ends 20 s before the limit
+    return SlurmOptions(time_min=1, signal_delay_s=10, cpus=1, device="cpu", poll_s=2.0, **kw)
+
+
+def _weights(root: Path) -> dict[str, bytes]:
+    return {str(p.parent.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("model.safetensors"))}
+
+
+def _results(summary: dict | list) -> dict | list:
+    """A population summary without what differs between two trainings of the same runs (time, folders)."""
+    if isinstance(summary, dict):
+        return {k: _results(v) for k, v in summary.items() if k not in ("seconds", "run_dir", "run_dirs")}
+    return [_results(v) for v in summary] if isinstance(summary, list) else summary
+
+
+def _requeues(study: Path) -> int:
+    return sum(p.read_text().count("Requeued job") for p in (study / SLURM_FOLDER / "logs").glob("*_log.out"))
+
+
+@pytest.fixture(scope="module")
+def local_population(tmp_path_factory) -> Path:
+    """The tiny population trained here, two runs at a time with one torch thread each."""
+    out = tmp_path_factory.mktemp("local") / "population"
+    reproduce_study(SPEC, out, make_launcher("pool", device="cpu", workers=2, threads=1))
+    return out
+
+
+def test_slurm_population_is_byte_equal_to_the_local_one(tmp_path, local_population):
+    _slurm_or_skip()
+    out = tmp_path / "population"
+    # every chunk is one epoch long: each run is requeued after each of its first two epochs
+    population, _ = reproduce_study(SPEC, out, make_launcher("slurm", slurm=_slurm_options(chunk_seconds=0.01)))
+    assert _requeues(out) >= 4
+    assert _weights(out) == _weights(local_population) and len(_weights(out)) == 4
+    assert _results(population.to_dict()) == _results(json.loads((local_population / "summary.json").read_text()))
+
+
+def _sweep(epochs: int) -> StudySpec:
+    return StudySpec(base={"preset": "tiny", "task": "symmetric", "epochs": epochs}, grid={"gamma": [0.5, 0.8]})
+
+
+def test_slurm_time_limit_requeues_and_a_cancelled_job_resumes_on_a_second_launch(tmp_path):
+    _slurm_or_skip()
+    out, spec = tmp_path / "sweep", _sweep(epochs=600)  # longer than one chunk of a 1-minute job, on a quiet machine too (150 epochs took under 40 s)
+    first = run_sweep(spec, out, SweepOptions(backend="slurm", workers=None, progress=False, extra={"slurm": _slurm_options(wait=False)}))
+    assert set(first.statuses.values()) == {"running"}  # submitted, not waited for
+    record = json.loads((out / SLURM_FOLDER / JOBS_FILE).read_text())
+    victim, other = "gamma=0.5", "gamma=0.8"
+    deadline = time.monotonic() + 600
+    while not (RunFolder(out / victim).checkpoint_path.exists() and RunFolder(out / victim).is_busy()):
+        assert time.monotonic() < deadline, "the job never started training"
+        time.sleep(1)
+    subprocess.run(["scancel", record[victim]], check=True)
+    while live_jobs(list(record.values())):
+        assert time.monotonic() < deadline + 600, "the jobs never ended"
+        time.sleep(2)
+    assert RunFolder(out / other).status() == "completed"
+    assert RunFolder(out / victim).status() == "interrupted"  # its checkpoint kept, no lock left
+    assert _requeues(out) >= 1  # the 1-minute limit requeued a run
+    finished = (out / other / "model.safetensors").stat().st_mtime_ns
+
+    second = run_sweep(spec, out, SweepOptions(backend="slurm", workers=None, progress=False, extra={"slurm": _slurm_options()}))
+    assert dict(second.statuses) == {victim: "completed", other: "completed"}
+    assert second.skipped == (other,)
+    assert (out / other / "model.safetensors").stat().st_mtime_ns == finished  # not retrained
+    again = json.loads((out / SLURM_FOLDER / JOBS_FILE).read_text())
+    assert again[other] == record[other] and again[victim] != record[victim]  # only the cancelled run was submitted
+
+
+# ---------------------------------------------------------------- Ray
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind((RAY_IP, 0))
+        return s.getsockname()[1]
+
+
+#: The nodes' address: loopback, and not one Ray rewrites to the machine's outward address (127.0.0.1 is).
+RAY_IP = "127.0.0.2"
+#: No token authentication on this throwaway cluster (Ray 2.5x turns it on for new clusters).
+RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+
+
+def _ray_start(*args: str, joins: bool = False) -> subprocess.Popen:
+    ray_cli = Path(sys.executable).with_name("ray")
+    env = {**os.environ, **RAY_ENV, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1" if joins else "0"}
+    cmd = [str(ray_cli), "start", "--block", "--num-cpus=1", "--object-store-memory=80000000", "--disable-usage-stats", *args]
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """SIGTERM to a `ray start --block` (it stops the processes it started), then to its group."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(60)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+@pytest.fixture()
+def ray_cluster(monkeypatch):
+    """A head and a second worker node, one CPU each, on a loopback address; yields (address, worker process)."""
+    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'interp-init[cluster]')")
+    for key, value in RAY_ENV.items():
+        monkeypatch.setenv(key, value)
+    port = _free_port()
+    address = f"{RAY_IP}:{port}"
+    # its own temp folder (short: Ray's socket paths are limited): no /tmp/ray/ray_current_cluster
+    # left behind for a later ray.init() to find
+    temp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
+    head = _ray_start("--head", f"--node-ip-address={RAY_IP}", f"--port={port}", "--include-dashboard=false", f"--temp-dir={temp}")
+    worker = None
+    try:
+        time.sleep(5)
+        worker = _ray_start(f"--address={address}", f"--node-ip-address={RAY_IP}", joins=True)
+        ray.init(address=address, log_to_driver=False)
+        try:
+            deadline = time.monotonic() + 180
+            while sum(n["Alive"] for n in ray.nodes()) < 2:
+                assert time.monotonic() < deadline, "the Ray worker never joined"
+                time.sleep(1)
+        finally:
+            ray.shutdown()
+        yield address, worker
+    finally:
+        if worker is not None:
+            _stop(worker)
+        _stop(head)
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def test_ray_cluster_trains_a_sweep_and_a_population(tmp_path, ray_cluster, local_population):
+    address, _ = ray_cluster
+    summary = run_sweep(_sweep(epochs=3), tmp_path / "sweep", SweepOptions(backend="ray", address=address, threads=1, workers=None, progress=False))
+    assert dict(summary.statuses) == {"gamma=0.5": "completed", "gamma=0.8": "completed"}
+    population, _ = reproduce_study(SPEC, tmp_path / "population", make_launcher("ray", device="cpu", address=address, threads=1))
+    assert _weights(tmp_path / "population") == _weights(local_population)
+    assert _results(population.to_dict()) == _results(json.loads((local_population / "summary.json").read_text()))
+
+
+def test_a_ray_worker_killed_mid_run_leaves_the_study_truthful_and_resumable(tmp_path, ray_cluster):
+    import threading
+
+    address, worker = ray_cluster
+    out, spec = tmp_path / "sweep", _sweep(epochs=600)  # outlasts the worker's graceful stop (150 epochs ended within it on a quiet machine)
+    options = SweepOptions(backend="ray", address=address, threads=1, workers=None, progress=False)
+
+    def kill_worker_when_both_train() -> None:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            folders = [RunFolder(out / name) for name in ("gamma=0.5", "gamma=0.8")]
+            if all(f.checkpoint_path.exists() and f.is_busy() for f in folders):  # one run on each node
+                _stop(worker)
+                return
+            time.sleep(0.5)
+
+    killer = threading.Thread(target=kill_worker_when_both_train)
+    killer.start()
+    first = run_sweep(spec, out, options)
+    killer.join()
+    assert sorted(first.statuses.values()) == ["completed", "failed"]
+    lost = next(name for name, status in first.statuses.items() if status == "failed")
+    kept = next(name for name, status in first.statuses.items() if status == "completed")
+    folder = RunFolder(out / lost)
+    assert folder.status() == "failed" and folder.error_path.exists() and not folder.is_busy()
+    assert folder.checkpoint_path.exists()  # resumable
+    finished = (out / kept / "model.safetensors").stat().st_mtime_ns
+
+    second = run_sweep(spec, out, options)  # the head alone now
+    assert dict(second.statuses) == {lost: "completed", kept: "completed"} and second.skipped == (kept,)
+    assert (out / kept / "model.safetensors").stat().st_mtime_ns == finished
+    assert not folder.error_path.exists()

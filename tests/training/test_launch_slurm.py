@@ -1,0 +1,118 @@
+"""The Slurm launcher (training.launch.slurm) through submitit's local executor: the same
+submission, chunking, requeue and study-folder reading as on Slurm, on this machine.  The
+real single-node Slurm runs in tests/training/test_cluster.py (slow)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from training.cli import main
+from training.config import make_run_config
+from training.launch import Job, JobReturn, SlurmLauncher, SlurmOptions, launcher_class, launcher_names, make_launcher
+from training.launch.slurm import JOBS_FILE, SLURM_FOLDER
+from training.loop import train
+
+pytest.importorskip("submitit", reason="submitit is not installed (pip install 'interp-init[slurm]')")
+
+
+def _job(tmp_path, name="run", epochs=2, **options):
+    return Job(name, make_run_config("tiny", task="symmetric", epochs=epochs, **options), tmp_path / "study" / name)
+
+
+def test_local_executor_requeues_a_chunked_run_and_a_second_launch_submits_nothing_finished(tmp_path):
+    job, done = _job(tmp_path), _job(tmp_path, "done", epochs=1, gamma=0.5)
+    train(done.config, done.run_dir, device="cpu", progress=False)
+    before = done.run_dir.joinpath("model.safetensors").stat().st_mtime_ns
+    options = SlurmOptions(cluster="local", time_min=1, signal_delay_s=10, chunk_seconds=0.01, poll_s=0.5, device="cpu")
+    # built by name as sweep and reproduce build it (their other options left out); the study folder read from the jobs
+    launcher = make_launcher("slurm", slurm=options, device="cpu", workers=None, threads=1)
+    seen: list[JobReturn] = []
+    assert launcher.notify(seen.append).launch([job, done]) == [JobReturn("run", "completed"), JobReturn("done", "completed")]
+    assert seen == [JobReturn("run", "completed"), JobReturn("done", "completed")]
+    assert done.run_dir.joinpath("model.safetensors").stat().st_mtime_ns == before  # read, not retrained
+    # the deadline passed in the first chunk: one epoch, a checkpoint, a requeue, then the last epoch
+    logs = "".join(p.read_text() for p in (tmp_path / "study" / SLURM_FOLDER / "logs").glob("*_log.out"))
+    assert logs.count("Requeued job") == 1
+    torch.set_num_threads(1)
+    train(job.config, tmp_path / "local", device="cpu", progress=False)
+    assert (job.run_dir / "model.safetensors").read_bytes() == (tmp_path / "local" / "model.safetensors").read_bytes()
+    assert json.loads((job.run_dir / "metrics.json").read_text())["history"] == json.loads((tmp_path / "local" / "metrics.json").read_text())["history"]
+    record = json.loads((tmp_path / "study" / SLURM_FOLDER / JOBS_FILE).read_text())
+    assert list(record) == ["run"]
+    assert launcher.launch([job, done]) == [JobReturn("run", "completed"), JobReturn("done", "completed")]
+    assert json.loads((tmp_path / "study" / SLURM_FOLDER / JOBS_FILE).read_text()) == record  # nothing submitted
+
+
+def test_options_map_to_sbatch_and_bad_ones_name_the_field():
+    params = SlurmOptions(partition="gpu", time_min=30, gpus=1, cpus=4, mem_gb=16, account="lab", qos="high",
+                          constraint="h100", signal_delay_s=60, sbatch_args=(("reservation", "day"),), setup=("module load cuda",)).executor_parameters()  # fmt: skip
+    assert params == {
+        "time": 30, "cpus_per_task": 4, "signal_delay_s": 60, "array_parallelism": 256, "job_name": "interp-init", "gpus_per_node": 1,
+        "partition": "gpu", "account": "lab", "qos": "high", "constraint": "h100", "mem": "16384M", "setup": ["module load cuda"],
+        "additional_parameters": {"reservation": "day"},
+    }  # fmt: skip
+    with pytest.raises(ValueError, match="time_min 1 leaves no chunk"):
+        SlurmOptions(time_min=1, signal_delay_s=90)
+    with pytest.raises(ValueError, match="slurm cpus must be an integer >= 1"):
+        SlurmOptions(cpus=0)
+    assert launcher_class("slurm") is SlurmLauncher and "slurm" in launcher_names()
+
+
+def test_cli_refuses_slurm_options_without_the_slurm_backend(tmp_path, capsys):
+    assert main(["reproduce", "--preset", "tiny", "--seeds", "0", "--out", str(tmp_path / "p"), "--slurm-partition", "gpu"]) == 2
+    assert "--slurm-partition applies to --backend slurm only" in capsys.readouterr().err
+    assert main(["sweep", "--preset-name", "neurips-fig2-cpu", "--out", str(tmp_path / "s"), "--backend", "slurm", "--slurm-sbatch", "reservation"]) == 2
+    assert "--slurm-sbatch takes OPTION=VALUE" in capsys.readouterr().err
+    assert not (tmp_path / "p").exists() and not (tmp_path / "s").exists()
+
+
+@pytest.mark.slow
+def test_gpu_suite_through_slurm_trains_each_task_as_one_ensemble_job(tmp_path):
+    from click.testing import CliRunner
+    from helpers import load_script
+
+    suite = load_script("benchmarks/gpu_suite.py")
+    args = ["--out", str(tmp_path / "suite"), "--scale", "tiny", "--seeds", "0", "--epochs", "1", "--ensemble", "--peak-tflops", "1",
+            "--backend", "slurm", "--slurm-cluster", "local", "--slurm-time", "1", "--slurm-signal-delay", "10"]  # fmt: skip
+    result = CliRunner().invoke(suite.main, args)
+    assert result.exit_code == 0, result.output
+    record = json.loads((tmp_path / "suite" / SLURM_FOLDER / JOBS_FILE).read_text())
+    assert len(record) == 4 and len(set(record.values())) == 2  # two runs per task, one job per task
+    assert result.output.count("| completed |") == 4 and (tmp_path / "suite" / "gpu_suite.md").exists()
+
+
+@pytest.mark.slow  # four local-executor jobs, each a Python importing torch: about 2 minutes on 2 loaded cores
+def test_reproduce_no_wait_exits_0_saying_what_was_submitted_and_how_to_collect_it(tmp_path, capsys):
+    """``reproduce --slurm-no-wait`` (one seed and --seeds): the runs only submitted are not
+    failed runs: exit 0, a line with their count and the command to run again; that command,
+    once the jobs ended, reads the runs (submits nothing) and prints the flip."""
+    import shlex
+    import time
+
+    from interp_init.runfolder import FINISHED_STATUSES, RunFolder
+
+    forms = {"one": ("--seed", "0", ""), "many": ("--seeds", "0", "seed-0")}
+    argv = {
+        name: ["reproduce", "--preset", "tiny", flag, seed, "--task", "symmetric", "--out", str(tmp_path / name), "--device", "cpu", "--quiet",
+               "--backend", "slurm", "--slurm-cluster", "local", "--slurm-no-wait"]  # fmt: skip
+        for name, (flag, seed, _) in forms.items()
+    }
+    for name, args in argv.items():
+        assert main(args) == 0
+        out = capsys.readouterr().out
+        assert "submitted: 2 of 2 runs are in Slurm jobs, not finished" in out and f"run again: {shlex.join(['interp-init', *args])}" in out
+    runs = [RunFolder(tmp_path / name / member / "symmetric" / regime) for name, (_, _, member) in forms.items() for regime in ("small-init", "large-init")]
+    deadline = time.monotonic() + 300
+    while not all(run.status() in FINISHED_STATUSES for run in runs) or any(run.is_busy() for run in runs):
+        assert time.monotonic() < deadline, [str(run.status()) for run in runs]
+        time.sleep(0.5)
+    for name, args in argv.items():
+        record = (tmp_path / name / SLURM_FOLDER / JOBS_FILE).read_text()
+        assert main(args) == 0
+        out = capsys.readouterr().out
+        assert "Slurm jobs, not finished" not in out, out
+        assert any(word in out for word in ("flip reproduced", "flip NOT reproduced", "criterion  met")), out  # read from the finished runs
+        assert (tmp_path / name / SLURM_FOLDER / JOBS_FILE).read_text() == record  # nothing submitted again
