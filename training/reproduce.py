@@ -127,9 +127,9 @@ def run_reproduction_cli(
     start = time.perf_counter()
     population, returns = _train(spec, out, device, workers, progress, backend, **options)
     if population is None:
-        pending = sum(r.status == RunStatus.RUNNING for r in returns)
-        return (f"submitted: {pending} of {len(returns)} runs are in Slurm jobs, not finished (logs in {Path(out) / '.slurm'}); "
-                f"to collect them (and see where they stand) run again: {rerun}"), None  # fmt: skip
+        from training.launch.slurm import submitted_line
+
+        return submitted_line(returns, out, rerun), None
     first = list(dict.fromkeys(str(r.run_dir) for r in spec.jobs(out) if r.seed == spec.seeds[0]))
     report = write_report(first, Path(out) / "report.html")
     summary = Path(out) / "summary.json"

@@ -116,3 +116,28 @@ def test_reproduce_no_wait_exits_0_saying_what_was_submitted_and_how_to_collect_
         assert "Slurm jobs, not finished" not in out, out
         assert any(word in out for word in ("flip reproduced", "flip NOT reproduced", "criterion  met")), out  # read from the finished runs
         assert (tmp_path / name / SLURM_FOLDER / JOBS_FILE).read_text() == record  # nothing submitted again
+
+
+@pytest.mark.slow  # one local-executor job: a Python importing torch
+def test_sweep_no_wait_exits_0_saying_what_was_submitted(tmp_path, capsys):
+    """``sweep --slurm-no-wait``: a run only submitted is not a failed one (exit 0, the count and
+    the command to run again); that command, once the job ended, finds the run done."""
+    import json
+    import shlex
+    import time
+
+    from interp_init.runfolder import FINISHED_STATUSES, RunFolder
+
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"base": {"preset": "tiny", "task": "symmetric"}, "grid": {"seed": [0]}}))
+    args = ["sweep", str(spec), "--out", str(tmp_path / "sweep"), "--device", "cpu", "--quiet",
+            "--backend", "slurm", "--slurm-cluster", "local", "--slurm-no-wait"]  # fmt: skip
+    assert main(args) == 0
+    assert f"submitted: 1 of 1 runs are in Slurm jobs, not finished (logs in {tmp_path / 'sweep' / SLURM_FOLDER}); " in capsys.readouterr().out
+    run, deadline = RunFolder(tmp_path / "sweep" / "seed=0"), time.monotonic() + 300
+    while run.status() not in FINISHED_STATUSES or run.is_busy():
+        assert time.monotonic() < deadline, run.status()
+        time.sleep(0.5)
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "1 runs (1 already done)" in out and "not finished" not in out and shlex.join(["interp-init", *args]) not in out

@@ -49,12 +49,22 @@ from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus, atomi
 from training.launch.base import Job, JobReturn, Launcher, failed, register_launcher, train_job
 from training.launch.slurm_options import SlurmOptions
 
-__all__ = ["JOBS_FILE", "SLURM_FOLDER", "RunChunk", "SlurmLauncher", "SlurmOptions", "live_jobs", "slurm_time_left", "study_folder", "train_group"]
+__all__ = ["JOBS_FILE", "SLURM_FOLDER", "RunChunk", "SlurmLauncher", "SlurmOptions", "live_jobs", "slurm_time_left", "study_folder", "submitted_line", "train_group"]
 
 #: Where a launch keeps submitit's files and its record of submitted jobs, inside the study folder.
 SLURM_FOLDER = ".slurm"
 #: The record of which Slurm job trains which run (run name -> job id).
 JOBS_FILE = "jobs.json"
+
+
+def submitted_line(returns: Sequence[JobReturn], out: str | Path, rerun: str) -> str:
+    """What a launch that only submitted (``--slurm-no-wait``) says: how many of its runs wait
+    in Slurm jobs, where their logs are, and the command (``rerun``) that collects them."""
+    pending = sum(r.status == RunStatus.RUNNING for r in returns)
+    return (f"submitted: {pending} of {len(returns)} runs are in Slurm jobs, not finished (logs in {Path(out) / SLURM_FOLDER}); "
+            f"to collect them (and see where they stand) run again: {rerun}")  # fmt: skip
+
+
 #: Slurm job states in which a job still holds (or will hold) its run.
 LIVE_STATES = frozenset(
     {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SUSPENDED", "SIGNALING", "STAGE_OUT"}
