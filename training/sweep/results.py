@@ -34,10 +34,7 @@ CONTEXT_COLUMNS = ("preset", "task", "gamma", "n_layers", "d_model", "n_heads", 
 
 def epochs_to_loss(history: Sequence[EpochRecord], threshold: float = LOSS_THRESHOLD) -> float:
     """The first epoch whose mean training loss is below ``threshold`` (NaN if none)."""
-    for record in history:
-        if record.loss < threshold:
-            return float(record.epoch)
-    return math.nan
+    return next((float(record.epoch) for record in history if record.loss < threshold), math.nan)
 
 
 def epochs_to_pair_accuracy(history: Sequence[EpochRecord], threshold: float = PAIR_ACC_THRESHOLD) -> dict[str, float]:
@@ -67,12 +64,7 @@ METRIC_COLUMNS = (*task_metric_columns(), *RUN_COLUMNS)
 
 
 def _grid_keys(name: str) -> list[str]:
-    keys = []
-    for part in name.split("__"):
-        key, sep, _ = part.partition("=")
-        if sep and key in OPTIONS:
-            keys.append(key)
-    return keys
+    return [key for key, sep, _ in (part.partition("=") for part in name.split("__")) if sep and key in OPTIONS]
 
 
 def run_row(
