@@ -102,17 +102,11 @@ def aggregate(
     if best.empty:
         cols = [*cell, *(f"{m}_{s}" for m in metrics for s in ("mean", "std")), "n_seeds"]
         return pd.DataFrame(columns=cols)
-    if cell:
-        grouped = best.groupby(cell, sort=True, dropna=False)
-    else:
-        grouped = best.assign(_all=0).groupby("_all")
-    parts = {}
-    for m in metrics:
-        parts[f"{m}_mean"] = grouped[m].mean()
-        parts[f"{m}_std"] = grouped[m].std(ddof=1)
-    parts["n_seeds"] = grouped[seed].nunique()
-    out = pd.DataFrame(parts).reset_index()
-    return out.drop(columns=["_all"], errors="ignore")
+    grouped = best.groupby(cell, sort=True, dropna=False) if cell else best.assign(_all=0).groupby("_all")
+    out = grouped[list(metrics)].agg(["mean", "std"])  # pandas' std is the sample one (ddof=1)
+    out.columns = [f"{m}_{s}" for m, s in out.columns]
+    out["n_seeds"] = grouped[seed].nunique()
+    return out.reset_index().drop(columns=["_all"], errors="ignore")
 
 
 def classify_phase(
