@@ -96,11 +96,9 @@ class RegimeResult:
         return None if pick is None else pick.value
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"gamma": self.gamma, **{t: p.value for t, p in self.picks.items()}}
-        out["picked"] = {t: {"lr": p.lr, "epoch": p.epoch} for t, p in self.picks.items()}
-        out["status"] = self.status
-        out["run_dirs"] = list(self.run_dirs)
-        out.update(weight_decay=self.weight_decay, precision=self.precision, seconds=self.seconds)
+        out: dict[str, Any] = {"gamma": self.gamma, **{t: p.value for t, p in self.picks.items()},
+                               "picked": {t: {"lr": p.lr, "epoch": p.epoch} for t, p in self.picks.items()}, "status": self.status,
+                               "run_dirs": list(self.run_dirs), "weight_decay": self.weight_decay, "precision": self.precision, "seconds": self.seconds}  # fmt: skip
         if self.race is not None:
             out["race"] = self.race.to_dict()
         return out
@@ -243,10 +241,7 @@ class Population:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Population:
         """Read :meth:`to_dict` back (``summary.json``)."""
-        rows = []
-        for row in data["per_seed"]:
-            results = tuple(RegimeResult.from_dict(t, g, r) for t, regimes in row["runs"].items() for g, r in regimes.items())
-            rows.append(SeedRow(row["seed"], results, row.get("init_seed"), row.get("data_seed")))
+        rows = [SeedRow(row["seed"], _results(row["runs"]), row.get("init_seed"), row.get("data_seed")) for row in data["per_seed"]]
         lrs = data.get("lrs")
         return cls(data.get("preset", ""), data.get("protocol", "strict"), tuple(rows), None if lrs is None else tuple(lrs),
                    data.get("vary", "both"), data.get("fixed_seed"))  # fmt: skip
@@ -329,6 +324,11 @@ def _cell(value: Any) -> str:
     return f"{value:.2f}"
 
 
+def _results(runs: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> tuple[RegimeResult, ...]:
+    """One seed's results from its summary's task -> regime -> row."""
+    return tuple(RegimeResult.from_dict(t, g, r) for t, regimes in runs.items() for g, r in regimes.items())
+
+
 #: A study folder's summary (:meth:`Population.to_dict`).
 SUMMARY_FILE = "summary.json"
 
@@ -343,8 +343,7 @@ def read_summary(path: str | Path) -> Population | None:
             return None
         if "per_seed" in data:
             return Population.from_dict(data)
-        results = tuple(RegimeResult.from_dict(t, g, r) for t, regimes in data.items() for g, r in regimes.items())
-        return Population("", "strict", (SeedRow(0, results),))
+        return Population("", "strict", (SeedRow(0, _results(data)),))
     except (ValueError, KeyError, TypeError, AttributeError, OSError):
         return None
 

@@ -100,10 +100,6 @@ class EnsembleLauncher(Launcher):
 
     def __post_init__(self) -> None:
         check_count("ensemble_size", self.ensemble_size)
-        try:  # refused before anything is written when the ensemble trainer is missing
-            from training.ensemble import train_ensemble  # noqa: F401
-        except ImportError as err:
-            raise ValueError("the ensemble backend needs training.ensemble.train_ensemble, which this install does not have; use another --backend") from err
 
     def launch(self, jobs: Sequence[Job]) -> list[JobReturn]:
         from training.ensemble import train_ensemble
