@@ -18,7 +18,7 @@ summaries written before).  :func:`read_population` reads a reproduction's
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -276,9 +276,9 @@ class Population:
         the mean over seeds (the papers' number under ``paper``) and the criteria on it."""
         import pandas as pd
 
-        def line(seed: int | str, value: Callable[[str, str, str], float | None], all_met: bool, row: SeedRow | None = None) -> dict[str, Any]:
-            numbers = {f"{t} {g.split('-')[0]} {_SHORT[k]}": value(t, g, k) for t in self.tasks for g in REGIME_NAMES for k in targets(t)}
-            return {"seed": seed, **numbers, **race_columns(row), "all": all_met}
+        def line(seed: int | str, numbers: Mapping[str, Mapping[str, Mapping[str, Any]]], row: SeedRow | None = None) -> dict[str, Any]:
+            cells = {f"{t} {g.split('-')[0]} {_SHORT[k]}": numbers[t][g][k] for t in self.tasks for g in REGIME_NAMES for k in targets(t)}
+            return {"seed": seed, **cells, **race_columns(row), "all": check_flip(numbers)["all"]}
 
         def race_columns(row: SeedRow | None) -> dict[str, Any]:
             # the race of each symmetric regime (strict protocol): the epoch (3,4) is fitted and the failure mode
@@ -289,9 +289,7 @@ class Population:
                 out[f"{t} {g.split('-')[0]} mode"] = None if race is None else race.mode
             return out
 
-        rows = [line(row.seed, lambda t, g, k, row=row: row.result(t, g).value(k), row.checks["all"], row) for row in self.rows]
-        means = self.means()
-        return pd.DataFrame([*rows, line("mean", lambda t, g, k: means[t][g][k], check_flip(means)["all"])])
+        return pd.DataFrame([*(line(row.seed, row.summary(), row) for row in self.rows), line("mean", self.means())])
 
     def __str__(self) -> str:
         return self.format()
