@@ -16,7 +16,8 @@ import contextlib
 import inspect
 import traceback
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -124,6 +125,20 @@ class Launcher(ABC):
         if self.on_return is not None:
             self.on_return(ret)
         return ret
+
+    def gathered(self, futures: Mapping[Future, Job], jobs: Sequence[Job]) -> list[JobReturn]:
+        """The returns of ``jobs`` from their ``futures`` (of :func:`train_job`), each handed to
+        :meth:`returned` as it completes; a future that raises (its worker died: killed by the
+        OS, a node lost) fails its job."""
+        returns: dict[str, JobReturn] = {}
+        for future in as_completed(futures):
+            job = futures[future]
+            try:
+                ret = future.result()
+            except Exception as err:  # noqa: BLE001 - the worker itself died
+                ret = failed(job, err)
+            returns[job.name] = self.returned(ret)
+        return [returns[job.name] for job in jobs]
 
 
 _LAUNCHERS: dict[str, type[Launcher]] = {}
