@@ -351,17 +351,15 @@ def read_population(spec: StudySpec, out: str | Path, seeds: Sequence[int] | Non
     folders under ``out``, under its protocol."""
     if tuple(spec.named) != REGIME_NAMES or not spec.seeds or not spec.tasks:
         raise ValueError(f"a population is read from a reproduction's spec (named points {list(REGIME_NAMES)} over seeds and tasks)")
-    runs, rows = spec.runs(out), []
-    for seed in spec.seeds if seeds is None else seeds:
-        results = []
-        for task in spec.tasks:
-            for regime in REGIME_NAMES:
-                mine = [r for r in runs if (r.seed, r.task, r.point) == (seed, task, regime)]
-                dirs = list(dict.fromkeys(r.run_dir for r in mine))
-                results.append(regime_result(task, regime, mine[0].config.init.gamma, dirs, spec.protocol))
-        overrides = spec.seed_overrides()
-        rows.append(SeedRow(seed, tuple(results), overrides.get("init_seed"), overrides.get("data_seed")))
-    return Population(spec.preset, spec.protocol, tuple(rows), spec.lrs, spec.vary, spec.fixed_seed)
+    runs, fixed = spec.runs(out), spec.seed_overrides()
+
+    def result(seed: int, task: str, regime: str) -> RegimeResult:
+        mine = [r for r in runs if (r.seed, r.task, r.point) == (seed, task, regime)]
+        return regime_result(task, regime, mine[0].config.init.gamma, list(dict.fromkeys(r.run_dir for r in mine)), spec.protocol)
+
+    rows = tuple(SeedRow(seed, tuple(result(seed, t, g) for t in spec.tasks for g in REGIME_NAMES), fixed.get("init_seed"), fixed.get("data_seed"))
+                 for seed in (spec.seeds if seeds is None else seeds))  # fmt: skip
+    return Population(spec.preset, spec.protocol, rows, spec.lrs, spec.vary, spec.fixed_seed)
 
 
 def write_summaries(spec: StudySpec, out: str | Path, population: Population) -> None:

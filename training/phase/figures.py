@@ -1,23 +1,13 @@
-"""The papers' figures from a sweep's results table (plotly), and their offline HTML.
-
-Each takes the results table of :func:`training.sweep.load_results`:
-
-* :func:`fig_neurips_fig2`: gamma x depth heatmaps of held-out (4,3) accuracy against the
-  symmetric and the inferential target, hatched where ID < 0.9 (NeurIPS Fig. 2).
-* :func:`fig_journal_fig3a`: ID and OOD accuracy against gamma, phases shaded (journal Fig. 3A).
-* :func:`fig_journal_fig3b`: weight decay x gamma heatmap of OOD accuracy, hatched where
-  ID is poor, a triangle where commutativity < 0.7 (journal Fig. 3B).
-* :func:`fig_journal_fig5c`: weight decay x gamma bubbles, colour = stable rank of the
-  first layer's W_Q, size = phase (journal Fig. 5C).
-* :func:`fig_complexity_epochs`: epochs until training loss < 0.05 against depth, one
-  line per complexity k, one panel per gamma (NeurIPS Fig. 6, journal Fig. 8A).
-* :func:`fig_pair_epochs`: per anchor pair, epochs until its training accuracy reaches
-  60% (journal Fig. 8B).
-* :func:`~training.phase.square.fig_journal_fig7c`: weight decay x gamma heatmap of the
-  addition task's accuracy inside its held-out square (journal Fig. 7C).
+"""The papers' figures from a sweep's results table (plotly), each described in its own
+docstring: NeurIPS Fig. 2 (:func:`fig_neurips_fig2`), the journal's Fig. 3A, 3B and 5C
+(:func:`fig_journal_fig3a`, :func:`fig_journal_fig3b`, :func:`fig_journal_fig5c`), NeurIPS
+Fig. 6 / journal Fig. 8A and 8B (:func:`fig_complexity_epochs`, :func:`fig_pair_epochs`),
+and the journal's Fig. 7C (:func:`~training.phase.square.fig_journal_fig7c`).  Each takes
+the results table of :func:`training.sweep.load_results`.
 
 :data:`FIGURES` names them; :func:`make_figures` draws those a table supports and
-:func:`write_html` writes them with plotly.js inlined, so the files render with no network.
+:func:`training.phase.diagram.write_html` writes them with plotly.js inlined, so the files
+render with no network.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ and :func:`problem_summary` say what did not complete.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -178,9 +179,8 @@ def problem_summary(statuses: Mapping[str, str], total: int, where: str | Path) 
     """One line saying how many of ``total`` runs did not complete and where to look
     (``None`` when every run completed): ``2 of 6 runs failed: see OUT/results.csv``,
     ``3 of 6 runs did not complete (2 failed, 1 diverged): see ...``."""
-    counts = {s: sum(1 for v in statuses.values() if v == s) for s in PROBLEM_STATUSES}
-    counts.update({s: sum(1 for v in statuses.values() if v == s) for s in set(statuses.values()) - {"completed", *PROBLEM_STATUSES}})
-    counts = {s: n for s, n in counts.items() if n}
+    tally = Counter(s for s in statuses.values() if s != "completed")
+    counts = {s: tally.pop(s) for s in PROBLEM_STATUSES if s in tally} | dict(tally)
     if not counts:
         return None
     n_bad = sum(counts.values())
