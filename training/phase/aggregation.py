@@ -43,12 +43,7 @@ def check_columns(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
 
 
 def best_over(
-    df: pd.DataFrame,
-    metrics: Sequence[str],
-    cell: Sequence[str],
-    over: str = "lr",
-    seed: str = "seed",
-    target: str | None = None,
+    df: pd.DataFrame, metrics: Sequence[str], cell: Sequence[str], over: str = "lr", seed: str = "seed", target: str | None = None
 ) -> pd.DataFrame:
     """Per ``cell`` and ``seed``, the best of each metric over the values of ``over`` (learning rates).
 

@@ -172,10 +172,7 @@ def fig_journal_fig3a(
 
 
 def fig_journal_fig3b(
-    df: pd.DataFrame,
-    id_threshold: float = ID_THRESHOLD,
-    commutativity_threshold: float = COMMUTATIVITY_THRESHOLD,
-    over: str = "lr",
+    df: pd.DataFrame, id_threshold: float = ID_THRESHOLD, commutativity_threshold: float = COMMUTATIVITY_THRESHOLD, over: str = "lr"
 ) -> go.Figure:
     """Journal Fig. 3B: OOD accuracy over weight decay (x) x gamma (y).
 
