@@ -95,13 +95,8 @@ class _LogitsModule(torch.nn.Module):
 
 
 def train_ensemble(
-    cfgs: Sequence[RunConfig],
-    out_dirs: Sequence[str | Path] | None = None,
-    device: str | torch.device | None = "auto",
-    progress: bool = True,
-    *,
-    logits_fn: LogitsFn | None = None,
-    deadline: float | None = None,
+    cfgs: Sequence[RunConfig], out_dirs: Sequence[str | Path] | None = None, device: str | torch.device | None = "auto",
+    progress: bool = True, *, logits_fn: LogitsFn | None = None, deadline: float | None = None
 ) -> list[TrainResult]:
     """Train the runs ``cfgs`` together; with ``out_dirs`` (one per run), write or resume their folders.
 

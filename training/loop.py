@@ -148,13 +148,8 @@ def check_deadline(deadline: float | None, has_folders: bool) -> None:
 
 
 def train(
-    cfg: RunConfig,
-    out_dir: str | Path | None = None,
-    *,
-    device: str | torch.device | None = "auto",
-    progress: bool = True,
-    logits_fn: LogitsFn | None = None,
-    deadline: float | None = None,
+    cfg: RunConfig, out_dir: str | Path | None = None, *, device: str | torch.device | None = "auto", progress: bool = True,
+    logits_fn: LogitsFn | None = None, deadline: float | None = None
 ) -> TrainResult:
     """Train the run ``cfg``; with ``out_dir``, write (or resume) its run folder.
 
@@ -223,16 +218,8 @@ def history_record(epoch: int, step: int, loss: float, lr: float, evaluation: Ta
 
 @flush_denormals()
 def run_epochs(
-    members: list[Member],
-    step_fn: Step,
-    start_epoch: int,
-    step: int,
-    dev: torch.device,
-    logits_fn: LogitsFn,
-    *,
-    progress: bool,
-    deadline: float | None,
-    desc: str,
+    members: list[Member], step_fn: Step, start_epoch: int, step: int, dev: torch.device, logits_fn: LogitsFn, *, progress: bool,
+    deadline: float | None, desc: str
 ) -> list[TrainResult]:
     """The epoch loop of one run or of an ensemble (see the module docstring); returns one
     :class:`TrainResult` per member, in order.  The members share the shape of the schedule

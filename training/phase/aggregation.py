@@ -72,13 +72,8 @@ def best_over(
 
 
 def aggregate(
-    df: pd.DataFrame,
-    metrics: Sequence[str],
-    cell: Sequence[str] | None = None,
-    over: str = "lr",
-    seed: str = "seed",
-    target: str | None = None,
-    statuses: Sequence[str] | None = ("completed",),
+    df: pd.DataFrame, metrics: Sequence[str], cell: Sequence[str] | None = None, over: str = "lr", seed: str = "seed",
+    target: str | None = None, statuses: Sequence[str] | None = ("completed",)
 ) -> pd.DataFrame:
     """The papers' aggregation: best over ``over`` (learning rates), then mean and spread over seeds.
 
@@ -123,11 +118,8 @@ def classify_phase(
 
 
 def add_phase(
-    agg: pd.DataFrame,
-    id_col: str = "id_acc_mean",
-    ood_col: str | None = None,
-    id_threshold: float = ID_THRESHOLD,
-    ood_threshold: float = OOD_THRESHOLD,
+    agg: pd.DataFrame, id_col: str = "id_acc_mean", ood_col: str | None = None, id_threshold: float = ID_THRESHOLD,
+    ood_threshold: float = OOD_THRESHOLD
 ) -> pd.DataFrame:
     """``agg`` with a ``phase`` column from its ID and OOD columns.
 

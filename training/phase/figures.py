@@ -130,11 +130,8 @@ def _id_ood_agg(df: pd.DataFrame, what: str, over: str, metrics: Sequence[str]) 
 
 
 def fig_journal_fig3a(
-    df: pd.DataFrame,
-    weight_decay: float | None = None,
-    id_threshold: float = ID_THRESHOLD,
-    ood_threshold: float = OOD_THRESHOLD,
-    over: str = "lr",
+    df: pd.DataFrame, weight_decay: float | None = None, id_threshold: float = ID_THRESHOLD, ood_threshold: float = OOD_THRESHOLD,
+    over: str = "lr"
 ) -> go.Figure:
     """Journal Fig. 3A: ID and OOD accuracy against gamma at one weight decay, phases shaded.
 
@@ -206,11 +203,8 @@ def fig_journal_fig3b(
 
 
 def fig_journal_fig5c(
-    df: pd.DataFrame,
-    id_threshold: float = ID_THRESHOLD,
-    ood_threshold: float = OOD_THRESHOLD,
-    rank_col: str = "stable_rank_wq0",
-    over: str = "lr",
+    df: pd.DataFrame, id_threshold: float = ID_THRESHOLD, ood_threshold: float = OOD_THRESHOLD, rank_col: str = "stable_rank_wq0",
+    over: str = "lr"
 ) -> go.Figure:
     """Journal Fig. 5C: bubbles over weight decay (x) x gamma (y); colour = stable rank, size = phase.
 

@@ -248,12 +248,8 @@ def limited_threads(threads: int | None) -> Iterator[None]:
 
 
 def write_report(
-    run_dirs: Iterable[str | Path],
-    out_path: str | Path,
-    config: ReportConfig | None = None,
-    *,
-    images: str | Path | None = None,
-    image_format: str = "png",
+    run_dirs: Iterable[str | Path], out_path: str | Path, config: ReportConfig | None = None, *, images: str | Path | None = None,
+    image_format: str = "png"
 ) -> Path:
     """Write the HTML report of ``run_dirs`` to ``out_path`` and return its path.
 
