@@ -23,6 +23,7 @@ Batches are taken by indexing a shuffled tensor on the device (no per-sample
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable
@@ -168,10 +169,8 @@ def train(
         logits_fn = last_position_logits if cfg.train.fast_forward else full_forward_last
     dev = resolve_device(device)
     check_fits(cfg, dev)  # a run that cannot fit is refused before its folder is written
-    if out_dir is None:
-        return _train(cfg, None, dev, progress, logits_fn, None)
-    folder = RunFolder(out_dir)
-    with folder.lock():  # a second process training this folder meanwhile is refused
+    folder = None if out_dir is None else RunFolder(out_dir)
+    with contextlib.nullcontext() if folder is None else folder.lock():  # a second process training this folder meanwhile is refused
         return _train(cfg, folder, dev, progress, logits_fn, deadline)
 
 
