@@ -95,13 +95,8 @@ class _LogitsModule(torch.nn.Module):
 
 
 def train_ensemble(
-    cfgs: Sequence[RunConfig],
-    out_dirs: Sequence[str | Path] | None = None,
-    device: str | torch.device | None = "auto",
-    progress: bool = True,
-    *,
-    logits_fn: LogitsFn | None = None,
-    deadline: float | None = None,
+    cfgs: Sequence[RunConfig], out_dirs: Sequence[str | Path] | None = None, device: str | torch.device | None = "auto",
+    progress: bool = True, *, logits_fn: LogitsFn | None = None, deadline: float | None = None
 ) -> list[TrainResult]:
     """Train the runs ``cfgs`` together; with ``out_dirs`` (one per run), write or resume their folders.
 
@@ -188,10 +183,7 @@ class VmapStep:
         # one static graph per batch shape (the last batch of an epoch may be smaller): vmap
         # cannot run on tensors with symbolic sizes
         self.forward = vmap(self._one) if plain_fn is None else torch.compile(vmap(self._one), dynamic=False)
-        datas: list[RunData] = []
-        for m in members:
-            if not any(m.data is d for d in datas):
-                datas.append(m.data)
+        datas = list({id(m.data): m.data for m in members}.values())  # members of one seed share their data
         self.source = torch.tensor([next(k for k, d in enumerate(datas) if d is m.data) for m in members], device=dev)
         self.train_tokens = torch.stack([d.train.token_ids for d in datas])  # compact; widened per batch
         self.train_targets = torch.stack([d.train.targets for d in datas])

@@ -23,6 +23,7 @@ Batches are taken by indexing a shuffled tensor on the device (no per-sample
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable
@@ -33,6 +34,7 @@ from typing import Any
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
+from torch.utils._pytree import tree_map
 from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
@@ -147,13 +149,8 @@ def check_deadline(deadline: float | None, has_folders: bool) -> None:
 
 
 def train(
-    cfg: RunConfig,
-    out_dir: str | Path | None = None,
-    *,
-    device: str | torch.device | None = "auto",
-    progress: bool = True,
-    logits_fn: LogitsFn | None = None,
-    deadline: float | None = None,
+    cfg: RunConfig, out_dir: str | Path | None = None, *, device: str | torch.device | None = "auto", progress: bool = True,
+    logits_fn: LogitsFn | None = None, deadline: float | None = None
 ) -> TrainResult:
     """Train the run ``cfg``; with ``out_dir``, write (or resume) its run folder.
 
@@ -172,10 +169,8 @@ def train(
         logits_fn = last_position_logits if cfg.train.fast_forward else full_forward_last
     dev = resolve_device(device)
     check_fits(cfg, dev)  # a run that cannot fit is refused before its folder is written
-    if out_dir is None:
-        return _train(cfg, None, dev, progress, logits_fn, None)
-    folder = RunFolder(out_dir)
-    with folder.lock():  # a second process training this folder meanwhile is refused
+    folder = None if out_dir is None else RunFolder(out_dir)
+    with contextlib.nullcontext() if folder is None else folder.lock():  # a second process training this folder meanwhile is refused
         return _train(cfg, folder, dev, progress, logits_fn, deadline)
 
 
@@ -222,16 +217,8 @@ def history_record(epoch: int, step: int, loss: float, lr: float, evaluation: Ta
 
 @flush_denormals()
 def run_epochs(
-    members: list[Member],
-    step_fn: Step,
-    start_epoch: int,
-    step: int,
-    dev: torch.device,
-    logits_fn: LogitsFn,
-    *,
-    progress: bool,
-    deadline: float | None,
-    desc: str,
+    members: list[Member], step_fn: Step, start_epoch: int, step: int, dev: torch.device, logits_fn: LogitsFn, *, progress: bool,
+    deadline: float | None, desc: str
 ) -> list[TrainResult]:
     """The epoch loop of one run or of an ensemble (see the module docstring); returns one
     :class:`TrainResult` per member, in order.  The members share the shape of the schedule
@@ -274,25 +261,19 @@ def run_epochs(
             m.history.append(history_record(epoch + 1, step, float(losses[j].mean()), lrs[j], evaluation))
             m.elapsed += time.perf_counter() - t0
             if m.folder is not None and on_cadence:
-                save_checkpoint(m.folder, m.cfg, m.model, m.optimizer, epoch + 1, step, m.history, m.elapsed, dev)
+                save_checkpoint(m, epoch + 1, step, dev)
         running = [m for m in members if m.status == RunStatus.RUNNING]
         if len(running) == 1 and running[0].history:
             bar.set_postfix(progress_postfix(running[0].history[-1]))
         if deadline is not None and not last and running and time.monotonic() >= deadline:
             for m in running if not on_cadence else []:  # the checkpoint the next call resumes from
-                save_checkpoint(m.folder, m.cfg, m.model, m.optimizer, epoch + 1, step, m.history, m.elapsed, dev)
+                save_checkpoint(m, epoch + 1, step, dev)
             stopped = True
             break
     bar.close()
-    if stopped:
-        return [_unfinished(m, dev) if m.status == RunStatus.RUNNING else finish_run(m, dev) for m in members]
-    return [finish_run(m, dev) for m in members]
-
-
-def _unfinished(member: Member, dev: torch.device) -> TrainResult:
-    """A run a deadline stopped: its checkpoint and ``running`` metrics are on disk."""
-    metrics = _progress_metrics(member.history, member.elapsed, dev)
-    return TrainResult(member.model.eval(), metrics, member.cfg, finished=False)
+    # a run a deadline stopped has its checkpoint and ``running`` metrics on disk
+    unfinished = [stopped and m.status == RunStatus.RUNNING for m in members]
+    return [TrainResult(m.model.eval(), _progress_metrics(m, dev), m.cfg, False) if u else finish_run(m, dev) for m, u in zip(members, unfinished)]
 
 
 def finish_run(member: Member, dev: torch.device) -> TrainResult:
@@ -324,41 +305,24 @@ def progress_postfix(record: dict) -> dict[str, str]:
 def _metrics(member: Member, status: RunStatus, dev: torch.device) -> dict:
     """A finished run's ``metrics.json``: ``final`` is the last history record (a completed
     run's last epoch is always evaluated; a diverged run's is its last good epoch's)."""
-    history = member.history
-    final: dict[str, Any] = dict(history[-1]) if history else {}
-    out = {"status": str(status), "final": final, "history": history, "device": str(dev), "elapsed_s": round(member.elapsed, 3)}
+    out = _progress_metrics(member, dev) | {"status": str(status), "final": dict(member.history[-1]) if member.history else {}}
     if member.diverged_step is not None:
         out["diverged_at_step"] = member.diverged_step
     return out
 
 
-def _progress_metrics(history: list[dict], elapsed: float, dev: torch.device) -> dict:
+def _progress_metrics(member: Member, dev: torch.device) -> dict:
     """The ``metrics.json`` of a run still training (its checkpoint beside it)."""
-    return {"status": str(RunStatus.RUNNING), "final": {}, "history": history, "device": str(dev), "elapsed_s": round(elapsed, 3)}
+    return {"status": str(RunStatus.RUNNING), "final": {}, "history": member.history, "device": str(dev), "elapsed_s": round(member.elapsed, 3)}
 
 
-def save_checkpoint(folder: RunFolder, cfg: RunConfig, model: HookedTransformer, optimizer: Any, epoch: int, step: int, history: list[dict], elapsed: float, dev: torch.device) -> None:
-    """Write the training state after ``epoch`` and a ``running`` metrics.json beside it."""
-    state = {
-        "config": cfg.to_dict(),
-        # copies: an ensemble member's tensors are views into the stacked ones, whose whole
-        # storage torch.save would otherwise write
-        "model": {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()},
-        "optimizer": _to_cpu(optimizer.state_dict()),
-        "epoch": epoch,
-        "step": step,
-        "history": history,
-        "elapsed_s": elapsed,
-    }
-    folder.save_checkpoint(state)
-    folder.write_metrics(_progress_metrics(history, elapsed, dev))
-
-
-def _to_cpu(obj: Any) -> Any:
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().to("cpu")
-    if isinstance(obj, dict):
-        return {k: _to_cpu(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_to_cpu(v) for v in obj]
-    return obj
+def save_checkpoint(member: Member, epoch: int, step: int, dev: torch.device) -> None:
+    """Write ``member``'s training state after ``epoch`` and a ``running`` metrics.json beside it."""
+    assert member.folder is not None
+    # copies: an ensemble member's tensors are views into the stacked ones, whose whole
+    # storage torch.save would otherwise write
+    model = {k: v.detach().to("cpu", copy=True) for k, v in member.model.state_dict().items()}
+    optimizer = tree_map(lambda v: v.detach().to("cpu") if isinstance(v, Tensor) else v, member.optimizer.state_dict())
+    state = {"config": member.cfg.to_dict(), "model": model, "optimizer": optimizer, "epoch": epoch, "step": step, "history": member.history, "elapsed_s": member.elapsed}
+    member.folder.save_checkpoint(state)
+    member.folder.write_metrics(_progress_metrics(member, dev))

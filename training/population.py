@@ -18,7 +18,7 @@ summaries written before).  :func:`read_population` reads a reproduction's
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -97,11 +97,9 @@ class RegimeResult:
         return None if pick is None else pick.value
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"gamma": self.gamma, **{t: p.value for t, p in self.picks.items()}}
-        out["picked"] = {t: {"lr": p.lr, "epoch": p.epoch} for t, p in self.picks.items()}
-        out["status"] = self.status
-        out["run_dirs"] = list(self.run_dirs)
-        out.update(weight_decay=self.weight_decay, precision=self.precision, seconds=self.seconds)
+        out: dict[str, Any] = {"gamma": self.gamma, **{t: p.value for t, p in self.picks.items()},
+                               "picked": {t: {"lr": p.lr, "epoch": p.epoch} for t, p in self.picks.items()}, "status": self.status,
+                               "run_dirs": list(self.run_dirs), "weight_decay": self.weight_decay, "precision": self.precision, "seconds": self.seconds}  # fmt: skip
         if self.race is not None:
             out["race"] = self.race.to_dict()
         return out
@@ -244,10 +242,7 @@ class Population:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Population:
         """Read :meth:`to_dict` back (``summary.json``)."""
-        rows = []
-        for row in data["per_seed"]:
-            results = tuple(RegimeResult.from_dict(t, g, r) for t, regimes in row["runs"].items() for g, r in regimes.items())
-            rows.append(SeedRow(row["seed"], results, row.get("init_seed"), row.get("data_seed")))
+        rows = [SeedRow(row["seed"], _results(row["runs"]), row.get("init_seed"), row.get("data_seed")) for row in data["per_seed"]]
         lrs = data.get("lrs")
         return cls(data.get("preset", ""), data.get("protocol", "strict"), tuple(rows), None if lrs is None else tuple(lrs),
                    data.get("vary", "both"), data.get("fixed_seed"))  # fmt: skip
@@ -282,9 +277,9 @@ class Population:
         the mean over seeds (the papers' number under ``paper``) and the criteria on it."""
         import pandas as pd
 
-        def line(seed: int | str, value: Callable[[str, str, str], float | None], all_met: bool, row: SeedRow | None = None) -> dict[str, Any]:
-            numbers = {f"{t} {g.split('-')[0]} {_SHORT[k]}": value(t, g, k) for t in self.tasks for g in REGIME_NAMES for k in targets(t)}
-            return {"seed": seed, **numbers, **race_columns(row), "all": all_met}
+        def line(seed: int | str, numbers: Mapping[str, Mapping[str, Mapping[str, Any]]], row: SeedRow | None = None) -> dict[str, Any]:
+            cells = {f"{t} {g.split('-')[0]} {_SHORT[k]}": numbers[t][g][k] for t in self.tasks for g in REGIME_NAMES for k in targets(t)}
+            return {"seed": seed, **cells, **race_columns(row), "all": check_flip(numbers)["all"]}
 
         def race_columns(row: SeedRow | None) -> dict[str, Any]:
             # the race of each symmetric regime (strict protocol): the epoch (3,4) is fitted and the failure mode
@@ -295,9 +290,7 @@ class Population:
                 out[f"{t} {g.split('-')[0]} mode"] = None if race is None else race.mode
             return out
 
-        rows = [line(row.seed, lambda t, g, k, row=row: row.result(t, g).value(k), row.checks["all"], row) for row in self.rows]
-        means = self.means()
-        return pd.DataFrame([*rows, line("mean", lambda t, g, k: means[t][g][k], check_flip(means)["all"])])
+        return pd.DataFrame([*(line(row.seed, row.summary(), row) for row in self.rows), line("mean", self.means())])
 
     def __str__(self) -> str:
         return self.format()
@@ -330,6 +323,11 @@ def _cell(value: Any) -> str:
     return f"{value:.2f}"
 
 
+def _results(runs: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> tuple[RegimeResult, ...]:
+    """One seed's results from its summary's task -> regime -> row."""
+    return tuple(RegimeResult.from_dict(t, g, r) for t, regimes in runs.items() for g, r in regimes.items())
+
+
 #: A study folder's summary (:meth:`Population.to_dict`).
 SUMMARY_FILE = "summary.json"
 
@@ -344,8 +342,7 @@ def read_summary(path: str | Path) -> Population | None:
             return None
         if "per_seed" in data:
             return Population.from_dict(data)
-        results = tuple(RegimeResult.from_dict(t, g, r) for t, regimes in data.items() for g, r in regimes.items())
-        return Population("", "strict", (SeedRow(0, results),))
+        return Population("", "strict", (SeedRow(0, _results(data)),))
     except (ValueError, KeyError, TypeError, AttributeError, OSError):
         return None
 
@@ -355,17 +352,15 @@ def read_population(spec: StudySpec, out: str | Path, seeds: Sequence[int] | Non
     folders under ``out``, under its protocol."""
     if tuple(spec.named) != REGIME_NAMES or not spec.seeds or not spec.tasks:
         raise ValueError(f"a population is read from a reproduction's spec (named points {list(REGIME_NAMES)} over seeds and tasks)")
-    runs, rows = spec.runs(out), []
-    for seed in spec.seeds if seeds is None else seeds:
-        results = []
-        for task in spec.tasks:
-            for regime in REGIME_NAMES:
-                mine = [r for r in runs if (r.seed, r.task, r.point) == (seed, task, regime)]
-                dirs = list(dict.fromkeys(r.run_dir for r in mine))
-                results.append(regime_result(task, regime, mine[0].config.init.gamma, dirs, spec.protocol))
-        overrides = spec.seed_overrides()
-        rows.append(SeedRow(seed, tuple(results), overrides.get("init_seed"), overrides.get("data_seed")))
-    return Population(spec.preset, spec.protocol, tuple(rows), spec.lrs, spec.vary, spec.fixed_seed)
+    runs, fixed = spec.runs(out), spec.seed_overrides()
+
+    def result(seed: int, task: str, regime: str) -> RegimeResult:
+        mine = [r for r in runs if (r.seed, r.task, r.point) == (seed, task, regime)]
+        return regime_result(task, regime, mine[0].config.init.gamma, list(dict.fromkeys(r.run_dir for r in mine)), spec.protocol)
+
+    rows = tuple(SeedRow(seed, tuple(result(seed, t, g) for t in spec.tasks for g in REGIME_NAMES), fixed.get("init_seed"), fixed.get("data_seed"))
+                 for seed in (spec.seeds if seeds is None else seeds))  # fmt: skip
+    return Population(spec.preset, spec.protocol, rows, spec.lrs, spec.vary, spec.fixed_seed)
 
 
 def write_summaries(spec: StudySpec, out: str | Path, population: Population) -> None:

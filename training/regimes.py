@@ -33,18 +33,9 @@ REGIME_NAMES: tuple[str, ...] = ("small-init", "large-init")
 #: large init); what ``cpu`` shows over seeds is in docs/faithful-models.md.
 #: ``tiny``: smoke tests only; it learns too little to show the flip.
 REGIMES: dict[str, dict[str, dict[str, Any]]] = {
-    "cpu": {
-        "small-init": {"gamma": 0.8},
-        "large-init": {"gamma": 0.5},
-    },
-    "paper": {
-        "small-init": {"gamma": 0.8},
-        "large-init": {"gamma": 0.5},
-    },
-    "tiny": {
-        "small-init": {"gamma": 0.8},
-        "large-init": {"gamma": 0.3},
-    },
+    "cpu": {"small-init": {"gamma": 0.8}, "large-init": {"gamma": 0.5}},
+    "paper": {"small-init": {"gamma": 0.8}, "large-init": {"gamma": 0.5}},
+    "tiny": {"small-init": {"gamma": 0.8}, "large-init": {"gamma": 0.3}},
 }
 
 #: What a second ``reproduce`` into a folder another process is reproducing into is told.

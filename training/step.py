@@ -163,14 +163,8 @@ def make_optimizer(model: torch.nn.Module, train_cfg: TrainConfig) -> torch.opti
     (CPU and CUDA, float parameters), which does the same update in one pass."""
     params = list(model.parameters())
     fused = all(p.device.type in ("cpu", "cuda") and p.dtype.is_floating_point for p in params)
-    return torch.optim.AdamW(
-        params,
-        lr=train_cfg.lr,
-        betas=(train_cfg.beta1, train_cfg.beta2),
-        eps=train_cfg.eps,
-        weight_decay=train_cfg.weight_decay,
-        fused=fused or None,
-    )
+    return torch.optim.AdamW(params, lr=train_cfg.lr, betas=(train_cfg.beta1, train_cfg.beta2), eps=train_cfg.eps, weight_decay=train_cfg.weight_decay,
+                             fused=fused or None)  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -200,14 +194,8 @@ def autocast_context(device: torch.device | str, precision: str) -> contextlib.A
 
 
 def train_step(
-    model: HookedTransformer,
-    optimizer: torch.optim.Optimizer,
-    tokens: Int[Tensor, "batch pos"],
-    targets: Int[Tensor, " batch"],
-    *,
-    logits_fn: Callable[[HookedTransformer, Tensor], Tensor] = last_position_logits,
-    grad_clip: float = 1.0,
-    precision: str = "fp32",
+    model: HookedTransformer, optimizer: torch.optim.Optimizer, tokens: Int[Tensor, "batch pos"], targets: Int[Tensor, " batch"], *,
+    logits_fn: Callable[[HookedTransformer, Tensor], Tensor] = last_position_logits, grad_clip: float = 1.0, precision: str = "fp32"
 ) -> Float[Tensor, ""]:
     """One optimization step on the last-position cross-entropy; returns the loss (detached,
     on the device: reading it is left to the caller, so the step never waits on the device)."""

@@ -367,9 +367,7 @@ def _main(args: list[str]) -> int:
             raise
         click.echo(f"interp-init: error: {message}", err=True)
         return 2
-    if isinstance(rv, int) and not isinstance(rv, bool):
-        return rv
-    return 0
+    return rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
 
 
 if __name__ == "__main__":  # pragma: no cover

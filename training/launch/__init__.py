@@ -8,7 +8,7 @@
   (``serial``, ``pool``, ``ensemble``, ``ray``: :mod:`training.launch.backends`; ``slurm``:
   :mod:`training.launch.slurm`, its options :class:`SlurmOptions`);
 * :func:`run_study`: a study's jobs into its folder (the refusals of :func:`check_jobs`, the
-  lock of :func:`hold_study`, ended runs skipped by :func:`launch`).
+  study folder held, ended runs skipped by :func:`launch`).
 
 Importing this package imports no torch and no submitit (the command line lists the
 launchers' names; the slurm backend imports submitit when it launches).
@@ -17,12 +17,12 @@ launchers' names; the slurm backend imports submitit when it launches).
 from __future__ import annotations
 
 from training.launch.backends import EnsembleLauncher, PoolLauncher, RayLauncher, SerialLauncher, ensemble_key
-from training.launch.base import STUDY_BUSY, Job, JobReturn, Launcher, check_jobs, hold_study, launch, launcher_class, launcher_names
+from training.launch.base import STUDY_BUSY, Job, JobReturn, Launcher, check_jobs, launch, launcher_class, launcher_names
 from training.launch.base import make_launcher, register_launcher, run_study, train_job
 from training.launch.slurm import SlurmLauncher
 from training.launch.slurm_options import SlurmOptions
 
 __all__ = [
-    "EnsembleLauncher", "PoolLauncher", "RayLauncher", "SerialLauncher", "ensemble_key", "STUDY_BUSY", "Job", "JobReturn", "Launcher", "check_jobs", "hold_study", "launch", "launcher_class", "launcher_names",
+    "EnsembleLauncher", "PoolLauncher", "RayLauncher", "SerialLauncher", "ensemble_key", "STUDY_BUSY", "Job", "JobReturn", "Launcher", "check_jobs", "launch", "launcher_class", "launcher_names",
     "make_launcher", "register_launcher", "run_study", "train_job", "SlurmLauncher", "SlurmOptions",
 ]  # fmt: skip

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import traceback
 from collections.abc import Sequence
-from concurrent.futures import as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -61,17 +60,8 @@ class PoolLauncher(Launcher):
         cores = os.cpu_count() or 1
         workers = min(self.workers or cores, len(jobs))  # no idle process
         threads = self.threads or max(1, cores // workers)
-        returns: dict[str, JobReturn] = {}
         with worker_pool(workers, threads) as pool:
-            futures = {pool.submit(train_job, job, self.device, threads): job for job in jobs}
-            for future in as_completed(futures):
-                job = futures[future]
-                try:
-                    ret = future.result()
-                except Exception as err:  # noqa: BLE001 - e.g. a worker killed by the OS
-                    ret = failed(job, err)
-                returns[job.name] = self.returned(ret)
-        return [returns[job.name] for job in jobs]
+            return self.gathered({pool.submit(train_job, job, self.device, threads): job for job in jobs}, jobs)
 
 
 def ensemble_key(cfg: RunConfig, run_dir: str | Path | None = None) -> tuple:
@@ -165,24 +155,13 @@ class RayLauncher(Launcher):
                 kwargs["num_cpus"] = self.workers
             ray.init(**kwargs)
             started = True
-        returns: dict[str, JobReturn] = {}
         try:
             threads = self.threads or 1
             task = ray.remote(num_cpus=threads, num_gpus=1 if self.device.startswith("cuda") else 0, max_retries=0)(train_job)
-            refs = {task.remote(Job(j.name, j.config, j.run_dir.absolute()), self.device, threads): j for j in jobs}
-            remaining = list(refs)
-            while remaining:
-                done, remaining = ray.wait(remaining, num_returns=1)
-                job = refs[done[0]]
-                try:
-                    ret = ray.get(done[0])
-                except Exception as err:  # noqa: BLE001 - the worker itself died (node lost, OOM)
-                    ret = failed(job, err)
-                returns[job.name] = self.returned(ret)
+            return self.gathered({task.remote(Job(j.name, j.config, j.run_dir.absolute()), self.device, threads).future(): j for j in jobs}, jobs)
         finally:
             if started:
                 ray.shutdown()
-        return [returns[job.name] for job in jobs]
 
 
 def default_workers(device: str = "auto", jobs: int = 4) -> int:

@@ -1,6 +1,6 @@
 """One launcher: a run to train (:class:`Job`), what came of it (:class:`JobReturn`), the one
 failure policy (:func:`train_job`), the backends registered by name (:class:`Launcher`) and
-the study folder's refusals and lock (:func:`check_jobs`, :func:`hold_study`, :func:`launch`).
+the study folder's refusals and lock (:func:`check_jobs`, :func:`run_study`, :func:`launch`).
 
 The policy, the same for every backend: a run another process trains is ``running``, never
 ``failed``; a run that raises is ``failed`` with its traceback in ``error.txt`` and the
@@ -12,11 +12,11 @@ Imports no torch.
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import traceback
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -131,6 +131,20 @@ class Launcher(ABC):
             self.on_return(ret)
         return ret
 
+    def gathered(self, futures: Mapping[Future, Job], jobs: Sequence[Job]) -> list[JobReturn]:
+        """The returns of ``jobs`` from their ``futures`` (of :func:`train_job`), each handed to
+        :meth:`returned` as it completes; a future that raises (its worker died: killed by the
+        OS, a node lost) fails its job."""
+        returns: dict[str, JobReturn] = {}
+        for future in as_completed(futures):
+            job = futures[future]
+            try:
+                ret = future.result()
+            except Exception as err:  # noqa: BLE001 - the worker itself died
+                ret = failed(job, err)
+            returns[job.name] = self.returned(ret)
+        return [returns[job.name] for job in jobs]
+
 
 _LAUNCHERS: dict[str, type[Launcher]] = {}
 
@@ -188,35 +202,12 @@ def check_jobs(jobs: Sequence[Job]) -> None:
             folder.check_holds(job.config.to_dict())  # the finished files of another run, config.json missing
 
 
-@contextlib.contextmanager
-def hold_study(out: str | Path, busy: str = STUDY_BUSY, kind: str = "reproduction") -> Iterator[Path]:
-    """Create and hold the study folder ``out`` (a ``kind`` folder: ``sweep`` or
-    ``reproduction``) while the block runs: a second process launching into it meanwhile is
-    refused with ``busy`` (a one-line ``ValueError``); a folder that would nest folders of
-    runs in one another is refused first, and refused input leaves no folder this call made
-    (:func:`interp_init.outputs.output_folder`)."""
-    with output_folder(out, f"a {kind}", kind, busy) as folder:
-        yield folder
-
-
-def pending(jobs: Sequence[Job]) -> tuple[list[Job], list[JobReturn]]:
-    """The jobs still to train, and the returns of those whose runs already ended
-    (``completed`` or ``diverged``: read, never trained again)."""
-    todo, done = [], []
-    for job in jobs:
-        status = RunFolder(job.run_dir).status()
-        if status in FINISHED_STATUSES:
-            done.append(JobReturn(job.name, str(status)))
-        else:
-            todo.append(job)
-    return todo, done
-
-
 def launch(jobs: Sequence[Job], launcher: Launcher) -> list[JobReturn]:
-    """Train ``jobs`` with ``launcher``, the ended ones skipped; one return per job, in order.
-    (The caller holds the study folder: :func:`hold_study`.)"""
-    todo, done = pending(jobs)
-    returns = {r.name: r for r in done}
+    """Train ``jobs`` with ``launcher``, the ended ones (``completed`` or ``diverged``: read,
+    never trained again) skipped; one return per job, in order.  (The caller holds the study
+    folder: :func:`run_study`.)"""
+    returns = {j.name: JobReturn(j.name, str(status)) for j in jobs if (status := RunFolder(j.run_dir).status()) in FINISHED_STATUSES}
+    todo = [j for j in jobs if j.name not in returns]
     if todo:
         returns.update((r.name, r) for r in launcher.launch(todo))
     return [returns[j.name] for j in jobs]
@@ -226,12 +217,14 @@ def run_study(
     jobs: Sequence[Job], out: str | Path, launcher: Launcher, busy: str = STUDY_BUSY, held: Callable[[], Any] | None = None, kind: str = "reproduction"
 ) -> list[JobReturn]:
     """Train ``jobs`` into the study folder ``out`` with ``launcher``: refuse a folder that
-    holds another run before anything trains, hold ``out`` (a second process is refused with
-    ``busy``; ``kind`` the folder's kind, :func:`~training.launch.hold_study`), call ``held``
+    holds another run before anything trains, create and hold ``out`` (a ``kind`` folder:
+    ``sweep`` or ``reproduction``; a second process is refused with ``busy``, a folder that
+    would nest folders of runs in one another is refused first, and refused input leaves no
+    folder this call made: :func:`interp_init.outputs.output_folder`), call ``held``
     (checks and records that need the folder held), skip the runs that ended, launch the
     rest; one :class:`~training.launch.JobReturn` per job, in order."""
     check_jobs(jobs)
-    with hold_study(out, busy, kind):
+    with output_folder(out, f"a {kind}", kind, busy):
         if held is not None:
             held()
         check_jobs(jobs)  # again: another process may have changed the folder before this one held it

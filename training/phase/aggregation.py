@@ -43,12 +43,7 @@ def check_columns(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
 
 
 def best_over(
-    df: pd.DataFrame,
-    metrics: Sequence[str],
-    cell: Sequence[str],
-    over: str = "lr",
-    seed: str = "seed",
-    target: str | None = None,
+    df: pd.DataFrame, metrics: Sequence[str], cell: Sequence[str], over: str = "lr", seed: str = "seed", target: str | None = None
 ) -> pd.DataFrame:
     """Per ``cell`` and ``seed``, the best of each metric over the values of ``over`` (learning rates).
 
@@ -77,13 +72,8 @@ def best_over(
 
 
 def aggregate(
-    df: pd.DataFrame,
-    metrics: Sequence[str],
-    cell: Sequence[str] | None = None,
-    over: str = "lr",
-    seed: str = "seed",
-    target: str | None = None,
-    statuses: Sequence[str] | None = ("completed",),
+    df: pd.DataFrame, metrics: Sequence[str], cell: Sequence[str] | None = None, over: str = "lr", seed: str = "seed",
+    target: str | None = None, statuses: Sequence[str] | None = ("completed",)
 ) -> pd.DataFrame:
     """The papers' aggregation: best over ``over`` (learning rates), then mean and spread over seeds.
 
@@ -102,17 +92,11 @@ def aggregate(
     if best.empty:
         cols = [*cell, *(f"{m}_{s}" for m in metrics for s in ("mean", "std")), "n_seeds"]
         return pd.DataFrame(columns=cols)
-    if cell:
-        grouped = best.groupby(cell, sort=True, dropna=False)
-    else:
-        grouped = best.assign(_all=0).groupby("_all")
-    parts = {}
-    for m in metrics:
-        parts[f"{m}_mean"] = grouped[m].mean()
-        parts[f"{m}_std"] = grouped[m].std(ddof=1)
-    parts["n_seeds"] = grouped[seed].nunique()
-    out = pd.DataFrame(parts).reset_index()
-    return out.drop(columns=["_all"], errors="ignore")
+    grouped = best.groupby(cell, sort=True, dropna=False) if cell else best.assign(_all=0).groupby("_all")
+    out = grouped[list(metrics)].agg(["mean", "std"])  # pandas' std is the sample one (ddof=1)
+    out.columns = [f"{m}_{s}" for m, s in out.columns]
+    out["n_seeds"] = grouped[seed].nunique()
+    return out.reset_index().drop(columns=["_all"], errors="ignore")
 
 
 def classify_phase(
@@ -134,11 +118,8 @@ def classify_phase(
 
 
 def add_phase(
-    agg: pd.DataFrame,
-    id_col: str = "id_acc_mean",
-    ood_col: str | None = None,
-    id_threshold: float = ID_THRESHOLD,
-    ood_threshold: float = OOD_THRESHOLD,
+    agg: pd.DataFrame, id_col: str = "id_acc_mean", ood_col: str | None = None, id_threshold: float = ID_THRESHOLD,
+    ood_threshold: float = OOD_THRESHOLD
 ) -> pd.DataFrame:
     """``agg`` with a ``phase`` column from its ID and OOD columns.
 

@@ -124,15 +124,9 @@ class PhaseDiagrams:
 
 
 def phase_diagrams(
-    sweep_dir: str | Path,
-    out: str | Path | None = None,
-    figure_names: Sequence[str] = (),
-    *,
-    id_threshold: float = ID_THRESHOLD,
-    ood_threshold: float = OOD_THRESHOLD,
-    loss_threshold: float = LOSS_THRESHOLD,
-    pair_threshold: float = PAIR_ACC_THRESHOLD,
-    protocol: str = "strict",
+    sweep_dir: str | Path, out: str | Path | None = None, figure_names: Sequence[str] = (), *, id_threshold: float = ID_THRESHOLD,
+    ood_threshold: float = OOD_THRESHOLD, loss_threshold: float = LOSS_THRESHOLD, pair_threshold: float = PAIR_ACC_THRESHOLD,
+    protocol: str = "strict"
 ) -> PhaseDiagrams:
     """Rebuild ``sweep_dir/results.csv`` and write the figures it supports (or
     ``figure_names``) to ``out`` (default ``sweep_dir/phase_diagram.html``), each cell

@@ -1,23 +1,13 @@
-"""The papers' figures from a sweep's results table (plotly), and their offline HTML.
-
-Each takes the results table of :func:`training.sweep.load_results`:
-
-* :func:`fig_neurips_fig2`: gamma x depth heatmaps of held-out (4,3) accuracy against the
-  symmetric and the inferential target, hatched where ID < 0.9 (NeurIPS Fig. 2).
-* :func:`fig_journal_fig3a`: ID and OOD accuracy against gamma, phases shaded (journal Fig. 3A).
-* :func:`fig_journal_fig3b`: weight decay x gamma heatmap of OOD accuracy, hatched where
-  ID is poor, a triangle where commutativity < 0.7 (journal Fig. 3B).
-* :func:`fig_journal_fig5c`: weight decay x gamma bubbles, colour = stable rank of the
-  first layer's W_Q, size = phase (journal Fig. 5C).
-* :func:`fig_complexity_epochs`: epochs until training loss < 0.05 against depth, one
-  line per complexity k, one panel per gamma (NeurIPS Fig. 6, journal Fig. 8A).
-* :func:`fig_pair_epochs`: per anchor pair, epochs until its training accuracy reaches
-  60% (journal Fig. 8B).
-* :func:`~training.phase.square.fig_journal_fig7c`: weight decay x gamma heatmap of the
-  addition task's accuracy inside its held-out square (journal Fig. 7C).
+"""The papers' figures from a sweep's results table (plotly), each described in its own
+docstring: NeurIPS Fig. 2 (:func:`fig_neurips_fig2`), the journal's Fig. 3A, 3B and 5C
+(:func:`fig_journal_fig3a`, :func:`fig_journal_fig3b`, :func:`fig_journal_fig5c`), NeurIPS
+Fig. 6 / journal Fig. 8A and 8B (:func:`fig_complexity_epochs`, :func:`fig_pair_epochs`),
+and the journal's Fig. 7C (:func:`~training.phase.square.fig_journal_fig7c`).  Each takes
+the results table of :func:`training.sweep.load_results`.
 
 :data:`FIGURES` names them; :func:`make_figures` draws those a table supports and
-:func:`write_html` writes them with plotly.js inlined, so the files render with no network.
+:func:`training.phase.diagram.write_html` writes them with plotly.js inlined, so the files
+render with no network.
 """
 
 from __future__ import annotations
@@ -63,25 +53,28 @@ def _single_valued(df: pd.DataFrame, keep: Sequence[str], what: str) -> None:
 
 def _label(value: Any) -> str:
     if isinstance(value, float) and value.is_integer() and abs(value) >= 1:
-        return str(int(value)) if value != 1 else "1"
+        return str(int(value))
     return f"{value:g}" if isinstance(value, (float, np.floating)) else str(value)
 
 
-def _hatch(fig: go.Figure, x: float, y: float, row: int | None = None, col: int | None = None) -> None:
-    """Shade the unit cell centred on (x, y) and draw hatching lines across it."""
-    kw = {"row": row, "col": col} if row is not None else {}
-    fig.add_shape(type="rect", x0=x - 0.5, x1=x + 0.5, y0=y - 0.5, y1=y + 0.5, fillcolor=_SHADE, line_width=0, **kw)
-    for t in (-0.25, 0.25, 0.75, -0.75, 0.0):
-        x0, y0, x1, y1 = x - 0.5 + max(t, 0), y - 0.5 + max(-t, 0), x + 0.5 - max(-t, 0), y + 0.5 - max(t, 0)
-        fig.add_shape(type="line", x0=x0, y0=y0, x1=x1, y1=y1, line=dict(color="white", width=1.5), **kw)
+def _hatch(fig: go.Figure, where: np.ndarray, **subplot: int) -> None:
+    """Shade each unit cell (x, y) of the grid where ``where[y, x]`` holds and draw hatching lines across it."""
+    for y, x in zip(*np.nonzero(where), strict=True):
+        fig.add_shape(type="rect", x0=x - 0.5, x1=x + 0.5, y0=y - 0.5, y1=y + 0.5, fillcolor=_SHADE, line_width=0, **subplot)
+        for t in (-0.25, 0.25, 0.75, -0.75, 0.0):
+            x0, y0, x1, y1 = x - 0.5 + max(t, 0), y - 0.5 + max(-t, 0), x + 0.5 - max(-t, 0), y + 0.5 - max(t, 0)
+            fig.add_shape(type="line", x0=x0, y0=y0, x1=x1, y1=y1, line=dict(color="white", width=1.5), **subplot)
 
 
 def _grid(agg: pd.DataFrame, xcol: str, ycol: str, zcol: str) -> tuple[list, list, np.ndarray]:
     xs, ys = sorted(agg[xcol].unique()), sorted(agg[ycol].unique())
-    z = np.full((len(ys), len(xs)), np.nan)
-    for _, r in agg.iterrows():
-        z[ys.index(r[ycol]), xs.index(r[xcol])] = r[zcol]
-    return xs, ys, z
+    return xs, ys, agg.pivot(index=ycol, columns=xcol, values=zcol).reindex(index=ys, columns=xs).to_numpy(dtype=float)
+
+
+def _index_axes(fig: go.Figure, xs: Sequence, ys: Sequence, x_title: str, y_title: str = "γ (initialization rate)", **subplot: int) -> None:
+    """Title the axes of a figure drawn at the indices of ``xs`` and ``ys`` and label their ticks with the values."""
+    fig.update_xaxes(title_text=x_title, tickvals=list(range(len(xs))), ticktext=[_label(x) for x in xs], **subplot)
+    fig.update_yaxes(title_text=y_title, tickvals=list(range(len(ys))), ticktext=[_label(y) for y in ys], **subplot)
 
 
 def _hover(agg: pd.DataFrame, xs: list, ys: list, xcol: str, ycol: str, cols: Sequence[str]) -> np.ndarray:
@@ -120,11 +113,8 @@ def fig_neurips_fig2(
             ),
             row=1, col=col,
         )  # fmt: skip
-        _, _, id_z = _grid(agg, "gamma", "n_layers", "id_acc_mean")
-        for iy, ix in zip(*np.nonzero(id_z < id_threshold), strict=True):
-            _hatch(fig, ix, iy, row=1, col=col)
-        fig.update_xaxes(title_text="γ (initialization rate)", tickvals=list(range(len(xs))), ticktext=[_label(x) for x in xs], row=1, col=col)
-        fig.update_yaxes(title_text="depth (layers)", tickvals=list(range(len(ys))), ticktext=[_label(y) for y in ys], row=1, col=col)
+        _hatch(fig, _grid(agg, "gamma", "n_layers", "id_acc_mean")[2] < id_threshold, row=1, col=col)
+        _index_axes(fig, xs, ys, "γ (initialization rate)", "depth (layers)", row=1, col=col)
     fig.update_layout(
         title=f"Held-out pair (4,3): best over {over}, mean over seeds; hatched: ID accuracy < {id_threshold:g}",
         template="plotly_white", width=1000, height=450,
@@ -140,11 +130,8 @@ def _id_ood_agg(df: pd.DataFrame, what: str, over: str, metrics: Sequence[str]) 
 
 
 def fig_journal_fig3a(
-    df: pd.DataFrame,
-    weight_decay: float | None = None,
-    id_threshold: float = ID_THRESHOLD,
-    ood_threshold: float = OOD_THRESHOLD,
-    over: str = "lr",
+    df: pd.DataFrame, weight_decay: float | None = None, id_threshold: float = ID_THRESHOLD, ood_threshold: float = OOD_THRESHOLD,
+    over: str = "lr"
 ) -> go.Figure:
     """Journal Fig. 3A: ID and OOD accuracy against gamma at one weight decay, phases shaded.
 
@@ -182,10 +169,7 @@ def fig_journal_fig3a(
 
 
 def fig_journal_fig3b(
-    df: pd.DataFrame,
-    id_threshold: float = ID_THRESHOLD,
-    commutativity_threshold: float = COMMUTATIVITY_THRESHOLD,
-    over: str = "lr",
+    df: pd.DataFrame, id_threshold: float = ID_THRESHOLD, commutativity_threshold: float = COMMUTATIVITY_THRESHOLD, over: str = "lr"
 ) -> go.Figure:
     """Journal Fig. 3B: OOD accuracy over weight decay (x) x gamma (y).
 
@@ -201,9 +185,7 @@ def fig_journal_fig3b(
             colorbar=dict(title="OOD acc"),
         )
     )  # fmt: skip
-    _, _, id_z = _grid(agg, "weight_decay", "gamma", "id_acc_mean")
-    for iy, ix in zip(*np.nonzero(id_z < id_threshold), strict=True):
-        _hatch(fig, ix, iy)
+    _hatch(fig, _grid(agg, "weight_decay", "gamma", "id_acc_mean")[2] < id_threshold)
     _, _, comm = _grid(agg, "weight_decay", "gamma", "commutativity_mean")
     iy, ix = np.nonzero(comm < commutativity_threshold)
     fig.add_trace(
@@ -212,8 +194,7 @@ def fig_journal_fig3b(
             marker=dict(symbol="triangle-up", size=14, color="limegreen", line=dict(color="black", width=1)),
         )
     )  # fmt: skip
-    fig.update_xaxes(title_text="weight decay", tickvals=list(range(len(xs))), ticktext=[_label(x) for x in xs])
-    fig.update_yaxes(title_text="γ (initialization rate)", tickvals=list(range(len(ys))), ticktext=[_label(y) for y in ys])
+    _index_axes(fig, xs, ys, "weight decay")
     fig.update_layout(
         title=f"OOD accuracy; hatched: ID < {id_threshold:g}; ▲: commutativity < {commutativity_threshold:g}",
         template="plotly_white", width=650, height=550, legend=dict(orientation="h", y=-0.15),
@@ -222,11 +203,8 @@ def fig_journal_fig3b(
 
 
 def fig_journal_fig5c(
-    df: pd.DataFrame,
-    id_threshold: float = ID_THRESHOLD,
-    ood_threshold: float = OOD_THRESHOLD,
-    rank_col: str = "stable_rank_wq0",
-    over: str = "lr",
+    df: pd.DataFrame, id_threshold: float = ID_THRESHOLD, ood_threshold: float = OOD_THRESHOLD, rank_col: str = "stable_rank_wq0",
+    over: str = "lr"
 ) -> go.Figure:
     """Journal Fig. 5C: bubbles over weight decay (x) x gamma (y); colour = stable rank, size = phase.
 
@@ -251,8 +229,7 @@ def fig_journal_fig5c(
             text=text, hoverinfo="text", showlegend=False,
         )
     )  # fmt: skip
-    fig.update_xaxes(title_text="weight decay", tickvals=list(range(len(xs))), ticktext=[_label(x) for x in xs])
-    fig.update_yaxes(title_text="γ (initialization rate)", tickvals=list(range(len(ys))), ticktext=[_label(y) for y in ys])
+    _index_axes(fig, xs, ys, "weight decay")
     fig.update_layout(
         title=f"Layer-0 W_Q stable rank (colour), phase (size 1-3; ID ≥ {id_threshold:g}, OOD > {ood_threshold:g})",
         template="plotly_white", width=650, height=550,
@@ -311,9 +288,7 @@ def fig_complexity_epochs(df: pd.DataFrame, over: str = "lr") -> go.Figure:
 def _colours(n: int) -> list[str]:
     import plotly.colors as pc
 
-    if n == 1:
-        return [pc.sample_colorscale("Viridis", [0.0])[0]]
-    return pc.sample_colorscale("Viridis", [i / (n - 1) for i in range(n)])
+    return pc.sample_colorscale("Viridis", [i / max(n - 1, 1) for i in range(n)])
 
 
 def fig_pair_epochs(df: pd.DataFrame, k: int | None = None, n_layers: int | None = None, over: str = "lr") -> go.Figure:

@@ -80,13 +80,11 @@ class Context:
 
     def balanced(self, run: Run) -> AnchorDataset:
         """The run's task's probe inputs (the anchor tasks: ``per_pair`` inputs of every pair)."""
-        key = ("balanced", run.task)
-        return self.cached(key, lambda: run.task.probe_inputs(self.config.per_pair, self.config.seed).to(self.config.device))
+        return self.cached(("balanced", run.task), lambda: run.task.probe_inputs(self.config.per_pair, self.config.seed).to(self.config.device))
 
     def sample(self, run: Run) -> AnchorDataset:
         """The one input the run's task draws attention and information flow for."""
-        key = ("sample", run.task)
-        return self.cached(key, lambda: run.task.sample_input().to(self.config.device))
+        return self.cached(("sample", run.task), lambda: run.task.sample_input().to(self.config.device))
 
 
 def per_run(ctx: Context, build: Callable[[Run, Context], Cell]) -> list[Cell]:

@@ -32,10 +32,9 @@ def _find_browser() -> str | None:
     explicit = os.environ.get("BROWSER_PATH")
     if explicit:
         return explicit if Path(explicit).is_file() else None
-    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome"):
-        found = shutil.which(name)
-        if found:
-            return found
+    found = next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome"))), None)
+    if found:
+        return found
     try:
         from choreographer.browsers.chromium import Chromium
 

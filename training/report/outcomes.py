@@ -47,12 +47,8 @@ def fit_epoch(history: Sequence[EpochRecord]) -> int | None:
     return next((r.epoch for r in history if r.metrics is not None and r.metrics.id_acc is not None and r.metrics.id_acc >= FIT_THRESHOLD), None)
 
 
-def _history(run: Run) -> tuple[EpochRecord, ...]:
-    return () if run.run_metrics is None else run.run_metrics.history
-
-
 def _fit_epoch_text(run: Run) -> str | None:
-    history = _history(run)
+    history = run.record.history
     if not history:
         return None
     epoch = fit_epoch(history)
@@ -66,12 +62,10 @@ HELDOUT_DASHES = ("solid", "dash", "dot", "dashdot")
 def section_curves(ctx: Context) -> Section:
     """Loss and accuracies per epoch, every run in one figure."""
     fig = make_subplots(rows=1, cols=3, subplot_titles=("training loss", "train / ID accuracy", "held-out: OOD, candidates, commutativity, square"))
-    any_history = False
     for i, run in enumerate(ctx.runs):
-        history = _history(run)
+        history = run.record.history
         if not history:
             continue
-        any_history = True
         colour = RUN_COLOURS[i % len(RUN_COLOURS)]
         frame = pd.DataFrame(
             [{"epoch": r.epoch, "loss": r.loss, **({} if r.metrics is None else {"train_acc": r.metrics.train_acc, "id_acc": r.metrics.id_acc, **r.metrics.heldout_curves()})} for r in history]
@@ -103,12 +97,12 @@ def section_curves(ctx: Context) -> Section:
         "the accuracy curves behind NeurIPS 2024 Fig. 2 and the journal's Fig. 3A, and the epochs-to-fit of NeurIPS Fig. 6 / journal Fig. 8, "
         "where small init needs more epochs to fit as the inferential complexity k grows and large init does not."
     ) + measured(ctx, f"the first epoch with ID accuracy >= {FIT_THRESHOLD}", _fit_epoch_text, needs_model=False)
-    if not any_history:
+    if not any(run.record.history for run in ctx.runs):
         return Section("curves", "Training curves", sentence, [Cell(note="no run has a training history (metrics.json) yet")], combined=True)
     fig.update_yaxes(type="log", row=1, col=1)
     fig.update_yaxes(range=[-0.02, 1.02], row=1, col=2)
     fig.update_yaxes(range=[-0.02, 1.02], row=1, col=3)
-    epochs = max((len(_history(r)) for r in ctx.runs), default=0)
+    epochs = max((len(r.record.history) for r in ctx.runs), default=0)
     fig.update_xaxes(title_text="epoch", **({"dtick": 1} if epochs <= 12 else {}))
     compact(fig, 420)
     fig.update_layout(margin=dict(t=50), legend=dict(orientation="h", yanchor="top", y=-0.22, x=0, font=dict(size=11)))
@@ -126,7 +120,7 @@ def accuracy_table(runs: Sequence[Run]) -> pd.DataFrame:
             "gamma": run.config.init.gamma,
             "weight_decay": run.config.train.weight_decay,
             "status": run.status,
-            "epochs": run.record.final_epoch if run.record.final_epoch is not None else len(_history(run)),
+            "epochs": run.record.final_epoch if run.record.final_epoch is not None else len(run.record.history),
             "train": None if final is None else final.train_acc,
             "ID": None if final is None else final.id_acc,
         }

@@ -179,16 +179,8 @@ def build_page(runs: list[Run], config: ReportConfig, out_dir: str | Path | None
                 cell.figure = _room_for_modebar(svg_only(cell.figure))
                 fig_name = section.key if section.combined else f"{section.key}-{slug(name)}"
                 figures[fig_name] = cell.figure
-                parts.append(
-                    cell.figure.to_html(
-                        full_html=False,
-                        include_plotlyjs=False,
-                        div_id=f"fig-{fig_name}",
-                        default_width="100%",
-                        default_height=f"{cell.height}px",
-                        config=PLOTLY_CONFIG,
-                    )
-                )
+                parts.append(cell.figure.to_html(full_html=False, include_plotlyjs=False, div_id=f"fig-{fig_name}", default_width="100%",
+                                                 default_height=f"{cell.height}px", config=PLOTLY_CONFIG))  # fmt: skip
             if cell.html:
                 uses_circuitsvis |= "CircuitsVis.render(" in cell.html
                 parts.append(cell.html)
@@ -205,25 +197,12 @@ def build_page(runs: list[Run], config: ReportConfig, out_dir: str | Path | None
             f'<div class="grid" style="{style}">{"".join(cells_html)}</div></section>'
         )
 
-    runs_table = pd.DataFrame(
-        [
-            {
-                "run": r.name,
-                "folder": _relative(r.path, out_dir),
-                "task": r.config.data.task,
-                "gamma": r.config.init.gamma,
-                "weight decay": r.config.train.weight_decay,
-                "lr": r.config.train.lr,
-                "d_model": r.config.model.d_model,
-                "layers": r.config.model.n_layers,
-                "heads": r.config.model.n_heads,
-                "seed": r.config.seed,
-                **recipe_columns(r.config),
-                "status": r.status,
-            }
-            for r in runs
-        ]
-    ).to_html(index=False, border=0, classes="runs")
+    runs_table = pd.DataFrame([
+        {"run": r.name, "folder": _relative(r.path, out_dir), "task": r.config.data.task, "gamma": r.config.init.gamma,
+         "weight decay": r.config.train.weight_decay, "lr": r.config.train.lr, "d_model": r.config.model.d_model,
+         "layers": r.config.model.n_layers, "heads": r.config.model.n_heads, "seed": r.config.seed, **recipe_columns(r.config), "status": r.status}
+        for r in runs
+    ]).to_html(index=False, border=0, classes="runs")  # fmt: skip
     nav = "".join(f'<a href="#{s.key}">{html.escape(s.title)}</a>' for s in sections)
     scripts = [plotly_script()]
     if uses_circuitsvis:
@@ -269,12 +248,8 @@ def limited_threads(threads: int | None) -> Iterator[None]:
 
 
 def write_report(
-    run_dirs: Iterable[str | Path],
-    out_path: str | Path,
-    config: ReportConfig | None = None,
-    *,
-    images: str | Path | None = None,
-    image_format: str = "png",
+    run_dirs: Iterable[str | Path], out_path: str | Path, config: ReportConfig | None = None, *, images: str | Path | None = None,
+    image_format: str = "png"
 ) -> Path:
     """Write the HTML report of ``run_dirs`` to ``out_path`` and return its path.
 

@@ -12,9 +12,8 @@ inferential against symmetric share on the ``symmetric`` task; OOD accuracy on
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -25,6 +24,7 @@ from training.population import SUMMARY_FILE, Population, failed_criteria, read_
 from training.regimes import REGIME_NAMES
 from training.report.cells import html_table
 from training.report.runs import Run
+from training.selection import PROTOCOL_TEXT, targets
 
 _REGIME_COLOURS = {"small-init": "#636efa", "large-init": "#EF553B"}
 
@@ -40,27 +40,26 @@ def population_summaries(runs: Sequence[Run], depth: int = 3) -> dict[Path, Popu
     return found
 
 
-def population_figure(summary: Mapping[str, Any]) -> go.Figure:
+def population_figure(population: Population) -> go.Figure:
     """One dot per seed and regime, one panel per task: where the task measures the held-out
     pair against both targets (``heldout_symmetric``, ``heldout_inferential``), the one
     share against the other; otherwise the task's first held-out number (``ood_acc``) per
     regime.  Dashed: the criteria's thresholds."""
-    rows = summary["per_seed"]
-    tasks = list(rows[0]["runs"])
+    rows, tasks = population.rows, population.tasks
     fig = make_subplots(rows=1, cols=len(tasks), subplot_titles=[f"({chr(97 + i)}) {task}" for i, task in enumerate(tasks)], horizontal_spacing=0.12)
     for col, task in enumerate(tasks, start=1):
-        first = rows[0]["runs"][task][REGIME_NAMES[0]]
-        pair = "heldout_symmetric" in first and "heldout_inferential" in first
-        column = next((k for k in first if k not in ("gamma", "id_acc", "picked", "status", "run_dirs", "weight_decay", "precision", "seconds")), "id_acc")
+        names = targets(task)
+        pair = "heldout_symmetric" in names and "heldout_inferential" in names
+        column = next((k for k in names if k != "id_acc"), "id_acc")
         for regime in REGIME_NAMES:
-            runs = [row["runs"][task][regime] for row in rows]
-            common = dict(mode="markers", name=regime, legendgroup=regime, showlegend=col == 1, text=[f"seed {row['seed']}" for row in rows],
+            runs = [row.result(task, regime) for row in rows]
+            common = dict(mode="markers", name=regime, legendgroup=regime, showlegend=col == 1, text=[f"seed {row.seed}" for row in rows],
                           marker=dict(color=_REGIME_COLOURS[regime], size=10, opacity=0.8))  # fmt: skip
             if pair:
-                xs, ys = [r.get("heldout_symmetric") for r in runs], [r.get("heldout_inferential") for r in runs]
+                xs, ys = [r.value("heldout_symmetric") for r in runs], [r.value("heldout_inferential") for r in runs]
                 fig.add_trace(go.Scatter(x=xs, y=ys, hovertemplate="%{text}<br>symmetric %{x:.2f}, inferential %{y:.2f}", **common), row=1, col=col)
             else:
-                ys = [r.get(column) for r in runs]
+                ys = [r.value(column) for r in runs]
                 fig.add_trace(go.Scatter(x=[regime] * len(ys), y=ys, hovertemplate=f"%{{text}}<br>{column} %{{y:.2f}}", **common), row=1, col=col)
         if pair:
             fig.add_hline(y=FLIP_CRITERIA["min_small_inferential"], line_dash="dash", line_color=_REGIME_COLOURS["small-init"], row=1, col=col)
@@ -72,7 +71,7 @@ def population_figure(summary: Mapping[str, Any]) -> go.Figure:
                 fig.add_hline(y=FLIP_CRITERIA["min_small_ood"], line_dash="dash", line_color=_REGIME_COLOURS["small-init"], row=1, col=col)
                 fig.add_hline(y=FLIP_CRITERIA["max_large_ood"], line_dash="dash", line_color=_REGIME_COLOURS["large-init"], row=1, col=col)
             fig.update_yaxes(title_text=column, range=[-0.05, 1.05], row=1, col=col)
-    title = f"Population of {len(rows)} seeds, preset {summary.get('preset')}<br><sup>{html.escape(str(summary.get('protocol_text', '')))}</sup>"
+    title = f"Population of {len(rows)} seeds, preset {population.preset}<br><sup>{html.escape(PROTOCOL_TEXT[population.protocol])}</sup>"
     fig.update_layout(title=title, template="plotly_white", width=500 * len(tasks), height=460)
     return fig
 
@@ -89,15 +88,14 @@ def population_parts(runs: Sequence[Run]) -> tuple[str, go.Figure | None]:
         parts.append(f'<p class="verdict">{html.escape(line)}</p>')
     singles = len(parts)
     for root, population in population_summaries(runs).items():
-        summary = population.to_dict()
-        rows = [{"criterion": name, "seeds that meet it": f"{r['met']} of {r['of']}", "95% exact interval": "[{:.2f}, {:.2f}]".format(*r["interval"])}
-                for name, r in summary["population"].items()]  # fmt: skip
+        rows = [{"criterion": r.name, "seeds that meet it": f"{r.met} of {r.of}", "95% exact interval": "[{:.2f}, {:.2f}]".format(*r.interval)}
+                for r in population.rates]  # fmt: skip
         parts.append(
-            f'<p class="verdict">{html.escape(root.name)}: a population of {len(summary["per_seed"])} seeds '
-            f"({html.escape(str(summary.get('protocol_text', '')))}); the runs in this report are one draw of it.</p>"
+            f'<p class="verdict">{html.escape(root.name)}: a population of {len(population.rows)} seeds '
+            f"({html.escape(PROTOCOL_TEXT[population.protocol])}); the runs in this report are one draw of it.</p>"
         )
         parts.append(html_table(pd.DataFrame(rows), 2))
-        figure = population_figure(summary) if figure is None else figure
+        figure = population_figure(population) if figure is None else figure
     if len(parts) == singles and singles:
         parts.append(
             '<p class="note">These runs are one draw (one seed) of an <code>interp-init reproduce</code>; '

@@ -9,6 +9,7 @@ and :func:`problem_summary` say what did not complete.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,10 +35,7 @@ CONTEXT_COLUMNS = ("preset", "task", "gamma", "n_layers", "d_model", "n_heads", 
 
 def epochs_to_loss(history: Sequence[EpochRecord], threshold: float = LOSS_THRESHOLD) -> float:
     """The first epoch whose mean training loss is below ``threshold`` (NaN if none)."""
-    for record in history:
-        if record.loss < threshold:
-            return float(record.epoch)
-    return math.nan
+    return next((float(record.epoch) for record in history if record.loss < threshold), math.nan)
 
 
 def epochs_to_pair_accuracy(history: Sequence[EpochRecord], threshold: float = PAIR_ACC_THRESHOLD) -> dict[str, float]:
@@ -67,12 +65,7 @@ METRIC_COLUMNS = (*task_metric_columns(), *RUN_COLUMNS)
 
 
 def _grid_keys(name: str) -> list[str]:
-    keys = []
-    for part in name.split("__"):
-        key, sep, _ = part.partition("=")
-        if sep and key in OPTIONS:
-            keys.append(key)
-    return keys
+    return [key for key, sep, _ in (part.partition("=") for part in name.split("__")) if sep and key in OPTIONS]
 
 
 def run_row(
@@ -186,9 +179,8 @@ def problem_summary(statuses: Mapping[str, str], total: int, where: str | Path) 
     """One line saying how many of ``total`` runs did not complete and where to look
     (``None`` when every run completed): ``2 of 6 runs failed: see OUT/results.csv``,
     ``3 of 6 runs did not complete (2 failed, 1 diverged): see ...``."""
-    counts = {s: sum(1 for v in statuses.values() if v == s) for s in PROBLEM_STATUSES}
-    counts.update({s: sum(1 for v in statuses.values() if v == s) for s in set(statuses.values()) - {"completed", *PROBLEM_STATUSES}})
-    counts = {s: n for s, n in counts.items() if n}
+    tally = Counter(s for s in statuses.values() if s != "completed")
+    counts = {s: tally.pop(s) for s in PROBLEM_STATUSES if s in tally} | dict(tally)
     if not counts:
         return None
     n_bad = sum(counts.values())
