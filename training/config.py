@@ -306,12 +306,7 @@ def preset_options(preset: str, task: str = DEFAULT_TASK) -> dict[str, Any]:
     overrides, :meth:`interp_init.tasks.base.Task.preset_overrides`)."""
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
-    return {**PRESETS[preset](), **make_task_defaults(task).preset_overrides(preset)}
-
-
-def make_task_defaults(task: str) -> Task:
-    """The task ``task`` with its options' defaults."""
-    return task_class(task)()
+    return {**PRESETS[preset](), **task_class(task)().preset_overrides(preset)}
 
 
 def make_run_config(preset: str = "paper", **options: Any) -> RunConfig:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -395,7 +396,7 @@ def test_report_parts_say_one_draw_outside_a_population(population_out: Path, tm
 
     class _Run:  # population_parts reads only where a run sits
         def __init__(self, path: Path) -> None:
-            self.path = path
+            self.record = SimpleNamespace(path=path)
 
     inside = [_Run(population_out / "seed-1" / "symmetric" / "small-init")]
     text, figure = population_parts(inside)  # type: ignore[arg-type]

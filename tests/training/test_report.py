@@ -178,8 +178,8 @@ def test_captions_state_what_the_papers_expect_and_what_the_runs_measured(report
     measured = {key: _measured(caption) for key, caption in captions.items()}
     tokens = torch.tensor([[35, 63, 99, 4, 3, 38, 42, 36, 62]])
     for run in load_runs([runs_root]):
-        name, model, task = run.name, run.model, run.config.data.task
-        metrics = json.loads((run.path / "metrics.json").read_text())
+        name, model, task = run.name, run.model, run.record.config.data.task
+        metrics = json.loads((run.record.path / "metrics.json").read_text())
         final, history = metrics["final"], metrics["history"]
         # verdict and curves: the tiny runs fit nothing in 2 epochs
         assert final["id_acc"] < 0.9 and all(h["id_acc"] < 0.9 for h in history)
@@ -248,7 +248,7 @@ def test_curves_caption_states_the_epoch_each_run_fit(runs_root: Path) -> None:
     run = load_runs([runs_root / "symmetric" / "small-init"])[0]
     records = ((1, 0.2), (2, 0.85), (3, 0.93), (4, 0.99))
     history = tuple(EpochRecord(e, e, 1.0 / e, 1e-3, SymmetricMetrics(acc, acc, {}, {})) for e, acc in records)
-    record = dataclasses.replace(run.record, metrics=dataclasses.replace(run.run_metrics, history=history))
+    record = dataclasses.replace(run.record, metrics=dataclasses.replace(run.record.metrics, history=history))
     fitted = dataclasses.replace(run, name="fits", record=record)
     section = section_curves(Context([fitted, run], ReportConfig(per_pair=2)))
     assert "Measured here, the first epoch with ID accuracy >= 0.9: fits 3; " in section.sentence
@@ -259,10 +259,10 @@ def test_accuracy_table_matches_metrics(runs_root: Path) -> None:
     runs = load_runs([runs_root])
     table = accuracy_table(runs).set_index("run")
     for run in runs:
-        final = json.loads((run.path / "metrics.json").read_text())["final"]
+        final = json.loads((run.record.path / "metrics.json").read_text())["final"]
         assert table.loc[run.name, "ID"] == final["id_acc"]
         assert table.loc[run.name, "train"] == final["train_acc"]
-        if run.config.data.task == "symmetric":
+        if run.record.config.data.task == "symmetric":
             assert table.loc[run.name, "(4,3) inferential"] == final["heldout"]["4,3"]["inferential"]
         else:
             assert table.loc[run.name, "OOD"] == final["ood_acc"]

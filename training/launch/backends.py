@@ -192,12 +192,11 @@ def build_launcher(backend: str, **options: Any) -> Launcher:
     return make_launcher(backend, **options)
 
 
-def local_launcher(device: str, workers: int | None, progress: bool, ensemble: bool | None = None) -> Launcher:
+def local_launcher(device: str, workers: int | None, progress: bool) -> Launcher:
     """What a reproduction or population trains with unless told: on a CUDA GPU same-shape
     runs as ensembles; else ``workers`` processes of one torch thread (default
     :func:`default_workers`), or with one worker, here one after another."""
-    ensemble = on_gpu(device) if ensemble is None else ensemble
-    if ensemble and workers in (None, 1):
+    if on_gpu(device) and workers in (None, 1):
         return EnsembleLauncher(device=device, progress=progress)
     workers = default_workers(device) if workers is None else workers
     check_count("workers", workers)

@@ -95,7 +95,7 @@ def per_run(ctx: Context, build: Callable[[Run, Context], Cell]) -> list[Cell]:
             cells.append(Cell(note=f"no model: {run.missing}"))
             continue
         if not ctx.applies(run):
-            cells.append(Cell(note=f"not a section of the {run.config.data.task!r} task"))
+            cells.append(Cell(note=f"not a section of the {run.record.config.data.task!r} task"))
             continue
         try:
             cells.append(build(run, ctx))

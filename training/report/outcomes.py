@@ -26,12 +26,12 @@ def section_verdict(ctx: Context) -> Section:
     """What each run learned: its solution in the papers' terms and the numbers behind it."""
     rows, learned = [], {}
     for run in ctx.runs:
-        typed = run.run_metrics
+        typed = run.record.metrics
         rank = None if run.model is None else stable_rank(merged_weight(run.model, "W_Q", 0))
         v = run_verdict(run.task, None if typed is None else typed.final, run.status, rank)
         learned[run.name] = v.solution
-        rows.append({"run": run.name, "task": run.config.data.task, "architecture": run.config.model.architecture,
-                     "gamma": run.config.init.gamma, "learned": v.solution, "evidence": v.evidence})  # fmt: skip
+        rows.append({"run": run.name, "task": run.record.config.data.task, "architecture": run.record.config.model.architecture,
+                     "gamma": run.record.config.init.gamma, "learned": v.solution, "evidence": v.evidence})  # fmt: skip
     expected = list(dict.fromkeys(r.task.expected for r in ctx.runs if r.task.expected))
     population_html, population_fig = population_parts(ctx.runs)
     parts = [html_table(pd.DataFrame(rows), 2), population_html]
@@ -113,12 +113,12 @@ def accuracy_table(runs: Sequence[Run]) -> pd.DataFrame:
     """One row per run: status, epochs and every final accuracy its metrics hold."""
     rows = []
     for run in runs:
-        final = None if run.run_metrics is None else run.run_metrics.final
+        final = None if run.record.metrics is None else run.record.metrics.final
         row: dict[str, Any] = {
             "run": run.name,
-            "task": run.config.data.task,
-            "gamma": run.config.init.gamma,
-            "weight_decay": run.config.train.weight_decay,
+            "task": run.record.config.data.task,
+            "gamma": run.record.config.init.gamma,
+            "weight_decay": run.record.config.train.weight_decay,
             "status": run.status,
             "epochs": run.record.final_epoch if run.record.final_epoch is not None else len(run.record.history),
             "train": None if final is None else final.train_acc,
@@ -132,7 +132,7 @@ def accuracy_table(runs: Sequence[Run]) -> pd.DataFrame:
 
 def _deciding_accuracies(run: Run) -> str | None:
     """The final accuracies that decide the run's verdict (the task's :meth:`~interp_init.tasks.base.TaskMetrics.deciding`)."""
-    final = None if run.run_metrics is None else run.run_metrics.final
+    final = None if run.record.metrics is None else run.record.metrics.final
     return None if final is None else (final.deciding() or None)
 
 

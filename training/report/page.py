@@ -158,7 +158,7 @@ def build_page(runs: list[Run], config: ReportConfig, out_dir: str | Path | None
         try:
             ctx.section = builder.__name__.removeprefix("section_")
             if ctx.section in known and ctx.section not in wanted:
-                raise NotApplicable(f"not a section of the task(s) {sorted({r.config.data.task for r in runs})}")
+                raise NotApplicable(f"not a section of the task(s) {sorted({r.record.config.data.task for r in runs})}")
             section = builder(ctx)
         except NotApplicable as reason:
             doc = (builder.__doc__ or builder.__name__).strip().splitlines()[0]
@@ -198,9 +198,9 @@ def build_page(runs: list[Run], config: ReportConfig, out_dir: str | Path | None
         )
 
     runs_table = pd.DataFrame([
-        {"run": r.name, "folder": _relative(r.path, out_dir), "task": r.config.data.task, "gamma": r.config.init.gamma,
-         "weight decay": r.config.train.weight_decay, "lr": r.config.train.lr, "d_model": r.config.model.d_model,
-         "layers": r.config.model.n_layers, "heads": r.config.model.n_heads, "seed": r.config.seed, **recipe_columns(r.config), "status": r.status}
+        {"run": r.name, "folder": _relative(r.record.path, out_dir), "task": r.record.config.data.task, "gamma": r.record.config.init.gamma,
+         "weight decay": r.record.config.train.weight_decay, "lr": r.record.config.train.lr, "d_model": r.record.config.model.d_model,
+         "layers": r.record.config.model.n_layers, "heads": r.record.config.model.n_heads, "seed": r.record.config.seed, **recipe_columns(r.record.config), "status": r.status}
         for r in runs
     ]).to_html(index=False, border=0, classes="runs")  # fmt: skip
     nav = "".join(f'<a href="#{s.key}">{html.escape(s.title)}</a>' for s in sections)

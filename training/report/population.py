@@ -33,7 +33,7 @@ def population_summaries(runs: Sequence[Run], depth: int = 3) -> dict[Path, Popu
     """Study folder -> its population, for the runs that sit ``depth`` levels below one
     (3: a population's ``seed-S/<task>/<regime>``; 2: a single seed's ``<task>/<regime>``)."""
     found: dict[Path, Population] = {}
-    for root in dict.fromkeys(run.path.parents[depth - 1] for run in runs):
+    for root in dict.fromkeys(run.record.path.parents[depth - 1] for run in runs):
         population = read_summary(root / SUMMARY_FILE) if (root / SUMMARY_FILE).is_file() else None
         if population is not None and (depth == 2) == (len(population.rows) == 1):
             found[root] = population

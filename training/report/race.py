@@ -41,7 +41,7 @@ def race_table(runs: list[Run]) -> pd.DataFrame:
     for run in runs:
         race = race_of(run.record.history, run.record.lr)
         rows.append({
-            "run": run.name, "gamma": run.config.init.gamma, "(3,4) fitted at epoch": race.fit_epoch,
+            "run": run.name, "gamma": run.record.config.init.gamma, "(3,4) fitted at epoch": race.fit_epoch,
             "inferential at fit": race.inferential_at_fit, "symmetric at fit": race.symmetric_at_fit,
             "inferential at end": race.inferential_end, "symmetric at end": race.symmetric_end,
             "shares stopped at epoch": race.settled_epoch, "lr then > peak / 10": race.lr_high, "mode": race.mode,

@@ -15,7 +15,7 @@ from transformer_lens import HookedTransformer
 
 from interp_init.data import AnchorDataset
 from interp_init.runfolder import CONFIG_FILE, WEIGHTS_FILE, RunFolder
-from interp_init.tasks.base import RunMetrics, Task
+from interp_init.tasks.base import Task
 from interp_init.tasks.registry import task_class
 from training.config import RunConfig
 from training.records import RunRecord
@@ -35,20 +35,7 @@ class Run:
     @cached_property
     def task(self) -> Task:
         """The run's task (from its config)."""
-        return self.config.data.make_task()
-
-    @property
-    def path(self) -> Path:
-        return self.record.path
-
-    @property
-    def config(self) -> RunConfig:
-        return self.record.config
-
-    @property
-    def run_metrics(self) -> RunMetrics | None:
-        """The run's metrics, typed for its task (``None`` before it has ``metrics.json``)."""
-        return self.record.metrics
+        return self.record.task
 
     @property
     def status(self) -> str:
