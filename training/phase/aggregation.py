@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from interp_init.tasks.anchor import ID_THRESHOLD, OOD_THRESHOLD, journal_phase
+from interp_init.tasks.base import Task, task_name
 
 #: Metrics where less is better (best over learning rates = minimum).
 LOWER_IS_BETTER_PREFIXES = ("epochs_to", "final_loss")
@@ -40,6 +41,20 @@ def check_columns(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise ValueError(f"{what}: the table has no column(s) {missing}; it has {list(df.columns)}")
+
+
+def task_rows(df: pd.DataFrame, task_cls: type[Task], keep: Sequence[str], what: str) -> pd.DataFrame:
+    """The completed runs of the task ``task_cls`` (the figure ``what``'s own), refusing a table
+    where a configuration column other than ``keep`` varies (it would be averaged away)."""
+    task = task_name(task_cls)
+    check_columns(df, ["task", "status"], what)
+    rows = df[(df["task"] == task) & (df["status"] == "completed")]
+    if rows.empty:
+        raise ValueError(f"{what} needs completed runs of the {task!r} task; the table has none")
+    varying = [c for c in param_columns(rows) if c not in keep and rows[c].nunique(dropna=False) > 1]
+    if varying:
+        raise ValueError(f"{what}: {varying} vary in the table besides {list(keep)}; filter the table first (e.g. df[df.{varying[0]} == ...])")
+    return rows
 
 
 def best_over(

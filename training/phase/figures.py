@@ -25,30 +25,13 @@ from interp_init.tasks.addition import AdditionTask
 from interp_init.tasks.anchor import ComplexityTask, IdOodTask, SymmetricTask
 from interp_init.tasks.anchor_pairs import ALL_PAIRS
 from interp_init.tasks.base import Task, task_name
-from training.phase.aggregation import add_phase, aggregate, best_over, check_columns, param_columns
+from training.phase.aggregation import add_phase, aggregate, best_over, task_rows
 from training.phase.names import COMMUTATIVITY_THRESHOLD, FIGURE_NAMES, ID_THRESHOLD, OOD_THRESHOLD
 from training.phase.square import fig_journal_fig7c
 from training.sweep.results import pair_column
 
 _SHADE = "rgba(90, 90, 90, 0.55)"
 _PHASE_COLOURS = {1: "rgba(220, 80, 60, 0.12)", 2: "rgba(240, 180, 40, 0.15)", 3: "rgba(60, 160, 90, 0.15)"}
-
-
-def _task_rows(df: pd.DataFrame, task_cls: type[Task], what: str) -> pd.DataFrame:
-    """The completed runs of the task ``task_cls`` (the figure's own task)."""
-    task = task_name(task_cls)
-    check_columns(df, ["task", "status"], what)
-    rows = df[(df["task"] == task) & (df["status"] == "completed")]
-    if rows.empty:
-        raise ValueError(f"{what} needs completed runs of the {task!r} task; the table has none")
-    return rows
-
-
-def _single_valued(df: pd.DataFrame, keep: Sequence[str], what: str) -> None:
-    """Refuse tables where a configuration column other than ``keep`` varies (it would be averaged away)."""
-    varying = [c for c in param_columns(df) if c not in keep and df[c].nunique(dropna=False) > 1]
-    if varying:
-        raise ValueError(f"{what}: {varying} vary in the table besides {list(keep)}; filter the table first (e.g. df[df.{varying[0]} == ...])")
 
 
 def _label(value: Any) -> str:
@@ -97,9 +80,8 @@ def fig_neurips_fig2(
     over seeds; cells whose ID accuracy (seen anchors) is below ``id_threshold`` are
     shaded and hatched.  Uses the completed runs of the ``symmetric`` task.
     """
-    rows = _task_rows(df, SymmetricTask, "NeurIPS Fig. 2")
     cell = ["gamma", "n_layers"]
-    _single_valued(rows, [*cell, over, "seed"], "NeurIPS Fig. 2")
+    rows = task_rows(df, SymmetricTask, [*cell, over, "seed"], "NeurIPS Fig. 2")
     metrics = ["heldout_symmetric", "heldout_inferential", "id_acc"]
     agg = aggregate(rows, metrics, cell=cell, over=over)
     fig = make_subplots(rows=1, cols=2, subplot_titles=("(a) symmetric target (x − 6)", "(b) inferential target (x − 10)"), horizontal_spacing=0.1)
@@ -123,9 +105,8 @@ def fig_neurips_fig2(
 
 
 def _id_ood_agg(df: pd.DataFrame, what: str, over: str, metrics: Sequence[str]) -> pd.DataFrame:
-    rows = _task_rows(df, IdOodTask, what)
     cell = ["gamma", "weight_decay"]
-    _single_valued(rows, [*cell, over, "seed"], what)
+    rows = task_rows(df, IdOodTask, [*cell, over, "seed"], what)
     return aggregate(rows, metrics, cell=cell, over=over)
 
 
@@ -237,12 +218,6 @@ def fig_journal_fig5c(
     return fig
 
 
-def _complexity_rows(df: pd.DataFrame, what: str, keep: Sequence[str]) -> pd.DataFrame:
-    rows = _task_rows(df, ComplexityTask, what)
-    _single_valued(rows, [*keep, "lr", "seed"], what)
-    return rows
-
-
 def _init_name(gamma: float, gammas: Sequence[float]) -> str:
     if len(gammas) < 2:
         return f"γ = {_label(gamma)}"
@@ -258,7 +233,7 @@ def fig_complexity_epochs(df: pd.DataFrame, over: str = "lr") -> go.Figure:
     hover says how many seeds reached it).  The threshold is the one the table was built
     with (:func:`training.sweep.collect_results`, default 0.05).
     """
-    rows = _complexity_rows(df, "NeurIPS Fig. 6", ["gamma", "n_layers", "k"])
+    rows = task_rows(df, ComplexityTask, ["gamma", "n_layers", "k", "lr", "seed"], "NeurIPS Fig. 6")
     cell = ["gamma", "n_layers", "k"]
     agg = aggregate(rows, ["epochs_to_loss"], cell=cell, over=over)
     best = best_over(rows, ["epochs_to_loss"], cell, over=over)
@@ -299,7 +274,7 @@ def fig_pair_epochs(df: pd.DataFrame, k: int | None = None, n_layers: int | None
     the pairs whose target breaks the composition rule at this k.  The threshold is the
     one the table was built with (default 60%).
     """
-    rows = _complexity_rows(df, "journal Fig. 8B", ["gamma", "n_layers", "k"])
+    rows = task_rows(df, ComplexityTask, ["gamma", "n_layers", "k", "lr", "seed"], "journal Fig. 8B")
     ks = sorted(rows["k"].unique())
     if k is None:
         k = 1 if 1 in ks else next((v for v in ks if v > 0), ks[0])

@@ -14,8 +14,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from interp_init.tasks.addition import AdditionTask
-from interp_init.tasks.base import FIT_THRESHOLD, task_name
-from training.phase.aggregation import aggregate, check_columns, param_columns
+from interp_init.tasks.base import FIT_THRESHOLD
+from training.phase.aggregation import aggregate, check_columns, task_rows
 
 
 def _label(value: float) -> str:
@@ -26,12 +26,7 @@ def fig_journal_fig7c(df: pd.DataFrame, id_threshold: float = FIT_THRESHOLD, ove
     """Journal Fig. 7C: accuracy inside the held-out square, weight decay x gamma (see the module docstring)."""
     what = "journal Fig. 7C"
     check_columns(df, ["task", "status", "gamma", "weight_decay", "square_acc", "id_acc"], what)
-    rows = df[(df["task"] == task_name(AdditionTask)) & (df["status"] == "completed")]
-    if rows.empty:
-        raise ValueError(f"{what} needs completed runs of the {task_name(AdditionTask)!r} task; the table has none")
-    varying = [c for c in param_columns(rows) if c not in ("gamma", "weight_decay", over, "seed") and rows[c].nunique(dropna=False) > 1]
-    if varying:
-        raise ValueError(f"{what}: {varying} vary in the table besides gamma and weight_decay; filter the table first")
+    rows = task_rows(df, AdditionTask, ["gamma", "weight_decay", over, "seed"], what)
     agg = aggregate(rows, ["square_acc", "id_acc", "train_acc"], cell=["gamma", "weight_decay"], over=over)
     xs, ys = sorted(agg["weight_decay"].unique()), sorted(agg["gamma"].unique())
     z, id_z = np.full((len(ys), len(xs)), np.nan), np.full((len(ys), len(xs)), np.nan)

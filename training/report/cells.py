@@ -19,6 +19,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from interp_init.data import AnchorDataset
+from interp_init.runfolder import WEIGHTS_FILE
 from interp_init.tasks.registry import registered_tasks, task_class
 from training.report.config import ReportConfig
 from training.report.runs import Run
@@ -92,7 +93,7 @@ def per_run(ctx: Context, build: Callable[[Run, Context], Cell]) -> list[Cell]:
     cells = []
     for run in ctx.runs:
         if run.model is None:
-            cells.append(Cell(note=f"no model: {run.missing}"))
+            cells.append(Cell(note=f"no model: no {WEIGHTS_FILE} in {run.record.path} yet (the run has not finished)"))
             continue
         if not ctx.applies(run):
             cells.append(Cell(note=f"not a section of the {run.record.config.data.task!r} task"))

@@ -14,7 +14,7 @@ from pathlib import Path
 from transformer_lens import HookedTransformer
 
 from interp_init.data import AnchorDataset
-from interp_init.runfolder import CONFIG_FILE, WEIGHTS_FILE, RunFolder
+from interp_init.runfolder import CONFIG_FILE, RunFolder
 from interp_init.tasks.base import Task
 from interp_init.tasks.registry import task_class
 from training.config import RunConfig
@@ -28,9 +28,8 @@ class Run:
 
     name: str
     record: RunRecord
+    #: None while the folder has no weights file (a run still training).
     model: HookedTransformer | None
-    #: Why there is no model (no weights file yet), else "".
-    missing: str = ""
 
     @cached_property
     def task(self) -> Task:
@@ -95,16 +94,9 @@ def load_runs(run_dirs: Iterable[str | Path], device: str = "cpu") -> list[Run]:
     weights yet (a run still training) comes without a model."""
     paths = find_run_dirs(run_dirs)
     records = [RunRecord.read(path) for path in paths]
-    runs = []
-    for record, name in zip(records, _run_names(paths, [r.config for r in records]), strict=True):
-        folder = RunFolder(record.path)
-        model, missing = None, ""
-        if folder.weights_path.is_file():
-            model = folder.load_model(device=device)
-        else:
-            missing = f"no {WEIGHTS_FILE} in {record.path} yet (the run has not finished)"
-        runs.append(Run(name, record, model, missing))
-    return runs
+    names = _run_names(paths, [r.config for r in records])
+    models = [f.load_model(device=device) if f.weights_path.is_file() else None for f in (RunFolder(r.path) for r in records)]
+    return [Run(*run) for run in zip(names, records, models, strict=True)]
 
 
 def token_labels(dataset: AnchorDataset, row: int = 0) -> list[str]:
