@@ -116,14 +116,13 @@ class Member:
 Step = Callable[[list[Member], Int[Tensor, "model batch"]], Float[Tensor, " model"]]
 
 
-def open_run_folder(folder: str | Path | RunFolder, cfg: RunConfig, dev: torch.device) -> tuple[TrainResult | None, dict | None]:
+def open_run_folder(folder: RunFolder, cfg: RunConfig, dev: torch.device) -> tuple[TrainResult | None, dict | None]:
     """Open ``folder`` for the run ``cfg``: ``(finished result, None)`` if the run is done,
     ``(None, checkpoint)`` to resume it, ``(None, None)`` to start it (``config.json`` is
     then written).  A folder holding any file of another run (:meth:`RunFolder.claim`), or
     one that cannot be written, is refused; temporary files left by a killed process are
     removed.
     """
-    folder = folder if isinstance(folder, RunFolder) else RunFolder(folder)
     folder.create()
     folder.sweep_temporary()
     folder.claim(cfg.to_dict())  # another run's files are refused, whichever is missing

@@ -74,12 +74,8 @@ def run_row(
     """One results-table row of a run folder (config values, status, flattened metrics)."""
     record = RunRecord.read(run_dir, strict=False)
     cfg, run_dir = record.config, record.path
-    flat = cfg.flat()
-    row: dict[str, Any] = {"run": run_dir.name}
-    for key in _grid_keys(run_dir.name):
-        row[key] = flat[key]
-    for key in CONTEXT_COLUMNS:
-        row.setdefault(key, cfg.preset if key == "preset" else flat[key])
+    flat = {**cfg.flat(), "preset": cfg.preset}
+    row: dict[str, Any] = {"run": run_dir.name, **{key: flat[key] for key in (*_grid_keys(run_dir.name), *CONTEXT_COLUMNS)}}
     row["status"] = record.status
     for col in (*METRIC_COLUMNS, *task_metric_columns((cfg.data.task,))):
         row[col] = math.nan
