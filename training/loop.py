@@ -281,7 +281,11 @@ def finish_run(member: Member, dev: torch.device) -> TrainResult:
     completed; a diverged one keeps its last good checkpoint's weights as its model."""
     cfg, model, folder = member.cfg, member.model, member.folder
     status = RunStatus.COMPLETED if member.status == RunStatus.RUNNING else member.status
-    metrics = _metrics(member, status, dev)
+    # ``final``: the last history record (a completed run's last epoch is always evaluated;
+    # a diverged run's is its last good epoch's)
+    metrics = _progress_metrics(member, dev) | {"status": str(status), "final": dict(member.history[-1]) if member.history else {}}
+    if member.diverged_step is not None:
+        metrics["diverged_at_step"] = member.diverged_step
     if folder is not None:
         if status == RunStatus.DIVERGED:
             if folder.checkpoint_path.exists():
@@ -298,15 +302,6 @@ def progress_postfix(record: dict) -> dict[str, str]:
     for key, value in record.items():
         if key not in RECORD_KEYS and isinstance(value, float):
             out[key.replace("_acc", "")] = f"{value:.2f}"
-    return out
-
-
-def _metrics(member: Member, status: RunStatus, dev: torch.device) -> dict:
-    """A finished run's ``metrics.json``: ``final`` is the last history record (a completed
-    run's last epoch is always evaluated; a diverged run's is its last good epoch's)."""
-    out = _progress_metrics(member, dev) | {"status": str(status), "final": dict(member.history[-1]) if member.history else {}}
-    if member.diverged_step is not None:
-        out["diverged_at_step"] = member.diverged_step
     return out
 
 

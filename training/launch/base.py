@@ -54,19 +54,15 @@ def check_count(name: str, value: int | None) -> None:
         raise ValueError(f"{name} must be an integer >= 1 (or None for automatic), got {value!r}")
 
 
-def record_failure(job: Job, text: str) -> None:
-    """Write a failed run's ``error.txt`` (and its ``config.json``, so that it has a row in the tables)."""
+def failed(job: Job, err: BaseException, tb: str | None = None) -> JobReturn:
+    """Record ``err`` as ``job``'s failure (``error.txt``, and ``config.json`` so that the run
+    has a row in the tables) and return its :class:`JobReturn`."""
+    line = f"{type(err).__name__}: {err}"
     folder = RunFolder(job.run_dir)
     folder.path.mkdir(parents=True, exist_ok=True)
     if not folder.config_path.exists():
         folder.write_config(job.config.to_dict())
-    atomic_write(folder.error_path, text)
-
-
-def failed(job: Job, err: BaseException, tb: str | None = None) -> JobReturn:
-    """Record ``err`` as ``job``'s failure (``error.txt``) and return its :class:`JobReturn`."""
-    line = f"{type(err).__name__}: {err}"
-    record_failure(job, f"{line}\n\n{tb}" if tb else f"{line}\n")
+    atomic_write(folder.error_path, f"{line}\n\n{tb}" if tb else f"{line}\n")
     return JobReturn(job.name, RunStatus.FAILED, line)
 
 
