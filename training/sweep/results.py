@@ -77,9 +77,8 @@ def run_row(
     flat = {**cfg.flat(), "preset": cfg.preset}
     row: dict[str, Any] = {"run": run_dir.name, **{key: flat[key] for key in (*_grid_keys(run_dir.name), *CONTEXT_COLUMNS)}}
     row["status"] = record.status
-    for col in (*METRIC_COLUMNS, *task_metric_columns((cfg.data.task,))):
-        row[col] = math.nan
-    row.update({k: v for k, v in record.final_columns().items() if v is not None})
+    row.update(dict.fromkeys(METRIC_COLUMNS, math.nan))
+    row.update({k: math.nan if v is None else v for k, v in record.final_columns().items()})
     history = record.history
     if history:
         row["final_loss"] = float(history[-1].loss)
@@ -88,8 +87,7 @@ def run_row(
     if record.status in FINISHED_STATUSES:
         record.check_bound()  # weights or metrics of another run make the row unreadable
         row.update(run_stable_ranks(run_dir))
-    for col in (*PAIR_COLUMNS, *task_group_columns((cfg.data.task,))):
-        row[col] = math.nan
+    row.update(dict.fromkeys((*PAIR_COLUMNS, *task_group_columns((cfg.data.task,))), math.nan))
     row.update({group_column(g): e for g, e in epochs_to_pair_accuracy(history, pair_threshold).items()})
     row["elapsed_s"] = math.nan if record.elapsed_s is None else float(record.elapsed_s)
     row["error"] = record.error
