@@ -256,7 +256,6 @@ def run_epochs(
             evaluation = None
             if (epoch + 1) % tc.eval_every == 0 or last:
                 evaluation = evaluate(m.model, m.data.task, m.data.train_eval, m.data.id_test, m.data.heldout, logits_fn=logits_fn)
-                m.model.train()
             m.history.append(history_record(epoch + 1, step, float(losses[j].mean()), lrs[j], evaluation))
             m.elapsed += time.perf_counter() - t0
             if m.folder is not None and on_cadence:

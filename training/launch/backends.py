@@ -164,14 +164,6 @@ class RayLauncher(Launcher):
                 ray.shutdown()
 
 
-def default_workers(device: str = "auto", jobs: int = 4) -> int:
-    """How many runs to train at once: one per CPU core, at most ``jobs``, on a CPU (each
-    with one torch thread, the fastest use of the cores for models this small); one on a GPU."""
-    if on_gpu(device):
-        return 1
-    return max(1, min(jobs, os.cpu_count() or 1))
-
-
 def on_gpu(device: str) -> bool:
     """Whether ``device`` (``auto``, ``cpu``, ``cuda``, ``cuda:N``) trains on a CUDA GPU
     (torch is imported only for ``auto``)."""
@@ -194,11 +186,12 @@ def build_launcher(backend: str, **options: Any) -> Launcher:
 
 def local_launcher(device: str, workers: int | None, progress: bool) -> Launcher:
     """What a reproduction or population trains with unless told: on a CUDA GPU same-shape
-    runs as ensembles; else ``workers`` processes of one torch thread (default
-    :func:`default_workers`), or with one worker, here one after another."""
+    runs as ensembles; else ``workers`` processes of one torch thread (default: one per CPU
+    core, at most 4: the fastest use of the cores for models this small), or with one
+    worker, here one after another."""
     if on_gpu(device) and workers in (None, 1):
         return EnsembleLauncher(device=device, progress=progress)
-    workers = default_workers(device) if workers is None else workers
+    workers = max(1, min(4, os.cpu_count() or 1)) if workers is None else workers
     check_count("workers", workers)
     if workers == 1:
         return SerialLauncher(device=device, progress=progress)
