@@ -334,18 +334,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(args: list[str]) -> int:
-    rv: Any = None
-    done = False
+    code: int | None = None  # set once the command has finished
     try:
         # SIGTERM, SIGINT and SIGHUP raise (training.signals): locks, temporary files and
         # worker processes are cleaned up, then one line and the exit code 128 + signal.
         with signals_raise():
             rv = cli.main(args=args, prog_name="interp-init", standalone_mode=False, obj={"argv": args})
-            done = True
+            code = rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
     except Stopped as exc:
-        if done:  # the signal came after the command had finished: its work is whole
+        if code is not None:  # the signal came after the command had finished: its work is whole
             click.echo(f"interp-init: {exc.message.split(' (')[0]} after the command had finished; its work is complete", err=True)
-            return rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
+            return code
         click.echo(f"interp-init: {exc.message}", err=True)
         return exc.exit_code
     except click.exceptions.Exit as exc:  # pragma: no cover - click returns it in non-standalone mode
@@ -367,7 +366,7 @@ def _main(args: list[str]) -> int:
             raise
         click.echo(f"interp-init: error: {message}", err=True)
         return 2
-    return rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
+    return code
 
 
 if __name__ == "__main__":  # pragma: no cover
