@@ -64,10 +64,6 @@ class RunRecord:
         return cls(folder.path, config, status, metrics, error, None if epoch is None else int(epoch))
 
     @property
-    def name(self) -> str:
-        return self.path.name
-
-    @property
     def task(self) -> Task:
         return self.config.data.make_task()
 
@@ -102,10 +98,6 @@ class RunRecord:
         final = None if self.metrics is None else self.metrics.final
         columns: dict[str, float | None] = dict.fromkeys(self.task.metrics_class.column_names())
         return {**columns, **({} if final is None else final.columns())}
-
-    def check_bound(self) -> None:
-        """Refuse weights or metrics of another run (:meth:`RunFolder.check_bound`)."""
-        RunFolder(self.path).check_bound()
 
 
 def resume_epoch(run_dir: str | Path) -> int:

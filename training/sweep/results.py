@@ -85,7 +85,7 @@ def run_row(
         row["epochs_run"] = float(history[-1].epoch)
         row["epochs_to_loss"] = epochs_to_loss(history, loss_threshold)
     if record.status in FINISHED_STATUSES:
-        record.check_bound()  # weights or metrics of another run make the row unreadable
+        RunFolder(run_dir).check_bound()  # weights or metrics of another run make the row unreadable
         row.update(run_stable_ranks(run_dir))
     row.update(dict.fromkeys((*PAIR_COLUMNS, *task_group_columns((cfg.data.task,))), math.nan))
     row.update({group_column(g): e for g, e in epochs_to_pair_accuracy(history, pair_threshold).items()})
