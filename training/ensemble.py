@@ -52,7 +52,7 @@ from interp_init.model import empty_model, resolve_device
 from interp_init.runfolder import RunFolder, RunStatus
 from training.accuracy import LogitsFn, full_forward_last
 from training.config import RunConfig
-from training.loop import Member, RunData, TrainResult, check_deadline, make_run_data, new_member, open_run_folder, run_epochs
+from training.loop import Member, TrainResult, check_deadline, make_run_data, new_member, open_run_folder, run_epochs
 from training.step import autocast_context, last_position_logits
 
 __all__ = ["ENSEMBLE_VARYING", "VmapStep", "check_ensemble", "train_ensemble"]
@@ -132,11 +132,9 @@ def train_ensemble(
 def _train_ensemble(
     cfgs: list[RunConfig], folders: list[RunFolder | None], dev: torch.device, progress: bool, logits_fn: LogitsFn, deadline: float | None
 ) -> list[TrainResult]:
-    results: list[TrainResult | None] = [None] * len(cfgs)
-    checkpoints: list[dict | None] = [None] * len(cfgs)
-    for i, (cfg, folder) in enumerate(zip(cfgs, folders)):
-        if folder is not None:
-            results[i], checkpoints[i] = open_run_folder(folder, cfg, dev)
+    opened = [(None, None) if folder is None else open_run_folder(folder, cfg, dev) for cfg, folder in zip(cfgs, folders)]
+    results: list[TrainResult | None] = [r for r, _ in opened]
+    checkpoints: list[dict | None] = [c for _, c in opened]
     todo = [i for i in range(len(cfgs)) if results[i] is None]
     if not todo:
         return results  # type: ignore[return-value]
@@ -144,10 +142,8 @@ def _train_ensemble(
     if len(starts) > 1:
         where = {str(folders[i]): int(checkpoints[i]["epoch"]) if checkpoints[i] else 0 for i in todo}
         raise ValueError(f"the unfinished runs stopped at different epochs ({where}); finish them one by one with train()")
-    by_seed: dict[int, RunData] = {}  # runs with the same seed share their data
-    for i in todo:
-        if cfgs[i].seed not in by_seed:
-            by_seed[cfgs[i].seed] = make_run_data(cfgs[i], dev)
+    first = {cfgs[i].seed: cfgs[i] for i in reversed(todo)}  # runs with the same seed share the first one's data
+    by_seed = {seed: make_run_data(cfg, dev) for seed, cfg in first.items()}
     members = [new_member(cfgs[i], folders[i], checkpoints[i], dev, by_seed[cfgs[i].seed]) for i in todo]
     start_epoch, step = starts.pop()
     eager_fn = getattr(logits_fn, "_torchdynamo_orig_callable", logits_fn)  # the function a torch.compile wraps
