@@ -41,11 +41,6 @@ def check_device(device: str) -> None:
     resolve_device(device)
 
 
-def overrides_from(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The flat run options a user actually gave (those not left at None)."""
-    return {k: v for k, v in kwargs.items() if k in FIELDS and v is not None}
-
-
 def default_preset(device: str) -> tuple[str, str]:
     """The run preset ``train`` uses without ``--preset``, and why: ``paper`` on a CUDA GPU,
     ``cpu`` otherwise (never a paper-scale run on a CPU by default)."""

@@ -36,7 +36,7 @@ import click
 import interp_init
 from training.cli.flags import PRESET_CHOICES, carry_option, config_options, parse_carry, run_options, slurm_options
 from training.config import PRECISIONS
-from training.options import check_device, default_preset, one_line, overrides_from, parse_workers
+from training.options import check_device, default_preset, one_line, parse_workers
 from training.phase.names import FIGURE_NAMES, ID_THRESHOLD, LOSS_THRESHOLD, OOD_THRESHOLD, PAIR_ACC_THRESHOLD
 from training.population import VARY
 from training.recipe import carry_recipe, recipe_table, train_epilog
@@ -80,7 +80,8 @@ def train_command(
     if preset is None:
         preset, why = default_preset(device)
         click.echo(f"interp-init: no --preset given: using --preset {preset} ({why})", err=True)
-    cfg = make_run_config(preset, task=task, seed=seed, init_seed=init_seed, data_seed=data_seed, **overrides_from(kwargs))
+    given = {k: v for k, v in kwargs.items() if v is not None}  # the config flags given (the others take the preset's)
+    cfg = make_run_config(preset, task=task, seed=seed, init_seed=init_seed, data_seed=data_seed, **given)
     hold, paper_gamma = parse_carry(carry), cfg.init.gamma
     cfg = cfg if hold is None else carry_recipe(cfg, hold)
     if show_recipe:
