@@ -105,7 +105,6 @@ class Page:
 
     html: str
     figures: dict[str, go.Figure]
-    sections: list[Section]
 
 
 def svg_only(fig: go.Figure) -> go.Figure:
@@ -162,7 +161,7 @@ def build_page(runs: list[Run], config: ReportConfig, out_dir: str | Path | None
             section = builder(ctx)
         except NotApplicable as reason:
             doc = (builder.__doc__ or builder.__name__).strip().splitlines()[0]
-            section = Section(builder.__name__.removeprefix("section_"), doc, "", [Cell(note=str(reason))], combined=True)
+            section = Section(ctx.section, doc, "", [Cell(note=str(reason))], combined=True)
         section.seconds = time.perf_counter() - t0
         sections.append(section)
 
@@ -226,7 +225,7 @@ def build_page(runs: list[Run], config: ReportConfig, out_dir: str | Path | None
 </body>
 </html>
 """
-    return Page(page, figures, sections)
+    return Page(page, figures)
 
 
 @contextlib.contextmanager
