@@ -32,10 +32,6 @@ def param_columns(df: pd.DataFrame) -> list[str]:
     return [c for c in cols if c != "run"]
 
 
-def _lower_is_better(metric: str) -> bool:
-    return metric.startswith(LOWER_IS_BETTER_PREFIXES)
-
-
 def check_columns(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
     """Refuse a table that lacks any of ``columns`` (a ``ValueError`` naming ``what`` needed them)."""
     missing = [c for c in columns if c not in df.columns]
@@ -75,10 +71,10 @@ def best_over(
     if over not in df.columns or target is None:
         if df.empty:
             return pd.DataFrame(columns=[*groups, *metrics])
-        agg = {m: ("min" if _lower_is_better(m) else "max") for m in metrics}
+        agg = {m: ("min" if m.startswith(LOWER_IS_BETTER_PREFIXES) else "max") for m in metrics}
         return df.groupby(groups, sort=True, dropna=False)[list(metrics)].agg(agg).reset_index()
     valid = df.dropna(subset=[target])
-    lower = _lower_is_better(target)
+    lower = target.startswith(LOWER_IS_BETTER_PREFIXES)
     order = valid.sort_values([*groups, target, over], ascending=[True] * len(groups) + [lower, True], kind="stable")
     chosen = order.groupby(groups, sort=True, dropna=False).head(1)
     all_groups = df[groups].drop_duplicates()
