@@ -14,7 +14,6 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -106,12 +105,6 @@ def _check_one_lr(df: pd.DataFrame) -> None:
         )
 
 
-def protocol_title(fig: Any, protocol: str) -> Any:
-    """``fig`` (plotly) with ``protocol`` named under its title."""
-    title = fig.layout.title.text or ""
-    return fig.update_layout(title_text=f"{title}<br><sup>{PROTOCOL_TEXT[check_protocol(protocol)]}</sup>")
-
-
 @dataclass(frozen=True)
 class PhaseDiagrams:
     """What :func:`phase_diagrams` wrote: the figures, their files, how many runs the table
@@ -159,7 +152,9 @@ def phase_diagrams(
         "journal_fig3b": {"id_threshold": id_threshold},
         "journal_fig5c": phase_opts,
     }
-    figures = {name: protocol_title(fig, protocol) for name, fig in make_figures(table, names, options).items()}
+    # each title names the protocol (checked by protocol_table) under it
+    figures = {name: fig.update_layout(title_text=f"{fig.layout.title.text or ''}<br><sup>{PROTOCOL_TEXT[protocol]}</sup>")
+               for name, fig in make_figures(table, names, options).items()}  # fmt: skip
     bad = incomplete_runs(sweep_dir, df)
     write_results(df, sweep_dir)
     paths = write_html(figures, out or Path(sweep_dir) / "phase_diagram.html", title=f"Phase diagrams ({protocol} protocol)")

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
 from interp_init.tasks.addition import AdditionTask
@@ -242,7 +243,7 @@ def fig_complexity_epochs(df: pd.DataFrame, over: str = "lr") -> go.Figure:
     gammas = sorted(agg["gamma"].unique(), reverse=True)
     fig = make_subplots(rows=1, cols=len(gammas), subplot_titles=[_init_name(g, gammas) for g in gammas], shared_yaxes=True)
     ks = sorted(agg["k"].unique())
-    colours = _colours(len(ks))
+    colours = sample_colorscale("Viridis", [i / max(len(ks) - 1, 1) for i in range(len(ks))])
     for col, g in enumerate(gammas, start=1):
         for k, colour in zip(ks, colours, strict=True):
             sel = agg[(agg["gamma"] == g) & (agg["k"] == k)].sort_values("n_layers")
@@ -258,12 +259,6 @@ def fig_complexity_epochs(df: pd.DataFrame, over: str = "lr") -> go.Figure:
     fig.update_yaxes(title_text="epochs until training loss < threshold", row=1, col=1)
     fig.update_layout(title="Training speed vs inferential complexity k", template="plotly_white", width=500 * len(gammas), height=450)
     return fig
-
-
-def _colours(n: int) -> list[str]:
-    import plotly.colors as pc
-
-    return pc.sample_colorscale("Viridis", [i / max(n - 1, 1) for i in range(n)])
 
 
 def fig_pair_epochs(df: pd.DataFrame, k: int | None = None, n_layers: int | None = None, over: str = "lr") -> go.Figure:
