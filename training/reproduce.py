@@ -105,13 +105,6 @@ def reproduction_spec(
     return StudySpec.reproduction(preset, seed_list, protocol, lr_list, vary, fixed_seed, precision, tasks, carry=carry)
 
 
-def _problem(returns: list[JobReturn], out: str | Path) -> str | None:
-    """The sweep's line on what did not complete (:func:`~training.sweep.results.problem_summary`), naming the runs."""
-    line = problem_summary({r.name: r.status for r in returns}, len(returns), Path(out) / "summary.json")
-    bad = [f"{r.name}: {r.status}" for r in returns if r.status != "completed"]
-    return None if line is None else f"{line} ({'; '.join(bad[:3])}{'; ...' if len(bad) > 3 else ''}); a rerun resumes"
-
-
 def run_reproduction_cli(
     spec: StudySpec, out: str | Path, device: str, workers: int | None, progress: bool, backend: str | None = None,
     rerun: str = "the same command", **options: Any,
@@ -150,7 +143,11 @@ def run_reproduction_cli(
             f"summary: {summary} (this protocol's also kept as {Path(out) / f'summary-{spec.protocol}.json'})",
             f"report: {report} (the runs of seed {spec.seeds[0]}; the population in its verdict)",
         ]
-    return "\n".join(lines), _problem(returns, out)
+    # the sweep's line on what did not complete, naming the runs
+    line = problem_summary({r.name: r.status for r in returns}, len(returns), summary)
+    bad = [f"{r.name}: {r.status}" for r in returns if r.status != "completed"]
+    problem = None if line is None else f"{line} ({'; '.join(bad[:3])}{'; ...' if len(bad) > 3 else ''}); a rerun resumes"
+    return "\n".join(lines), problem
 
 
 __all__ = ["reproduce", "reproduce_study", "reproduction_spec", "run_reproduction_cli"]
