@@ -126,32 +126,26 @@ def train_ensemble(
         for folder in folders:
             if folder is not None:
                 locks.enter_context(folder.lock())  # another process training one of them is refused
-        return _train_ensemble(cfgs, folders, dev, progress, logits_fn, deadline)
-
-
-def _train_ensemble(
-    cfgs: list[RunConfig], folders: list[RunFolder | None], dev: torch.device, progress: bool, logits_fn: LogitsFn, deadline: float | None
-) -> list[TrainResult]:
-    opened = [(None, None) if folder is None else open_run_folder(folder, cfg, dev) for cfg, folder in zip(cfgs, folders)]
-    results: list[TrainResult | None] = [r for r, _ in opened]
-    checkpoints: list[dict | None] = [c for _, c in opened]
-    todo = [i for i in range(len(cfgs)) if results[i] is None]
-    if not todo:
+        opened = [(None, None) if folder is None else open_run_folder(folder, cfg, dev) for cfg, folder in zip(cfgs, folders)]
+        results: list[TrainResult | None] = [r for r, _ in opened]
+        checkpoints: list[dict | None] = [c for _, c in opened]
+        todo = [i for i in range(len(cfgs)) if results[i] is None]
+        if not todo:
+            return results  # type: ignore[return-value]
+        starts = {(int(checkpoints[i]["epoch"]), int(checkpoints[i]["step"])) if checkpoints[i] else (0, 0) for i in todo}
+        if len(starts) > 1:
+            where = {str(folders[i]): int(checkpoints[i]["epoch"]) if checkpoints[i] else 0 for i in todo}
+            raise ValueError(f"the unfinished runs stopped at different epochs ({where}); finish them one by one with train()")
+        first = {cfgs[i].seed: cfgs[i] for i in reversed(todo)}  # runs with the same seed share the first one's data
+        by_seed = {seed: make_run_data(cfg, dev) for seed, cfg in first.items()}
+        members = [new_member(cfgs[i], folders[i], checkpoints[i], dev, by_seed[cfgs[i].seed]) for i in todo]
+        start_epoch, step = starts.pop()
+        eager_fn = getattr(logits_fn, "_torchdynamo_orig_callable", logits_fn)  # the function a torch.compile wraps
+        trained = run_epochs(members, VmapStep(members, logits_fn, dev), start_epoch, step, dev, eager_fn,
+                             progress=progress, deadline=deadline, desc=f"ensemble of {len(members)}")  # fmt: skip
+        for i, result in zip(todo, trained):
+            results[i] = result
         return results  # type: ignore[return-value]
-    starts = {(int(checkpoints[i]["epoch"]), int(checkpoints[i]["step"])) if checkpoints[i] else (0, 0) for i in todo}
-    if len(starts) > 1:
-        where = {str(folders[i]): int(checkpoints[i]["epoch"]) if checkpoints[i] else 0 for i in todo}
-        raise ValueError(f"the unfinished runs stopped at different epochs ({where}); finish them one by one with train()")
-    first = {cfgs[i].seed: cfgs[i] for i in reversed(todo)}  # runs with the same seed share the first one's data
-    by_seed = {seed: make_run_data(cfg, dev) for seed, cfg in first.items()}
-    members = [new_member(cfgs[i], folders[i], checkpoints[i], dev, by_seed[cfgs[i].seed]) for i in todo]
-    start_epoch, step = starts.pop()
-    eager_fn = getattr(logits_fn, "_torchdynamo_orig_callable", logits_fn)  # the function a torch.compile wraps
-    trained = run_epochs(members, VmapStep(members, logits_fn, dev), start_epoch, step, dev, eager_fn,
-                         progress=progress, deadline=deadline, desc=f"ensemble of {len(members)}")  # fmt: skip
-    for i, result in zip(todo, trained):
-        results[i] = result
-    return results  # type: ignore[return-value]
 
 
 class VmapStep:

@@ -170,7 +170,22 @@ def train(
     check_fits(cfg, dev)  # a run that cannot fit is refused before its folder is written
     folder = None if out_dir is None else RunFolder(out_dir)
     with contextlib.nullcontext() if folder is None else folder.lock():  # a second process training this folder meanwhile is refused
-        return _train(cfg, folder, dev, progress, logits_fn, deadline)
+        checkpoint = None
+        if folder is not None:
+            finished, checkpoint = open_run_folder(folder, cfg, dev)
+            if finished is not None:
+                return finished
+        member = new_member(cfg, folder, checkpoint, dev)
+        start_epoch, step = (int(checkpoint["epoch"]), int(checkpoint["step"])) if checkpoint is not None else (0, 0)
+
+        def single_step(members: list[Member], idx: Int[Tensor, "model batch"]) -> Float[Tensor, " model"]:
+            m, tc = members[0], members[0].cfg.train
+            loss = train_step(m.model, m.optimizer, m.data.train.batch_tokens(idx[0]), m.data.train.targets[idx[0]],
+                              logits_fn=logits_fn, grad_clip=tc.grad_clip, precision=tc.precision)  # fmt: skip
+            return loss[None]
+
+        desc = f"{cfg.data.task} gamma={cfg.init.gamma}"
+        return run_epochs([member], single_step, start_epoch, step, dev, logits_fn, progress=progress, deadline=deadline, desc=desc)[0]
 
 
 def new_member(cfg: RunConfig, folder: RunFolder | None, checkpoint: dict | None, dev: torch.device, data: RunData | None = None) -> Member:
@@ -184,24 +199,6 @@ def new_member(cfg: RunConfig, folder: RunFolder | None, checkpoint: dict | None
         member.history, member.elapsed = list(checkpoint["history"]), float(checkpoint["elapsed_s"])
     return member
 
-
-def _train(cfg: RunConfig, folder: RunFolder | None, dev: torch.device, progress: bool, logits_fn: LogitsFn, deadline: float | None) -> TrainResult:
-    checkpoint = None
-    if folder is not None:
-        finished, checkpoint = open_run_folder(folder, cfg, dev)
-        if finished is not None:
-            return finished
-    member = new_member(cfg, folder, checkpoint, dev)
-    start_epoch, step = (int(checkpoint["epoch"]), int(checkpoint["step"])) if checkpoint is not None else (0, 0)
-
-    def single_step(members: list[Member], idx: Int[Tensor, "model batch"]) -> Float[Tensor, " model"]:
-        m, tc = members[0], members[0].cfg.train
-        loss = train_step(m.model, m.optimizer, m.data.train.batch_tokens(idx[0]), m.data.train.targets[idx[0]],
-                          logits_fn=logits_fn, grad_clip=tc.grad_clip, precision=tc.precision)  # fmt: skip
-        return loss[None]
-
-    desc = f"{cfg.data.task} gamma={cfg.init.gamma}"
-    return run_epochs([member], single_step, start_epoch, step, dev, logits_fn, progress=progress, deadline=deadline, desc=desc)[0]
 
 
 def history_record(epoch: int, step: int, loss: float, lr: float, evaluation: TaskMetrics | None) -> dict[str, Any]:
