@@ -29,7 +29,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import torch
 from jaxtyping import Float, Int
@@ -40,7 +39,7 @@ from transformer_lens import HookedTransformer
 
 from interp_init.model import build_model, empty_model, load_weights, resolve_device
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus
-from interp_init.tasks.base import RECORD_KEYS, Samples, Task, TaskMetrics
+from interp_init.tasks.base import RECORD_KEYS, Samples, Task
 from interp_init.tasks.checks import checked_split
 from training.accuracy import LogitsFn, evaluate, full_forward_last
 from training.config import RunConfig
@@ -201,16 +200,6 @@ def new_member(cfg: RunConfig, folder: RunFolder | None, checkpoint: dict | None
 
 
 
-def history_record(epoch: int, step: int, loss: float, lr: float, evaluation: TaskMetrics | None) -> dict[str, Any]:
-    """One entry of ``metrics.json``'s history: the epoch's numbers and, where it was
-    evaluated, the task's metrics that :func:`training.accuracy.evaluate` returned (the one
-    place that reads them), serialized (:class:`interp_init.tasks.base.EpochRecord` reads it back)."""
-    record: dict[str, Any] = {"epoch": epoch, "step": step, "loss": loss, "lr": lr}
-    if evaluation is not None:
-        record.update(evaluation.to_json())
-    return record
-
-
 @flush_denormals()
 def run_epochs(
     members: list[Member], step_fn: Step, start_epoch: int, step: int, dev: torch.device, logits_fn: LogitsFn, *, progress: bool,
@@ -253,13 +242,17 @@ def run_epochs(
             evaluation = None
             if (epoch + 1) % tc.eval_every == 0 or last:
                 evaluation = evaluate(m.model, m.data.task, m.data.train_eval, m.data.id_test, m.data.heldout, logits_fn=logits_fn)
-            m.history.append(history_record(epoch + 1, step, float(losses[j].mean()), lrs[j], evaluation))
+            # metrics.json's history entry (read back as interp_init.tasks.base.EpochRecord): the epoch's numbers and its evaluation
+            record = {"epoch": epoch + 1, "step": step, "loss": float(losses[j].mean()), "lr": lrs[j]}
+            m.history.append(record if evaluation is None else record | evaluation.to_json())
             m.elapsed += time.perf_counter() - t0
             if m.folder is not None and on_cadence:
                 save_checkpoint(m, epoch + 1, step, dev)
         running = [m for m in members if m.status == RunStatus.RUNNING]
         if len(running) == 1 and running[0].history:
-            bar.set_postfix(progress_postfix(running[0].history[-1]))
+            latest = running[0].history[-1]  # the progress bar shows its loss and its measures
+            shown = {k.replace("_acc", ""): f"{v:.2f}" for k, v in latest.items() if k not in RECORD_KEYS and isinstance(v, float)}
+            bar.set_postfix({"loss": f"{latest['loss']:.3f}", **shown})
         if deadline is not None and not last and running and time.monotonic() >= deadline:
             for m in running if not on_cadence else []:  # the checkpoint the next call resumes from
                 save_checkpoint(m, epoch + 1, step, dev)
@@ -290,15 +283,6 @@ def finish_run(member: Member, dev: torch.device) -> TrainResult:
                 model = build_model(cfg.model, cfg.init, cfg.seeds["init"], device=dev)
         metrics = folder.finish(metrics, model, cfg.model)
     return TrainResult(model.eval(), metrics, cfg)
-
-
-def progress_postfix(record: dict) -> dict[str, str]:
-    """The progress bar's summary of one history record."""
-    out = {"loss": f"{record['loss']:.3f}"}
-    for key, value in record.items():
-        if key not in RECORD_KEYS and isinstance(value, float):
-            out[key.replace("_acc", "")] = f"{value:.2f}"
-    return out
 
 
 def _progress_metrics(member: Member, dev: torch.device) -> dict:
