@@ -94,6 +94,12 @@ class _LogitsModule(torch.nn.Module):
         return self.logits_fn(self.model, tokens)
 
 
+def _data_key(cfg: RunConfig) -> tuple[int, ...]:
+    """What decides a run's data sets in an ensemble (whose members share the data config):
+    the seeds of its splits, so runs of one ``seed`` but another ``data_seed`` get their own."""
+    return tuple(seed for source, seed in cfg.seeds.items() if source.startswith("data."))
+
+
 def train_ensemble(
     cfgs: Sequence[RunConfig], out_dirs: Sequence[str | Path] | None = None, device: str | torch.device | None = "auto",
     progress: bool = True, *, logits_fn: LogitsFn | None = None, deadline: float | None = None
@@ -136,9 +142,9 @@ def train_ensemble(
         if len(starts) > 1:
             where = {str(folders[i]): int(checkpoints[i]["epoch"]) if checkpoints[i] else 0 for i in todo}
             raise ValueError(f"the unfinished runs stopped at different epochs ({where}); finish them one by one with train()")
-        first = {cfgs[i].seed: cfgs[i] for i in reversed(todo)}  # runs with the same seed share the first one's data
-        by_seed = {seed: make_run_data(cfg, dev) for seed, cfg in first.items()}
-        members = [new_member(cfgs[i], folders[i], checkpoints[i], dev, by_seed[cfgs[i].seed]) for i in todo]
+        first = {_data_key(cfgs[i]): cfgs[i] for i in reversed(todo)}  # runs drawing the same data share the first one's
+        datas = {key: make_run_data(cfg, dev) for key, cfg in first.items()}
+        members = [new_member(cfgs[i], folders[i], checkpoints[i], dev, datas[_data_key(cfgs[i])]) for i in todo]
         start_epoch, step = starts.pop()
         eager_fn = getattr(logits_fn, "_torchdynamo_orig_callable", logits_fn)  # the function a torch.compile wraps
         trained = run_epochs(members, VmapStep(members, logits_fn, dev), start_epoch, step, dev, eager_fn,

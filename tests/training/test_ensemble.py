@@ -59,6 +59,14 @@ def test_ensemble_equals_one_by_one_training(tmp_path: Path) -> None:
         torch.testing.assert_close(loaded(tokens), e.model(tokens))
 
 
+
+def test_runs_of_one_seed_with_another_data_seed_train_on_their_own_data(tmp_path: Path) -> None:
+    """Members share data only where their data seeds agree: a run of seed 0 with data seed 5
+    beside a run of seed 0 trains as it does alone."""
+    cfgs = [make_run_config("tiny", seed=0, **SMALL), make_run_config("tiny", seed=0, data_seed=5, **SMALL)]
+    ens = train_ensemble(cfgs, [tmp_path / "e0", tmp_path / "e1"], device="cpu", progress=False)
+    _assert_same_run(ens[1], train(cfgs[1], tmp_path / "o1", device="cpu", progress=False))
+
 def test_interrupted_ensemble_resumes_and_train_can_resume_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cfgs = _cfgs()[:2]
     reference = train_ensemble(cfgs, [tmp_path / f"ref{i}" for i in range(2)], device="cpu", progress=False)
