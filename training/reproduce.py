@@ -122,7 +122,7 @@ def run_reproduction_cli(
     if population is None:
         from training.launch.slurm import submitted_line
 
-        return submitted_line(returns, out, rerun), None
+        return submitted_line(sum(r.status == RunStatus.RUNNING for r in returns), len(returns), out, rerun), None
     first = list(dict.fromkeys(str(r.run_dir) for r in spec.jobs(out) if r.seed == spec.seeds[0]))
     report = write_report(first, Path(out) / "report.html")
     summary = Path(out) / "summary.json"

@@ -231,11 +231,10 @@ def sweep_command(
     counts = ", ".join(f"{summary.count(s)} {s}" for s in ("completed", "diverged", "failed") if summary.count(s))
     click.echo(f"{len(points)} runs ({len(summary.skipped)} already done): {counts}; results: {Path(out) / RESULTS_FILE}")
     statuses = summary.statuses
-    if slurm_opts is not None and not slurm_opts.wait and summary.count("running"):  # only submitted: not a failure
-        from training.launch import JobReturn
+    if summary.submitted:  # runs only submitted (--slurm-no-wait) are not a failure
         from training.launch.slurm import submitted_line
 
-        click.echo(submitted_line([JobReturn(n, s) for n, s in statuses.items()], out, command_line()))
+        click.echo(submitted_line(summary.submitted, len(statuses), out, command_line()))
         statuses = {n: s for n, s in statuses.items() if s != "running"}
     problem = problem_summary(statuses, len(summary.statuses), Path(out) / RESULTS_FILE)
     if problem:

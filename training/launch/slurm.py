@@ -57,11 +57,11 @@ SLURM_FOLDER = ".slurm"
 JOBS_FILE = "jobs.json"
 
 
-def submitted_line(returns: Sequence[JobReturn], out: str | Path, rerun: str) -> str:
-    """What a launch that only submitted (``--slurm-no-wait``) says: how many of its runs wait
-    in Slurm jobs, where their logs are, and the command (``rerun``) that collects them."""
-    pending = sum(r.status == RunStatus.RUNNING for r in returns)
-    return (f"submitted: {pending} of {len(returns)} runs are in Slurm jobs, not finished (logs in {Path(out) / SLURM_FOLDER}); "
+def submitted_line(pending: int, total: int, out: str | Path, rerun: str) -> str:
+    """What a launch that only submitted (``--slurm-no-wait``) says: how many of its ``total``
+    runs wait in Slurm jobs (``pending``), where their logs are, and the command (``rerun``)
+    that collects them."""
+    return (f"submitted: {pending} of {total} runs are in Slurm jobs, not finished (logs in {Path(out) / SLURM_FOLDER}); "
             f"to collect them (and see where they stand) run again: {rerun}")  # fmt: skip
 
 

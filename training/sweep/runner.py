@@ -33,11 +33,14 @@ SWEEP_BUSY = "is being swept by another process ({owner}); wait for it to finish
 
 @dataclass(frozen=True)
 class SweepSummary:
-    """What a sweep did: run name -> status, and which runs it skipped as already done."""
+    """What a sweep did: run name -> status, which runs it skipped as already done, and how
+    many runs a launcher that does not wait (:attr:`~training.launch.Launcher.waits`) left
+    submitted and unfinished."""
 
     statuses: Mapping[str, str]
     skipped: tuple[str, ...]
     results: pd.DataFrame
+    submitted: int = 0
 
     def count(self, status: str) -> int:
         return sum(1 for s in self.statuses.values() if s == status)
@@ -95,4 +98,5 @@ def run_sweep(spec: StudySpec, out: str | Path, options: SweepOptions | None = N
     finally:
         bar.close()
     statuses = {r.name: r.status for r in returns}
-    return SweepSummary(statuses, tuple(n for n in statuses if n in done_before), collect_results(out))
+    submitted = 0 if launcher.waits else sum(s == RunStatus.RUNNING for s in statuses.values())
+    return SweepSummary(statuses, tuple(n for n in statuses if n in done_before), collect_results(out), submitted)
