@@ -151,3 +151,50 @@ def test_population_table_shows_the_race(tmp_path: Path) -> None:
     assert population.to_dict()["per_seed"][0]["runs"]["symmetric"]["small-init"]["race"]["mode"] == "under-trained"
     again = Population.from_dict(json.loads(json.dumps(population.to_dict())))  # summary.json read back keeps the race
     assert again.rows[0].result("symmetric", "small-init").race == population.rows[0].result("symmetric", "small-init").race
+
+
+def test_experiments_paper_statistic_takes_each_seeds_best_lr_and_epoch(tmp_path: Path) -> None:
+    """experiments/paper_statistic.py over a synthetic seed x lr sweep: per seed the best of each
+    target over lrs and epochs (ties: the smaller lr), the (3,4) accuracy at the inferential
+    pick, the mean over seeds, the seeds that reach 0.8; a running run is left out."""
+    import importlib.util
+
+    from click.testing import CliRunner
+
+    from training import make_run_config
+
+    spec = importlib.util.spec_from_file_location("paper_statistic", Path(__file__).resolve().parents[2] / "experiments" / "paper_statistic.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    runs = {  # seed 1: its best inferential (0.9) at lr 2e-4 epoch 1 with (3,4) at 0.5; seed 2: 0.85 at lr 4e-4 epoch 2, (3,4) 0.95
+        (1, 2e-4, "completed"): [_rec(1, 2e-4, 0.5, 0.9, 0.0, 0.8), _rec(2, 1e-4, 0.99, 0.2, 0.7, 0.97)],
+        (1, 4e-4, "completed"): [_rec(1, 4e-4, 0.3, 0.1, 0.1, 0.5), _rec(2, 2e-4, 0.99, 0.6, 0.3, 0.99)],
+        (2, 2e-4, "completed"): [_rec(1, 2e-4, 0.2, 0.1, 0.2, 0.5), _rec(2, 1e-4, 0.6, 0.3, 0.5, 0.9)],
+        (2, 4e-4, "completed"): [_rec(1, 4e-4, 0.4, 0.4, 0.0, 0.7), _rec(2, 2e-4, 0.95, 0.85, 0.1, 0.9)],
+        (2, 6e-4, "running"): [_rec(1, 6e-4, 1.0, 1.0, 1.0, 1.0)],
+    }
+    for (seed, lr, status), history in runs.items():
+        folder = sweep / f"lr={lr}__seed={seed}"
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps(make_run_config("tiny", task="symmetric", seed=seed, lr=lr).to_dict()))
+        final = {k: v for k, v in history[-1].items() if k not in ("epoch", "step", "loss", "lr")} if status == "completed" else {}
+        (folder / "metrics.json").write_text(json.dumps({"status": status, "final": final, "history": history}))
+        if status == "completed":
+            (folder / "model.safetensors").write_bytes(b"")  # a finished run's folder holds its weights
+    result = CliRunner().invoke(module.main, [str(sweep)])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    head = [c.strip() for c in lines[0].strip("|").split("|")]
+    rows = [dict(zip(head, (c.strip() for c in line.strip("|").split("|")), strict=True)) for line in lines[2:5]]
+    assert rows[0]["seed"] == "1" and rows[0]["runs"] == "2" and rows[1]["runs"] == "2"
+    assert rows[0]["best heldout_inferential"] == "0.90 (lr 0.0002, epoch 1)" and rows[0]["(3,4) at the inferential pick"] == "0.50"
+    assert rows[0]["best id_acc"] == "0.99 (lr 0.0004, epoch 2)" and rows[0]["best heldout_symmetric"] == "0.70 (lr 0.0002, epoch 2)"
+    assert rows[1]["best heldout_inferential"] == "0.85 (lr 0.0004, epoch 2)" and rows[1]["(3,4) at the inferential pick"] == "0.95"
+    assert rows[2]["seed"] == "mean over seeds" and rows[2]["best heldout_inferential"] == "0.88"  # (0.90 + 0.85) / 2
+    assert "inferential >= 0.8 at some lr and epoch: 2 of 2 seeds" in result.output
+    assert "with (3,4) fitted at that epoch: 1 of 2" in result.output and "1 runs not completed yet" in result.output
+    (sweep / "lr=0.0004__seed=1" / "config.json").write_text(json.dumps(make_run_config("tiny", task="symmetric", seed=1, lr=4e-4, weight_decay=0.5).to_dict()))
+    refused = CliRunner().invoke(module.main, [str(sweep)])
+    assert refused.exit_code == 1 and "differ in ['weight_decay']" in refused.output

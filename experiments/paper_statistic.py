@@ -1,0 +1,108 @@
+"""The papers' own statistic for one regime on ``symmetric``: per seed the best over an lr grid and epochs, then the mean over seeds.
+
+NeurIPS 2024 reports, per gamma, the best test accuracy over 9 learning rates (and over the
+epochs it logged), averaged over 3 seeds: the ``paper`` protocol of
+:func:`training.selection.pick_paper`, each target picked separately.  This reads a sweep
+folder whose grid is the seed and the peak lr (every other option equal) and prints, per
+seed, each target's best with the lr and epoch it was read at, the (3,4) training accuracy
+at the epoch of the best inferential share (the papers never check it; this project's
+criterion asks it >= 0.9), and the mean over seeds; then how many seeds reach an
+inferential share >= 0.8 at any lr and epoch, with its 95% exact interval::
+
+    python experiments/paper_statistic.py runs/paper-stat
+
+It writes nothing and takes no lock, so it can read a sweep that is being trained (runs not
+yet completed are left out and counted).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import click
+
+from interp_init.tasks.anchor import EXCEPTION, FLIP_CRITERIA
+from training.population import exact_interval
+from training.records import RunRecord
+from training.selection import Pick, pick_paper, targets
+
+#: The targets of the row, in the order printed.
+TARGETS = targets("symmetric")
+#: The inferential share and the (3,4) accuracy the small-init criterion asks for.
+INFERS, FITS = FLIP_CRITERIA["min_small_inferential"], FLIP_CRITERIA["min_small_exception"]
+
+
+def _exception_at(records: list[RunRecord], pick: Pick) -> float | None:
+    """The (3,4) training accuracy at the run and epoch ``pick`` was read at."""
+    for record in records:
+        if record.lr == pick.lr:
+            for entry in record.history:
+                if entry.epoch == pick.epoch and entry.metrics is not None:
+                    return float((getattr(entry.metrics, "per_pair", None) or {}).get(EXCEPTION.key, 0.0))
+    return None
+
+
+def seed_picks(folder: Path) -> tuple[dict[int, dict[str, Pick]], dict[int, float | None], dict[int, int], int]:
+    """Per seed: each target's :class:`Pick` over the seed's completed runs, the (3,4)
+    accuracy at the inferential pick, how many runs were read; and how many were not completed."""
+    by_seed: dict[int, list[RunRecord]] = defaultdict(list)
+    varying: set[str] = set()
+    first: dict[str, object] | None = None
+    for run in sorted(p for p in folder.iterdir() if (p / "config.json").is_file()):
+        record = RunRecord.read(run, strict=False)
+        if record.task_name != "symmetric":
+            raise click.ClickException(f"{run}: a {record.task_name!r} run; this statistic reads symmetric runs (give a sweep of symmetric runs)")
+        flat = {k: v for k, v in record.config.flat().items() if k not in ("seed", "lr")}
+        first = flat if first is None else first
+        varying |= {k for k in flat if flat[k] != first.get(k)}
+        by_seed[record.config.seed].append(record)
+    if varying:
+        raise click.ClickException(f"{folder}: the runs differ in {sorted(varying)}, not only in seed and lr; give one regime's sweep")
+    if not by_seed:
+        raise click.ClickException(f"{folder}: no run folders (folders with a config.json); give a sweep folder")
+    picks, exception, counts, pending = {}, {}, {}, 0
+    for seed, records in sorted(by_seed.items()):
+        done = [r for r in records if r.status == "completed"]
+        pending += len(records) - len(done)
+        picks[seed] = pick_paper(done, TARGETS)
+        exception[seed] = _exception_at(done, picks[seed]["heldout_inferential"])
+        counts[seed] = len(done)
+    return picks, exception, counts, pending
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _cell(pick: Pick) -> str:
+    return "-" if pick.value is None else f"{pick.value:.2f} (lr {pick.lr:g}, epoch {pick.epoch})"
+
+
+@click.command()
+@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
+def main(folder: Path) -> None:
+    """Print the papers' statistic (best over lrs and epochs per seed, mean over seeds) of the symmetric sweep FOLDER."""
+    picks, exception, counts, pending = seed_picks(folder)
+    click.echo("| seed | runs | " + " | ".join(f"best {t}" for t in TARGETS) + " | (3,4) at the inferential pick |")
+    click.echo("|" + "---|" * (len(TARGETS) + 3))
+    for seed, row in picks.items():
+        click.echo(f"| {seed} | {counts[seed]} | " + " | ".join(_cell(row[t]) for t in TARGETS) + f" | {_num(exception[seed])} |")
+    means = {}
+    for t in TARGETS:
+        values = [row[t].value for row in picks.values() if row[t].value is not None]
+        means[t] = sum(values) / len(values) if values else None
+    click.echo("| mean over seeds | | " + " | ".join(_num(means[t]) for t in TARGETS) + " | |")
+    n = len(picks)
+    reach = sum(1 for row in picks.values() if (row["heldout_inferential"].value or 0.0) >= INFERS)
+    fitted = sum(1 for seed, row in picks.items() if (row["heldout_inferential"].value or 0.0) >= INFERS and (exception[seed] or 0.0) >= FITS)
+    low, high = exact_interval(reach, n)
+    low2, high2 = exact_interval(fitted, n)
+    click.echo(f"\ninferential >= {INFERS} at some lr and epoch: {reach} of {n} seeds [{low:.2f}, {high:.2f}]; "
+               f"with (3,4) fitted at that epoch: {fitted} of {n} [{low2:.2f}, {high2:.2f}]")  # fmt: skip
+    if pending:
+        click.echo(f"{pending} runs not completed yet (left out)")
+
+
+if __name__ == "__main__":
+    main()
