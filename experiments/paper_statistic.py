@@ -22,7 +22,7 @@ from pathlib import Path
 
 import click
 
-from interp_init.tasks.anchor import EXCEPTION, FLIP_CRITERIA
+from interp_init.tasks.anchor import FLIP_CRITERIA
 from training.population import exact_interval
 from training.records import RunRecord
 from training.selection import Pick, pick_paper, targets
@@ -39,7 +39,7 @@ def _exception_at(records: list[RunRecord], pick: Pick) -> float | None:
         if record.lr == pick.lr:
             for entry in record.history:
                 if entry.epoch == pick.epoch and entry.metrics is not None:
-                    return float((getattr(entry.metrics, "per_pair", None) or {}).get(EXCEPTION.key, 0.0))
+                    return entry.metrics.columns().get("exception_acc")  # the column pick_paper reads
     return None
 
 

@@ -82,18 +82,42 @@ def test_race_of_record_reads_the_history_and_the_config_peak(tmp_path: Path) ->
     assert race_of_record(RunRecord.read(tmp_path / "ood")) is None  # a task without the race
 
 
+def _script(name: str):
+    """The module of ``experiments/<name>.py`` (the experiments folder is not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[2] / "experiments" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _write_run(folder: Path, config: dict, status: str, history: list[dict]) -> None:
+    """A synthetic run folder: its config, its metrics (a completed run's final metrics are its
+    last epoch's) and, for a completed run, a weights file as a finished run's folder holds."""
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config))
+    final = {k: v for k, v in history[-1].items() if k not in ("epoch", "step", "loss", "lr")} if status == "completed" else {}
+    (folder / "metrics.json").write_text(json.dumps({"status": status, "final": final, "history": history}))
+    if status == "completed":
+        (folder / "model.safetensors").write_bytes(b"")
+
+
+def _table_rows(output: str, n: int) -> list[dict[str, str]]:
+    """The first ``n`` rows of the markdown table that opens ``output``, keyed by its header."""
+    lines = output.splitlines()
+    head = [c.strip() for c in lines[0].strip("|").split("|")]
+    return [dict(zip(head, (c.strip() for c in line.strip("|").split("|")), strict=True)) for line in lines[2 : 2 + n]]
+
+
 def test_experiments_race_prints_one_row_per_run(tmp_path: Path) -> None:
     """experiments/race.py over a tiny synthetic sweep folder: one row per symmetric run, the
     grid's knobs, the race's numbers and the mode ("so far" while a run trains)."""
-    import importlib.util
-
     from click.testing import CliRunner
 
     from training import make_run_config
 
-    spec = importlib.util.spec_from_file_location("race_script", Path(__file__).resolve().parents[2] / "experiments" / "race.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _script("race")
     sweep = tmp_path / "sweep"
     sweep.mkdir()
     (sweep / "sweep.json").write_text(json.dumps({"base": {"preset": "tiny"}, "grid": {"weight_decay": [0.1, 1.0], "seed": [1, 2]}}))
@@ -102,16 +126,10 @@ def test_experiments_race_prints_one_row_per_run(tmp_path: Path) -> None:
         "seed=2__weight_decay=1.0": (2, 1.0, "running", [_rec(1, 5e-4, 0.4, 0.0, 0.3, 0.7), _rec(2, 4e-4, 0.99, 0.0, 0.99)]),
     }
     for name, (seed, wd, status, history) in runs.items():
-        folder = sweep / name
-        folder.mkdir()
-        (folder / "config.json").write_text(json.dumps(make_run_config("tiny", task="symmetric", seed=seed, weight_decay=wd, lr=5e-4).to_dict()))
-        final = {k: v for k, v in history[-1].items() if k not in ("epoch", "step", "loss", "lr")} if status == "completed" else {}  # a completed run's final metrics
-        (folder / "metrics.json").write_text(json.dumps({"status": status, "final": final, "history": history}))
+        _write_run(sweep / name, make_run_config("tiny", task="symmetric", seed=seed, weight_decay=wd, lr=5e-4).to_dict(), status, history)
     result = CliRunner().invoke(module.main, [str(sweep)])
     assert result.exit_code == 0, result.output
-    lines = result.output.splitlines()
-    head = [c.strip() for c in lines[0].strip("|").split("|")]
-    rows = [dict(zip(head, (c.strip() for c in line.strip("|").split("|")), strict=True)) for line in lines[2:4]]
+    rows = _table_rows(result.output, 2)
     assert rows[0]["seed"] == "1" and rows[0]["knobs"] == "weight_decay=0.1" and rows[0]["(3,4) fit epoch"] == "5"
     assert rows[0]["inf / sym at fit"] == "0.34 / 0.00" and rows[0]["inf / sym at end"] == "0.69 / 0.00"
     assert rows[0]["stopped moving"] == "8" and rows[0]["lr > peak/10"] == "yes" and rows[0]["mode"] == "neither"
@@ -155,17 +173,13 @@ def test_population_table_shows_the_race(tmp_path: Path) -> None:
 
 def test_experiments_paper_statistic_takes_each_seeds_best_lr_and_epoch(tmp_path: Path) -> None:
     """experiments/paper_statistic.py over a synthetic seed x lr sweep: per seed the best of each
-    target over lrs and epochs (ties: the smaller lr), the (3,4) accuracy at the inferential
+    target over lrs and epochs, with the lr and epoch it was read at, the (3,4) accuracy at the inferential
     pick, the mean over seeds, the seeds that reach 0.8; a running run is left out."""
-    import importlib.util
-
     from click.testing import CliRunner
 
     from training import make_run_config
 
-    spec = importlib.util.spec_from_file_location("paper_statistic", Path(__file__).resolve().parents[2] / "experiments" / "paper_statistic.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _script("paper_statistic")
     sweep = tmp_path / "sweep"
     sweep.mkdir()
     runs = {  # seed 1: its best inferential (0.9) at lr 2e-4 epoch 1 with (3,4) at 0.5; seed 2: 0.85 at lr 4e-4 epoch 2, (3,4) 0.95
@@ -176,18 +190,10 @@ def test_experiments_paper_statistic_takes_each_seeds_best_lr_and_epoch(tmp_path
         (2, 6e-4, "running"): [_rec(1, 6e-4, 1.0, 1.0, 1.0, 1.0)],
     }
     for (seed, lr, status), history in runs.items():
-        folder = sweep / f"lr={lr}__seed={seed}"
-        folder.mkdir()
-        (folder / "config.json").write_text(json.dumps(make_run_config("tiny", task="symmetric", seed=seed, lr=lr).to_dict()))
-        final = {k: v for k, v in history[-1].items() if k not in ("epoch", "step", "loss", "lr")} if status == "completed" else {}
-        (folder / "metrics.json").write_text(json.dumps({"status": status, "final": final, "history": history}))
-        if status == "completed":
-            (folder / "model.safetensors").write_bytes(b"")  # a finished run's folder holds its weights
+        _write_run(sweep / f"lr={lr}__seed={seed}", make_run_config("tiny", task="symmetric", seed=seed, lr=lr).to_dict(), status, history)
     result = CliRunner().invoke(module.main, [str(sweep)])
     assert result.exit_code == 0, result.output
-    lines = result.output.splitlines()
-    head = [c.strip() for c in lines[0].strip("|").split("|")]
-    rows = [dict(zip(head, (c.strip() for c in line.strip("|").split("|")), strict=True)) for line in lines[2:5]]
+    rows = _table_rows(result.output, 3)
     assert rows[0]["seed"] == "1" and rows[0]["runs"] == "2" and rows[1]["runs"] == "2"
     assert rows[0]["best heldout_inferential"] == "0.90 (lr 0.0002, epoch 1)" and rows[0]["(3,4) at the inferential pick"] == "0.50"
     assert rows[0]["best id_acc"] == "0.99 (lr 0.0004, epoch 2)" and rows[0]["best heldout_symmetric"] == "0.70 (lr 0.0002, epoch 2)"
