@@ -10,6 +10,10 @@ each evaluated epoch's metrics have ``per_pair["3,4"]`` and ``heldout["4,3"]`` w
 * ``fit_epoch``: the first evaluated epoch at which the training accuracy on (3,4) is at
   least :data:`interp_init.tasks.base.FIT_THRESHOLD` (0.9; None: never);
 * the (4,3) inferential and symmetric shares at that epoch and at the last evaluated one;
+* ``copy_epoch``: the first evaluated epoch at which the (4,3) symmetric share is at least
+  the copy's threshold (``FLIP_CRITERIA["min_large_symmetric"]``, 0.8; None: never), so
+  that ``copy_epoch`` against ``fit_epoch`` places the run in the race's phase diagram
+  (``experiments/race.py --cells``);
 * ``settled_epoch``: the epoch at which the shares **stopped moving**: the first evaluated
   epoch from which on both shares stay within ``tolerance`` (default 0.05) of their values
   at the last evaluated epoch (so a share still moving at the end settles only at the last
@@ -38,7 +42,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from interp_init.tasks.anchor import ANSWERS, EXCEPTION, HELDOUT, symmetric_solution
+from interp_init.tasks.anchor import ANSWERS, EXCEPTION, FLIP_CRITERIA, HELDOUT, symmetric_solution
 from interp_init.tasks.base import FIT_THRESHOLD, EpochRecord
 
 if TYPE_CHECKING:
@@ -70,10 +74,15 @@ class Race:
     #: The (3,4) training accuracy at the last evaluated epoch (None: unknown, as in a
     #: ``summary.json`` written before it was recorded).
     exception_end: float | None = None
+    #: The first evaluated epoch with the symmetric share >= 0.8 (None: never, or unknown in
+    #: a ``summary.json`` written before it was recorded).
+    copy_epoch: int | None = None
 
     def __post_init__(self) -> None:
-        if self.fit_epoch is not None and self.last_epoch is not None and not 1 <= self.fit_epoch <= self.last_epoch:
-            raise ValueError(f"fit_epoch {self.fit_epoch} must lie in 1..{self.last_epoch}")
+        for name in ("fit_epoch", "copy_epoch"):
+            epoch = getattr(self, name)
+            if epoch is not None and self.last_epoch is not None and not 1 <= epoch <= self.last_epoch:
+                raise ValueError(f"{name} {epoch} must lie in 1..{self.last_epoch}")
 
     @property
     def fitted(self) -> bool:
@@ -129,6 +138,7 @@ def race_of(history: Sequence[EpochRecord], peak_lr: float | None = None, tolera
         return Race(None, None, None, None, None, None, None, peak, False, None, None)
     fit = next((r for r in evaluated if _exception(r) >= FIT_THRESHOLD), None)
     inf_fit, sym_fit = _shares(fit) if fit is not None else (None, None)
+    copy = next((r for r in evaluated if (sym := _shares(r)[1]) is not None and sym >= FLIP_CRITERIA["min_large_symmetric"]), None)
     last = evaluated[-1]
     inf_end, sym_end = _shares(last)
 
@@ -147,6 +157,7 @@ def race_of(history: Sequence[EpochRecord], peak_lr: float | None = None, tolera
         inferential_end=inf_end, symmetric_end=sym_end, settled_epoch=at.epoch,
         lr_at_settled=at.lr, peak_lr=peak, still_moving=still_moving,
         final_id_acc=None if id_acc is None else float(id_acc), last_epoch=last.epoch, exception_end=_exception(last),
+        copy_epoch=None if copy is None else copy.epoch,
     )  # fmt: skip
 
 

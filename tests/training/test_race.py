@@ -47,6 +47,7 @@ def test_under_trained_run_by_hand() -> None:
 def test_early_copy_infers_never_fits_and_still_moving() -> None:
     copy = race_of(_history([_rec(1, 5e-4, 0.4, 0.0, 0.3, 0.7), _rec(2, 4e-4, 0.99, 0.0, 0.99), _rec(3, 1e-4, 1.0, 0.0, 1.0)]))
     assert (copy.fit_epoch, copy.symmetric_at_fit, copy.mode, copy.settled_epoch) == (2, 0.99, "early copy", 2)
+    assert copy.copy_epoch == 2 and race_of(_history(UNDER_TRAINED)).copy_epoch is None  # symmetric first >= 0.8; never
     infers = race_of(_history([_rec(1, 5e-4, 0.95, 0.5, 0.1), _rec(2, 4e-4, 0.99, 0.85, 0.0), _rec(3, 4e-5, 1.0, 0.86, 0.0)]))
     assert (infers.fit_epoch, infers.inferential_at_fit, infers.mode) == (1, 0.5, "infers")
     never = race_of(_history([_rec(1, 5e-4, 0.2, 0.7, 0.0), _rec(2, 4e-4, 0.5, 0.9, 0.0), _rec(3, 1e-4, 0.6, 0.9, 0.0)]))
@@ -63,6 +64,8 @@ def test_epochs_without_evaluation_and_empty_history() -> None:
     assert epoch_shares(_history(history)) == ([1, 3], [0.1, 0.1], [0.0, 0.0])
     empty = race_of(())
     assert empty == Race(None, None, None, None, None, None, None, None, False, None, None) and empty.mode == "under-trained"
+    with pytest.raises(ValueError, match="copy_epoch 4 must lie in 1..3"):
+        Race(1, 0.0, 0.0, 0.0, 0.9, 3, 1e-4, 5e-4, False, 0.99, 3, copy_epoch=4)
     with pytest.raises(ValueError, match="tolerance"):
         race_of(_history(history), tolerance=1.5)
 
@@ -135,6 +138,48 @@ def test_experiments_race_prints_one_row_per_run(tmp_path: Path) -> None:
     assert rows[0]["stopped moving"] == "8" and rows[0]["lr > peak/10"] == "yes" and rows[0]["mode"] == "neither"
     assert rows[1]["knobs"] == "weight_decay=1.0" and rows[1]["(3,4) fit epoch"] == "2" and rows[1]["mode"] == "early copy so far"
     assert "neither: 1 (of 1 completed runs)" in result.output
+
+
+def test_experiments_race_cells_across_two_sweeps(tmp_path: Path) -> None:
+    """``--cells`` with ``--knob``: a grid split in two sweep folders by lr is grouped into
+    cells by the named options; per cell the copy count with its exact interval, the modes
+    and each seed's fit -> copy; the phase diagram has one marker per completed run."""
+    from click.testing import CliRunner
+
+    from training import make_run_config
+
+    module = _script("race")
+    copy = [_rec(1, 5e-4, 0.4, 0.0, 0.3, 0.7), _rec(2, 4e-4, 0.95, 0.0, 0.85), _rec(3, 1e-4, 1.0, 0.0, 1.0)]
+    late_copy = [_rec(1, 5e-4, 0.95, 0.1, 0.2), _rec(2, 4e-4, 0.99, 0.1, 0.5), _rec(3, 1e-4, 1.0, 0.0, 0.9)]
+    neither = [_rec(1, 5e-4, 0.95, 0.3, 0.0), _rec(2, 4e-4, 1.0, 0.4, 0.1), _rec(3, 1e-4, 1.0, 0.4, 0.1)]
+    runs = {  # folder: {run: (seed, gamma, status, history)}
+        "lr-low": {"gamma=0.8__seed=1": (1, 0.8, "completed", copy), "gamma=0.8__seed=2": (2, 0.8, "completed", neither), "gamma=0.8__seed=3": (3, 0.8, "running", copy[:2])},
+        "lr-high": {"gamma=0.8__seed=1": (1, 0.8, "completed", late_copy), "gamma=0.8__seed=2": (2, 0.8, "completed", copy)},
+    }  # fmt: skip
+    for folder, lr in (("lr-low", 2.5e-4), ("lr-high", 5e-4)):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "sweep.json").write_text(json.dumps({"base": {"preset": "tiny", "lr": lr}, "grid": {"gamma": [0.8], "seed": [1, 2, 3]}}))
+        for name, (seed, gamma, status, history) in runs[folder].items():
+            config = make_run_config("tiny", task="symmetric", seed=seed, gamma=gamma, lr=lr, epochs=3).to_dict()
+            _write_run(tmp_path / folder / name, config, status, history)
+    folders = [str(tmp_path / "lr-low"), str(tmp_path / "lr-high")]
+    result = CliRunner().invoke(module.main, [*folders, "--knob", "lr", "--knob", "gamma", "--cells"])
+    assert result.exit_code == 0, result.output
+    runs_table = _table_rows(result.output, 5)
+    assert [r["copy epoch"] for r in runs_table] == ["2", "-", "2", "3", "2"]
+    cells_table = _table_rows(result.output.split("\n\n")[-1], 2)
+    assert cells_table[0]["cell"] == "lr=0.00025, gamma=0.8" and cells_table[0]["runs"] == "2"  # the running seed 3 is left out
+    assert cells_table[0]["copy"] == "1/2 [0.01, 0.99]" and cells_table[0]["modes"] == "early copy 1, neither 1"
+    assert cells_table[0]["fit -> copy (seed)"] == "2 -> 2 (1), 1 -> - (2)"
+    assert cells_table[1]["copy"] == "2/2 [0.16, 1.00]" and cells_table[1]["fit -> copy (seed)"] == "1 -> 3 (1), 2 -> 2 (2)"
+    fig = module.race_diagram(module.race_rows([tmp_path / "lr-low", tmp_path / "lr-high"], ("lr", "gamma")))
+    markers = [(t.name, x, y) for t in fig.data if t.mode == "markers+text" for x, y in zip(t.x, t.y, strict=True)]
+    assert sorted(markers) == sorted([("early copy", 2, 2), ("neither", 1, 4), ("early copy", 1, 3), ("early copy", 2, 2)])  # never = epoch 4
+    unknown = CliRunner().invoke(module.main, [*folders, "--knob", "lrr"])
+    assert unknown.exit_code == 2 and "--knob 'lrr' is not an option" in unknown.output
+    (tmp_path / "taken.png").write_bytes(b"")
+    taken = CliRunner().invoke(module.main, [*folders, "--figure", str(tmp_path / "taken.png")])
+    assert taken.exit_code == 2 and "does not overwrite" in taken.output
 
 
 def test_population_table_shows_the_race(tmp_path: Path) -> None:

@@ -44,10 +44,10 @@ def race_table(runs: list[Run]) -> pd.DataFrame:
             "run": run.name, "gamma": run.record.config.init.gamma, "(3,4) fitted at epoch": race.fit_epoch,
             "inferential at fit": race.inferential_at_fit, "symmetric at fit": race.symmetric_at_fit,
             "inferential at end": race.inferential_end, "symmetric at end": race.symmetric_end,
-            "shares stopped at epoch": race.settled_epoch, "lr then > peak / 10": race.lr_high, "mode": race.mode,
+            "copied (symmetric >= 0.8) at epoch": race.copy_epoch, "shares stopped at epoch": race.settled_epoch, "lr then > peak / 10": race.lr_high, "mode": race.mode,
         })  # fmt: skip
     frame = pd.DataFrame(rows)
-    for column in ("(3,4) fitted at epoch", "shares stopped at epoch"):
+    for column in ("(3,4) fitted at epoch", "copied (symmetric >= 0.8) at epoch", "shares stopped at epoch"):
         frame[column] = frame[column].astype("Int64")
     return frame
 
