@@ -15,6 +15,9 @@ grid) and the regime it stands for, how many seeds meet the reproduction's crite
 that cell, with 95% exact intervals::
 
     python experiments/search_cpu.py rates runs/search/sym-small-g0.87:small-init
+
+A third field picks the run folders of one cell of a sweep over more than seeds (a glob of
+their names): ``runs/search/idood-neurips:large-init:gamma=0.4__*``.
 """
 
 from __future__ import annotations
@@ -193,13 +196,15 @@ def _seed_label(cfg: dict) -> str:
 
 
 @cli.command("rates")
-@click.argument("folders", nargs=-1, required=True, metavar="SWEEP_DIR:REGIME...")
+@click.argument("folders", nargs=-1, required=True, metavar="SWEEP_DIR:REGIME[:GLOB]...")
 def rates_command(folders: tuple[str, ...]) -> None:
     """Per candidate (a sweep folder over seeds, with the regime it stands for: small-init or
     large-init), how many finished seeds meet the reproduction's criteria for that cell: ID
     >= 0.9, the cell's own criterion, and both; each k of n with its 95% exact interval.
     Prints one markdown row per folder.  The criteria are the tasks' own
-    (:meth:`interp_init.tasks.base.Task.flip_checks`), each run standing for both regimes."""
+    (:meth:`interp_init.tasks.base.Task.flip_checks`), each run standing for both regimes.
+    ``SWEEP_DIR:REGIME:GLOB`` reads only the run folders whose names match GLOB (one cell of
+    a sweep over more than seeds, e.g. ``gamma=0.4__*``)."""
     from interp_init.tasks.anchor import FLIP_CRITERIA
     from training.population import exact_interval
     from training.regimes import REGIME_NAMES
@@ -212,10 +217,14 @@ def rates_command(folders: tuple[str, ...]) -> None:
     click.echo("|" + "---|" * 9)
     for item in folders:
         path, _, regime = item.rpartition(":")
+        pattern = "*"
+        if regime not in REGIME_NAMES and path.rpartition(":")[2] in REGIME_NAMES:
+            pattern, (path, _, regime) = regime or "*", path.rpartition(":")
         if regime not in REGIME_NAMES:
-            raise click.BadParameter(f"{item!r}: give SWEEP_DIR:small-init or SWEEP_DIR:large-init")
+            raise click.BadParameter(f"{item!r}: give SWEEP_DIR:small-init or SWEEP_DIR:large-init (and optionally :GLOB, a pattern of run-folder names)")
+        label = Path(path).name if pattern == "*" else f"{Path(path).name} ({pattern})"
         rows = []
-        for folder in sorted(Path(path).glob("*")):
+        for folder in sorted(Path(path).glob(pattern)):
             record = read(folder)
             if record is not None and record.recorded_status == "completed":
                 final = record.final_columns()
@@ -224,14 +233,14 @@ def rates_command(folders: tuple[str, ...]) -> None:
                 name, met = next((n.split(": ", 1)[1], ok) for n, ok in checks.items() if regime in n)
                 rows.append((_seed_label(record.config.to_dict()), record.task_name, final, fit, name, met))
         if not rows:
-            click.echo(f"| {Path(path).name} | - | {regime} | 0 finished | | | | | |")
+            click.echo(f"| {label} | - | {regime} | 0 finished | | | | | |")
             continue
         task, name, n = rows[0][1], rows[0][4], len(rows)
         fit, met = [r[3] for r in rows], [r[5] for r in rows]
         both = [a and b for a, b in zip(fit, met)]
         seeds = ", ".join(f"{r[0]}: {'yes' if b else 'no'} (ID {r[2]['id_acc']:.2f})" for r, b in zip(rows, both))
         click.echo(
-            f"| {Path(path).name} | {task} | {regime} | {n} | {rate(sum(fit), n)} | {name} | {rate(sum(met), n)} | {rate(sum(both), n)} | {seeds} |"
+            f"| {label} | {task} | {regime} | {n} | {rate(sum(fit), n)} | {name} | {rate(sum(met), n)} | {rate(sum(both), n)} | {seeds} |"
         )
 
 

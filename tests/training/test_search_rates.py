@@ -75,3 +75,18 @@ def test_rates_name_the_source_a_population_varies(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     per_seed = result.output.splitlines()[2].split(" | ")[-1]
     assert per_seed == "init 1 data 0: no (ID 1.00), init 2 data 0: yes (ID 0.98) |"
+
+
+def test_rates_read_one_cell_of_a_sweep_by_a_glob(tmp_path: Path) -> None:
+    """``SWEEP_DIR:REGIME:GLOB`` counts only the run folders whose names match (a gamma x seed sweep)."""
+    sweep = tmp_path / "sweep"
+    _run(sweep / "gamma=0.4__seed=1", "id-ood", 1, _ood(0.99, 0.12))
+    _run(sweep / "gamma=0.4__seed=2", "id-ood", 2, _ood(0.98, 0.84))
+    _run(sweep / "gamma=0.8__seed=1", "id-ood", 1, _ood(0.99, 0.70))
+    result = CliRunner().invoke(_search_cli(), ["rates", f"{sweep}:large-init:gamma=0.4__*", f"{sweep}:small-init:gamma=0.8__*"])
+    assert result.exit_code == 0, result.output
+    rows = [line.split(" | ") for line in result.output.splitlines()[2:]]
+    assert rows[0][0] == "| sweep (gamma=0.4__*)" and rows[0][3] == "2" and rows[0][6].startswith("1 of 2")  # OOD <= 0.3 on seed 1 only
+    assert rows[1][0] == "| sweep (gamma=0.8__*)" and rows[1][3] == "1" and rows[1][6].startswith("1 of 1")  # OOD >= 0.5
+    bad = CliRunner().invoke(_search_cli(), ["rates", f"{sweep}:medium-init:gamma=0.4__*"])
+    assert bad.exit_code == 2 and ":GLOB" in bad.output
