@@ -111,7 +111,7 @@ def test_race_section_and_the_runs_recipe(report: tuple[Path, str]) -> None:
     page = report[0].read_text(encoding="utf-8")
     race = page[page.index('<section id="race">') : page.index('<section id="accuracies">')]
     assert "symmetric/small-init" in race and "symmetric/large-init" in race and "id-ood/one-layer" not in race
-    assert "(3,4) fitted at epoch" in race and "Plotly.newPlot(" in race
+    assert "(3,4) fitted at epoch" in race and "copied (symmetric &gt;= 0.8) at epoch" in race and "Plotly.newPlot(" in race
     (table,) = re.findall(r'<table[^>]*class="dataframe runs"[^>]*>.*?</table>', page, re.DOTALL)
     assert f"{32 ** (0.5 - 0.8):.3g} (paper {400 ** (0.5 - 0.8):.3g})" in table  # tiny: d_model 32, gamma 0.8
 
