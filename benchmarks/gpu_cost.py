@@ -89,7 +89,8 @@ def peaks(dev: torch.device, size: int | None = None) -> dict[str, float]:
 
 def _probe_configs(cfgs: list[RunConfig], steps: int) -> list[RunConfig]:
     batch = cfgs[0].train.batch_size
-    small = dict(n_train=steps * batch, n_test=batch, eval_samples=batch, epochs=1, checkpoint_every=1, eval_every=1)
+    # one epoch of ``steps`` steps: the schedule shrinks with it (a warm-up longer than the run is refused)
+    small = dict(n_train=steps * batch, n_test=batch, eval_samples=batch, epochs=1, checkpoint_every=1, eval_every=1, warmup_epochs=0.0, cosine_epochs=1.0)
     return [c.with_options(**small) for c in cfgs]
 
 

@@ -170,3 +170,20 @@ def test_efficiency_of_earlier_chunks_comes_from_the_run_folders(tmp_path) -> No
     assert cost.measured_efficiency(cfgs, records, flops, 1e9, together=True) == pytest.approx(work / 5.0 / 1e9)
     assert cost.measured_efficiency(cfgs, records, flops, 1e9, together=False) == pytest.approx(work / 9.0 / 1e9)
     assert cost.measured_efficiency(cfgs, [None, record("c", [], 0.0)], flops, 1e9, together=True) is None
+
+
+@pytest.mark.parametrize("together", [True, False])
+def test_the_probe_runs_on_a_schedule_whose_warm_up_is_longer_than_its_steps(together: bool) -> None:
+    """The paper preset warms up for 10 epochs; the probe's one-epoch throwaway runs must
+    shrink the schedule with them (the first GPU run failed here: 'warmup_epochs (10.0) is
+    longer than the run's 1 epochs')."""
+    cost = load_script("benchmarks/gpu_cost.py")
+    paper = make_run_config("paper", task="symmetric", architecture="neurips")
+    assert paper.train.warmup_epochs > 1
+    shrunk = cost._probe_configs([paper], 3)[0]
+    assert (shrunk.train.epochs, shrunk.data.n_train, shrunk.train.warmup_epochs) == (1, 3 * paper.train.batch_size, 0.0)
+    assert (shrunk.model, shrunk.init, shrunk.train.lr, shrunk.train.batch_size) == (paper.model, paper.init, paper.train.lr, paper.train.batch_size)
+    cfgs = [make_run_config("tiny", gamma=g, epochs=6, warmup_epochs=3) for g in (0.5, 0.8)]
+    flops = cost.run_flops(cfgs[0], torch.device("cpu"))
+    efficiency, warmup = cost.probe_efficiency(cfgs, flops, 1e12, torch.device("cpu"), together, None, steps=1)
+    assert efficiency > 0 and warmup > 0
