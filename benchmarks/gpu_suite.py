@@ -1,12 +1,16 @@
 """The paper-scale checks, in one command: both tasks on the papers' own models, two inits.
 
 For each task (``symmetric`` on the NeurIPS experiments' ``neurips`` model, ``id-ood`` on
-the journal's ``journal`` model), gamma 0.8 (small init) and 0.5 (large init), and each
-seed, it trains one run folder under ``--out`` and writes ``--out/gpu_suite.md``: a
+the journal's ``journal`` model), the preset's two regimes (at ``paper``: gamma 0.8 small
+init, 0.5 large init) and each seed, it trains the run folders of ``interp-init reproduce
+--preset SCALE --seeds ...`` under ``--out`` (``seed-S/TASK/REGIME``, and under ``--protocol
+paper`` one more per lr of ``--lrs``: ``REGIME__lr=X``) and writes ``--out/gpu_suite.md``: a
 markdown table of what each run learned (ID accuracy, the held-out (4,3) against the
-inferential and symmetric targets, OOD accuracy and commutativity) and how fast the
-device trained it (minutes, samples/s, and that rate's matrix-multiply work as a fraction
-of the device's bf16 matmul peak, measured here on one large square product).
+inferential and symmetric targets, OOD accuracy and commutativity), how fast the device
+trained it (minutes, samples/s, and that rate's matrix-multiply work as a fraction of the
+device's bf16 matmul peak, measured here on one large square product), and the population
+under the protocol (:func:`training.population.read_population`, also ``summary.json``):
+``strict`` reads each run's final epoch, ``paper`` per seed the best over the lrs and epochs.
 
 **Cost first.**  Every invocation starts by printing the plan: each task's FLOPs still
 to do (:mod:`gpu_cost`), the measured matmul peak (or ``--peak-tflops``), and the
@@ -28,6 +32,7 @@ the probe's warm-up step shows it before any run trains: ``--no-compile``).  Tra
 once per run and kept on the device.  Usage::
 
     python benchmarks/gpu_suite.py --out runs/gpu-suite --budget-seconds 540   # CUDA: paper scale, one chunk
+    python benchmarks/gpu_suite.py --out runs/gpu-suite-paper --protocol paper --lrs 1e-4,2e-4,3e-4 --budget-seconds 540
     python benchmarks/gpu_suite.py --scale paper --dry-run --device cpu --peak-tflops 990
     python benchmarks/gpu_suite.py --out /tmp/suite --scale tiny --device cpu   # a smoke test
 
@@ -58,16 +63,20 @@ from training.config import RunConfig, make_run_config
 from training.ensemble import train_ensemble
 from training.launch.slurm_options import slurm_options_from
 from training.loop import train
+from training.population import read_population, write_summaries
 from training.records import RunRecord
+from training.reproduce import reproduction_spec
+from training.selection import PROTOCOL_TEXT, PROTOCOLS
 from training.step import last_position_logits
+from training.study import StudySpec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_cost import RunFlops, measured_efficiency, peaks, probe_efficiency, remaining_flops, run_flops  # noqa: E402
 
-#: task -> the architecture of the paper it comes from
-TASKS: dict[str, str] = {"symmetric": "neurips", "id-ood": "journal"}
-#: regime -> gamma (the NeurIPS paper's two sides of the flip)
-GAMMAS: dict[str, float] = {"small-init": 0.8, "large-init": 0.5}
+#: the tasks, each on its paper's own model (its default architecture: ``neurips`` for
+#: ``symmetric``, ``journal`` for ``id-ood``), each regime at its preset's gamma
+#: (:data:`training.regimes.REGIMES`: at ``paper`` and ``cpu`` 0.8 small init, 0.5 large)
+TASKS: tuple[str, ...] = ("symmetric", "id-ood")
 #: efficiencies (fractions of the peak) every plan also predicts at
 REFERENCE_EFFICIENCIES = (0.2, 0.4)
 
@@ -77,6 +86,7 @@ class Run:
     regime: str
     cfg: RunConfig
     folder: Path
+    name: str = ""  #: the folder under ``--out`` (the study's job name)
 
     def record(self) -> RunRecord | None:
         """The run folder, read (:class:`training.records.RunRecord`); None before it has a config."""
@@ -117,17 +127,19 @@ class Group:
         return (sum(work) if together else max(work)) if work else 0.0
 
 
-def suite_configs(scale: str, seeds: tuple[int, ...], epochs: int | None, precision: str = "fp32") -> dict[str, list[tuple[str, RunConfig]]]:
-    """task -> [(regime, config)] for every regime and seed."""
-    out: dict[str, list[tuple[str, RunConfig]]] = {}
-    for task, architecture in TASKS.items():
-        rows = []
-        for regime, gamma in GAMMAS.items():
-            for seed in seeds:
-                extra = {} if epochs is None else _shortened(scale, task, epochs)
-                cfg = make_run_config(scale, task=task, architecture=architecture, gamma=gamma, seed=seed, precision=precision, **extra)
-                rows.append((regime, cfg))
-        out[task] = rows
+def suite_spec(scale: str, seeds: tuple[int, ...], precision: str = "fp32", protocol: str = "strict", lrs: str | None = None) -> StudySpec:
+    """The suite's population: ``interp-init reproduce --preset SCALE --seeds ... --task symmetric
+    --task id-ood`` (:func:`training.reproduce.reproduction_spec`), under ``protocol`` (``paper``:
+    one run per regime, seed and lr of ``lrs``, a comma list)."""
+    return reproduction_spec(scale, None, ",".join(map(str, seeds)), protocol, lrs, precision=precision, tasks=TASKS)
+
+
+def suite_configs(spec: StudySpec, root: Path, epochs: int | None) -> dict[str, list[Run]]:
+    """task -> its runs (the spec's jobs under ``root``), each schedule shortened to ``epochs`` if given."""
+    out: dict[str, list[Run]] = {task: [] for task in TASKS}
+    for job in spec.jobs(root):
+        cfg = job.config if epochs is None else job.config.with_options(**_shortened(spec.preset, job.task, epochs))
+        out[job.task].append(Run(job.point, cfg, job.run_dir, job.name))
     return out
 
 
@@ -158,7 +170,7 @@ def run_row(group: Group, run: Run) -> dict:
         columns.update({} if final is None else final.columns())
     if status == "running":
         status += f" ({record.epochs_run}/{run.cfg.train.epochs} epochs)"
-    row = {"gamma": run.cfg.init.gamma, **{k: v for k, v in columns.items() if k != "train_acc"}, "weight_decay": run.cfg.train.weight_decay,
+    row = {"gamma": run.cfg.init.gamma, "lr": run.cfg.train.lr, **{k: v for k, v in columns.items() if k != "train_acc"}, "weight_decay": run.cfg.train.weight_decay,
            "precision": run.cfg.train.precision, "seconds": None if record is None else record.elapsed_s, "run_dir": str(run.folder)}  # fmt: skip
     return {"task": group.task, "architecture": run.cfg.model.architecture, "regime": run.regime, "seed": run.cfg.seed, **row, "status": status}
 
@@ -177,19 +189,20 @@ def speed_row(group: Group, together: bool, bf16_peak: float, peak: float) -> st
     return head + f" {seconds / 60:.2f} | {rate:,.0f} | {rate * group.flops.train / bf16_peak:.1%} | {rate * group.flops.train / peak:.1%} |"
 
 
-def markdown(groups: list[Group], together: bool, header: str, bf16_peak: float, peak: float) -> str:
-    """The suite's table: one line per run, then one speed line per task."""
+def markdown(groups: list[Group], together: bool, header: str, bf16_peak: float, peak: float, population: str | None = None) -> str:
+    """The suite's table: one line per run, then one speed line per task, then the
+    population under the suite's protocol (``population``: :meth:`training.population.Population.format`)."""
     lines = [
         header,
         "",
-        "| task | architecture | regime | gamma | seed | ID acc | (4,3) inferential | (4,3) symmetric | OOD acc | commutativity | status |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| task | architecture | regime | gamma | lr | seed | ID acc | (4,3) inferential | (4,3) symmetric | OOD acc | commutativity | status |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for group in groups:
         for run in group.runs:
             r = run_row(group, run)
             lines.append(
-                f"| {r['task']} | {r['architecture']} | {r['regime']} | {r['gamma']} | {r['seed']} | {_fmt(r['id_acc'])} "
+                f"| {r['task']} | {r['architecture']} | {r['regime']} | {r['gamma']} | {r['lr']:g} | {r['seed']} | {_fmt(r['id_acc'])} "
                 f"| {_fmt(r.get('heldout_inferential'))} | {_fmt(r.get('heldout_symmetric'))} | {_fmt(r.get('ood_acc'))} "
                 f"| {_fmt(r.get('commutativity'))} | {r['status']} |"
             )
@@ -199,6 +212,10 @@ def markdown(groups: list[Group], together: bool, header: str, bf16_peak: float,
         "|---|---|---|---|---|---|---|",
     ]
     lines += [speed_row(g, together, bf16_peak, peak) for g in groups]
+    if population is None:
+        lines += ["", "The population (`summary.json`) is read once every run has started."]
+    else:
+        lines += ["", "The population (`interp-init reproduce` reads the same folders the same way; a run not completed counts as not meeting a criterion):", "", "```", population, "```"]
     return "\n".join(lines) + "\n"
 
 
@@ -211,6 +228,8 @@ def _clock() -> float:
 @click.option("--scale", type=click.Choice(["paper", "cpu", "tiny"]), default=None, help="Preset of every run [default: paper on CUDA, else tiny].")
 @click.option("--seeds", type=int, multiple=True, default=(0, 1, 2), show_default=True, help="Run seeds (repeat the option).")
 @click.option("--epochs", type=int, default=None, help="Shorten every run's schedule to this many epochs [default: the preset's].")
+@click.option("--protocol", type=click.Choice(PROTOCOLS), default="strict", show_default=True, help="strict (final epoch, the preset's lr, each seed on its own) or paper (one run per --lrs; per seed the best over lrs and epochs, each target separately; then the mean over seeds).")
+@click.option("--lrs", default=None, metavar="LR1,LR2,...", help="The paper protocol's learning-rate grid, e.g. 1e-4,2e-4,3e-4 (with --protocol paper).")
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
 @click.option("--ensemble/--one-by-one", default=None, help="Train a task's runs together as one vectorized ensemble [default: together on CUDA].")
 @click.option("--precision", type=click.Choice(["fp32", "bf16"]), default=None, help="Training forward precision: bf16 autocast or fp32 (part of each run's config) [default: bf16 on CUDA, else fp32].")
@@ -225,11 +244,11 @@ def _clock() -> float:
 @click.option("--backend", type=click.Choice(["local", "slurm"]), default="local", show_default=True, help="local: train here; slurm: in Slurm jobs through submitit (the --slurm-* options; docs/clusters.md).")
 @slurm_options
 def main(
-    out: str | None, scale: str | None, seeds: tuple[int, ...], epochs: int | None, device: str, ensemble: bool | None, precision: str | None,
+    out: str | None, scale: str | None, seeds: tuple[int, ...], epochs: int | None, protocol: str, lrs: str | None, device: str, ensemble: bool | None, precision: str | None,
     tf32: bool | None, compile_: bool | None, budget_seconds: float | None, dry_run: bool, peak_tflops: float | None,
     efficiency: float | None, probe_steps: int | None, threads: int | None, backend: str, **slurm_flags: object,
 ) -> None:
-    """Train both tasks on the papers' models at gamma 0.5 and 0.8 and write a markdown table."""
+    """Train both tasks on the papers' models, small and large init, and write a markdown table."""
     start = _clock()
     if out is None and not dry_run:
         raise click.UsageError("--out is needed to train (only --dry-run runs without it)")
@@ -258,15 +277,16 @@ def main(
         torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
         logits_fn = torch.compile(last_position_logits)
     root = Path(out) if out is not None else Path("/nonexistent-gpu-suite-dry-run")
-    groups = [
-        Group(task, [Run(regime, cfg, root / task / f"{regime}-seed{cfg.seed}") for regime, cfg in runs])
-        for task, runs in suite_configs(scale, tuple(seeds), epochs, precision).items()
-    ]
+    try:
+        spec = suite_spec(scale, tuple(seeds), precision, protocol, lrs)
+    except ValueError as err:
+        raise click.UsageError(str(err)) from err
+    groups = [Group(task, runs) for task, runs in suite_configs(spec, root, epochs).items()]
     device_name = "Slurm jobs" if slurm is not None else torch.cuda.get_device_name(dev) if cuda else f"CPU ({torch.get_num_threads()} threads)"
     header = (
         f"Device: {device_name}; torch {torch.__version__}; scale `{scale}`" + ("" if epochs is None else f", shortened to {epochs} epochs")
         + f"; precision {precision}; TF32 {'on' if tf32 else 'off'}; compile {'on' if compile_ else 'off'}; "
-        + f"runs of a task {'trained together' if together else 'one by one'}; protocol strict (the training recipe of `training.train`)."
+        + f"runs of a task {'trained together' if together else 'one by one'}; {PROTOCOL_TEXT[protocol]}" + ("" if lrs is None else f" (lrs {lrs})") + "."
     )  # fmt: skip
     click.echo(header)
     if peak_tflops is None:
@@ -310,7 +330,7 @@ def main(
         from training.launch import Job, make_launcher
 
         size = slurm.ensemble_size or (max(len(g.runs) for g in groups) if together else None)
-        make_launcher("slurm", slurm=replace(slurm, ensemble_size=size), study=root).launch([Job(f"{g.task}/{r.folder.name}", r.cfg, r.folder) for g in groups for r in g.todo()])
+        make_launcher("slurm", slurm=replace(slurm, ensemble_size=size), study=root).launch([Job(r.name, r.cfg, r.folder) for g in groups for r in g.todo()])
         trained, groups_left = [g.task for g in groups], []
     else:
         groups_left = groups
@@ -337,7 +357,11 @@ def main(
                     break
                 train(r.cfg, r.folder, device=dev, progress=False, logits_fn=logits_fn, deadline=deadline)
     root.mkdir(parents=True, exist_ok=True)
-    text = markdown(groups, together, header, bf16_peak, peak)
+    population = None
+    if all(r.record() is not None for g in groups for r in g.runs):  # a run not started has no folder to read yet
+        population = read_population(spec, root)
+        write_summaries(spec, root, population)
+    text = markdown(groups, together, header, bf16_peak, peak, None if population is None else population.format())
     (root / "gpu_suite.md").write_text(text)
     click.echo(text)
     remaining = [r for g in groups for r in g.todo()]

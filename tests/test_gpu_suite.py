@@ -83,15 +83,15 @@ def _efficiency_for(seconds: float, together: bool, peak_tflops: float = 0.001) 
     suite = load_script("benchmarks/gpu_suite.py")
     cost = load_script("benchmarks/gpu_cost.py")
     work = 0.0
-    for regime, cfg in suite.suite_configs("tiny", (0,), 2)["symmetric"]:
-        epoch = cost.run_flops(cfg, torch.device("cpu")).epoch(cfg, True)
+    for run in suite.suite_configs(suite.suite_spec("tiny", (0,)), Path("unused"), 2)["symmetric"]:
+        epoch = cost.run_flops(run.cfg, torch.device("cpu")).epoch(run.cfg, True)
         work = work + epoch if together else max(work, epoch)
     return f"{work / (seconds * peak_tflops * 1e12):.6f}"
 
 
 def _results(root: Path) -> dict[str, tuple[dict, list]]:
     out = {}
-    for folder in sorted(root.glob("*/*-seed0")):
+    for folder in sorted(root.glob("seed-0/*/*-init")):
         metrics = json.loads((folder / "metrics.json").read_text())
         weights = load_file(folder / "model.safetensors")
         out[str(folder.relative_to(root))] = (metrics["status"], metrics["history"], metrics["final"], weights)
@@ -112,7 +112,7 @@ def test_two_chunks_end_identical_to_one_uninterrupted_run(tmp_path: Path, mode:
     assert "4 of 4 runs remain" in first.output and "run the same command again to resume" in first.output
     table = (tmp_path / "chunks" / "gpu_suite.md").read_text()
     assert "running (1/2 epochs)" in table  # the table so far
-    assert all((f / "checkpoint.pt").exists() for f in (tmp_path / "chunks" / "symmetric").iterdir())
+    assert all((f / "checkpoint.pt").exists() for f in (tmp_path / "chunks" / "seed-0" / "symmetric").iterdir())
     for _ in range(4):  # the second chunk finishes unless the machine stalls for seconds
         again = CliRunner().invoke(suite.main, chunked)
         assert again.exit_code == 0, again.output
@@ -187,3 +187,31 @@ def test_the_probe_runs_on_a_schedule_whose_warm_up_is_longer_than_its_steps(tog
     flops = cost.run_flops(cfgs[0], torch.device("cpu"))
     efficiency, warmup = cost.probe_efficiency(cfgs, flops, 1e12, torch.device("cpu"), together, None, steps=1)
     assert efficiency > 0 and warmup > 0
+
+
+def test_the_paper_protocol_trains_one_run_per_lr_and_reads_each_target_at_its_best(tmp_path: Path) -> None:
+    """``--protocol paper --lrs``: the folders of ``interp-init reproduce --protocol paper``
+    (one per regime, seed and lr), and ``summary-paper.json`` holding, per target, the best
+    over both runs' evaluated epochs (checked against the runs' own histories)."""
+    suite = load_script("benchmarks/gpu_suite.py")
+    args = [*TINY, "--protocol", "paper", "--lrs", "1e-3,2e-3", "--probe-steps", "0", "--out", str(tmp_path)]
+    result = CliRunner().invoke(suite.main, args)
+    assert result.exit_code == 0, result.output
+    names = sorted(p.parent.relative_to(tmp_path).as_posix() for p in tmp_path.glob("seed-0/*/*/model.safetensors"))
+    assert names == [f"seed-0/{t}/{r}{lr}" for t in ("id-ood", "symmetric") for r in ("large-init", "small-init") for lr in ("", "__lr=0.002")]
+    table = (tmp_path / "gpu_suite.md").read_text()
+    assert "paper protocol: per seed the best over learning rates" in table and "(lrs 1e-3,2e-3)" in table
+    assert "| id-ood | journal | small-init | 0.8 | 0.002 | 0 |" in table
+    summary = json.loads((tmp_path / "summary-paper.json").read_text())
+    assert summary["protocol"] == "paper" and summary["lrs"] == [1e-3, 2e-3]
+    row = summary["per_seed"][0]["runs"]["id-ood"]["small-init"]
+    histories = [json.loads((tmp_path / "seed-0" / "id-ood" / name / "metrics.json").read_text())["history"] for name in ("small-init", "small-init__lr=0.002")]
+    assert row["ood_acc"] == pytest.approx(max(h["ood_acc"] for history in histories for h in history if "ood_acc" in h))
+
+
+@pytest.mark.parametrize("flags", [["--protocol", "paper"], ["--lrs", "1e-3"]], ids=["paper-without-lrs", "lrs-without-paper"])
+def test_a_protocol_without_its_lr_grid_is_refused(tmp_path: Path, flags: list[str]) -> None:
+    suite = load_script("benchmarks/gpu_suite.py")
+    result = CliRunner().invoke(suite.main, [*TINY, *flags, "--out", str(tmp_path / "suite")])
+    assert result.exit_code == 2 and "--lrs" in result.output
+    assert not (tmp_path / "suite").exists()
