@@ -127,16 +127,18 @@ class Group:
         return (sum(work) if together else max(work)) if work else 0.0
 
 
-def suite_spec(scale: str, seeds: tuple[int, ...], precision: str = "fp32", protocol: str = "strict", lrs: str | None = None) -> StudySpec:
+def suite_spec(
+    scale: str, seeds: tuple[int, ...], precision: str = "fp32", protocol: str = "strict", lrs: str | None = None, tasks: tuple[str, ...] = TASKS
+) -> StudySpec:
     """The suite's population: ``interp-init reproduce --preset SCALE --seeds ... --task symmetric
     --task id-ood`` (:func:`training.reproduce.reproduction_spec`), under ``protocol`` (``paper``:
-    one run per regime, seed and lr of ``lrs``, a comma list)."""
-    return reproduction_spec(scale, None, ",".join(map(str, seeds)), protocol, lrs, precision=precision, tasks=TASKS)
+    one run per regime, seed and lr of ``lrs``, a comma list), on ``tasks``."""
+    return reproduction_spec(scale, None, ",".join(map(str, seeds)), protocol, lrs, precision=precision, tasks=tasks)
 
 
 def suite_configs(spec: StudySpec, root: Path, epochs: int | None) -> dict[str, list[Run]]:
     """task -> its runs (the spec's jobs under ``root``), each schedule shortened to ``epochs`` if given."""
-    out: dict[str, list[Run]] = {task: [] for task in TASKS}
+    out: dict[str, list[Run]] = {task: [] for task in spec.tasks}
     for job in spec.jobs(root):
         cfg = job.config if epochs is None else job.config.with_options(**_shortened(spec.preset, job.task, epochs))
         out[job.task].append(Run(job.point, cfg, job.run_dir, job.name))
@@ -228,6 +230,7 @@ def _clock() -> float:
 @click.option("--scale", type=click.Choice(["paper", "cpu", "tiny"]), default=None, help="Preset of every run [default: paper on CUDA, else tiny].")
 @click.option("--seeds", type=int, multiple=True, default=(0, 1, 2), show_default=True, help="Run seeds (repeat the option).")
 @click.option("--epochs", type=int, default=None, help="Shorten every run's schedule to this many epochs [default: the preset's].")
+@click.option("--task", "tasks", type=click.Choice(TASKS), multiple=True, help="Only this task (repeat for several) [default: both].")
 @click.option("--protocol", type=click.Choice(PROTOCOLS), default="strict", show_default=True, help="strict (final epoch, the preset's lr, each seed on its own) or paper (one run per --lrs; per seed the best over lrs and epochs, each target separately; then the mean over seeds).")
 @click.option("--lrs", default=None, metavar="LR1,LR2,...", help="The paper protocol's learning-rate grid, e.g. 1e-4,2e-4,3e-4 (with --protocol paper).")
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
@@ -244,7 +247,7 @@ def _clock() -> float:
 @click.option("--backend", type=click.Choice(["local", "slurm"]), default="local", show_default=True, help="local: train here; slurm: in Slurm jobs through submitit (the --slurm-* options; docs/clusters.md).")
 @slurm_options
 def main(
-    out: str | None, scale: str | None, seeds: tuple[int, ...], epochs: int | None, protocol: str, lrs: str | None, device: str, ensemble: bool | None, precision: str | None,
+    out: str | None, scale: str | None, seeds: tuple[int, ...], epochs: int | None, tasks: tuple[str, ...], protocol: str, lrs: str | None, device: str, ensemble: bool | None, precision: str | None,
     tf32: bool | None, compile_: bool | None, budget_seconds: float | None, dry_run: bool, peak_tflops: float | None,
     efficiency: float | None, probe_steps: int | None, threads: int | None, backend: str, **slurm_flags: object,
 ) -> None:
@@ -278,7 +281,7 @@ def main(
         logits_fn = torch.compile(last_position_logits)
     root = Path(out) if out is not None else Path("/nonexistent-gpu-suite-dry-run")
     try:
-        spec = suite_spec(scale, tuple(seeds), precision, protocol, lrs)
+        spec = suite_spec(scale, tuple(seeds), precision, protocol, lrs, tuple(dict.fromkeys(tasks)) or TASKS)
     except ValueError as err:
         raise click.UsageError(str(err)) from err
     groups = [Group(task, runs) for task, runs in suite_configs(spec, root, epochs).items()]

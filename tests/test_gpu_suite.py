@@ -215,3 +215,12 @@ def test_a_protocol_without_its_lr_grid_is_refused(tmp_path: Path, flags: list[s
     result = CliRunner().invoke(suite.main, [*TINY, *flags, "--out", str(tmp_path / "suite")])
     assert result.exit_code == 2 and "--lrs" in result.output
     assert not (tmp_path / "suite").exists()
+
+
+def test_one_task_trains_and_reads_only_that_task(tmp_path: Path) -> None:
+    suite = load_script("benchmarks/gpu_suite.py")
+    result = CliRunner().invoke(suite.main, [*TINY, "--task", "symmetric", "--probe-steps", "0", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in (tmp_path / "seed-0").iterdir() if p.is_dir()) == ["symmetric"]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert list(summary["per_seed"][0]["runs"]) == ["symmetric"] and "[id-ood]" not in result.output
