@@ -57,6 +57,7 @@ import click
 import torch
 
 from interp_init import resolve_device
+from interp_init.outputs import refuse_nested
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder
 from training.cli import slurm_options
 from training.config import RunConfig, make_run_config
@@ -86,11 +87,15 @@ class Run:
     regime: str
     cfg: RunConfig
     folder: Path
-    name: str = ""  #: the folder under ``--out`` (the study's job name)
+    name: str  #: the folder under ``--out`` (the study's job name)
+
+    def started(self) -> bool:
+        """Whether the run folder has its config (a run not started has nothing to read)."""
+        return RunFolder(self.folder).config_path.exists()
 
     def record(self) -> RunRecord | None:
         """The run folder, read (:class:`training.records.RunRecord`); None before it has a config."""
-        return RunRecord.read(self.folder) if RunFolder(self.folder).config_path.exists() else None
+        return RunRecord.read(self.folder) if self.started() else None
 
     def recorded_status(self) -> str | None:
         """The status its ``metrics.json`` records (None before it has one)."""
@@ -255,6 +260,11 @@ def main(
     start = _clock()
     if out is None and not dry_run:
         raise click.UsageError("--out is needed to train (only --dry-run runs without it)")
+    if out is not None and not dry_run:
+        try:  # its folder is a reproduction's (runs and summary.json): never nested in, or holding, other folders of runs
+            refuse_nested(out, "the GPU suite", "reproduction")
+        except ValueError as err:
+            raise click.UsageError(str(err)) from err
     try:
         slurm = slurm_options_from(backend, device, slurm_flags)
     except ValueError as err:
@@ -361,7 +371,7 @@ def main(
                 train(r.cfg, r.folder, device=dev, progress=False, logits_fn=logits_fn, deadline=deadline)
     root.mkdir(parents=True, exist_ok=True)
     population = None
-    if all(r.record() is not None for g in groups for r in g.runs):  # a run not started has no folder to read yet
+    if all(r.started() for g in groups for r in g.runs):
         population = read_population(spec, root)
         write_summaries(spec, root, population)
     text = markdown(groups, together, header, bf16_peak, peak, None if population is None else population.format())

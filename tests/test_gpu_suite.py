@@ -224,3 +224,20 @@ def test_one_task_trains_and_reads_only_that_task(tmp_path: Path) -> None:
     assert sorted(p.name for p in (tmp_path / "seed-0").iterdir() if p.is_dir()) == ["symmetric"]
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert list(summary["per_seed"][0]["runs"]) == ["symmetric"] and "[id-ood]" not in result.output
+
+
+def test_a_folder_of_runs_is_refused_as_out(tmp_path: Path) -> None:
+    """``--out`` is a reproduction's folder: inside a run folder, or a sweep's, it is refused
+    before anything is written (``interp_init.outputs.refuse_nested``, as ``reproduce``)."""
+    suite = load_script("benchmarks/gpu_suite.py")
+    first = CliRunner().invoke(suite.main, [*TINY, "--task", "symmetric", "--probe-steps", "0", "--out", str(tmp_path / "suite")])
+    assert first.exit_code == 0, first.output
+    run = tmp_path / "suite" / "seed-0" / "symmetric" / "small-init"
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    (sweep / "sweep.json").write_text("{}")
+    for out in (run / "nested", sweep):
+        before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+        result = CliRunner().invoke(suite.main, [*TINY, "--task", "symmetric", "--probe-steps", "0", "--out", str(out)])
+        assert result.exit_code == 2 and "cannot be written there" in result.output, result.output
+        assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
