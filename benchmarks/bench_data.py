@@ -38,7 +38,7 @@ import click
 import numpy as np
 import torch
 
-from interp_init.data import make_dataset
+from interp_init.tasks.data import make_dataset
 from interp_init.tasks.anchor_pairs import KEY_HIGH, KEY_LOW, N_KEY_POSITIONS, SEQ_LEN, SHIFTS, TASKS, task_spec
 
 

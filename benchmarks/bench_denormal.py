@@ -1,7 +1,7 @@
 """Training steps of a fitted model with and without subnormal floats flushed to zero.
 
 A run that has fit its data has some activations and gradients in fp32's subnormal range
-(below 1.2e-38), where x86 CPUs compute many times slower.  ``training.step.flush_denormals``
+(below 1.2e-38), where x86 CPUs compute many times slower.  ``training.trainer.step.flush_denormals``
 (which the training loop applies) treats them as zero.  This script loads the weights of a
 trained run folder (the model and optimizer state of its ``checkpoint.pt``, or, for a
 finished run, ``model.safetensors`` with a fresh optimizer) and times the same training
@@ -26,8 +26,8 @@ from interp_init import build_model
 from interp_init.model import load_weights
 from interp_init.runfolder import RunFolder
 from training.config import RunConfig
-from training.step import last_position_logits, make_optimizer, train_step
-from training.loop import make_run_data
+from training.trainer.step import last_position_logits, make_optimizer, train_step
+from training.trainer.loop import make_run_data
 
 
 def _model_and_optimizer(folder: RunFolder, cfg: RunConfig) -> tuple[torch.nn.Module, torch.optim.Optimizer]:

@@ -1,9 +1,9 @@
 """Training steps of M same-shape models: one vectorized ensemble step vs M steps one by one.
 
-``ensemble``: ``training.ensemble.VmapStep`` (``vmap`` over ``functional_call`` of
+``ensemble``: ``training.trainer.ensemble.VmapStep`` (``vmap`` over ``functional_call`` of
 ``last_position_logits`` on the stacked parameters, then each model's clipping and
 ``torch.optim.AdamW`` step).  ``one-by-one``:
-``training.step.train_step`` on each model in turn, as ``training.train`` runs them.
+``training.trainer.step.train_step`` on each model in turn, as ``training.train`` runs them.
 Each model gets its own gamma, weight decay, lr and seed.  Interleaved repetitions,
 medians, samples/s summed over the models::
 
@@ -21,9 +21,9 @@ import torch
 
 from interp_init import build_model, resolve_device
 from training.config import make_run_config
-from training.ensemble import VmapStep
-from training.step import last_position_logits, make_optimizer, train_step
-from training.loop import make_run_data, new_member
+from training.trainer.ensemble import VmapStep
+from training.trainer.step import last_position_logits, make_optimizer, train_step
+from training.trainer.loop import make_run_data, new_member
 
 
 def _sync(dev: torch.device) -> None:

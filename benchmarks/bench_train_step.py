@@ -1,7 +1,7 @@
 """One training step, three ways, side by side in one process.
 
-* ``ours``: what ``training.train`` does: ``training.step.last_position_logits`` +
-  cross-entropy + gradient clipping + AdamW from ``training.step.make_optimizer``
+* ``ours``: what ``training.train`` does: ``training.trainer.step.last_position_logits`` +
+  cross-entropy + gradient clipping + AdamW from ``training.trainer.step.make_optimizer``
   (``train_step``); ``ours-bf16`` the same under bfloat16 autocast.
 * ``hooked``: ``HookedTransformer`` as is: ``model(tokens)[:, -1]``, default AdamW.
 * ``plain``: a plain PyTorch model of identical math written below (fused QKV linear,
@@ -42,7 +42,7 @@ from transformer_lens import HookedTransformer
 
 from interp_init import InitConfig, architecture_names, ModelConfig, build_model, resolve_device
 from training.config import TrainConfig
-from training.step import last_position_logits, make_optimizer, train_step
+from training.trainer.step import last_position_logits, make_optimizer, train_step
 
 
 class PlainBlock(nn.Module):

@@ -2,7 +2,7 @@
 
 * :func:`run_flops` counts one run's matrix-multiply work (``FlopCounterMode``, as
   ``bench_train_step.py`` counts it): a training sample on the fast path (forward and
-  backward of :func:`training.step.last_position_logits`), and an evaluation sample
+  backward of :func:`training.trainer.step.last_position_logits`), and an evaluation sample
   (that forward alone); :func:`plan_flops` multiplies them by the samples still to train
   and evaluate (``n_train`` per epoch; ``train_eval``, ``id_test`` and ``heldout`` at each
   evaluation).
@@ -34,10 +34,10 @@ import torch
 from interp_init import build_model
 from interp_init.tasks.anchor_pairs import task_spec
 from training.config import RunConfig
-from training.records import RunRecord
-from training.ensemble import train_ensemble
-from training.step import last_position_logits, make_optimizer, train_step
-from training.loop import train
+from training.studies.records import RunRecord
+from training.trainer.ensemble import train_ensemble
+from training.trainer.step import last_position_logits, make_optimizer, train_step
+from training.trainer.loop import train
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_train_step import matmul_peak, step_flops  # noqa: E402  (a sibling script)
@@ -121,7 +121,7 @@ def probe_efficiency(
 
 def measured_efficiency(cfgs: list[RunConfig], records: list[RunRecord | None], flops: RunFlops, peak: float, together: bool) -> float | None:
     """Fraction of ``peak`` the runs' training reached so far, from their records
-    (:class:`training.records.RunRecord`; None before any epoch): training FLOPs over
+    (:class:`training.studies.records.RunRecord`; None before any epoch): training FLOPs over
     ``elapsed_s`` (the ensemble's wall time when ``together``, else the runs' sum)."""
     trained = [(c, r) for c, r in zip(cfgs, records) if r is not None and r.epochs_run]
     if not trained:

@@ -9,7 +9,7 @@ markdown table of what each run learned (ID accuracy, the held-out (4,3) against
 inferential and symmetric targets, OOD accuracy and commutativity), how fast the device
 trained it (minutes, samples/s, and that rate's matrix-multiply work as a fraction of the
 device's bf16 matmul peak, measured here on one large square product), and the population
-under the protocol (:func:`training.population.read_population`, also ``summary.json``):
+under the protocol (:func:`training.studies.population.read_population`, also ``summary.json``):
 ``strict`` reads each run's final epoch, ``paper`` per seed the best over the lrs and epochs.
 
 **Cost first.**  Every invocation starts by printing the plan: each task's FLOPs still
@@ -61,22 +61,22 @@ from interp_init.outputs import refuse_nested
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder
 from training.cli import slurm_options
 from training.config import RunConfig, make_run_config
-from training.ensemble import train_ensemble
+from training.trainer.ensemble import train_ensemble
 from training.launch.slurm_options import slurm_options_from
-from training.loop import train
-from training.population import read_population, write_summaries
-from training.records import RunRecord
-from training.reproduce import reproduction_spec
-from training.selection import PROTOCOL_TEXT, PROTOCOLS
-from training.step import last_position_logits
-from training.study import StudySpec
+from training.trainer.loop import train
+from training.studies.population import read_population, write_summaries
+from training.studies.records import RunRecord
+from training.studies.reproduce import reproduction_spec
+from training.studies.selection import PROTOCOL_TEXT, PROTOCOLS
+from training.trainer.step import last_position_logits
+from training.studies.study import StudySpec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_cost import RunFlops, measured_efficiency, peaks, probe_efficiency, remaining_flops, run_flops  # noqa: E402
 
 #: the tasks, each on its paper's own model (its default architecture: ``neurips`` for
 #: ``symmetric``, ``journal`` for ``id-ood``), each regime at its preset's gamma
-#: (:data:`training.regimes.REGIMES`: at ``paper`` and ``cpu`` 0.8 small init, 0.5 large)
+#: (:data:`training.studies.regimes.REGIMES`: at ``paper`` and ``cpu`` 0.8 small init, 0.5 large)
 TASKS: tuple[str, ...] = ("symmetric", "id-ood")
 #: efficiencies (fractions of the peak) every plan also predicts at
 REFERENCE_EFFICIENCIES = (0.2, 0.4)
@@ -94,7 +94,7 @@ class Run:
         return RunFolder(self.folder).config_path.exists()
 
     def record(self) -> RunRecord | None:
-        """The run folder, read (:class:`training.records.RunRecord`); None before it has a config."""
+        """The run folder, read (:class:`training.studies.records.RunRecord`); None before it has a config."""
         return RunRecord.read(self.folder) if self.started() else None
 
     def recorded_status(self) -> str | None:
@@ -136,7 +136,7 @@ def suite_spec(
     scale: str, seeds: tuple[int, ...], precision: str = "fp32", protocol: str = "strict", lrs: str | None = None, tasks: tuple[str, ...] = TASKS
 ) -> StudySpec:
     """The suite's population: ``interp-init reproduce --preset SCALE --seeds ... --task symmetric
-    --task id-ood`` (:func:`training.reproduce.reproduction_spec`), under ``protocol`` (``paper``:
+    --task id-ood`` (:func:`training.studies.reproduce.reproduction_spec`), under ``protocol`` (``paper``:
     one run per regime, seed and lr of ``lrs``, a comma list), on ``tasks``."""
     return reproduction_spec(scale, None, ",".join(map(str, seeds)), protocol, lrs, precision=precision, tasks=tasks)
 
@@ -166,7 +166,7 @@ def _minutes(flops: float, rate: float) -> str:
 
 
 def run_row(group: Group, run: Run) -> dict:
-    """One run's line (its record, :class:`training.records.RunRecord`): gamma, the final
+    """One run's line (its record, :class:`training.studies.records.RunRecord`): gamma, the final
     numbers, or the latest evaluation's while unfinished."""
     record = run.record()
     status = "not started" if record is None or record.metrics is None else record.metrics.status
@@ -198,7 +198,7 @@ def speed_row(group: Group, together: bool, bf16_peak: float, peak: float) -> st
 
 def markdown(groups: list[Group], together: bool, header: str, bf16_peak: float, peak: float, population: str | None = None) -> str:
     """The suite's table: one line per run, then one speed line per task, then the
-    population under the suite's protocol (``population``: :meth:`training.population.Population.format`)."""
+    population under the suite's protocol (``population``: :meth:`training.studies.population.Population.format`)."""
     lines = [
         header,
         "",

@@ -24,10 +24,10 @@ import pandas as pd
 
 from interp_init.tasks.anchor_pairs import SYMMETRIC_GROUPS
 from training import PRESETS, train
-from training.records import RunRecord
-from training.regimes import REGIME_NAMES, regime_config
-from training.report import ReportConfig, write_report
-from training.sweep.results import LOSS_THRESHOLD, PAIR_ACC_THRESHOLD, epochs_to_loss, epochs_to_pair_accuracy
+from training.studies.records import RunRecord
+from training.studies.regimes import REGIME_NAMES, regime_config
+from training.studies.report import ReportConfig, write_report
+from training.studies.sweep.results import LOSS_THRESHOLD, PAIR_ACC_THRESHOLD, epochs_to_loss, epochs_to_pair_accuracy
 
 DEFAULT_PRESET = "cpu" if "cpu" in PRESETS else "paper"
 

@@ -23,8 +23,8 @@ import torch
 import probes
 from interp_init.tasks.anchor import balanced_inputs
 from training import PRESETS, train
-from training.regimes import REGIME_NAMES, regime_config
-from training.report import ReportConfig, write_report
+from training.studies.regimes import REGIME_NAMES, regime_config
+from training.studies.report import ReportConfig, write_report
 
 DEFAULT_PRESET = "cpu" if "cpu" in PRESETS else "paper"
 #: The NeurIPS paper's Fig. 3 input: key 99 at position 2, then the held-out pair (4, 3).

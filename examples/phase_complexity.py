@@ -18,10 +18,10 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from training.phase import aggregate, fig_complexity_epochs, fig_pair_epochs, write_html
-from training.study import StudySpec
-from training.sweep import SweepOptions, collect_results, load_preset, run_sweep
-from training.sweep.results import LOSS_THRESHOLD
+from training.studies.phase import aggregate, fig_complexity_epochs, fig_pair_epochs, write_html
+from training.studies.study import StudySpec
+from training.studies.sweep import SweepOptions, collect_results, load_preset, run_sweep
+from training.studies.sweep.results import LOSS_THRESHOLD
 
 PRESET = "complexity-cpu"
 #: --preset -> the sweep preset it runs (tiny: the cpu one's smoke test).

@@ -21,9 +21,9 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from training.phase import add_phase, aggregate, fig_journal_fig3a, fig_journal_fig3b, fig_journal_fig5c, write_html
-from training.study import StudySpec
-from training.sweep import SweepOptions, load_preset, run_sweep
+from training.studies.phase import add_phase, aggregate, fig_journal_fig3a, fig_journal_fig3b, fig_journal_fig5c, write_html
+from training.studies.study import StudySpec
+from training.studies.sweep import SweepOptions, load_preset, run_sweep
 
 PRESET = "journal-fig3-cpu"
 #: --preset -> the sweep preset it runs (tiny: the cpu one's smoke test).

@@ -20,9 +20,9 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from training.phase import add_phase, aggregate, fig_neurips_fig2, write_html
-from training.study import StudySpec
-from training.sweep import SweepOptions, load_preset, run_sweep
+from training.studies.phase import add_phase, aggregate, fig_neurips_fig2, write_html
+from training.studies.study import StudySpec
+from training.studies.sweep import SweepOptions, load_preset, run_sweep
 
 PRESET = "neurips-fig2-cpu"
 #: --preset -> the sweep preset it runs (tiny: the cpu one's smoke test).

@@ -22,8 +22,8 @@ import pandas as pd
 from interp_init import load_model
 from probes import merged_weight, stable_rank
 from training import PRESETS, make_run_config, train
-from training.phase import classify_phase
-from training.report import ReportConfig, write_report
+from training.studies.phase import classify_phase
+from training.studies.report import ReportConfig, write_report
 
 DEFAULT_PRESET = "cpu" if "cpu" in PRESETS else "paper"
 

@@ -2,7 +2,7 @@
 
 NeurIPS 2024 reports, per gamma, the best test accuracy over 9 learning rates (and over the
 epochs it logged), averaged over 3 seeds: the ``paper`` protocol of
-:func:`training.selection.pick_paper`, each target picked separately.  This reads a sweep
+:func:`training.studies.selection.pick_paper`, each target picked separately.  This reads a sweep
 folder whose grid is the seed and the peak lr (every other option equal) and prints, per
 seed, each target's best with the lr and epoch it was read at, the (3,4) training accuracy
 at the epoch of the best inferential share (the papers never check it; this project's
@@ -23,9 +23,9 @@ from pathlib import Path
 import click
 
 from interp_init.tasks.anchor import FLIP_CRITERIA
-from training.population import exact_interval
-from training.records import RunRecord
-from training.selection import Pick, pick_paper, targets
+from training.studies.population import exact_interval
+from training.studies.records import RunRecord
+from training.studies.selection import Pick, pick_paper, targets
 
 #: The targets of the row, in the order printed.
 TARGETS = targets("symmetric")

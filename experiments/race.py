@@ -2,7 +2,7 @@
 
 For every ``symmetric`` run folder under the given folders (a sweep folder's runs, or a
 folder that is itself a run), finished or still training, prints one markdown row from its
-history (read by :class:`training.records.RunRecord`; :func:`training.race.race_of`): the seed, the knobs (a sweep's
+history (read by :class:`training.studies.records.RunRecord`; :func:`training.studies.race.race_of`): the seed, the knobs (a sweep's
 grid keys other than the seed; else the options that differ between the runs listed), the
 epoch (3,4) is fitted (training accuracy >= 0.9), the (4,3) inferential / symmetric shares
 at that epoch and at the last evaluated one, the epoch the shares stopped moving and the
@@ -31,8 +31,8 @@ from typing import Any
 
 import click
 
-from training.race import race_of_record
-from training.records import RunRecord
+from training.studies.race import race_of_record
+from training.studies.records import RunRecord
 
 
 def run_folders(root: Path) -> list[Path]:
@@ -113,8 +113,8 @@ def _epoch(epoch: int | None) -> str:
 def cell_rows(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
     """One row per cell (the rows' ``knobs``, in first-seen order) over its completed runs:
     the copy rate with its exact interval, the modes, and each seed's ``fit -> copy``."""
-    from training.population import exact_interval
-    from training.race import MODES
+    from training.studies.population import exact_interval
+    from training.studies.race import MODES
 
     cells: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
@@ -143,7 +143,7 @@ def race_diagram(rows: list[dict[str, Any]]) -> Any:
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    from training.race import MODES
+    from training.studies.race import MODES
 
     done = [r for r in rows if r.get("status") == "completed" and "race" in r]
     cells = list(dict.fromkeys(r["knobs"] for r in done))
@@ -214,7 +214,7 @@ def main(folders: tuple[Path, ...], knobs: tuple[str, ...], cells: bool, figure:
         click.echo("")
         _print_table(CELL_COLUMNS, cell_rows(rows))
     if figure is not None:
-        from training.report import write_images
+        from training.studies.report import write_images
 
         figure.parent.mkdir(parents=True, exist_ok=True)
         written = write_images({figure.stem: race_diagram(rows)}, figure.parent, figure.suffix.lstrip("."), width=1200)

@@ -6,10 +6,10 @@ Each ``run`` spec is a comma-separated list of flat options over the base below,
         "task=symmetric,d_model=128,gamma=0.7,lr=2.5e-4,epochs=20"
 
 runs them one after another (1 torch thread each; start two processes for two at a time):
-the specs are the named points of one :class:`training.study.StudySpec` (base: the ``paper``
+the specs are the named points of one :class:`training.studies.study.StudySpec` (base: the ``paper``
 preset), one run folder per spec, trained by the one launcher (a killed search resumes).
 ``status`` prints one line per run folder under ``--root`` from its record
-(:class:`training.records.RunRecord`, finished or not), so a running search can be polled.  ``rates`` judges candidates by
+(:class:`training.studies.records.RunRecord`, finished or not), so a running search can be polled.  ``rates`` judges candidates by
 rates over seeds: for each sweep folder over seeds (``interp-init sweep`` with a ``seed``
 grid) and the regime it stands for, how many seeds meet the reproduction's criteria for
 that cell, with 95% exact intervals::
@@ -31,8 +31,8 @@ import click
 import torch
 
 from training.launch import SerialLauncher
-from training.records import RunRecord
-from training.study import StudySpec
+from training.studies.records import RunRecord
+from training.studies.study import StudySpec
 
 #: The search's base (2 layers, 1 head, d_head = d_model / 2, d_mlp = 3 d_model).
 BASE = dict(
@@ -206,8 +206,8 @@ def rates_command(folders: tuple[str, ...]) -> None:
     ``SWEEP_DIR:REGIME:GLOB`` reads only the run folders whose names match GLOB (one cell of
     a sweep over more than seeds, e.g. ``gamma=0.4__*``)."""
     from interp_init.tasks.anchor import FLIP_CRITERIA
-    from training.population import exact_interval
-    from training.regimes import REGIME_NAMES
+    from training.studies.population import exact_interval
+    from training.studies.regimes import REGIME_NAMES
 
     def rate(k: int, n: int) -> str:
         low, high = exact_interval(k, n)

@@ -22,7 +22,7 @@ Modules: :mod:`interp_init.config`, :mod:`interp_init.architectures`, :mod:`inte
 (:mod:`interp_init.tasks.base`: what a task is and typed ``metrics.json``;
 :mod:`interp_init.tasks.registry`; :mod:`interp_init.tasks.anchor_pairs` and
 :mod:`interp_init.tasks.anchor`, the anchor-function tasks, whose samples
-:mod:`interp_init.data` draws; :mod:`interp_init.tasks.addition`).
+:mod:`interp_init.tasks.data` draws; :mod:`interp_init.tasks.addition`).
 
 ``__version__`` is the installed package's version, from its metadata.  The names below
 are imported on first use (PEP 562 ``__getattr__``, :mod:`interp_init.lazy`): the configs

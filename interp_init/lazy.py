@@ -11,7 +11,7 @@ Example (a package's ``__init__.py``)::
 
     def _module_of(name):
         if name in ("train",):
-            from training import loop as module
+            from training.trainer import loop as module
         else:
             raise AttributeError(f"module 'training' has no attribute {name!r}")
         return module

@@ -29,7 +29,7 @@ CHECKPOINT_FILE = "checkpoint.pt"
 ERROR_FILE = "error.txt"
 #: The format tag of checkpoints written by :meth:`RunFolder.save_checkpoint`.
 CHECKPOINT_FORMAT = "interp-init-checkpoint/1"
-#: A sweep folder's record of its spec (:mod:`training.sweep.spec` writes it).
+#: A sweep folder's record of its spec (:mod:`training.studies.sweep.spec` writes it).
 SWEEP_SPEC_FILE = "sweep.json"
 #: A ``reproduce`` folder's summary (one seed's, or a population's).
 SUMMARY_FILE = "summary.json"

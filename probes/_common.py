@@ -13,7 +13,7 @@ import torch
 from jaxtyping import Bool
 from torch import Tensor
 
-from interp_init.data import AnchorDataset
+from interp_init.tasks.data import AnchorDataset
 from interp_init.tasks.anchor_pairs import ANCHORS
 from probes.inputs import Inputs
 from probes.protocol import HookedModel, check_model
@@ -86,18 +86,18 @@ def check_finite(values: Tensor | np.ndarray, name: str, hint: str = "") -> None
 
 
 def check_dataset(dataset: object, name: str = "dataset") -> AnchorDataset:
-    """``dataset`` if it is an :class:`~interp_init.data.AnchorDataset`, else a ValueError saying how to get one."""
+    """``dataset`` if it is an :class:`~interp_init.tasks.data.AnchorDataset`, else a ValueError saying how to get one."""
     if not isinstance(dataset, AnchorDataset):
         raise ValueError(
-            f"{name} must be an AnchorDataset (from interp_init.data.make_dataset or probes.input_grid), "
+            f"{name} must be an AnchorDataset (from interp_init.tasks.data.make_dataset or probes.input_grid), "
             f"got {type(dataset).__name__}; for raw token ids use probes.masked_run or probes.attention_patterns"
         )
     # What the probes read from it must mean what they take it for (cheap: two small tensors).
     pairs, keys, n_pos = dataset.anchor_pairs, dataset.key_positions, int(dataset.token_ids.shape[-1])
     if pairs.numel() and not set(pairs.unique().tolist()) <= set(ANCHORS):
-        raise ValueError(f"{name}.anchor_pairs hold {sorted(set(pairs.unique().tolist()) - set(ANCHORS))}, which are not anchors {list(ANCHORS)}; build the dataset with interp_init.data.make_dataset or probes.input_grid")
+        raise ValueError(f"{name}.anchor_pairs hold {sorted(set(pairs.unique().tolist()) - set(ANCHORS))}, which are not anchors {list(ANCHORS)}; build the dataset with interp_init.tasks.data.make_dataset or probes.input_grid")
     if keys.numel() and (int(keys.min()) < 0 or int(keys.max()) + 2 >= n_pos):
-        raise ValueError(f"{name}.key_positions lie in [{int(keys.min())}, {int(keys.max())}], but a key and its two anchors must fit in the {n_pos}-token sequence (positions 0..{n_pos - 3}); build the dataset with interp_init.data.make_dataset or probes.input_grid")
+        raise ValueError(f"{name}.key_positions lie in [{int(keys.min())}, {int(keys.max())}], but a key and its two anchors must fit in the {n_pos}-token sequence (positions 0..{n_pos - 3}); build the dataset with interp_init.tasks.data.make_dataset or probes.input_grid")
     return dataset
 
 

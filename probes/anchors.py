@@ -1,6 +1,6 @@
 """The anchor tasks' helpers, built on the generic probes: key masking and candidate labelings (journal Fig. 4).
 
-What it measures: on the anchor tasks' inputs (an :class:`~interp_init.data.AnchorDataset`,
+What it measures: on the anchor tasks' inputs (an :class:`~interp_init.tasks.data.AnchorDataset`,
 e.g. from :func:`probes.input_grid`), :func:`mask_key` and :func:`mask_second_anchor` are
 :func:`probes.masked_run` with the inputs' named positions ``"key"`` and ``"second_anchor"``
 (:mod:`probes.inputs` reads them from the dataset), and :func:`candidate_labelings` gives
@@ -33,7 +33,7 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-from interp_init.data import AnchorDataset
+from interp_init.tasks.data import AnchorDataset
 from interp_init.tasks.anchor_pairs import SHIFTS
 from probes._common import check_dataset
 from probes.masking import MaskedRun, masked_run

@@ -5,7 +5,7 @@ lists of ints, one sequence) or strings where the model has a tokenizer, and opt
 an ``attention_mask`` (1 = real token, 0 = padding), the user's own ``labels`` (one per
 sample) and positions (an int, ``"last"``, one per sample).  :func:`as_inputs` turns any
 of these into one :class:`Inputs`; a task's samples are adapters onto it: anything with a
-``tokens`` attribute (an :class:`interp_init.data.AnchorDataset`, an interp_init
+``tokens`` attribute (an :class:`interp_init.tasks.data.AnchorDataset`, an interp_init
 ``Samples`` of any task, e.g. the addition task's) brings its ``targets`` as the label
 ``target``, its 1-D ``meta`` entries as further labels, and an anchor dataset its key and
 anchor positions (``"key"``, ``"first_anchor"``, ``"second_anchor"``) and the labels

@@ -49,7 +49,7 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from interp_init.data import AnchorDataset
+from interp_init.tasks.data import AnchorDataset
 from interp_init.tasks.anchor_pairs import ANCHORS, KEY_HIGH, KEY_LOW, N_KEY_POSITIONS, SEQ_LEN, SHIFTS, composite
 from probes._common import capture_hooks, check_finite, check_index, check_int, check_layer, resolve_names, run_hooked
 from probes.inputs import Inputs, as_inputs
@@ -269,7 +269,7 @@ def residual_similarity(
     """(a) Similarity of the residual stream after layer ``layer``'s attention (``blocks.{layer}.hook_resid_mid``).
 
     :func:`activation_similarity` at that hook; ``layer`` defaults to the model's last.
-    An :class:`~interp_init.data.AnchorDataset` without ``labels`` is labelled by its
+    An :class:`~interp_init.tasks.data.AnchorDataset` without ``labels`` is labelled by its
     composite f(x; a1, a2) (NeurIPS Fig. 4a/b).  An attention-only model has no MLP, so
     its stream after layer L's attention is ``blocks.{layer}.hook_resid_post`` (the
     result's ``name``); a model whose attention and MLP run in parallel has no such
@@ -294,7 +294,7 @@ def value_similarity(
     """(b) Similarity of ``blocks.{layer}.attn.hook_v`` (heads merged) at ``position``.
 
     :func:`activation_similarity` at that hook; ``layer`` defaults to the model's last,
-    ``position`` to ``"last"``.  An :class:`~interp_init.data.AnchorDataset` without
+    ``position`` to ``"last"``.  An :class:`~interp_init.tasks.data.AnchorDataset` without
     ``labels`` is labelled by g(x; a1) at its ``"first_anchor"`` (NeurIPS Fig. 4c): with
     causal attention the value vector there does not depend on the second anchor, so a
     grid with one second anchor, e.g. ``input_grid(keys, [(a, 1) for a in (1, 2, 3, 4)])``,

@@ -19,9 +19,9 @@ from helpers import load_script
 from safetensors.torch import load_file
 
 from training import make_run_config
-from training.ensemble import train_ensemble
-from training.step import last_position_logits
-from training.loop import train
+from training.trainer.ensemble import train_ensemble
+from training.trainer.step import last_position_logits
+from training.trainer.loop import train
 
 TINY = ["--scale", "tiny", "--device", "cpu", "--seeds", "0", "--epochs", "2", "--threads", "1"]
 
@@ -151,8 +151,8 @@ def test_compiled_logits_train_the_ensemble_as_eager() -> None:
 
 
 def test_efficiency_of_earlier_chunks_comes_from_the_run_folders(tmp_path) -> None:
-    """The earlier chunks' efficiency from the run folders' records (training.records.RunRecord)."""
-    from training.records import RunRecord
+    """The earlier chunks' efficiency from the run folders' records (training.studies.records.RunRecord)."""
+    from training.studies.records import RunRecord
 
     cost = load_script("benchmarks/gpu_cost.py")
     cfgs = [make_run_config("tiny", gamma=g) for g in (0.5, 0.8)]

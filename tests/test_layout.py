@@ -44,7 +44,7 @@ def test_packages_stand_on_each_other_in_one_direction(path: Path) -> None:
 
 def test_the_layout_check_sees_imports_inside_functions(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
-    module.write_text("def f():\n    from training.loop import train\n    import probes.rank\n")
+    module.write_text("def f():\n    from training.trainer.loop import train\n    import probes.rank\n")
     assert _imported_packages(module) == {"training", "probes"}
 
 
@@ -76,7 +76,7 @@ def _all_imports(path: Path) -> set[str]:
     return names
 
 
-@pytest.mark.parametrize("package", ["interp_init", "probes", "training", "training.sweep", "training.phase", "training.report"])
+@pytest.mark.parametrize("package", ["interp_init", "probes", "training", "training.studies.sweep", "training.studies.phase", "training.studies.report"])
 def test_no_module_shares_its_name_with_a_public_name_of_its_package(package: str) -> None:
     module = importlib.import_module(package)
     folder = Path(module.__file__).parent
@@ -142,7 +142,7 @@ def test_the_base_package_has_no_import_circle() -> None:
 
 
 #: The modules that define tasks: the only ones that may name one.
-TASK_MODULES = ("interp_init/tasks/base.py", "interp_init/tasks/registry.py", "interp_init/tasks/anchor_pairs.py", "interp_init/tasks/anchor.py", "interp_init/tasks/addition.py", "interp_init/data.py")
+TASK_MODULES = ("interp_init/tasks/base.py", "interp_init/tasks/registry.py", "interp_init/tasks/anchor_pairs.py", "interp_init/tasks/anchor.py", "interp_init/tasks/addition.py", "interp_init/tasks/data.py")
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -307,7 +307,7 @@ def test_the_tests_layout_check_sees_a_misplaced_module(tmp_path: Path) -> None:
         "test_flow.py": "import probes\n",  # a probes test left in tests/
         "probes/test_masking.py": "from probes.masking import masked_run\n",
         "probes/test_config.py": "from interp_init.config import ModelConfig\n",  # tests another package
-        "training/test_flow.py": "def test_f():\n    from training.loop import train\n",  # a second test_flow.py
+        "training/test_flow.py": "def test_f():\n    from training.trainer.loop import train\n",  # a second test_flow.py
         "helpers/test_x.py": "import probes\n",  # no package's folder
     }.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -48,7 +48,7 @@ def test_build_makes_an_sdist_and_a_wheel_that_twine_passes(dist: Path) -> None:
     done = _run([sys.executable, "-m", "twine", "check", "--strict", str(wheel), str(sdist)], cwd=dist)
     assert done.stdout.count("PASSED") == 2, done.stdout
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert "training/sweep/presets/journal-fig3-cpu.json" in names  # package data travels
+    assert "training/studies/sweep/presets/journal-fig3-cpu.json" in names  # package data travels
     assert not any(n.startswith(("tests/", "docs/", "examples/")) for n in names)
     with tarfile.open(sdist) as archive:
         members = {Path(*Path(n).parts[1:]).as_posix() for n in archive.getnames()}

@@ -1,10 +1,10 @@
 """The three anchor-function tasks as :class:`~interp_init.tasks.base.Task` classes.
 
 ``symmetric``, ``id-ood`` and ``complexity`` (:mod:`interp_init.tasks.anchor_pairs` defines their pairs
-and targets, :mod:`interp_init.data` draws their samples) with their metrics, verdicts and
+and targets, :mod:`interp_init.tasks.data` draws their samples) with their metrics, verdicts and
 the journal's phase rule, whose thresholds live here and nowhere else
 (:data:`ID_THRESHOLD`, :data:`OOD_THRESHOLD`, :data:`COMMUTATIVITY_THRESHOLD`;
-:mod:`training.phase` reads them).
+:mod:`training.studies.phase` reads them).
 
 Metrics (``metrics.json``, unchanged from before tasks were classes): ``train_acc``,
 ``id_acc``, ``per_pair`` (accuracy per anchor pair, keys ``"a1,a2"``); ``symmetric`` adds
@@ -27,7 +27,7 @@ from interp_init.tasks.base import FIT_THRESHOLD, GENERIC_SECTIONS, Predict, Tas
 if TYPE_CHECKING:
     from torch import Tensor
 
-    from interp_init.data import AnchorDataset
+    from interp_init.tasks.data import AnchorDataset
 
 #: ID accuracy at or above which ID generalization is "good" (NeurIPS shaded zones; the journal's Phase 1 below it).
 ID_THRESHOLD = FIT_THRESHOLD
@@ -179,7 +179,7 @@ class AnchorTask(Task):
     report_sections: ClassVar[tuple[str, ...]] = ANCHOR_SECTIONS
     #: The groups whose accuracy the metrics record (``per_pair``): every anchor pair.
     group_names: ClassVar[tuple[str, ...]] = tuple(p.key for p in ALL_PAIRS)
-    #: The task's name in :mod:`interp_init.tasks.anchor_pairs` and :mod:`interp_init.data`.
+    #: The task's name in :mod:`interp_init.tasks.anchor_pairs` and :mod:`interp_init.tasks.data`.
     family: ClassVar[str] = ""
 
     @property
@@ -198,7 +198,7 @@ class AnchorTask(Task):
         return highest_token(self.family, **self.options)
 
     def make_split(self, split: str, n: int, seed: int) -> AnchorDataset:
-        from interp_init.data import make_dataset
+        from interp_init.tasks.data import make_dataset
 
         return make_dataset(self.family, split, n, seed, **self.options)
 
@@ -236,7 +236,7 @@ class SymmetricTask(AnchorTask):
 
     metrics_class: ClassVar[type[TaskMetrics]] = SymmetricMetrics
     family: ClassVar[str] = "symmetric"
-    #: Adds the race of (3,4) against (4,3) (training/race.py, training/report/race.py).
+    #: Adds the race of (3,4) against (4,3) (training/studies/race.py, training/studies/report/race.py).
     report_sections: ClassVar[tuple[str, ...]] = (*ANCHOR_SECTIONS, "race")
     has_race: ClassVar[bool] = True
     expected: ClassVar[str] = (
@@ -355,7 +355,7 @@ def balanced_inputs(task: str, per_pair: int, seed: int, k: int = 0, offset: int
     from the train split, held-out pairs from the held-out split), ordered by pair."""
     import torch
 
-    from interp_init.data import AnchorDataset, make_dataset
+    from interp_init.tasks.data import AnchorDataset, make_dataset
 
     spec = task_spec(task, k=k, offset=offset)
     parts: list[AnchorDataset] = []
@@ -387,7 +387,7 @@ def sample_input(task: str = "symmetric", k: int = 0, offset: int = 4) -> Anchor
     paper's Fig. 3 input, with its target under the anchor task ``task``."""
     import torch
 
-    from interp_init.data import AnchorDataset
+    from interp_init.tasks.data import AnchorDataset
 
     spec = task_spec(task, k=k, offset=offset)
     tokens = torch.tensor([FIG3_TOKENS])

@@ -14,7 +14,7 @@ of the 6 symmetric groups get target f + ``offset``; no held-out pair).
 
 An anchor pair is an :class:`AnchorPair` (a tuple ``(a1, a2)``); in JSON files (a run's
 ``metrics.json``) and table columns it is written ``"a1,a2"`` (:meth:`AnchorPair.key`).
-:mod:`interp_init.data` draws the samples.
+:mod:`interp_init.tasks.data` draws the samples.
 
 Example::
 

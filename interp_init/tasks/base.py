@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 SPLITS: tuple[str, ...] = ("train", "id_test", "heldout")
 #: The keys of a history record that are not metrics.
 RECORD_KEYS: tuple[str, ...] = ("epoch", "step", "loss", "lr")
-#: The report sections every task's runs can show (keys of ``training.report`` sections).
+#: The report sections every task's runs can show (keys of ``training.studies.report`` sections).
 GENERIC_SECTIONS: tuple[str, ...] = ("verdict", "curves", "accuracies", "flow", "condensation", "stable_ranks", "spectra")
 #: The task a run trains on unless told otherwise.
 DEFAULT_TASK = "symmetric"
@@ -131,7 +131,7 @@ class Samples:
     ``targets [n]`` and per-sample metadata ``meta`` (name -> ``[n, ...]`` tensor).
 
     The trainer reads ``batch_tokens(index)``, ``targets``, ``subset`` and ``to``;
-    :class:`interp_init.data.AnchorDataset` offers the same for the anchor tasks."""
+    :class:`interp_init.tasks.data.AnchorDataset` offers the same for the anchor tasks."""
 
     task: str
     split: str
@@ -228,7 +228,7 @@ class Task:
     #: Whether the task has the papers' small-init / large-init flip (``interp-init reproduce``).
     reproduces: ClassVar[bool] = False
     #: Whether the race of a seen exception against a held-out pair's two answers applies
-    #: (``symmetric``'s (3,4) against (4,3): training/race.py).
+    #: (``symmetric``'s (3,4) against (4,3): training/studies/race.py).
     has_race: ClassVar[bool] = False
 
     def flip_checks(self, small: Mapping[str, Any], large: Mapping[str, Any], criteria: Mapping[str, float]) -> dict[str, bool]:

@@ -72,7 +72,7 @@ def test_metrics_and_verdict_from_an_exact_adder() -> None:
 
 def test_addition_trains_from_the_cli_and_the_probes_run_on_its_model(tmp_path: Path) -> None:
     from probes import condensation, information_flow, merged_weight, stable_rank
-    from training.report import ReportConfig, load_runs, write_report
+    from training.studies.report import ReportConfig, load_runs, write_report
 
     run = tmp_path / "run"
     assert main(["train", "--task", "addition", "--preset", "tiny", "--out", str(run), "--device", "cpu", "--quiet"]) == 0
@@ -93,7 +93,7 @@ def test_addition_trains_from_the_cli_and_the_probes_run_on_its_model(tmp_path: 
 
 
 def test_the_fig7c_figure_draws_square_accuracy_over_weight_decay_and_gamma() -> None:
-    from training.phase import make_figures, supported_figures
+    from training.studies.phase import make_figures, supported_figures
 
     rows = []
     for gamma in (0.3, 0.8):

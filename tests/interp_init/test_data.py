@@ -9,7 +9,7 @@ import pytest
 import torch
 from scipy.stats import chi2
 
-from interp_init.data import BLOCK_SIZE, _below
+from interp_init.tasks.data import BLOCK_SIZE, _below
 from interp_init.tasks.anchor_pairs import DATA_VERSION, SYMMETRIC_GROUPS
 from training import make_dataset
 

@@ -304,7 +304,7 @@ def test_a_second_process_training_the_same_folder_is_refused(tmp_path: Path, ca
 
 
 def test_a_sweep_folder_with_copied_weights_names_the_file(two_runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    from training.sweep import collect_results
+    from training.studies.sweep import collect_results
 
     sweep = tmp_path / "sweep"
     small, large = (_copy(run, sweep / run.name) for run in two_runs)

@@ -17,12 +17,12 @@ from helpers import ROOT
 from interp_init.tasks.anchor import SymmetricMetrics
 from interp_init.tasks.base import EpochRecord, Task, TaskMetrics, read_run_metrics
 from interp_init.tasks.registry import make_task, register_task, registered_tasks, task_class
-from training.accuracy import evaluate
+from training.trainer.accuracy import evaluate
 
 FIXTURES = ROOT / "tests" / "fixtures"
 
 #: SHA-256 (first 16 hex digits) of the samples the anchor tasks drew before they were
-#: classes (interp_init.data.make_dataset at DATA_VERSION 4, n=1000, seed=123): token ids,
+#: classes (interp_init.tasks.data.make_dataset at DATA_VERSION 4, n=1000, seed=123): token ids,
 #: targets, key positions, anchor pairs and candidate targets, as int64 bytes.
 DIGESTS_BEFORE = {
     ("symmetric", "train"): "88a45279bae35d0d",
@@ -65,7 +65,7 @@ def _rule_logits(model, tokens):
 
 @pytest.mark.parametrize("name", ["symmetric", "id-ood", "complexity"])
 def test_anchor_tasks_measure_the_same_metrics_as_before(name: str) -> None:
-    # tests/fixtures/anchor_metrics_before.json: training.accuracy.evaluate's dict before
+    # tests/fixtures/anchor_metrics_before.json: training.trainer.accuracy.evaluate's dict before
     # tasks were classes, for _rule_logits on these samples
     before = json.loads((FIXTURES / "anchor_metrics_before.json").read_text())[name]
     task = make_task(name, **({"k": 2} if name == "complexity" else {}))
@@ -98,8 +98,8 @@ def test_every_registered_task_round_trips_its_metrics_through_metrics_json(name
 
 
 def test_run_folders_written_before_tasks_were_classes_load_and_report(tmp_path: Path) -> None:
-    from training.report import ReportConfig, write_report
-    from training.sweep import collect_results
+    from training.studies.report import ReportConfig, write_report
+    from training.studies.sweep import collect_results
 
     shutil.copytree(FIXTURES / "legacy_runs", tmp_path / "runs")
     table = collect_results(tmp_path / "runs").set_index("run")

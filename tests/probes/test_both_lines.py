@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 import probes
-from interp_init.data import make_dataset
+from interp_init.tasks.data import make_dataset
 
 #: 4 on the 4.x line (TransformerBridge, no HookedTransformer), 3 on the 3.x line.
 LINE = int(version("transformer-lens").split(".")[0])

@@ -22,9 +22,9 @@ import pytest
 from interp_init.runfolder import RunFolder
 from training.launch.slurm import JOBS_FILE, SLURM_FOLDER, SlurmOptions, live_jobs
 from training.launch import make_launcher
-from training.reproduce import reproduce_study
-from training.study import StudySpec
-from training.sweep import SweepOptions, run_sweep
+from training.studies.reproduce import reproduce_study
+from training.studies.study import StudySpec
+from training.studies.sweep import SweepOptions, run_sweep
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 ROOT = Path(__file__).resolve().parents[2]

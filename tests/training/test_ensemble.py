@@ -1,4 +1,4 @@
-"""training.ensemble: many runs at once give what training them one by one gives."""
+"""training.trainer.ensemble: many runs at once give what training them one by one gives."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from helpers import read_metrics
 
 from interp_init import load_model
 from training import make_run_config, train
-from training.ensemble import VmapStep, check_ensemble, train_ensemble
+from training.trainer.ensemble import VmapStep, check_ensemble, train_ensemble
 
 SMALL = dict(n_train=768, n_test=200, eval_samples=200, epochs=3, batch_size=256)
 
@@ -171,7 +171,7 @@ def test_a_deadline_stops_an_ensemble_and_the_same_call_resumes_it(tmp_path: Pat
 
 
 def test_a_custom_logits_fn_is_the_one_the_vectorized_step_runs(tmp_path: Path) -> None:
-    from training.step import last_position_logits
+    from training.trainer.step import last_position_logits
 
     calls = {"n": 0}
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from training.cli import main
-from training.study import StudySpec
-from training.sweep import RESULTS_FILE, SPEC_FILE
+from training.studies.study import StudySpec
+from training.studies.sweep import RESULTS_FILE, SPEC_FILE
 
 # Tiny runs: a second or two each on one CPU thread.
 TINY = {"preset": "tiny", "task": "symmetric", "epochs": 1, "n_train": 256, "n_test": 64, "eval_samples": 64}
@@ -54,7 +54,7 @@ def _sabotaged_spec(tmp_path: Path, grid: dict) -> tuple[Path, StudySpec]:
 
 def _sabotage(out: Path, spec: StudySpec, name: str) -> None:
     """Make the point ``name`` fail when it trains: its folder holds its own config and a
-    checkpoint that is not one (``training.loop`` refuses it with a ValueError)."""
+    checkpoint that is not one (``training.trainer.loop`` refuses it with a ValueError)."""
     (point,) = [p for p in spec.points() if p.name == name]
     folder = out / name
     folder.mkdir(parents=True)
@@ -173,7 +173,7 @@ def test_phase_diagram_over_completed_runs_exits_0(failed_sweep: tuple[Path, int
 
 
 def test_reproduce_with_a_diverged_run_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    from training import regimes as module
+    from training.studies import regimes as module
 
     small = {"n_train": 256, "n_test": 64, "eval_samples": 64, "epochs": 1}
     monkeypatch.setitem(

@@ -38,7 +38,7 @@ from interp_init.runfolder import RunFolder, RunStatus
 from probes import attention_patterns, embedding_pca, merged_weight, singular_value_spectra, stable_rank
 from training.cli import main
 from training.config import make_run_config
-from training.study import MAX_POINTS, StudySpec
+from training.studies.study import MAX_POINTS, StudySpec
 
 _TRAIN = ["train", "--preset", "tiny", "--quiet"]
 _TINY_SPEC = {"base": {"preset": "tiny", "epochs": 2, "n_train": 500}, "grid": {"seed": [0, 1]}}
@@ -153,7 +153,7 @@ def test_a_second_sweep_on_a_held_folder_is_refused_up_front(extra: list[str], t
 
 @pytest.mark.parametrize("seeds", [["--seed", "1"], ["--seeds", "1,2"]], ids=["one-seed", "population"])
 def test_a_second_reproduce_into_a_held_folder_is_refused_up_front(seeds: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from training.regimes import REPRODUCE_BUSY
+    from training.studies.regimes import REPRODUCE_BUSY
 
     out = tmp_path / "R"
     out.mkdir()
@@ -371,12 +371,12 @@ def test_report_on_meta_is_one_line(finished: Path, tmp_path: Path, capsys: pyte
 
 @pytest.mark.parametrize("error", [RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 bytes"), MemoryError()])
 def test_running_out_of_memory_is_one_line_naming_what_to_lower(error: BaseException, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    import training.loop
+    import training.trainer.loop
 
     def exhausted(*args: object, **kwargs: object) -> None:
         raise error
 
-    monkeypatch.setattr(training.loop, "make_run_data", exhausted)
+    monkeypatch.setattr(training.trainer.loop, "make_run_data", exhausted)
     assert main([*_TRAIN, "--out", str(tmp_path / "out")]) == 2
     err = _one_error_line(capsys)
     assert "out of memory" in err and "--n-train" in err and "--d-model" in err

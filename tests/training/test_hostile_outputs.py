@@ -491,7 +491,7 @@ def test_nonsense_is_refused_in_one_line(case: str, tmp_path: Path, capsys: pyte
 
 
 def test_a_report_of_too_many_runs_is_refused_before_reading_them(finished: Path, tmp_path: Path) -> None:
-    from training.report.runs import MAX_REPORT_RUNS, find_run_dirs
+    from training.studies.report.runs import MAX_REPORT_RUNS, find_run_dirs
 
     for i in range(MAX_REPORT_RUNS + 1):
         (tmp_path / f"r{i}").mkdir()
@@ -599,7 +599,7 @@ def test_probe_inputs_outside_what_the_probe_means_are_refused(case: str, probe:
     import dataclasses
 
     import probes
-    from interp_init.data import make_dataset
+    from interp_init.tasks.data import make_dataset
 
     data = make_dataset("symmetric", "train", 16, seed=0)
     change, says = _PROBE_INPUTS[case]

@@ -13,7 +13,7 @@ from training.cli import main
 from training.config import make_run_config
 from training.launch import Job, JobReturn, SlurmLauncher, SlurmOptions, launcher_class, launcher_names, make_launcher
 from training.launch.slurm import JOBS_FILE, SLURM_FOLDER
-from training.loop import train
+from training.trainer.loop import train
 
 pytest.importorskip("submitit", reason="submitit is not installed (pip install 'interp-init[slurm]')")
 

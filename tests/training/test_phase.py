@@ -12,7 +12,7 @@ import pytest
 
 from interp_init.tasks.anchor_pairs import ALL_PAIRS, task_spec
 from training.cli import main
-from training.phase import (
+from training.studies.phase import (
     FIGURES,
     add_phase,
     aggregate,
@@ -28,9 +28,9 @@ from training.phase import (
     supported_figures,
     write_html,
 )
-from training.study import StudySpec
-from training.sweep import SweepOptions, load_preset, run_sweep
-from training.sweep.results import pair_column
+from training.studies.study import StudySpec
+from training.studies.sweep import SweepOptions, load_preset, run_sweep
+from training.studies.sweep.results import pair_column
 
 NAN = math.nan
 

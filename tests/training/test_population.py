@@ -16,13 +16,13 @@ from interp_init.runfolder import RunStatus
 from interp_init.tasks.base import read_run_metrics
 from training.cli import main
 from training.config import RunConfig, make_run_config
-from training.phase.diagram import protocol_table
-from training.population import Population, RegimeResult, SeedRow, exact_interval, read_population
-from training.records import RunRecord
-from training.regimes import REGIME_NAMES, REPRODUCE_TASKS
-from training.reproduce import reproduce
-from training.selection import PROTOCOL_TEXT, Pick, pick_paper, pick_strict
-from training.study import StudySpec
+from training.studies.phase.diagram import protocol_table
+from training.studies.population import Population, RegimeResult, SeedRow, exact_interval, read_population
+from training.studies.records import RunRecord
+from training.studies.regimes import REGIME_NAMES, REPRODUCE_TASKS
+from training.studies.reproduce import reproduce
+from training.studies.selection import PROTOCOL_TEXT, Pick, pick_paper, pick_strict
+from training.studies.study import StudySpec
 
 # ---------------------------------------------------------------- the interval
 
@@ -161,7 +161,7 @@ def test_plan_layout_puts_a_seed_where_reproduce_seed_puts_it(tmp_path: Path) ->
     assert tmp_path / "seed-4" / "symmetric" / "small-init" in base
     assert tmp_path / "seed-5" / "id-ood" / "large-init__lr=0.002" in {j.run_dir for j in jobs}
     job = next(j for j in jobs if j.run_dir == tmp_path / "seed-4" / "symmetric" / "small-init")
-    from training.regimes import regime_config
+    from training.studies.regimes import regime_config
 
     assert job.config == regime_config("tiny", "small-init", "symmetric", 4)
 
@@ -251,11 +251,11 @@ def test_reproduce_population_bad_input(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 def test_single_seed_says_it_is_one_draw(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    import training.reproduce as rep
+    import training.studies.reproduce as rep
 
     fake = Population("tiny", "strict", (_seed_row(5, 0.9, 0.9, 0.6, 0.1),))
     monkeypatch.setattr(rep, "_train", lambda *a, **k: (fake, []))
-    monkeypatch.setattr("training.report.write_report", lambda dirs, path: path)
+    monkeypatch.setattr("training.studies.report.write_report", lambda dirs, path: path)
     assert main(["reproduce", "--preset", "tiny", "--seed", "5", "--out", str(tmp_path), "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "this is one draw (seed 5)" in out and "--seeds" in out
@@ -291,8 +291,8 @@ def test_reproduce_paper_protocol_reads_the_best_lr_and_epoch(tmp_path: Path) ->
 
 @pytest.fixture(scope="module")
 def lr_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from training.study import StudySpec
-    from training.sweep import SweepOptions, run_sweep
+    from training.studies.study import StudySpec
+    from training.studies.sweep import SweepOptions, run_sweep
 
     out = tmp_path_factory.mktemp("lr_sweep")
     spec = StudySpec({"preset": "tiny", "task": "id-ood"}, {"gamma": [0.5, 0.8], "lr": [1e-3, 3e-3]})
@@ -301,7 +301,7 @@ def lr_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_strict_protocol_refuses_an_lr_grid_and_paper_takes_epoch_maxima(lr_sweep: Path) -> None:
-    from training.sweep import load_results
+    from training.studies.sweep import load_results
 
     df = load_results(lr_sweep)
     with pytest.raises(ValueError, match="strict protocol reads one learning rate"):
@@ -340,7 +340,7 @@ def test_default_seeds_and_config_are_unchanged() -> None:
 
 def test_vary_init_keeps_the_data_and_vary_data_keeps_the_init() -> None:
     from interp_init.model import build_model
-    from training.loop import make_run_data
+    from training.trainer.loop import make_run_data
 
     def draw(cfg: RunConfig) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
         model = build_model(cfg.model, cfg.init, cfg.seeds["init"])
@@ -359,7 +359,7 @@ def test_vary_init_keeps_the_data_and_vary_data_keeps_the_init() -> None:
 
 
 def test_a_sweep_varies_the_init_seed_alone() -> None:
-    from training.study import StudySpec
+    from training.studies.study import StudySpec
 
     points = StudySpec({"preset": "tiny", "seed": 3}, {"init_seed": [1, 2]}).points()
     assert [p.name for p in points] == ["init_seed=1", "init_seed=2"]
@@ -371,7 +371,7 @@ def test_a_sweep_varies_the_init_seed_alone() -> None:
 def test_the_gpu_path_trains_each_tasks_runs_as_one_ensemble(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """On a GPU a population trains as ensembles of same-shape runs; the same path on the CPU
     here: one ensemble per task (its regimes and seeds), folders a rerun reads."""
-    import training.ensemble as ens
+    import training.trainer.ensemble as ens
     from training.launch import EnsembleLauncher, run_study
 
     sizes = []
@@ -392,7 +392,7 @@ def test_the_gpu_path_trains_each_tasks_runs_as_one_ensemble(tmp_path: Path, mon
 def test_report_parts_say_one_draw_outside_a_population(population_out: Path, tmp_path: Path) -> None:
     import shutil
 
-    from training.report.population import population_parts
+    from training.studies.report.population import population_parts
 
     class _Run:  # population_parts reads only where a run sits
         def __init__(self, path: Path) -> None:
@@ -408,7 +408,7 @@ def test_report_parts_say_one_draw_outside_a_population(population_out: Path, tm
 
 
 def test_a_population_takes_the_tasks_it_is_given(tmp_path: Path) -> None:
-    from training.reproduce import reproduction_spec
+    from training.studies.reproduce import reproduction_spec
 
     plan = reproduction_spec("tiny", None, "1,2", tasks=("symmetric",))
     assert {j.task for j in plan.jobs(tmp_path)} == {"symmetric"} and len(plan.jobs(tmp_path)) == 4

@@ -1,4 +1,4 @@
-"""The race of (3,4) against (4,3) on synthetic histories (training/race.py)."""
+"""The race of (3,4) against (4,3) on synthetic histories (training/studies/race.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 
 from interp_init.tasks.base import EpochRecord, read_run_metrics
 from interp_init.tasks.registry import make_task
-from training.race import Race, epoch_shares, race_of, race_of_record
-from training.records import RunRecord
+from training.studies.race import Race, epoch_shares, race_of, race_of_record
+from training.studies.records import RunRecord
 
 
 def _rec(epoch: int, lr: float, exception: float, inf: float, sym: float, id_acc: float = 0.99) -> dict:
@@ -185,7 +185,7 @@ def test_experiments_race_cells_across_two_sweeps(tmp_path: Path) -> None:
 def test_population_table_shows_the_race(tmp_path: Path) -> None:
     """A strict population's per-seed table carries each symmetric regime's (3,4)-fit epoch and mode."""
     from training import make_run_config
-    from training.population import Population, SeedRow, regime_result
+    from training.studies.population import Population, SeedRow, regime_result
 
     def folder(name: str, task: str, history: list[dict]) -> Path:
         path = tmp_path / name

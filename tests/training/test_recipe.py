@@ -1,4 +1,4 @@
-"""The recipe's quantities against hand computations, and the carry rule (training/recipe.py)."""
+"""The recipe's quantities against hand computations, and the carry rule (training/studies/recipe.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pytest
 
 from training.config import make_run_config
-from training.recipe import DEFAULT_HOLD, HOLDABLE, carry_recipe, check_hold, paper_config, paper_recipe, recipe_of, recipe_table, summed_lr
+from training.studies.recipe import DEFAULT_HOLD, HOLDABLE, carry_recipe, check_hold, paper_config, paper_recipe, recipe_of, recipe_table, summed_lr
 
 
 def _cosine_sum(n: int, peak: float, low: float) -> float:
@@ -122,8 +122,8 @@ def test_train_help_shows_the_papers_quantities(capsys: pytest.CaptureFixture[st
 
 
 def test_reproduce_carries_every_regime_and_refuses_two_lrs() -> None:
-    from training.regimes import regime_config
-    from training.study import StudySpec
+    from training.studies.regimes import regime_config
+    from training.studies.study import StudySpec
 
     small = regime_config("cpu", "small-init", "symmetric", seed=1, carry=DEFAULT_HOLD)
     large = regime_config("cpu", "large-init", "symmetric", seed=1, carry=DEFAULT_HOLD)
@@ -140,7 +140,7 @@ def test_reproduce_carries_every_regime_and_refuses_two_lrs() -> None:
 
 def test_reproduce_cli_threads_the_carry(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     """reproduce --carry-recipe [QUANTITIES] reaches the study's spec, for one seed and for --seeds."""
-    import training.reproduce as rep
+    import training.studies.reproduce as rep
     from training.cli import main
 
     specs = []

@@ -19,12 +19,12 @@ from interp_init.tasks.anchor import balanced_inputs
 from interp_init.tasks.anchor_pairs import SHIFTS, composite, task_spec
 from training.cli import main
 from training.config import make_run_config
-from training.loop import train
-from training.report import ReportConfig, StaticExportUnavailable, load_runs, write_images
-from training.report.images import static_export_problem
-from training.report.inline import circuitsvis_view
-from training.report.outcomes import accuracy_table
-from training.report.runs import find_run_dirs
+from training.trainer.loop import train
+from training.studies.report import ReportConfig, StaticExportUnavailable, load_runs, write_images
+from training.studies.report.images import static_export_problem
+from training.studies.report.inline import circuitsvis_view
+from training.studies.report.outcomes import accuracy_table
+from training.studies.report.runs import find_run_dirs
 
 TINY = dict(n_train=300, n_test=64, epochs=2, eval_samples=64, batch_size=128, eval_every=1)
 
@@ -129,7 +129,7 @@ def test_sections_number_layers_from_zero(report: tuple[Path, str]) -> None:
 
 def test_eigenvalue_caption_states_the_measured_shares(report: tuple[Path, str], runs_root: Path) -> None:
     from probes.geometry import embedding_pca
-    from training.report.weights import variance_shares
+    from training.studies.report.weights import variance_shares
 
     page = report[0].read_text(encoding="utf-8")
     (sentence,) = re.findall(r'<section id="embedding-eigenvalues"><h2>[^<]*</h2><p class="what">([^<]*)</p>', page)
@@ -242,8 +242,8 @@ def test_curves_caption_states_the_epoch_each_run_fit(runs_root: Path) -> None:
 
     from interp_init.tasks.anchor import SymmetricMetrics
     from interp_init.tasks.base import EpochRecord
-    from training.report import Context
-    from training.report.outcomes import section_curves
+    from training.studies.report import Context
+    from training.studies.report.outcomes import section_curves
 
     run = load_runs([runs_root / "symmetric" / "small-init"])[0]
     records = ((1, 0.2), (2, 0.85), (3, 0.93), (4, 0.99))
@@ -303,7 +303,7 @@ def test_balanced_inputs_hold_every_pair_equally(task: str) -> None:
 def test_every_projection_the_report_offers_is_one_the_probe_draws() -> None:
     """The report's choices (torch-free, for the command line) and probes.masking.project agree."""
     from probes.masking import project
-    from training.report import PROJECTIONS
+    from training.studies.report import PROJECTIONS
 
     vectors = torch.randn(20, 4, generator=torch.Generator().manual_seed(0))
     for method in PROJECTIONS:
@@ -428,7 +428,7 @@ def test_two_circuitsvis_views_on_one_page_both_render(browser, tmp_path: Path) 
     """Our fragments both mount; circuitsvis' own fragments (self-closed div) lose the second view."""
     import circuitsvis.attention
 
-    from training.report.inline import circuitsvis_bundle
+    from training.studies.report.inline import circuitsvis_bundle
 
     pattern = torch.softmax(torch.randn(2, 4, 4), -1).tril()
     tokens = ["a", "b", "c", "d"]
@@ -460,7 +460,7 @@ def test_sample_input_is_the_neurips_fig3_input_with_its_target() -> None:
 
 
 def test_svg_only_redraws_webgl_traces_as_svg() -> None:
-    from training.report.page import svg_only
+    from training.studies.report.page import svg_only
 
     x = list(range(1500))
     fig = go.Figure([go.Scattergl(x=x, y=[v * v for v in x], mode="lines", name="gl"), go.Bar(x=[1], y=[2])]).update_layout(height=123)
@@ -471,7 +471,7 @@ def test_svg_only_redraws_webgl_traces_as_svg() -> None:
 
 
 def test_a_run_without_weights_and_a_missing_probe_are_noted_not_fatal(runs_root: Path, tmp_path: Path) -> None:
-    from training.report import build_page
+    from training.studies.report import build_page
 
     unfinished = tmp_path / "unfinished"
     unfinished.mkdir()
@@ -483,8 +483,8 @@ def test_a_run_without_weights_and_a_missing_probe_are_noted_not_fatal(runs_root
 
 
 def test_a_section_that_does_not_apply_is_noted_not_fatal(runs_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from training.report import NotApplicable, build_page
-    from training.report import page as page_module
+    from training.studies.report import NotApplicable, build_page
+    from training.studies.report import page as page_module
 
     def section_missing(ctx: object) -> None:
         """A section whose probe is missing."""

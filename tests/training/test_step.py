@@ -1,4 +1,4 @@
-"""training.step: the last-position forward equals the hooked forward, logits and gradients,
+"""training.trainer.step: the last-position forward equals the hooked forward, logits and gradients,
 for every registered architecture (a fourth, examples/custom_architecture.py's ``parallel``,
 is registered by this module's tests and covered by the same tests)."""
 
@@ -13,12 +13,12 @@ from helpers import load_script
 from transformer_lens import HookedTransformer, HookedTransformerConfig
 from transformer_lens.components import TransformerBlock
 
-import training.loop as loop
+import training.trainer.loop as loop
 from interp_init import InitConfig, ModelConfig, build_model, quiet_deprecation
 from interp_init.architectures import architecture_names, get_architecture, install_blocks, registered
 from training import make_run_config, train
 from training.cli import main
-from training.step import autocast_context, fast_forward_unsupported, last_position_logits
+from training.trainer.step import autocast_context, fast_forward_unsupported, last_position_logits
 
 ACT_FNS = ("gelu", "gelu_new", "relu", "silu", "gelu_fast")
 NORMS = ("LN", "LNPre", "RMS", "RMSPre")

@@ -18,10 +18,10 @@ from helpers import read_metrics
 from interp_init.runfolder import ERROR_FILE
 from training.cli import main
 from training.config import PRESETS
-from training.records import RunRecord
-from training.study import StudySpec
-from training.sweep import RESULTS_FILE, SweepOptions, collect_results, load_preset, load_results, preset_names, run_sweep
-from training.sweep.results import PAIR_COLUMNS, TIMING_COLUMNS, epochs_to_loss, epochs_to_pair_accuracy
+from training.studies.records import RunRecord
+from training.studies.study import StudySpec
+from training.studies.sweep import RESULTS_FILE, SweepOptions, collect_results, load_preset, load_results, preset_names, run_sweep
+from training.studies.sweep.results import PAIR_COLUMNS, TIMING_COLUMNS, epochs_to_loss, epochs_to_pair_accuracy
 
 # A few seconds per run on one CPU thread.
 TINY_BASE = {"preset": "tiny", "task": "symmetric", "epochs": 2, "n_train": 1000, "n_test": 200, "eval_samples": 200}
@@ -248,16 +248,16 @@ def test_a_killed_process_pool_sweep_leaves_no_worker(tmp_path, sig):
 
 
 def test_failed_and_diverged_runs_are_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
-    import training.loop
+    import training.trainer.loop
 
-    real_train = training.loop.train
+    real_train = training.trainer.loop.train
 
     def flaky_train(cfg, out_dir=None, **kw):
         if cfg.init.gamma == 0.3:
             raise RuntimeError("simulated crash")
         return real_train(cfg, out_dir, **kw)
 
-    monkeypatch.setattr(training.loop, "train", flaky_train)
+    monkeypatch.setattr(training.trainer.loop, "train", flaky_train)
     # lr 1e8 without clipping makes the loss non-finite in the first epoch.
     spec = _spec({"gamma": [0.3, 0.8], "lr": [1e-3, 1e8]}, grad_clip=0.0)
     summary = run_sweep(spec, tmp_path, SweepOptions(progress=False))
@@ -269,7 +269,7 @@ def test_failed_and_diverged_runs_are_recorded_and_the_sweep_goes_on(tmp_path, m
     assert table.loc["gamma=0.8__lr=100000000.0", "status"] == "diverged"
     assert summary.count("failed") == 2 and summary.count("diverged") == 1
     # Next time the failed runs are retried; the diverged one is not.
-    monkeypatch.setattr(training.loop, "train", real_train)
+    monkeypatch.setattr(training.trainer.loop, "train", real_train)
     again = run_sweep(spec, tmp_path, SweepOptions(progress=False))
     assert set(again.skipped) == {"gamma=0.8__lr=0.001", "gamma=0.8__lr=100000000.0"}
     table = again.results.set_index("run")
@@ -342,17 +342,17 @@ def test_ray_missing_gives_install_hint(tmp_path, monkeypatch):
 
 
 def test_ensemble_backend_matches_one_by_one(tmp_path, monkeypatch):
-    from training.ensemble import ENSEMBLE_VARYING
+    from training.trainer.ensemble import ENSEMBLE_VARYING
     from training.launch.backends import ensemble_key
 
     spec = _spec({"gamma": [0.3, 0.8], "weight_decay": [0.0, 0.1], "n_layers": [1, 2]})
     keys = {ensemble_key(p.config) for p in spec.points()}
     assert len(keys) == 2 and {"gamma", "weight_decay", "seed"} <= ENSEMBLE_VARYING  # one ensemble per depth
-    import training.ensemble
+    import training.trainer.ensemble
 
     calls = []
-    real = training.ensemble.train_ensemble
-    monkeypatch.setattr(training.ensemble, "train_ensemble", lambda cfgs, dirs, **kw: calls.append(len(cfgs)) or real(cfgs, dirs, **kw))
+    real = training.trainer.ensemble.train_ensemble
+    monkeypatch.setattr(training.trainer.ensemble, "train_ensemble", lambda cfgs, dirs, **kw: calls.append(len(cfgs)) or real(cfgs, dirs, **kw))
     ens = run_sweep(spec, tmp_path / "e", SweepOptions(backend="ensemble", device="cpu", progress=False, ensemble_size=3)).results
     assert sorted(calls) == [1, 1, 3, 3]  # 2 shapes x 4 points, at most 3 at once
     one = run_sweep(spec, tmp_path / "one", SweepOptions(progress=False)).results
@@ -362,8 +362,8 @@ def test_ensemble_backend_matches_one_by_one(tmp_path, monkeypatch):
 
 
 def test_ensemble_backend_missing_gives_a_clear_error(tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "training.ensemble", None)
-    with pytest.raises(ValueError, match="training.ensemble.train_ensemble"):
+    monkeypatch.setitem(sys.modules, "training.trainer.ensemble", None)
+    with pytest.raises(ValueError, match="training.trainer.ensemble.train_ensemble"):
         run_sweep(_spec({"gamma": [0.5]}), tmp_path / "s", SweepOptions(backend="ensemble"))
     assert not (tmp_path / "s").exists()
 
@@ -454,7 +454,7 @@ def test_cli_presets_and_run_preset_override(capsys):
 
 
 def test_seeded_from_shifts_a_seed_grid_or_sets_the_base_seed():
-    from training.study import StudySpec
+    from training.studies.study import StudySpec
 
     grid = StudySpec(base={"preset": "tiny"}, grid={"gamma": [0.5, 0.8], "seed": [0, 1, 2]})
     shifted = grid.seeded_from(31)

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from training.cli import main
-from training.study import StudySpec
-from training.sweep import RESULTS_FILE, SPEC_FILE, SweepOptions, check_sweep_folder, load_results, run_sweep
+from training.studies.study import StudySpec
+from training.studies.sweep import RESULTS_FILE, SPEC_FILE, SweepOptions, check_sweep_folder, load_results, run_sweep
 
 TINY = {"preset": "tiny", "task": "symmetric", "epochs": 1, "n_train": 256, "n_test": 64, "eval_samples": 64}
 

@@ -17,7 +17,7 @@ package is the only one that imports click.  The ``train``
 command has one flag per run-config field (``--d-model``, ``--weight-decay``, ...), named
 like a sweep spec's keys (with underscores), its help and choices read from the config
 dataclasses' fields (:data:`FIELDS`, :mod:`training.options`).  SIGTERM, SIGINT and
-SIGHUP end a command cleanly (:mod:`training.signals`).  The modules imported at the top (the configs, the
+SIGHUP end a command cleanly (:mod:`training.launch.signals`).  The modules imported at the top (the configs, the
 task definitions, the sweep spec, the report's and phase diagrams' choices) import
 neither torch nor TransformerLens, so ``--help`` is fast; every module that needs torch
 is imported inside the command that uses it.  Without ``--preset``, ``train`` and
@@ -37,14 +37,14 @@ import interp_init
 from training.cli.flags import PRESET_CHOICES, carry_option, config_options, parse_carry, run_options, slurm_options
 from training.config import PRECISIONS
 from training.options import check_device, default_preset, one_line, parse_workers
-from training.phase.names import FIGURE_NAMES, ID_THRESHOLD, LOSS_THRESHOLD, OOD_THRESHOLD, PAIR_ACC_THRESHOLD
-from training.population import VARY
-from training.recipe import carry_recipe, recipe_table, train_epilog
-from training.regimes import REGIMES, REPRODUCE_TASKS
-from training.report.config import IMAGE_FORMATS, PROJECTIONS, ReportConfig
-from training.selection import PROTOCOLS
-from training.signals import Stopped, ignore_stopping, signals_raise
-from training.sweep.spec import BACKENDS
+from training.studies.phase.names import FIGURE_NAMES, ID_THRESHOLD, LOSS_THRESHOLD, OOD_THRESHOLD, PAIR_ACC_THRESHOLD
+from training.studies.population import VARY
+from training.studies.recipe import carry_recipe, recipe_table, train_epilog
+from training.studies.regimes import REGIMES, REPRODUCE_TASKS
+from training.studies.report.config import IMAGE_FORMATS, PROJECTIONS, ReportConfig
+from training.studies.selection import PROTOCOLS
+from training.launch.signals import Stopped, ignore_stopping, signals_raise
+from training.studies.sweep.spec import BACKENDS
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -87,8 +87,8 @@ def train_command(
     if show_recipe:
         click.echo(recipe_table(cfg, paper_gamma=paper_gamma))
         return
-    from training.loop import train
-    from training.records import RunRecord
+    from training.trainer.loop import train
+    from training.studies.records import RunRecord
 
     assert out is not None
     train(cfg, out, device=device, progress=not quiet)
@@ -140,7 +140,7 @@ def reproduce_command(
     the population in OUT/summary.json.  A rerun resumes.
     """
     from training.launch.slurm_options import slurm_options_from
-    from training.reproduce import reproduction_spec, run_reproduction_cli
+    from training.studies.reproduce import reproduction_spec, run_reproduction_cli
 
     if backend not in ("ray", "slurm") or (backend == "ray" and address is None):  # a cluster's devices are not this machine's
         check_device(device)
@@ -189,8 +189,8 @@ def sweep_command(
     """
     from pathlib import Path
 
-    from training.study import StudySpec
-    from training.sweep.spec import SweepOptions, check_sweep_folder, load_preset, preset_names
+    from training.studies.study import StudySpec
+    from training.studies.sweep.spec import SweepOptions, check_sweep_folder, load_preset, preset_names
 
     if list_presets:
         for name in preset_names():
@@ -204,7 +204,7 @@ def sweep_command(
     points = sweep_spec.points(source=spec or f"preset {preset_name!r}")
     if dry_run:
         if out is not None:
-            from training.sweep.runner import check_sweep_out
+            from training.studies.sweep.runner import check_sweep_out
 
             check_sweep_out(out)
             check_sweep_folder(sweep_spec, out, extend=extend)
@@ -215,8 +215,8 @@ def sweep_command(
     if out is None:
         raise ValueError("--out DIR is required (the sweep folder)")
     from training.launch.slurm_options import slurm_options_from
-    from training.sweep.results import RESULTS_FILE, problem_summary
-    from training.sweep.runner import run_sweep
+    from training.studies.sweep.results import RESULTS_FILE, problem_summary
+    from training.studies.sweep.runner import run_sweep
 
     if backend not in ("ray", "slurm") or (backend == "ray" and address is None):  # a cluster's devices are not this machine's
         check_device(device)
@@ -262,7 +262,7 @@ def phase_diagram_command(
     Exits with code 1, after the figures and a line saying how many, when any run of the
     sweep failed, diverged or is missing; a folder it refuses gets nothing written.
     """
-    from training.phase import phase_diagrams
+    from training.studies.phase import phase_diagrams
 
     thresholds = dict(id_threshold=id_threshold, ood_threshold=ood_threshold, loss_threshold=loss_threshold, pair_threshold=pair_threshold)
     done = phase_diagrams(sweep_dir, out, figure_names, **thresholds, protocol=protocol)
@@ -291,10 +291,10 @@ def report_command(run_dirs: tuple[str, ...], out: str, per_pair: int, projectio
     not complete (failed, diverged, or unfinished).
     """
     from interp_init.runfolder import RunFolder
-    from training.report.images import StaticExportUnavailable
-    from training.report.page import write_report
-    from training.report.runs import find_run_dirs
-    from training.sweep.results import problem_summary
+    from training.studies.report.images import StaticExportUnavailable
+    from training.studies.report.page import write_report
+    from training.studies.report.runs import find_run_dirs
+    from training.studies.sweep.results import problem_summary
 
     config = ReportConfig(per_pair=per_pair, projection=projection, seed=seed, device=device, title=title)
     check_device(device)
@@ -336,7 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(args: list[str]) -> int:
     code: int | None = None  # set once the command has finished
     try:
-        # SIGTERM, SIGINT and SIGHUP raise (training.signals): locks, temporary files and
+        # SIGTERM, SIGINT and SIGHUP raise (training.launch.signals): locks, temporary files and
         # worker processes are cleaned up, then one line and the exit code 128 + signal.
         with signals_raise():
             rv = cli.main(args=args, prog_name="interp-init", standalone_mode=False, obj={"argv": args})
@@ -359,7 +359,7 @@ def _main(args: list[str]) -> int:
         click.echo(f"interp-init: error: {one_line(exc)}", err=True)
         return 2
     except (RuntimeError, MemoryError) as exc:
-        from training.preflight import out_of_memory_message
+        from training.trainer.preflight import out_of_memory_message
 
         message = out_of_memory_message(exc)
         if message is None:

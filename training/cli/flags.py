@@ -12,7 +12,7 @@ from interp_init.tasks.base import DEFAULT_TASK
 from interp_init.tasks.registry import registered_tasks
 from training.config import PRESETS
 from training.options import FIELDS
-from training.recipe import CARRY_HELP, DEFAULT_HOLD, check_hold
+from training.studies.recipe import CARRY_HELP, DEFAULT_HOLD, check_hold
 
 #: The registered tasks and the run presets, as the options list them (a task of one's own
 #: is given as package.module:ClassName).
@@ -84,7 +84,7 @@ def slurm_options(func: Any) -> Any:
 
 
 def carry_option(func: Any) -> Any:
-    """``--carry-recipe [QUANTITIES]`` (train and reproduce; training/recipe.py)."""
+    """``--carry-recipe [QUANTITIES]`` (train and reproduce; training/studies/recipe.py)."""
     default = ",".join(h.replace("_", "-") for h in DEFAULT_HOLD)
     return click.option("--carry-recipe", "carry", is_flag=False, flag_value=default, default=None, metavar="[QUANTITIES]", help=CARRY_HELP)(func)
 

@@ -66,11 +66,11 @@ class PoolLauncher(Launcher):
 
 def ensemble_key(cfg: RunConfig, run_dir: str | Path | None = None) -> tuple:
     """Jobs with equal keys can be trained together by the ensemble launcher: they agree on
-    every option outside ``training.ensemble.ENSEMBLE_VARYING`` (the init, the lr schedule,
+    every option outside ``training.trainer.ensemble.ENSEMBLE_VARYING`` (the init, the lr schedule,
     weight decay, clipping and the seeds may differ) and, when ``run_dir`` holds an
     interrupted run, on the epoch it resumes from."""
-    from training.ensemble import ENSEMBLE_VARYING
-    from training.records import resume_epoch
+    from training.trainer.ensemble import ENSEMBLE_VARYING
+    from training.studies.records import resume_epoch
 
     fixed = tuple(sorted((k, v) for k, v in cfg.flat().items() if k not in ENSEMBLE_VARYING))
     return (*fixed, ("resume_epoch", 0 if run_dir is None else resume_epoch(run_dir)))
@@ -80,7 +80,7 @@ def ensemble_key(cfg: RunConfig, run_dir: str | Path | None = None) -> tuple:
 @dataclass
 class EnsembleLauncher(Launcher):
     """Same-shape jobs (:func:`ensemble_key`) trained together by
-    :func:`training.ensemble.train_ensemble`, at most ``ensemble_size`` at once (None: all);
+    :func:`training.trainer.ensemble.train_ensemble`, at most ``ensemble_size`` at once (None: all);
     a group that raises fails each of its runs."""
 
     name: ClassVar[str] = "ensemble"
@@ -91,12 +91,12 @@ class EnsembleLauncher(Launcher):
     def __post_init__(self) -> None:
         check_count("ensemble_size", self.ensemble_size)
         try:  # refused before anything is written when the ensemble trainer is missing
-            from training.ensemble import train_ensemble  # noqa: F401
+            from training.trainer.ensemble import train_ensemble  # noqa: F401
         except ImportError as err:
-            raise ValueError("the ensemble backend needs training.ensemble.train_ensemble, which this install does not have; use another --backend") from err
+            raise ValueError("the ensemble backend needs training.trainer.ensemble.train_ensemble, which this install does not have; use another --backend") from err
 
     def launch(self, jobs: Sequence[Job]) -> list[JobReturn]:
-        from training.ensemble import train_ensemble
+        from training.trainer.ensemble import train_ensemble
         returns: dict[str, JobReturn] = {}
         groups: dict[Any, list[Job]] = {}
         for job in jobs:

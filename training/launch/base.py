@@ -69,7 +69,7 @@ def failed(job: Job, err: BaseException, tb: str | None = None) -> JobReturn:
 def finished(job: Job, status: str, model: Any) -> JobReturn:
     """A job that trained to its end: its ``error.txt`` from an earlier try removed, its
     stable ranks cached from the model just trained (the results table reads them)."""
-    from training.records import record_stable_ranks
+    from training.studies.records import record_stable_ranks
 
     RunFolder(job.run_dir).error_path.unlink(missing_ok=True)
     if status in FINISHED_STATUSES:
@@ -82,7 +82,7 @@ def train_job(job: Job, device: str = "auto", threads: int | None = None, deadli
     raises for a failed run.  ``threads``: torch threads while it trains (restored after)."""
     import torch
 
-    from training.loop import train
+    from training.trainer.loop import train
 
     previous = torch.get_num_threads()
     if threads is not None:

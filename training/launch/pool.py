@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from training.signals import Terminated, signals_raise
+from training.launch.signals import Terminated, signals_raise
 
 #: How often a pool worker checks that the sweep process that started it is still alive.
 PARENT_POLL_S = 0.5

@@ -12,7 +12,7 @@ population, the GPU suite) and:
 * **submits the rest as one job array** (``--array=0-N%P``, ``P`` =
   :attr:`SlurmOptions.array_parallelism`), one run per array task (or, with
   :attr:`SlurmOptions.ensemble_size`, groups of same-shape runs trained together by
-  ``training.ensemble.train_ensemble``: the GPU's way);
+  ``training.trainer.ensemble.train_ensemble``: the GPU's way);
 * **trains in chunks**: each job trains with a deadline
   (:func:`training.launch.base.train_job`'s) twice the signal delay before its time limit
   (the time left read from Slurm), or :attr:`SlurmOptions.chunk_seconds` after it started.  The run checkpoints
@@ -146,7 +146,7 @@ def train_group(jobs: Sequence[Job], device: str, threads: int, deadline: float 
         return [train_job(j, device, threads, deadline) for j in jobs]
     import traceback
 
-    from training.ensemble import train_ensemble
+    from training.trainer.ensemble import train_ensemble
 
     try:
         train_ensemble([j.config for j in todo], [j.run_dir for j in todo], device=device, progress=False, deadline=deadline)

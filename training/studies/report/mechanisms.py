@@ -1,0 +1,240 @@
+"""The report's sections on how each model computes its answer, from its activations:
+attention patterns and information flow on the NeurIPS paper's Fig. 3 input, the
+journal's key-token and second-anchor masking, and the NeurIPS paper's cosine-similarity
+heatmaps of layer 1 (layers numbered from 0, as TransformerLens does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+from torch import Tensor
+
+from probes.anchors import candidate_labelings, mask_key, mask_second_anchor
+from probes.flow import attention_patterns, information_flow, plot_flow, top_paths
+from probes.masking import cluster_scores, plot_projection, project
+from probes.similarity import (
+    SimilarityResult,
+    block_score,
+    cosine_similarity_matrix,
+    equal_mask,
+    input_grid,
+    plot_similarity,
+    residual_similarity,
+    value_similarity,
+)
+from training.studies.report.cells import Cell, Context, NotApplicable, Section, compact, html_table, measured, per_run
+from training.studies.report.inline import circuitsvis_view
+from training.studies.report.runs import Run, token_labels
+
+# ------------------------------------------------------------ attention and information flow
+
+
+def _patterns(run: Run, ctx: Context) -> Tensor:
+    """``[layer, head, query, source]`` attention of ``run`` on the sample input."""
+    assert run.model is not None
+    return ctx.cached(("attention", run.name), lambda: attention_patterns(run.model, ctx.sample(run).tokens)[:, 0])
+
+
+def _anchors_on_key(run: Run, ctx: Context) -> str:
+    """Layer 0's attention of a1 and of a2 on the key (the largest over heads)."""
+    patterns, p = _patterns(run, ctx), int(ctx.sample(run).key_positions[0])
+    return f"{float(patterns[0, :, p + 1, p].max()):.2f} / {float(patterns[0, :, p + 2, p].max()):.2f}"
+
+
+def attention_heads_view(run: Run, ctx: Context) -> Cell:
+    sample = ctx.sample(run)
+    patterns = _patterns(run, ctx)
+    n_layers, n_heads = patterns.shape[:2]
+    view = circuitsvis_view(
+        "AttentionHeads",
+        attention=patterns.reshape(n_layers * n_heads, *patterns.shape[2:]).float(),
+        tokens=token_labels(sample),
+        attentionHeadNames=[f"L{layer}H{head}" for layer in range(n_layers) for head in range(n_heads)],
+        maskUpperTri=True,
+    )
+    pair = sample.anchor_pairs[0].tolist()
+    return Cell(html=view, note=f"the NeurIPS Fig. 3 input (pair ({pair[0]},{pair[1]})); heads L(layer)H(head); each row (query) attends to the columns (sources)")
+
+
+def section_attention(ctx: Context) -> Section:
+    sentence = (
+        "Attention patterns of every layer and head on the NeurIPS paper's sample input 35 63 99 4 3 38 42 36 62 (key 99, held-out pair (4,3)), "
+        "drawn with circuitsvis: the attention matrices that NeurIPS 2024 Fig. 3a/3c read as information flow. There the inferential "
+        "model (small init) moves the key onto each anchor in layer 0 (a1 and a2 attend to x), the symmetric one (large init) fuses the anchors at the last position."
+    ) + measured(ctx, "layer 0's attention of a1 / a2 on the key x (largest over heads)", lambda run: _anchors_on_key(run, ctx))
+    return Section("attention", "Attention patterns", sentence, per_run(ctx, attention_heads_view))
+
+
+def _flow(run: Run, ctx: Context) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The information-flow edges of ``run`` on the sample input, and its top 5 paths into the last position."""
+    assert run.model is not None
+
+    def make() -> tuple[pd.DataFrame, pd.DataFrame]:
+        edges = information_flow(run.model, ctx.sample(run).tokens)
+        return edges, top_paths(edges, threshold=0.05, top=5)
+
+    return ctx.cached(("flow", run.name), make)
+
+
+def _top_path(run: Run, ctx: Context) -> str | None:
+    paths, labels = _flow(run, ctx)[1], token_labels(ctx.sample(run))
+    if paths.empty:
+        return None
+    return f"{' -> '.join(labels[p] for p in paths['path'].iloc[0])} ({paths['score'].iloc[0]:.2f})"
+
+
+def flow_cell(run: Run, ctx: Context) -> Cell:
+    labels = token_labels(ctx.sample(run))
+    edges, paths = _flow(run, ctx)
+    fig = plot_flow(edges, labels=labels, paths=paths, min_weight=0.05, n_highlight=3, title=None)
+    fig.update_layout(legend=dict(orientation="h", y=-0.25, font=dict(size=9)))
+    table = pd.DataFrame(
+        {
+            "rank": paths["rank"],
+            "path": [" -> ".join(labels[p] for p in path) for path in paths["path"]],
+            "score": paths["score"],
+        }
+    )
+    return Cell(figure=compact(fig, 420), html=html_table(table), height=420)
+
+
+def section_flow(ctx: Context) -> Section:
+    sentence = (
+        "The attention of each layer on that same input as edges from source to query position (line width = attention, "
+        "heads summed, edges below 0.05 hidden), with the top paths into the last position ranked by the product of their "
+        "weights: NeurIPS 2024 Fig. 3a (symmetric, large init: the anchors fuse at the last position) vs 3c (inferential, small init: the key moves onto each anchor first)."
+    ) + measured(ctx, "the top path (its score)", lambda run: _top_path(run, ctx))
+    return Section("flow", "Information flow", sentence, per_run(ctx, flow_cell))
+
+
+# ------------------------------------------------------------------------------ masking
+
+
+def _masked(run: Run, ctx: Context, kind: str) -> dict[str, Any]:
+    """Key-token (``kind="key"``) or second-anchor masking of ``run`` on the balanced inputs:
+    the last block's outputs at the last position, their labels and cluster scores (and, for
+    the second anchor, the block score of equal g(x; a1))."""
+    assert run.model is not None
+
+    def make() -> dict[str, Any]:
+        data = ctx.balanced(run)
+        masked = (mask_key if kind == "key" else mask_second_anchor)(run.model, data)
+        vectors = masked.last_position(f"blocks.{run.model.cfg.n_layers - 1}.hook_resid_post")
+        labels = candidate_labelings(data)
+        columns = ("ordered_pair", "unordered_pair", "composite_shift") if kind == "key" else ("ordered_pair", "first_anchor", "single_anchor_target")
+        scores = cluster_scores(vectors, labels, columns=columns, method="agglomerative", seed=ctx.config.seed)
+        block = None if kind == "key" else block_score(cosine_similarity_matrix(vectors), equal_mask(labels["single_anchor_target"].tolist()))
+        return {"vectors": vectors, "labels": labels, "scores": scores, "block": block}
+
+    return ctx.cached(("masking", kind, run.name), make)
+
+
+def _ari(run: Run, ctx: Context, *labelings: str) -> str:
+    ari = _masked(run, ctx, "key")["scores"].set_index("labeling")["ari"]
+    return " / ".join(f"{ari[name]:.2f}" for name in labelings)
+
+
+def masking_cell(kind: str) -> Callable[[Run, Context], Cell]:
+    """The cell builder of key-token (``kind="key"``) or second-anchor masking."""
+
+    def build(run: Run, ctx: Context) -> Cell:
+        result = _masked(run, ctx, kind)
+        n = len(result["labels"])
+        colour = "ordered_pair" if kind == "key" else "first_anchor"
+        frame = project(result["vectors"], method=ctx.config.projection, perplexity=min(12.0, n - 1.0), seed=ctx.config.seed, labels=result["labels"])
+        fig = plot_projection(frame, color=colour, title=None)
+        # the pairs' legend in rows under the plot, so that it does not squeeze the plot
+        fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.2, x=0, font=dict(size=10), entrywidth=44, title=dict(text=colour.replace("_", " "), side="top left")))
+        note = ""
+        if kind != "key":
+            note = f"block score of equal g(x; a1) in the cosine similarity of these outputs (journal Fig. 4D): {result['block']:.3f}"
+        return Cell(figure=compact(fig, 460), html=html_table(result["scores"].drop(columns=["method"])), note=note, height=460)
+
+    return build
+
+
+def section_key_masking(ctx: Context) -> Section:
+    sentence = (
+        f"Last-block outputs at the last position with the key token masked after the softmax, projected to 2-D ({ctx.config.projection}), "
+        "one colour per anchor pair, with how well ordered pairs, unordered (symmetric) pairs and composite shifts explain the clusters "
+        "(adjusted Rand index, silhouette): the journal's Fig. 4C, where the symmetric pairs (a,b) and (b,a) merge in Phase 2 with good commutativity "
+        "(at an init between Phase 1's large init and Phase 3's small init) "
+        "(a higher adjusted Rand index for the unordered pairs than for the ordered ones)."
+    ) + measured(ctx, "the adjusted Rand index of the unordered / ordered pairs", lambda run: _ari(run, ctx, "unordered_pair", "ordered_pair"))
+    return Section("key-masking", "Key-token masking", sentence, per_run(ctx, masking_cell("key")))
+
+
+def section_second_anchor_masking(ctx: Context) -> Section:
+    sentence = (
+        f"Last-block outputs with the second anchor masked, projected to 2-D ({ctx.config.projection}) and coloured by the first anchor, "
+        "with cluster scores and the block score of equal g(x; a1) = x + s(a1) in their cosine similarity: what key and first anchor "
+        "alone produce, the journal's Fig. 4B/4D, where small init with weight decay (Phase 3) computes the single-anchor step "
+        "(a high block score) and large init (Phases 1 and 2) does not."
+    ) + measured(ctx, "the block score of equal g(x; a1)", lambda run: f"{_masked(run, ctx, 'second')['block']:.3f}")
+    return Section("second-anchor-masking", "Second-anchor masking", sentence, per_run(ctx, masking_cell("second")))
+
+
+# ------------------------------------------------------------------- similarity heatmaps
+
+#: Inputs of the similarity heatmaps: keys x pairs, with targets that coincide across cells.
+SIMILARITY_KEYS = tuple(range(30, 42))
+RESIDUAL_PAIRS = ((1, 2), (2, 1), (1, 3), (3, 4), (4, 3), (2, 4))
+VALUE_PAIRS = ((1, 3), (2, 3), (3, 3), (4, 3))
+
+
+def _similarity(run: Run, ctx: Context, kind: str) -> SimilarityResult:
+    """Layer 1's residual-stream (``kind="residual"``) or value-vector similarity of ``run``."""
+    assert run.model is not None
+    if run.model.cfg.n_layers < 2:
+        raise NotApplicable(f"not applicable: the model has {run.model.cfg.n_layers} layer; this probe reads layer 1 (the second)")
+
+    def make() -> SimilarityResult:
+        pairs = RESIDUAL_PAIRS if kind == "residual" else VALUE_PAIRS
+        grid = input_grid(keys=SIMILARITY_KEYS, pairs=list(pairs), seed=ctx.config.seed).to(ctx.config.device)
+        return (residual_similarity if kind == "residual" else value_similarity)(run.model, grid, layer=1)
+
+    return ctx.cached(("similarity", kind, run.name), make)
+
+
+def _similarity_cell(kind: str) -> Callable[[Run, Context], Cell]:
+    def build(run: Run, ctx: Context) -> Cell:
+        result = _similarity(run, ctx, kind)
+        fig = plot_similarity(result, title=f"block score {result.score:.3f}")
+        fig.update_traces(marker=dict(size=4), selector=dict(type="scatter"))
+        labels = list(fig.data[0].x)
+        pairs = list(zip(result.inputs["a1"], result.inputs["a2"], strict=True))
+        starts = [i for i in range(len(pairs)) if i == 0 or pairs[i] != pairs[i - 1]]  # pair-major: one tick per pair block
+        ticks = dict(showticklabels=True, tickmode="array", tickvals=[labels[i] for i in starts], ticktext=[f"({pairs[i][0]},{pairs[i][1]})" for i in starts], tickfont=dict(size=10))
+        keys = f"keys {SIMILARITY_KEYS[0]}..{SIMILARITY_KEYS[-1]} within each pair"
+        fig.update_layout(
+            showlegend=False,
+            xaxis=dict(**ticks, title=dict(text=keys, font=dict(size=11)), constrain="domain"),
+            yaxis=dict(**ticks, scaleanchor="x", scaleratio=1, constrain="domain"),
+        )
+        return Cell(figure=compact(fig, 440, title=f"block score {result.score:.3f}"), height=440)
+
+    return build
+
+
+def section_residual_similarity(ctx: Context) -> Section:
+    keys = f"{SIMILARITY_KEYS[0]}..{SIMILARITY_KEYS[-1]}"
+    sentence = (
+        f"Cosine similarity of the last position's residual stream after layer 1's attention (layers numbered from 0, as TransformerLens does) across inputs with keys {keys} "
+        f"and pairs {', '.join(f'({a},{b})' for a, b in RESIDUAL_PAIRS)} (pair-major), equal-target cells outlined, with the block score "
+        "(mean similarity of equal-target cells minus the others): NeurIPS 2024 Fig. 4a (inferential, small init) / 4b (symmetric, large init), "
+        "with clearer equal-target blocks (a higher block score) in the inferential model."
+    ) + measured(ctx, "the block score", lambda run: f"{_similarity(run, ctx, 'residual').score:.3f}")
+    return Section("residual-similarity", "Similarity: residual stream after layer 1's attention", sentence, per_run(ctx, _similarity_cell("residual")))
+
+
+def section_value_similarity(ctx: Context) -> Section:
+    sentence = (
+        "Cosine similarity of layer 1's value vectors at the first anchor's position across (key, first anchor), "
+        "cells with equal g(x; a1) = x + s(a1) outlined, with the block score: NeurIPS 2024 Fig. 4c, where the inferential model "
+        "(small init) computes the single-anchor step (a high block score), which the symmetric solution of large init does not need; "
+        "the journal's Fig. 4D shows the same on second-anchor-masked outputs."
+    ) + measured(ctx, "the block score", lambda run: f"{_similarity(run, ctx, 'value').score:.3f}")
+    return Section("value-similarity", "Similarity: layer 1's value vectors", sentence, per_run(ctx, _similarity_cell("value")))

@@ -1,0 +1,269 @@
+"""The report's page: every section run on the runs and assembled into one offline HTML file.
+
+:func:`write_report` loads the run folders, runs each section of :data:`SECTIONS` (with
+at most :attr:`~training.studies.report.config.ReportConfig.threads` threads:
+:func:`limited_threads`) and writes the page that :func:`build_page` assembles: a table
+of the runs, then one ``<section>`` per builder, its cells side by side.  plotly.js and
+circuitsvis' bundle are inlined once in the head (:mod:`training.studies.report.inline`), so the
+page makes no request to any network address; with ``images`` every figure is also
+written as a static image (:mod:`training.studies.report.images`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import plotly.graph_objects as go
+import torch
+
+from interp_init.outputs import check_output_file, write_page
+from training.studies.report.cells import Cell, Context, NotApplicable, Section
+from training.studies.report.config import IMAGE_FORMATS, ReportConfig
+from training.studies.report.images import slug, write_images
+from training.studies.report.inline import circuitsvis_bundle, plotly_script
+from training.studies.report.mechanisms import (
+    section_attention,
+    section_flow,
+    section_key_masking,
+    section_residual_similarity,
+    section_second_anchor_masking,
+    section_value_similarity,
+)
+from training.studies.report.outcomes import section_accuracies, section_curves, section_verdict
+from training.studies.recipe import recipe_columns
+from training.studies.report.race import section_race
+from training.studies.report.runs import Run, load_runs
+from training.studies.report.weights import section_condensation, section_eigenvalues, section_embedding, section_spectra, section_stable_ranks
+
+#: The page's sections, in order: what each run learned, how it computes it, and its weights.
+SECTIONS: tuple[Callable[[Context], Section], ...] = (
+    section_verdict,
+    section_curves,
+    section_race,
+    section_accuracies,
+    section_attention,
+    section_flow,
+    section_key_masking,
+    section_second_anchor_masking,
+    section_residual_similarity,
+    section_value_similarity,
+    section_condensation,
+    section_embedding,
+    section_eigenvalues,
+    section_stable_ranks,
+    section_spectra,
+)
+
+#: plotly.js options of every figure: a short mode bar (download as PNG, zoom, pan, reset)
+#: that shows only while the pointer is over the figure, so that it never sits on the
+#: titles of narrow side-by-side figures.
+PLOTLY_CONFIG = {
+    "displayModeBar": "hover",
+    "displaylogo": False,
+    "responsive": True,
+    "modeBarButtonsToRemove": ["select2d", "lasso2d", "zoomIn2d", "zoomOut2d", "autoScale2d", "toggleSpikelines", "hoverClosestCartesian", "hoverCompareCartesian"],
+}
+
+_STYLE = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px; color: #222; background: #fff; }
+h1 { font-size: 1.6em; margin-bottom: 0.2em; }
+h2 { font-size: 1.25em; border-bottom: 1px solid #ddd; padding-bottom: 4px; margin-top: 2em; }
+h3 { font-size: 0.95em; margin: 0 0 6px 0; color: #444; overflow-wrap: anywhere; }
+p.what { color: #444; max-width: 70em; }
+nav a { margin-right: 1em; }
+.grid { display: grid; gap: 16px; grid-template-columns: repeat(var(--wide, 1), minmax(0, 1fr)); }
+@media (max-width: 1250px) { .grid { grid-template-columns: repeat(var(--medium, 1), minmax(0, 1fr)); } }
+@media (max-width: 760px) { .grid { grid-template-columns: minmax(0, 1fr); } }
+.table-wrap { overflow-x: auto; max-width: 100%; }
+.cell { border: 1px solid #e4e4e4; border-radius: 6px; padding: 8px; min-width: 0; overflow-x: auto; }
+.note { color: #775; font-style: italic; font-size: 0.9em; }
+table.scores, table.runs { border-collapse: collapse; font-size: 0.85em; margin: 6px 0; }
+table.scores th, table.scores td, table.runs th, table.runs td { border-bottom: 1px solid #eee; padding: 2px 8px; text-align: right; white-space: nowrap; }
+/* long text (run names, the verdict's evidence) wraps between words, never inside one */
+table.scores td:first-child, table.runs td:first-child, #verdict table.scores td, #verdict table.scores th { white-space: normal; overflow-wrap: normal; word-break: normal; text-align: left; }
+table.runs td:first-child { min-width: 14em; }
+table.scores th:first-child, table.runs th:first-child { text-align: left; }
+p.verdict { font-weight: 600; }
+/* circuitsvis' head selector sizes each head's tile to 1/12 of its container, narrower
+   than the tile's label ("L0H0") in a side-by-side cell: fixed tiles that wrap instead */
+.circuitsvis-view h3:first-child + div { margin-left: 0 !important; margin-right: 0 !important; }
+.circuitsvis-view h3:first-child + div > div { flex: 0 0 64px !important; width: 64px !important; max-width: 64px !important; }
+.meta { color: #666; font-size: 0.85em; }
+"""
+
+
+@dataclass
+class Page:
+    """The report's HTML and its figures by name (for :func:`write_images`)."""
+
+    html: str
+    figures: dict[str, go.Figure]
+
+
+def svg_only(fig: go.Figure) -> go.Figure:
+    """``fig`` with any WebGL ``scattergl`` trace (plotly express picks it past 1000 points)
+    redrawn as an SVG ``scatter``: WebGL needs a GPU or a software fallback that headless
+    and locked-down browsers may refuse, SVG draws everywhere."""
+    if not any(trace.type == "scattergl" for trace in fig.data):
+        return fig
+    traces = [
+        go.Scatter({k: v for k, v in trace.to_plotly_json().items() if k != "type"}, skip_invalid=True) if trace.type == "scattergl" else trace
+        for trace in fig.data
+    ]
+    return go.Figure(data=traces, layout=fig.layout)
+
+
+def _relative(path: Path, start: str | Path | None) -> str:
+    """``path`` relative to ``start`` (default the working directory), as the page shows it;
+    the absolute path where there is no relative one (another drive on Windows)."""
+    try:
+        return os.path.relpath(Path(path).resolve(), Path(start or ".").resolve())
+    except ValueError:  # pragma: no cover - Windows, another drive
+        return str(path)
+
+
+#: Pixels above every figure's plot area and title kept free for plotly's mode bar, which
+#: browsers without hover (touch screens, headless) show at all times.
+MODEBAR_ROOM = 28
+
+
+def _room_for_modebar(fig: go.Figure) -> go.Figure:
+    """``fig`` with its top margin grown by :data:`MODEBAR_ROOM` and its title placed just
+    above the plot area, so that the mode bar (top right) never sits on a title."""
+    top = fig.layout.margin.t
+    fig.update_layout(margin=dict(t=(80 if top is None else top) + MODEBAR_ROOM))
+    if fig.layout.title.text:
+        fig.update_layout(title=dict(yref="paper", y=1, yanchor="bottom", pad=dict(b=8)))
+    return fig
+
+
+def build_page(runs: list[Run], config: ReportConfig, out_dir: str | Path | None = None) -> Page:
+    """Run every section on ``runs`` and assemble the page; the run table shows each run's
+    folder relative to ``out_dir`` (the report's folder; default the working directory)."""
+    ctx = Context(runs, config)
+    sections = []
+    # the sections the runs' tasks have (Task.report_sections); the others show why they are empty
+    wanted = {key for run in runs for key in run.task.report_sections}
+    known = {*wanted, *ctx.known_sections()}
+    for builder in SECTIONS:
+        t0 = time.perf_counter()
+        try:
+            ctx.section = builder.__name__.removeprefix("section_")
+            if ctx.section in known and ctx.section not in wanted:
+                raise NotApplicable(f"not a section of the task(s) {sorted({r.record.config.data.task for r in runs})}")
+            section = builder(ctx)
+        except NotApplicable as reason:
+            doc = (builder.__doc__ or builder.__name__).strip().splitlines()[0]
+            section = Section(ctx.section, doc, "", [Cell(note=str(reason))], combined=True)
+        section.seconds = time.perf_counter() - t0
+        sections.append(section)
+
+    figures: dict[str, go.Figure] = {}
+    body: list[str] = []
+    uses_circuitsvis = False
+    n = len(runs)
+    for section in sections:
+        cells_html = []
+        names = ["all runs"] if section.combined else [r.name for r in runs]
+        for name, cell in zip(names, section.cells, strict=True):
+            parts = [] if section.combined else [f"<h3>{html.escape(name)}</h3>"]
+            if cell.figure is not None:
+                cell.figure = _room_for_modebar(svg_only(cell.figure))
+                fig_name = section.key if section.combined else f"{section.key}-{slug(name)}"
+                figures[fig_name] = cell.figure
+                parts.append(cell.figure.to_html(full_html=False, include_plotlyjs=False, div_id=f"fig-{fig_name}", default_width="100%",
+                                                 default_height=f"{cell.height}px", config=PLOTLY_CONFIG))  # fmt: skip
+            if cell.html:
+                uses_circuitsvis |= "CircuitsVis.render(" in cell.html
+                parts.append(cell.html)
+            if cell.note:
+                parts.append(f'<p class="note">{html.escape(cell.note)}</p>')
+            cells_html.append(f'<div class="cell">{"".join(parts)}</div>')
+        # a fixed number of columns (plotly sizes a figure once, as the page is parsed): every
+        # run side by side on a wide window (at most 4), 2 on a medium one, 1 on a narrow one
+        columns = 1 if section.combined else n
+        style = f"--wide: {min(columns, 4)}; --medium: {min(columns, 2)};"
+        body.append(
+            f'<section id="{section.key}"><h2>{html.escape(section.title)}</h2>'
+            f'<p class="what">{html.escape(section.sentence)}</p>'
+            f'<div class="grid" style="{style}">{"".join(cells_html)}</div></section>'
+        )
+
+    runs_table = pd.DataFrame([
+        {"run": r.name, "folder": _relative(r.record.path, out_dir), "task": r.record.config.data.task, "gamma": r.record.config.init.gamma,
+         "weight decay": r.record.config.train.weight_decay, "lr": r.record.config.train.lr, "d_model": r.record.config.model.d_model,
+         "layers": r.record.config.model.n_layers, "heads": r.record.config.model.n_heads, "seed": r.record.config.seed, **recipe_columns(r.record.config), "status": r.status}
+        for r in runs
+    ]).to_html(index=False, border=0, classes="runs")  # fmt: skip
+    nav = "".join(f'<a href="#{s.key}">{html.escape(s.title)}</a>' for s in sections)
+    scripts = [plotly_script()]
+    if uses_circuitsvis:
+        scripts.append(f"<script>/* circuitsvis bundle, inlined once */\n{circuitsvis_bundle()}\n</script>")
+    timing = ", ".join(f"{s.key} {s.seconds:.1f}s" for s in sections)
+    page = f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{html.escape(config.title)}</title>
+<style>{_STYLE}</style>
+{"".join(scripts)}
+</head>
+<body>
+<h1>{html.escape(config.title)}</h1>
+<p class="meta">{n} run(s); probes on {config.per_pair} inputs per anchor pair (seed {config.seed}), projection {config.projection}. Section times: {html.escape(timing)}.</p>
+<div class="table-wrap">{runs_table}</div>
+<nav>{nav}</nav>
+{"".join(body)}
+</body>
+</html>
+"""
+    return Page(page, figures)
+
+
+@contextlib.contextmanager
+def limited_threads(threads: int | None) -> Iterator[None]:
+    """Run the block with at most ``threads`` torch, BLAS and OpenMP threads (``None``:
+    unchanged), then restore the previous settings."""
+    if threads is None:
+        yield
+        return
+    from threadpoolctl import threadpool_limits  # scikit-learn's dependency
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with threadpool_limits(limits=threads):
+            yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def write_report(
+    run_dirs: Iterable[str | Path], out_path: str | Path, config: ReportConfig | None = None, *, images: str | Path | None = None,
+    image_format: str = "png"
+) -> Path:
+    """Write the HTML report of ``run_dirs`` to ``out_path`` and return its path.
+
+    ``run_dirs``: run folders, or folders holding run folders (see :func:`find_run_dirs`).
+    With ``images``, every figure is also written there as ``image_format`` (see
+    :func:`write_images`).
+    """
+    config = config or ReportConfig()
+    if image_format not in IMAGE_FORMATS:
+        raise ValueError(f"image_format must be one of {IMAGE_FORMATS}, got {image_format!r}")
+    out = check_output_file(out_path, "report")  # never replaces what is not a previous report
+    runs = load_runs(run_dirs, device=config.device)
+    with limited_threads(config.threads):
+        page = build_page(runs, config, out_dir=out.parent)
+    write_page(out, page.html, "report")
+    if images is not None:
+        write_images(page.figures, images, image_format)
+    return out

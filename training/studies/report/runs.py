@@ -1,0 +1,114 @@
+"""The runs a report compares: :func:`find_run_dirs` expands the folders given on the command
+line into run folders, :func:`load_runs` reads each one (its record,
+:class:`training.studies.records.RunRecord`, and, when written, the model) as a :class:`Run`;
+:func:`token_labels` names an input's tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from transformer_lens import HookedTransformer
+
+from interp_init.tasks.data import AnchorDataset
+from interp_init.runfolder import CONFIG_FILE, RunFolder
+from interp_init.tasks.base import Task
+from interp_init.tasks.registry import task_class
+from training.config import RunConfig
+from training.studies.records import RunRecord
+
+
+@dataclass
+class Run:
+    """One run folder as the report sees it: its name in the report, its record
+    (:class:`training.studies.records.RunRecord`) and its model."""
+
+    name: str
+    record: RunRecord
+    #: None while the folder has no weights file (a run still training).
+    model: HookedTransformer | None
+
+    @cached_property
+    def task(self) -> Task:
+        """The run's task (from its config)."""
+        return self.record.task
+
+    @property
+    def status(self) -> str:
+        """The status ``metrics.json`` records, or ``no metrics``."""
+        return self.record.recorded_status or "no metrics"
+
+
+#: The most runs one report page compares (a page of 200 took about 290 s and 2 GB to write
+#: 66 MB on the development machine: issue 33).
+MAX_REPORT_RUNS = 100
+
+
+def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
+    """Run folders among ``paths``: a folder with ``config.json`` is a run; any other
+    folder stands for every run folder below it (sorted)."""
+    found: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if not path.is_dir():
+            raise ValueError(f"{path} is not a folder; pass run folders (each with {CONFIG_FILE}) or a folder that holds them")
+        if (path / CONFIG_FILE).is_file():
+            found.append(path)
+            continue
+        below = sorted(p.parent for p in path.rglob(CONFIG_FILE) if not any(part.startswith(".") for part in p.relative_to(path).parts))
+        if not below:
+            raise ValueError(f"{path} holds no run folder (no {CONFIG_FILE} in it or below it); train a run first (interp-init train --out DIR)")
+        found.extend(below)
+    unique = list(dict.fromkeys(p.resolve() for p in found))
+    if not unique:
+        raise ValueError("no run folder given; pass at least one RUN_DIR")
+    if len(unique) > MAX_REPORT_RUNS:  # one page of 200 runs took about 290 s and 2 GB to write 66 MB
+        raise ValueError(
+            f"{len(unique)} run folders found, more than the {MAX_REPORT_RUNS} one report page compares (each run adds about 1.5 s "
+            "and 0.3 MB); pass fewer folders (some seeds or grid values, or a phase diagram of a sweep: interp-init phase-diagram)"
+        )
+    return unique
+
+
+def _run_names(paths: Sequence[Path], configs: Sequence[RunConfig]) -> list[str]:
+    """Short distinct names: the folder's path below the common parent, plus the options that differ."""
+    if len(paths) == 1:
+        return [paths[0].name]
+    parts = [p.parts for p in paths]
+    common = 0
+    while all(len(p) > common + 1 for p in parts) and len({p[common] for p in parts}) == 1:
+        common += 1
+    names = ["/".join(p[common:]) for p in parts]
+    flats = [c.flat() for c in configs]
+    differing = [k for k in flats[0] if len({repr(f[k]) for f in flats}) > 1][:3]
+    if differing:
+        names = [f"{n} ({', '.join(f'{k}={f[k]}' for k in differing)})" for n, f in zip(names, flats, strict=True)]
+    return names
+
+
+def load_runs(run_dirs: Iterable[str | Path], device: str = "cpu") -> list[Run]:
+    """:class:`Run` of each run folder (see :func:`find_run_dirs`); a folder without
+    weights yet (a run still training) comes without a model."""
+    paths = find_run_dirs(run_dirs)
+    records = [RunRecord.read(path) for path in paths]
+    names = _run_names(paths, [r.config for r in records])
+    models = [f.load_model(device=device) if f.weights_path.is_file() else None for f in (RunFolder(r.path) for r in records)]
+    return [Run(*run) for run in zip(names, records, models, strict=True)]
+
+
+def token_labels(dataset: AnchorDataset, row: int = 0) -> list[str]:
+    """Labels of one input's tokens: for the anchor tasks the key and anchors are marked
+    (``x=57``, ``a1=4``); another task's samples are labelled by the task
+    (:meth:`interp_init.tasks.base.Task.token_labels`)."""
+    tokens = dataset.tokens[row].tolist()
+    if not isinstance(dataset, AnchorDataset):
+        return task_class(dataset.task)().token_labels(tokens)
+    p = int(dataset.key_positions[row])
+    labels = [str(t) for t in tokens]
+    labels[p] = f"x={tokens[p]}"
+    labels[p + 1] = f"a1={tokens[p + 1]}"
+    labels[p + 2] = f"a2={tokens[p + 2]}"
+    return labels

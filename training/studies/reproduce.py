@@ -1,0 +1,153 @@
+"""``interp-init reproduce``: the flip on one seed (a population of one) or on several.
+
+:func:`reproduce` trains the two regimes of a preset (:mod:`training.studies.regimes`) on the flip's
+tasks for one seed into ``out/<task>/<regime>``; ``--seeds`` the same for several seeds
+(``out/seed-S/<task>/<regime>``).  Both are a
+:class:`training.studies.study.StudySpec` (:meth:`~training.studies.study.StudySpec.reproduction`) trained
+by :func:`training.launch.run_study`: a
+killed reproduction resumes where it stopped, finished runs are read, not retrained, a run
+another process trains is ``running`` (not failed), and a folder holding another preset's
+runs is refused before anything trains.  Both write ``out/summary.json``
+(:meth:`training.studies.population.Population.to_dict`) and return the
+:class:`~training.studies.population.Population`.
+
+Runs train one per CPU core (worker processes of one torch thread), on a CUDA GPU as
+ensembles of same-shape runs (:func:`training.launch.backends.local_launcher`).  Example
+(CPU: four runs of about 4 minutes each, two at a time on 2 cores; see
+docs/faithful-models.md for what it shows)::
+
+    interp-init reproduce --preset cpu --seed 31 --out runs/reproduce/cpu-31
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from interp_init.outputs import refuse_nested
+from interp_init.runfolder import RunStatus
+from training.launch import JobReturn, Launcher, run_study
+from training.launch.backends import build_launcher, local_launcher
+from training.options import parse_list
+from training.studies.population import Population, failed_criteria, read_population, write_summaries
+from training.studies.regimes import REPRODUCE_BUSY, REPRODUCE_TASKS
+from training.studies.study import StudySpec
+from training.studies.sweep.results import problem_summary
+
+
+def reproduce_study(spec: StudySpec, out: str | Path, launcher: Launcher) -> tuple[Population | None, list[JobReturn]]:
+    """Train every run of the reproduction ``spec`` into ``out`` (resumable) with ``launcher``,
+    read the population and write its summaries; return it with the launch's returns (the
+    population None while a launcher that does not wait, :attr:`~training.launch.Launcher.waits`,
+    left runs submitted and unfinished: there is nothing to read yet)."""
+    returns = run_study(spec.jobs(out), out, launcher, REPRODUCE_BUSY)
+    if not launcher.waits and any(r.status == RunStatus.RUNNING for r in returns):
+        return None, returns
+    population = read_population(spec, out)
+    write_summaries(spec, out, population)
+    return population, returns
+
+
+def _train(
+    spec: StudySpec, out: str | Path, device: str, workers: int | None, progress: bool, backend: str | None = None, **options: Any
+) -> tuple[Population | None, list[JobReturn]]:
+    """Train ``spec`` with ``backend`` (None: :func:`~training.launch.backends.local_launcher`) and its ``options``."""
+    refuse_nested(out, "a reproduction", "reproduction")  # before anything is printed or made (asked again when the folder is held)
+    launcher = local_launcher(device, workers, progress) if backend is None else build_launcher(backend, device=device, workers=workers, progress=progress, **options)
+    if progress:
+        jobs = spec.jobs(out)
+        for run in jobs:
+            print(f"[{run.name}] {run.config.model.architecture}, gamma={run.config.init.gamma}", file=sys.stderr, flush=True)
+        print(f"training {len(jobs)} runs with the {launcher.name} launcher", file=sys.stderr, flush=True)
+    return reproduce_study(spec, out, launcher)
+
+
+def reproduce(
+    preset: str = "cpu", seed: int = 0, out: str | Path = "runs/reproduce", device: str = "auto", progress: bool = True,
+    precision: str = "fp32", workers: int | None = None, tasks: Sequence[str] | None = None, carry: Sequence[str] | None = None,
+) -> Population:  # fmt: skip
+    """Train both regimes of ``preset`` on ``tasks`` (default every task with a flip) for
+    ``seed`` into ``out``; write ``out/summary.json`` and return the population of one.
+
+    ``workers`` runs train at once, in worker processes of one torch thread each when it
+    is above 1 (default: one per core on a CPU; on a GPU same-shape runs as one ensemble);
+    with one worker the runs train here, one after another.  ``precision="bf16"`` trains
+    under bfloat16 autocast (a folder trained at another precision is refused).  ``carry``:
+    hold these quantities of the paper's recipe (:attr:`StudySpec.carry`)."""
+    spec = reproduction_spec(preset, seed, None, precision=precision, tasks=tasks, carry=carry)
+    population = _train(spec, out, device, workers, progress)[0]
+    assert population is not None  # the local launcher waits for its runs
+    return population
+
+
+def reproduction_spec(
+    preset: str, seed: int | None, seeds: str | None, protocol: str = "strict", lrs: str | None = None, vary: str = "both",
+    fixed_seed: int | None = None, precision: str = "fp32", tasks: Sequence[str] | None = None, carry: Sequence[str] | None = None,
+) -> StudySpec:  # fmt: skip
+    """The spec of ``reproduce``: one draw (``seed``, default 0: its runs in the study folder
+    itself) or a population (``seeds``, a comma list; ``--fixed-seed`` defaults to the first
+    seed when one source is varied)."""
+    if seeds is not None and seed is not None:
+        raise ValueError("give --seed S (one draw) or --seeds S1,S2,... (a population), not both")
+    tasks = REPRODUCE_TASKS if tasks is None else tuple(tasks)
+    carry = None if carry is None else tuple(carry)
+    if seeds is None:
+        if (protocol, lrs, vary, fixed_seed) != ("strict", None, "both", None):
+            raise ValueError("--protocol paper, --lrs, --vary and --fixed-seed describe a population: give --seeds S1,S2,...")
+        return StudySpec.reproduction(preset, (0 if seed is None else seed,), precision=precision, tasks=tasks, single=True, carry=carry)
+    seed_list = parse_list(seeds, int, "--seeds")
+    if vary != "both" and fixed_seed is None:
+        fixed_seed = seed_list[0]
+    lr_list = parse_list(lrs, float, "--lrs") if lrs is not None else None
+    return StudySpec.reproduction(preset, seed_list, protocol, lr_list, vary, fixed_seed, precision, tasks, carry=carry)
+
+
+def run_reproduction_cli(
+    spec: StudySpec, out: str | Path, device: str, workers: int | None, progress: bool, backend: str | None = None,
+    rerun: str = "the same command", **options: Any,
+) -> tuple[str, str | None]:  # fmt: skip
+    """``interp-init reproduce``: train ``spec`` with ``backend`` (a launcher's name; None: the
+    default) and its ``options``, read, write the summary and the report; return the text to
+    print (one seed: its table and the flip's verdict on this one draw; several: the
+    population) and one line on the runs that did not complete (None if all did).  Runs only
+    submitted (``--slurm-no-wait``) are not a failure: the text says how many and that
+    ``rerun`` (the command line) collects them."""
+    from training.studies.report import write_report
+
+    start = time.perf_counter()
+    population, returns = _train(spec, out, device, workers, progress, backend, **options)
+    if population is None:
+        from training.launch.slurm import submitted_line
+
+        return submitted_line(sum(r.status == RunStatus.RUNNING for r in returns), len(returns), out, rerun), None
+    first = list(dict.fromkeys(str(r.run_dir) for r in spec.jobs(out) if r.seed == spec.seeds[0]))
+    report = write_report(first, Path(out) / "report.html")
+    summary = Path(out) / "summary.json"
+    if spec.single:
+        checks, seed = population.rows[0].checks, spec.seeds[0]
+        lines = [
+            f"preset {spec.preset}, seed {seed}, {spec.precision}, {time.perf_counter() - start:.0f} s in this call",
+            population.format_regimes(),
+            "flip reproduced (all criteria met)" if checks["all"] else f"flip NOT reproduced; failed: {failed_criteria(checks)}",
+            f"this is one draw (seed {seed}): how often each criterion holds over seeds is what --seeds 31,32,33,... measures (docs/faithful-models.md)",
+            f"summary: {summary}",
+            f"report: {report}",
+        ]
+    else:
+        lines = [
+            f"preset {spec.preset}, seeds {list(spec.seeds)}, {spec.precision}, {time.perf_counter() - start:.0f} s in this call",
+            population.format(),
+            f"summary: {summary} (this protocol's also kept as {Path(out) / f'summary-{spec.protocol}.json'})",
+            f"report: {report} (the runs of seed {spec.seeds[0]}; the population in its verdict)",
+        ]
+    # the sweep's line on what did not complete, naming the runs
+    line = problem_summary({r.name: r.status for r in returns}, len(returns), summary)
+    bad = [f"{r.name}: {r.status}" for r in returns if r.status != "completed"]
+    problem = None if line is None else f"{line} ({'; '.join(bad[:3])}{'; ...' if len(bad) > 3 else ''}); a rerun resumes"
+    return "\n".join(lines), problem
+
+
+__all__ = ["reproduce", "reproduce_study", "reproduction_spec", "run_reproduction_cli"]

@@ -1,0 +1,399 @@
+"""Studies: one spec names a study's runs, one launcher trains them, one reader reads them
+(docs/pipeline.md).
+
+A :class:`StudySpec` is a ``base`` config plus either a ``grid`` (a sweep: one run per point
+of the product, ``DIR/gamma=0.8__n_layers=2__seed=0``, the grid values in key order) or
+``named`` points (flat options over the base, ``DIR/<name>``: the preset search of
+experiments/search_cpu.py) over ``tasks``, ``seeds`` and an lr grid.  A reproduction is the
+spec whose named points are the regimes of :mod:`training.studies.regimes`
+(:meth:`StudySpec.reproduction`); a population is that spec over seeds (one seed: a
+population of one).  :meth:`StudySpec.jobs` names the runs, :func:`training.launch.run_study`
+trains them, :func:`training.studies.population.read_population` reads a reproduction's.  Its folder::
+
+    DIR/summary.json                 the population (Population.to_dict; summary-P.json: per protocol P)
+    DIR/<task>/<regime>              one seed (``reproduce --seed S``)
+    DIR/seed-S/<task>/<regime>       with --seeds: where `reproduce --seed S --out DIR/seed-S` puts it
+    DIR/seed-S/<task>/<regime>__lr=X the paper protocol's other learning rates
+    DIR/seed-S/summary.json          strict protocol: what `reproduce --seed S --out DIR/seed-S` writes
+
+Varying one random source only (``vary``) names the members ``init-S_data-F`` or
+``init-F_data-S`` (F: the fixed seed).  A sweep's spec file (JSON or TOML; ``sweep.json``)::
+
+    {"base": {"preset": "cpu", "task": "symmetric", "epochs": 20},
+     "grid": {"gamma": [0.3, 0.5, 0.8], "n_layers": [2, 3], "seed": [0, 1, 2]}}
+
+Every point's config is built before anything trains, so a bad key or value fails at once,
+named.  This module imports neither torch nor TransformerLens.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from interp_init.fileio import check_name_length, parse_json
+from interp_init.tasks.base import DEFAULT_TASK
+from interp_init.tasks.registry import task_class
+from training.config import OPTIONS, PRECISIONS, PRESETS, RunConfig, check_seed, make_run_config, preset_options
+from training.launch.base import Job
+from training.studies.population import VARY
+from training.studies.recipe import carry_recipe, check_hold
+from training.studies.regimes import REGIME_NAMES, REPRODUCE_TASKS, regime_options
+from training.studies.selection import check_protocol, targets
+
+#: The most runs a spec's grid may have (checked before any config is built).
+MAX_POINTS = 10_000
+_NAME_SAFE = re.compile(r"[^A-Za-z0-9._+-]")
+
+
+def format_value(value: Any) -> str:
+    """A grid value as it appears in a run folder's name (``0.8``, ``1e-05``, ``id-ood``)."""
+    if isinstance(value, bool) or value is None:
+        text = str(value).lower()
+    elif isinstance(value, float):
+        text = repr(value)
+    else:
+        text = str(value)
+    return _NAME_SAFE.sub("_", text)
+
+
+def _check_distinct(name: str, values: Any) -> None:
+    if not isinstance(values, tuple) or not values:
+        raise ValueError(f"{name} must be a non-empty tuple, got {values!r}")
+    if len(set(values)) != len(values):
+        raise ValueError(f"{name} has duplicates: {list(values)}; give each once")
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    """One grid point: its run-folder name, its grid values and its validated config."""
+
+    name: str
+    params: Mapping[str, Any]
+    config: RunConfig
+
+
+@dataclass(frozen=True)
+class StudyJob(Job):
+    """One run of a study: a job with its named point, seed, task and lr (None where the spec
+    does not vary them; the lr None: the preset's)."""
+
+    point: str = ""
+    seed: int | None = None
+    task: str | None = None
+    lr: float | None = None
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    """A study: ``base`` options shared by every run (flat options and ``preset``, default
+    ``"paper"``), plus either a ``grid`` (option -> list of distinct values, none of them in
+    ``base``) or ``named`` points (name -> flat options; a key that is one of ``tasks`` holds
+    that task's options).  Named points only: ``seeds`` and ``tasks`` (each run once per seed
+    and task; empty: the points as they are), ``lrs`` (the ``paper`` protocol's lr grid,
+    required there and refused under ``strict``, which reads each preset's own lr), ``vary``
+    (``both``: each seed seeds everything; ``init`` or ``data``: the other source seeded by
+    ``fixed_seed``), ``single`` (one seed whose runs lie in the study folder itself:
+    ``reproduce --seed S``), ``carry`` (the paper's recipe quantities every run holds,
+    :func:`training.studies.recipe.carry_recipe`, applied after the lr; None: the preset as it is).
+    """
+
+    base: Mapping[str, Any] = field(default_factory=dict)
+    grid: Mapping[str, Sequence[Any]] = field(default_factory=dict)
+    named: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    seeds: tuple[int, ...] = ()
+    tasks: tuple[str, ...] = ()
+    lrs: tuple[float, ...] | None = None
+    protocol: str = "strict"
+    vary: str = "both"
+    fixed_seed: int | None = None
+    single: bool = False
+    carry: tuple[str, ...] | None = None
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.base, Mapping):
+            raise ValueError(f"spec 'base' must be a mapping of options, got {type(self.base).__name__}")
+        if not isinstance(self.grid, Mapping) or not isinstance(self.named, Mapping) or bool(self.grid) == bool(self.named):
+            raise ValueError("spec 'grid' must be a non-empty mapping of option -> list of values, e.g. {\"gamma\": [0.3, 0.8]} (or give 'named' points instead, not both)")
+        allowed = sorted(OPTIONS)
+        for key in self.base:
+            if key not in OPTIONS and key != "preset":
+                raise ValueError(f"spec base: unknown option {key!r}; allowed: preset, {', '.join(allowed)}")
+        if self.preset not in PRESETS:
+            raise ValueError(f"spec base: unknown preset {self.preset!r}; choose one of {sorted(PRESETS)}")
+        if not isinstance(self.description, str):
+            raise ValueError(f"spec 'description' must be a string, got {self.description!r}")
+        if self.grid:
+            self._check_grid(allowed)
+        else:
+            self._check_named(allowed)
+
+    def _check_grid(self, allowed: list[str]) -> None:
+        if (self.seeds, self.tasks, self.lrs, self.fixed_seed, self.carry, self.protocol, self.vary, self.single) != ((), (), None, None, None, "strict", "both", False):
+            raise ValueError("spec: seeds, tasks, lrs, fixed_seed, carry, protocol, vary and single describe named points; a grid varies its own keys")
+        for key, values in self.grid.items():
+            if key not in OPTIONS:
+                hint = " (the run preset goes in 'base')" if key == "preset" else ""
+                raise ValueError(f"spec grid: unknown option {key!r}{hint}; allowed: {', '.join(allowed)}")
+            if key in self.base:
+                raise ValueError(f"spec: option {key!r} is in both 'base' and 'grid'; keep it in one")
+            if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+                raise ValueError(f"spec grid[{key!r}] must be a list of values, got {values!r}")
+            if len(values) == 0:
+                raise ValueError(f"spec grid[{key!r}] is empty; give at least one value")
+            names = [format_value(v) for v in values]
+            numbers = [float(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+            if len(set(names)) != len(names) or len(set(numbers)) != len(numbers):  # 1 and 1.0 are one point
+                raise ValueError(f"spec grid[{key!r}] has duplicate values {list(values)!r} (values equal as numbers are one point); give each once")
+        if self.size > MAX_POINTS:  # counted before a single config is built
+            shape = " x ".join(f"{len(v)} {k}" for k, v in self.grid.items())
+            raise ValueError(
+                f"spec grid has {self.size:,} points ({shape}), more than the {MAX_POINTS:,} a sweep may have; "
+                "split it into smaller sweeps or give fewer values"
+            )
+
+    def _check_named(self, allowed: list[str]) -> None:
+        for name, value in (("seeds", self.seeds), ("tasks", self.tasks)):
+            if value != ():
+                _check_distinct(name, value)
+        for seed in self.seeds:
+            check_seed("seeds", seed)
+        for task in self.tasks:
+            task_class(task)  # an unknown task is refused here
+        for name, options in self.named.items():
+            if not isinstance(name, str) or not name or format_value(name) != name:
+                raise ValueError(f"spec named point {name!r} is not a folder name; use letters, digits and . _ + - only")
+            if not isinstance(options, Mapping):
+                raise ValueError(f"spec named[{name!r}] must be a mapping of options, got {options!r}")
+            for key, value in options.items():
+                if key not in OPTIONS and (key not in self.tasks or not isinstance(value, Mapping)):
+                    raise ValueError(f"spec named[{name!r}]: unknown option {key!r}; allowed: {', '.join(allowed)} (or one of the spec's tasks)")
+        check_protocol(self.protocol)
+        if self.protocol == "paper" and self.lrs is None:
+            raise ValueError("the paper protocol takes the best over an lr grid: give --lrs, e.g. --lrs 1e-4,2e-4,3e-4")
+        if self.protocol == "strict" and self.lrs is not None:
+            raise ValueError("--lrs is the paper protocol's grid; the strict protocol reads each preset's own lr (use --protocol paper)")
+        if self.lrs is not None:
+            _check_distinct("lrs", self.lrs)
+            for lr in self.lrs:
+                if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
+                    raise ValueError(f"lrs must be finite positive numbers, got {lr!r}")
+        if self.vary not in VARY:
+            raise ValueError(f"vary must be one of {list(VARY)}, got {self.vary!r}")
+        if (self.vary == "both") != (self.fixed_seed is None) or (self.vary != "both" and not self.seeds):
+            raise ValueError("a fixed seed goes with --vary init or data only (it seeds the source held fixed)")
+        check_seed("fixed_seed", self.fixed_seed, optional=True)
+        if self.carry is not None:
+            if not isinstance(self.carry, tuple) or not self.carry:
+                raise ValueError(f"carry must be a non-empty tuple of recipe quantities (training.studies.recipe.HOLDABLE), got {self.carry!r}")
+            if "adam_step" in check_hold(self.carry) and self.lrs is not None:
+                raise ValueError("--carry-recipe adam-step sets the lr, and so does --lrs: hold other quantities, or drop --lrs")
+        if self.single and (len(self.seeds) != 1 or self.protocol != "strict" or self.vary != "both"):
+            raise ValueError("a single-seed reproduction is one seed under the strict protocol, varying both sources")
+
+    @classmethod
+    def reproduction(
+        cls, preset: str, seeds: tuple[int, ...], protocol: str = "strict", lrs: tuple[float, ...] | None = None, vary: str = "both",
+        fixed_seed: int | None = None, precision: str = "fp32", tasks: tuple[str, ...] = REPRODUCE_TASKS, single: bool = False,
+        carry: tuple[str, ...] | None = None,
+    ) -> StudySpec:  # fmt: skip
+        """The flip's study: ``preset``'s regimes (:data:`training.studies.regimes.REGIMES`) as named
+        points on ``tasks`` (each with the flip: refused otherwise) for ``seeds``."""
+        _check_distinct("tasks", tasks)
+        for task in tasks:
+            targets(task)  # refuses a task without the flip
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+        named = {regime: {task: regime_options(preset, regime, task) for task in tasks} for regime in REGIME_NAMES}
+        return cls({"preset": preset, "precision": precision}, named=named, seeds=seeds, tasks=tasks, lrs=lrs, protocol=protocol,
+                   vary=vary, fixed_seed=fixed_seed, single=single, carry=carry)  # fmt: skip
+
+    @property
+    def preset(self) -> str:
+        return self.base.get("preset", "paper")
+
+    @property
+    def precision(self) -> str:
+        return self.base.get("precision", "fp32")
+
+    @property
+    def size(self) -> int:
+        """How many grid points."""
+        return math.prod(len(v) for v in self.grid.values())
+
+    # ------------------------------------------------------------------ the runs
+
+    def jobs(self, out: str | Path) -> list[StudyJob]:
+        """Every run, each once: a grid point's run folder is ``out/<point name>``; a named
+        point's ``out[/<member>][/<task>]/<name>[__lr=X]`` (seed by seed, task by task, point
+        by point, lr by lr; the paper protocol's preset lr, if in the grid, once)."""
+        if self.grid:
+            return [StudyJob(p.name, p.config, Path(out) / p.name, p.name) for p in self.points()]
+        return list({job.name: job for job in self.runs(out)}.values())
+
+    def member_dir(self, out: str | Path, seed: int) -> Path:
+        """The folder of one seed's runs (see the module's layout)."""
+        if self.single:
+            return Path(out)
+        name = {"both": f"seed-{seed}", "init": f"init-{seed}_data-{self.fixed_seed}", "data": f"init-{self.fixed_seed}_data-{seed}"}[self.vary]
+        return Path(out) / name
+
+    def seed_overrides(self) -> dict[str, int]:
+        """The seed option that holds one source fixed (none when both vary)."""
+        return {"both": {}, "init": {"data_seed": self.fixed_seed}, "data": {"init_seed": self.fixed_seed}}[self.vary]
+
+    def runs(self, out: str | Path) -> list[StudyJob]:
+        """Every named point's run, one per lr of the grid (the preset's lr may come twice:
+        :meth:`jobs` names it once)."""
+        root, base, runs = Path(out), {k: v for k, v in self.base.items() if k != "preset"}, []
+        for seed in self.seeds or (None,):
+            member = root if seed is None else self.member_dir(out, seed)
+            for task in self.tasks or (None,):
+                for name, options in self.named.items():
+                    opts = {**base, **({} if task is None else {"task": task}), **({} if seed is None else {"seed": seed})}
+                    opts.update({k: v for k, v in options.items() if k not in self.tasks}, **options.get(task, {}), **self.seed_overrides())
+                    try:
+                        first = make_run_config(self.preset, **opts)
+                    except ValueError as err:
+                        raise ValueError(f"spec named point {name!r}{'' if task is None else f' on task {task!r}'}: {err}") from err
+                    for lr in self.lrs or (None,):
+                        cfg = first if lr is None else first.with_options(lr=float(lr))
+                        run = name if cfg.train.lr == first.train.lr else f"{name}__lr={format_value(float(lr))}"
+                        cfg = cfg if self.carry is None else carry_recipe(cfg, self.carry)
+                        run_dir = (member if task is None else member / task) / run
+                        runs.append(StudyJob(run_dir.relative_to(root).as_posix(), cfg, run_dir, name, seed, task, lr))
+        return runs
+
+    def points(self, source: str | Path | None = None) -> list[GridPoint]:
+        """Every grid point with its validated config (raises ``ValueError`` naming the bad
+        key, and ``source``, the spec's file, where given)."""
+        try:
+            return self._points()
+        except ValueError as err:
+            if source is None:
+                raise
+            raise ValueError(f"sweep spec {source}: {err}") from err
+
+    def _points(self) -> list[GridPoint]:
+        if not self.grid:
+            raise ValueError("a spec of named points has no grid points; its runs are jobs(out)")
+        base = {k: v for k, v in self.base.items() if k != "preset"}
+        preset = self.preset
+        # The base alone, then each grid value alone, so that the error names the bad key.
+        if not set(self.grid) & {"task", "k"}:  # a grid task or k may be what makes the base valid
+            try:
+                make_run_config(preset, **base)
+            except ValueError as err:
+                task = {"task": base["task"]} if "task" in base else {}
+                for key, value in base.items():
+                    try:
+                        make_run_config(preset, **{**task, key: value})
+                    except ValueError as key_err:
+                        raise ValueError(f"spec base[{key!r}] value {value!r} is invalid: {key_err}") from key_err
+                raise ValueError(f"spec base is invalid: {err}") from err
+        coupled = {"task", "k"} if {"task", "k"} <= set(self.grid) else set()  # valid only together
+        for key, values in self.grid.items():
+            if key in coupled:
+                continue
+            for value in values:
+                try:
+                    make_run_config(preset, **{**base, key: value})
+                except ValueError as err:
+                    raise ValueError(f"spec grid[{key!r}] value {value!r} is invalid: {err}") from err
+        keys = sorted(self.grid)
+        out = []
+        for combo in itertools.product(*(self.grid[k] for k in self.grid)):
+            params = dict(zip(self.grid, combo, strict=True))
+            name = "__".join(f"{k}={format_value(params[k])}" for k in keys)
+            check_name_length(name, "sweep point folder")  # the dry run and the sweep refuse alike
+            try:
+                cfg = make_run_config(preset, **base, **params)
+            except ValueError as err:
+                raise ValueError(f"spec grid point {name} is invalid: {err}") from err
+            out.append(GridPoint(name, {k: params[k] for k in keys}, cfg))
+        return out
+
+    # ------------------------------------------------------------------ copies
+
+    def smoke_test(self, axes: Sequence[str] = ()) -> StudySpec:
+        """A seconds-long copy of a grid for smoke runs: the ``tiny`` run preset, the first 2
+        values of each key in ``axes`` (so a figure still has two cells along it), 1 of the rest."""
+        grid = {key: list(values)[: 2 if key in axes else 1] for key, values in self.grid.items()}
+        try:
+            sized = set(preset_options("tiny", self.base.get("task", DEFAULT_TASK)))
+        except ValueError:  # an unknown task: points() names it
+            sized = set(preset_options("tiny"))
+        # the tiny preset's sizes and schedule replace the spec's own (a spec that pins e.g.
+        # n_train or epochs would otherwise keep its full-scale values)
+        base = {key: value for key, value in self.base.items() if key not in sized}
+        return StudySpec({**base, "preset": "tiny"}, {**self.grid, **grid}, description=self.description)
+
+    def with_overrides(self, base: Mapping[str, Any] | None = None, grid: Mapping[str, Sequence[Any]] | None = None) -> StudySpec:
+        """A copy of a grid with ``base`` options and ``grid`` lists replaced or added (validated)."""
+        new_base = {**self.base, **(base or {})}
+        new_grid = {**self.grid, **(grid or {})}
+        for key in base or {}:
+            new_grid.pop(key, None)
+        for key in grid or {}:
+            new_base.pop(key, None)
+        return StudySpec(new_base, new_grid, description=self.description)
+
+    def seeded_from(self, seed: int) -> StudySpec:
+        """A copy of a grid whose seeds start at ``seed``: a ``seed`` grid of n values becomes
+        ``seed .. seed + n - 1``; without one, the base seed is ``seed``."""
+        if "seed" in self.grid:
+            return self.with_overrides(grid={"seed": [seed + i for i in range(len(self.grid["seed"]))]})
+        return self.with_overrides(base={"seed": seed})
+
+    # ------------------------------------------------------------------ files
+
+    def to_dict(self) -> dict[str, Any]:
+        """A grid's spec file: ``base``, ``grid`` and ``description``."""
+        out: dict[str, Any] = {"base": dict(self.base), "grid": {k: list(v) for k, v in self.grid.items()}}
+        return {**out, "description": self.description} if self.description else out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str = "spec") -> StudySpec:
+        """A grid from its spec file's content (``where``: what the messages name)."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"{where} must be a mapping with 'base' and 'grid'")
+        unknown = sorted(set(data) - {"base", "grid", "description"})
+        if unknown:
+            raise ValueError(f"{where}: unknown top-level key(s) {unknown}; use 'base', 'grid' (and 'description')")
+        if "grid" not in data:
+            raise ValueError(f"{where} has no 'grid'")
+        for key, example in (("base", '{"preset": "tiny"}'), ("grid", '{"gamma": [0.3, 0.8]}')):
+            if key in data and not isinstance(data[key], Mapping):
+                raise ValueError(f"{where}: '{key}' must be a table of option -> value such as {example}, got {type(data[key]).__name__} {data[key]!r:.60}")
+        return cls(dict(data.get("base", {})), dict(data["grid"]), description=data.get("description", ""))
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> StudySpec:
+        """Read a spec from a ``.json`` or ``.toml`` file."""
+        path = Path(path)
+        if not path.is_file():
+            raise ValueError(f"sweep spec {path} does not exist (or is not a file)")
+        try:
+            text = path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise ValueError(f"sweep spec {path} is not UTF-8 text (byte {err.start}); save it as UTF-8 JSON or TOML") from None
+        if path.suffix.lower() in (".yaml", ".yml"):
+            raise ValueError(f"sweep spec {path} is a YAML file, which is not read; write the spec as JSON (.json) or TOML (.toml)")
+        kind = "TOML" if path.suffix.lower() == ".toml" else "JSON"
+        try:
+            data = tomllib.loads(text) if kind == "TOML" else parse_json(text)  # a key given twice is refused
+        except (ValueError, tomllib.TOMLDecodeError) as err:
+            raise ValueError(f"sweep spec {path} is not valid {kind} ({err})") from err
+        try:
+            return cls.from_dict(data, where=f"sweep spec {path}")
+        except ValueError as err:  # every message names the file
+            if str(path) in str(err):
+                raise
+            raise ValueError(f"sweep spec {path}: {err}") from None

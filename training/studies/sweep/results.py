@@ -1,0 +1,200 @@
+"""The results table of a sweep folder: one row per run folder, rebuilt from the folders.
+
+After a sweep, :func:`collect_results` rebuilds ``DIR/results.csv`` from the run folders
+(one row per folder: grid parameters, status, final metrics, epochs-to-threshold, stable
+ranks); :func:`load_results` reads it as a ``pandas.DataFrame``.  :func:`incomplete_runs`
+and :func:`problem_summary` say what did not complete.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus, atomic_write
+from interp_init.tasks.anchor_pairs import AnchorPair
+from interp_init.tasks.base import EpochRecord
+from training.config import OPTIONS
+from training.studies.records import RunRecord, run_stable_ranks
+from training.studies.study import StudySpec
+from training.studies.sweep.columns import LOSS_THRESHOLD, PAIR_ACC_THRESHOLD, RUN_COLUMNS, group_column, task_group_columns, task_metric_columns
+from training.studies.sweep.spec import SPEC_FILE
+
+#: The results table of a sweep folder.
+RESULTS_FILE = "results.csv"
+#: Columns of the results table that depend on the machine, not on the runs' content.
+TIMING_COLUMNS = ("elapsed_s",)
+#: Config values always in the results table (the figures' axes), besides the grid keys.
+CONTEXT_COLUMNS = ("preset", "task", "gamma", "n_layers", "d_model", "n_heads", "weight_decay", "lr", "k", "epochs", "seed")
+
+
+def epochs_to_loss(history: Sequence[EpochRecord], threshold: float = LOSS_THRESHOLD) -> float:
+    """The first epoch whose mean training loss is below ``threshold`` (NaN if none)."""
+    return next((float(record.epoch) for record in history if record.loss < threshold), math.nan)
+
+
+def epochs_to_pair_accuracy(history: Sequence[EpochRecord], threshold: float = PAIR_ACC_THRESHOLD) -> dict[str, float]:
+    """Per group of the task's metrics (an anchor pair's ``AnchorPair.key``, ``"a1,a2"``),
+    the first evaluated epoch with accuracy >= ``threshold`` (NaN if none), from a run's
+    typed history (:attr:`training.studies.records.RunRecord.history`)."""
+    out: dict[str, float] = {}
+    for record in history:
+        epoch, groups = record.epoch, ({} if record.metrics is None else record.metrics.groups())
+        for group, acc in groups.items():
+            out.setdefault(group, math.nan)
+            if math.isnan(out[group]) and acc >= threshold:
+                out[group] = float(epoch)
+    return out
+
+
+def pair_column(pair: str | tuple[int, int]) -> str:
+    """The results-table column of an anchor pair's epochs to :data:`PAIR_ACC_THRESHOLD` (``epochs_to_acc_4_3``)."""
+    a1, a2 = pair.split(",") if isinstance(pair, str) else pair
+    return group_column(AnchorPair(a1, a2).key)
+
+
+#: Every registered task's ``epochs_to_acc_*`` columns (the anchor pairs').
+PAIR_COLUMNS = task_group_columns()
+#: The metric columns every results table has: every registered task's, then the run's own.
+METRIC_COLUMNS = (*task_metric_columns(), *RUN_COLUMNS)
+
+
+def _grid_keys(name: str) -> list[str]:
+    return [key for key, sep, _ in (part.partition("=") for part in name.split("__")) if sep and key in OPTIONS]
+
+
+def run_row(
+    run_dir: str | Path, loss_threshold: float = LOSS_THRESHOLD, pair_threshold: float = PAIR_ACC_THRESHOLD
+) -> dict[str, Any]:
+    """One results-table row of a run folder (config values, status, flattened metrics)."""
+    record = RunRecord.read(run_dir, strict=False)
+    cfg, run_dir = record.config, record.path
+    flat = {**cfg.flat(), "preset": cfg.preset}
+    row: dict[str, Any] = {"run": run_dir.name, **{key: flat[key] for key in (*_grid_keys(run_dir.name), *CONTEXT_COLUMNS)}}
+    row["status"] = record.status
+    row.update(dict.fromkeys(METRIC_COLUMNS, math.nan))
+    row.update({k: math.nan if v is None else v for k, v in record.final_columns().items()})
+    history = record.history
+    if history:
+        row["final_loss"] = float(history[-1].loss)
+        row["epochs_run"] = float(history[-1].epoch)
+        row["epochs_to_loss"] = epochs_to_loss(history, loss_threshold)
+    if record.status in FINISHED_STATUSES:
+        RunFolder(run_dir).check_bound()  # weights or metrics of another run make the row unreadable
+        row.update(run_stable_ranks(run_dir))
+    row.update(dict.fromkeys((*PAIR_COLUMNS, *task_group_columns((cfg.data.task,))), math.nan))
+    row.update({group_column(g): e for g, e in epochs_to_pair_accuracy(history, pair_threshold).items()})
+    row["elapsed_s"] = math.nan if record.elapsed_s is None else float(record.elapsed_s)
+    row["error"] = record.error
+    return row
+
+
+def collect_results(
+    out: str | Path, loss_threshold: float = LOSS_THRESHOLD, pair_threshold: float = PAIR_ACC_THRESHOLD, *, write: bool = True
+) -> pd.DataFrame:
+    """Rebuild ``out/results.csv`` from the run folders under ``out`` and return it
+    (``write=False``: return it without writing it; :func:`write_results` writes it later).
+
+    One row per run folder (a sub-folder with a ``config.json``), sorted by the grid
+    values: the folder name, its grid parameters and the configs' :data:`CONTEXT_COLUMNS`,
+    ``status``, the final metrics (``heldout_*`` averaged over held-out pairs), the first
+    epoch with training loss < ``loss_threshold`` (``epochs_to_loss``), per anchor pair the
+    first epoch with training accuracy >= ``pair_threshold`` (``epochs_to_acc_A_B``), the
+    stable ranks of layer-0 W_Q (heads merged) and W_E, and ``elapsed_s``.
+    """
+    out = Path(out)
+    if isinstance(loss_threshold, bool) or not isinstance(loss_threshold, (int, float)) or not 0 < loss_threshold < math.inf:
+        raise ValueError(f"loss_threshold must be a finite number > 0, got {loss_threshold!r}")
+    if isinstance(pair_threshold, bool) or not isinstance(pair_threshold, (int, float)) or not 0 < pair_threshold <= 1:
+        raise ValueError(f"pair_threshold must be a number in (0, 1], got {pair_threshold!r}")
+    if not out.is_dir():
+        raise ValueError(f"sweep folder {out} does not exist")
+    rows = []
+    for folder in sorted(out.iterdir()):
+        if not RunFolder(folder).is_run():
+            continue
+        try:
+            rows.append(run_row(folder, loss_threshold, pair_threshold))
+        except (ValueError, KeyError, TypeError) as err:  # a damaged folder gets a row that says so
+            rows.append({"run": folder.name, "status": RunStatus.UNREADABLE, "error": f"{type(err).__name__}: {err}"})
+    grid_cols: list[str] = sorted({k for d in rows for k in _grid_keys(d["run"])})
+    head = ["run", *grid_cols, *(c for c in CONTEXT_COLUMNS if c not in grid_cols), "status"]
+    # a user task's own metrics and groups follow the registered tasks' columns
+    known = {*head, *METRIC_COLUMNS, *PAIR_COLUMNS, *TIMING_COLUMNS, "error", "run"}
+    extra = list(dict.fromkeys(k for d in rows for k in d if k not in known and not k.startswith("epochs_to_acc_")))
+    extra_groups = list(dict.fromkeys(k for d in rows for k in d if k not in known and k.startswith("epochs_to_acc_")))
+    metric_cols = [*METRIC_COLUMNS[: -len(RUN_COLUMNS)], *extra, *METRIC_COLUMNS[-len(RUN_COLUMNS) :]]
+    columns = [*head, *metric_cols, *PAIR_COLUMNS, *extra_groups, *TIMING_COLUMNS, "error"]
+    df = pd.DataFrame(rows, columns=columns)
+    sort_cols = [*grid_cols, "run"]
+    df = df.sort_values(sort_cols, kind="stable", na_position="last").reset_index(drop=True)
+    if write:
+        write_results(df, out)
+    return _typed(df)
+
+
+def write_results(df: pd.DataFrame, out: str | Path) -> Path:
+    """Write a :func:`collect_results` table to ``out/results.csv`` atomically; return the path."""
+    return atomic_write(Path(out) / RESULTS_FILE, lambda tmp: df.to_csv(tmp, index=False))
+
+
+#: The order in which :func:`problem_summary` counts what did not complete.
+PROBLEM_STATUSES: tuple[RunStatus, ...] = (
+    RunStatus.FAILED, RunStatus.DIVERGED, RunStatus.INTERRUPTED, RunStatus.PENDING, RunStatus.ABSENT, RunStatus.UNREADABLE,
+)  # fmt: skip
+
+
+def incomplete_runs(out: str | Path, results: pd.DataFrame | None = None) -> dict[str, str]:
+    """Run name -> status of every run of the sweep folder ``out`` that did not complete:
+    the rows of ``results`` (default: :func:`collect_results` without writing) whose status
+    is not ``completed``, and the points of ``out/sweep.json`` with no run folder
+    (``absent``: never started, or removed).  Reads only."""
+    out = Path(out)
+    if results is None:
+        results = collect_results(out, write=False)
+    bad = {str(r): str(s) for r, s in zip(results["run"], results["status"], strict=True) if s != "completed"}
+    spec_path = out / SPEC_FILE
+    if spec_path.is_file():
+        try:
+            names = [p.name for p in StudySpec.from_file(spec_path).points()]
+        except (ValueError, OSError, UnicodeDecodeError):
+            names = []  # a damaged spec names no runs; its run folders still have their rows
+        present = set(results["run"])
+        bad.update({name: RunStatus.ABSENT for name in names if name not in present})
+    return bad
+
+
+def problem_summary(statuses: Mapping[str, str], total: int, where: str | Path) -> str | None:
+    """One line saying how many of ``total`` runs did not complete and where to look
+    (``None`` when every run completed): ``2 of 6 runs failed: see OUT/results.csv``,
+    ``3 of 6 runs did not complete (2 failed, 1 diverged): see ...``."""
+    tally = Counter(s for s in statuses.values() if s != "completed")
+    counts = {s: tally.pop(s) for s in PROBLEM_STATUSES if s in tally} | dict(tally)
+    if not counts:
+        return None
+    n_bad = sum(counts.values())
+    if len(counts) == 1:
+        (status,) = counts
+        return f"{n_bad} of {total} runs {status}: see {where}"
+    return f"{n_bad} of {total} runs did not complete ({', '.join(f'{n} {s}' for s, n in counts.items())}): see {where}"
+
+
+def _typed(df: pd.DataFrame) -> pd.DataFrame:
+    for col in ("error", "status", "run", "preset", "task"):
+        if col in df:
+            df[col] = df[col].astype(object).where(df[col].notna(), "").astype(str)
+    return df
+
+
+def load_results(out: str | Path) -> pd.DataFrame:
+    """``out/results.csv`` as a DataFrame (rebuilt first with :func:`collect_results` if absent)."""
+    out = Path(out)
+    path = out / RESULTS_FILE
+    if not path.exists():
+        return collect_results(out)
+    return _typed(pd.read_csv(path, keep_default_na=True))

@@ -1,0 +1,216 @@
+"""Train many same-shape runs at once with ``torch.func`` (``stack_module_state``, ``vmap``).
+
+:func:`train_ensemble` takes runs that differ only in what does not change the shape of
+the computation: the init (``gamma`` and the per-group gammas, the convention), the
+learning-rate schedule (``lr``, ``warmup_start_lr``, ``min_lr``, ``warmup_epochs``,
+``cosine_epochs``), ``weight_decay``, ``grad_clip`` and the run ``seed`` (hence the
+data, init and shuffling seeds).  It trains them through the same epoch loop as
+:func:`training.train` (:func:`training.trainer.loop.run_epochs`: shuffling, schedule,
+divergence, history, evaluation, checkpoints, deadline); only the step differs
+(:class:`VmapStep`): the models' parameters are stacked (each model's parameters are
+views into the stacked tensors), every model's forward and backward runs in one
+vectorized call, and then, per model, what :func:`training.trainer.step.train_step` does: the
+gradient clipped at the model's own total norm (``torch.nn.utils.clip_grad_norm_``) and
+its own ``torch.optim.AdamW`` step (fused where torch has the kernel; the model's own lr
+and weight decay) on its slice of the stacked parameters.
+
+It writes the same run folders as :func:`training.train`: each model's checkpoint is the
+single-run checkpoint (its model's and its AdamW's ``state_dict``), so either trainer
+resumes the other's folder.  Results equal one-by-one training to fp32 rounding
+(``tests/training/test_ensemble.py``); ``elapsed_s`` is the ensemble's wall time.
+
+On a GPU, where one small model leaves most of the device idle, this is how a sweep
+fills it; on a 2-core CPU it is slower than one by one (benchmarks/README.md).
+Attention inside ``vmap`` uses the "math" kernel of ``scaled_dot_product_attention``
+(the fused CPU kernel has no batching rule).
+
+Example::
+
+    >>> from training import make_run_config
+    >>> from training.trainer.ensemble import train_ensemble
+    >>> cfgs = [make_run_config("tiny", gamma=g, weight_decay=wd) for g in (0.5, 0.8) for wd in (0.0, 0.1)]
+    >>> results = train_ensemble(cfgs, [f"runs/g{c.init.gamma}_wd{c.train.weight_decay}" for c in cfgs])  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from dataclasses import fields
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from jaxtyping import Float, Int
+from torch import Tensor
+from torch.func import functional_call, stack_module_state, vmap
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from transformer_lens import HookedTransformer
+
+from interp_init.config import InitConfig
+from interp_init.model import empty_model, resolve_device
+from interp_init.runfolder import RunFolder, RunStatus
+from training.trainer.accuracy import LogitsFn, full_forward_last
+from training.config import RunConfig
+from training.trainer.loop import Member, TrainResult, check_deadline, make_run_data, new_member, open_run_folder, run_epochs
+from training.trainer.step import autocast_context, last_position_logits
+
+__all__ = ["ENSEMBLE_VARYING", "VmapStep", "check_ensemble", "train_ensemble"]
+
+#: The options in which the runs of one ensemble may differ (all else must be equal).
+ENSEMBLE_VARYING: frozenset[str] = frozenset(
+    {f.name for f in fields(InitConfig)}
+    | {"lr", "warmup_start_lr", "min_lr", "warmup_epochs", "cosine_epochs", "weight_decay", "grad_clip", "seed", "init_seed", "data_seed"}
+)
+
+
+def check_ensemble(cfgs: Sequence[RunConfig]) -> None:
+    """Raise ``ValueError`` unless ``cfgs`` can train together (see :data:`ENSEMBLE_VARYING`)."""
+    if not cfgs:
+        raise ValueError("train_ensemble needs at least one RunConfig")
+    for i, cfg in enumerate(cfgs):
+        if not isinstance(cfg, RunConfig):
+            raise ValueError(f"configs[{i}] is a {type(cfg).__name__}, not a RunConfig")
+    first = cfgs[0].flat()
+    for i, cfg in enumerate(cfgs[1:], start=1):
+        for name, value in cfg.flat().items():
+            if name not in ENSEMBLE_VARYING and value != first[name]:
+                raise ValueError(
+                    f"configs[0] and configs[{i}] differ in {name} ({first[name]!r} vs {value!r}); an ensemble "
+                    f"trains same-shape runs that differ only in {sorted(ENSEMBLE_VARYING)}. "
+                    "Train them in separate ensembles (group by the other options) or one by one with train()."
+                )
+
+
+class _LogitsModule(torch.nn.Module):
+    """``logits_fn(model, tokens)`` as a module, so that ``functional_call`` can swap its parameters."""
+
+    def __init__(self, model: HookedTransformer, logits_fn: LogitsFn) -> None:
+        super().__init__()
+        self.model = model
+        self.logits_fn = logits_fn
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        return self.logits_fn(self.model, tokens)
+
+
+def _data_key(cfg: RunConfig) -> tuple[int, ...]:
+    """What decides a run's data sets in an ensemble (whose members share the data config):
+    the seeds of its splits, so runs of one ``seed`` but another ``data_seed`` get their own."""
+    return tuple(seed for source, seed in cfg.seeds.items() if source.startswith("data."))
+
+
+def train_ensemble(
+    cfgs: Sequence[RunConfig], out_dirs: Sequence[str | Path] | None = None, device: str | torch.device | None = "auto",
+    progress: bool = True, *, logits_fn: LogitsFn | None = None, deadline: float | None = None
+) -> list[TrainResult]:
+    """Train the runs ``cfgs`` together; with ``out_dirs`` (one per run), write or resume their folders.
+
+    Returns one :class:`training.trainer.loop.TrainResult` per config, in order, as
+    :func:`training.train` would have returned it.  Runs already finished in their
+    folder are loaded, not trained; the others must resume from the same epoch.
+    ``logits_fn`` is the per-model last-position logits function used inside the
+    vectorized step and for evaluation (default: as :func:`training.train` chooses it
+    from ``fast_forward``).  Given a ``torch.compile``'d one, the step compiles its whole
+    vectorized forward (torch cannot ``vmap`` a compiled function from eager mode,
+    pytorch/pytorch#128711: it would run eagerly) and evaluation runs the function eagerly.  ``deadline`` is
+    :func:`training.train`'s (needs ``out_dirs``): past it, the runs stop after an epoch
+    with their checkpoints written and ``finished=False``; the same call resumes them.
+    """
+    cfgs = list(cfgs)
+    check_ensemble(cfgs)
+    if out_dirs is not None and len(out_dirs) != len(cfgs):
+        raise ValueError(f"out_dirs has {len(out_dirs)} folders for {len(cfgs)} configs; give one per config or None")
+    check_deadline(deadline, out_dirs is not None)
+    folders = [RunFolder(d) for d in out_dirs] if out_dirs is not None else [None] * len(cfgs)
+    if out_dirs is not None and len({f.path.resolve() for f in folders}) != len(folders):
+        raise ValueError("out_dirs must be distinct folders, one per run")
+    if logits_fn is None:
+        logits_fn = last_position_logits if cfgs[0].train.fast_forward else full_forward_last
+    dev = resolve_device(device)
+    with contextlib.ExitStack() as locks:
+        for folder in folders:
+            if folder is not None:
+                locks.enter_context(folder.lock())  # another process training one of them is refused
+        opened = [(None, None) if folder is None else open_run_folder(folder, cfg, dev) for cfg, folder in zip(cfgs, folders)]
+        results: list[TrainResult | None] = [r for r, _ in opened]
+        checkpoints: list[dict | None] = [c for _, c in opened]
+        todo = [i for i in range(len(cfgs)) if results[i] is None]
+        if not todo:
+            return results  # type: ignore[return-value]
+        starts = {(int(checkpoints[i]["epoch"]), int(checkpoints[i]["step"])) if checkpoints[i] else (0, 0) for i in todo}
+        if len(starts) > 1:
+            where = {str(folders[i]): int(checkpoints[i]["epoch"]) if checkpoints[i] else 0 for i in todo}
+            raise ValueError(f"the unfinished runs stopped at different epochs ({where}); finish them one by one with train()")
+        first = {_data_key(cfgs[i]): cfgs[i] for i in reversed(todo)}  # runs drawing the same data share the first one's
+        datas = {key: make_run_data(cfg, dev) for key, cfg in first.items()}
+        members = [new_member(cfgs[i], folders[i], checkpoints[i], dev, datas[_data_key(cfgs[i])]) for i in todo]
+        start_epoch, step = starts.pop()
+        eager_fn = getattr(logits_fn, "_torchdynamo_orig_callable", logits_fn)  # the function a torch.compile wraps
+        trained = run_epochs(members, VmapStep(members, logits_fn, dev), start_epoch, step, dev, eager_fn,
+                             progress=progress, deadline=deadline, desc=f"ensemble of {len(members)}")  # fmt: skip
+        for i, result in zip(todo, trained):
+            results[i] = result
+        return results  # type: ignore[return-value]
+
+
+class VmapStep:
+    """The ensemble's step (a :data:`training.trainer.loop.Step`): one vectorized forward and backward
+    of every member, then each running member's own gradient clipping and AdamW step.
+
+    Built once for the members: their parameters are stacked (``stack_module_state``) and
+    each member's parameters become views into the stacked tensors (the same ``Parameter``
+    objects, so their optimizers, and checkpoints, are unchanged); an optimizer's in-place
+    update is then an update of the stacked tensors the next forward reads.
+    """
+
+    def __init__(self, members: list[Member], logits_fn: LogitsFn, dev: torch.device) -> None:
+        self.dev, self.precision = dev, members[0].cfg.train.precision
+        params, buffers = stack_module_state([m.model for m in members])
+        self.params: dict[str, Tensor] = params
+        self.buffers: dict[str, Tensor] = buffers
+        self.member_params = [list(m.model.named_parameters()) for m in members]
+        with torch.no_grad():
+            for j, named in enumerate(self.member_params):
+                for name, p in named:
+                    p.data = params[name].detach()[j]
+        plain_fn = getattr(logits_fn, "_torchdynamo_orig_callable", None)  # set on a torch.compile'd function
+        self.module = _LogitsModule(empty_model(members[0].cfg.model, dev), plain_fn or logits_fn)  # a template: its own weights are never read
+        # one static graph per batch shape (the last batch of an epoch may be smaller): vmap
+        # cannot run on tensors with symbolic sizes
+        self.forward = vmap(self._one) if plain_fn is None else torch.compile(vmap(self._one), dynamic=False)
+        datas = list({id(m.data): m.data for m in members}.values())  # members of one seed share their data
+        self.source = torch.tensor([next(k for k, d in enumerate(datas) if d is m.data) for m in members], device=dev)
+        self.train_tokens = torch.stack([d.train.token_ids for d in datas])  # compact; widened per batch
+        self.train_targets = torch.stack([d.train.targets for d in datas])
+
+    def loss(self, tokens: Int[Tensor, "model batch pos"], targets: Int[Tensor, "model batch"]) -> Float[Tensor, " model"]:
+        """Each member's mean last-position cross-entropy on its batch, in one vectorized call."""
+        params = {f"model.{k}": v for k, v in self.params.items()}
+        buffers = {f"model.{k}": v for k, v in self.buffers.items()}
+        with sdpa_kernel([SDPBackend.MATH]), autocast_context(self.dev, self.precision):
+            logits = self.forward(params, buffers, tokens)
+        losses = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), reduction="none")
+        return losses.view(targets.shape).mean(dim=1)
+
+    def _one(self, p: dict, b: dict, tok: Tensor) -> Tensor:
+        return functional_call(self.module, (p, b), (tok,))
+
+    def __call__(self, members: list[Member], idx: Int[Tensor, "model batch"]) -> Float[Tensor, " model"]:
+        tokens = self.train_tokens[self.source[:, None], idx].long()
+        targets = self.train_targets[self.source[:, None], idx]
+        loss = self.loss(tokens, targets)
+        loss.sum().backward()
+        for j, m in enumerate(members):
+            if m.status != RunStatus.RUNNING:
+                continue  # a diverged member is no longer updated
+            for name, p in self.member_params[j]:
+                grad = self.params[name].grad
+                p.grad = None if grad is None else grad[j]
+            if m.cfg.train.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_([p for _, p in self.member_params[j]], m.cfg.train.grad_clip, foreach=True)
+            m.optimizer.step()
+            m.optimizer.zero_grad(set_to_none=True)
+        for p in self.params.values():
+            p.grad = None
+        return loss.detach()
