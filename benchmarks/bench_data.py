@@ -38,8 +38,8 @@ import click
 import numpy as np
 import torch
 
-from interp_init.tasks.data import make_dataset
 from interp_init.tasks.anchor_pairs import KEY_HIGH, KEY_LOW, N_KEY_POSITIONS, SEQ_LEN, SHIFTS, TASKS, task_spec
+from interp_init.tasks.data import make_dataset
 
 
 def loop_dataset(task: str, split: str, n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -61,15 +61,15 @@ from interp_init.outputs import refuse_nested
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder
 from training.cli import slurm_options
 from training.config import RunConfig, make_run_config
-from training.trainer.ensemble import train_ensemble
 from training.launch.slurm_options import slurm_options_from
-from training.trainer.loop import train
 from training.studies.population import read_population, write_summaries
 from training.studies.records import RunRecord
 from training.studies.reproduce import reproduction_spec
 from training.studies.selection import PROTOCOL_TEXT, PROTOCOLS
-from training.trainer.step import last_position_logits
 from training.studies.study import StudySpec
+from training.trainer.ensemble import train_ensemble
+from training.trainer.loop import train
+from training.trainer.step import last_position_logits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_cost import RunFlops, measured_efficiency, peaks, probe_efficiency, remaining_flops, run_flops  # noqa: E402

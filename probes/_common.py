@@ -13,8 +13,8 @@ import torch
 from jaxtyping import Bool
 from torch import Tensor
 
-from interp_init.tasks.data import AnchorDataset
 from interp_init.tasks.anchor_pairs import ANCHORS
+from interp_init.tasks.data import AnchorDataset
 from probes.inputs import Inputs
 from probes.protocol import HookedModel, check_model
 

@@ -33,8 +33,8 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-from interp_init.tasks.data import AnchorDataset
 from interp_init.tasks.anchor_pairs import SHIFTS
+from interp_init.tasks.data import AnchorDataset
 from probes._common import check_dataset
 from probes.masking import MaskedRun, masked_run
 from probes.protocol import HookedModel, check_model

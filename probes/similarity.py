@@ -49,8 +49,8 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from interp_init.tasks.data import AnchorDataset
 from interp_init.tasks.anchor_pairs import ANCHORS, KEY_HIGH, KEY_LOW, N_KEY_POSITIONS, SEQ_LEN, SHIFTS, composite
+from interp_init.tasks.data import AnchorDataset
 from probes._common import capture_hooks, check_finite, check_index, check_int, check_layer, resolve_names, run_hooked
 from probes.inputs import Inputs, as_inputs
 from probes.protocol import HookedModel, check_fired, check_model, require_hooks

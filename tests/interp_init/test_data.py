@@ -9,8 +9,8 @@ import pytest
 import torch
 from scipy.stats import chi2
 
-from interp_init.tasks.data import BLOCK_SIZE, _below
 from interp_init.tasks.anchor_pairs import DATA_VERSION, SYMMETRIC_GROUPS
+from interp_init.tasks.data import BLOCK_SIZE, _below
 from training import make_dataset
 
 SHIFT = {1: 5, 2: 1, 3: -2, 4: -8}

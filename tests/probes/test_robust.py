@@ -12,8 +12,8 @@ from helpers import foreign_model, n_hooks
 from transformer_lens import HookedTransformer
 
 from interp_init.config import InitConfig, ModelConfig
-from interp_init.tasks.data import AnchorDataset, make_dataset
 from interp_init.model import build_model
+from interp_init.tasks.data import AnchorDataset, make_dataset
 from probes import (
     attention_html,
     attention_patterns,

@@ -7,8 +7,8 @@ import pandas as pd
 
 from interp_init import InitConfig, ModelConfig, build_model
 from training import make_run_config
-from training.trainer.loop import TrainResult
 from training.studies.sweep.runner import SweepSummary
+from training.trainer.loop import TrainResult
 
 
 def test_a_training_result_displays_its_run_and_final_numbers() -> None:

@@ -7,7 +7,17 @@ import math
 import pytest
 
 from training.config import make_run_config
-from training.studies.recipe import DEFAULT_HOLD, HOLDABLE, carry_recipe, check_hold, paper_config, paper_recipe, recipe_of, recipe_table, summed_lr
+from training.studies.recipe import (
+    DEFAULT_HOLD,
+    HOLDABLE,
+    carry_recipe,
+    check_hold,
+    paper_config,
+    paper_recipe,
+    recipe_of,
+    recipe_table,
+    summed_lr,
+)
 
 
 def _cosine_sum(n: int, peak: float, low: float) -> float:

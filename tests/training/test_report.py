@@ -19,12 +19,12 @@ from interp_init.tasks.anchor import balanced_inputs
 from interp_init.tasks.anchor_pairs import SHIFTS, composite, task_spec
 from training.cli import main
 from training.config import make_run_config
-from training.trainer.loop import train
 from training.studies.report import ReportConfig, StaticExportUnavailable, load_runs, write_images
 from training.studies.report.images import static_export_problem
 from training.studies.report.inline import circuitsvis_view
 from training.studies.report.outcomes import accuracy_table
 from training.studies.report.runs import find_run_dirs
+from training.trainer.loop import train
 
 TINY = dict(n_train=300, n_test=64, epochs=2, eval_samples=64, batch_size=128, eval_every=1)
 
@@ -164,9 +164,9 @@ def test_captions_state_what_the_papers_expect_and_what_the_runs_measured(report
     from sklearn.cluster import AgglomerativeClustering
     from sklearn.metrics import adjusted_rand_score
 
+    from probes.anchors import mask_key, mask_second_anchor
     from probes.flow import attention_patterns, information_flow, top_paths
     from probes.geometry import condensation, embedding_pca
-    from probes.anchors import mask_key, mask_second_anchor
     from probes.rank import merged_weight, weight_matrices
     from probes.similarity import input_grid, residual_similarity, value_similarity
 

@@ -342,8 +342,8 @@ def test_ray_missing_gives_install_hint(tmp_path, monkeypatch):
 
 
 def test_ensemble_backend_matches_one_by_one(tmp_path, monkeypatch):
-    from training.trainer.ensemble import ENSEMBLE_VARYING
     from training.launch.backends import ensemble_key
+    from training.trainer.ensemble import ENSEMBLE_VARYING
 
     spec = _spec({"gamma": [0.3, 0.8], "weight_decay": [0.0, 0.1], "n_layers": [1, 2]})
     keys = {ensemble_key(p.config) for p in spec.points()}

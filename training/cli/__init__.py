@@ -36,6 +36,7 @@ import click
 import interp_init
 from training.cli.flags import PRESET_CHOICES, carry_option, config_options, parse_carry, run_options, slurm_options
 from training.config import PRECISIONS
+from training.launch.signals import Stopped, ignore_stopping, signals_raise
 from training.options import check_device, default_preset, one_line, parse_workers
 from training.studies.phase.names import FIGURE_NAMES, ID_THRESHOLD, LOSS_THRESHOLD, OOD_THRESHOLD, PAIR_ACC_THRESHOLD
 from training.studies.population import VARY
@@ -43,7 +44,6 @@ from training.studies.recipe import carry_recipe, recipe_table, train_epilog
 from training.studies.regimes import REGIMES, REPRODUCE_TASKS
 from training.studies.report.config import IMAGE_FORMATS, PROJECTIONS, ReportConfig
 from training.studies.selection import PROTOCOLS
-from training.launch.signals import Stopped, ignore_stopping, signals_raise
 from training.studies.sweep.spec import BACKENDS
 
 
@@ -87,8 +87,8 @@ def train_command(
     if show_recipe:
         click.echo(recipe_table(cfg, paper_gamma=paper_gamma))
         return
-    from training.trainer.loop import train
     from training.studies.records import RunRecord
+    from training.trainer.loop import train
 
     assert out is not None
     train(cfg, out, device=device, progress=not quiet)

@@ -69,8 +69,8 @@ def ensemble_key(cfg: RunConfig, run_dir: str | Path | None = None) -> tuple:
     every option outside ``training.trainer.ensemble.ENSEMBLE_VARYING`` (the init, the lr schedule,
     weight decay, clipping and the seeds may differ) and, when ``run_dir`` holds an
     interrupted run, on the epoch it resumes from."""
-    from training.trainer.ensemble import ENSEMBLE_VARYING
     from training.studies.records import resume_epoch
+    from training.trainer.ensemble import ENSEMBLE_VARYING
 
     fixed = tuple(sorted((k, v) for k, v in cfg.flat().items() if k not in ENSEMBLE_VARYING))
     return (*fixed, ("resume_epoch", 0 if run_dir is None else resume_epoch(run_dir)))

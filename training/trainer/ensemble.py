@@ -50,8 +50,8 @@ from transformer_lens import HookedTransformer
 from interp_init.config import InitConfig
 from interp_init.model import empty_model, resolve_device
 from interp_init.runfolder import RunFolder, RunStatus
-from training.trainer.accuracy import LogitsFn, full_forward_last
 from training.config import RunConfig
+from training.trainer.accuracy import LogitsFn, full_forward_last
 from training.trainer.loop import Member, TrainResult, check_deadline, make_run_data, new_member, open_run_folder, run_epochs
 from training.trainer.step import autocast_context, last_position_logits
 

@@ -41,8 +41,8 @@ from interp_init.model import build_model, empty_model, load_weights, resolve_de
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus
 from interp_init.tasks.base import RECORD_KEYS, Samples, Task
 from interp_init.tasks.checks import checked_split
-from training.trainer.accuracy import LogitsFn, evaluate, full_forward_last
 from training.config import RunConfig
+from training.trainer.accuracy import LogitsFn, evaluate, full_forward_last
 from training.trainer.preflight import check_fits, check_train_arguments
 from training.trainer.step import flush_denormals, last_position_logits, make_optimizer, train_step
 

@@ -27,7 +27,6 @@ from training.studies.records import RunRecord
 from training.studies.selection import PROTOCOL_TEXT, check_protocol, pick_paper
 from training.studies.sweep.results import RESULTS_FILE, collect_results, incomplete_runs, problem_summary, write_results
 
-
 #: The purpose phase-diagram pages are tagged with (a later one may replace an earlier one).
 PAGE = "phase-diagram"
 

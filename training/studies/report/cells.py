@@ -18,8 +18,8 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from interp_init.tasks.data import AnchorDataset
 from interp_init.runfolder import WEIGHTS_FILE
+from interp_init.tasks.data import AnchorDataset
 from interp_init.tasks.registry import registered_tasks, task_class
 from training.studies.report.config import ReportConfig
 from training.studies.report.runs import Run

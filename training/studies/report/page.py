@@ -24,6 +24,7 @@ import plotly.graph_objects as go
 import torch
 
 from interp_init.outputs import check_output_file, write_page
+from training.studies.recipe import recipe_columns
 from training.studies.report.cells import Cell, Context, NotApplicable, Section
 from training.studies.report.config import IMAGE_FORMATS, ReportConfig
 from training.studies.report.images import slug, write_images
@@ -37,10 +38,15 @@ from training.studies.report.mechanisms import (
     section_value_similarity,
 )
 from training.studies.report.outcomes import section_accuracies, section_curves, section_verdict
-from training.studies.recipe import recipe_columns
 from training.studies.report.race import section_race
 from training.studies.report.runs import Run, load_runs
-from training.studies.report.weights import section_condensation, section_eigenvalues, section_embedding, section_spectra, section_stable_ranks
+from training.studies.report.weights import (
+    section_condensation,
+    section_eigenvalues,
+    section_embedding,
+    section_spectra,
+    section_stable_ranks,
+)
 
 #: The page's sections, in order: what each run learned, how it computes it, and its weights.
 SECTIONS: tuple[Callable[[Context], Section], ...] = (

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from transformer_lens import HookedTransformer
 
-from interp_init.tasks.data import AnchorDataset
 from interp_init.runfolder import CONFIG_FILE, RunFolder
 from interp_init.tasks.base import Task
+from interp_init.tasks.data import AnchorDataset
 from interp_init.tasks.registry import task_class
 from training.config import RunConfig
 from training.studies.records import RunRecord

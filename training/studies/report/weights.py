@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
+from interp_init.tasks.anchor_pairs import KEY_HIGH, KEY_LOW
 from probes.geometry import (
     Condensation,
     EmbeddingPCA,
@@ -21,7 +22,6 @@ from probes.geometry import (
     plot_spectra,
     singular_value_spectra,
 )
-from interp_init.tasks.anchor_pairs import KEY_HIGH, KEY_LOW
 from probes.rank import merged_weight, weight_stable_ranks
 from training.studies.report.cells import RUN_COLOURS, Cell, Context, Section, compact, html_table, measured, per_run
 from training.studies.report.runs import Run

@@ -22,7 +22,14 @@ from interp_init.tasks.base import EpochRecord
 from training.config import OPTIONS
 from training.studies.records import RunRecord, run_stable_ranks
 from training.studies.study import StudySpec
-from training.studies.sweep.columns import LOSS_THRESHOLD, PAIR_ACC_THRESHOLD, RUN_COLUMNS, group_column, task_group_columns, task_metric_columns
+from training.studies.sweep.columns import (
+    LOSS_THRESHOLD,
+    PAIR_ACC_THRESHOLD,
+    RUN_COLUMNS,
+    group_column,
+    task_group_columns,
+    task_metric_columns,
+)
 from training.studies.sweep.spec import SPEC_FILE
 
 #: The results table of a sweep folder.
