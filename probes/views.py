@@ -63,6 +63,17 @@ def bundle_script() -> str:
     return f'<script data-circuitsvis-bundle="{circuitsvis.__version__}">\n{source}\n</script>'
 
 
+def _fill_width_style(target: str) -> str:
+    """A stylesheet that gives the square plots of the view in ``#target`` their row's width.
+
+    circuitsvis sizes the box of a zoomed pattern (``aspect-ratio: 1 / 1``, width ``initial``,
+    a flex item) by the canvas it holds, and the chart sizes its canvas by that box: a resize
+    can only shrink it, so a window made narrower and wide again, or a full-page screenshot,
+    leaves the zoomed view small or empty. With the row's width (its ``max-width`` still caps
+    it) the box no longer depends on the canvas."""
+    return f'<style>#{target} div[style*="aspect-ratio"] {{ width: 100% !important; }}</style>\n'
+
+
 def _notebook_shell() -> object | None:
     try:
         from IPython import get_ipython
@@ -88,7 +99,7 @@ class CircuitView:
         The script waits for ``window.CircuitsVis`` (the bundle may come from an earlier
         output); if it never comes it says so in the view's place."""
         target = f"circuits-vis-{uuid.uuid4().hex[:13]}"
-        draw = f"""<div id="{target}" style="margin: 15px 0;"></div>
+        draw = f"""{_fill_width_style(target)}<div id="{target}" style="margin: 15px 0;"></div>
 <script>
 (function draw(tries) {{
   if (window.CircuitsVis) {{ window.CircuitsVis.render("{target}", window.CircuitsVis.{self.element}, {convert_props(self.props)}); }}
