@@ -132,7 +132,7 @@ def test_attention_patterns_and_information_flow(model, tokens):
 @pytest.mark.parametrize("renormalize", [False, True])
 def test_masked_run_equals_the_hand_forward_with_the_weights_zeroed(model, tokens, renormalize):
     sources = torch.tensor([0, 3, 5, 8, 2])
-    run = probes.masked_run(model, tokens, sources, renormalize=renormalize, names=["blocks.1.hook_resid_post"])
+    run = probes.masked_run(model, tokens, sources, renormalize=renormalize, names_filter=["blocks.1.hook_resid_post"])
     hand = hand_forward(model, tokens, hide_at(sources), renormalize=renormalize)
     torch.testing.assert_close(run.logits, hand["logits"], atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(run.cache["blocks.1.hook_resid_post"], hand["blocks.1.hook_resid_post"], atol=1e-4, rtol=1e-4)
@@ -147,7 +147,7 @@ def test_mask_key_and_second_anchor_capture_under_the_names_asked_for(model):
     hand = hand_forward(model, data.tokens, hide_at(data.key_positions))
     torch.testing.assert_close(key.last_position("blocks.1.hook_resid_post"), hand["blocks.1.hook_resid_post"][:, -1], atol=1e-4, rtol=1e-4)
     names = ["blocks.1.hook_resid_mid", "blocks.0.attn.hook_pattern"]
-    second = probes.mask_second_anchor(model, data, names=names)
+    second = probes.mask_second_anchor(model, data, names_filter=names)
     assert sorted(second.cache) == sorted(names)
     hand = hand_forward(model, data.tokens, hide_at(data.key_positions + 2))
     for name in names:
@@ -215,7 +215,7 @@ def test_captures_are_keyed_by_the_name_asked_for_not_the_name_a_hook_reports(to
     with torch.no_grad(), model.hooks(fwd_hooks=[(n, lambda a, hook, n=n: note(a, hook, n)) for n in asked]):
         model(tokens, return_type="logits")
     assert reported["blocks.1.hook_resid_post"] != "blocks.1.hook_resid_post"  # what a hook.name-keyed capture would file it under
-    run = probes.masked_run(model, tokens, 2, names=asked)
+    run = probes.masked_run(model, tokens, 2, names_filter=asked)
     assert sorted(run.cache) == sorted(asked)
     hand = hand_forward(model, tokens, hide_at(torch.full((5,), 2)))
     for name in asked:
@@ -262,7 +262,7 @@ def test_a_hook_point_that_never_runs_is_one_line_not_a_silent_unmasked_run(toke
     for call in (
         lambda: probes.masked_run(model, tokens, 2),
         lambda: probes.mask_key(model, data, layers=0),
-        lambda: probes.masked_run(model, tokens, 2, layers=1, names=["blocks.0.attn.hook_pattern"]),
+        lambda: probes.masked_run(model, tokens, 2, layers=1, names_filter=["blocks.0.attn.hook_pattern"]),
         lambda: probes.information_flow(model, tokens),
     ):
         with pytest.raises(ValueError) as error:
@@ -331,11 +331,11 @@ def test_plain_tokens_with_user_labels_and_positions(model, tokens):
 
 def test_names_filters_and_cache_indexing(model, tokens):
     hand = hand_forward(model, tokens)
-    run = probes.masked_run(model, tokens, [], names=["resid_post", ("pattern", 0)])
+    run = probes.masked_run(model, tokens, [], names_filter=["resid_post", ("pattern", 0)])
     assert sorted(run.cache) == ["blocks.0.attn.hook_pattern", "blocks.0.hook_resid_post", "blocks.1.hook_resid_post"]
     torch.testing.assert_close(run.cache["blocks.1.hook_resid_post"], hand["blocks.1.hook_resid_post"], atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(run.cache["resid_post", 1], hand["blocks.1.hook_resid_post"], atol=1e-4, rtol=1e-4)  # an ActivationCache's indexing
-    chosen = probes.masked_run(model, tokens, [], names=lambda name: name.endswith("hook_resid_mid"))
+    chosen = probes.masked_run(model, tokens, [], names_filter=lambda name: name.endswith("hook_resid_mid"))
     assert {"blocks.0.hook_resid_mid", "blocks.1.hook_resid_mid"} <= set(chosen.cache)
     torch.testing.assert_close(chosen.cache["blocks.0.hook_resid_mid"], hand["blocks.0.hook_resid_mid"], atol=1e-4, rtol=1e-4)
 
