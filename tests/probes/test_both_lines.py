@@ -11,8 +11,12 @@ nothing of ``training`` and not ``tests/helpers.py`` (both need 3.x).
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
+import re
 from importlib.metadata import version
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,6 +28,7 @@ from interp_init.data import make_dataset
 
 #: 4 on the 4.x line (TransformerBridge, no HookedTransformer), 3 on the 3.x line.
 LINE = int(version("transformer-lens").split(".")[0])
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "probes.md"
 SHAPE = dict(n_layers=2, d_model=16, n_heads=2, d_head=8, d_mlp=32, n_ctx=9, d_vocab=201, act_fn="relu", normalization_type="LN")
 
 
@@ -355,3 +360,36 @@ def test_a_padded_batch_and_the_circuits(model, tokens):
     row = table[(table["layer"] == 1) & (table["head"] == 0) & (table["circuit"] == "OV")].iloc[0]
     assert row["stable_rank"] == pytest.approx(float((s**2).sum() / s[0] ** 2), rel=1e-4)
     torch.testing.assert_close(probes.head_circuits(model, "OV")[1, 0].AB, attn.W_V[0] @ attn.W_O[0])
+
+
+# --- the examples of docs/probes.md, each on its line ---------------------------------------------
+
+
+def docs_example(marker: str) -> tuple[str, str | None]:
+    """The python block of docs/probes.md after ``<!-- tested on ...: marker -->``, and the text block it says it prints."""
+    found = re.search(rf"<!-- tested on [34]\.x: {marker} -->\n```python\n(.*?)```\n(?:\nprints\n\n```text\n(.*?)```)?", DOCS.read_text(encoding="utf-8"), re.DOTALL)
+    assert found, f"docs/probes.md has no example marked {marker!r}"
+    return found.group(1), found.group(2)
+
+
+@pytest.mark.skipif(LINE != 4, reason="the TransformerBridge.boot_native example needs TransformerLens 4.x (.ci/run runs it in .venv-tl4)")
+def test_the_docs_boot_native_example_prints_what_the_docs_say():
+    code, printed = docs_example("boot_native")
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        exec(compile(code, str(DOCS), "exec"), {})  # noqa: S102 - the docs' own example
+    assert stdout.getvalue() == printed
+
+
+@pytest.mark.skipif(LINE != 3, reason="HookedEncoder is TransformerLens 3.x's")
+def test_the_docs_encoder_initialization_makes_a_probeable_encoder():
+    code, _ = docs_example("encoder")
+    scope: dict = {}
+    exec(compile(code, str(DOCS), "exec"), scope)  # noqa: S102 - the docs' own example
+    encoder = scope["encoder"].eval()
+    tokens = torch.randint(0, 100, (3, 12), generator=torch.Generator().manual_seed(0))
+    assert all(bool(torch.isfinite(p).all()) for p in encoder.parameters())
+    run = probes.masked_run(encoder, tokens, 5, names_filter=("resid_post", -1))
+    assert bool(run.mask[:, :, 5].all()) and bool(torch.isfinite(run.logits).all())  # every query, before position 5 too
+    stds = [float(p.std()) for n, p in encoder.named_parameters() if n.endswith("W_Q")]
+    assert all(abs(s / encoder.cfg.initializer_range - 1) < 0.2 for s in stds)
