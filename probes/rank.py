@@ -32,6 +32,16 @@ Example::
     >>> from probes import stable_rank
     >>> round(stable_rank(torch.eye(5)), 6), round(stable_rank(torch.ones(4, 3)), 6)
     (5.0, 1.0)
+    >>> from transformer_lens import HookedTransformer, HookedTransformerConfig
+    >>> from interp_init import quiet_deprecation
+    >>> from probes import activation_stable_ranks
+    >>> cfg = HookedTransformerConfig(n_layers=2, d_model=16, n_heads=2, d_head=8, n_ctx=9, d_vocab=201, act_fn="gelu")
+    >>> with quiet_deprecation():
+    ...     model = HookedTransformer(cfg)
+    >>> tokens = torch.randint(20, 100, (4, 9), generator=torch.Generator().manual_seed(0))
+    >>> ranks = activation_stable_ranks(model, tokens, "resid_post")  # every layer's output: 4 x 9 rows, 16 columns
+    >>> ranks[["name", "rows", "cols"]].values.tolist()
+    [['blocks.0.hook_resid_post', 36, 16], ['blocks.1.hook_resid_post', 36, 16]]
 """
 
 from __future__ import annotations

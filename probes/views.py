@@ -14,6 +14,24 @@
 kernel): a new kernel, or ``CircuitView.bundle_again()``, inlines it again.  Outside
 IPython, and in Google Colab (which shows each output in a frame of its own), every
 ``_repr_html_`` carries the bundle, so any one of them renders alone.
+
+Shapes: :func:`attention_html` takes one input (``tokens [pos]``) and draws ``layers x
+heads`` patterns ``[query, source]``, each weight rounded to 4 decimals.
+
+Example::
+
+    >>> import torch
+    >>> from transformer_lens import HookedTransformer, HookedTransformerConfig
+    >>> from interp_init import quiet_deprecation
+    >>> from probes import attention_html
+    >>> cfg = HookedTransformerConfig(n_layers=2, d_model=16, n_heads=2, d_head=8, n_ctx=9, d_vocab=201, act_fn="gelu")
+    >>> with quiet_deprecation():
+    ...     model = HookedTransformer(cfg)
+    >>> view = attention_html(model, torch.arange(20, 29), layers=-1)  # the last layer's two heads
+    >>> view.props["attentionHeadNames"], view.props["attention"].shape
+    (['L1H0', 'L1H1'], (2, 9, 9))
+    >>> view.html().count("data-circuitsvis-bundle")  # the page carries circuitsvis' JavaScript once
+    1
 """
 
 from __future__ import annotations

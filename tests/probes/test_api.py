@@ -13,7 +13,7 @@ import probes
 from interp_init import quiet_deprecation
 from training import make_dataset
 
-MODULES = ["probes.masking", "probes.flow", "probes.similarity", "probes.geometry", "probes.rank", "probes.inputs", "probes.anchors"]
+MODULES = ["probes.masking", "probes.flow", "probes.similarity", "probes.geometry", "probes.rank", "probes.inputs", "probes.anchors", "probes.views"]
 from helpers import foreign_model, n_hooks
 
 
