@@ -180,7 +180,7 @@ def test_the_probe_runs_on_a_schedule_whose_warm_up_is_longer_than_its_steps(tog
     cost = load_script("benchmarks/gpu_cost.py")
     paper = make_run_config("paper", task="symmetric", architecture="neurips")
     assert paper.train.warmup_epochs > 1
-    shrunk = cost._probe_configs([paper], 3)[0]
+    shrunk = cost.probe_configs([paper], 3)[0]
     assert (shrunk.train.epochs, shrunk.data.n_train, shrunk.train.warmup_epochs) == (1, 3 * paper.train.batch_size, 0.0)
     assert (shrunk.model, shrunk.init, shrunk.train.lr, shrunk.train.batch_size) == (paper.model, paper.init, paper.train.lr, paper.train.batch_size)
     cfgs = [make_run_config("tiny", gamma=g, epochs=6, warmup_epochs=3) for g in (0.5, 0.8)]
