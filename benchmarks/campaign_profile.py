@@ -38,9 +38,12 @@ def summarize(prof: profile, cuda: bool) -> dict[str, Any]:
     wall_us = (max(e.time_range.end for e in events) - min(e.time_range.start for e in events)) if events else 0.0
     device_us = sum(getattr(e, "self_device_time_total", 0.0) for e in averages)
     kernels = sum(e.count for e in averages if e.device_type == DeviceType.CUDA)
+    try:
+        table = averages.table(sort_by=sort, row_limit=TABLE_ROWS, max_name_column_width=60)
+    except (AttributeError, KeyError, ValueError):  # a torch that names device time cuda time
+        table = averages.table(sort_by="self_cuda_time_total" if cuda else "self_cpu_time_total", row_limit=TABLE_ROWS)
     return {"wall_s": wall_us / 1e6, "device_busy_s": device_us / 1e6, "device_busy_fraction": device_us / wall_us if cuda and wall_us else None,
-            "cpu_self_s": sum(e.self_cpu_time_total for e in averages) / 1e6, "kernels": kernels,
-            "table": averages.table(sort_by=sort, row_limit=TABLE_ROWS, max_name_column_width=60)}  # fmt: skip
+            "cpu_self_s": sum(e.self_cpu_time_total for e in averages) / 1e6, "kernels": kernels, "table": table}  # fmt: skip
 
 
 @contextlib.contextmanager

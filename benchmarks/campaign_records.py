@@ -72,14 +72,17 @@ class CampaignResults:
         dirs = self.part_dirs(cell)
         return 1 + (int(_PART.match(dirs[-1].name).group(1)) if dirs else 0)
 
-    def records(self, cell: Cell) -> dict[str, RunRecord]:
-        """The cell's finished runs by name, read from its parts (:func:`stored`)."""
+    def records(self, cell: Cell, full: bool = False) -> dict[str, RunRecord]:
+        """The cell's finished runs by name, read from its parts (:func:`stored`); ``full``:
+        with the whole-schedule record of each run the extension retrained in its place."""
         out: dict[str, RunRecord] = {}
         for part in self.part_dirs(cell):
             for run in sorted(p for p in part.iterdir() if (p / "config.json").is_file()):
                 record = stored(RunRecord.read(run))
                 if record.recorded_status in FINISHED_STATUSES and run.name not in out:
                     out[run.name] = record
+        for extension in (c for c in CELLS if full and cell.name in c.extends):
+            out |= {name.split("__", 1)[1]: r for name, r in self.records(extension).items() if name.startswith(f"{cell.name}__")}
         return out
 
     def runs(self, cell: Cell, assume_bf16: bool = False) -> list[Run] | None:
@@ -293,9 +296,10 @@ def _decide_extension(records: list[RunRecord], short: int) -> Decision:
     return Decision("25 epochs suffice", "no extended run changed its answer after epoch 25: the 25-epoch decisions stand", table)
 
 
-def decide(results: CampaignResults, cell: Cell) -> Decision:
-    """``cell``'s outcome under its rule (docs/campaign.md), from its finished runs."""
-    records = list(results.records(cell).values())
+def decide(results: CampaignResults, cell: Cell, full: bool = False) -> Decision:
+    """``cell``'s outcome under its rule (docs/campaign.md), from its finished runs (``full``:
+    with the extension's whole-schedule records in place of the runs it retrained)."""
+    records = list(results.records(cell, full).values())
     if not records:
         return Decision("pending", "no finished run yet")
     rule = {"01": _decide_small, "03": _decide_large, "04": _decide_depth, "05": _decide_journal}.get(cell.name[:2])

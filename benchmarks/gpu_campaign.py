@@ -10,7 +10,7 @@ the deadline; such a part is recorded as stopped and its runs are trained again,
 start, by a later part.  Every part records the device, the versions, the step path that
 trained it and any fallback, where its time went, and its realized speed: samples/s and the
 fraction of the measured bf16 peak, beside the in-run probe's rate (``--profile`` adds a
-``torch.profiler`` summary).  ``status`` prints each cell's progress and its outcome under
+``torch.profiler`` summary of the call's first part).  ``status`` prints each cell's progress and its outcome under
 its rule.  Usage::
 
     python benchmarks/gpu_campaign.py --dry-run --gpu h200                 # the plan, on any machine
@@ -249,6 +249,8 @@ def status_text(results: CampaignResults) -> str:
         if done:
             finished = runs is not None and len(done) == len(runs)
             lines += ["", ("" if finished else "(so far) ") + decide(results, cell).format(), ""]
+            if {r.path for r in results.records(cell, full=True).values()} != {r.path for r in done.values()}:  # the extension retrained some
+                lines += ["With the whole schedule where the extension retrained a run:", decide(results, cell, full=True).format(), ""]
     return "\n".join(lines)
 
 
@@ -262,7 +264,7 @@ def status_text(results: CampaignResults) -> str:
 @click.option("--dry-run", is_flag=True, help="Print the plan (each cell's estimated device seconds, the next lease's parts) and train nothing.")
 @click.option("--gpu", type=click.Choice(sorted(GPUS)), default=None, help="The GPU a dry run plans for, with its recorded peaks [default: the device's measured peaks on CUDA, else h200].")
 @click.option("--step", "path", type=click.Choice(PATHS), default=None, help="The fastest step path to try; each falls back to the next down to plain [default: graphs on CUDA, else batched].")
-@click.option("--profile", is_flag=True, help="Record a torch.profiler summary of each part's training into its part.json.")
+@click.option("--profile", is_flag=True, help="Record a torch.profiler summary of 20 steps of the call's first part (around the end of its second epoch) into its part.json.")
 @click.option("--peak-tflops", type=click.FloatRange(min=0, min_open=True), default=None, help="State the device's dense matmul peak, TFLOP/s, for every precision [default: measured].")
 @click.option("--efficiency", type=click.FloatRange(min=0, max=1, min_open=True), default=None, help="Fraction of the peak to plan with [default: what this campaign's parts realized on this device, else the first GPU run's 11.4%].")
 @click.option("--setup-seconds", type=click.FloatRange(min=0), default=None, help=f"A part's set-up to plan with [default: the latest part's, else {SETUP_PRIOR_S:g}].")
@@ -344,7 +346,7 @@ def run_next(store: CampaignResults, costs: Costs, dev: torch.device, out: Path,
         click.echo(f"[{part.cell.name}] part {number}: {part.describe()}, {left:.0f} s left")
         store.write_cell(part.cell)
         try:
-            done = train_part(part, out / part.cell.name / f"part-{number}", dev, path, end - margin, data, profile)
+            done = train_part(part, out / part.cell.name / f"part-{number}", dev, path, end - margin, data, profile and not trained)
         except Exception as err:
             failed = store.cell_dir(part.cell) / f"part-{number}"
             failed.mkdir(parents=True)
@@ -363,10 +365,11 @@ def run_next(store: CampaignResults, costs: Costs, dev: torch.device, out: Path,
         rate.efficiency[precision_of(part.runs[0])] = efficiency or speed["fraction_of_precision_peak"]
         rate.setup_s = setup if setup is not None else done.timing["setup_s"]
     if archive is not None and touched:
+        names = list(dict.fromkeys(c.name for c in touched))
         with tarfile.open(archive, "w:gz") as tar:
-            for cell in dict.fromkeys(touched):
-                tar.add(store.cell_dir(cell), arcname=str(store.cell_dir(cell).relative_to(store.root.parent)))
-        click.echo(f"records of {len(set(touched))} cell(s) in {archive} ({archive.stat().st_size / 2**20:.2f} MiB)")
+            for name in names:
+                tar.add(store.root / name, arcname=f"{store.root.name}/{name}")
+        click.echo(f"records of {len(names)} cell(s) in {archive} ({archive.stat().st_size / 2**20:.2f} MiB); unpack with tar -xzf {archive.name} -C {store.root.parent}")
     if needed is not None:
         raise click.ClickException(f"--budget-seconds {budget:g} cannot fit the next run (estimated {needed:.0f} s with its set-up); give at least {needed + margin:.0f} seconds")
     if not trained:
