@@ -117,7 +117,7 @@ class BatchedStep(VmapStep):
     def update(self, running: Tensor | None = None) -> None:
         """Every member's clipping (at its own total norm, as ``clip_grad_norm_``) and AdamW step
         (as ``torch.optim.AdamW``), on the stacked tensors; ``running``: which members move."""
-        names = list(self.params)
+        names = [n for n in self.params if self.params[n].grad is not None]  # AdamW leaves a parameter without a gradient alone
         grads = [self.params[n].grad for n in names]
         norms = torch.stack([torch.linalg.vector_norm(g.flatten(1), dim=1) for g in grads])
         total = torch.linalg.vector_norm(norms, dim=0)
@@ -144,7 +144,8 @@ class BatchedStep(VmapStep):
         self.set_lrs(members)
         if self.keep_grads:
             for p in self.params.values():
-                p.grad.zero_()  # the captured graph's own gradient tensors: backward adds into them
+                if p.grad is not None:
+                    p.grad.zero_()  # the captured graph's own gradient tensors: backward adds into them
         loss = self.forward_backward(idx)
         everyone = all(m.status == RunStatus.RUNNING for m in members)
         self.update(None if everyone else torch.tensor([m.status == RunStatus.RUNNING for m in members], device=self.dev))

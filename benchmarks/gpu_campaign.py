@@ -94,9 +94,10 @@ def train_part(part: Part, folder: Path, dev: torch.device, path: str, deadline:
     torch.set_float32_matmul_precision("high" if tf32 else "highest")
     torch.backends.cudnn.allow_tf32 = tf32
     events: list[dict] = []
-    for attempt, kind in enumerate(LADDERS[path], start=1):
+    for kind in LADDERS[path]:
         t0 = time.perf_counter()
         steps: list = []
+        attempt = 1 + len(list(folder.glob("attempt-*")))  # a fresh folder, whatever an earlier, killed call left
         folders = [folder / f"attempt-{attempt}" / r.name for r in part.runs]
         summary: dict = {}
         try:
@@ -107,6 +108,7 @@ def train_part(part: Part, folder: Path, dev: torch.device, path: str, deadline:
                 results = train_ensemble(cfgs, folders, dev, progress=False, logits_fn=logits_fn, deadline=deadline, step=timed(kind, steps, prof), data_fn=data_fn)
             end = time.perf_counter()
             timing = {"setup_s": round(steps[-1].epoch_start[0] - t0, 3), "train_s": round(end - steps[-1].epoch_start[0], 3), **steps[-1].timing(end)}
+            check = None if check is None else {**check, **getattr(steps[-1].inner, "check", {})}  # the graph's own capture check
             return PartRun(kind, folders, all(r.finished for r in results), events, check, timing, steps[-1].samples, summary or None)
         except Exception as err:  # any failure of a fast path: the next one down
             if kind == LADDERS[path][-1]:
