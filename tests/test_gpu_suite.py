@@ -2,8 +2,8 @@
 
 No timing is asserted: the chunk tests state the device's peak and efficiency
 (``--peak-tflops``, ``--efficiency``), so the predicted epoch time is a known number, and
-the suite's rule (stop training once less than two predicted epochs are left) then stops
-each task after exactly one epoch per chunk.
+the suite's rule (stop training once less than two predicted epochs, and one as long as the
+last, are left) then stops each task after exactly one epoch per chunk.
 """
 
 from __future__ import annotations
