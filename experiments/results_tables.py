@@ -15,11 +15,8 @@ protocols, the race).  Adding a table is a function registered here and a marker
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
 
@@ -27,19 +24,12 @@ from training.stored import StoredStudy
 
 
 class Records(Protocol):
-    """The stored studies a table reads (``experiments/tables.py``'s ``Records``)."""
+    """The stored studies a table reads (``experiments/tables.py``'s ``Records``), and the
+    scripts beside this one (``experiments/race.py``, ``paper_statistic.py``) as modules."""
 
     def study(self, name: str) -> StoredStudy: ...
 
-
-def _sibling(name: str) -> ModuleType:
-    """The script ``experiments/<name>.py`` beside this one, as a module (experiments/ is not a package)."""
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parent / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+    def script(self, name: str) -> ModuleType: ...
 
 
 @dataclass(frozen=True)
@@ -153,7 +143,7 @@ def rates_rows(population: Any, with_all: bool) -> list[list[str]]:
 def paper_statistic_row(records: Records) -> list[str]:
     """The papers' statistic of the stored seed x lr sweep: the mean of each seed's best
     inferential share, and how many seeds reach 0.8 there (without and with (3,4) fitted)."""
-    paper_statistic = _sibling("paper_statistic")
+    paper_statistic = records.script("paper_statistic")
     study = records.study(STUDY_NAMES["paper-statistic"])
     picks, exception, _, pending = paper_statistic.seed_picks(study.path)
     if pending:
@@ -189,12 +179,12 @@ def verification_population(records: Records) -> str:
 
 @generator("paper-statistic", STUDY_NAMES["paper-statistic"], what="docs/faithful-models.md: what experiments/paper_statistic.py prints for the stored sweep")
 def paper_statistic_table(records: Records) -> str:
-    return f"```\n{_sibling('paper_statistic').statistic_text(records.study(STUDY_NAMES['paper-statistic']).path)}\n```"
+    return f"```\n{records.script('paper_statistic').statistic_text(records.study(STUDY_NAMES['paper-statistic']).path)}\n```"
 
 
 def _gpu_races(records: Records) -> list[dict]:
     study = records.study(STUDY_NAMES["gpu"])
-    rows = [row for row in _sibling("race").race_rows(sorted({run.parent for run in study.run_dirs()})) if "race" in row]
+    rows = [row for row in records.script("race").race_rows(sorted({run.parent for run in study.run_dirs()})) if "race" in row]
     return sorted(rows, key=lambda r: (r["gamma"] != "0.8", r["seed"]))
 
 

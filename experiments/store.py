@@ -52,6 +52,7 @@ from interp_init.fileio import file_sha256, folder_is_held, read_json
 from interp_init.outputs import CHECKPOINT_FILE, CONFIG_FILE, ERROR_FILE, METRICS_FILE, SUMMARY_FILE, SWEEP_SPEC_FILE, refuse_inside_run
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder
 from interp_init.stored import STORED_FILE, STORED_FORMAT, STUDY_FILE, STUDY_FORMAT, STUDY_PAGE, stored_study_root
+from training.config import RunConfig
 from training.records import RANKS_FILE, RunRecord, cached_stable_ranks, ranks_record, stable_ranks_of
 from training.stored import REPRODUCTION_FILE, StoredStudy, reproduction_record, run_folders
 from training.study import StudySpec
@@ -140,9 +141,13 @@ def reproduction_spec(source: Path, carry: tuple[str, ...] | None = None) -> Stu
     spec = StudySpec.reproduction(summary["preset"], tuple(summary["seeds"]), summary["protocol"], None if lrs is None else tuple(lrs),
                                   summary.get("vary", "both"), summary.get("fixed_seed"), precision, tuple(rows), single, carry)  # fmt: skip
     for job in spec.jobs(source):
-        diffs = RunFolder(job.run_dir).config_differences(job.config.to_dict()) if (job.run_dir / CONFIG_FILE).is_file() else ["no config.json"]
+        if not (job.run_dir / CONFIG_FILE).is_file():
+            raise ValueError(f"{job.run_dir} has no {CONFIG_FILE}: {SUMMARY_FILE} names a run the folder does not hold; store the finished study")
+        folder = RunFolder(job.run_dir)  # both read through today's RunConfig, so options added since (at their defaults) agree
+        recorded, asked = RunConfig.from_dict(folder.read_config(), where=str(folder.config_path)).flat(), job.config.flat()
+        diffs = [f"{key} {recorded.get(key)!r}, the spec's {asked.get(key)!r}" for key in sorted(set(recorded) | set(asked)) if recorded.get(key) != asked.get(key)]
         if diffs:
-            raise ValueError(f"{job.run_dir} is not the run {SUMMARY_FILE} names ({'; '.join(diffs[:3])}); "
+            raise ValueError(f"{job.run_dir} is not the run {SUMMARY_FILE} names ({'; '.join(diffs[:4])}); "
                              "if the reproduction held the paper's recipe, give its quantities with --carry")  # fmt: skip
     return spec
 

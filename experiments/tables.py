@@ -90,6 +90,10 @@ class Records:
             raise MissingRecords(name)
         return StoredStudy.read(self.root / name)
 
+    def script(self, name: str) -> ModuleType:
+        """The script ``experiments/<name>.py`` (``race``, ``paper_statistic``) as a module."""
+        return _sibling(name)
+
 
 # ----------------------------------------------------------------------------- blocks
 

@@ -139,7 +139,8 @@ def test_history_blocks_and_bad_markers(tmp_path: Path, capsys: pytest.CaptureFi
     assert _check(root, capsys)[0] == 0
     assert tables.HISTORY_NOTE.format(commit="abc1234") in page.read_text() and "| 1 |" in page.read_text()
     code, out, _ = _check(root, capsys, "--check")
-    assert code == 0 and "not checkable (history, typed by hand): 1 blocks: docs/page.md: history old-runs (typed at abc1234)" in out
+    assert code == 0 and "not checkable (history, typed by hand): 1 blocks (docs/page.md 1; --list names them)" in out
+    assert "block docs/page.md: history old-runs (typed at abc1234): history, not checkable" in _check(root, capsys, "--list")[1]
     for bad, said in (("<!-- history:x -->\n<!-- /history:x -->", "says when it was typed"), ("<!-- table:no-such -->\n<!-- /table:no-such -->", "no generator of that name"),
                       ("<!-- table:gpu-race -->\n", "has no matching opening or closing marker"), ("<!-- history:gpu-race typed at abc1234 -->\n<!-- /history:gpu-race -->", "cannot be history")):  # fmt: skip
         page.write_text(bad)

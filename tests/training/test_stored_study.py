@@ -100,6 +100,13 @@ def test_unfinished_runs_big_files_and_bad_input_are_refused(study: Path, tmp_pa
     assert code == 2 and "is not a git commit hash" in err
     code, _, err = _store([str(tmp_path / "b"), str(tmp_path / "e"), *INFO], capsys)
     assert code == 2 and "is already stored records" in err
+    other = tmp_path / "other"
+    shutil.copytree(study, other)
+    config = json.loads((other / "seed-3" / "symmetric" / "small-init" / "config.json").read_text())
+    config["init"]["gamma"] = 0.7
+    (other / "seed-3" / "symmetric" / "small-init" / "config.json").write_text(json.dumps(config))
+    code, _, err = _store([str(other), str(tmp_path / "f"), *INFO], capsys)
+    assert code == 2 and "is not the run summary.json names (gamma 0.7, the spec's 0.8)" in err
 
 
 def test_records_kept_before_the_command_are_marked_in_place(study: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
