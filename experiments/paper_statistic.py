@@ -79,29 +79,47 @@ def _cell(pick: Pick) -> str:
     return "-" if pick.value is None else f"{pick.value:.2f} (lr {pick.lr:g}, epoch {pick.epoch})"
 
 
-@click.command()
-@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
-def main(folder: Path) -> None:
-    """Print the papers' statistic (best over lrs and epochs per seed, mean over seeds) of the symmetric sweep FOLDER."""
+def statistic_text(folder: Path) -> str:
+    """What the command prints for the sweep ``folder``: per seed each target's best with the lr
+    and epoch it was read at, the mean over seeds, and how many seeds reach the inferential bar."""
     picks, exception, counts, pending = seed_picks(folder)
-    click.echo("| seed | runs | " + " | ".join(f"best {t}" for t in TARGETS) + " | (3,4) at the inferential pick |")
-    click.echo("|" + "---|" * (len(TARGETS) + 3))
+    lines = ["| seed | runs | " + " | ".join(f"best {t}" for t in TARGETS) + " | (3,4) at the inferential pick |", "|" + "---|" * (len(TARGETS) + 3)]
     for seed, row in picks.items():
-        click.echo(f"| {seed} | {counts[seed]} | " + " | ".join(_cell(row[t]) for t in TARGETS) + f" | {_num(exception[seed])} |")
+        lines.append(f"| {seed} | {counts[seed]} | " + " | ".join(_cell(row[t]) for t in TARGETS) + f" | {_num(exception[seed])} |")
+    means = mean_picks(picks)
+    lines.append("| mean over seeds | | " + " | ".join(_num(means[t]) for t in TARGETS) + " | |")
+    (reach, fitted), n = reaching(picks, exception), len(picks)
+    low, high = exact_interval(reach, n)
+    low2, high2 = exact_interval(fitted, n)
+    lines += ["", (f"inferential >= {INFERS} at some lr and epoch: {reach} of {n} seeds [{low:.2f}, {high:.2f}]; "
+                   f"with (3,4) fitted at that epoch: {fitted} of {n} [{low2:.2f}, {high2:.2f}]")]  # fmt: skip
+    if pending:
+        lines.append(f"{pending} runs not completed yet (left out)")
+    return "\n".join(lines)
+
+
+def mean_picks(picks: dict[int, dict[str, Pick]]) -> dict[str, float | None]:
+    """Per target, the mean over seeds of each seed's best (the papers' number)."""
     means = {}
     for t in TARGETS:
         values = [row[t].value for row in picks.values() if row[t].value is not None]
         means[t] = sum(values) / len(values) if values else None
-    click.echo("| mean over seeds | | " + " | ".join(_num(means[t]) for t in TARGETS) + " | |")
-    n = len(picks)
+    return means
+
+
+def reaching(picks: dict[int, dict[str, Pick]], exception: dict[int, float | None]) -> tuple[int, int]:
+    """How many seeds reach an inferential share >= 0.8 at some lr and epoch, and how many of
+    them with (3,4) fitted at that epoch."""
     reach = sum(1 for row in picks.values() if (row["heldout_inferential"].value or 0.0) >= INFERS)
     fitted = sum(1 for seed, row in picks.items() if (row["heldout_inferential"].value or 0.0) >= INFERS and (exception[seed] or 0.0) >= FITS)
-    low, high = exact_interval(reach, n)
-    low2, high2 = exact_interval(fitted, n)
-    click.echo(f"\ninferential >= {INFERS} at some lr and epoch: {reach} of {n} seeds [{low:.2f}, {high:.2f}]; "
-               f"with (3,4) fitted at that epoch: {fitted} of {n} [{low2:.2f}, {high2:.2f}]")  # fmt: skip
-    if pending:
-        click.echo(f"{pending} runs not completed yet (left out)")
+    return reach, fitted
+
+
+@click.command()
+@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
+def main(folder: Path) -> None:
+    """Print the papers' statistic (best over lrs and epochs per seed, mean over seeds) of the symmetric sweep FOLDER."""
+    click.echo(statistic_text(folder))
 
 
 if __name__ == "__main__":

@@ -201,7 +201,8 @@ def rates_command(folders: tuple[str, ...]) -> None:
     """Per candidate (a sweep folder over seeds, with the regime it stands for: small-init or
     large-init), how many finished seeds meet the reproduction's criteria for that cell: ID
     >= 0.9, the cell's own criterion, and both; each k of n with its 95% exact interval.
-    Prints one markdown row per folder.  The criteria are the tasks' own
+    Prints one markdown row per folder (and, for small init on ``symmetric``, a second: the
+    criterion without its (3,4) condition, beside it).  The criteria are the tasks' own
     (:meth:`interp_init.tasks.base.Task.flip_checks`), each run standing for both regimes.
     ``SWEEP_DIR:REGIME:GLOB`` reads only the run folders whose names match GLOB (one cell of
     a sweep over more than seeds, e.g. ``gamma=0.4__*``)."""
@@ -230,18 +231,21 @@ def rates_command(folders: tuple[str, ...]) -> None:
                 final = record.final_columns()
                 checks = record.task.flip_checks(final, final, FLIP_CRITERIA)
                 fit = next(ok for name, ok in checks.items() if "both ID" in name)
-                name, met = next((n.split(": ", 1)[1], ok) for n, ok in checks.items() if regime in n)
-                rows.append((_seed_label(record.config.to_dict()), record.task_name, final, fit, name, met))
+                full, met = next((n, ok) for n, ok in checks.items() if regime in n)
+                # the readings beside the cell's criterion (the small-init one without its (3,4) condition): rows of their own
+                beside = {name: held for name, (of, held) in record.task.flip_readings(final, final, FLIP_CRITERIA).items() if of == full}
+                rows.append((_seed_label(record.config.to_dict()), record.task_name, final, fit, {full: met, **beside}))
         if not rows:
             click.echo(f"| {label} | - | {regime} | 0 finished | | | | | |")
             continue
-        task, name, n = rows[0][1], rows[0][4], len(rows)
-        fit, met = [r[3] for r in rows], [r[5] for r in rows]
-        both = [a and b for a, b in zip(fit, met)]
-        seeds = ", ".join(f"{r[0]}: {'yes' if b else 'no'} (ID {r[2]['id_acc']:.2f})" for r, b in zip(rows, both))
-        click.echo(
-            f"| {label} | {task} | {regime} | {n} | {rate(sum(fit), n)} | {name} | {rate(sum(met), n)} | {rate(sum(both), n)} | {seeds} |"
-        )
+        task, n = rows[0][1], len(rows)
+        fit = [r[3] for r in rows]
+        for name in rows[0][4]:
+            met = [r[4][name] for r in rows]
+            both = [a and b for a, b in zip(fit, met)]
+            seeds = ", ".join(f"{r[0]}: {'yes' if b else 'no'} (ID {r[2]['id_acc']:.2f})" for r, b in zip(rows, both))
+            criterion = name.split(": ", 1)[1] + ("" if name == next(iter(rows[0][4])) else " (beside the row above; not a criterion)")
+            click.echo(f"| {label} | {task} | {regime} | {n} | {rate(sum(fit), n)} | {criterion} | {rate(sum(met), n)} | {rate(sum(both), n)} | {seeds} |")
 
 
 if __name__ == "__main__":

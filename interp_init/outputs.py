@@ -4,7 +4,7 @@ folder a path is, and the guards every command calls before it writes.
 * A run folder is a leaf (:func:`refuse_inside_run`, :func:`refuse_non_run_folder`), and no
   folder of runs (run, sweep, reproduction) is written where it would nest in another
   (:func:`refuse_nested`; :func:`output_folder` makes, holds and, on refused input, removes
-  a command's folder).
+  a command's folder), nor in stored records (:func:`interp_init.stored.refuse_stored`).
 * No ``--out`` replaces a file a command did not make for that purpose: an HTML page is
   written by :func:`write_page`, tagged with its purpose, and replaces only a previous page
   of that purpose (:func:`check_output_file`, :func:`check_output_pages`, called before the
@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from interp_init.fileio import LOCK_FILE, BadRunFile, atomic_write, check_folder_path, check_name_length, hold_folder, new_folder, read_json
+from interp_init.stored import STORED_FILE, STUDY_FILE, STUDY_PAGE, refuse_stored
 
 CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.json"
@@ -39,7 +40,7 @@ TOOLKIT_FILES: dict[str, str] = {
     CONFIG_FILE: "a run's config", METRICS_FILE: "a run's metrics", WEIGHTS_FILE: "a run's finished weights",
     CHECKPOINT_FILE: "a run's checkpoint", ERROR_FILE: "a sweep's record of a failed run", SWEEP_SPEC_FILE: "a sweep's spec",
     SUMMARY_FILE: "a reproduction's summary", "results.csv": "a sweep's results table", "ranks.json": "a run's stable ranks",
-    LOCK_FILE: "a folder's lock",
+    LOCK_FILE: "a folder's lock", STORED_FILE: "a stored run's marker", STUDY_FILE: "a stored study's manifest", STUDY_PAGE: "a stored study's page",
 }  # fmt: skip
 
 
@@ -134,6 +135,7 @@ def refuse_nested(path: str | Path, what: str, kind: str, option: str = "--out")
     Nothing is written; the message names the folder and the fix."""
     path = Path(path)
     check_folder_path(path, option)
+    refuse_stored(path, what, option)
     refuse_inside_run(path, what, option)
     own = folder_kind(path)
     if own is not None and own != kind:
@@ -183,6 +185,7 @@ def check_output_file(path: str | Path, purpose: str, option: str = "--out") -> 
     run folder.  Call it before the work; :func:`write_page` asks again when it writes."""
     path = Path(path)
     check_name_length(path)
+    refuse_stored(path.parent, f"a {purpose} page", option)
     refuse_inside_run(path, f"a {purpose} page", option)
     if path.is_dir():
         raise ValueError(f"{option} {path} is a folder; give a file name such as {path / (purpose + '.html')}")

@@ -8,6 +8,7 @@ the report and the phase diagrams read and write runs through it::
     DIR/model.safetensors  the final weights (safetensors: loading never runs code)
     DIR/checkpoint.pt      the training state while the run is unfinished
     DIR/error.txt          a sweep's record of a run that raised
+    DIR/stored.json        a stored record: the run kept without its weights (:mod:`interp_init.stored`)
 
 **Bound together.**  A finished run's three files carry one digest: ``config_digest``, the
 SHA-256 of ``config.json``'s canonical JSON, is written into the weights' metadata and into
@@ -57,13 +58,13 @@ from interp_init.fileio import (  # fmt: skip
     json_kind, read_json, remove_made_folders, remove_stale_temporaries, write_json,
 )
 from interp_init.metrics_values import check_metrics_values
-from interp_init.outputs import CHECKPOINT_FILE, CONFIG_FILE, ERROR_FILE, METRICS_FILE, WEIGHTS_FILE, looks_like_run, refuse_inside_run, refuse_non_run_folder
+from interp_init.outputs import (  # fmt: skip
+    CHECKPOINT_FILE, CHECKPOINT_FORMAT, CONFIG_FILE, ERROR_FILE, METRICS_FILE, WEIGHTS_FILE, looks_like_run, refuse_inside_run, refuse_non_run_folder,
+)
+from interp_init.stored import is_stored, refuse_stored_weights
 
 __all__ = ["BadRunFile", "MissingRunFile", "RunFolder", "RunFolderBusy", "RunStatus", "atomic_write", "config_digest", "file_sha256",
            "hold_folder", "load_model", "looks_like_run", "refuse_inside_run", "refuse_non_run_folder", "write_json"]  # fmt: skip
-
-#: The format tag of checkpoints written by :meth:`RunFolder.save_checkpoint`.
-CHECKPOINT_FORMAT = "interp-init-checkpoint/1"
 
 if TYPE_CHECKING:
     import torch
@@ -101,9 +102,6 @@ def _differences(folder: dict, asked: dict, prefix: str = "") -> list[str]:
 
 _EDITED = "was changed after the run finished (model.safetensors and metrics.json both carry the digest of the config they were trained with)"
 _UNSURE = "holds the weights of another config than config.json's (their digests differ): config.json was edited or the weights copied"
-
-
-# -------------------------------------------------------------------------- the folder
 
 
 @dataclass(frozen=True)
@@ -294,13 +292,14 @@ class RunFolder:
     # ---------------------------------------------------------------------- status
 
     def status(self) -> RunStatus:
-        """Where the run stands, from its files (a damaged ``metrics.json`` reads as unfinished)."""
+        """Where the run stands, from its files (a damaged ``metrics.json`` reads as unfinished;
+        a finished run without its weights reads as finished only where it is a stored record)."""
         try:
             metrics = self.read_metrics()
         except BadRunFile:
             metrics = None
         status = metrics.get("status") if metrics else None
-        if status in FINISHED_STATUSES and self.weights_path.exists():
+        if status in FINISHED_STATUSES and (self.weights_path.exists() or is_stored(self.path, metrics)):
             return RunStatus(status)
         if self.error_path.exists():
             return RunStatus.FAILED
@@ -345,6 +344,8 @@ class RunFolder:
         from interp_init.model import empty_model, load_weights
 
         model_cfg = self.model_config()
+        if not self.weights_path.exists():
+            refuse_stored_weights(self.path)
         model = empty_model(model_cfg, device)
         load_weights(model, model_cfg, self.weights_path)  # weights of another shape are refused first
         self.check_bound()
@@ -382,8 +383,6 @@ class RunFolder:
         if state.get("config") != config:
             raise BadRunFile(path, "is a checkpoint from another config", "remove it or choose another --out")
         return state
-
-    # -------------------------------------------------------------------- tidying
 
     def sweep_temporary(self) -> list[Path]:
         """Remove temporary files left by killed processes (those whose process is gone)."""

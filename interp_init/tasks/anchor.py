@@ -50,8 +50,9 @@ FLIP_CRITERIA: dict[str, float] = {
     "min_small_ood": OOD_THRESHOLD,
     "max_large_ood": 0.3,
 }
-#: The name of the small-init criterion on ``symmetric`` (tables, README, docs).
+#: The small-init criterion on ``symmetric``, and the reading beside it without its (3,4) condition (issue 43).
 SMALL_INFERENTIAL = "symmetric: small-init inferential >= 0.8 with (3,4) fitted"
+SMALL_INFERENTIAL_ANY = "symmetric: small-init inferential >= 0.8 whatever (3,4) does"
 #: Every report section (the probes of key masking and similarity read the anchors).
 ANCHOR_SECTIONS: tuple[str, ...] = (
     *GENERIC_SECTIONS, "attention", "key_masking", "second_anchor_masking", "residual_similarity", "value_similarity", "embedding", "eigenvalues",
@@ -273,6 +274,10 @@ class SymmetricTask(AnchorTask):
             "symmetric: large-init symmetric >= 0.8": heldout_answer(large.get("heldout_inferential"), large.get("heldout_symmetric"), large.get("exception_acc"), criteria) == "symmetric",
         }
 
+    def flip_readings(self, small: Mapping[str, Any], large: Mapping[str, Any], criteria: Mapping[str, float]) -> dict[str, tuple[str, bool]]:
+        """Beside the small-init criterion: the same without its (3,4) condition."""
+        return {SMALL_INFERENTIAL_ANY: (SMALL_INFERENTIAL, _ge(small.get("heldout_inferential"), criteria["min_small_inferential"]))}
+
 
 @dataclass(frozen=True)
 class IdOodTask(AnchorTask):
@@ -347,9 +352,6 @@ class ComplexityTask(AnchorTask):
         return set(self.spec.offsets)
 
 
-# ------------------------------------------------------------------------- probe inputs
-
-
 def balanced_inputs(task: str, per_pair: int, seed: int, k: int = 0, offset: int = 4) -> AnchorDataset:
     """``per_pair`` inputs of every anchor pair of the anchor task ``task`` (trained pairs
     from the train split, held-out pairs from the held-out split), ordered by pair."""
@@ -370,10 +372,7 @@ def balanced_inputs(task: str, per_pair: int, seed: int, k: int = 0, offset: int
             if len(index) < per_pair:  # pragma: no cover - 4x oversampling makes this vanishingly rare
                 raise ValueError(f"drew too few inputs of pair ({a},{b}); use another seed")
             parts.append(pool.subset(index))
-    cat = torch.cat
-    return AnchorDataset(
-        task, "balanced", cat([p.token_ids for p in parts]), cat([p.targets for p in parts]), cat([p.key_positions for p in parts]), cat([p.anchor_pairs for p in parts])
-    )
+    return AnchorDataset(task, "balanced", *(torch.cat([getattr(p, name) for p in parts]) for name in ("token_ids", "targets", "key_positions", "anchor_pairs")))
 
 
 #: The NeurIPS 2024 paper's Fig. 3 input: key 99 at position 2, then the pair (4, 3)

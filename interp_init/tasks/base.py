@@ -236,6 +236,12 @@ class Task:
         large-init runs (their :meth:`TaskMetrics.columns`); only for tasks that reproduce."""
         raise ValueError(f"task {self.name!r} has no small-init / large-init flip to reproduce")
 
+    def flip_readings(self, small: Mapping[str, Any], large: Mapping[str, Any], criteria: Mapping[str, float]) -> dict[str, tuple[str, bool]]:
+        """Readings shown beside a criterion of :meth:`flip_checks`, never criteria themselves
+        (they do not enter whether the flip holds): name -> (the criterion it stands beside,
+        whether it holds).  None by default."""
+        return {}
+
     def probe_inputs(self, per_group: int, seed: int) -> Any:
         """Inputs the report's probes run on (default: training samples)."""
         return self.make_split("train", max(2, per_group) * 8, seed)

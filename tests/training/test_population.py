@@ -81,9 +81,9 @@ def test_strict_protocol_reads_the_final_epoch() -> None:
     assert picks == {"id_acc": Pick(0.9, 1e-4, 4), "heldout_inferential": Pick(0.6, 1e-4, 4)}
 
 
-def _seed_row(seed: int, inf: float, sym: float, small_ood: float, large_ood: float, id_acc: float = 0.95) -> SeedRow:
+def _seed_row(seed: int, inf: float, sym: float, small_ood: float, large_ood: float, id_acc: float = 0.95, exception: float = 0.97) -> SeedRow:
     values = {
-        ("symmetric", "small-init"): {"id_acc": id_acc, "heldout_inferential": inf, "heldout_symmetric": 0.0, "exception_acc": 0.97},
+        ("symmetric", "small-init"): {"id_acc": id_acc, "heldout_inferential": inf, "heldout_symmetric": 0.0, "exception_acc": exception},
         ("symmetric", "large-init"): {"id_acc": id_acc, "heldout_inferential": 0.0, "heldout_symmetric": sym},
         ("id-ood", "small-init"): {"id_acc": id_acc, "ood_acc": small_ood, "commutativity": 1.0},
         ("id-ood", "large-init"): {"id_acc": id_acc, "ood_acc": large_ood, "commutativity": 0.5},
@@ -115,7 +115,34 @@ def test_population_counts_and_means_match_a_hand_computation() -> None:
     assert "paper protocol" in population.format() and str(population) == population.format()
     page = population._repr_html_()  # Jupyter shows the rates, then the seeds and their mean
     assert page.startswith("<p><b>Population</b>: 3 seeds [1, 2, 3]") and page.count("<table") == 2
-    assert page.count("<tr") == (1 + 7) + (1 + 3 + 1)
+    assert page.count("<tr") == (1 + 7 + 1) + (1 + 3 + 1)  # the criteria and all, and the reading without (3,4)
+
+
+def test_the_reading_without_the_exception_stands_beside_the_strict_criterion() -> None:
+    """Seeds whose small init infers >= 0.8 with (3,4) unfitted count in the reading without
+    the (3,4) condition, not in the strict criterion; the reading never enters "all"."""
+    from interp_init.tasks.anchor import SMALL_INFERENTIAL, SMALL_INFERENTIAL_ANY
+
+    rows = (_seed_row(1, 0.9, 0.9, 0.6, 0.1), _seed_row(2, 0.85, 0.9, 0.6, 0.1, exception=0.5), _seed_row(3, 0.95, 0.9, 0.6, 0.1, exception=0.89),
+            _seed_row(4, 0.3, 0.9, 0.6, 0.1))  # fmt: skip
+    population = Population("cpu", "strict", rows)
+    rates = {r.name: (r.met, r.of) for r in population.rates}
+    readings = {r.name: (r.met, r.of, r.beside) for r in population.readings}
+    assert rates[SMALL_INFERENTIAL] == (1, 4)  # seed 1 only: 2 and 3 have (3,4) below 0.9
+    assert readings == {SMALL_INFERENTIAL_ANY: (3, 4, SMALL_INFERENTIAL)}  # seeds 1, 2, 3: >= 0.8 whatever (3,4) does
+    assert rates["all"] == (1, 4) and SMALL_INFERENTIAL_ANY not in rows[1].checks  # not a criterion
+    order = [r.name for r in population.rates_and_readings()]
+    assert order[order.index(SMALL_INFERENTIAL) + 1] == SMALL_INFERENTIAL_ANY  # side by side
+    summary = population.to_dict()
+    assert summary["readings"][SMALL_INFERENTIAL_ANY] == {"met": 3, "of": 4, "interval": list(exact_interval(3, 4)), "beside": SMALL_INFERENTIAL}
+    assert [r["readings"][SMALL_INFERENTIAL_ANY] for r in summary["per_seed"]] == [True, True, True, False]
+    assert SMALL_INFERENTIAL_ANY not in summary["population"]
+    table = population.rates_table().set_index("criterion")
+    assert (table.loc[SMALL_INFERENTIAL, "met"], table.loc[SMALL_INFERENTIAL_ANY, "met"]) == (1, 3)
+    lines = population.format().splitlines()
+    strict_line = next(i for i, line in enumerate(lines) if SMALL_INFERENTIAL in line)
+    assert SMALL_INFERENTIAL_ANY in lines[strict_line + 1] and lines[strict_line + 1].split()[-4:-2] == ["3", "4"]
+    assert Population.from_dict(summary).to_dict()["readings"] == summary["readings"]  # recomputed from the rows read back
 
 
 def test_plan_validation() -> None:
@@ -232,6 +259,7 @@ def test_population_report_shows_the_population(population_out: Path) -> None:
     page = (population_out / "report.html").read_text()
     assert "a population of 3 seeds" in page and PROTOCOL_TEXT["strict"] in page
     assert "Population of 3 seeds" in page  # the dot figure's title
+    assert "small-init inferential &gt;= 0.8 whatever (3,4) does" in page  # the reading beside the strict criterion (escaped by to_html)
 
 
 @pytest.mark.parametrize(

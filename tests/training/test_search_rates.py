@@ -57,8 +57,10 @@ def test_rates_count_seeds_per_criterion_with_exact_intervals(tmp_path: Path) ->
 
     assert rows[0][1:5] == ["symmetric", "small-init", "4", interval(3, 4)]
     assert rows[0][6:8] == [interval(2, 4), interval(1, 4)]
-    assert rows[1][1:5] == ["id-ood", "large-init", "2", interval(2, 2)]
-    assert rows[1][6:8] == [interval(1, 2), interval(1, 2)]
+    # beside it, the same without the (3,4) condition: seed 4 (0.85 with (3,4) at 0.2) counts there
+    assert rows[1][5].startswith("small-init inferential >= 0.8 whatever (3,4) does") and rows[1][6:8] == [interval(3, 4), interval(2, 4)]
+    assert rows[2][1:5] == ["id-ood", "large-init", "2", interval(2, 2)]
+    assert rows[2][6:8] == [interval(1, 2), interval(1, 2)]
 
 
 def test_rates_refuses_a_folder_without_its_regime(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from interp_init.fileio import read_json
+from interp_init.outputs import SUMMARY_FILE  # a study folder's summary (Population.to_dict)
 from interp_init.runfolder import write_json
 from interp_init.tasks.anchor import FLIP_CRITERIA
 from interp_init.tasks.registry import make_task, task_class
@@ -58,11 +59,14 @@ def exact_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, flo
 def check_flip(summary: Mapping[str, Mapping[str, Mapping[str, Any]]], criteria: Mapping[str, float] = FLIP_CRITERIA) -> dict[str, bool]:
     """Each criterion of the flip (the tasks' own :meth:`~interp_init.tasks.base.Task.flip_checks`)
     on one seed's numbers (task -> regime -> target -> value), by name, and ``"all"``."""
-    checks: dict[str, bool] = {}
-    for task, rows in summary.items():
-        checks.update(make_task(task).flip_checks(rows["small-init"], rows["large-init"], criteria))
-    checks["all"] = all(checks.values())
-    return checks
+    checks = {k: v for task, rows in summary.items() for k, v in make_task(task).flip_checks(rows["small-init"], rows["large-init"], criteria).items()}
+    return {**checks, "all": all(checks.values())}
+
+
+def check_readings(summary: Mapping[str, Mapping[str, Mapping[str, Any]]], criteria: Mapping[str, float] = FLIP_CRITERIA) -> dict[str, tuple[str, bool]]:
+    """The readings beside the criteria on one seed's numbers (:meth:`~interp_init.tasks.base.Task.flip_readings`:
+    name -> (the criterion it stands beside, whether it holds)); never in :func:`check_flip`'s ``"all"``."""
+    return {k: v for task, rows in summary.items() for k, v in make_task(task).flip_readings(rows["small-init"], rows["large-init"], criteria).items()}
 
 
 def failed_criteria(checks: Mapping[str, bool]) -> str:
@@ -162,28 +166,34 @@ class SeedRow:
     def checks(self) -> dict[str, bool]:
         return check_flip(self.summary())
 
+    @property
+    def readings(self) -> dict[str, tuple[str, bool]]:
+        return check_readings(self.summary())
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "seed": self.seed, "init_seed": self.init_seed, "data_seed": self.data_seed,
             "runs": {t: {r.regime: r.to_dict() for r in self.results if r.task == t} for t in self.tasks},
-            "criteria": self.checks,
+            "criteria": self.checks, "readings": {name: held for name, (_, held) in self.readings.items()},
         }  # fmt: skip
 
 
 @dataclass(frozen=True)
 class CriterionRate:
-    """How many seeds met one criterion, of how many, with the 95% exact interval."""
+    """How many seeds met one criterion, of how many, with the 95% exact interval; for a
+    reading beside a criterion (not a criterion: :func:`check_readings`), ``beside`` names it."""
 
     name: str
     met: int
     of: int
+    beside: str | None = None
 
     @property
     def interval(self) -> tuple[float, float]:
         return exact_interval(self.met, self.of)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"met": self.met, "of": self.of, "interval": list(self.interval)}
+        return {"met": self.met, "of": self.of, "interval": list(self.interval), **({} if self.beside is None else {"beside": self.beside})}
 
 
 @dataclass(frozen=True)
@@ -220,8 +230,22 @@ class Population:
 
     @property
     def rates(self) -> tuple[CriterionRate, ...]:
+        """Per criterion of the flip (and ``all``), how many seeds meet it."""
         checks = [r.checks for r in self.rows]
         return tuple(CriterionRate(name, sum(c[name] for c in checks), len(checks)) for name in checks[0])
+
+    @property
+    def readings(self) -> tuple[CriterionRate, ...]:
+        """Per reading beside a criterion (:func:`check_readings`), how many seeds meet it."""
+        readings = [r.readings for r in self.rows]
+        return tuple(CriterionRate(name, sum(r[name][1] for r in readings), len(readings), beside) for name, (beside, _) in readings[0].items())
+
+    def rates_and_readings(self) -> tuple[CriterionRate, ...]:
+        """The rates, each reading right after the criterion it stands beside (what tables print)."""
+        out: list[CriterionRate] = []
+        for rate in self.rates:
+            out += [rate, *(r for r in self.readings if r.beside == rate.name)]
+        return tuple(out)
 
     def means(self) -> dict[str, dict[str, dict[str, float | None]]]:
         """Per task, regime and target, the mean over seeds (the papers' number under ``paper``)."""
@@ -235,6 +259,7 @@ class Population:
             "seeds": list(self.seeds), "lrs": None if self.lrs is None else list(self.lrs),
             "vary": self.vary, "fixed_seed": self.fixed_seed,
             "population": {rate.name: rate.to_dict() for rate in self.rates},
+            "readings": {rate.name: rate.to_dict() for rate in self.readings},
             "per_seed": [r.to_dict() for r in self.rows],
             "mean_over_seeds": self.means(),
         }  # fmt: skip
@@ -266,10 +291,11 @@ class Population:
         return self.regimes_table().to_string(index=False, na_rep="-", float_format=lambda v: f"{v:.2f}")
 
     def rates_table(self) -> pd.DataFrame:
-        """One row per criterion: seeds that meet it, of how many, the 95% exact interval."""
+        """One row per criterion: seeds that meet it, of how many, the 95% exact interval;
+        each reading beside a criterion (:meth:`readings`) in the row after it."""
         import pandas as pd
 
-        rows = [{"criterion": r.name, "met": r.met, "of": r.of, "95% interval": "[{:.2f}, {:.2f}]".format(*r.interval)} for r in self.rates]
+        rows = [{"criterion": r.name, "met": r.met, "of": r.of, "95% interval": "[{:.2f}, {:.2f}]".format(*r.interval)} for r in self.rates_and_readings()]
         return pd.DataFrame(rows)
 
     def seeds_table(self) -> pd.DataFrame:
@@ -326,10 +352,6 @@ def _cell(value: Any) -> str:
 def _results(runs: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> tuple[RegimeResult, ...]:
     """One seed's results from its summary's task -> regime -> row."""
     return tuple(RegimeResult.from_dict(t, g, r) for t, regimes in runs.items() for g, r in regimes.items())
-
-
-#: A study folder's summary (:meth:`Population.to_dict`).
-SUMMARY_FILE = "summary.json"
 
 
 def read_summary(path: str | Path) -> Population | None:

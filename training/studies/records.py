@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from interp_init.runfolder import RunFolder, RunStatus, write_json
+from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus, write_json
 from interp_init.tasks.base import EpochRecord, RunMetrics, Task, read_run_metrics
 from training.config import RunConfig
 
@@ -116,18 +116,41 @@ def _weights_stamp(folder: RunFolder) -> dict[str, int]:
     return {"weights_size": stat.st_size, "weights_mtime_ns": stat.st_mtime_ns}
 
 
+def ranks_record(run_dir: str | Path, ranks: dict[str, float]) -> dict[str, Any]:
+    """What ``ranks.json`` holds: ``ranks`` keyed by the run folder's weights as they are now."""
+    return {"stamp": _weights_stamp(RunFolder(run_dir)), "ranks": ranks}
+
+
+def stable_ranks_of(model: HookedTransformer) -> dict[str, float]:
+    """The stable ranks a run folder caches: the first layer's W_Q (heads merged) and W_E."""
+    from probes import merged_weight, stable_rank
+
+    return {"stable_rank_wq0": stable_rank(merged_weight(model, "W_Q", 0)), "stable_rank_we": stable_rank(merged_weight(model, "W_E"))}
+
+
 def record_stable_ranks(run_dir: str | Path, model: HookedTransformer) -> dict[str, float]:
     """Compute the stable ranks of a just-trained ``model`` (the run's own, not reloaded)
     and cache them in the run folder's ``ranks.json``."""
-    from probes import merged_weight, stable_rank
-
-    folder = RunFolder(run_dir)
-    ranks = {
-        "stable_rank_wq0": stable_rank(merged_weight(model, "W_Q", 0)),
-        "stable_rank_we": stable_rank(merged_weight(model, "W_E")),
-    }
-    write_json(folder.path / RANKS_FILE, {"stamp": _weights_stamp(folder), "ranks": ranks})
+    ranks = stable_ranks_of(model)
+    write_json(Path(run_dir) / RANKS_FILE, ranks_record(run_dir, ranks))
     return ranks
+
+
+def cached_stable_ranks(run_dir: str | Path) -> dict[str, float] | None:
+    """The ranks ``ranks.json`` holds for the run folder's weights as they are now (None:
+    no cache, a damaged one, or one of other weights).  A stored record
+    (:mod:`interp_init.stored`) keeps the ranks of the weights it was stored without."""
+    folder = RunFolder(run_dir)
+    cache = folder.path / RANKS_FILE
+    try:
+        data: Any = json.loads(cache.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("ranks"), dict):
+        return None
+    if folder.weights_path.exists():
+        return data["ranks"] if data.get("stamp") == _weights_stamp(folder) else None
+    return data["ranks"] if folder.status() in FINISHED_STATUSES else None  # without weights: finished only if stored
 
 
 def run_stable_ranks(run_dir: str | Path) -> dict[str, float]:
@@ -135,20 +158,15 @@ def run_stable_ranks(run_dir: str | Path) -> dict[str, float]:
 
     The cache is keyed by the weights file's size and modification time, so the model is
     loaded only when the weights changed since (a launch caches them from the trained
-    model, :func:`record_stable_ranks`).  Empty when the folder has no weights.
+    model, :func:`record_stable_ranks`).  A stored record (kept without its weights,
+    :mod:`interp_init.stored`) gives the ranks it was stored with; any other folder without
+    weights gives none (empty).
     """
     folder = RunFolder(run_dir)
-    if not folder.weights_path.exists():
-        return {}
-    cache = folder.path / RANKS_FILE
-    if cache.exists():
-        try:
-            data: Any = json.loads(cache.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            data = {}
-        if isinstance(data, dict) and data.get("stamp") == _weights_stamp(folder) and isinstance(data.get("ranks"), dict):
-            return data["ranks"]
+    cached = cached_stable_ranks(folder.path)
+    if cached is not None or not folder.weights_path.exists():
+        return cached or {}
     return record_stable_ranks(folder.path, folder.load_model(device="cpu"))
 
 
-__all__ = ["RANKS_FILE", "RunRecord", "record_stable_ranks", "resume_epoch", "run_stable_ranks"]
+__all__ = ["RANKS_FILE", "RunRecord", "cached_stable_ranks", "ranks_record", "record_stable_ranks", "resume_epoch", "run_stable_ranks", "stable_ranks_of"]

@@ -6,7 +6,8 @@ For runs of a single-seed reproduction (``DIR/<task>/<regime>`` beside
 was reproduced; for runs inside a population folder (``DIR/seed-S/<task>/<regime>``
 beside ``DIR/summary.json``) the figure (:func:`population_figure`: the held-out (4,3)'s
 inferential against symmetric share on the ``symmetric`` task; OOD accuracy on
-``id-ood``) and the table of rates, each naming the protocol that made it.
+``id-ood``) and the table of rates (each reading beside a criterion, such as the small-init
+criterion without its (3,4) condition, in the row after it), each naming the protocol that made it.
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ def population_parts(runs: Sequence[Run]) -> tuple[str, go.Figure | None]:
     singles = len(parts)
     for root, population in population_summaries(runs).items():
         rows = [{"criterion": r.name, "seeds that meet it": f"{r.met} of {r.of}", "95% exact interval": "[{:.2f}, {:.2f}]".format(*r.interval)}
-                for r in population.rates]  # fmt: skip
+                for r in population.rates_and_readings()]  # fmt: skip
         parts.append(
             f'<p class="verdict">{html.escape(root.name)}: a population of {len(population.rows)} seeds '
             f"({html.escape(PROTOCOL_TEXT[population.protocol])}); the runs in this report are one draw of it.</p>"

@@ -1,0 +1,357 @@
+"""The results tables of README.md and docs/: one function per table, from the stored records.
+
+``python experiments/tables.py`` (which see) writes each into the pages between its markers
+and ``--check`` compares.  A table is a function of the stored studies (``records.study(NAME)``:
+a :class:`training.studies.stored.StoredStudy` under ``experiments/results/``; a study not stored yet
+stops the table, which is then left as it is) returning the block's markdown, read through the
+project's one reader (:class:`training.studies.records.RunRecord`, the population, the selection
+protocols, the race).  Adding a table is a function registered here and a marker::
+
+    @generator("my-table", STUDY_NAMES["verification"], what="where it goes and what it says")
+    def my_table(records: Records) -> str:
+        population = records.study(STUDY_NAMES["verification"]).population()
+        return _markdown(("criterion", "met"), ([r.name, _rate(r.met, r.of)] for r in population.rates))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Protocol
+
+from training.studies.stored import StoredStudy
+
+
+class Records(Protocol):
+    """The stored studies a table reads (``experiments/tables.py``'s ``Records``), and the
+    scripts beside this one (``experiments/race.py``, ``paper_statistic.py``) as modules."""
+
+    def study(self, name: str) -> StoredStudy: ...
+
+    def script(self, name: str) -> ModuleType: ...
+
+
+@dataclass(frozen=True)
+class Generator:
+    """A table (or a sentence's number) made from stored studies."""
+
+    name: str
+    studies: tuple[str, ...]
+    make: Callable[[Records], str]
+    what: str
+
+
+#: Every generator by name (``@generator``).
+TABLES: dict[str, Generator] = {}
+
+
+def generator(name: str, *studies: str, what: str) -> Callable[[Callable[[Records], str]], Callable[[Records], str]]:
+    """Register ``make(records) -> markdown`` as the table ``name``, reading ``studies``."""
+
+    def register(make: Callable[[Records], str]) -> Callable[[Records], str]:
+        if name in TABLES:
+            raise ValueError(f"table {name!r} is registered twice")
+        TABLES[name] = Generator(name, studies, make, what)
+        return make
+
+    return register
+
+
+
+
+#: The stored studies the tables read, by role: the folder names under experiments/results/.
+STUDY_NAMES = {
+    "verification": "verify-cpu-201-208",  # interp-init reproduce --preset cpu --seeds 201,...,208
+    "paper-statistic": "paper-statistic-401-403",  # experiments/population-specs/sym-small-g0.8-paper-statistic.json
+    "gpu": "gpu-suite-h200-2026-11-26",  # benchmarks/gpu_suite.py on an H200, 94 of 210 epochs
+    "pc": "pc-depth3-const",  # the positive control's configuration P (docs/positive-control.md)
+    "pc-depth3-cosine": "pc-depth3-cosine",
+    "pc-depth2-const": "pc-depth2-const",
+    "pc-depth4-const": "pc-depth4-const",
+}
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _rate(met: int, of: int) -> str:
+    from training.studies.population import exact_interval
+
+    low, high = exact_interval(met, of)
+    return f"{met} of {of} [{low:.2f}, {high:.2f}]"
+
+
+def _seeds(seeds: Iterable[int]) -> str:
+    """``201-203`` for a run of consecutive seeds, else the list."""
+    seeds = sorted(seeds)
+    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"{seeds[0]}-{seeds[-1]}"
+    return ", ".join(map(str, seeds))
+
+
+def _markdown(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join([*lines, *("| " + " | ".join(row) + " |" for row in rows)])
+
+
+def _modes(population: Any, seeds: Iterable[int], task: str, regime: str) -> str:
+    """The failing seeds grouped by their race mode (the strict protocol's, :mod:`training.studies.race`)."""
+    from training.studies.race import MODES
+
+    by_mode: dict[str, list[int]] = {}
+    for seed in seeds:
+        race = next(r for r in population.rows if r.seed == seed).result(task, regime).race
+        by_mode.setdefault("no race" if race is None else race.mode, []).append(seed)
+    order = [m for m in (*MODES, "no race") if m in by_mode]
+    return "; ".join(f"{mode}: {', '.join(map(str, by_mode[mode]))}" for mode in order)
+
+
+def _failing(population: Any, name: str, seeds: list[int]) -> str:
+    """What the seeds failing the criterion (or reading) ``name`` show."""
+    if not seeds:
+        return ""
+    rows = {r.seed: r for r in population.rows}
+    task = name.split(":", 1)[0]
+    if "both ID" in name:
+        return "; ".join(f"{s}: " + ", ".join(f"{g.split('-')[0]} init ID {_num(rows[s].result(task, g).value('id_acc'))}"
+                                             for g in ("small-init", "large-init") if (rows[s].result(task, g).value("id_acc") or 0) < 0.9)
+                         for s in seeds)  # fmt: skip
+    regime = "small-init" if "small-init" in name else "large-init"
+    if task == "symmetric":
+        return _modes(population, seeds, task, regime)
+    return "; ".join(f"{s}: OOD {_num(rows[s].result(task, regime).value('ood_acc'))}" for s in seeds)
+
+
+def rates_rows(population: Any, with_all: bool) -> list[list[str]]:
+    """One row per criterion of the flip and per reading beside one (the count without the
+    (3,4) condition beside the strict one): its name, k of n [95% exact interval], and what
+    the failing seeds show."""
+    rows = []
+    for rate in population.rates_and_readings():
+        if rate.name == "all" and not with_all:
+            continue
+        held = {row.seed: (row.checks[rate.name] if rate.beside is None else row.readings[rate.name][1]) for row in population.rows}
+        met = _rate(rate.met, rate.of)
+        label = rate.name if rate.beside is None else f"{rate.name} (beside the criterion above; not a criterion)"
+        rows.append([label, f"**{met}**" if rate.name.startswith("symmetric: small-init") else met,
+                     "" if rate.name == "all" else _failing(population, rate.name, [s for s, ok in held.items() if not ok])])  # fmt: skip
+    return rows
+
+
+def paper_statistic_row(records: Records) -> list[str]:
+    """The papers' statistic of the stored seed x lr sweep: the mean of each seed's best
+    inferential share, and how many seeds reach 0.8 there (without and with (3,4) fitted)."""
+    paper_statistic = records.script("paper_statistic")
+    study = records.study(STUDY_NAMES["paper-statistic"])
+    picks, exception, _, pending = paper_statistic.seed_picks(study.path)
+    if pending:
+        raise ValueError(f"{study.path}: {pending} runs not completed; store the finished sweep")
+    mean = paper_statistic.mean_picks(picks)["heldout_inferential"]
+    reach, fitted = paper_statistic.reaching(picks, exception)
+    n, lrs = len(picks), len(study.spec().grid.get("lr", ()))
+    per_seed = ", ".join(_num(row["heldout_inferential"].value) for row in picks.values())
+    return [f"the papers' statistic: small init's best inferential share over {lrs} lrs and epochs, mean of {n} seeds ({_seeds(picks)})",
+            f"{_num(mean)} (per seed {per_seed}); >= 0.8 at the pick: {_rate(reach, n)}; with (3,4) fitted at the pick: **{_rate(fitted, n)}**", ""]  # fmt: skip
+
+
+@generator("readme-verification", STUDY_NAMES["verification"], STUDY_NAMES["paper-statistic"],
+           what="README's main table: the verification seeds' rates (strict, with the reading without the (3,4) condition), the failing seeds' modes, the papers' statistic")  # fmt: skip
+def readme_verification(records: Records) -> str:
+    population = records.study(STUDY_NAMES["verification"]).population()
+    rows = rates_rows(population, with_all=False) + [paper_statistic_row(records)]
+    return _markdown(("criterion", "seeds meeting it", "failing seeds: what they show"), rows)
+
+
+@generator("verification-rates", STUDY_NAMES["verification"],
+           what="docs/faithful-models.md: the verification seeds' rates with the failing seeds' modes, and all six")  # fmt: skip
+def verification_rates(records: Records) -> str:
+    population = records.study(STUDY_NAMES["verification"]).population()
+    return _markdown(("criterion", "met", "failing seeds: what they show"), rates_rows(population, with_all=True))
+
+
+@generator("verification-population", STUDY_NAMES["verification"],
+           what="docs/faithful-models.md: the verification's population as Population.format() gives it")  # fmt: skip
+def verification_population(records: Records) -> str:
+    return f"```\n{records.study(STUDY_NAMES['verification']).population().format()}\n```"
+
+
+@generator("paper-statistic", STUDY_NAMES["paper-statistic"], what="docs/faithful-models.md: what experiments/paper_statistic.py prints for the stored sweep")
+def paper_statistic_table(records: Records) -> str:
+    return f"```\n{records.script('paper_statistic').statistic_text(records.study(STUDY_NAMES['paper-statistic']).path)}\n```"
+
+
+def _gpu_races(records: Records) -> list[dict]:
+    study = records.study(STUDY_NAMES["gpu"])
+    rows = [row for row in records.script("race").race_rows(sorted({run.parent for run in study.run_dirs()})) if "race" in row]
+    return sorted(rows, key=lambda r: (r["gamma"] != "0.8", r["seed"]))
+
+
+@generator("gpu-race", STUDY_NAMES["gpu"], what="docs/faithful-models.md: the race of the GPU suite's runs, read from their stored histories")
+def gpu_race(records: Records) -> str:
+    rows = _gpu_races(records)
+    epochs = {row["race"].last_epoch for row in rows}
+    at = f"epoch {epochs.pop()}" if len(epochs) == 1 else "the last evaluated epoch"
+    header = ("run", "(3,4) fit epoch", "copy epoch", "inf / sym at fit", f"inf / sym at {at}", f"ID at {at}", "shares stopped moving (epoch)", "mode so far")
+    return _markdown(header, ([f"{'small' if r['gamma'] == '0.8' else 'large'} init ({r['gamma']}), seed {r['seed']}", r["(3,4) fit epoch"], r["copy epoch"],
+                               r["inf / sym at fit"], r["inf / sym at end"], r["ID at end"], r["stopped moving"], r["race"].mode] for r in rows))  # fmt: skip
+
+
+@generator("readme-gpu", STUDY_NAMES["gpu"], what="README's sentence on the GPU run: its scale, epochs and small init's outcome")
+def readme_gpu(records: Records) -> str:
+    study = records.study(STUDY_NAMES["gpu"])
+    small = [r for r in _gpu_races(records) if r["gamma"] == "0.8"]
+    config = RecordsConfig.of(study)
+    infers = sum(r["race"].mode == "infers" for r in small)
+    copies = [r for r in small if r["race"].mode == "early copy"]
+    return (f"the `{config.preset}` preset (d_model {config.d_model}, {config.n_train:,} samples, {config.precision}) trained small init on seeds "
+            f"{_seeds(int(r['seed']) for r in small)} for {small[0]['race'].last_epoch} of its {config.epochs} epochs before the session's device time ran out; "
+            f"it inferred on {_rate(infers, len(small))} and copied the symmetric answer on {len(copies)} of {len(small)}, whose shares stopped moving "
+            f"at epochs {' and '.join(r['stopped moving'] for r in copies)} (`experiments/race.py`)")  # fmt: skip
+
+
+def _span(values: Iterable[float | int], fmt: str = "{}") -> str:
+    """``a-b`` for a range of values, ``a`` when they are equal."""
+    values = sorted(values)
+    low, high = fmt.format(values[0]), fmt.format(values[-1])
+    return low if low == high else f"{low}-{high}"
+
+
+@generator("gpu-rates", STUDY_NAMES["gpu"], what="docs/faithful-models.md: the GPU runs' rates by the last evaluated epoch, and small init's best inferential share")
+def gpu_rates(records: Records) -> str:
+    rows = _gpu_races(records)
+    small, large = [r for r in rows if r["gamma"] == "0.8"], [r for r in rows if r["gamma"] != "0.8"]
+    best = {}
+    for record in (r for r in records.study(STUDY_NAMES["gpu"]).records() if r.config.init.gamma == 0.8):
+        shares = [(e.metrics.columns().get("heldout_inferential") or 0.0, e.epoch) for e in record.history if e.metrics is not None]
+        best[record.config.seed] = max(shares)
+    infers, copies = sum(r["race"].mode == "infers" for r in small), sum(r["race"].mode == "early copy" for r in small)
+    return (f"**Small init infers on {_rate(infers, len(small))} by epoch {small[0]['race'].last_epoch} and copies on {_rate(copies, len(small))}; "
+            f"large init copies on {_rate(sum(r['race'].mode == 'early copy' for r in large), len(large))}.** The highest inferential share each small-init "
+            f"run reached at any epoch: " + ", ".join(f"seed {seed} {share:.2f} (epoch {epoch})" for seed, (share, epoch) in sorted(best.items())) + ".")  # fmt: skip
+
+
+@generator("gpu-epochs", STUDY_NAMES["gpu"], what="docs/faithful-models.md: how far the GPU runs trained (the last recorded epoch of how many)")
+def gpu_epochs(records: Records) -> str:
+    runs = records.study(STUDY_NAMES["gpu"]).records()
+    return f"{_span(r.epochs_run for r in runs)} of {_span(r.config.train.epochs for r in runs)}"
+
+
+#: From this epoch on, the GPU section gives each run's bands of shares.
+GPU_BANDS_FROM = 21
+
+
+@generator("gpu-bands", STUDY_NAMES["gpu"], what="docs/faithful-models.md: the GPU runs' losses and the bands their shares moved in late in training")
+def gpu_bands(records: Records) -> str:
+    runs = sorted(records.study(STUDY_NAMES["gpu"]).records(), key=lambda r: (-r.config.init.gamma, r.config.seed))
+    at_11 = max(e.loss for r in runs for e in r.history if e.epoch == 11)
+    later = max(e.loss for r in runs for e in r.history if e.epoch > 11)
+    last = max(r.epochs_run for r in runs)
+    parts = []
+    for run in runs:
+        shares = [e.metrics.columns() for e in run.history if e.epoch >= GPU_BANDS_FROM and e.metrics is not None]
+        inf, sym = (_span((c.get(k) or 0.0 for c in shares), "{:.2f}") for k in ("heldout_inferential", "heldout_symmetric"))
+        parts.append(f"{'small' if run.config.init.gamma == 0.8 else 'large'} init seed {run.config.seed} {inf} / {sym}")
+    return (f"Every run's training loss was at most {at_11:.2f} at epoch 11 (later single epochs rose to {later:.2f} and came back). From epoch "
+            f"{GPU_BANDS_FROM} to {last} the (4,3) inferential / symmetric shares moved within these bands: {'; '.join(parts)}.")  # fmt: skip
+
+
+@generator("gpu-fit-epochs", STUDY_NAMES["gpu"], what="docs/faithful-models.md: the epochs the GPU runs fitted (3,4), small init against large")
+def gpu_fit_epochs(records: Records) -> str:
+    rows = _gpu_races(records)
+    small = [r["race"].fit_epoch for r in rows if r["gamma"] == "0.8" and r["race"].fit_epoch is not None]
+    large = [r["race"].fit_epoch for r in rows if r["gamma"] != "0.8" and r["race"].fit_epoch is not None]
+    return f"epochs {_span(small)} against {_span(large)}"
+
+
+@generator("readme-minutes", STUDY_NAMES["verification"], what="README's time of the main job: the verification's models' training minutes")
+def readme_minutes(records: Records) -> str:
+    study = records.study(STUDY_NAMES["verification"])
+    minutes = [r.elapsed_s / 60 for r in study.records() if r.elapsed_s is not None]
+    return f"{_span(minutes, '{:.1f}')} minutes of training a model on a 2-core CPU, in the verification below"
+
+
+@dataclass(frozen=True)
+class RecordsConfig:
+    """The options a stored study's runs share (the first run's), for sentences."""
+
+    preset: str
+    d_model: int
+    n_train: int
+    precision: str
+    epochs: int
+
+    @classmethod
+    def of(cls, study: StoredStudy) -> RecordsConfig:
+        config = study.records()[0].config
+        return cls(config.preset, config.model.d_model, config.data.n_train, config.train.precision, config.train.epochs)
+
+
+# -- the positive control (docs/positive-control.md): counts over the finished seeds, strict and without the (3,4) condition
+
+
+def _small_large(records: Records, role: str) -> dict[float, list]:
+    """The completed runs of a stored sweep, by gamma."""
+    study = records.study(STUDY_NAMES[role])
+    by_gamma: dict[float, list] = {}
+    for record in study.records():
+        if record.status == "completed":
+            by_gamma.setdefault(record.config.init.gamma, []).append(record)
+    return by_gamma
+
+
+def _answers(record: Any) -> tuple[bool, bool, bool]:
+    """Whether the run infers strictly, infers whatever (3,4) does, copies (the flip's own thresholds)."""
+    from interp_init.tasks.anchor import FLIP_CRITERIA, SMALL_INFERENTIAL, SMALL_INFERENTIAL_ANY, heldout_answer
+
+    final, task = record.final_columns(), record.task
+    strict = task.flip_checks(final, final, FLIP_CRITERIA)[SMALL_INFERENTIAL]
+    loose = task.flip_readings(final, final, FLIP_CRITERIA)[SMALL_INFERENTIAL_ANY][1]
+    copies = heldout_answer(final.get("heldout_inferential"), final.get("heldout_symmetric"), final.get("exception_acc")) == "symmetric"
+    return strict, loose, copies
+
+
+def _per_seed(runs: list) -> str:
+    return ", ".join(f"{r.config.seed}: {_num(r.final_columns()['heldout_inferential'])} / {_num(r.final_columns()['heldout_symmetric'])} "
+                     f"({_num(r.final_columns()['exception_acc'])})" for r in sorted(runs, key=lambda r: r.config.seed))  # fmt: skip
+
+
+@generator("pc-main", STUDY_NAMES["pc"], what="docs/positive-control.md: small and large init at P, strict and without the (3,4) condition")
+def pc_main(records: Records) -> str:
+    rows = []
+    for gamma, runs in sorted(_small_large(records, "pc").items(), reverse=True):
+        answers = [_answers(r) for r in runs]
+        rows.append([f"{'small' if gamma > 0.5 else 'large'} init (gamma {gamma:g})", str(len(runs)), _rate(sum(a[0] for a in answers), len(runs)),
+                     _rate(sum(a[1] for a in answers), len(runs)), _rate(sum(a[2] for a in answers), len(runs)), _per_seed(runs)])  # fmt: skip
+    header = ("init", "seeds finished", "infers: >= 0.8 with (3,4) fitted", "infers: >= 0.8 whatever (3,4) does", "copies: symmetric >= 0.8",
+              "per seed: inferential / symmetric ((3,4))")  # fmt: skip
+    return _markdown(header, rows)
+
+
+#: The cause variants against P, in the pre-registered order, and what each changes.
+CAUSES = (("pc", "P: depth 3, the lr held at its peak, 20 epochs"), ("pc-depth3-cosine", "depth 3 under the preset's cosine (12 epochs)"),
+          ("pc-depth2-const", "depth 2, the lr held (20 epochs)"), ("pc-depth4-const", "depth 4, the lr held (20 epochs)"))  # fmt: skip
+
+
+@generator("pc-causes", *(STUDY_NAMES[r] for r, _ in CAUSES), what="docs/positive-control.md: small init at P and its three cause variants, with Fisher's exact test against P")
+def pc_causes(records: Records) -> str:
+    from scipy.stats import fisher_exact
+
+    counts = {}
+    for role, _ in CAUSES:
+        runs = _small_large(records, role).get(0.8, [])
+        answers = [_answers(r) for r in runs]
+        counts[role] = (sum(a[0] for a in answers), sum(a[1] for a in answers), len(runs))
+    p_met, _, p_n = counts["pc"]
+    rows = []
+    for role, label in CAUSES:
+        met, loose, n = counts[role]
+        if role == "pc":
+            against = "-"
+        else:
+            p = float(fisher_exact([[p_met, p_n - p_met], [met, n - met]])[1])
+            against = f"p = {p:.3f}: " + ("separated" if p < 0.05 else f"not separated at {min(n, p_n)} seeds")
+        rows.append([label, str(n), _rate(met, n) if n else "-", _rate(loose, n) if n else "-", against])
+    return _markdown(("small init (gamma 0.8)", "seeds finished", "infers: >= 0.8 with (3,4) fitted", "infers: >= 0.8 whatever (3,4) does",
+                      "against P (Fisher's exact test, two-sided, strict counts)"), rows)  # fmt: skip

@@ -1,0 +1,424 @@
+"""Store a finished study's records in the repository, without weights or checkpoints.
+
+Copies a study folder (a reproduction, ``interp-init reproduce --seed`` or ``--seeds``; a
+sweep, ``interp-init sweep``; a folder of runs such as ``experiments/search_cpu.py run``'s)
+into ``DEST`` (``experiments/results/<study>``)::
+
+    python experiments/store.py runs/verify-cpu experiments/results/verify-cpu-201-208 \\
+        --command "interp-init reproduce --preset cpu --seeds 201,...,208 --out runs/verify-cpu --workers 1" \\
+        --commit 3c9d633 --machine "2-core CPU (the project's VM), one torch thread a run" \\
+        --beside "the paper-statistic sweep on the other core"
+
+Per run it keeps ``config.json``, ``metrics.json`` (with its history), ``ranks.json`` (the
+stable ranks, computed from the weights first where the run has not cached them),
+``error.txt`` of a failed run, and ``stored.json``, which marks the run as a stored record
+and names the weights it was stored without (their SHA-256, bound to ``metrics.json``);
+per study the spec (``sweep.json``, or ``reproduction.json`` for a reproduction, rebuilt
+from its ``summary.json`` and checked against every run's config), the summaries
+(``summary*.json``, ``results.csv``), ``study.json`` (the manifest: the command, the commit,
+the machine, what ran beside it, the dates from the run folders' own files, every file with
+its size and SHA-256) and ``STUDY.md`` (the same for a reader).  Weights, checkpoints,
+reports and figures are left behind, and said so.
+
+Before anything is written, it refuses a study still training (a held folder or run), runs
+that did not finish (``--partial`` stores them as they are, and says so), a ``DEST`` it did
+not make (``--replace`` replaces one it made, and nothing else), and any file over
+``--max-file-mb``.  The copy is made beside ``DEST`` and renamed into place, then read back
+through the project's reader (:class:`training.studies.stored.StoredStudy`): every run must read with
+its status, and a reproduction's population must equal the source's.  It prints the total size.
+
+``--mark DIR`` marks records stored before this command existed (run folders that already
+lie in the repository without weights, such as the GPU suite's) the same way, adding only
+``stored.json``, ``study.json`` and ``STUDY.md``; ``--dates`` then says when they ran.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+
+from interp_init.fileio import file_sha256, folder_is_held, read_json
+from interp_init.outputs import CHECKPOINT_FILE, CONFIG_FILE, ERROR_FILE, METRICS_FILE, SUMMARY_FILE, SWEEP_SPEC_FILE, refuse_inside_run
+from interp_init.runfolder import FINISHED_STATUSES, RunFolder
+from interp_init.stored import STORED_FILE, STORED_FORMAT, STUDY_FILE, STUDY_FORMAT, STUDY_PAGE, stored_study_root
+from training.config import RunConfig
+from training.studies.records import RANKS_FILE, RunRecord, cached_stable_ranks, ranks_record, stable_ranks_of
+from training.studies.stored import REPRODUCTION_FILE, StoredStudy, reproduction_record, run_folders
+from training.studies.study import StudySpec
+
+#: The files kept from a run folder as they are (besides ``ranks.json`` and ``stored.json``).
+RUN_FILES: tuple[str, ...] = (CONFIG_FILE, METRICS_FILE, ERROR_FILE)
+#: The files kept from a study folder, at any level above its runs: its spec and summaries.
+STUDY_FILES = re.compile(r"^(summary(-[a-z]+)?\.json|results\.csv|sweep\.json|gpu_suite\.md|suite\.log)$")
+#: What this command is, as the manifest names it.
+MADE_BY = "experiments/store.py"
+#: The most bytes one stored file may have, by default.
+MAX_FILE_MB = 4.0
+
+
+def _utc(seconds: float) -> str:
+    return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _json_bytes(data: Any) -> bytes:
+    return (json.dumps(data, indent=2, allow_nan=False) + "\n").encode()
+
+
+@dataclass(frozen=True)
+class StudyInfo:
+    """What the records cannot say about how a study was made: the exact command, the commit
+    of the code that trained it, the machine, what ran beside it; a note; and, for records
+    whose files no longer carry their times (``--mark``), the dates."""
+
+    command: str
+    commit: str
+    machine: str
+    beside: str
+    note: str = ""
+    dates: str = ""
+
+    def __post_init__(self) -> None:
+        for name in ("command", "machine", "beside"):
+            if not str(getattr(self, name)).strip():
+                raise ValueError(f"--{name} is empty; say it (for --beside, 'nothing' if nothing ran beside the study)")
+        if not re.fullmatch(r"[0-9a-f]{7,40}", self.commit):
+            raise ValueError(f"--commit {self.commit!r} is not a git commit hash (7-40 hex digits); give the commit of the code that trained the study")
+
+
+@dataclass
+class Plan:
+    """The files of a stored study, before any is written: relative path -> bytes."""
+
+    kind: str
+    files: dict[str, bytes] = field(default_factory=dict)
+    statuses: Counter = field(default_factory=Counter)
+    left_behind: dict[str, list[int]] = field(default_factory=dict)  # name -> [files, bytes]
+    starts: list[float] = field(default_factory=list)
+    ends: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+    description: str = ""
+
+    def leave(self, path: Path) -> None:
+        entry = self.left_behind.setdefault(path.name if path.is_file() else path.name + "/", [0, 0])
+        entry[0] += 1
+        entry[1] += path.stat().st_size if path.is_file() else 0
+
+
+def study_kind(source: Path) -> str:
+    """What ``source`` holds: ``sweep`` (``sweep.json``), ``reproduction`` (the ``summary.json``
+    of ``interp-init reproduce``) or ``runs`` (run folders, e.g. the preset search's)."""
+    if (source / SWEEP_SPEC_FILE).is_file():
+        return "sweep"
+    if (source / SUMMARY_FILE).is_file():
+        return "reproduction"
+    if not run_folders(source):
+        raise ValueError(f"{source} holds no run folders (folders with {CONFIG_FILE}); give a finished study's folder")
+    return "runs"
+
+
+def reproduction_spec(source: Path, carry: tuple[str, ...] | None = None) -> StudySpec:
+    """The spec of the reproduction in ``source``, rebuilt from its ``summary.json`` (preset,
+    seeds, protocol, lrs, vary, fixed seed; its rows' tasks and precision) and checked
+    against every run's ``config.json``."""
+    summary = read_json(source / SUMMARY_FILE, "give the folder `interp-init reproduce` wrote")
+    if not isinstance(summary, dict) or "per_seed" not in summary:
+        raise ValueError(f"{source / SUMMARY_FILE} is not a population's summary (written before one schema); it cannot name the runs' spec")
+    rows = summary["per_seed"][0]["runs"]
+    precision = next(iter(next(iter(rows.values())).values())).get("precision") or "fp32"
+    single = len(summary["seeds"]) == 1 and (source / next(iter(rows))).is_dir()
+    lrs = summary.get("lrs")
+    spec = StudySpec.reproduction(summary["preset"], tuple(summary["seeds"]), summary["protocol"], None if lrs is None else tuple(lrs),
+                                  summary.get("vary", "both"), summary.get("fixed_seed"), precision, tuple(rows), single, carry)  # fmt: skip
+    for job in spec.jobs(source):
+        if not (job.run_dir / CONFIG_FILE).is_file():
+            raise ValueError(f"{job.run_dir} has no {CONFIG_FILE}: {SUMMARY_FILE} names a run the folder does not hold; store the finished study")
+        folder = RunFolder(job.run_dir)  # both read through today's RunConfig, so options added since (at their defaults) agree
+        recorded, asked = RunConfig.from_dict(folder.read_config(), where=str(folder.config_path)).flat(), job.config.flat()
+        diffs = [f"{key} {recorded.get(key)!r}, the spec's {asked.get(key)!r}" for key in sorted(set(recorded) | set(asked)) if recorded.get(key) != asked.get(key)]
+        if diffs:
+            raise ValueError(f"{job.run_dir} is not the run {SUMMARY_FILE} names ({'; '.join(diffs[:4])}); "
+                             "if the reproduction held the paper's recipe, give its quantities with --carry")  # fmt: skip
+    return spec
+
+
+def _plan_run(plan: Plan, source: Path, run: Path, partial: bool) -> None:
+    """Add one run's files and its marker to ``plan``; refuse a run that is not finished."""
+    record, folder = RunRecord.read(run), RunFolder(run)
+    if folder.is_busy() or record.status == "running":
+        raise ValueError(f"{run} is being trained now; store the study once it has finished")
+    if record.status not in FINISHED_STATUSES and not partial:
+        raise ValueError(f"{run} is {record.status}, not finished; finish it (rerun the study's command) or give --partial to store it as it is")
+    rel = run.relative_to(source).as_posix()
+    rel = "" if rel == "." else rel + "/"
+    for name in RUN_FILES:
+        if (run / name).is_file():
+            plan.files[rel + name] = (run / name).read_bytes()
+    marker: dict[str, Any] = {"format": STORED_FORMAT, "status": str(record.status), "weights_sha256": None, "weights_bytes": None}
+    if folder.weights_path.exists():
+        folder.check_bound()  # weights or metrics of another run are refused
+        ranks = cached_stable_ranks(run)
+        plan.files[rel + RANKS_FILE] = _json_bytes(ranks_record(run, stable_ranks_of(folder.load_model()) if ranks is None else ranks))
+        marker.update(weights_sha256=file_sha256(folder.weights_path), weights_bytes=folder.weights_path.stat().st_size)
+    elif (run / RANKS_FILE).is_file():
+        plan.files[rel + RANKS_FILE] = (run / RANKS_FILE).read_bytes()
+    for other in sorted(run.iterdir()):
+        if other.name not in (*RUN_FILES, RANKS_FILE) and not other.name.startswith("."):
+            plan.leave(other)
+    marker["left_behind"] = sorted(p.name for p in run.iterdir() if p.name not in (*RUN_FILES, RANKS_FILE) and not p.name.startswith("."))
+    plan.files[rel + STORED_FILE] = _json_bytes(marker)
+    plan.statuses[str(record.status)] += 1
+    plan.starts.append((run / CONFIG_FILE).stat().st_mtime)
+    if (run / METRICS_FILE).exists():
+        plan.ends.append((run / METRICS_FILE).stat().st_mtime)
+    plan.seconds += record.elapsed_s or 0.0
+
+
+def plan_study(source: Path, partial: bool = False, carry: tuple[str, ...] | None = None) -> Plan:
+    """Everything a stored copy of ``source`` holds (nothing written yet)."""
+    if not source.is_dir():
+        raise ValueError(f"{source} is not a folder; give a finished study's folder")
+    if stored_study_root(source) is not None:
+        raise ValueError(f"{source} is already stored records ({stored_study_root(source)}); give the study folder its command trained")
+    if folder_is_held(source):
+        raise ValueError(f"{source} is held by a running command (its .lock); store the study once it has finished")
+    plan = Plan(study_kind(source))
+    runs = run_folders(source)
+    if plan.kind == "reproduction":
+        plan.files[REPRODUCTION_FILE] = _json_bytes(reproduction_record(reproduction_spec(source, carry)))
+    elif plan.kind == "sweep":
+        plan.description = StudySpec.from_file(source / SWEEP_SPEC_FILE).description
+    for run in runs:
+        _plan_run(plan, source, run, partial)
+    run_set = set(runs)
+    for folder in [source, *(p for p in source.rglob("*") if p.is_dir())]:
+        if folder in run_set or any(parent in run_set for parent in folder.parents):
+            continue
+        for entry in sorted(folder.iterdir()):
+            if entry.is_file() and STUDY_FILES.match(entry.name):
+                plan.files[entry.relative_to(source).as_posix()] = entry.read_bytes()
+            elif entry.is_file() and not entry.name.startswith("."):
+                plan.leave(entry)
+    return plan
+
+
+def _refuse_big(files: dict[str, bytes], max_bytes: int) -> None:
+    big = [(rel, len(data)) for rel, data in files.items() if len(data) > max_bytes]
+    if big:
+        rel, size = big[0]
+        raise ValueError(f"{rel} has {size / 1e6:.1f} MB, over --max-file-mb {max_bytes / 1e6:g} ({len(big)} such files); raise the limit if it must be kept")
+
+
+def _check_dest(dest: Path, replace: bool) -> StoredStudy | None:
+    """The stored study ``dest`` holds that ``--replace`` may replace, or None where ``dest``
+    is free; refuses anything else."""
+    refuse_inside_run(dest, "stored records")
+    if not dest.exists():
+        return None
+    if not (dest / STUDY_FILE).is_file():
+        if dest.is_dir() and not any(dest.iterdir()):
+            return None
+        raise ValueError(f"{dest} exists and was not made by {MADE_BY} (it has no {STUDY_FILE}); it is never overwritten: choose another DEST")
+    old = StoredStudy.read(dest)
+    if old.get("made_by") != MADE_BY:
+        raise ValueError(f"{dest} holds records marked by hand or by --mark, not a copy {MADE_BY} made; it is never overwritten: choose another DEST")
+    if not replace:
+        raise ValueError(f"{dest} holds stored records already (made {old.get('stored', {}).get('at')}); give --replace to store the study there again")
+    made = set(old.get("files", {})) | {STUDY_FILE, STUDY_PAGE}
+    foreign = sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file() and p.relative_to(dest).as_posix() not in made)
+    if foreign:
+        raise ValueError(f"{dest} holds {foreign[0]}, which {MADE_BY} did not make ({len(foreign)} such files); it is never overwritten: move it away first")
+    return old
+
+
+def manifest(plan: Plan, name: str, info: StudyInfo, source: str, made_by: str, partial: bool) -> dict[str, Any]:
+    """``study.json``: how the study was made, when, and every file kept."""
+    files = {rel: {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()} for rel, data in sorted(plan.files.items())}
+    if info.dates:
+        dates = {"text": info.dates}
+    else:
+        dates = {"first_run_started": _utc(min(plan.starts)) if plan.starts else None, "last_run_finished": _utc(max(plan.ends)) if plan.ends else None,
+                 "from": "the modification times of the run folders' config.json (written when a run starts) and metrics.json (when it ends)"}  # fmt: skip
+    return {
+        "format": STUDY_FORMAT, "name": name, "kind": plan.kind, "description": plan.description,
+        "command": info.command, "commit": info.commit, "machine": info.machine, "beside": info.beside, "note": info.note,
+        "dates": dates, "source": source, "made_by": made_by, "stored": {"at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), "partial": partial},
+        "runs": {"count": sum(plan.statuses.values()), "statuses": dict(sorted(plan.statuses.items())), "training_seconds": round(plan.seconds, 1)},
+        "left_behind": {k: {"files": v[0], "bytes": v[1]} for k, v in sorted(plan.left_behind.items())},
+        "files": files, "total_bytes": sum(f["bytes"] for f in files.values()),
+    }  # fmt: skip
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 1e6 else f"{n / 1e3:.0f} KB"
+
+
+def study_page(data: dict[str, Any]) -> str:
+    """``STUDY.md``: the manifest for a reader."""
+    runs, dates = data["runs"], data["dates"]
+    when = dates.get("text") or f"first run started {dates['first_run_started']}, last finished {dates['last_run_finished']} ({dates['from']})"
+    statuses = ", ".join(f"{n} {s}" for s, n in runs["statuses"].items())
+    left = "; ".join(name if not v["files"] else f"{name} ({v['files']} files, {_size(v['bytes'])})" for name, v in data["left_behind"].items()) or "nothing"
+    lines = [
+        f"# {data['name']}", "", *([data["description"], ""] if data["description"] else []),
+        f"The records of a {data['kind']} study: {runs['count']} runs ({statuses}), kept without weights or checkpoints.",
+        "Read them with `training.studies.stored.StoredStudy` (a stored run reads as finished through `training.studies.records.RunRecord`);",
+        "`python experiments/tables.py` writes the docs' tables from them.", "",
+        f"- **Command**: `{data['command']}`", f"- **Commit**: {data['commit']}", f"- **Machine**: {data['machine']}",
+        f"- **Beside it**: {data['beside']}", f"- **Dates**: {when}",
+        *([f"- **Training time**: {runs['training_seconds'] / 3600:.2f} h summed over the runs (their `elapsed_s`)"] if runs["training_seconds"] else []),
+        f"- **Stored**: {data['stored']['at']} by `{data['made_by']}`" + (" (--partial: unfinished runs kept as they were)" if data["stored"]["partial"] else ""),
+        (f"- **Kept**: {len(data['files'])} files, {_size(data['total_bytes'])} in all (besides study.json and this page); "
+         f"the largest {_size(max((f['bytes'] for f in data['files'].values()), default=0))}"),
+        f"- **Left behind**: {left}",
+        *([f"- **Note**: {data['note']}"] if data["note"] else []),
+    ]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def _without_run_dirs(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_run_dirs(v) for k, v in value.items() if k != "run_dirs"}
+    if isinstance(value, list):
+        return [_without_run_dirs(v) for v in value]
+    return value
+
+
+def verify(stored: Path, source: Path) -> None:
+    """Read the stored copy back through the project's reader: every run with its source's
+    status, and a reproduction's population equal to the source's."""
+    study = StoredStudy.read(stored)
+    for run in study.run_dirs():
+        mine, theirs = RunRecord.read(run), RunRecord.read(source / run.relative_to(stored))
+        if mine.status != theirs.status or mine.metrics != theirs.metrics:
+            raise RuntimeError(f"the stored {run} reads as {mine.status}, its source as {theirs.status}: nothing was stored")
+    if study.kind == "reproduction":
+        spec = study.spec()
+        from training.studies.population import read_population
+
+        if _without_run_dirs(study.population().to_dict()) != _without_run_dirs(read_population(spec, source).to_dict()):
+            raise RuntimeError(f"the stored population of {stored} differs from its source's: nothing was stored")
+
+
+def _write_files(folder: Path, files: dict[str, bytes]) -> None:
+    for rel, data in files.items():
+        path = folder / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+
+def store(source: str | Path, dest: str | Path, info: StudyInfo, *, replace: bool = False, partial: bool = False,
+          carry: tuple[str, ...] | None = None, max_file_mb: float = MAX_FILE_MB, made_by: str = MADE_BY) -> dict[str, Any]:  # fmt: skip
+    """Store the finished study ``source`` in ``dest`` (see the module docstring); returns the manifest."""
+    source, dest = Path(source).absolute(), Path(dest).absolute()
+    if source == dest or source in dest.parents or dest in source.parents:
+        raise ValueError(f"{dest} and {source} lie in one another; store the study in a folder outside it")
+    old = _check_dest(dest, replace)
+    plan = plan_study(source, partial, carry)
+    _refuse_big(plan.files, int(max_file_mb * 1e6))
+    data = manifest(plan, dest.name, info, str(source), made_by, partial)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    work = dest.parent / f".{dest.name}.storing-{os.getpid()}"
+    shutil.rmtree(work, ignore_errors=True)
+    try:
+        _write_files(work, {**plan.files, STUDY_FILE: _json_bytes(data), STUDY_PAGE: study_page(data).encode()})
+        verify(work, source)
+        if old is not None:
+            trash = dest.parent / f".{dest.name}.replaced-{os.getpid()}"
+            dest.rename(trash)
+            work.rename(dest)
+            shutil.rmtree(trash)
+        else:
+            if dest.exists():
+                dest.rmdir()  # an empty folder
+            work.rename(dest)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return data
+
+
+def mark(folder: str | Path, info: StudyInfo, kind: str) -> dict[str, Any]:
+    """Mark records stored before this command existed (run folders without weights already
+    in ``folder``) as a stored study of ``kind``: add ``stored.json`` per run, ``study.json``
+    and ``STUDY.md``; nothing else is written or changed."""
+    folder = Path(folder).absolute()
+    if (folder / STUDY_FILE).exists():
+        raise ValueError(f"{folder} is marked already (it has {STUDY_FILE}); nothing to do")
+    runs = run_folders(folder)
+    if not runs:
+        raise ValueError(f"{folder} holds no run folders (folders with {CONFIG_FILE}); give a folder of stored runs")
+    plan = Plan(kind)
+    markers: dict[str, bytes] = {}
+    for run in runs:
+        if any((run / name).exists() for name in (RunFolder(run).weights_path.name, CHECKPOINT_FILE, STORED_FILE)):
+            raise ValueError(f"{run} holds weights, a checkpoint or a marker; --mark is for records already kept without them (store a study with SOURCE DEST)")
+        record = RunRecord.read(run)
+        raw = RunFolder(run).read_metrics() or {}
+        status = raw["status"] if raw.get("status") in FINISHED_STATUSES else str(record.status)  # a finished run without weights: stored, once marked
+        rel = run.relative_to(folder).as_posix()
+        markers[f"{rel}/{STORED_FILE}"] = _json_bytes({"format": STORED_FORMAT, "status": status, "weights_sha256": raw.get("weights_sha256"),
+                                                       "weights_bytes": None, "left_behind": []})  # fmt: skip
+        plan.statuses[status] += 1
+        plan.seconds += record.elapsed_s or 0.0
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        plan.files[path.relative_to(folder).as_posix()] = path.read_bytes()
+    plan.files.update(markers)
+    data = manifest(plan, folder.name, info, str(folder), f"{MADE_BY} --mark", False)
+    data["left_behind"] = {"not known: these records were kept before experiments/store.py existed (see the note)": {"files": 0, "bytes": 0}}
+    _write_files(folder, {**markers, STUDY_FILE: _json_bytes(data), STUDY_PAGE: study_page(data).encode()})
+    read = Counter(str(r.status) for r in StoredStudy.read(folder).records())  # read back through the one reader
+    if read != plan.statuses:
+        raise RuntimeError(f"{folder}'s runs read as {dict(read)} once marked, not {dict(plan.statuses)}")
+    return data
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("source", type=click.Path(path_type=Path))
+@click.argument("dest", type=click.Path(path_type=Path), required=False)
+@click.option("--command", "command_", required=True, help="The exact command that trained the study.")
+@click.option("--commit", required=True, help="The commit of the code that trained it (a frozen copy's).")
+@click.option("--machine", required=True, help="The machine: cores, accelerator, threads per run.")
+@click.option("--beside", required=True, help="What ran beside it on the same machine ('nothing' if nothing).")
+@click.option("--note", default="", help="Anything else a reader should know.")
+@click.option("--replace", is_flag=True, help="Replace records this command stored in DEST before (and nothing else).")
+@click.option("--partial", is_flag=True, help="Store runs that did not finish as they are (said in STUDY.md).")
+@click.option("--carry", default=None, help="A reproduction made with --carry-recipe: its quantities, comma-separated.")
+@click.option("--max-file-mb", type=float, default=MAX_FILE_MB, show_default=True, help="Refuse any file larger than this.")
+@click.option("--mark", "mark_kind", type=click.Choice(["reproduction", "sweep", "runs", "gpu-suite"]), default=None,
+              help="Mark SOURCE, records already kept without weights, as a stored study of this kind (no DEST).")
+@click.option("--dates", default="", help="When the study ran (with --mark: the files' own times are the checkout's).")
+def main(source: Path, dest: Path | None, command_: str, commit: str, machine: str, beside: str, note: str, replace: bool, partial: bool,
+         carry: str | None, max_file_mb: float, mark_kind: str | None, dates: str) -> None:  # fmt: skip
+    """Store the finished study SOURCE in DEST (experiments/results/<study>) without weights; or --mark SOURCE."""
+    try:
+        info = StudyInfo(command_, commit, machine, beside, note, dates)
+        if mark_kind is not None:
+            if dest is not None:
+                raise ValueError("--mark marks SOURCE where it lies; give no DEST")
+            data = mark(source, info, mark_kind)
+            where = source
+        else:
+            if dest is None:
+                raise ValueError("give SOURCE and DEST (experiments/results/<study>), or --mark KIND SOURCE")
+            data = store(source, dest, info, replace=replace, partial=partial, carry=None if carry is None else tuple(carry.split(",")), max_file_mb=max_file_mb)
+            where = dest
+    except ValueError as err:
+        click.echo(f"error: {err}", err=True)
+        sys.exit(2)
+    statuses = ", ".join(f"{n} {s}" for s, n in data["runs"]["statuses"].items())
+    click.echo(f"stored {data['runs']['count']} runs ({statuses}) of the {data['kind']} study in {where}: "
+               f"{len(data['files'])} files, {_size(data['total_bytes'])} in all (besides {STUDY_FILE} and {STUDY_PAGE})")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,305 @@
+"""The results tables of README.md and docs/, written from the stored records.
+
+Every results table (and every number a sentence of README.md states) lies between marker
+comments in its page, and is written here from the stored studies under
+``experiments/results/`` (``experiments/store.py``) through the project's one reader
+(:class:`training.studies.records.RunRecord`, :func:`training.studies.population.read_population`, the
+selection protocols, :mod:`training.studies.race`)::
+
+    python experiments/tables.py            # write every table whose records are stored
+    python experiments/tables.py --check    # exit 1 naming the table and the cell where a typed number differs
+    python experiments/tables.py --list     # every marked block: its page, what it reads, whether it is checked
+
+In a page, a table is a block and a number in a sentence a span (on one line)::
+
+    <!-- table:NAME -->                       ... <!-- text:NAME -->4 of 8<!-- /text:NAME --> ...
+    | ... |
+    <!-- /table:NAME -->
+
+``NAME`` is a table of ``experiments/results_tables.py`` (``--list`` names them): a function
+of the stored records registered with ``@generator(NAME, STUDY, ...)``, so adding a table is a
+function there and a marker in a page.  A generator whose studies are not stored yet leaves its block as it
+is and is listed as awaiting them (``--require-records`` makes that a failure).  Tables typed
+by hand from run folders that were not kept are marked as history::
+
+    <!-- history:NAME typed at COMMIT -->
+    ...
+    <!-- /history:NAME -->
+
+The generator writes the note that opens such a block and nothing else in it; ``--check``
+lists them as not checkable instead of passing them silently.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import click
+
+from interp_init.stored import STUDY_FILE
+from training.studies.stored import StoredStudy
+
+#: The repository this script lies in, and where its stored studies are.
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = Path("experiments") / "results"
+#: The pages whose blocks are written and checked, as globs under the repository.
+PAGES: tuple[str, ...] = ("README.md", "docs/*.md")
+
+_BLOCK = re.compile(r"<!-- (?P<kind>table|text|history):(?P<name>[a-z0-9-]+)(?: (?P<attrs>[^>]*?))? -->(?P<body>.*?)<!-- /(?P=kind):(?P=name) -->", re.DOTALL)
+_MARKER = re.compile(r"<!-- /?(?:table|text|history):[a-z0-9-]+[^>]*-->")
+_TYPED_AT = re.compile(r"typed at ([0-9a-f]{7,40})")
+#: The note that opens a history block.
+HISTORY_NOTE = "*History: typed by hand at {commit} from run folders that were not kept; not checked against records.*"
+
+
+def _sibling(name: str) -> ModuleType:
+    """The script ``experiments/<name>.py`` beside this one, as a module (experiments/ is not a package)."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parent / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def _tables() -> dict[str, Any]:
+    """Every table's generator by name (``experiments/results_tables.py``'s ``TABLES``)."""
+    return _sibling("results_tables").TABLES
+
+
+class MissingRecords(Exception):
+    """A generator's study is not stored (yet)."""
+
+
+@dataclass(frozen=True)
+class Records:
+    """The stored studies under ``root`` (``experiments/results``)."""
+
+    root: Path
+
+    def study(self, name: str) -> StoredStudy:
+        """The stored study ``name``; :class:`MissingRecords` where it is not stored."""
+        if not (self.root / name / STUDY_FILE).is_file():
+            raise MissingRecords(name)
+        return StoredStudy.read(self.root / name)
+
+    def script(self, name: str) -> ModuleType:
+        """The script ``experiments/<name>.py`` (``race``, ``paper_statistic``) as a module."""
+        return _sibling(name)
+
+
+# ----------------------------------------------------------------------------- blocks
+
+
+@dataclass(frozen=True)
+class Block:
+    """One marked block of a page: its kind (``table``, ``text``, ``history``), name, the
+    marker's attributes, its body as typed and where it lies in the page's text."""
+
+    page: str
+    kind: str
+    name: str
+    attrs: str
+    body: str
+    start: int
+    end: int
+
+    @property
+    def commit(self) -> str | None:
+        """A history block's commit (``typed at COMMIT``)."""
+        found = _TYPED_AT.search(self.attrs)
+        return None if found is None else found.group(1)
+
+    def render(self, content: str) -> str:
+        """The whole block with ``content`` as its body."""
+        head, tail = f"<!-- {self.kind}:{self.name}{' ' + self.attrs if self.attrs else ''} -->", f"<!-- /{self.kind}:{self.name} -->"
+        return f"{head}{content}{tail}" if self.kind == "text" else f"{head}\n\n{content.strip()}\n\n{tail}"
+
+
+def page_blocks(text: str, page: str) -> list[Block]:
+    """The blocks of one page; a ``ValueError`` naming a marker without its pair."""
+    blocks = [Block(page, m["kind"], m["name"], m["attrs"] or "", m["body"], m.start(), m.end()) for m in _BLOCK.finditer(text)]
+    inside = [(b.start, b.end) for b in blocks]
+    for stray in _MARKER.finditer(text):
+        if not any(start <= stray.start() < end for start, end in inside):
+            line = text.count("\n", 0, stray.start()) + 1
+            raise ValueError(f"{page}:{line}: the marker {stray.group()} has no matching opening or closing marker; pair it")
+    return blocks
+
+
+def history_body(block: Block) -> str:
+    """A history block's body with its note first (written, or rewritten, by the generator)."""
+    note = HISTORY_NOTE.format(commit=block.commit)
+    rest = block.body.strip()
+    if rest.startswith("*History:"):
+        rest = rest.split("\n\n", 1)[1] if "\n\n" in rest else ""
+    return f"{note}\n\n{rest}"
+
+
+# ------------------------------------------------------------------------------ diffs
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def _changed(typed: str, made: str, context: int = 30) -> str:
+    """Where two lines of prose differ: the differing words, with some words around them."""
+    a, b = typed.split(" "), made.split(" ")
+    head = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+    tail = next((i for i, (x, y) in enumerate(zip(reversed(a[head:]), reversed(b[head:])), start=0) if x != y), min(len(a), len(b)) - head)
+    before = " ".join(a[:head])[-context:]
+    after_a, after_b = " ".join(a[len(a) - tail :])[:context], " ".join(b[len(b) - tail :])[:context]
+    shown_a, shown_b = " ".join(a[head : len(a) - tail]), " ".join(b[head : len(b) - tail])
+    return f'typed "...{before} {shown_a} {after_a}...", the records give "...{before} {shown_b} {after_b}..."'
+
+
+def differences(typed: str, made: str) -> list[str]:
+    """Where ``typed`` differs from ``made``: per table cell (its row's first cell and its
+    column's header), or per line outside tables."""
+    a, b = typed.strip().splitlines(), made.strip().splitlines()
+    out: list[str] = []
+    header: list[str] = []
+    for number, (x, y) in enumerate(zip(a, b, strict=False), start=1):
+        is_row = y.lstrip().startswith("|")
+        if is_row and (number == 1 or not b[number - 2].lstrip().startswith("|")):
+            header = _cells(y)
+        if x == y:
+            continue
+        if is_row and x.lstrip().startswith("|") and len(_cells(x)) == len(_cells(y)):
+            for column, (cx, cy) in enumerate(zip(_cells(x), _cells(y), strict=True)):
+                if cx != cy:
+                    name = header[column] if column < len(header) else f"column {column + 1}"
+                    out.append(f'row "{_cells(y)[0]}", column "{name}": typed "{cx}", the records give "{cy}"')
+        else:
+            out.append(f"line {number}: " + _changed(x.strip(), y.strip()))
+    if len(a) != len(b):
+        out.append(f"typed {len(a)} lines, the records give {len(b)}")
+    return out
+
+
+# ---------------------------------------------------------------------- the run
+
+
+
+@dataclass
+class Outcome:
+    """What a check or a write found: problems (exit 1), blocks awaiting records, history blocks, blocks written."""
+
+    problems: list[str]
+    awaiting: list[str]
+    history: list[str]
+    written: list[str]
+    agreed: list[str]
+    unplaced: list[str]
+
+
+def _pages(root: Path) -> list[Path]:
+    return sorted(p for pattern in PAGES for p in root.glob(pattern))
+
+
+def run(root: Path, records: Records, write: bool) -> Outcome:
+    """Check (``write=False``) or write every block of the pages under ``root``."""
+    outcome = Outcome([], [], [], [], [], [])
+    made: dict[str, str | None] = {}
+    placed: set[str] = set()
+    for page in _pages(root):
+        text = page.read_text(encoding="utf-8")
+        rel = page.relative_to(root).as_posix()
+        try:
+            blocks = page_blocks(text, rel)
+        except ValueError as err:
+            outcome.problems.append(str(err))
+            continue
+        new = text
+        for block in reversed(blocks):
+            where = f"{rel}: {block.kind} {block.name}"
+            if block.kind == "history":
+                if block.name in _tables():
+                    outcome.problems.append(f"{where}: a generated table cannot be history; mark it table:{block.name}")
+                elif block.commit is None:
+                    outcome.problems.append(f"{where}: a history marker says when it was typed: <!-- history:{block.name} typed at COMMIT -->")
+                else:
+                    outcome.history.append(f"{where} (typed at {block.commit})")
+                    body = history_body(block)
+                    if write:
+                        new = new[: block.start] + block.render(body) + new[block.end :]
+                    elif block.body.strip() != body.strip():
+                        outcome.problems.append(f"{where}: its note is missing or stale; run python experiments/tables.py")
+                continue
+            table = _tables().get(block.name)
+            if table is None:
+                outcome.problems.append(f"{where}: no generator of that name (python experiments/tables.py --list names them)")
+                continue
+            placed.add(block.name)
+            if block.name not in made:
+                try:
+                    made[block.name] = table.make(records)
+                except MissingRecords as missing:
+                    made[block.name] = None
+                    outcome.awaiting.append(f"{block.name} (awaits {RESULTS / str(missing)})")
+            content = made[block.name]
+            if content is None:
+                continue
+            if block.kind == "text" and "\n" in content.strip():
+                outcome.problems.append(f"{where}: the generator gives several lines; mark it table:{block.name}")
+                continue
+            if write:
+                new = new[: block.start] + block.render(content) + new[block.end :]
+                if block.body.strip() != content.strip():
+                    outcome.written.append(where)
+            elif block.body.strip() != content.strip():
+                outcome.problems += [f"differs: {where}: {d}" for d in differences(block.body, content) or ["its text differs from what the records give"]]
+            else:
+                outcome.agreed.append(where)
+        if write and new != text:
+            page.write_text(new, encoding="utf-8")
+    outcome.awaiting = sorted(set(outcome.awaiting))
+    outcome.unplaced = sorted(set(_tables()) - placed)
+    return outcome
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 naming each table and cell that differs from the records.")
+@click.option("--list", "listing", is_flag=True, help="Write nothing; list the tables, then every marked block and whether it agrees with its records.")
+@click.option("--root", type=click.Path(exists=True, file_okay=False, path_type=Path), default=ROOT, show_default=True, help="The repository whose pages are read.")
+@click.option("--records", type=click.Path(file_okay=False, path_type=Path), default=None, help="The stored studies (default ROOT/experiments/results).")
+@click.option("--require-records", is_flag=True, help="Fail (exit 1) where a table's records are not stored.")
+def main(check: bool, listing: bool, root: Path, records: Path | None, require_records: bool) -> None:
+    """Write (or --check) every results table of README.md and docs/ from the stored records."""
+    stored = Records(root / RESULTS if records is None else records)
+    outcome = run(root, stored, write=not (check or listing))
+    if listing:
+        for table in _tables().values():
+            click.echo(f"table {table.name}: {table.what} (reads {', '.join(str(RESULTS / s) for s in table.studies)})")
+        for line in outcome.agreed:
+            click.echo(f"block {line}: agrees with its records")
+        for line in outcome.history:
+            click.echo(f"block {line}: history, not checkable")
+    for line in outcome.written:
+        click.echo(f"wrote {line}")
+    for line in outcome.awaiting:
+        click.echo(f"not checkable yet: {line}")
+    if outcome.history and not listing:
+        pages = Counter(line.split(":", 1)[0] for line in outcome.history)
+        click.echo(f"not checkable (history, typed by hand): {len(outcome.history)} blocks ("
+                   + ", ".join(f"{page} {n}" for page, n in sorted(pages.items())) + "; --list names them)")  # fmt: skip
+    for name in outcome.unplaced:
+        click.echo(f"not placed in any page: {name} (put <!-- table:{name} --> <!-- /table:{name} --> where it belongs)")
+    problems = outcome.problems + ([f"records not stored: {a}" for a in outcome.awaiting] if require_records else [])
+    for line in problems:
+        click.echo(line, err=True)
+    done = len(outcome.agreed) if check or listing else len(outcome.written)
+    click.echo(f"{done} blocks {'written from' if not (check or listing) else 'agree with'} the records; {len(problems)} problems")
+    sys.exit(1 if problems else 0)
+
+
+if __name__ == "__main__":
+    main()
