@@ -3,7 +3,9 @@ config, its status (read from the folder: a run another process trains is ``runn
 ``metrics.json`` typed for its task (:class:`~interp_init.tasks.base.RunMetrics`, read through
 :meth:`interp_init.runfolder.RunFolder.read_metrics`, which validates it) and a failed run's
 ``error.txt``.  Every table, protocol, population, phase diagram, report section and the
-preset search reads runs here; so are the cached stable ranks (:func:`run_stable_ranks`).
+preset search reads runs here.  It reads files only: analyses of a run's weights (the
+results table's stable ranks, :func:`training.studies.sweep.results.run_stable_ranks`)
+stand on it, after a study.
 
 Example::
 
@@ -14,20 +16,12 @@ Example::
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-from interp_init.runfolder import RunFolder, RunStatus, write_json
+from interp_init.runfolder import RunFolder, RunStatus
 from interp_init.tasks.base import EpochRecord, RunMetrics, Task, read_run_metrics
 from training.config import RunConfig
-
-if TYPE_CHECKING:
-    from transformer_lens import HookedTransformer
-
-#: A run folder's cached stable ranks (:func:`run_stable_ranks`).
-RANKS_FILE = "ranks.json"
 
 
 @dataclass(frozen=True)
@@ -100,55 +94,4 @@ class RunRecord:
         return {**columns, **({} if final is None else final.columns())}
 
 
-def resume_epoch(run_dir: str | Path) -> int:
-    """The epoch an interrupted run resumes from (0 without a checkpoint or a readable history)."""
-    folder = RunFolder(run_dir)
-    if not folder.checkpoint_path.exists():
-        return 0
-    try:
-        return RunRecord.read(run_dir).epochs_run
-    except ValueError:
-        return 0
-
-
-def _weights_stamp(folder: RunFolder) -> dict[str, int]:
-    stat = folder.weights_path.stat()
-    return {"weights_size": stat.st_size, "weights_mtime_ns": stat.st_mtime_ns}
-
-
-def record_stable_ranks(run_dir: str | Path, model: HookedTransformer) -> dict[str, float]:
-    """Compute the stable ranks of a just-trained ``model`` (the run's own, not reloaded)
-    and cache them in the run folder's ``ranks.json``."""
-    from probes import merged_weight, stable_rank
-
-    folder = RunFolder(run_dir)
-    ranks = {
-        "stable_rank_wq0": stable_rank(merged_weight(model, "W_Q", 0)),
-        "stable_rank_we": stable_rank(merged_weight(model, "W_E")),
-    }
-    write_json(folder.path / RANKS_FILE, {"stamp": _weights_stamp(folder), "ranks": ranks})
-    return ranks
-
-
-def run_stable_ranks(run_dir: str | Path) -> dict[str, float]:
-    """Stable ranks of the first layer's W_Q (heads merged) and of W_E, cached in ``ranks.json``.
-
-    The cache is keyed by the weights file's size and modification time, so the model is
-    loaded only when the weights changed since (a launch caches them from the trained
-    model, :func:`record_stable_ranks`).  Empty when the folder has no weights.
-    """
-    folder = RunFolder(run_dir)
-    if not folder.weights_path.exists():
-        return {}
-    cache = folder.path / RANKS_FILE
-    if cache.exists():
-        try:
-            data: Any = json.loads(cache.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            data = {}
-        if isinstance(data, dict) and data.get("stamp") == _weights_stamp(folder) and isinstance(data.get("ranks"), dict):
-            return data["ranks"]
-    return record_stable_ranks(folder.path, folder.load_model(device="cpu"))
-
-
-__all__ = ["RANKS_FILE", "RunRecord", "record_stable_ranks", "resume_epoch", "run_stable_ranks"]
+__all__ = ["RunRecord"]

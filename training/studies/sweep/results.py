@@ -8,6 +8,7 @@ and :func:`problem_summary` say what did not complete.
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -16,11 +17,11 @@ from typing import Any
 
 import pandas as pd
 
-from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus, atomic_write
+from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus, atomic_write, write_json
 from interp_init.tasks.anchor_pairs import AnchorPair
 from interp_init.tasks.base import EpochRecord
 from training.config import OPTIONS
-from training.studies.records import RunRecord, run_stable_ranks
+from training.studies.records import RunRecord
 from training.studies.study import StudySpec
 from training.studies.sweep.columns import (
     LOSS_THRESHOLD,
@@ -34,10 +35,36 @@ from training.studies.sweep.spec import SPEC_FILE
 
 #: The results table of a sweep folder.
 RESULTS_FILE = "results.csv"
+#: A run folder's cached stable ranks (:func:`run_stable_ranks`).
+RANKS_FILE = "ranks.json"
 #: Columns of the results table that depend on the machine, not on the runs' content.
 TIMING_COLUMNS = ("elapsed_s",)
 #: Config values always in the results table (the figures' axes), besides the grid keys.
 CONTEXT_COLUMNS = ("preset", "task", "gamma", "n_layers", "d_model", "n_heads", "weight_decay", "lr", "k", "epochs", "seed")
+
+
+def run_stable_ranks(run_dir: str | Path) -> dict[str, float]:
+    """Stable ranks of the first layer's W_Q (heads merged) and of W_E, computed from the
+    run's weights on first read and cached in ``ranks.json``, keyed by the weights file's
+    size and modification time (the model is loaded again only when the weights changed
+    since).  Empty when the folder has no weights."""
+    from probes import merged_weight, stable_rank
+
+    folder = RunFolder(run_dir)
+    if not folder.weights_path.exists():
+        return {}
+    cache, stat = folder.path / RANKS_FILE, folder.weights_path.stat()
+    stamp = {"weights_size": stat.st_size, "weights_mtime_ns": stat.st_mtime_ns}
+    try:
+        data: Any = json.loads(cache.read_text(encoding="utf-8")) if cache.exists() else {}
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        data = {}
+    if isinstance(data, dict) and data.get("stamp") == stamp and isinstance(data.get("ranks"), dict):
+        return data["ranks"]
+    model = folder.load_model(device="cpu")
+    ranks = {"stable_rank_wq0": stable_rank(merged_weight(model, "W_Q", 0)), "stable_rank_we": stable_rank(merged_weight(model, "W_E"))}
+    write_json(cache, {"stamp": stamp, "ranks": ranks})
+    return ranks
 
 
 def epochs_to_loss(history: Sequence[EpochRecord], threshold: float = LOSS_THRESHOLD) -> float:
