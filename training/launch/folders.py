@@ -131,8 +131,12 @@ def train_ensemble(
 
     Returns one :class:`~training.trainer.loop.TrainResult` per config, in order, as
     :func:`train` would have returned it.  Runs already finished in their folder are
-    loaded, not trained; the others must resume from the same epoch.  ``logits_fn`` and
-    ``deadline`` (needs ``out_dirs``) are :func:`~training.trainer.ensemble.fit_ensemble`'s.
+    loaded, not trained; the others must resume from the same epoch.  ``logits_fn`` is the
+    per-model last-position logits function of the vectorized step and of evaluation
+    (default: as :func:`train` chooses it).  Given a ``torch.compile``'d one, the step
+    compiles its whole vectorized forward (torch cannot ``vmap`` a compiled function from
+    eager mode, pytorch/pytorch#128711: it would run eagerly) and evaluation runs the
+    function eagerly.  ``deadline`` is :func:`train`'s (needs ``out_dirs``).
     """
     cfgs = list(cfgs)
     check_ensemble(cfgs)

@@ -104,20 +104,11 @@ def fit_ensemble(
     cfgs: Sequence[RunConfig], device: str | torch.device | None = "auto", progress: bool = True, *, logits_fn: LogitsFn | None = None,
     deadline: float | None = None, states: Sequence[dict | None] | None = None, sinks: Sequence[Sinks | None] | None = None,
 ) -> list[TrainResult]:  # fmt: skip
-    """Train the runs ``cfgs`` together (each from its ``states`` entry, a checkpoint's, if
-    given) and hand each run's progress to its ``sinks`` entry; writes nothing
-    (:func:`training.train_ensemble` trains them into run folders).
-
-    Returns one :class:`training.trainer.loop.TrainResult` per config, in order, as
-    :func:`~training.trainer.loop.fit` would have returned it; the runs must resume from
-    the same epoch.  ``logits_fn`` is the per-model last-position logits function used
-    inside the vectorized step and for evaluation (default: as
-    :func:`~training.trainer.loop.fit` chooses it from ``fast_forward``).  Given a
-    ``torch.compile``'d one, the step compiles its whole vectorized forward (torch cannot
-    ``vmap`` a compiled function from eager mode, pytorch/pytorch#128711: it would run
-    eagerly) and evaluation runs the function eagerly.  ``deadline`` is
-    :func:`~training.trainer.loop.fit`'s (needs every run's checkpoint sink): past it, the
-    runs stop after an epoch with their checkpoints handed over and ``finished=False``.
+    """Train the runs ``cfgs`` together, each from its ``states`` entry (a checkpoint's, if
+    given) and handing its progress to its ``sinks`` entry; writes nothing.  The runs must
+    resume from the same epoch; ``logits_fn``, ``deadline`` (here it needs every run's
+    checkpoint sink) and the results are :func:`training.train_ensemble`'s, which opens the
+    run folders around this loop.
     """
     cfgs = list(cfgs)
     check_ensemble(cfgs)

@@ -150,18 +150,10 @@ def fit(
     cfg: RunConfig, *, device: str | torch.device | None = "auto", progress: bool = True, logits_fn: LogitsFn | None = None,
     deadline: float | None = None, state: dict | None = None, sinks: Sinks | None = None, data: RunData | None = None,
 ) -> TrainResult:  # fmt: skip
-    """Train the run ``cfg`` (from ``state``, a checkpoint's, if given) and hand its progress
-    to ``sinks``; writes nothing (:func:`training.train` trains it into a run folder).
-
-    Returns the trained ``HookedTransformer`` (eval mode, on ``device``) and its metrics.
-    ``logits_fn`` (training and evaluation) defaults to
-    :func:`training.trainer.step.last_position_logits` (``cfg.train.fast_forward``, the
-    default) or the hooked forward; ``cfg.train.precision="bf16"`` runs the training forward
-    under bfloat16 autocast (evaluation stays fp32).  ``deadline`` (a ``time.monotonic()``
-    value; needs a checkpoint sink): after each epoch, once its checkpoint is handed over, a
-    passed deadline stops the run before its last epoch; the result then has
-    ``finished=False``.  ``data``: the run's data sets (default: drawn from its seeds).
-    """
+    """Train the run ``cfg`` (from ``state``, a checkpoint's, if given), handing its progress
+    to ``sinks``; writes nothing.  ``logits_fn``, ``deadline`` (here it needs a checkpoint
+    sink) and the result are :func:`training.train`'s, which opens the run folder around
+    this loop; ``data``: the run's data sets (default: drawn from its seeds)."""
     check_train_arguments(cfg, None)
     sinks = sinks or Sinks()
     check_deadline(deadline, sinks.checkpoint is not None)
