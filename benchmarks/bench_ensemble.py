@@ -47,9 +47,9 @@ def bench(d_model: int, n_models: int, batch: int, reps: int, steps: int, dev: t
         )  # fmt: skip
         for j in range(n_models)
     ]
-    members = [new_member(c, None, None, dev, make_run_data(c, dev)) for c in cfgs]
+    members = [new_member(c, dev, make_run_data(c, dev)) for c in cfgs]
     ens = VmapStep(members, last_position_logits, dev)
-    batched_members = [new_member(c, None, None, dev, m.data) for c, m in zip(cfgs, members)]
+    batched_members = [new_member(c, dev, m.data) for c, m in zip(cfgs, members)]
     batched = BatchedStep(batched_members, last_position_logits, dev)
     models = [build_model(c.model, c.init, c.seeds["init"], device=dev) for c in cfgs]
     optimizers = [make_optimizer(m, c.train) for m, c in zip(models, cfgs)]

@@ -6,18 +6,25 @@ batch 512, lr 1e-3, 5% warmup then cosine to 5% of the peak).  Each is trained w
 ``precision="fp32"`` and ``"bf16"`` from the same seed; the table shows the final
 train / ID / held-out (4,3) accuracies and the training time, then a ``bf16 - fp32`` line with
 the differences and the largest accuracy difference (the question the GPU suite's bf16
-default has to answer: does bf16 keep the papers' results?)::
+default has to answer: does bf16 keep the papers' results?).  The runs are the named points of
+one study (:class:`training.studies.study.StudySpec`) trained by the one launcher
+(:func:`training.launch.run_study`, one after another here) into ``--out`` (default: a
+temporary folder, removed after), and read back from their run folders::
 
     python benchmarks/bf16_accuracy.py                  # tiny, then d_model 128 (minutes)
-    python benchmarks/bf16_accuracy.py --only tiny
+    python benchmarks/bf16_accuracy.py --only tiny --out runs/bf16   # kept: a rerun reads them
 """
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import click
 import torch
 
-from training import make_run_config, train
+from training import RunRecord, StudySpec, run_study
+from training.launch import SerialLauncher
 
 
 def _configs(epochs_128: int, gamma_128: float) -> dict[str, dict]:
@@ -38,25 +45,29 @@ def _configs(epochs_128: int, gamma_128: float) -> dict[str, dict]:
 @click.option("--gamma-128", type=float, default=0.7, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--threads", type=int, default=1, show_default=True)
-def main(only: str | None, epochs_128: int, gamma_128: float, seed: int, threads: int) -> None:
+@click.option("--out", type=click.Path(file_okay=False), default=None, help="Folder of the runs (resumable) [default: a temporary folder, removed after].")
+def main(only: str | None, epochs_128: int, gamma_128: float, seed: int, threads: int, out: str | None) -> None:
     """Final accuracies and training time, fp32 vs bf16 autocast."""
     torch.set_num_threads(threads)
     click.echo(f"torch {torch.__version__}, {threads} thread(s), seed {seed}")
+    configs = {name: opts for name, opts in _configs(epochs_128, gamma_128).items() if only in (None, name)}
+    named = {f"{name}-{precision}": {k: v for k, v in opts.items() if k != "preset"} | {"precision": precision} for name, opts in configs.items() for precision in ("fp32", "bf16")}
+    spec = StudySpec({"preset": "tiny", "task": "symmetric", "seed": seed}, named=named)
+    with tempfile.TemporaryDirectory(prefix="bf16-accuracy-") as scratch:
+        root = Path(out or scratch)
+        returns = run_study(spec.jobs(root), root, SerialLauncher(device="cpu", threads=threads), kind="sweep")
+        failed = [r for r in returns if r.status != "completed"]
+        if failed:
+            raise click.ClickException(f"{failed[0].name} {failed[0].status}: {failed[0].error or 'see its metrics.json'}")
+        records = {job.name: RunRecord.read(job.run_dir) for job in spec.jobs(root)}
     click.echo(f"{'config':>6} {'precision':>9} {'train':>6} {'ID':>6} {'inferential':>11} {'symmetric':>9} {'final loss':>10} {'time s':>7}")
-    for name, opts in _configs(epochs_128, gamma_128).items():
-        if only is not None and name != only:
-            continue
-        opts = dict(opts)
-        preset = opts.pop("preset")
+    for name in configs:
         values = {}
         for precision in ("fp32", "bf16"):
-            cfg = make_run_config(preset, task="symmetric", seed=seed, precision=precision, **opts)
-            result = train(cfg, device="cpu", progress=False)
-            final, held = result.metrics["final"], result.metrics["final"].get("heldout", {}).get("4,3", {})
-            values[precision] = v = [
-                final["train_acc"], final["id_acc"], held.get("inferential", float("nan")), held.get("symmetric", float("nan")),
-                result.metrics["history"][-1]["loss"], result.metrics["elapsed_s"],
-            ]  # fmt: skip
+            record = records[f"{name}-{precision}"]
+            final = record.final_columns()
+            values[precision] = v = [final["train_acc"], final["id_acc"], final["heldout_inferential"], final["heldout_symmetric"],
+                                     record.history[-1].loss, record.elapsed_s]  # fmt: skip
             click.echo(f"{name:>6} {precision:>9} {v[0]:>6.3f} {v[1]:>6.3f} {v[2]:>11.3f} {v[3]:>9.3f} {v[4]:>10.4f} {v[5]:>7.1f}")
         d = [b - a for a, b in zip(values["fp32"], values["bf16"])]
         click.echo(

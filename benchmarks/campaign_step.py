@@ -39,7 +39,8 @@ from gpu_cost import probe_configs
 from interp_init import build_model
 from interp_init.runfolder import RunStatus
 from training.config import RunConfig
-from training.trainer.ensemble import VmapStep, train_ensemble
+from training import train_ensemble
+from training.trainer.ensemble import VmapStep
 from training.trainer.loop import Member
 
 #: The step paths, fastest first.

@@ -48,7 +48,7 @@ from gpu_cost import remaining_flops  # noqa: E402
 from campaign_profile import profiler_for  # noqa: E402
 
 from interp_init import resolve_device  # noqa: E402
-from training.trainer.ensemble import train_ensemble  # noqa: E402
+from training.launch import Job, execute  # noqa: E402
 from training.trainer.loop import RunData, make_run_data  # noqa: E402
 from training.trainer.step import last_position_logits  # noqa: E402
 
@@ -84,8 +84,8 @@ class PartRun:
 
 
 def train_part(part: Part, folder: Path, dev: torch.device, path: str, deadline: float, data_fn: DataCache, profile: bool) -> PartRun:
-    """The campaign's one call into training: ``part``'s runs as one ensemble
-    (:func:`training.trainer.ensemble.train_ensemble` with ``deadline``), through ``path``'s step,
+    """The campaign's one call into training: ``part``'s runs as one ensemble through the
+    one executor (:func:`training.launch.execute` with ``deadline``), through ``path``'s step,
     and down its ladder (:data:`campaign_step.LADDERS`) to the plain step on any failure of a
     faster one: in its set-up and self-check (the first minute), or later (its runs then
     start again in a fresh folder on the next path, in the time left)."""
@@ -105,11 +105,15 @@ def train_part(part: Part, folder: Path, dev: torch.device, path: str, deadline:
             check = None if kind == "plain" else self_check(kind, cfgs, dev, logits_fn)
             steps_per_epoch = -(-cfgs[0].data.n_train // cfgs[0].train.batch_size)
             with profiler_for(profile, dev, steps_per_epoch, cfgs[0].train.epochs, summary) as prof:
-                results = train_ensemble(cfgs, folders, dev, progress=False, logits_fn=logits_fn, deadline=deadline, step=timed(kind, steps, prof), data_fn=data_fn)
+                jobs = [Job(r.name, r.config, f) for r, f in zip(part.runs, folders, strict=True)]
+                returns = execute(jobs, str(dev), deadline=deadline, logits_fn=logits_fn, step=timed(kind, steps, prof), data_fn=data_fn)
+            failed = [r for r in returns if r.status == "failed"]
+            if failed:  # the executor recorded it in the run's error.txt: the next step down the ladder
+                raise RuntimeError(f"run {failed[0].name} failed: {failed[0].error}")
             end = time.perf_counter()
             timing = {"setup_s": round(steps[-1].epoch_start[0] - t0, 3), "train_s": round(end - steps[-1].epoch_start[0], 3), **steps[-1].timing(end)}
             check = None if check is None else {**check, **getattr(steps[-1].inner, "check", {})}  # the graph's own capture check
-            return PartRun(kind, folders, all(r.finished for r in results), events, check, timing, steps[-1].samples, summary or None)
+            return PartRun(kind, folders, all(r.status == "completed" for r in returns), events, check, timing, steps[-1].samples, summary or None)
         except Exception as err:  # any failure of a fast path: the next one down
             if kind == LADDERS[path][-1]:
                 raise

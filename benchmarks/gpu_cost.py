@@ -9,7 +9,8 @@
 * :func:`peaks` measures the device's dense matmul rate in fp32 (TF32 where the process
   allows it) and bf16 on one large square product.
 * :func:`probe_efficiency` times a few training steps of throwaway copies of a group's
-  runs (same shapes) and returns the fraction of the peak they reached: the efficiency the
+  runs (same shapes, trained by the one executor, :func:`training.launch.execute`, into a
+  temporary folder) and returns the fraction of the peak they reached: the efficiency the
   predictions use before a task has trained; :func:`measured_efficiency` the fraction its
   run folders record once it has (samples trained over ``elapsed_s``, evaluations included).
 
@@ -24,6 +25,7 @@ dense bf16 peaks and 20% or 40% of them, so that a user knows what to ask a clus
 from __future__ import annotations
 
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,10 +36,9 @@ import torch
 from interp_init import build_model
 from interp_init.tasks.anchor_pairs import task_spec
 from training.config import RunConfig
+from training.launch import Job, execute
 from training.studies.records import RunRecord
-from training.trainer.ensemble import train_ensemble
 from training.trainer.step import last_position_logits, make_optimizer, train_step
-from training.trainer.loop import train
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_train_step import matmul_peak, step_flops  # noqa: E402  (a sibling script)
@@ -102,18 +103,21 @@ def probe_efficiency(
     """Fraction of ``peak`` that ``steps`` training steps of ``cfgs`` reach, and the seconds
     the first (warm-up, compilation) call took.  Throwaway models, nothing written: a call of
     1 step and one of ``1 + steps``, each after the warm-up, differ by ``steps`` steps alone
-    (set-up, data, evaluation and any recompilation cancel)."""
+    (set-up, data, evaluation, the run folder's files and any recompilation cancel)."""
 
     def run(n: int) -> float:
         probe = probe_configs(cfgs if together else cfgs[:1], n)
-        _sync(dev)
-        t0 = time.perf_counter()
-        if together:
-            train_ensemble(probe, None, dev, progress=False, logits_fn=logits_fn)
-        else:
-            train(probe[0], None, device=dev, progress=False, logits_fn=logits_fn)
-        _sync(dev)
-        return time.perf_counter() - t0
+        with tempfile.TemporaryDirectory(prefix="gpu-cost-probe-") as scratch:
+            jobs = [Job(f"probe-{i}", cfg, Path(scratch) / f"probe-{i}") for i, cfg in enumerate(probe)]
+            _sync(dev)
+            t0 = time.perf_counter()
+            returns = execute(jobs, str(dev), logits_fn=logits_fn)
+            _sync(dev)
+            seconds = time.perf_counter() - t0
+        failed = [r for r in returns if r.status != "completed"]
+        if failed:
+            raise RuntimeError(f"the efficiency probe's throwaway run {failed[0].status}: {failed[0].error}")
+        return seconds
 
     warmup = run(1)
     base, longer = run(1), run(1 + steps)
@@ -144,13 +148,13 @@ EFFICIENCIES = (0.2, 0.4)
 
 def population_cost(seeds: tuple[int, ...] = (0, 1, 2)) -> tuple[float, int]:
     """FLOPs of the GPU suite's paper-scale population (bf16, every epoch and evaluation) and its run count."""
-    from gpu_suite import suite_configs
+    from gpu_suite import suite_configs, suite_spec
 
     total, runs = 0.0, 0
-    for cfgs in suite_configs("paper", seeds, None, "bf16").values():
-        flops = run_flops(cfgs[0][1], torch.device("cpu"))
-        total += sum(remaining_flops(cfg, flops, 0) for _, cfg in cfgs)
-        runs += len(cfgs)
+    for task_runs in suite_configs(suite_spec("paper", seeds, "bf16"), Path("/nonexistent-gpu-cost"), None).values():
+        flops = run_flops(task_runs[0].cfg, torch.device("cpu"))
+        total += sum(remaining_flops(run.cfg, flops, 0) for run in task_runs)
+        runs += len(task_runs)
     return total, runs
 
 

@@ -51,8 +51,10 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, ClassVar
 
 import click
 import torch
@@ -62,14 +64,13 @@ from interp_init.outputs import refuse_nested
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder
 from training.cli import slurm_options
 from training.config import RunConfig, make_run_config
+from training.launch import Job, JobReturn, Launcher, execute, make_launcher, run_study
 from training.launch.slurm_options import slurm_options_from
 from training.studies.population import read_population, write_summaries
 from training.studies.records import RunRecord
 from training.studies.reproduce import reproduction_spec
 from training.studies.selection import PROTOCOL_TEXT, PROTOCOLS
 from training.studies.study import StudySpec
-from training.trainer.ensemble import train_ensemble
-from training.trainer.loop import train
 from training.trainer.step import last_position_logits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -131,6 +132,48 @@ class Group:
         todo = self.todo()
         work = [self.flops.epoch(r.cfg, True) for r in todo]
         return (sum(work) if together else max(work)) if work else 0.0
+
+
+@dataclass
+class BudgetLauncher(Launcher):
+    """The suite's own launcher: each task's runs where the budget lets them train, together
+    (one ensemble) or one by one, each through the one executor
+    (:func:`training.launch.execute`, the one failure policy); a task whose one epoch is
+    predicted not to fit in what is left of the budget is not started."""
+
+    name: ClassVar[str] = "gpu-suite"
+    groups: list[Group]
+    together: bool
+    device: Any
+    peak: float
+    logits_fn: Any = None
+    end: float | None = None  #: the budget's end (a ``time.monotonic()`` value)
+    refused: list[tuple[str, float]] = field(default_factory=list)  #: (task, predicted seconds of one epoch)
+    trained: list[str] = field(default_factory=list)
+
+    def launch(self, jobs: Sequence[Job]) -> list[JobReturn]:
+        returns: dict[str, JobReturn] = {}
+        for group in self.groups:
+            names = {r.name for r in group.runs}
+            todo = [j for j in jobs if j.name in names]
+            deadline = None
+            if todo and self.end is not None:
+                epoch_s = group.epoch(self.together) / (self.peak * (group.efficiency or REFERENCE_EFFICIENCIES[0]))
+                left_s = self.end - _clock()
+                if left_s < epoch_s:
+                    self.refused.append((group.task, epoch_s))
+                    click.echo(f"[{group.task}] not started: one epoch is predicted at {epoch_s:.1f} s and {left_s:.1f} s of the budget are left")
+                    continue
+                deadline = time.monotonic() + left_s - 2 * epoch_s
+            if not todo:
+                continue
+            self.trained.append(group.task)
+            click.echo(f"[{group.task}] training {len(todo)} runs {'together' if self.together else 'one by one'} on {self.device}", err=True)
+            for batch in [todo] if self.together else [[j] for j in todo]:
+                if deadline is not None and batch[0] is not todo[0] and time.monotonic() >= deadline:
+                    break
+                returns.update((r.name, r) for r in execute(batch, self.device, deadline=deadline, logits_fn=self.logits_fn))
+        return [returns.get(j.name) or JobReturn(j.name, str(RunFolder(j.run_dir).status())) for j in jobs]
 
 
 def suite_spec(
@@ -336,40 +379,19 @@ def main(
     click.echo(f"total {total:.3g} FLOP left: " + ", ".join(f"{_minutes(total, peak * e)} at {e:.0%}" for e in REFERENCE_EFFICIENCIES) + " of the peak")
     if dry_run:
         return
-    end = None if budget_seconds is None else start + budget_seconds
-    refused, trained = [], []
     if slurm is not None:  # each task's runs as one ensemble per job when together
         from dataclasses import replace
 
-        from training.launch import Job, make_launcher
-
         size = slurm.ensemble_size or (max(len(g.runs) for g in groups) if together else None)
-        make_launcher("slurm", slurm=replace(slurm, ensemble_size=size), study=root).launch([Job(r.name, r.cfg, r.folder) for g in groups for r in g.todo()])
-        trained, groups_left = [g.task for g in groups], []
+        launcher: Launcher = make_launcher("slurm", slurm=replace(slurm, ensemble_size=size), study=root)
     else:
-        groups_left = groups
-    for group in groups_left:
-        todo = group.todo()
-        if not todo:
-            continue
-        deadline = None
-        if end is not None:
-            epoch_s = group.epoch(together) / (peak * (group.efficiency or REFERENCE_EFFICIENCIES[0]))
-            left_s = end - _clock()
-            if left_s < epoch_s:
-                refused.append((group.task, epoch_s))
-                click.echo(f"[{group.task}] not started: one epoch is predicted at {epoch_s:.1f} s and {left_s:.1f} s of the budget are left")
-                continue
-            deadline = time.monotonic() + left_s - 2 * epoch_s
-        trained.append(group.task)
-        click.echo(f"[{group.task}] training {len(todo)} runs {'together' if together else 'one by one'} on {dev}", err=True)
-        if together:
-            train_ensemble([r.cfg for r in todo], [r.folder for r in todo], device=dev, progress=False, logits_fn=logits_fn, deadline=deadline)
-        else:
-            for r in todo:
-                if deadline is not None and r is not todo[0] and time.monotonic() >= deadline:
-                    break
-                train(r.cfg, r.folder, device=dev, progress=False, logits_fn=logits_fn, deadline=deadline)
+        end = None if budget_seconds is None else start + budget_seconds
+        launcher = BudgetLauncher(groups, together, dev, peak, logits_fn, end)
+    try:  # the study folder held, a folder of another run refused before anything trains
+        returns = run_study([Job(r.name, r.cfg, r.folder) for g in groups for r in g.runs], root, launcher)
+    except ValueError as err:
+        raise click.UsageError(str(err)) from err
+    trained, refused = ([g.task for g in groups], []) if slurm is not None else (launcher.trained, launcher.refused)
     root.mkdir(parents=True, exist_ok=True)
     population = None
     if all(r.started() for g in groups for r in g.runs):
@@ -378,6 +400,9 @@ def main(
     text = markdown(groups, together, header, bf16_peak, peak, None if population is None else population.format())
     (root / "gpu_suite.md").write_text(text)
     click.echo(text)
+    failed = [r for r in returns if r.status == "failed"]
+    if failed:  # recorded in their error.txt by the executor; the next command retries them
+        raise click.ClickException(f"{len(failed)} run(s) failed, each with its error.txt ({failed[0].name}: {failed[0].error}); run the same command again to retry")
     remaining = [r for g in groups for r in g.todo()]
     if remaining:
         if not trained:

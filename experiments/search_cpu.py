@@ -5,9 +5,10 @@ Each ``run`` spec is a comma-separated list of flat options over the base below,
     python experiments/search_cpu.py run --root runs/search \
         "task=symmetric,d_model=128,gamma=0.7,lr=2.5e-4,epochs=20"
 
-runs them one after another (1 torch thread each; start two processes for two at a time):
+trains them (one after another, 1 torch thread each; ``--workers 2`` for two at a time):
 the specs are the named points of one :class:`training.studies.study.StudySpec` (base: the ``paper``
-preset), one run folder per spec, trained by the one launcher (a killed search resumes).
+preset), one run folder per spec, trained by the one launcher
+(:func:`training.launch.run_study`: the root folder held, a killed search resumes).
 ``status`` prints one line per run folder under ``--root`` from its record
 (:class:`training.studies.records.RunRecord`, finished or not), so a running search can be polled.  ``rates`` judges candidates by
 rates over seeds: for each sweep folder over seeds (``interp-init sweep`` with a ``seed``
@@ -28,9 +29,8 @@ import time
 from pathlib import Path
 
 import click
-import torch
 
-from training.launch import SerialLauncher
+from training.launch import JobReturn, PoolLauncher, SerialLauncher, run_study
 from training.studies.records import RunRecord
 from training.studies.study import StudySpec
 
@@ -105,18 +105,22 @@ def cli() -> None:
 
 @cli.command("run")
 @click.option("--root", default="runs/search", show_default=True)
-@click.option("--threads", default=1, show_default=True)
+@click.option("--threads", default=1, show_default=True, help="Torch threads per run.")
+@click.option("--workers", default=1, show_default=True, help="Runs trained at once (worker processes).")
 @click.argument("specs", nargs=-1, required=True)
-def run_command(root: str, threads: int, specs: tuple[str, ...]) -> None:
-    """Train each SPEC (one after another) into ROOT/<spec name>."""
-    torch.set_num_threads(threads)
-    launcher = SerialLauncher(device="cpu", threads=threads)  # the one launcher: error.txt for a failed run, busy -> running
+def run_command(root: str, threads: int, workers: int, specs: tuple[str, ...]) -> None:
+    """Train each SPEC into ROOT/<spec name>, one line per run as it ends."""
     study = StudySpec({"preset": "paper"}, named={run_name(spec): options_for(spec) for spec in specs})
-    for job in study.jobs(root):
-        t0 = time.perf_counter()
-        (ret,) = launcher.launch([job])
+    folders = {job.name: job.run_dir for job in study.jobs(root)}
+    start = [time.perf_counter()]
+
+    def ended(ret: JobReturn) -> None:  # the one launcher's failure policy: error.txt for a failed run, busy -> running
         note = f" ({ret.status}: {ret.error})" if ret.error else ""
-        click.echo(line(job.name, read(job.run_dir)) + f" wall {time.perf_counter() - t0:.0f}s{note}", nl=True)
+        click.echo(line(ret.name, read(folders[ret.name])) + f" wall {time.perf_counter() - start[0]:.0f}s{note}")
+        start[0] = time.perf_counter()
+
+    launcher = SerialLauncher(device="cpu", threads=threads) if workers == 1 else PoolLauncher(device="cpu", workers=workers, threads=threads)
+    run_study(study.jobs(root), root, launcher.notify(ended), kind="sweep")
 
 
 @cli.command("status")

@@ -53,7 +53,8 @@ from interp_init.outputs import CHECKPOINT_FILE, CONFIG_FILE, ERROR_FILE, METRIC
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder
 from interp_init.stored import STORED_FILE, STORED_FORMAT, STUDY_FILE, STUDY_FORMAT, STUDY_PAGE, stored_study_root
 from training.config import RunConfig
-from training.studies.records import RANKS_FILE, RunRecord, cached_stable_ranks, ranks_record, stable_ranks_of
+from training.studies.sweep.ranks import RANKS_FILE, cached_stable_ranks, ranks_record, stable_ranks_of
+from training.studies.records import RunRecord
 from training.studies.stored import REPRODUCTION_FILE, StoredStudy, reproduction_record, run_folders
 from training.studies.study import StudySpec
 

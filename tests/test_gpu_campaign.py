@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from helpers import ROOT, load_script
 
 from training import make_run_config
-from training.trainer.ensemble import train_ensemble
+from training import train_ensemble
 from training.trainer.loop import new_member
 from training.trainer.step import last_position_logits
 
@@ -174,7 +174,7 @@ def test_the_batched_step_trains_as_the_plain_step_and_resumes_from_its_checkpoi
 
 def test_a_diverged_member_is_no_longer_updated_by_the_batched_step() -> None:
     cfgs = [make_run_config("tiny", n_train=512, seed=s) for s in (0, 1)]
-    members = [new_member(c, None, None, torch.device("cpu")) for c in cfgs]
+    members = [new_member(c, torch.device("cpu")) for c in cfgs]
     fast = step.BatchedStep(members, last_position_logits, torch.device("cpu"))
     before = [[p.detach().clone() for p in m.model.parameters()] for m in members]
     members[1].status = "diverged"

@@ -18,10 +18,8 @@ from click.testing import CliRunner
 from helpers import load_script
 from safetensors.torch import load_file
 
-from training import make_run_config
-from training.trainer.ensemble import train_ensemble
+from training import make_run_config, train_ensemble
 from training.trainer.step import last_position_logits
-from training.trainer.loop import train
 
 TINY = ["--scale", "tiny", "--device", "cpu", "--seeds", "0", "--epochs", "2", "--threads", "1"]
 

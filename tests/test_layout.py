@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 from pathlib import Path
 
 import pytest
-
 from helpers import ROOT
 
 PACKAGES = ("interp_init", "probes", "training")
@@ -44,7 +44,7 @@ def test_packages_stand_on_each_other_in_one_direction(path: Path) -> None:
 
 def test_the_layout_check_sees_imports_inside_functions(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
-    module.write_text("def f():\n    from training.trainer.loop import train\n    import probes.rank\n")
+    module.write_text("def f():\n    from training.trainer.loop import fit\n    import probes.rank\n")
     assert _imported_packages(module) == {"training", "probes"}
 
 
@@ -175,7 +175,7 @@ def test_the_task_name_check_sees_a_branch(tmp_path: Path) -> None:
         module.unlink()
 
 
-# ------------------------------------------------------------------ no import circle
+# ------------------------------------------------------------------ no import circle, at any level
 
 
 def _module_name(path: Path, root: Path) -> str:
@@ -183,20 +183,12 @@ def _module_name(path: Path, root: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _is_type_checking(node: ast.If) -> bool:
-    return isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
-
-
 def _import_edges(path: Path, known: set[str]) -> set[str]:
-    """The project modules ``path`` imports anywhere (functions included; ``if TYPE_CHECKING``
-    blocks left out: they never run), each ``from P import name`` resolved to ``P.name``
-    where that is a module."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    skip = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and _is_type_checking(node) for b in node.body for n in ast.walk(b)}
+    """The project modules ``path`` imports anywhere (functions and ``if TYPE_CHECKING``
+    blocks included: a type-only import is a dependency too), each ``from P import name``
+    resolved to ``P.name`` where that is a module."""
     found = set()
-    for node in ast.walk(tree):
-        if id(node) in skip:
-            continue
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names if a.name in known}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -206,20 +198,18 @@ def _import_edges(path: Path, known: set[str]) -> set[str]:
     return found & known
 
 
-def import_cycles(root: Path, packages: tuple[str, ...] = PACKAGES) -> list[list[str]]:
-    """Every import circle among the modules of ``packages`` under ``root`` (Tarjan's
-    strongly connected components of more than one module, or a module importing itself)."""
-    paths = {_module_name(p, root): p for package in packages for p in (root / package).rglob("*.py")}
-    graph = {name: _import_edges(path, set(paths)) - {name} for name, path in paths.items()}
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every circle of ``graph`` (node -> the nodes it stands on): Tarjan's strongly
+    connected components of more than one node."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
-    cycles: list[list[str]] = []
+    found: list[list[str]] = []
 
     def visit(v: str) -> None:
         index[v] = low[v] = len(index)
         stack.append(v)
-        for w in sorted(graph[v]):
+        for w in sorted(graph.get(v, ())):
             if w not in index:
                 visit(w)
                 low[v] = min(low[v], low[w])
@@ -233,27 +223,107 @@ def import_cycles(root: Path, packages: tuple[str, ...] = PACKAGES) -> list[list
                 if w == v:
                     break
             if len(component) > 1:
-                cycles.append(sorted(component))
+                found.append(sorted(component))
 
     for name in sorted(graph):
         if name not in index:
             visit(name)
-    return cycles
+    return found
 
 
-def test_no_import_circle_in_the_packages_function_level_imports_included() -> None:
+def module_graph(root: Path, packages: tuple[str, ...] = PACKAGES) -> tuple[dict[str, set[str]], dict[str, Path]]:
+    """Every module of ``packages`` under ``root`` -> the project modules it imports, and each module's file."""
+    paths = {_module_name(p, root): p for package in packages for p in (root / package).rglob("*.py")}
+    return {name: _import_edges(path, set(paths)) - {name} for name, path in paths.items()}, paths
+
+
+def import_cycles(root: Path, packages: tuple[str, ...] = PACKAGES) -> list[list[str]]:
+    """Every import circle among the modules of ``packages`` under ``root``."""
+    return cycles(module_graph(root, packages)[0])
+
+
+def folder_graph(root: Path, packages: tuple[str, ...] = PACKAGES) -> dict[str, set[str]]:
+    """Every folder of ``packages`` under ``root`` (``training/launch``) -> the folders its
+    modules import.  A top package's ``__init__.py`` is its front, which exports names from
+    the folders below it, and stands in no folder; every other module stands in its own."""
+    graph, paths = module_graph(root, packages)
+    folders: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        rel = path.relative_to(root)
+        if rel.name == "__init__.py" and len(rel.parts) == 2:
+            continue
+        deps = folders.setdefault(rel.parent.as_posix(), set())
+        deps |= {paths[m].relative_to(root).parent.as_posix() for m in graph[name]} - {rel.parent.as_posix()}
+    return folders
+
+
+def test_no_import_circle_between_modules_type_only_imports_included() -> None:
     assert import_cycles(ROOT) == []
 
 
-def test_the_circle_check_sees_a_function_level_import(tmp_path: Path) -> None:
-    package = tmp_path / "training"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "a.py").write_text("from training.b import g\n")
-    (package / "b.py").write_text("def g():\n    from training.a import f  # planted: only inside a function\n")
-    assert import_cycles(tmp_path, ("training",)) == [["training.a", "training.b"]]
-    (package / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from training.a import f\n")
-    assert import_cycles(tmp_path, ("training",)) == []
+def test_no_import_circle_between_folders() -> None:
+    assert cycles(folder_graph(ROOT)) == []
+
+
+def test_the_circle_checks_see_a_type_only_import_and_a_circle_of_folders(tmp_path: Path) -> None:
+    def write(files: dict[str, str]) -> None:
+        for rel, text in files.items():
+            (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / rel).write_text(text)
+
+    write({"training/__init__.py": "", "training/a/__init__.py": "", "training/b/__init__.py": "",
+           "training/a/x.py": "from training.b.y import g\n",
+           "training/b/y.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from training.a.x import f  # planted: only for the types\n"})  # fmt: skip
+    assert import_cycles(tmp_path, ("training",)) == [["training.a.x", "training.b.y"]]
+    assert cycles(folder_graph(tmp_path, ("training",))) == [["training/a", "training/b"]]
+    write({"training/b/y.py": "def g():\n    pass\n", "training/b/z.py": "def h():\n    from training.a.w import f  # planted: a, b and back\n",
+           "training/a/w.py": "def f():\n    pass\n"})  # fmt: skip
+    assert import_cycles(tmp_path, ("training",)) == []  # no module reaches itself ...
+    assert cycles(folder_graph(tmp_path, ("training",))) == [["training/a", "training/b"]]  # ... but the folders do
+
+
+def documented_arrows(text: str) -> dict[str, set[str]]:
+    """docs/layout.md's table of what stands on what: folder -> the folders it stands on."""
+    section = text.split("## What stands on what", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1:3] for line in section.splitlines() if line.startswith("| `")]
+    return {folder.strip().strip("`"): set(re.findall(r"`([^`]+)`", stands)) for folder, stands in rows}
+
+
+def test_the_layout_docs_arrows_are_the_imports() -> None:
+    """docs/layout.md says, folder by folder, what each stands on: exactly the folders its modules import."""
+    documented, actual = documented_arrows((ROOT / "docs" / "layout.md").read_text(encoding="utf-8")), folder_graph(ROOT)
+    assert set(documented) == set(actual), f"folders the table lacks: {sorted(set(actual) - set(documented))}; gone: {sorted(set(documented) - set(actual))}"
+    wrong = {f: {"undocumented": sorted(actual[f] - documented[f]), "not imported": sorted(documented[f] - actual[f])} for f in actual if actual[f] != documented[f]}
+    assert wrong == {}
+
+
+def test_the_pipeline_docs_arrows_name_what_the_code_defines() -> None:
+    """Each step of docs/pipeline.md's path names a class or function (or a method of the
+    step before's class) that the module it names defines."""
+    text = (ROOT / "docs" / "pipeline.md").read_text(encoding="utf-8")
+    block = text.split("```\n", 2)[1]
+    owner = ""
+    for line in block.splitlines():
+        call, path = re.split(r"\s{2,}", line.strip())[:2]
+        name, _, attr = re.match(r"\.?([\w.]+)", call).group(1).partition(".")
+        owner, attr = (owner, name) if call.startswith(".") else (name, attr)
+        tree = ast.parse((ROOT / path).read_text(encoding="utf-8"))
+        defined = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+        assert owner in defined, f"{path} defines no {owner} ({line.strip()})"
+        if attr:
+            assert attr in {n.name for n in defined[owner].body if isinstance(n, ast.FunctionDef)}, f"{owner} has no {attr} ({line.strip()})"
+
+
+def test_the_trainer_opens_no_folder_and_the_records_run_no_analysis() -> None:
+    """The trainer imports no run-folder code (the launchers open the folder around it);
+    the one reader of run folders imports no probe (analyses run after a study, from records)."""
+    graph, paths = module_graph(ROOT)
+    for name in (n for n in graph if n.startswith("training.trainer")):
+        for node in ast.walk(ast.parse(paths[name].read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "interp_init.runfolder":
+                assert {a.name for a in node.names} <= {"RunStatus"}, f"{name} imports {[a.name for a in node.names]} from interp_init.runfolder"
+        assert not {m for m in graph[name] if m.split(".")[1] in ("launch", "studies") or m in ("interp_init.fileio", "interp_init.outputs")}, name
+    assert not any(m.startswith("probes") for m in graph["training.studies.records"])
 
 
 def test_the_layout_table_names_every_module() -> None:
@@ -269,7 +339,7 @@ def test_the_layout_table_names_every_module() -> None:
 #: in that package's folder, tests/<package>/.
 PROJECT_CHECKS = frozenset(
     ("test_benchmarks.py", "test_docs.py", "test_docstrings.py", "test_examples.py", "test_gpu_campaign.py", "test_gpu_suite.py", "test_gpu_wheels.py")
-    + ("test_layout.py", "test_notebook.py", "test_packaging.py", "test_readme.py", "test_release.py", "test_site.py", "test_tables.py")
+    + ("test_layout.py", "test_notebook.py", "test_packaging.py", "test_plugins.py", "test_readme.py", "test_release.py", "test_site.py", "test_tables.py")
 )
 
 
@@ -307,7 +377,7 @@ def test_the_tests_layout_check_sees_a_misplaced_module(tmp_path: Path) -> None:
         "test_flow.py": "import probes\n",  # a probes test left in tests/
         "probes/test_masking.py": "from probes.masking import masked_run\n",
         "probes/test_config.py": "from interp_init.config import ModelConfig\n",  # tests another package
-        "training/test_flow.py": "def test_f():\n    from training.trainer.loop import train\n",  # a second test_flow.py
+        "training/test_flow.py": "def test_f():\n    from training.trainer.loop import fit\n",  # a second test_flow.py
         "helpers/test_x.py": "import probes\n",  # no package's folder
     }.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -113,7 +113,7 @@ def test_dependency_floors_work_together() -> None:
     for extra in ("images", "dev"):
         if _floor(project["optional-dependencies"][extra], "kaleido") >= Version("1.0"):
             assert plotly >= Version("6.1.1"), "kaleido 1.x needs plotly 6.1.1 or later"
-    for name in ("nbclient", "nbformat", "ipykernel"):  # the notebook test's tools
+    for name in ("nbclient", "nbformat", "ipykernel", "submitit"):  # the notebook test's tools; the Slurm launcher's tests
         _floor(project["optional-dependencies"]["dev"], name)
 
 

@@ -5,7 +5,8 @@ What a user calls (each name's own docstring says more):
 
 * ``PRESETS``, ``RunConfig``, ``make_run_config``: a run's config, from a named preset and overrides;
 * ``make_dataset``: a task's samples (:mod:`interp_init.tasks.data`), to probe a trained model on;
-* ``train``, ``TrainResult``: train one run (into a run folder: resumable);
+* ``train``, ``TrainResult``: train one run (into a run folder: resumable; the loop itself,
+  :mod:`training.trainer`, knows no folders);
 * ``train_ensemble``: same-shape runs trained together (GPUs);
 * ``last_position_logits``: the fast training forward, equal to ``model(tokens)[:, -1]``;
 * ``RunRecord``: the one reader of a run folder (config, typed metrics and history, status);
@@ -27,7 +28,7 @@ from interp_init.lazy import lazy_attributes
 
 _WHERE = {
     "PRESETS": "config", "RunConfig": "config", "make_run_config": "config", "make_dataset": "data",
-    "TrainResult": "loop", "train": "loop", "train_ensemble": "ensemble", "last_position_logits": "step",
+    "TrainResult": "loop", "train": "folders", "train_ensemble": "folders", "last_position_logits": "step",
     "RunRecord": "records", "StudySpec": "study", "run_study": "launch",
 }  # fmt: skip
 __all__ = sorted(_WHERE)
@@ -41,8 +42,8 @@ def _module_of(name: str) -> ModuleType:
         from interp_init.tasks import data as module
     elif where == "loop":
         from training.trainer import loop as module
-    elif where == "ensemble":
-        from training.trainer import ensemble as module
+    elif where == "folders":
+        from training.launch import folders as module
     elif where == "step":
         from training.trainer import step as module
     elif where == "records":

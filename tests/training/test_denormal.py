@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from training import make_run_config, train
-from training.trainer.ensemble import train_ensemble
+from training import train_ensemble
 from training.trainer.step import flush_denormals, last_position_logits
 
 SUBNORMAL = 1e-39  # below fp32's smallest normal number, 1.18e-38

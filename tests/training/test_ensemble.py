@@ -11,7 +11,8 @@ from helpers import read_metrics
 
 from interp_init import load_model
 from training import make_run_config, train
-from training.trainer.ensemble import VmapStep, check_ensemble, train_ensemble
+from training import train_ensemble
+from training.trainer.ensemble import VmapStep, check_ensemble
 
 SMALL = dict(n_train=768, n_test=200, eval_samples=200, epochs=3, batch_size=256)
 

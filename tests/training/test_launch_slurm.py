@@ -1,6 +1,7 @@
 """The Slurm launcher (training.launch.slurm) through submitit's local executor: the same
-submission, chunking, requeue and study-folder reading as on Slurm, on this machine.  The
-real single-node Slurm runs in tests/training/test_cluster.py (slow)."""
+submission, chunking, requeue and study-folder reading as on Slurm, on this machine
+(submitit is in the dev extra: these run by default).  The real single-node Slurm runs in
+tests/training/test_cluster.py (slow)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,11 @@ import json
 import pytest
 import torch
 
+from training import train
 from training.cli import main
 from training.config import make_run_config
 from training.launch import Job, JobReturn, SlurmLauncher, SlurmOptions, launcher_class, launcher_names, make_launcher
 from training.launch.slurm import JOBS_FILE, SLURM_FOLDER
-from training.trainer.loop import train
-
-pytest.importorskip("submitit", reason="submitit is not installed (pip install 'interp-init[slurm]')")
 
 
 def _job(tmp_path, name="run", epochs=2, **options):
@@ -44,6 +43,23 @@ def test_local_executor_requeues_a_chunked_run_and_a_second_launch_submits_nothi
     assert list(record) == ["run"]
     assert launcher.launch([job, done]) == [JobReturn("run", "completed"), JobReturn("done", "completed")]
     assert json.loads((tmp_path / "study" / SLURM_FOLDER / JOBS_FILE).read_text()) == record  # nothing submitted
+
+
+def test_a_retried_run_stopped_at_its_chunks_deadline_is_requeued_not_failed(tmp_path):
+    """A run that failed once (its error.txt left behind), retried on Slurm and stopped at its
+    chunk's deadline is interrupted, not failed: the retry cleared error.txt when it started,
+    so the chunk requeues it and it completes."""
+    job = _job(tmp_path)
+    job.run_dir.mkdir(parents=True)
+    (job.run_dir / "checkpoint.pt").write_bytes(b"not a checkpoint")  # the first try fails on it
+    (first,) = make_launcher("serial", device="cpu").launch([job])
+    assert first.status == "failed" and "checkpoint.pt" in (job.run_dir / "error.txt").read_text()
+    (job.run_dir / "checkpoint.pt").unlink()  # the fix its error names; then the retry, in chunks
+    options = SlurmOptions(cluster="local", time_min=1, signal_delay_s=10, chunk_seconds=0.01, poll_s=0.5, device="cpu")
+    assert SlurmLauncher(options).launch([job]) == [JobReturn("run", "completed")]
+    logs = "".join(p.read_text() for p in (tmp_path / "study" / SLURM_FOLDER / "logs").glob("*_log.out"))
+    assert logs.count("Requeued job") == 1
+    assert not (job.run_dir / "error.txt").exists()
 
 
 def test_options_map_to_sbatch_and_bad_ones_name_the_field():

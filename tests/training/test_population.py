@@ -279,11 +279,11 @@ def test_reproduce_population_bad_input(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 def test_single_seed_says_it_is_one_draw(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    import training.studies.reproduce as rep
+    import training.cli.reproduce as rep
 
     fake = Population("tiny", "strict", (_seed_row(5, 0.9, 0.9, 0.6, 0.1),))
-    monkeypatch.setattr(rep, "_train", lambda *a, **k: (fake, []))
-    monkeypatch.setattr("training.studies.report.write_report", lambda dirs, path: path)
+    monkeypatch.setattr(rep, "train_study", lambda *a, **k: (fake, []))
+    monkeypatch.setattr(rep, "write_report", lambda dirs, path: path)
     assert main(["reproduce", "--preset", "tiny", "--seed", "5", "--out", str(tmp_path), "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "this is one draw (seed 5)" in out and "--seeds" in out
@@ -399,12 +399,12 @@ def test_a_sweep_varies_the_init_seed_alone() -> None:
 def test_the_gpu_path_trains_each_tasks_runs_as_one_ensemble(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """On a GPU a population trains as ensembles of same-shape runs; the same path on the CPU
     here: one ensemble per task (its regimes and seeds), folders a rerun reads."""
-    import training.trainer.ensemble as ens
+    import training.launch.folders as folders
     from training.launch import EnsembleLauncher, run_study
 
     sizes = []
-    real = ens.train_ensemble
-    monkeypatch.setattr(ens, "train_ensemble", lambda cfgs, dirs, **kw: sizes.append(len(cfgs)) or real(cfgs, dirs, **kw))
+    real = folders.fit_ensemble
+    monkeypatch.setattr(folders, "fit_ensemble", lambda cfgs, *a, **kw: sizes.append(len(cfgs)) or real(cfgs, *a, **kw))
     plan = StudySpec.reproduction("tiny", (1, 2))
     jobs = plan.jobs(tmp_path)
     assert {r.status for r in run_study(jobs, tmp_path, EnsembleLauncher(device="cpu"))} == {"completed"}

@@ -24,7 +24,7 @@ from training.studies.report.images import static_export_problem
 from training.studies.report.inline import circuitsvis_view
 from training.studies.report.outcomes import accuracy_table
 from training.studies.report.runs import find_run_dirs
-from training.trainer.loop import train
+from training import train
 
 TINY = dict(n_train=300, n_test=64, epochs=2, eval_samples=64, batch_size=128, eval_every=1)
 

@@ -13,7 +13,8 @@ from interp_init.runfolder import RunStatus
 from interp_init.stored import STORED_FILE, STUDY_FILE, STUDY_PAGE
 from training.launch import SerialLauncher
 from training.studies.population import read_population
-from training.studies.records import RANKS_FILE, RunRecord, run_stable_ranks
+from training.studies.sweep.ranks import RANKS_FILE, run_stable_ranks
+from training.studies.records import RunRecord
 from training.studies.reproduce import reproduce_study
 from training.studies.stored import REPRODUCTION_FILE, StoredStudy
 from training.studies.study import StudySpec

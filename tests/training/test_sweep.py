@@ -248,16 +248,16 @@ def test_a_killed_process_pool_sweep_leaves_no_worker(tmp_path, sig):
 
 
 def test_failed_and_diverged_runs_are_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
-    import training.trainer.loop
+    import training.launch.folders
 
-    real_train = training.trainer.loop.train
+    real_fit = training.launch.folders.fit
 
-    def flaky_train(cfg, out_dir=None, **kw):
+    def flaky_fit(cfg, **kw):
         if cfg.init.gamma == 0.3:
             raise RuntimeError("simulated crash")
-        return real_train(cfg, out_dir, **kw)
+        return real_fit(cfg, **kw)
 
-    monkeypatch.setattr(training.trainer.loop, "train", flaky_train)
+    monkeypatch.setattr(training.launch.folders, "fit", flaky_fit)
     # lr 1e8 without clipping makes the loss non-finite in the first epoch.
     spec = _spec({"gamma": [0.3, 0.8], "lr": [1e-3, 1e8]}, grad_clip=0.0)
     summary = run_sweep(spec, tmp_path, SweepOptions(progress=False))
@@ -269,7 +269,7 @@ def test_failed_and_diverged_runs_are_recorded_and_the_sweep_goes_on(tmp_path, m
     assert table.loc["gamma=0.8__lr=100000000.0", "status"] == "diverged"
     assert summary.count("failed") == 2 and summary.count("diverged") == 1
     # Next time the failed runs are retried; the diverged one is not.
-    monkeypatch.setattr(training.trainer.loop, "train", real_train)
+    monkeypatch.setattr(training.launch.folders, "fit", real_fit)
     again = run_sweep(spec, tmp_path, SweepOptions(progress=False))
     assert set(again.skipped) == {"gamma=0.8__lr=0.001", "gamma=0.8__lr=100000000.0"}
     table = again.results.set_index("run")
@@ -348,11 +348,11 @@ def test_ensemble_backend_matches_one_by_one(tmp_path, monkeypatch):
     spec = _spec({"gamma": [0.3, 0.8], "weight_decay": [0.0, 0.1], "n_layers": [1, 2]})
     keys = {ensemble_key(p.config) for p in spec.points()}
     assert len(keys) == 2 and {"gamma", "weight_decay", "seed"} <= ENSEMBLE_VARYING  # one ensemble per depth
-    import training.trainer.ensemble
+    import training.launch.backends
 
     calls = []
-    real = training.trainer.ensemble.train_ensemble
-    monkeypatch.setattr(training.trainer.ensemble, "train_ensemble", lambda cfgs, dirs, **kw: calls.append(len(cfgs)) or real(cfgs, dirs, **kw))
+    real = training.launch.backends.execute
+    monkeypatch.setattr(training.launch.backends, "execute", lambda jobs, *a, **kw: calls.append(len(jobs)) or real(jobs, *a, **kw))
     ens = run_sweep(spec, tmp_path / "e", SweepOptions(backend="ensemble", device="cpu", progress=False, ensemble_size=3)).results
     assert sorted(calls) == [1, 1, 3, 3]  # 2 shapes x 4 points, at most 3 at once
     one = run_sweep(spec, tmp_path / "one", SweepOptions(progress=False)).results
@@ -363,7 +363,7 @@ def test_ensemble_backend_matches_one_by_one(tmp_path, monkeypatch):
 
 def test_ensemble_backend_missing_gives_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "training.trainer.ensemble", None)
-    with pytest.raises(ValueError, match="training.trainer.ensemble.train_ensemble"):
+    with pytest.raises(ValueError, match="training.trainer.ensemble"):
         run_sweep(_spec({"gamma": [0.5]}), tmp_path / "s", SweepOptions(backend="ensemble"))
     assert not (tmp_path / "s").exists()
 

@@ -259,3 +259,24 @@ def test_a_deadline_stops_before_an_epoch_as_long_as_the_last_would_pass_it(tmp_
     result = train(cfg, tmp_path / "run", device="cpu", progress=False, deadline=time.monotonic() + 2.5)
     assert not result.finished and [r["epoch"] for r in result.metrics["history"]] == [1]
     assert (tmp_path / "run" / "checkpoint.pt").exists()
+
+
+def test_the_trainer_hands_its_history_and_checkpoints_to_its_sinks_and_resumes_from_a_state() -> None:
+    """The loop writes nothing: each epoch's record goes to the history sink, the training
+    state to the checkpoint sink, and that state resumes the run to the uninterrupted one's end."""
+    from training.trainer.loop import Sinks, fit
+
+    cfg = make_run_config("tiny", task="symmetric", epochs=3, n_train=256, n_test=64, eval_samples=64, checkpoint_every=1)
+    whole = fit(cfg, device="cpu", progress=False)
+    records: list[dict] = []
+    states: list[tuple[dict, dict]] = []
+    sinks = Sinks(checkpoint=lambda state, metrics: states.append((state, metrics)), history=records.append)
+    first = fit(cfg, device="cpu", progress=False, deadline=time.monotonic(), sinks=sinks)
+    assert not first.finished and [s["epoch"] for s, _ in states] == [1] and states[0][1]["status"] == "running"
+    rest = fit(cfg, device="cpu", progress=False, state=states[0][0], sinks=sinks)
+    assert rest.finished and [s["epoch"] for s, _ in states] == [1, 2]
+    assert records == whole.metrics["history"] == rest.metrics["history"]
+    for a, b in zip(whole.model.parameters(), rest.model.parameters(), strict=True):
+        assert torch.equal(a, b)
+    with pytest.raises(ValueError, match="a deadline needs a run folder"):
+        fit(cfg, device="cpu", progress=False, deadline=time.monotonic())  # nowhere to hand the checkpoint

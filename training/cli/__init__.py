@@ -34,17 +34,26 @@ from typing import Any
 import click
 
 import interp_init
-from training.cli.flags import PRESET_CHOICES, carry_option, config_options, parse_carry, run_options, slurm_options
+from training.cli.flags import (
+    PRESET_CHOICES,
+    RegistryChoice,
+    backend_options,
+    carry_option,
+    config_options,
+    parse_carry,
+    run_options,
+    slurm_options,
+)
 from training.config import PRECISIONS
+from training.launch.backends import backend_names
 from training.launch.signals import Stopped, ignore_stopping, signals_raise
 from training.options import check_device, default_preset, one_line, parse_workers
 from training.studies.phase.names import FIGURE_NAMES, ID_THRESHOLD, LOSS_THRESHOLD, OOD_THRESHOLD, PAIR_ACC_THRESHOLD
-from training.studies.population import VARY
 from training.studies.recipe import carry_recipe, recipe_table, train_epilog
 from training.studies.regimes import REGIMES, REPRODUCE_TASKS
 from training.studies.report.config import IMAGE_FORMATS, PROJECTIONS, ReportConfig
 from training.studies.selection import PROTOCOLS
-from training.studies.sweep.spec import BACKENDS
+from training.studies.study import VARY
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -87,8 +96,8 @@ def train_command(
     if show_recipe:
         click.echo(recipe_table(cfg, paper_gamma=paper_gamma))
         return
+    from training import train
     from training.studies.records import RunRecord
-    from training.trainer.loop import train
 
     assert out is not None
     train(cfg, out, device=device, progress=not quiet)
@@ -122,7 +131,7 @@ def train_command(
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
 @click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True, help="bf16: the forward under bfloat16 autocast.")
 @click.option("--workers", type=int, default=None, help="Runs trained at once, each in its own process with one torch thread [default: one per CPU core (up to 4) on a CPU; on a GPU one at a time, or with --seeds as ensembles of same-shape runs].")
-@click.option("--backend", type=click.Choice(BACKENDS), default=None, help="The launcher that trains the runs (as sweep's --backend; slurm: one Slurm job per run through submitit, the --slurm-* options, docs/clusters.md) [default: on a GPU ensembles of same-shape runs; else --workers processes].")
+@click.option("--backend", type=RegistryChoice(backend_names), default=None, help="The launcher that trains the runs (as sweep's --backend; slurm: one Slurm job per run through submitit, the --slurm-* options, docs/clusters.md) [default: on a GPU ensembles of same-shape runs; else --workers processes].")
 @click.option("--task", "tasks", multiple=True, metavar="TASK", help=f"A task to reproduce the flip on (repeatable): one with a small-init / large-init flip, registered or package.module:ClassName [default: {', '.join(REPRODUCE_TASKS)}].")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @carry_option
@@ -139,15 +148,10 @@ def reproduce_command(
     offline report of the four runs); with --seeds, OUT/seed-S/<task>/<regime> per seed and
     the population in OUT/summary.json.  A rerun resumes.
     """
-    from training.launch.slurm_options import slurm_options_from
-    from training.studies.reproduce import reproduction_spec, run_reproduction_cli
+    from training.cli.reproduce import run_reproduction_cli
+    from training.studies.reproduce import reproduction_spec
 
-    if backend not in ("ray", "slurm") or (backend == "ray" and address is None):  # a cluster's devices are not this machine's
-        check_device(device)
-    slurm_opts = slurm_options_from(backend or "", device, slurm)
-    if address is not None and backend != "ray":
-        raise ValueError("--address applies to --backend ray only")
-    options = {"address": address} if backend == "ray" else {"slurm": slurm_opts} if backend == "slurm" else {}
+    options = backend_options(backend, device, address, slurm)
     if preset is None:
         preset, why = default_preset(device)
         click.echo(f"interp-init: no --preset given: using --preset {preset} ({why})", err=True)
@@ -168,7 +172,7 @@ def reproduce_command(
 @click.option("--preset-name", metavar="NAME", help="A shipped sweep preset instead of SPEC (names: --list-presets).")
 @click.option("--run-preset", metavar="[" + "|".join(PRESET_CHOICES) + "]", help="Replace the spec's base run preset (tiny: a smoke test in seconds).")
 @click.option("--extend", is_flag=True, help="Add this spec's grid values to the sweep already in --out (same base and grid keys only); without it a folder holding another sweep is refused.")
-@click.option("--backend", type=click.Choice(BACKENDS), default="local", show_default=True, help="local: this machine (in this process or a process pool); ray: one Ray task per run; ensemble: same-shape runs trained together (for GPUs); slurm: one Slurm job per run through submitit (the --slurm-* options; docs/clusters.md).")
+@click.option("--backend", type=RegistryChoice(backend_names), default="local", show_default=True, help="local: this machine (in this process or a process pool); ray: one Ray task per run; ensemble: same-shape runs trained together (for GPUs); slurm: one Slurm job per run through submitit (the --slurm-* options; docs/clusters.md).")
 @click.option("--workers", default=None, metavar="[N|auto]", help="local: 1 = sequential (default), N = process pool, 'auto' = one per core; ray without --address: the local Ray's CPUs (default: all).")
 @click.option("--threads", type=int, default=None, metavar="N", help="Torch threads per run (default: cores // workers; 1 per Ray task).")
 @click.option("--address", default=None, metavar="ADDRESS", help="Ray cluster address (e.g. 'auto' or 'ray://head:10001'); default: start a local Ray.")
@@ -214,19 +218,12 @@ def sweep_command(
         return
     if out is None:
         raise ValueError("--out DIR is required (the sweep folder)")
-    from training.launch.slurm_options import slurm_options_from
     from training.studies.sweep.results import RESULTS_FILE, problem_summary
     from training.studies.sweep.runner import run_sweep
 
-    if backend not in ("ray", "slurm") or (backend == "ray" and address is None):  # a cluster's devices are not this machine's
-        check_device(device)
-
-    slurm_opts = slurm_options_from(backend, device, slurm)
-    options = SweepOptions(
-        backend=backend, address=address, device=device, threads=threads,
-        workers=parse_workers(workers) if workers is not None else (1 if backend == "local" else None),
-        progress=not quiet, ensemble_size=ensemble_size, extra={} if slurm_opts is None else {"slurm": slurm_opts},
-    )  # fmt: skip
+    extra = {k: v for k, v in backend_options(backend, device, address, slurm).items() if k == "slurm"}
+    options = SweepOptions(backend=backend, address=address, device=device, threads=threads, progress=not quiet, ensemble_size=ensemble_size, extra=extra,
+                           workers=parse_workers(workers) if workers is not None else (1 if backend == "local" else None))  # fmt: skip
     summary = run_sweep(sweep_spec, out, options, extend=extend)
     counts = ", ".join(f"{summary.count(s)} {s}" for s in ("completed", "diverged", "failed") if summary.count(s))
     click.echo(f"{len(points)} runs ({len(summary.skipped)} already done): {counts}; results: {Path(out) / RESULTS_FILE}")

@@ -4,6 +4,7 @@ field of the config dataclasses), the run and ``--slurm-*`` options, ``--carry-r
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
@@ -11,13 +12,30 @@ import click
 from interp_init.tasks.base import DEFAULT_TASK
 from interp_init.tasks.registry import registered_tasks
 from training.config import PRESETS
-from training.options import FIELDS
+from training.options import FIELDS, check_device
 from training.studies.recipe import CARRY_HELP, DEFAULT_HOLD, check_hold
 
 #: The registered tasks and the run presets, as the options list them (a task of one's own
 #: is given as package.module:ClassName).
 TASK_CHOICES: tuple[str, ...] = registered_tasks()
 PRESET_CHOICES: tuple[str, ...] = tuple(sorted(PRESETS))
+
+class RegistryChoice(click.Choice):
+    """A ``click.Choice`` of the names a registry holds when the command runs (``names()``), so
+    that a plug-in registered after this module was imported is a choice too."""
+
+    def __init__(self, names: Callable[[], Sequence[str]]) -> None:
+        self.names = names
+        super().__init__(())
+
+    @property  # type: ignore[override]
+    def choices(self) -> tuple[str, ...]:
+        return tuple(self.names())
+
+    @choices.setter
+    def choices(self, value: Any) -> None:  # click.Choice sets it once; the registry says
+        pass
+
 
 _CLICK_TYPES: dict[str, Any] = {"int": int, "float": float, "str": str}
 _METAVARS: dict[str, str] = {"int": "INTEGER", "float": "NUMBER", "str": "NAME"}
@@ -81,6 +99,19 @@ def slurm_options(func: Any) -> Any:
         func = click.option("--slurm-" + name.replace("_", "-"), "slurm_" + name, type=_SLURM_TYPES[kind], default=default, show_default=default is not None, help=meaning)(func)
     return func
 
+
+
+def backend_options(backend: str | None, device: str, address: str | None, slurm: dict[str, Any]) -> dict[str, Any]:
+    """The chosen launcher's own options (``--address``, the ``--slurm-*`` ones, each refused
+    for another backend); ``--device`` is checked here unless the runs train on a cluster."""
+    from training.launch.slurm_options import slurm_options_from
+
+    if backend not in ("ray", "slurm") or (backend == "ray" and address is None):  # a cluster's devices are not this machine's
+        check_device(device)
+    slurm_opts = slurm_options_from(backend or "", device, slurm)
+    if address is not None and backend != "ray":
+        raise ValueError("--address applies to --backend ray only")
+    return {"address": address} if backend == "ray" else {"slurm": slurm_opts} if backend == "slurm" else {}
 
 
 def carry_option(func: Any) -> Any:

@@ -1,8 +1,11 @@
-"""One launcher for every study: a job per run folder, one failure policy, backends by name.
+"""One launcher for every study: a job per run folder, one executor, backends by name.
 
 * :class:`Job` (a run to train: name, config, folder) and :class:`JobReturn` (its status);
-* :func:`train_job`: train one job under the one failure policy (``error.txt`` for a
-  failed run, ``running`` for a run another process trains; never raises for a run);
+* :func:`execute`: the one executor, which trains one job or a same-shape group under the
+  one failure policy (:mod:`training.launch.executor`: ``error.txt`` for a failed run, its
+  one writer :func:`record_failure`; ``running`` for a run another process trains;
+  ``interrupted`` at a deadline; never raises for a run); the run folder it opens around
+  the trainer is :mod:`training.launch.folders` (``training.train``);
 * :class:`Launcher`, :func:`register_launcher`, :func:`launcher_class`,
   :func:`make_launcher`, :func:`launcher_names`: the backends, registered by name
   (``serial``, ``pool``, ``ensemble``, ``ray``: :mod:`training.launch.backends`; ``slurm``:
@@ -17,12 +20,24 @@ launchers' names; the slurm backend imports submitit when it launches).
 from __future__ import annotations
 
 from training.launch.backends import EnsembleLauncher, PoolLauncher, RayLauncher, SerialLauncher, ensemble_key
-from training.launch.base import STUDY_BUSY, Job, JobReturn, Launcher, check_jobs, launch, launcher_class, launcher_names
-from training.launch.base import make_launcher, register_launcher, run_study, train_job
+from training.launch.base import (
+    STUDY_BUSY,
+    Job,
+    JobReturn,
+    Launcher,
+    check_jobs,
+    launch,
+    launcher_class,
+    launcher_names,
+    make_launcher,
+    register_launcher,
+    run_study,
+)
+from training.launch.executor import execute, record_failure
 from training.launch.slurm import SlurmLauncher
 from training.launch.slurm_options import SlurmOptions
 
 __all__ = [
     "EnsembleLauncher", "PoolLauncher", "RayLauncher", "SerialLauncher", "ensemble_key", "STUDY_BUSY", "Job", "JobReturn", "Launcher", "check_jobs", "launch", "launcher_class", "launcher_names",
-    "make_launcher", "register_launcher", "run_study", "train_job", "SlurmLauncher", "SlurmOptions",
+    "make_launcher", "register_launcher", "run_study", "execute", "record_failure", "SlurmLauncher", "SlurmOptions",
 ]  # fmt: skip

@@ -1,7 +1,8 @@
 """The built-in launchers, registered by name: ``serial`` (here, one run after another),
 ``pool`` (worker processes that never outlive this one), ``ensemble`` (same-shape runs
 trained together, for GPUs) and ``ray`` (one Ray task per run, on this machine or a
-cluster).  Each trains through :func:`training.launch.base.train_job`'s failure policy.
+cluster).  Each only decides where and when a job trains: the one executor,
+:func:`training.launch.executor.execute`, trains it under the one failure policy.
 
 This module imports no torch: a launcher imports what it needs when it launches.
 """
@@ -9,15 +10,16 @@ This module imports no torch: a launcher imports what it needs when it launches.
 from __future__ import annotations
 
 import os
-import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from interp_init.runfolder import RunFolder, RunStatus
+from interp_init.runfolder import RunFolder
 from training.config import RunConfig
-from training.launch.base import Job, JobReturn, Launcher, check_count, failed, finished, make_launcher, register_launcher, train_job
+from training.launch.base import Job, JobReturn, Launcher, check_count, launcher_names, make_launcher, register_launcher
+from training.launch.executor import execute, record_failure
 
 _RAY_MISSING = "the ray backend needs Ray: pip install 'interp-init[ray]'"
 
@@ -36,7 +38,22 @@ class SerialLauncher(Launcher):
         check_count("threads", self.threads)
 
     def launch(self, jobs: Sequence[Job]) -> list[JobReturn]:
-        return [self.returned(train_job(job, self.device, self.threads, progress=self.progress)) for job in jobs]
+        return [self.returned(execute([job], self.device, self.threads, progress=self.progress)[0]) for job in jobs]
+
+
+def gathered(launcher: Launcher, futures: Mapping[Future, Sequence[Job]], jobs: Sequence[Job]) -> list[JobReturn]:
+    """The returns of ``jobs`` from their ``futures`` (each :func:`execute` on some of them),
+    each handed to ``launcher``'s :meth:`~training.launch.base.Launcher.returned` as it
+    completes; a future that raises (its worker died: killed by the OS, a node lost) fails
+    its jobs."""
+    returns: dict[str, JobReturn] = {}
+    for future in as_completed(futures):
+        try:
+            rets = future.result()
+        except Exception as err:  # noqa: BLE001 - the worker itself died
+            rets = [record_failure(job, err) for job in futures[future]]
+        returns.update((ret.name, launcher.returned(ret)) for ret in rets)
+    return [returns[job.name] for job in jobs]
 
 
 @register_launcher
@@ -61,7 +78,7 @@ class PoolLauncher(Launcher):
         workers = min(self.workers or cores, len(jobs))  # no idle process
         threads = self.threads or max(1, cores // workers)
         with worker_pool(workers, threads) as pool:
-            return self.gathered({pool.submit(train_job, job, self.device, threads): job for job in jobs}, jobs)
+            return gathered(self, {pool.submit(execute, [job], self.device, threads): [job] for job in jobs}, jobs)
 
 
 def ensemble_key(cfg: RunConfig, run_dir: str | Path | None = None) -> tuple:
@@ -69,19 +86,30 @@ def ensemble_key(cfg: RunConfig, run_dir: str | Path | None = None) -> tuple:
     every option outside ``training.trainer.ensemble.ENSEMBLE_VARYING`` (the init, the lr schedule,
     weight decay, clipping and the seeds may differ) and, when ``run_dir`` holds an
     interrupted run, on the epoch it resumes from."""
-    from training.studies.records import resume_epoch
     from training.trainer.ensemble import ENSEMBLE_VARYING
 
     fixed = tuple(sorted((k, v) for k, v in cfg.flat().items() if k not in ENSEMBLE_VARYING))
     return (*fixed, ("resume_epoch", 0 if run_dir is None else resume_epoch(run_dir)))
 
 
+def resume_epoch(run_dir: str | Path) -> int:
+    """The epoch an interrupted run resumes from (0 without a checkpoint or a readable history)."""
+    folder = RunFolder(run_dir)
+    if not folder.checkpoint_path.exists():
+        return 0
+    try:
+        history = (folder.read_metrics() or {}).get("history") or []
+    except ValueError:
+        return 0
+    return int(history[-1]["epoch"]) if history else 0
+
+
 @register_launcher
 @dataclass
 class EnsembleLauncher(Launcher):
-    """Same-shape jobs (:func:`ensemble_key`) trained together by
-    :func:`training.trainer.ensemble.train_ensemble`, at most ``ensemble_size`` at once (None: all);
-    a group that raises fails each of its runs."""
+    """Same-shape jobs (:func:`ensemble_key`) trained together, one ensemble per call of
+    :func:`execute`, at most ``ensemble_size`` at once (None: all); a group that raises
+    fails each of its runs."""
 
     name: ClassVar[str] = "ensemble"
     device: str = "auto"
@@ -91,31 +119,17 @@ class EnsembleLauncher(Launcher):
     def __post_init__(self) -> None:
         check_count("ensemble_size", self.ensemble_size)
         try:  # refused before anything is written when the ensemble trainer is missing
-            from training.trainer.ensemble import train_ensemble  # noqa: F401
+            from training.trainer.ensemble import fit_ensemble  # noqa: F401
         except ImportError as err:
-            raise ValueError("the ensemble backend needs training.trainer.ensemble.train_ensemble, which this install does not have; use another --backend") from err
+            raise ValueError("the ensemble backend needs training.trainer.ensemble.fit_ensemble, which this install does not have; use another --backend") from err
 
     def launch(self, jobs: Sequence[Job]) -> list[JobReturn]:
-        from training.trainer.ensemble import train_ensemble
-        returns: dict[str, JobReturn] = {}
         groups: dict[Any, list[Job]] = {}
         for job in jobs:
-            if RunFolder(job.run_dir).is_busy():  # another process trains it: not this group's
-                returns[job.name] = self.returned(JobReturn(job.name, RunStatus.RUNNING, f"{job.run_dir} is being trained by another process"))
-                continue
             groups.setdefault(ensemble_key(job.config, job.run_dir), []).append(job)
         size = self.ensemble_size
         chunks = [g[i : i + size] for g in groups.values() for i in range(0, len(g), size)] if size else list(groups.values())
-        for group in chunks:
-            try:
-                results = train_ensemble([j.config for j in group], [j.run_dir for j in group], device=self.device, progress=self.progress)
-            except Exception as err:  # noqa: BLE001 - the group fails, the other groups go on
-                tb = traceback.format_exc()
-                for job in group:
-                    returns[job.name] = self.returned(failed(job, err, tb))
-                continue
-            for job, result in zip(group, results, strict=True):
-                returns[job.name] = self.returned(finished(job, str(result.metrics["status"]), result.model))
+        returns = {r.name: self.returned(r) for group in chunks for r in execute(group, self.device, progress=self.progress)}
         return [returns[job.name] for job in jobs]
 
 
@@ -157,8 +171,8 @@ class RayLauncher(Launcher):
             started = True
         try:
             threads = self.threads or 1
-            task = ray.remote(num_cpus=threads, num_gpus=1 if self.device.startswith("cuda") else 0, max_retries=0)(train_job)
-            return self.gathered({task.remote(Job(j.name, j.config, j.run_dir.absolute()), self.device, threads).future(): j for j in jobs}, jobs)
+            task = ray.remote(num_cpus=threads, num_gpus=1 if self.device.startswith("cuda") else 0, max_retries=0)(execute)
+            return gathered(self, {task.remote([Job(j.name, j.config, j.run_dir.absolute())], self.device, threads).future(): [j] for j in jobs}, jobs)
         finally:
             if started:
                 ray.shutdown()
@@ -174,6 +188,13 @@ def on_gpu(device: str) -> bool:
     import torch
 
     return device == "auto" and torch.cuda.is_available()
+
+
+def backend_names() -> tuple[str, ...]:
+    """What ``--backend`` takes, read from the registry when asked (a launcher registered
+    since import is one): ``local`` (``serial`` with one worker, else a process ``pool``) and
+    every registered launcher."""
+    return ("local", *launcher_names())
 
 
 def build_launcher(backend: str, **options: Any) -> Launcher:

@@ -1,28 +1,22 @@
-"""One launcher: a run to train (:class:`Job`), what came of it (:class:`JobReturn`), the one
-failure policy (:func:`train_job`), the backends registered by name (:class:`Launcher`) and
-the study folder's refusals and lock (:func:`check_jobs`, :func:`run_study`, :func:`launch`).
-
-The policy, the same for every backend: a run another process trains is ``running``, never
-``failed``; a run that raises is ``failed`` with its traceback in ``error.txt`` and the
-study goes on (the next launch retries it); a non-finite loss is ``diverged``; signals
-propagate (locks and temporary files are removed).  :func:`make_launcher` builds a backend
-by name from the options its constructor takes (``--backend NAME`` and its own options).
-Imports no torch.
+"""One launcher: a run to train (:class:`Job`), what came of it (:class:`JobReturn`), the
+backends registered by name (:class:`Launcher`), which decide where and when the one
+executor (:func:`training.launch.executor.execute`, the one failure policy) trains each job,
+and the study folder's refusals and lock (:func:`check_jobs`, :func:`run_study`,
+:func:`launch`).  :func:`make_launcher` builds a backend by name from the options its
+constructor takes (``--backend NAME`` and its own options).  Imports no torch.
 """
 
 from __future__ import annotations
 
 import inspect
-import traceback
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, as_completed
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from interp_init.outputs import output_folder
-from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunFolderBusy, RunStatus, atomic_write
+from interp_init.runfolder import FINISHED_STATUSES, RunFolder
 from training.config import RunConfig
 
 #: What a second process launching into a held study folder is told (``{owner}``: the holder).
@@ -54,55 +48,10 @@ def check_count(name: str, value: int | None) -> None:
         raise ValueError(f"{name} must be an integer >= 1 (or None for automatic), got {value!r}")
 
 
-def failed(job: Job, err: BaseException, tb: str | None = None) -> JobReturn:
-    """Record ``err`` as ``job``'s failure (``error.txt``, and ``config.json`` so that the run
-    has a row in the tables) and return its :class:`JobReturn`."""
-    line = f"{type(err).__name__}: {err}"
-    folder = RunFolder(job.run_dir)
-    folder.path.mkdir(parents=True, exist_ok=True)
-    if not folder.config_path.exists():
-        folder.write_config(job.config.to_dict())
-    atomic_write(folder.error_path, f"{line}\n\n{tb}" if tb else f"{line}\n")
-    return JobReturn(job.name, RunStatus.FAILED, line)
-
-
-def finished(job: Job, status: str, model: Any) -> JobReturn:
-    """A job that trained to its end: its ``error.txt`` from an earlier try removed, its
-    stable ranks cached from the model just trained (the results table reads them)."""
-    from training.studies.records import record_stable_ranks
-
-    RunFolder(job.run_dir).error_path.unlink(missing_ok=True)
-    if status in FINISHED_STATUSES:
-        record_stable_ranks(job.run_dir, model)
-    return JobReturn(job.name, str(status))
-
-
-def train_job(job: Job, device: str = "auto", threads: int | None = None, deadline: float | None = None, progress: bool = False) -> JobReturn:
-    """Train ``job`` into its folder under the one failure policy (see the module); never
-    raises for a failed run.  ``threads``: torch threads while it trains (restored after)."""
-    import torch
-
-    from training.trainer.loop import train
-
-    previous = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
-        result = train(job.config, job.run_dir, device=device, progress=progress, deadline=deadline)
-        if not result.finished:  # stopped at the deadline: resumed by the next call
-            return JobReturn(job.name, RunStatus.RUNNING, "stopped at its deadline; a later launch resumes it")
-        return finished(job, str(result.metrics["status"]), result.model)
-    except RunFolderBusy as err:  # another process trains it now: not a failure, and not ours to record
-        return JobReturn(job.name, RunStatus.RUNNING, str(err))
-    except Exception as err:  # noqa: BLE001 - a failed run is recorded, the study goes on
-        return failed(job, err, traceback.format_exc())
-    finally:
-        torch.set_num_threads(previous)
-
-
 class Launcher(ABC):
-    """A backend: ``launch(jobs)`` returns one :class:`JobReturn` per job, in order, each
-    through :func:`train_job`'s policy; ``on_return`` (e.g. a progress bar) sees each as it comes."""
+    """A backend: ``launch(jobs)`` returns one :class:`JobReturn` per job, in order, each job
+    trained by :func:`~training.launch.executor.execute` (the one failure policy) where and
+    when the backend decides; ``on_return`` (e.g. a progress bar) sees each as it comes."""
 
     name: ClassVar[str]
     on_return: Callable[[JobReturn], None] | None = None
@@ -126,20 +75,6 @@ class Launcher(ABC):
         if self.on_return is not None:
             self.on_return(ret)
         return ret
-
-    def gathered(self, futures: Mapping[Future, Job], jobs: Sequence[Job]) -> list[JobReturn]:
-        """The returns of ``jobs`` from their ``futures`` (of :func:`train_job`), each handed to
-        :meth:`returned` as it completes; a future that raises (its worker died: killed by the
-        OS, a node lost) fails its job."""
-        returns: dict[str, JobReturn] = {}
-        for future in as_completed(futures):
-            job = futures[future]
-            try:
-                ret = future.result()
-            except Exception as err:  # noqa: BLE001 - the worker itself died
-                ret = failed(job, err)
-            returns[job.name] = self.returned(ret)
-        return [returns[job.name] for job in jobs]
 
 
 _LAUNCHERS: dict[str, type[Launcher]] = {}

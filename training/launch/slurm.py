@@ -12,9 +12,9 @@ population, the GPU suite) and:
 * **submits the rest as one job array** (``--array=0-N%P``, ``P`` =
   :attr:`SlurmOptions.array_parallelism`), one run per array task (or, with
   :attr:`SlurmOptions.ensemble_size`, groups of same-shape runs trained together by
-  ``training.trainer.ensemble.train_ensemble``: the GPU's way);
-* **trains in chunks**: each job trains with a deadline
-  (:func:`training.launch.base.train_job`'s) twice the signal delay before its time limit
+  one ensemble each: the GPU's way);
+* **trains in chunks**: each job trains its runs through the one executor
+  (:func:`training.launch.executor.execute`) with a deadline twice the signal delay before its time limit
   (the time left read from Slurm), or :attr:`SlurmOptions.chunk_seconds` after it started.  The run checkpoints
   and stops after the epoch that passes it, and the job hands itself to submitit's
   requeue (:class:`RunChunk` is a ``submitit.helpers.Checkpointable``; the job sends
@@ -25,7 +25,8 @@ population, the GPU suite) and:
 * **waits** (:attr:`SlurmOptions.wait`) until every submitted run is finished or its job
   has ended, and returns each run's status read from its folder: a job that ended with its
   run unfinished (``scancel``, a node lost, out of memory) is ``failed``, its
-  ``error.txt`` saying so; launching again resumes it from its checkpoint.
+  ``error.txt`` saying so (:func:`~training.launch.executor.record_failure`); launching
+  again resumes it from its checkpoint.
 
 ``SlurmOptions(cluster="local")`` runs the same jobs through submitit's local executor
 (processes on this machine, the time limit and the requeue simulated): the tests use it
@@ -45,11 +46,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus, atomic_write, write_json
-from training.launch.base import Job, JobReturn, Launcher, failed, register_launcher, train_job
+from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus, write_json
+from training.launch.base import Job, JobReturn, Launcher, register_launcher
+from training.launch.executor import execute, record_failure
 from training.launch.slurm_options import SlurmOptions
 
-__all__ = ["JOBS_FILE", "SLURM_FOLDER", "RunChunk", "SlurmLauncher", "SlurmOptions", "live_jobs", "slurm_time_left", "study_folder", "submitted_line", "train_group"]
+__all__ = ["JOBS_FILE", "SLURM_FOLDER", "RunChunk", "SlurmLauncher", "SlurmOptions", "live_jobs", "slurm_time_left", "study_folder", "submitted_line"]
 
 #: Where a launch keeps submitit's files and its record of submitted jobs, inside the study folder.
 SLURM_FOLDER = ".slurm"
@@ -99,8 +101,8 @@ class RunChunk:
     def __call__(self) -> list[JobReturn]:
         deadline = self.deadline()
         print(f"interp-init: {len(self.jobs)} run(s), this chunk trains for up to {max(0.0, deadline - time.monotonic()):.0f} s", flush=True)
-        returns = train_group(self.jobs, self.device, self.threads, deadline)
-        if any(RunFolder(j.run_dir).status() == RunStatus.INTERRUPTED for j in self.jobs):
+        returns = execute(self.jobs, self.device, self.threads, deadline)  # one run alone, several as one ensemble
+        if any(r.status == RunStatus.INTERRUPTED for r in returns):
             print("interp-init: the chunk's time is up, the runs checkpointed: requeueing", flush=True)
             self.requeue()
         return returns
@@ -133,28 +135,6 @@ def slurm_time_left() -> float | None:
     for part in parts:
         seconds = seconds * 60 + int(part)
     return seconds + 86400 * int(days or 0)
-
-
-def train_group(jobs: Sequence[Job], device: str, threads: int, deadline: float | None) -> list[JobReturn]:
-    """Train ``jobs`` until ``deadline``: one by one (:func:`~training.launch.base.train_job`),
-    or several together as one ensemble (same-shape runs) with the same failure policy."""
-    import torch
-
-    torch.set_num_threads(threads)
-    todo = [j for j in jobs if RunFolder(j.run_dir).status() not in FINISHED_STATUSES]
-    if len(todo) <= 1:
-        return [train_job(j, device, threads, deadline) for j in jobs]
-    import traceback
-
-    from training.trainer.ensemble import train_ensemble
-
-    try:
-        train_ensemble([j.config for j in todo], [j.run_dir for j in todo], device=device, progress=False, deadline=deadline)
-    except Exception as err:  # noqa: BLE001 - the group fails, written into each run's error.txt
-        tb = traceback.format_exc()
-        for job in todo:
-            failed(job, err, tb)
-    return [JobReturn(j.name, str(RunFolder(j.run_dir).status())) for j in jobs]
 
 
 def study_folder(jobs: Sequence[Job]) -> Path:
@@ -338,10 +318,7 @@ class SlurmLauncher(Launcher):
         log = self.folder / "logs" / f"{job_id}_0_log.err"
         raised = _job_exception(handle)
         how = f"raised {raised}" if raised else "ended before the run finished (cancelled, timed out, killed or out of memory)"
-        error = f"Slurm job {job_id} {how}; its log: {log}; launch again to resume from its checkpoint"
-        if folder.path.is_dir():
-            atomic_write(folder.error_path, error + "\n")
-        return JobReturn(job.name, RunStatus.FAILED, error)
+        return record_failure(job, f"Slurm job {job_id} {how}; its log: {log}; launch again to resume from its checkpoint")
 
 
 def _job_exception(handle: Any) -> str | None:

@@ -32,14 +32,11 @@ from training.studies.race import Race, race_of
 from training.studies.records import RunRecord
 from training.studies.regimes import REGIME_NAMES
 from training.studies.selection import PROTOCOL_TEXT, Pick, check_protocol, pick_paper, pick_strict, targets
+from training.studies.study import VARY, StudySpec
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from training.studies.study import StudySpec
-
-#: Which random source a population varies: both (``seed``), the init's, or the data's.
-VARY: tuple[str, ...] = ("both", "init", "data")
 #: The per-seed table's short names of the targets.
 _SHORT = {"id_acc": "ID", "heldout_inferential": "inf", "heldout_symmetric": "sym", "exception_acc": "(3,4)", "ood_acc": "OOD", "commutativity": "comm"}
 

@@ -3,7 +3,9 @@ config, its status (read from the folder: a run another process trains is ``runn
 ``metrics.json`` typed for its task (:class:`~interp_init.tasks.base.RunMetrics`, read through
 :meth:`interp_init.runfolder.RunFolder.read_metrics`, which validates it) and a failed run's
 ``error.txt``.  Every table, protocol, population, phase diagram, report section and the
-preset search reads runs here; so are the cached stable ranks (:func:`run_stable_ranks`).
+preset search reads runs here.  It reads files only: analyses of a run's weights (the
+results table's stable ranks, :func:`training.studies.sweep.results.run_stable_ranks`)
+stand on it, after a study.
 
 Example::
 
@@ -14,20 +16,12 @@ Example::
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus, write_json
+from interp_init.runfolder import RunFolder, RunStatus
 from interp_init.tasks.base import EpochRecord, RunMetrics, Task, read_run_metrics
 from training.config import RunConfig
-
-if TYPE_CHECKING:
-    from transformer_lens import HookedTransformer
-
-#: A run folder's cached stable ranks (:func:`run_stable_ranks`).
-RANKS_FILE = "ranks.json"
 
 
 @dataclass(frozen=True)
@@ -100,73 +94,4 @@ class RunRecord:
         return {**columns, **({} if final is None else final.columns())}
 
 
-def resume_epoch(run_dir: str | Path) -> int:
-    """The epoch an interrupted run resumes from (0 without a checkpoint or a readable history)."""
-    folder = RunFolder(run_dir)
-    if not folder.checkpoint_path.exists():
-        return 0
-    try:
-        return RunRecord.read(run_dir).epochs_run
-    except ValueError:
-        return 0
-
-
-def _weights_stamp(folder: RunFolder) -> dict[str, int]:
-    stat = folder.weights_path.stat()
-    return {"weights_size": stat.st_size, "weights_mtime_ns": stat.st_mtime_ns}
-
-
-def ranks_record(run_dir: str | Path, ranks: dict[str, float]) -> dict[str, Any]:
-    """What ``ranks.json`` holds: ``ranks`` keyed by the run folder's weights as they are now."""
-    return {"stamp": _weights_stamp(RunFolder(run_dir)), "ranks": ranks}
-
-
-def stable_ranks_of(model: HookedTransformer) -> dict[str, float]:
-    """The stable ranks a run folder caches: the first layer's W_Q (heads merged) and W_E."""
-    from probes import merged_weight, stable_rank
-
-    return {"stable_rank_wq0": stable_rank(merged_weight(model, "W_Q", 0)), "stable_rank_we": stable_rank(merged_weight(model, "W_E"))}
-
-
-def record_stable_ranks(run_dir: str | Path, model: HookedTransformer) -> dict[str, float]:
-    """Compute the stable ranks of a just-trained ``model`` (the run's own, not reloaded)
-    and cache them in the run folder's ``ranks.json``."""
-    ranks = stable_ranks_of(model)
-    write_json(Path(run_dir) / RANKS_FILE, ranks_record(run_dir, ranks))
-    return ranks
-
-
-def cached_stable_ranks(run_dir: str | Path) -> dict[str, float] | None:
-    """The ranks ``ranks.json`` holds for the run folder's weights as they are now (None:
-    no cache, a damaged one, or one of other weights).  A stored record
-    (:mod:`interp_init.stored`) keeps the ranks of the weights it was stored without."""
-    folder = RunFolder(run_dir)
-    cache = folder.path / RANKS_FILE
-    try:
-        data: Any = json.loads(cache.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
-        return None
-    if not isinstance(data, dict) or not isinstance(data.get("ranks"), dict):
-        return None
-    if folder.weights_path.exists():
-        return data["ranks"] if data.get("stamp") == _weights_stamp(folder) else None
-    return data["ranks"] if folder.status() in FINISHED_STATUSES else None  # without weights: finished only if stored
-
-
-def run_stable_ranks(run_dir: str | Path) -> dict[str, float]:
-    """Stable ranks of the first layer's W_Q (heads merged) and of W_E, cached in ``ranks.json``.
-
-    The cache is keyed by the weights file's size and modification time, so the model is
-    loaded only when the weights changed since (a launch caches them from the trained
-    model, :func:`record_stable_ranks`).  A stored record (kept without its weights,
-    :mod:`interp_init.stored`) gives the ranks it was stored with; any other folder without
-    weights gives none (empty).
-    """
-    folder = RunFolder(run_dir)
-    cached = cached_stable_ranks(folder.path)
-    if cached is not None or not folder.weights_path.exists():
-        return cached or {}
-    return record_stable_ranks(folder.path, folder.load_model(device="cpu"))
-
-
-__all__ = ["RANKS_FILE", "RunRecord", "cached_stable_ranks", "ranks_record", "record_stable_ranks", "resume_epoch", "run_stable_ranks", "stable_ranks_of"]
+__all__ = ["RunRecord"]

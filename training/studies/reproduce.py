@@ -22,7 +22,6 @@ docs/faithful-models.md for what it shows)::
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -32,10 +31,9 @@ from interp_init.runfolder import RunStatus
 from training.launch import JobReturn, Launcher, run_study
 from training.launch.backends import build_launcher, local_launcher
 from training.options import parse_list
-from training.studies.population import Population, failed_criteria, read_population, write_summaries
+from training.studies.population import Population, read_population, write_summaries
 from training.studies.regimes import REPRODUCE_BUSY, REPRODUCE_TASKS
 from training.studies.study import StudySpec
-from training.studies.sweep.results import problem_summary
 
 
 def reproduce_study(spec: StudySpec, out: str | Path, launcher: Launcher) -> tuple[Population | None, list[JobReturn]]:
@@ -51,7 +49,7 @@ def reproduce_study(spec: StudySpec, out: str | Path, launcher: Launcher) -> tup
     return population, returns
 
 
-def _train(
+def train_study(
     spec: StudySpec, out: str | Path, device: str, workers: int | None, progress: bool, backend: str | None = None, **options: Any
 ) -> tuple[Population | None, list[JobReturn]]:
     """Train ``spec`` with ``backend`` (None: :func:`~training.launch.backends.local_launcher`) and its ``options``."""
@@ -78,7 +76,7 @@ def reproduce(
     under bfloat16 autocast (a folder trained at another precision is refused).  ``carry``:
     hold these quantities of the paper's recipe (:attr:`StudySpec.carry`)."""
     spec = reproduction_spec(preset, seed, None, precision=precision, tasks=tasks, carry=carry)
-    population = _train(spec, out, device, workers, progress)[0]
+    population = train_study(spec, out, device, workers, progress)[0]
     assert population is not None  # the local launcher waits for its runs
     return population
 
@@ -105,49 +103,4 @@ def reproduction_spec(
     return StudySpec.reproduction(preset, seed_list, protocol, lr_list, vary, fixed_seed, precision, tasks, carry=carry)
 
 
-def run_reproduction_cli(
-    spec: StudySpec, out: str | Path, device: str, workers: int | None, progress: bool, backend: str | None = None,
-    rerun: str = "the same command", **options: Any,
-) -> tuple[str, str | None]:  # fmt: skip
-    """``interp-init reproduce``: train ``spec`` with ``backend`` (a launcher's name; None: the
-    default) and its ``options``, read, write the summary and the report; return the text to
-    print (one seed: its table and the flip's verdict on this one draw; several: the
-    population) and one line on the runs that did not complete (None if all did).  Runs only
-    submitted (``--slurm-no-wait``) are not a failure: the text says how many and that
-    ``rerun`` (the command line) collects them."""
-    from training.studies.report import write_report
-
-    start = time.perf_counter()
-    population, returns = _train(spec, out, device, workers, progress, backend, **options)
-    if population is None:
-        from training.launch.slurm import submitted_line
-
-        return submitted_line(sum(r.status == RunStatus.RUNNING for r in returns), len(returns), out, rerun), None
-    first = list(dict.fromkeys(str(r.run_dir) for r in spec.jobs(out) if r.seed == spec.seeds[0]))
-    report = write_report(first, Path(out) / "report.html")
-    summary = Path(out) / "summary.json"
-    if spec.single:
-        checks, seed = population.rows[0].checks, spec.seeds[0]
-        lines = [
-            f"preset {spec.preset}, seed {seed}, {spec.precision}, {time.perf_counter() - start:.0f} s in this call",
-            population.format_regimes(),
-            "flip reproduced (all criteria met)" if checks["all"] else f"flip NOT reproduced; failed: {failed_criteria(checks)}",
-            f"this is one draw (seed {seed}): how often each criterion holds over seeds is what --seeds 31,32,33,... measures (docs/faithful-models.md)",
-            f"summary: {summary}",
-            f"report: {report}",
-        ]
-    else:
-        lines = [
-            f"preset {spec.preset}, seeds {list(spec.seeds)}, {spec.precision}, {time.perf_counter() - start:.0f} s in this call",
-            population.format(),
-            f"summary: {summary} (this protocol's also kept as {Path(out) / f'summary-{spec.protocol}.json'})",
-            f"report: {report} (the runs of seed {spec.seeds[0]}; the population in its verdict)",
-        ]
-    # the sweep's line on what did not complete, naming the runs
-    line = problem_summary({r.name: r.status for r in returns}, len(returns), summary)
-    bad = [f"{r.name}: {r.status}" for r in returns if r.status != "completed"]
-    problem = None if line is None else f"{line} ({'; '.join(bad[:3])}{'; ...' if len(bad) > 3 else ''}); a rerun resumes"
-    return "\n".join(lines), problem
-
-
-__all__ = ["reproduce", "reproduce_study", "reproduction_spec", "run_reproduction_cli"]
+__all__ = ["reproduce", "reproduce_study", "reproduction_spec"]

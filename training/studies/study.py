@@ -42,11 +42,12 @@ from interp_init.tasks.base import DEFAULT_TASK
 from interp_init.tasks.registry import task_class
 from training.config import OPTIONS, PRECISIONS, PRESETS, RunConfig, check_seed, make_run_config, preset_options
 from training.launch.base import Job
-from training.studies.population import VARY
 from training.studies.recipe import carry_recipe, check_hold
 from training.studies.regimes import REGIME_NAMES, REPRODUCE_TASKS, regime_options
 from training.studies.selection import check_protocol, targets
 
+#: Which random source a population varies: both (``seed``), the init's, or the data's.
+VARY: tuple[str, ...] = ("both", "init", "data")
 #: The most runs a spec's grid may have (checked before any config is built).
 MAX_POINTS = 10_000
 _NAME_SAFE = re.compile(r"[^A-Za-z0-9._+-]")

@@ -1,11 +1,11 @@
 """Train many same-shape runs at once with ``torch.func`` (``stack_module_state``, ``vmap``).
 
-:func:`train_ensemble` takes runs that differ only in what does not change the shape of
+:func:`fit_ensemble` takes runs that differ only in what does not change the shape of
 the computation: the init (``gamma`` and the per-group gammas, the convention), the
 learning-rate schedule (``lr``, ``warmup_start_lr``, ``min_lr``, ``warmup_epochs``,
 ``cosine_epochs``), ``weight_decay``, ``grad_clip`` and the run ``seed`` (hence the
 data, init and shuffling seeds).  It trains them through the same epoch loop as
-:func:`training.train` (:func:`training.trainer.loop.run_epochs`: shuffling, schedule,
+:func:`training.trainer.loop.fit` (:func:`~training.trainer.loop.run_epochs`: shuffling, schedule,
 divergence, history, evaluation, checkpoints, deadline); only the step differs
 (:class:`VmapStep`): the models' parameters are stacked (each model's parameters are
 views into the stacked tensors), every model's forward and backward runs in one
@@ -14,9 +14,11 @@ gradient clipped at the model's own total norm (``torch.nn.utils.clip_grad_norm_
 its own ``torch.optim.AdamW`` step (fused where torch has the kernel; the model's own lr
 and weight decay) on its slice of the stacked parameters.
 
-It writes the same run folders as :func:`training.train`: each model's checkpoint is the
-single-run checkpoint (its model's and its AdamW's ``state_dict``), so either trainer
-resumes the other's folder.  Results equal one-by-one training to fp32 rounding
+Like :func:`~training.trainer.loop.fit` it writes nothing: each run hands its checkpoints
+and history to its own :class:`~training.trainer.loop.Sinks`.  :func:`training.train_ensemble`
+(:mod:`training.launch.folders`) trains them into the same run folders as
+:func:`training.train`: each model's checkpoint is the single-run checkpoint (its model's
+and its AdamW's ``state_dict``), so either resumes the other's folder.  Results equal one-by-one training to fp32 rounding
 (``tests/training/test_ensemble.py``); ``elapsed_s`` is the ensemble's wall time.
 
 On a GPU, where one small model leaves most of the device idle, this is how a sweep
@@ -27,17 +29,15 @@ Attention inside ``vmap`` uses the "math" kernel of ``scaled_dot_product_attenti
 Example::
 
     >>> from training import make_run_config
-    >>> from training.trainer.ensemble import train_ensemble
+    >>> from training import train_ensemble
     >>> cfgs = [make_run_config("tiny", gamma=g, weight_decay=wd) for g in (0.5, 0.8) for wd in (0.0, 0.1)]
     >>> results = train_ensemble(cfgs, [f"runs/g{c.init.gamma}_wd{c.train.weight_decay}" for c in cfgs])  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import fields
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -49,13 +49,13 @@ from transformer_lens import HookedTransformer
 
 from interp_init.config import InitConfig
 from interp_init.model import empty_model, resolve_device
-from interp_init.runfolder import RunFolder, RunStatus
+from interp_init.runfolder import RunStatus
 from training.config import RunConfig
 from training.trainer.accuracy import LogitsFn, full_forward_last
-from training.trainer.loop import Member, RunData, Step, TrainResult, check_deadline, make_run_data, new_member, open_run_folder, run_epochs
+from training.trainer.loop import Member, RunData, Sinks, Step, TrainResult, check_deadline, make_run_data, new_member, run_epochs, start_of
 from training.trainer.step import autocast_context, last_position_logits
 
-__all__ = ["ENSEMBLE_VARYING", "StepFactory", "VmapStep", "check_ensemble", "train_ensemble"]
+__all__ = ["ENSEMBLE_VARYING", "StepFactory", "VmapStep", "check_ensemble", "fit_ensemble"]
 
 #: The options in which the runs of one ensemble may differ (all else must be equal).
 ENSEMBLE_VARYING: frozenset[str] = frozenset(
@@ -104,65 +104,40 @@ def _data_key(cfg: RunConfig) -> tuple[int, ...]:
     return tuple(seed for source, seed in cfg.seeds.items() if source.startswith("data."))
 
 
-def train_ensemble(
-    cfgs: Sequence[RunConfig], out_dirs: Sequence[str | Path] | None = None, device: str | torch.device | None = "auto",
-    progress: bool = True, *, logits_fn: LogitsFn | None = None, deadline: float | None = None, step: StepFactory | None = None,
-    data_fn: Callable[[RunConfig, torch.device], RunData] | None = None
-) -> list[TrainResult]:
-    """Train the runs ``cfgs`` together; with ``out_dirs`` (one per run), write or resume their folders.
-
-    Returns one :class:`training.trainer.loop.TrainResult` per config, in order, as
-    :func:`training.train` would have returned it.  Runs already finished in their
-    folder are loaded, not trained; the others must resume from the same epoch.
-    ``logits_fn`` is the per-model last-position logits function used inside the
-    vectorized step and for evaluation (default: as :func:`training.train` chooses it
-    from ``fast_forward``).  Given a ``torch.compile``'d one, the step compiles its whole
-    vectorized forward (torch cannot ``vmap`` a compiled function from eager mode,
-    pytorch/pytorch#128711: it would run eagerly) and evaluation runs the function eagerly.  ``deadline`` is
-    :func:`training.train`'s (needs ``out_dirs``): past it, the runs stop after an epoch
-    with their checkpoints written and ``finished=False``; the same call resumes them.
-    ``step`` builds the step from the members, ``logits_fn`` and the device (default
-    :class:`VmapStep`; another must keep the members' parameters and optimizers the state
-    that checkpoints save); ``data_fn`` makes a run's data (default
-    :func:`training.trainer.loop.make_run_data`; a caller training several ensembles on the same
-    data can hand out one copy).
+def fit_ensemble(
+    cfgs: Sequence[RunConfig], device: str | torch.device | None = "auto", progress: bool = True, *, logits_fn: LogitsFn | None = None,
+    deadline: float | None = None, states: Sequence[dict | None] | None = None, sinks: Sequence[Sinks | None] | None = None,
+    step: StepFactory | None = None, data_fn: Callable[[RunConfig, torch.device], RunData] | None = None,
+) -> list[TrainResult]:  # fmt: skip
+    """Train the runs ``cfgs`` together, each from its ``states`` entry (a checkpoint's, if
+    given) and handing its progress to its ``sinks`` entry; writes nothing.  The runs must
+    resume from the same epoch; ``logits_fn``, ``deadline`` (here it needs every run's
+    checkpoint sink) and the results are :func:`training.train_ensemble`'s, which opens the
+    run folders around this loop.  ``step`` builds the step from the members, ``logits_fn``
+    and the device (default :class:`VmapStep`; another must keep the members' parameters and
+    optimizers the state that checkpoints save); ``data_fn`` makes a run's data (default
+    :func:`training.trainer.loop.make_run_data`; a caller training several ensembles on the
+    same data can hand out one copy).
     """
     cfgs = list(cfgs)
     check_ensemble(cfgs)
-    if out_dirs is not None and len(out_dirs) != len(cfgs):
-        raise ValueError(f"out_dirs has {len(out_dirs)} folders for {len(cfgs)} configs; give one per config or None")
-    check_deadline(deadline, out_dirs is not None)
-    folders = [RunFolder(d) for d in out_dirs] if out_dirs is not None else [None] * len(cfgs)
-    if out_dirs is not None and len({f.path.resolve() for f in folders}) != len(folders):
-        raise ValueError("out_dirs must be distinct folders, one per run")
+    states = list(states) if states is not None else [None] * len(cfgs)
+    sinks = [s or Sinks() for s in sinks] if sinks is not None else [Sinks()] * len(cfgs)
+    if len(states) != len(cfgs) or len(sinks) != len(cfgs):
+        raise ValueError(f"give one state and one sink per config: {len(cfgs)} configs, {len(states)} states, {len(sinks)} sinks")
+    check_deadline(deadline, all(s.checkpoint is not None for s in sinks))
+    starts = {start_of(state) for state in states}
+    if len(starts) > 1:
+        raise ValueError(f"the runs stopped at different epochs ({[start_of(s)[0] for s in states]}); finish them one by one with train()")
     if logits_fn is None:
         logits_fn = last_position_logits if cfgs[0].train.fast_forward else full_forward_last
     dev = resolve_device(device)
-    with contextlib.ExitStack() as locks:
-        for folder in folders:
-            if folder is not None:
-                locks.enter_context(folder.lock())  # another process training one of them is refused
-        opened = [(None, None) if folder is None else open_run_folder(folder, cfg, dev) for cfg, folder in zip(cfgs, folders)]
-        results: list[TrainResult | None] = [r for r, _ in opened]
-        checkpoints: list[dict | None] = [c for _, c in opened]
-        todo = [i for i in range(len(cfgs)) if results[i] is None]
-        if not todo:
-            return results  # type: ignore[return-value]
-        starts = {(int(checkpoints[i]["epoch"]), int(checkpoints[i]["step"])) if checkpoints[i] else (0, 0) for i in todo}
-        if len(starts) > 1:
-            where = {str(folders[i]): int(checkpoints[i]["epoch"]) if checkpoints[i] else 0 for i in todo}
-            raise ValueError(f"the unfinished runs stopped at different epochs ({where}); finish them one by one with train()")
-        first = {_data_key(cfgs[i]): cfgs[i] for i in reversed(todo)}  # runs drawing the same data share the first one's
-        datas = {key: (data_fn or make_run_data)(cfg, dev) for key, cfg in first.items()}
-        members = [new_member(cfgs[i], folders[i], checkpoints[i], dev, datas[_data_key(cfgs[i])]) for i in todo]
-        start_epoch, start_step = starts.pop()
-        eager_fn = getattr(logits_fn, "_torchdynamo_orig_callable", logits_fn)  # the function a torch.compile wraps
-        step_fn = (step or VmapStep)(members, logits_fn, dev)
-        trained = run_epochs(members, step_fn, start_epoch, start_step, dev, eager_fn,
-                             progress=progress, deadline=deadline, desc=f"ensemble of {len(members)}")  # fmt: skip
-        for i, result in zip(todo, trained):
-            results[i] = result
-        return results  # type: ignore[return-value]
+    first = {_data_key(cfg): cfg for cfg in reversed(cfgs)}  # runs drawing the same data share the first one's
+    datas = {key: (data_fn or make_run_data)(cfg, dev) for key, cfg in first.items()}
+    members = [new_member(cfg, dev, datas[_data_key(cfg)], state, sink) for cfg, state, sink in zip(cfgs, states, sinks)]
+    eager_fn = getattr(logits_fn, "_torchdynamo_orig_callable", logits_fn)  # the function a torch.compile wraps
+    return run_epochs(members, (step or VmapStep)(members, logits_fn, dev), *starts.pop(), dev, eager_fn,
+                      progress=progress, deadline=deadline, desc=f"ensemble of {len(members)}")  # fmt: skip
 
 
 class VmapStep:

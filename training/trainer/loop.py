@@ -1,24 +1,26 @@
-"""The training loop (`docs/science.md <../docs/science.md#training>`_).
+"""The training loop, which knows no folders (`docs/science.md <../docs/science.md#training>`_).
 
-:func:`train` trains one :class:`RunConfig` and returns the ``HookedTransformer`` with
-its metrics.  Its epoch loop (:func:`run_epochs`) also serves an ensemble
-(:func:`training.trainer.ensemble.train_ensemble`): it runs a list of :class:`Member` runs (one
-here) and owns the shuffling, the learning-rate schedule, the divergence check, the
-history records, the evaluation and checkpoint cadence, the deadline and the end of each
-run; what differs is the step (:data:`Step`), which here is
-:func:`training.trainer.step.train_step` on the one model.  Given ``out_dir`` it writes a run folder through
-:class:`interp_init.runfolder.RunFolder` (``config.json``, ``metrics.json``,
-``model.safetensors``, ``checkpoint.pt`` while unfinished; every file written
-atomically).  The same call after a kill resumes from the checkpoint and ends with the
-same weights and metrics as an uninterrupted run on CPU; a finished run is not trained
-again.  A non-finite loss stops the run, marks it ``diverged`` with the step, and keeps
-its last good checkpoint.  With a ``deadline`` (a ``time.monotonic()`` value) the loop
-stops after the first epoch at whose end another epoch as long as it (its measured
-duration, evaluation included) would end past the deadline, its checkpoint written, and
-returns a result with ``finished=False``; the same call resumes it, and the chunks end
-identical to one uninterrupted run.  Evaluation follows the config's cadence
-(:meth:`training.TrainConfig.evaluates`): a history entry carries the task's metrics only
-on the epochs evaluated.
+:func:`fit` trains one run and returns its ``HookedTransformer`` with its metrics; its epoch
+loop (:func:`run_epochs`) also serves an ensemble (:func:`training.trainer.ensemble.fit_ensemble`):
+it runs a list of :class:`Member` runs (one here) and owns the shuffling, the learning-rate
+schedule, the divergence check, the history records, the evaluation and checkpoint cadence,
+the deadline and the end of each run; what differs is the step (:data:`Step`), which here is
+:func:`training.trainer.step.train_step` on the one model.
+
+Like SAELens' ``SAETrainer``, the loop is handed what it needs and writes nothing itself:
+each run's data (:class:`RunData`), its evaluation (the task's metrics,
+:func:`training.trainer.accuracy.evaluate`), the state to resume from (a checkpoint's), and
+its :class:`Sinks`: where its checkpoints go (the training state and the metrics so far,
+after each epoch on the checkpoint cadence and at a deadline) and where its history goes
+(each epoch's record as it is made).  The run folder (``config.json``, ``metrics.json``,
+the weights, ``checkpoint.pt``) is opened around it by :func:`training.train`
+(:mod:`training.launch.folders`), which hands the loop the folder's sinks.  A non-finite
+loss stops the run and marks it ``diverged`` with the step.  With a ``deadline`` (a
+``time.monotonic()`` value) the loop stops after the first epoch at whose end another epoch
+as long as it (its measured duration, evaluation included) would end past the deadline, its
+checkpoint handed to the sink, and returns a result with ``finished=False``.  Evaluation
+follows the config's cadence (:meth:`training.TrainConfig.evaluates`): a history entry
+carries the task's metrics only on the epochs evaluated.
 
 Batches are taken by indexing a shuffled tensor on the device (no per-sample
 ``DataLoader``); the loss is cross-entropy at the last position.
@@ -26,14 +28,13 @@ Batches are taken by indexing a shuffled tensor on the device (no per-sample
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import Any
 
 import torch
 from jaxtyping import Float, Int
@@ -42,8 +43,8 @@ from torch.utils._pytree import tree_map
 from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
-from interp_init.model import build_model, empty_model, load_weights, resolve_device
-from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus
+from interp_init.model import build_model, resolve_device
+from interp_init.runfolder import RunStatus
 from interp_init.tasks.base import RECORD_KEYS, Samples, Task
 from interp_init.tasks.checks import checked_split
 from training.config import RunConfig
@@ -98,16 +99,31 @@ class TrainResult:
         return f"<p><b>TrainResult</b></p>\n{pd.DataFrame([row]).to_html(index=False)}"
 
 
+@dataclass(frozen=True)
+class Sinks:
+    """Where a run's progress goes while it trains (the loop writes nothing itself).
+
+    ``checkpoint(state, metrics)``: after each epoch on the checkpoint cadence, and at a
+    deadline, the training state to resume from (``config``, ``model`` and ``optimizer``
+    state dicts on the CPU, ``epoch``, ``step``, ``history``, ``elapsed_s``: what
+    :func:`fit` takes back as ``state``) and the run's metrics so far (status ``running``).
+    ``history(record)``: each epoch's history record as it is made (``metrics.json``'s
+    ``history`` entry).  None: not kept."""
+
+    checkpoint: Callable[[dict[str, Any], dict[str, Any]], None] | None = None
+    history: Callable[[dict[str, Any]], None] | None = None
+
+
 @dataclass
 class Member:
     """One run inside the epoch loop: its model and optimizer (``torch.optim.AdamW``), data,
-    folder and the record of its training so far."""
+    sinks and the record of its training so far."""
 
     cfg: RunConfig
-    folder: RunFolder | None
     model: HookedTransformer
     optimizer: torch.optim.Optimizer
     data: RunData
+    sinks: Sinks = field(default_factory=Sinks)
     history: list[dict] = field(default_factory=list)
     elapsed: float = 0.0
     status: RunStatus = RunStatus.RUNNING
@@ -120,90 +136,59 @@ class Member:
 Step = Callable[[list[Member], Int[Tensor, "model batch"]], Float[Tensor, " model"]]
 
 
-def open_run_folder(folder: RunFolder, cfg: RunConfig, dev: torch.device) -> tuple[TrainResult | None, dict | None]:
-    """Open ``folder`` for the run ``cfg``: ``(finished result, None)`` if the run is done,
-    ``(None, checkpoint)`` to resume it, ``(None, None)`` to start it (``config.json`` is
-    then written).  A folder holding any file of another run (:meth:`RunFolder.claim`), or
-    one that cannot be written, is refused; temporary files left by a killed process are
-    removed.
-    """
-    folder.create()
-    folder.sweep_temporary()
-    folder.claim(cfg.to_dict())  # another run's files are refused, whichever is missing
-    metrics = folder.read_metrics()
-    if metrics is not None and metrics["status"] in FINISHED_STATUSES and folder.weights_path.exists():
-        model = empty_model(cfg.model, dev)
-        load_weights(model, cfg.model, folder.weights_path)
-        folder.check_bound(metrics)
-        return TrainResult(model.eval(), metrics, cfg), None
-    if folder.checkpoint_path.exists():
-        return None, folder.load_checkpoint(cfg.to_dict())
-    return None, None
-
-
-def check_deadline(deadline: float | None, has_folders: bool) -> None:
-    """Refuse a ``deadline`` that is not a number, or one without a run folder to resume from."""
+def check_deadline(deadline: float | None, resumable: bool) -> None:
+    """Refuse a ``deadline`` that is not a number, or one without a checkpoint sink to resume from."""
     if deadline is None:
         return
     if isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or not math.isfinite(deadline):
         raise ValueError(f"deadline must be a time.monotonic() value (a finite number), got {deadline!r}")
-    if not has_folders:
+    if not resumable:
         raise ValueError("a deadline needs a run folder (out_dir) to write the checkpoint the next call resumes from")
 
 
-def train(
-    cfg: RunConfig, out_dir: str | Path | None = None, *, device: str | torch.device | None = "auto", progress: bool = True,
-    logits_fn: LogitsFn | None = None, deadline: float | None = None
-) -> TrainResult:
-    """Train the run ``cfg``; with ``out_dir``, write (or resume) its run folder.
+def start_of(state: dict | None) -> tuple[int, int]:
+    """The epoch and step a run resumes from (``(0, 0)`` without a ``state``)."""
+    return (int(state["epoch"]), int(state["step"])) if state is not None else (0, 0)
 
-    Returns the trained ``HookedTransformer`` (eval mode, on ``device``) and its metrics
-    (the content of ``metrics.json``).  ``logits_fn`` (training and evaluation) defaults
-    to :func:`training.trainer.step.last_position_logits` (``cfg.train.fast_forward``, the
-    default) or the hooked forward; ``cfg.train.precision="bf16"`` runs the training
-    forward under bfloat16 autocast (evaluation stays fp32).  ``deadline`` (a
-    ``time.monotonic()`` value; needs ``out_dir``): after each epoch, if another epoch as
-    long as that one would end past the deadline, the run stops before its last epoch with
-    its checkpoint on disk; the result then has ``finished=False`` and ``metrics.json``
-    says ``"running"``; calling again resumes.
-    """
-    check_train_arguments(cfg, out_dir)
-    check_deadline(deadline, out_dir is not None)
+
+def fit(
+    cfg: RunConfig, *, device: str | torch.device | None = "auto", progress: bool = True, logits_fn: LogitsFn | None = None,
+    deadline: float | None = None, state: dict | None = None, sinks: Sinks | None = None, data: RunData | None = None,
+) -> TrainResult:  # fmt: skip
+    """Train the run ``cfg`` (from ``state``, a checkpoint's, if given), handing its progress
+    to ``sinks``; writes nothing.  ``logits_fn``, ``deadline`` (here it needs a checkpoint
+    sink) and the result are :func:`training.train`'s, which opens the run folder around
+    this loop; ``data``: the run's data sets (default: drawn from its seeds)."""
+    check_train_arguments(cfg, None)
+    sinks = sinks or Sinks()
+    check_deadline(deadline, sinks.checkpoint is not None)
     if logits_fn is None:
         logits_fn = last_position_logits if cfg.train.fast_forward else full_forward_last
     dev = resolve_device(device)
-    check_fits(cfg, dev)  # a run that cannot fit is refused before its folder is written
-    folder = None if out_dir is None else RunFolder(out_dir)
-    with contextlib.nullcontext() if folder is None else folder.lock():  # a second process training this folder meanwhile is refused
-        checkpoint = None
-        if folder is not None:
-            finished, checkpoint = open_run_folder(folder, cfg, dev)
-            if finished is not None:
-                return finished
-        member = new_member(cfg, folder, checkpoint, dev)
-        start_epoch, step = (int(checkpoint["epoch"]), int(checkpoint["step"])) if checkpoint is not None else (0, 0)
+    check_fits(cfg, dev)
+    member = new_member(cfg, dev, data, state, sinks)
 
-        def single_step(members: list[Member], idx: Int[Tensor, "model batch"]) -> Float[Tensor, " model"]:
-            m, tc = members[0], members[0].cfg.train
-            loss = train_step(m.model, m.optimizer, m.data.train.batch_tokens(idx[0]), m.data.train.targets[idx[0]],
-                              logits_fn=logits_fn, grad_clip=tc.grad_clip, precision=tc.precision)  # fmt: skip
-            return loss[None]
+    def single_step(members: list[Member], idx: Int[Tensor, "model batch"]) -> Float[Tensor, " model"]:
+        m, tc = members[0], members[0].cfg.train
+        loss = train_step(m.model, m.optimizer, m.data.train.batch_tokens(idx[0]), m.data.train.targets[idx[0]],
+                          logits_fn=logits_fn, grad_clip=tc.grad_clip, precision=tc.precision)  # fmt: skip
+        return loss[None]
 
-        desc = f"{cfg.data.task} gamma={cfg.init.gamma}"
-        return run_epochs([member], single_step, start_epoch, step, dev, logits_fn, progress=progress, deadline=deadline, desc=desc)[0]
+    desc = f"{cfg.data.task} gamma={cfg.init.gamma}"
+    return run_epochs([member], single_step, *start_of(state), dev, logits_fn, progress=progress, deadline=deadline, desc=desc)[0]
 
 
-def new_member(cfg: RunConfig, folder: RunFolder | None, checkpoint: dict | None, dev: torch.device, data: RunData | None = None) -> Member:
+def new_member(cfg: RunConfig, dev: torch.device, data: RunData | None = None, state: dict | None = None, sinks: Sinks | None = None) -> Member:
     """A run's :class:`Member`: its model built from its seed, its optimizer
-    (:func:`training.trainer.step.make_optimizer`), its data, and the state of ``checkpoint`` if given."""
+    (:func:`training.trainer.step.make_optimizer`), its data (default: drawn from its seeds),
+    the training ``state`` of a checkpoint if given, and its ``sinks``."""
     model = build_model(cfg.model, cfg.init, cfg.seeds["init"], device=dev)
-    member = Member(cfg, folder, model, make_optimizer(model, cfg.train), data if data is not None else make_run_data(cfg, dev))
-    if checkpoint is not None:
-        member.model.load_state_dict(checkpoint["model"])
-        member.optimizer.load_state_dict(checkpoint["optimizer"])
-        member.history, member.elapsed = list(checkpoint["history"]), float(checkpoint["elapsed_s"])
+    member = Member(cfg, model, make_optimizer(model, cfg.train), data if data is not None else make_run_data(cfg, dev), sinks or Sinks())
+    if state is not None:
+        member.model.load_state_dict(state["model"])
+        member.optimizer.load_state_dict(state["optimizer"])
+        member.history, member.elapsed = list(state["history"]), float(state["elapsed_s"])
     return member
-
 
 
 @flush_denormals()
@@ -252,8 +237,10 @@ def run_epochs(
             record = {"epoch": epoch + 1, "step": step, "loss": float(losses[j].mean()), "lr": lrs[j]}
             m.history.append(record if evaluation is None else record | evaluation.to_json())
             m.elapsed += time.perf_counter() - t0
-            if m.folder is not None and on_cadence:
-                save_checkpoint(m, epoch + 1, step, dev)
+            if m.sinks.history is not None:
+                m.sinks.history(m.history[-1])
+            if on_cadence:
+                hand_checkpoint(m, epoch + 1, step, dev)
         running = [m for m in members if m.status == RunStatus.RUNNING]
         if len(running) == 1 and running[0].history:
             latest = running[0].history[-1]  # the progress bar shows its loss and its measures
@@ -262,13 +249,13 @@ def run_epochs(
         # stop before an epoch that, as long as this one, would end past the deadline
         if deadline is not None and not last and running and time.monotonic() + (time.perf_counter() - t0) >= deadline:
             for m in running if not on_cadence else []:  # the checkpoint the next call resumes from
-                save_checkpoint(m, epoch + 1, step, dev)
+                hand_checkpoint(m, epoch + 1, step, dev)
             stopped = True
             break
     bar.close()
-    # a run a deadline stopped has its checkpoint and ``running`` metrics on disk
+    # a run a deadline stopped has handed its checkpoint and ``running`` metrics to its sink
     unfinished = [stopped and m.status == RunStatus.RUNNING for m in members]
-    return [TrainResult(m.model.eval(), _progress_metrics(m, dev), m.cfg, False) if u else finish_run(m, dev) for m, u in zip(members, unfinished)]
+    return [TrainResult(m.model.eval(), progress_metrics(m, dev), m.cfg, False) if u else finish_run(m, dev) for m, u in zip(members, unfinished)]
 
 
 def _shuffles(seeds: list[int], n: int) -> Int[Tensor, "model n"]:
@@ -285,38 +272,30 @@ def _shuffles(seeds: list[int], n: int) -> Int[Tensor, "model n"]:
 
 
 def finish_run(member: Member, dev: torch.device) -> TrainResult:
-    """End a run (the loop's and an ensemble's): its metrics and, with a folder, its weights,
-    metrics and checkpoint (:meth:`RunFolder.finish`).  A run that did not diverge has
-    completed; a diverged one keeps its last good checkpoint's weights as its model."""
-    cfg, model, folder = member.cfg, member.model, member.folder
+    """The end of a run (the loop's and an ensemble's): its model and metrics.  A run that did
+    not diverge has completed; a diverged one records the step (its model is the one that
+    diverged: the run folder's last good checkpoint replaces it, :mod:`training.launch.folders`)."""
     status = RunStatus.COMPLETED if member.status == RunStatus.RUNNING else member.status
     # ``final``: the last history record (a completed run's last epoch is always evaluated;
     # a diverged run's is its last good epoch's)
-    metrics = _progress_metrics(member, dev) | {"status": str(status), "final": dict(member.history[-1]) if member.history else {}}
+    metrics = progress_metrics(member, dev) | {"status": str(status), "final": dict(member.history[-1]) if member.history else {}}
     if member.diverged_step is not None:
         metrics["diverged_at_step"] = member.diverged_step
-    if folder is not None:
-        if status == RunStatus.DIVERGED:
-            if folder.checkpoint_path.exists():
-                model.load_state_dict(folder.load_checkpoint(cfg.to_dict())["model"])
-            else:
-                model = build_model(cfg.model, cfg.init, cfg.seeds["init"], device=dev)
-        metrics = folder.finish(metrics, model, cfg.model)
-    return TrainResult(model.eval(), metrics, cfg)
+    return TrainResult(member.model.eval(), metrics, member.cfg)
 
 
-def _progress_metrics(member: Member, dev: torch.device) -> dict:
+def progress_metrics(member: Member, dev: torch.device) -> dict:
     """The ``metrics.json`` of a run still training (its checkpoint beside it)."""
     return {"status": str(RunStatus.RUNNING), "final": {}, "history": member.history, "device": str(dev), "elapsed_s": round(member.elapsed, 3)}
 
 
-def save_checkpoint(member: Member, epoch: int, step: int, dev: torch.device) -> None:
-    """Write ``member``'s training state after ``epoch`` and a ``running`` metrics.json beside it."""
-    assert member.folder is not None
+def hand_checkpoint(member: Member, epoch: int, step: int, dev: torch.device) -> None:
+    """Hand ``member``'s training state after ``epoch`` and its ``running`` metrics to its checkpoint sink."""
+    if member.sinks.checkpoint is None:
+        return
     # copies: an ensemble member's tensors are views into the stacked ones, whose whole
     # storage torch.save would otherwise write
     model = {k: v.detach().to("cpu", copy=True) for k, v in member.model.state_dict().items()}
     optimizer = tree_map(lambda v: v.detach().to("cpu") if isinstance(v, Tensor) else v, member.optimizer.state_dict())
     state = {"config": member.cfg.to_dict(), "model": model, "optimizer": optimizer, "epoch": epoch, "step": step, "history": member.history, "elapsed_s": member.elapsed}
-    member.folder.save_checkpoint(state)
-    member.folder.write_metrics(_progress_metrics(member, dev))
+    member.sinks.checkpoint(state, progress_metrics(member, dev))

@@ -20,7 +20,7 @@ from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus, atomi
 from interp_init.tasks.anchor_pairs import AnchorPair
 from interp_init.tasks.base import EpochRecord
 from training.config import OPTIONS
-from training.studies.records import RunRecord, run_stable_ranks
+from training.studies.records import RunRecord
 from training.studies.study import StudySpec
 from training.studies.sweep.columns import (
     LOSS_THRESHOLD,
@@ -30,6 +30,7 @@ from training.studies.sweep.columns import (
     task_group_columns,
     task_metric_columns,
 )
+from training.studies.sweep.ranks import run_stable_ranks
 from training.studies.sweep.spec import SPEC_FILE
 
 #: The results table of a sweep folder.

@@ -20,15 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from training.launch import launcher_names
+from training.launch.backends import backend_names
 from training.launch.base import check_count
 from training.studies.study import StudySpec, format_value
 
 #: The file of a sweep folder that records its spec.
 SPEC_FILE = "sweep.json"
-#: Where the grid's points are trained (:class:`SweepOptions`): ``local`` (serial with one
-#: worker, else a process pool) or any registered launcher (:mod:`training.launch`).
-BACKENDS: tuple[str, ...] = ("local", *launcher_names())
 #: The shipped sweep presets, one ``NAME.json`` spec each.
 PRESETS_FOLDER = Path(__file__).with_name("presets")
 
@@ -70,7 +67,7 @@ class SweepOptions:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        backends = ("local", *launcher_names())
+        backends = backend_names()
         if self.backend not in backends:
             raise ValueError(f"backend must be one of {backends}, got {self.backend!r}")
         for name in ("workers", "threads", "ensemble_size"):
