@@ -80,4 +80,4 @@ def section_race(ctx: Context) -> Section:
         "infers (inferential: ID >= 0.9, (3,4) accuracy >= 0.9, inferential >= 0.8), early copy (symmetric: ID >= 0.9, symmetric >= 0.8), "
         "under-trained, neither (training/studies/race.py)."
     ) + measured(ctx, "the mode", lambda run: race_of(run.record.history, run.record.lr).mode if run in runs else None, needs_model=False)
-    return Section("race", "The race: (3,4) fitted against (4,3) answered", sentence, [Cell(figure=race_figure(runs), html=html_table(race_table(runs), 2, wrap=True), height=420)], combined=True)
+    return Section("race", "The race: (3,4) fitted against (4,3) answered", sentence, [Cell(figure=race_figure(runs), html=html_table(race_table(runs), 2), height=420)], combined=True)
