@@ -32,8 +32,7 @@ PRESET_MEANINGS: dict[str, str] = {
     ),
     "cpu": (
         "the papers' own models, scaled down for a CPU ({size}; about 4 minutes a model on one CPU core): a small "
-        "end-to-end reproduction. One seed is one draw; how often the flip holds over seeds is what "
-        "interp-init reproduce --seeds measures (docs/faithful-models.md)."
+        "end-to-end reproduction; docs/faithful-models.md says what it shows over seeds."
     ),
     "paper": "the papers' recipe as published ({size}): the full reproduction, for a GPU.",
 }
@@ -63,8 +62,11 @@ def preset_lead(runs: Sequence[Run]) -> str:
             who = "" if len(presets) == 1 else f" ({sum(r.record.config.preset == preset for r in runs)} of {len(runs)} runs)"
             text = f"<b>Preset {html.escape(preset)}</b>{who}: {html.escape(preset_meaning(preset))}"
             if preset == "tiny":
-                others = "; ".join(f"--preset {name}: {preset_meaning(name).split(' (', 1)[0]} ({preset_size(name)})" for name in REPRODUCING_PRESETS)
-                text += f" To reproduce the papers, run interp-init reproduce with {html.escape(others)}."
+                others = " or ".join(
+                    f"<code>interp-init reproduce --preset {name}</code> ({html.escape(preset_meaning(name).split(' (', 1)[0])}, {preset_size(name)})"
+                    for name in REPRODUCING_PRESETS
+                )
+                text += f" To reproduce the papers, run {others}."
         else:
             named = f"preset {preset}" if preset else "no preset recorded (set option by option)"
             text = f"<b>{html.escape(named[0].upper() + named[1:])}</b>: the settings are in the table below."

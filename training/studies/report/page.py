@@ -86,6 +86,7 @@ h3 { font-size: 0.95em; margin: 0 0 6px 0; color: #444; overflow-wrap: anywhere;
 p.what { color: #444; max-width: 70em; }
 .lead { background: #f4f6fb; border-left: 4px solid #636efa; padding: 4px 14px; max-width: 70em; }
 .lead p { margin: 8px 0; }
+.lead code { white-space: nowrap; }
 .problem { color: #b00; font-weight: 600; }
 p.shared { color: #555; font-size: 0.85em; max-width: 70em; }
 nav { margin-top: 1em; }
