@@ -136,7 +136,7 @@ MISSING = "–"
 def table_cell(value: Any, digits: int = 3) -> str:
     """One table cell as the page shows it: floats to ``digits`` places, booleans as yes/no,
     a missing value as :data:`MISSING`."""
-    if value is None or (not isinstance(value, str | list | tuple | dict) and bool(pd.isna(value))):
+    if value is None or (pd.api.types.is_scalar(value) and bool(pd.isna(value))):
         return MISSING
     if isinstance(value, bool | np.bool_):
         return "yes" if value else "no"
