@@ -408,7 +408,9 @@ def _open(driver, path: Path, expect_views: int | None = None, timeout: float = 
     for entry in driver.get_log("performance"):
         message = json.loads(entry["message"])["message"]
         if message["method"] == "Network.requestWillBeSent":
-            urls.append(message["params"]["request"]["url"])
+            # the browser's own pages (its new-tab page, still loading on a busy machine) are not the page's requests
+            if not message["params"]["request"]["url"].startswith(("chrome://", "chrome-untrusted://", "devtools://")):
+                urls.append(message["params"]["request"]["url"])
         elif message["method"] == "Network.loadingFailed":
             failed.append(message["params"])
     return state, errors, urls, failed
