@@ -258,7 +258,9 @@ def test_both_protocols_read_one_folder_and_keep_their_summaries(population_out:
 def test_population_report_shows_the_population(population_out: Path) -> None:
     page = (population_out / "report.html").read_text()
     assert "a population of 3 seeds" in page and PROTOCOL_TEXT["strict"] in page
-    assert "Population of 3 seeds" in page  # the dot figure's title
+    from training.studies.report.inline import unpack_scripts
+
+    assert "Population of 3 seeds" in unpack_scripts(page)["figures"]  # the dot figure's title, in the page's packed figures
     assert "small-init inferential &gt;= 0.8 whatever (3,4) does" in page  # the reading beside the strict criterion (escaped by to_html)
 
 

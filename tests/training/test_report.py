@@ -21,7 +21,7 @@ from training.cli import main
 from training.config import make_run_config
 from training.studies.report import ReportConfig, StaticExportUnavailable, load_runs, write_images
 from training.studies.report.images import static_export_problem
-from training.studies.report.inline import circuitsvis_view
+from training.studies.report.inline import circuitsvis_view, unpack_scripts
 from training.studies.report.outcomes import accuracy_table
 from training.studies.report.runs import find_run_dirs
 from training import train
@@ -66,11 +66,19 @@ def test_cli_prints_the_report_path(report: tuple[Path, str]) -> None:
 
 def test_plotly_and_circuitsvis_are_inlined_once_and_nothing_is_fetched(report: tuple[Path, str]) -> None:
     page = report[0].read_text(encoding="utf-8")
-    bundle_start = plotly.offline.get_plotlyjs()[:300]
-    assert page.count(bundle_start) == 1
-    assert page.count("var CircuitsVis=") == 1  # the circuitsvis bundle, once for all views
+    scripts = unpack_scripts(page)  # gzip-packed, each once
+    assert list(scripts) == ["plotly.js", "circuitsvis", "figures"]
+    packed = "\n".join(scripts.values())
+    # plotly's cartesian bundle (the report's figures need no other trace type), not the full one
+    assert scripts["plotly.js"].startswith("/**\n* plotly.js (cartesian - minified) v")
+    assert packed.count("* plotly.js") == 1 and plotly.offline.get_plotlyjs()[:300] not in packed
+    assert packed.count("var CircuitsVis=") == 1  # the circuitsvis bundle, once for all views
     assert page.count("CircuitsVis.render(") == 3  # one attention view per run
-    assert page.count("Plotly.newPlot(") >= 3 * 8
+    figures = re.findall(r'<div id="(fig-[^"]+)" class="plotly-graph-div"', page)
+    assert len(figures) == len(set(figures)) >= 3 * 8 and all(json.dumps(f) in scripts["figures"] for f in figures)
+    # every figure's template written once, shared: the plotly default template for all
+    line = next(line for line in scripts["figures"].splitlines() if line.startswith("const templates = "))
+    assert len(json.loads(line.removeprefix("const templates = ").rstrip(";"))) == 1 and '"template":' not in scripts["figures"]
     # no external script, stylesheet, import or font
     assert not re.search(r"<script\b[^>]*\bsrc\s*=", page, re.IGNORECASE)
     assert not re.search(r"<link\b[^>]*\bhref\s*=\s*[\"']?\s*(https?:)?//", page, re.IGNORECASE)
@@ -96,7 +104,7 @@ def test_a_probe_that_does_not_apply_says_so(report: tuple[Path, str]) -> None:
     page = report[0].read_text(encoding="utf-8")
     similarity = page[page.index('<section id="residual-similarity">') : page.index('<section id="value-similarity">')]
     assert similarity.count("not applicable: the model has 1 layer") == 1
-    assert similarity.count("Plotly.newPlot(") == 2  # the two 2-layer runs
+    assert similarity.count('class="plotly-graph-div"') == 2  # the two 2-layer runs
 
 
 def test_run_table_shows_folders_relative_to_the_report(report: tuple[Path, str], runs_root: Path) -> None:
@@ -111,7 +119,7 @@ def test_race_section_and_the_runs_recipe(report: tuple[Path, str]) -> None:
     page = report[0].read_text(encoding="utf-8")
     race = page[page.index('<section id="race">') : page.index('<section id="accuracies">')]
     assert "symmetric/small-init" in race and "symmetric/large-init" in race and "id-ood/one-layer" not in race
-    assert "(3,4) fitted at epoch" in race and "copied (symmetric &gt;= 0.8) at epoch" in race and "Plotly.newPlot(" in race
+    assert "(3,4) fitted at epoch" in race and "copied (symmetric &gt;= 0.8) at epoch" in race and 'class="plotly-graph-div"' in race
     (table,) = re.findall(r'<table[^>]*class="dataframe runs"[^>]*>.*?</table>', page, re.DOTALL)
     assert f"{32 ** (0.5 - 0.8):.3g} (paper {400 ** (0.5 - 0.8):.3g})" in table  # tiny: d_model 32, gamma 0.8
 
@@ -175,6 +183,9 @@ def test_captions_state_what_the_papers_expect_and_what_the_runs_measured(report
     for key, caption in captions.items():
         if key not in ("verdict", "accuracies"):  # theirs name the papers' regimes per task
             assert "small init" in caption and "large init" in caption, key
+    # the verdict's caption does not restate the table below it: the table says what each run learned
+    assert "Measured here" not in captions.pop("verdict")
+    verdict = dict(re.findall(r"<tr>\s*<td>([^<]+)</td>\s*<td>([^<]+)</td>", page[page.index('<section id="verdict">') : page.index('<section id="curves">')]))
     measured = {key: _measured(caption) for key, caption in captions.items()}
     tokens = torch.tensor([[35, 63, 99, 4, 3, 38, 42, 36, 62]])
     for run in load_runs([runs_root]):
@@ -183,7 +194,7 @@ def test_captions_state_what_the_papers_expect_and_what_the_runs_measured(report
         final, history = metrics["final"], metrics["history"]
         # verdict and curves: the tiny runs fit nothing in 2 epochs
         assert final["id_acc"] < 0.9 and all(h["id_acc"] < 0.9 for h in history)
-        assert f"{name} {'Phase 1' if task == 'id-ood' else 'did not fit'}" in measured["verdict"]
+        assert verdict[name] == ("Phase 1" if task == "id-ood" else "did not fit")
         assert f"{name} not within {history[-1]['epoch']} epochs" in measured["curves"]
         if task == "symmetric":
             inf, sym = final["heldout"]["4,3"]["inferential"], final["heldout"]["4,3"]["symmetric"]
@@ -397,7 +408,9 @@ def _open(driver, path: Path, expect_views: int | None = None, timeout: float = 
     for entry in driver.get_log("performance"):
         message = json.loads(entry["message"])["message"]
         if message["method"] == "Network.requestWillBeSent":
-            urls.append(message["params"]["request"]["url"])
+            # the browser's own pages (its new-tab page, still loading on a busy machine) are not the page's requests
+            if not message["params"]["request"]["url"].startswith(("chrome://", "chrome-untrusted://", "devtools://")):
+                urls.append(message["params"]["request"]["url"])
         elif message["method"] == "Network.loadingFailed":
             failed.append(message["params"])
     return state, errors, urls, failed
@@ -494,3 +507,64 @@ def test_a_section_that_does_not_apply_is_noted_not_fatal(runs_root: Path, monke
     page = build_page(load_runs([runs_root / "symmetric" / "small-init"]), ReportConfig(per_pair=2))
     assert '<section id="missing"><h2>A section whose probe is missing.</h2>' in page.html
     assert "probe not available: no such probe" in page.html
+
+
+# ------------------------------------------------------------ the first screen, tables
+
+
+def test_first_screen_names_the_preset_and_each_run_once(report: tuple[Path, str]) -> None:
+    """Before any section: the preset and what it means, then the one table of the runs, each
+    under its short label (the folder below the runs' common parent), with the settings in
+    which the runs differ; the settings they share said once under it."""
+    import html
+
+    page = report[0].read_text(encoding="utf-8")
+    first = page[: page.index("<nav>")]
+    lead = html.unescape(re.sub(r"<[^>]+>", "", re.search(r'<div class="lead">(.*?)</div>', first, re.DOTALL).group(1)))
+    assert lead.startswith("Preset tiny: a smoke test (d_model 32, 3 epochs on 2,000 samples") and "not expected to reproduce anything" in lead
+    (table,) = re.findall(r'<table[^>]*class="dataframe runs"[^>]*>.*?</table>', first, re.DOTALL)
+    labels = re.findall(r"<tr>\s*<td>([^<]+)</td>", table)
+    assert labels == ["id-ood/one-layer", "symmetric/large-init", "symmetric/small-init"]
+    heads = re.findall(r"<th>([^<]+)</th>", table)
+    assert heads[:2] == ["run", "folder"] and {"task", "gamma", "layers"} <= set(heads) and heads[-1] == "status"
+    shared = re.search(r'<p class="shared">Every run: ([^<]*)</p>', first).group(1)
+    assert "preset tiny" in shared and "d_model 32" in shared and "gamma" not in shared
+    # the labels name the runs everywhere after: no run's settings spelled into its name
+    assert "architecture=" not in page and "gamma=" not in page
+    assert all(f"<h3>{label}</h3>" in page for label in labels)
+
+
+def test_missing_values_read_as_a_dash_or_in_words(runs_root: Path) -> None:
+    import numpy as np
+    import pandas as pd
+
+    from training.studies.report.cells import MISSING, html_table, table_cell
+    from training.studies.report.race import race_table
+
+    assert [table_cell(v) for v in (None, float("nan"), pd.NA, np.float32(0.25), True, "x")] == [MISSING, MISSING, MISSING, "0.250", "yes", "x"]
+    frame = pd.DataFrame({"epoch": pd.array([3, None], dtype="Int64"), "share": [0.5, None], "word": [None, "x"]})
+    shown = html_table(frame)
+    assert "None" not in shown and "&lt;NA&gt;" not in shown and "NaN" not in shown and shown.count(f"<td>{MISSING}</td>") == 3
+    # the race of runs that fitted nothing in 2 epochs: words, not empty epochs
+    table = race_table(load_runs([runs_root / "symmetric"]))
+    assert set(table["(3,4) fitted at epoch"]) == {"not in 2 epochs"} and set(table["(4,3) inferential / symmetric at fit"]) == {"not fitted"}
+    assert not table.isna().any().any()
+
+
+def test_packed_scripts_round_trip_and_plotly_falls_back_to_the_full_bundle(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from training.studies.report import inline
+
+    packed = inline.packed_script("let a = '</script>';", "one")
+    assert packed == inline.packed_script("let a = '</script>';", "one")  # the same bytes each time
+    assert inline.unpack_scripts(f"<p>{packed}</p>") == {"one": "let a = '</script>';"}
+    full = plotly.offline.get_plotlyjs()
+    cartesian = inline.CARTESIAN_BUNDLE.read_text(encoding="utf-8")
+    assert inline.plotly_version(cartesian)[0] == inline.plotly_version(full)[0]  # the vendored bundle matches the installed plotly
+    assert inline.plotly_js({"scatter", "bar", "heatmap"}) == cartesian
+    assert inline.plotly_js({"scatter", "scatter3d"}) == full  # a trace type the partial bundle lacks
+    other = tmp_path / "plotly-cartesian.min.js"
+    other.write_text("/**\n* plotly.js (cartesian - minified) v1.0.0\n*/", encoding="utf-8")
+    monkeypatch.setattr(inline, "CARTESIAN_BUNDLE", other)
+    assert inline.plotly_js({"scatter"}) == full  # another major version than the installed plotly's
+    with pytest.raises(ValueError, match="not a plotly.js bundle"):
+        inline.plotly_version("var x = 1;")

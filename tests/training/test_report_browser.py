@@ -1,12 +1,17 @@
-"""The report's layout in a real headless Chromium (no network), at 1400 px and 900 px wide
-: the verdict comes first and names each run's solution, the console stays
-clean, every plotly figure is drawn, circuitsvis' head selector is not clipped, and no
-table cell breaks a number or a word over two lines.  Skipped, with the reason, where
-Chromium, chromedriver or selenium is missing (reuses the tiny runs and the browser of
-``tests/training/test_report.py``)."""
+"""The report in a real headless Chromium (no network).  Its layout at 1400 px and 900 px
+wide: the verdict comes first and names each run's solution, the console stays clean, every
+plotly figure is drawn, circuitsvis' head selector is not clipped, and no table cell breaks
+a number or a word over two lines.  The first minute's report at 1,280 px (slow: it runs
+``interp-init reproduce --preset tiny --seed 0``): the preset and what it means on the first
+screen, each run named once by a short label with its settings in one table, no ``None`` or
+``<NA>`` cell, no table wider than the page, a readable zoomed attention pattern, under
+2 MB.  Skipped, with the reason, where Chromium, chromedriver or selenium is missing (reuses
+the tiny runs and the browser of ``tests/training/test_report.py``)."""
 
 from __future__ import annotations
 
+import base64
+import re
 from pathlib import Path
 
 import pytest
@@ -109,7 +114,122 @@ def test_report_layout_in_headless_chromium(browser, report: tuple[Path, str], t
         total = browser.execute_script("return document.documentElement.scrollHeight")
         shot = browser.execute_cdp_cmd("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True,
                                                                    "clip": {"x": 0, "y": 0, "width": width, "height": min(total, 16000), "scale": 1}})  # fmt: skip
-        import base64
-
         (tmp_path / "report-1400.png").write_bytes(base64.b64decode(shot["data"]))
         assert (tmp_path / "report-1400.png").stat().st_size > 10_000
+
+
+# ----------------------------------------------------------- the first minute's report
+
+#: The first minute's report, as a newcomer reads it at 1,280 px: the first screen, every
+#: table, every run label.
+FIRST_MINUTE = r"""
+const box = e => e.getBoundingClientRect();
+const text = e => e.innerText.trim();
+const out = {height: window.innerHeight, width: document.documentElement.clientWidth};
+const lead = document.querySelector('.lead');
+out.lead = lead ? {text: text(lead), bottom: box(lead).bottom} : null;
+const runs = document.querySelector('table.runs');
+out.runs_bottom = runs ? box(runs).bottom : null;
+const heads = t => [...t.querySelectorAll('thead th')].map(text);
+out.runs_heads = runs ? heads(runs) : [];
+out.runs_labels = runs ? [...runs.querySelectorAll('tbody tr')].map(tr => text(tr.querySelector('td'))) : [];
+// the other tables: their headers and the run labels they name
+out.tables = [...document.querySelectorAll('table')].filter(t => t !== runs).map(t => ({
+  section: (t.closest('section') || {}).id || null, heads: heads(t),
+  first: [...t.querySelectorAll('tbody tr')].map(tr => text(tr.querySelector('td'))),
+}));
+out.cell_titles = [...document.querySelectorAll('section .cell > h3')].map(text);
+out.captions = Object.fromEntries([...document.querySelectorAll('section')].map(s => [s.id, text(s.querySelector('p.what'))]));
+// every table cell as the reader sees it
+out.cells = [...document.querySelectorAll('td, th')].map(text);
+// a table wider than what holds it (its cell, its wrapper or the window)
+out.wide = [...document.querySelectorAll('table')].flatMap(t => {
+  const holder = t.closest('.cell, .table-wrap') || document.body;
+  const h = box(holder), s = getComputedStyle(holder);
+  const inner = h.right - parseFloat(s.paddingRight) - parseFloat(s.borderRightWidth);
+  const scroll = holder.scrollWidth - holder.clientWidth;
+  return box(t).right > Math.min(inner, out.width) + 1 || scroll > 1 ? [{table: text(t).slice(0, 60), right: box(t).right, inner, scroll}] : [];
+});
+out.page_overflow = document.documentElement.scrollWidth - document.documentElement.clientWidth;
+// each attention view's zoomed pattern: its largest canvas
+out.zoomed = [...document.querySelectorAll('.circuitsvis-view')].map(v =>
+  Math.max(0, ...[...v.querySelectorAll('canvas')].map(c => Math.min(box(c).width, box(c).height))));
+const problem = document.getElementById('unpack-problem');
+out.problem = problem && !problem.hidden ? text(problem) : null;
+return out;
+"""
+
+
+@pytest.fixture(scope="module")
+def first_minute(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The README's first minute, ``interp-init reproduce --preset tiny --seed 0`` (in this
+    process, quietly); its report."""
+    from training.cli import main
+
+    out = tmp_path_factory.mktemp("first-minute")
+    assert main(["reproduce", "--preset", "tiny", "--seed", "0", "--out", str(out), "--device", "cpu", "--quiet", "--workers", "1"]) == 0
+    return out / "report.html"
+
+
+@pytest.mark.slow
+def test_first_minute_report_reads_at_a_glance(browser, first_minute: Path, tmp_path: Path) -> None:  # noqa: ANN001
+    """Issue 47: the preset and what it means on the first screen, each run named once by a
+    short label with its settings in one table, no ``None`` or ``<NA>`` cell, no table wider
+    than the page at 1,280 px, a readable zoomed attention pattern, under 2 MB."""
+    from test_report import _open
+
+    assert first_minute.stat().st_size < 2_000_000, first_minute.stat().st_size
+    browser.set_window_size(1280, 1000)
+    try:
+        state, errors, _, failed = _open(browser, first_minute)
+        page = browser.execute_script(FIRST_MINUTE)
+        shots = []
+        total = browser.execute_script("return document.documentElement.scrollHeight")
+        for top in range(0, min(total, 4000), 1000):  # the first screens, kept for a look
+            shot = browser.execute_cdp_cmd("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True,
+                                                                       "clip": {"x": 0, "y": top, "width": page["width"], "height": 1000, "scale": 1}})  # fmt: skip
+            shots.append(base64.b64decode(shot["data"]))
+    finally:
+        browser.set_window_size(1400, 1000)
+    for i, shot in enumerate(shots):
+        (tmp_path / f"first-minute-{i}.png").write_bytes(shot)
+    assert errors == [] and failed == [] and page["problem"] is None, (errors, failed, page["problem"])
+    assert state["drawn"] == state["figures"] >= 4 * 8 and state["mounted"] == state["views"] == 4, state
+    # the first screen names the preset, says what it means, and shows the runs
+    assert page["lead"] is not None and page["lead"]["bottom"] <= page["height"], page["lead"]
+    assert "Preset tiny" in page["lead"]["text"] and "smoke test" in page["lead"]["text"] and "not expected to reproduce" in page["lead"]["text"]
+    assert "--preset cpu" in page["lead"]["text"] and "--preset paper" in page["lead"]["text"]
+    assert page["runs_bottom"] is not None and page["runs_bottom"] <= page["height"]
+    # each run named once, by a short label, with its settings in that one table
+    labels = ["symmetric/small-init", "symmetric/large-init", "id-ood/small-init", "id-ood/large-init"]
+    assert page["runs_labels"] == labels
+    assert {"run", "task", "architecture", "gamma", "status"} <= set(page["runs_heads"]), page["runs_heads"]
+    settings = {"task", "architecture", "gamma", "weight decay", "weight_decay", "lr", "d_model", "layers", "heads", "seed", "preset"}
+    for table in page["tables"]:
+        assert not settings & set(table["heads"]), table  # settings only in the table of runs
+        if table["heads"][:1] == ["run"]:
+            assert set(table["first"]) <= set(labels), table
+    assert set(page["cell_titles"]) == set(labels)
+    for key, caption in page["captions"].items():
+        assert not re.search(r"\b(architecture|gamma|task)=", caption), (key, caption)  # no "(architecture=neurips, gamma=0.8, ...)"
+    assert not any(label in page["captions"]["verdict"] for label in labels)  # the verdict's prose does not restate its table
+    # no raw missing value in any cell
+    assert not [c for c in page["cells"] if c in ("None", "nan", "NaN", "NaT") or "<NA>" in c], [c for c in page["cells"] if "None" in c or "NA" in c]
+    # no table wider than the page, nothing scrolls sideways
+    assert page["wide"] == [] and page["page_overflow"] <= 1, (page["wide"], page["page_overflow"])
+    # each zoomed attention pattern is drawn at a readable size (it was about 30 px)
+    assert len(page["zoomed"]) == 4 and min(page["zoomed"]) >= 250, page["zoomed"]
+
+
+def test_a_browser_that_cannot_unpack_the_page_says_so(browser, report: tuple[Path, str]) -> None:  # noqa: ANN001, F811
+    """Without DecompressionStream (browsers before Chrome 80, Firefox 113, Safari 16.4) the
+    page says which browsers open it, instead of a page of empty figures."""
+    from test_report import _open
+
+    script = browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": "delete window.DecompressionStream;"})
+    try:
+        _open(browser, report[0], timeout=5)
+        problem = browser.execute_script("const p = document.getElementById('unpack-problem'); return p.hidden ? null : p.innerText;")
+    finally:
+        browser.execute_cdp_cmd("Page.removeScriptToEvaluateOnNewDocument", {"identifier": script["identifier"]})
+    assert problem is not None and "DecompressionStream" in problem and "Firefox 113" in problem, problem

@@ -8,11 +8,12 @@ and writes one self-contained HTML file that makes no request to any network add
 * :mod:`training.studies.report.config`: :class:`ReportConfig` and the command's choices (no torch);
 * :mod:`training.studies.report.runs`: the run folders and the probes' inputs;
 * :mod:`training.studies.report.cells`: what a section is made of (:class:`Section`, :class:`Cell`);
+* :mod:`training.studies.report.header`: the first screen: what the runs' preset means, the one table of the runs;
 * :mod:`training.studies.report.outcomes`: what each run learned (verdict, curves, accuracies);
 * :mod:`training.studies.report.mechanisms`: how it computes (attention, flow, masking, similarity);
 * :mod:`training.studies.report.weights`: its weights (condensation, embeddings, ranks, spectra);
 * :mod:`training.studies.report.page`: the page's assembly and :func:`write_report`;
-* :mod:`training.studies.report.inline`: plotly's and circuitsvis' JavaScript, inlined;
+* :mod:`training.studies.report.inline`: plotly.js, circuitsvis' bundle and the figures, each inlined once, gzip-packed;
 * :mod:`training.studies.report.images`: static images through kaleido.
 
 What a user calls: :func:`write_report` (:class:`ReportConfig`), :func:`build_page`,

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
@@ -52,6 +53,8 @@ class Section:
     #: One cell for all runs together, or one per run (side by side).
     cells: list[Cell] = field(default_factory=list)
     combined: bool = False
+    #: At most this many cells side by side (None: every run's, at most 4).
+    columns: int | None = None
     seconds: float = 0.0
 
 
@@ -124,9 +127,32 @@ def measured(ctx: Context, what: str, value: Callable[[Run], str | None], *, nee
     return f" Measured here, {what}: {'; '.join(items)}." if items else ""
 
 
-def html_table(frame: pd.DataFrame, digits: int = 3) -> str:
-    """``frame`` as the page's compact score table."""
-    return frame.to_html(index=False, float_format=lambda v: f"{v:.{digits}f}", border=0, classes="scores", na_rep="–")
+#: What a table cell shows where a value is missing (None, NaN, pandas' NA): a dash, never
+#: ``None`` or ``<NA>``; a table whose missing values mean something (an epoch not reached)
+#: says so in words before it gets here.
+MISSING = "–"
+
+
+def table_cell(value: Any, digits: int = 3) -> str:
+    """One table cell as the page shows it: floats to ``digits`` places, booleans as yes/no,
+    a missing value as :data:`MISSING`."""
+    if value is None or (pd.api.types.is_scalar(value) and bool(pd.isna(value))):
+        return MISSING
+    if isinstance(value, bool | np.bool_):
+        return "yes" if value else "no"
+    if isinstance(value, float | np.floating):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def html_table(frame: pd.DataFrame, digits: int = 3, *, wrap: bool = False, wrap_names: bool = False) -> str:
+    """``frame`` as the page's compact score table (every cell through :func:`table_cell`);
+    a cell's text stays on one line unless ``wrap`` (between words, for narrow cells), and
+    the first column's (a row's name, such as a run's label, which would break at a hyphen)
+    unless ``wrap_names`` too."""
+    shown = frame.astype(object).map(lambda value: table_cell(value, digits))
+    classes = ["scores", *(["wrap"] if wrap else []), *(["wrap-names"] if wrap and wrap_names else [])]
+    return shown.to_html(index=False, border=0, classes=classes)
 
 
 def compact(fig: go.Figure, height: int = 340, title: str | None = None) -> go.Figure:

@@ -65,7 +65,8 @@ def section_attention(ctx: Context) -> Section:
         "drawn with circuitsvis: the attention matrices that NeurIPS 2024 Fig. 3a/3c read as information flow. There the inferential "
         "model (small init) moves the key onto each anchor in layer 0 (a1 and a2 attend to x), the symmetric one (large init) fuses the anchors at the last position."
     ) + measured(ctx, "layer 0's attention of a1 / a2 on the key x (largest over heads)", lambda run: _anchors_on_key(run, ctx))
-    return Section("attention", "Attention patterns", sentence, per_run(ctx, attention_heads_view))
+    # two views side by side at most: each zoomed pattern is as wide as its cell
+    return Section("attention", "Attention patterns", sentence, per_run(ctx, attention_heads_view), columns=2)
 
 
 def _flow(run: Run, ctx: Context) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -137,6 +138,13 @@ def _ari(run: Run, ctx: Context, *labelings: str) -> str:
     return " / ".join(f"{ari[name]:.2f}" for name in labelings)
 
 
+def score_table(scores: pd.DataFrame) -> pd.DataFrame:
+    """:func:`probes.masking.cluster_scores` as a narrow table for a side-by-side cell: the
+    labeling in words with its number of labels, its silhouette and adjusted Rand index."""
+    labeling = [f"{name.replace('_', ' ')} ({n})" for name, n in zip(scores["labeling"], scores["n_labels"], strict=True)]
+    return pd.DataFrame({"labeling (labels)": labeling, "silhouette": scores["silhouette"], "ARI": scores["ari"]})
+
+
 def masking_cell(kind: str) -> Callable[[Run, Context], Cell]:
     """The cell builder of key-token (``kind="key"``) or second-anchor masking."""
 
@@ -151,7 +159,7 @@ def masking_cell(kind: str) -> Callable[[Run, Context], Cell]:
         note = ""
         if kind != "key":
             note = f"block score of equal g(x; a1) in the cosine similarity of these outputs (journal Fig. 4D): {result['block']:.3f}"
-        return Cell(figure=compact(fig, 460), html=html_table(result["scores"].drop(columns=["method"])), note=note, height=460)
+        return Cell(figure=compact(fig, 460), html=html_table(score_table(result["scores"]), 2, wrap=True, wrap_names=True), note=note, height=460)
 
     return build
 

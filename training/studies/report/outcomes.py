@@ -24,20 +24,17 @@ from training.studies.verdict import run_verdict
 
 def section_verdict(ctx: Context) -> Section:
     """What each run learned: its solution in the papers' terms and the numbers behind it."""
-    rows, learned = [], {}
+    rows = []
     for run in ctx.runs:
         typed = run.record.metrics
         rank = None if run.model is None else stable_rank(merged_weight(run.model, "W_Q", 0))
         v = run_verdict(run.task, None if typed is None else typed.final, run.status, rank)
-        learned[run.name] = v.solution
-        rows.append({"run": run.name, "task": run.record.config.data.task, "architecture": run.record.config.model.architecture,
-                     "gamma": run.record.config.init.gamma, "learned": v.solution, "evidence": v.evidence})  # fmt: skip
+        rows.append({"run": run.name, "learned": v.solution, "evidence": v.evidence})
     expected = list(dict.fromkeys(r.task.expected for r in ctx.runs if r.task.expected))
     population_html, population_fig = population_parts(ctx.runs)
     parts = [html_table(pd.DataFrame(rows), 2), population_html]
-    sentence = " ".join(expected) + (
-        " Below, each run as measured: its solution and the numbers that decide it (one cell of NeurIPS 2024 Fig. 2 or of the journal's Fig. 3A)."
-    ) + measured(ctx, "what each run learned", lambda run: learned[run.name], needs_model=False)
+    # the table says what each run learned: the caption says only what to compare it with
+    sentence = " ".join(expected) + " Below, each run's solution and the numbers that decide it (one cell of NeurIPS 2024 Fig. 2 or of the journal's Fig. 3A)."
     cell = Cell(figure=population_fig, html="".join(parts), height=480)
     return Section("verdict", "Verdict: what each model learned", sentence, [cell], combined=True)
 
@@ -110,16 +107,13 @@ def section_curves(ctx: Context) -> Section:
 
 
 def accuracy_table(runs: Sequence[Run]) -> pd.DataFrame:
-    """One row per run: status, epochs and every final accuracy its metrics hold."""
+    """One row per run: its epochs and every final accuracy its metrics hold (its settings
+    and status are in the page's table of runs)."""
     rows = []
     for run in runs:
         final = None if run.record.metrics is None else run.record.metrics.final
         row: dict[str, Any] = {
             "run": run.name,
-            "task": run.record.config.data.task,
-            "gamma": run.record.config.init.gamma,
-            "weight_decay": run.record.config.train.weight_decay,
-            "status": run.status,
             "epochs": run.record.final_epoch if run.record.final_epoch is not None else len(run.record.history),
             "train": None if final is None else final.train_acc,
             "ID": None if final is None else final.id_acc,
@@ -136,7 +130,7 @@ def _deciding_accuracies(run: Run) -> str | None:
     return None if final is None else (final.deciding() or None)
 
 
-ACCURACY_COLUMNS_SKIP = ("run", "task", "gamma", "weight_decay", "status", "epochs")
+ACCURACY_COLUMNS_SKIP = ("run", "epochs")
 
 
 def section_accuracies(ctx: Context) -> Section:

@@ -3,32 +3,32 @@
 :func:`write_report` loads the run folders, runs each section of :data:`SECTIONS` (with
 at most :attr:`~training.studies.report.config.ReportConfig.threads` threads:
 :func:`limited_threads`) and writes the page that :func:`build_page` assembles: a table
-of the runs, then one ``<section>`` per builder, its cells side by side.  plotly.js and
-circuitsvis' bundle are inlined once in the head (:mod:`training.studies.report.inline`), so the
-page makes no request to any network address; with ``images`` every figure is also
-written as a static image (:mod:`training.studies.report.images`).
+first what the runs' preset means and the one table of the runs, each under the short
+label the page uses after (:mod:`training.studies.report.header`), then one ``<section>``
+per builder, its cells side by side.  plotly.js, circuitsvis' bundle and the figures are
+inlined once each, gzip-packed (:mod:`training.studies.report.inline`), so the page makes no
+request to any network address; with ``images`` every figure is also written as a static
+image (:mod:`training.studies.report.images`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import html
-import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pandas as pd
 import plotly.graph_objects as go
 import torch
 
 from interp_init.outputs import check_output_file, write_page
-from training.studies.recipe import recipe_columns
 from training.studies.report.cells import Cell, Context, NotApplicable, Section
 from training.studies.report.config import IMAGE_FORMATS, ReportConfig
+from training.studies.report.header import preset_lead, runs_table
 from training.studies.report.images import slug, write_images
-from training.studies.report.inline import circuitsvis_bundle, plotly_script
+from training.studies.report.inline import LOADER, READY, circuitsvis_bundle, figures_js, inline_js, packed_script, plotly_js
 from training.studies.report.mechanisms import (
     section_attention,
     section_flow,
@@ -81,26 +81,44 @@ _STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px; color: #222; background: #fff; }
 h1 { font-size: 1.6em; margin-bottom: 0.2em; }
 h2 { font-size: 1.25em; border-bottom: 1px solid #ddd; padding-bottom: 4px; margin-top: 2em; }
+h2.runs { margin-top: 1em; }
 h3 { font-size: 0.95em; margin: 0 0 6px 0; color: #444; overflow-wrap: anywhere; }
 p.what { color: #444; max-width: 70em; }
+.lead { background: #f4f6fb; border-left: 4px solid #636efa; padding: 4px 14px; max-width: 70em; }
+.lead p { margin: 8px 0; }
+.lead code { white-space: nowrap; }
+.problem { color: #b00; font-weight: 600; }
+p.shared { color: #555; font-size: 0.85em; max-width: 70em; }
+nav { margin-top: 1em; }
 nav a { margin-right: 1em; }
+footer.meta { margin-top: 3em; border-top: 1px solid #ddd; padding-top: 8px; }
 .grid { display: grid; gap: 16px; grid-template-columns: repeat(var(--wide, 1), minmax(0, 1fr)); }
 @media (max-width: 1250px) { .grid { grid-template-columns: repeat(var(--medium, 1), minmax(0, 1fr)); } }
 @media (max-width: 760px) { .grid { grid-template-columns: minmax(0, 1fr); } }
 .table-wrap { overflow-x: auto; max-width: 100%; }
 .cell { border: 1px solid #e4e4e4; border-radius: 6px; padding: 8px; min-width: 0; overflow-x: auto; }
 .note { color: #775; font-style: italic; font-size: 0.9em; }
-table.scores, table.runs { border-collapse: collapse; font-size: 0.85em; margin: 6px 0; }
-table.scores th, table.scores td, table.runs th, table.runs td { border-bottom: 1px solid #eee; padding: 2px 8px; text-align: right; white-space: nowrap; }
-/* long text (run names, the verdict's evidence) wraps between words, never inside one */
-table.scores td:first-child, table.runs td:first-child, #verdict table.scores td, #verdict table.scores th { white-space: normal; overflow-wrap: normal; word-break: normal; text-align: left; }
-table.runs td:first-child { min-width: 14em; }
+table.scores, table.runs { border-collapse: collapse; font-size: 0.85em; margin: 6px 0; max-width: 100%; }
+table.scores th, table.scores td, table.runs th, table.runs td { border-bottom: 1px solid #eee; padding: 2px 6px; text-align: right; vertical-align: top; }
+/* headers wrap between words (never inside one), so that no table is wider than its cell;
+   a cell's value stays on one line, the verdict's evidence wraps */
+table.scores th, table.runs th { white-space: normal; overflow-wrap: normal; word-break: normal; }
+table.scores td, table.runs td { white-space: nowrap; }
+#verdict table.scores td, table.scores.wrap td { white-space: normal; overflow-wrap: normal; word-break: normal; }
+/* but a row's name (a run's label: "symmetric/small-init" would break at its hyphen) */
+table.scores td:first-child, #verdict table.scores td:first-child { white-space: nowrap; }
+table.scores.wrap-names td:first-child { white-space: normal; }
+table.scores th, table.runs th { font-weight: 600; }
+table.scores td:first-child, table.runs td:first-child, #verdict table.scores td, #verdict table.scores th,
 table.scores th:first-child, table.runs th:first-child { text-align: left; }
 p.verdict { font-weight: 600; }
 /* circuitsvis' head selector sizes each head's tile to 1/12 of its container, narrower
    than the tile's label ("L0H0") in a side-by-side cell: fixed tiles that wrap instead */
-.circuitsvis-view h3:first-child + div { margin-left: 0 !important; margin-right: 0 !important; }
-.circuitsvis-view h3:first-child + div > div { flex: 0 0 64px !important; width: 64px !important; max-width: 64px !important; }
+.circuitsvis-view > div > h3:first-child + div { margin-left: 0 !important; margin-right: 0 !important; }
+.circuitsvis-view > div > h3:first-child + div > div { flex: 0 0 64px !important; width: 64px !important; max-width: 64px !important; }
+/* its zoomed pattern sizes itself to its content ("width: initial" in a flex row), which a
+   chart.js canvas does not give it: the cell's width instead, as tall as wide */
+.circuitsvis-view div[style*="aspect-ratio"] { width: 100% !important; flex: 1 1 100%; }
 .meta { color: #666; font-size: 0.85em; }
 """
 
@@ -126,15 +144,6 @@ def svg_only(fig: go.Figure) -> go.Figure:
     return go.Figure(data=traces, layout=fig.layout)
 
 
-def _relative(path: Path, start: str | Path | None) -> str:
-    """``path`` relative to ``start`` (default the working directory), as the page shows it;
-    the absolute path where there is no relative one (another drive on Windows)."""
-    try:
-        return os.path.relpath(Path(path).resolve(), Path(start or ".").resolve())
-    except ValueError:  # pragma: no cover - Windows, another drive
-        return str(path)
-
-
 #: Pixels above every figure's plot area and title kept free for plotly's mode bar, which
 #: browsers without hover (touch screens, headless) show at all times.
 MODEBAR_ROOM = 28
@@ -148,6 +157,14 @@ def _room_for_modebar(fig: go.Figure) -> go.Figure:
     if fig.layout.title.text:
         fig.update_layout(title=dict(yref="paper", y=1, yanchor="bottom", pad=dict(b=8)))
     return fig
+
+
+def _figure_div(element: str, fig: go.Figure, height: int) -> str:
+    """The element a figure is drawn into: the figure's own width and height where it sets
+    them (as plotly's ``to_html`` does), else the cell's width and ``height``."""
+    width = f"{fig.layout.width}px" if fig.layout.width else "100%"
+    tall = f"{fig.layout.height}px" if fig.layout.height else f"{height}px"
+    return f'<div id="{element}" class="plotly-graph-div" style="height: {tall}; width: {width};"></div>'
 
 
 def build_page(runs: list[Run], config: ReportConfig, out_dir: str | Path | None = None) -> Page:
@@ -172,6 +189,7 @@ def build_page(runs: list[Run], config: ReportConfig, out_dir: str | Path | None
         sections.append(section)
 
     figures: dict[str, go.Figure] = {}
+    elements: dict[str, go.Figure] = {}  # element id -> figure, drawn by the packed figures script
     body: list[str] = []
     uses_circuitsvis = False
     n = len(runs)
@@ -184,8 +202,8 @@ def build_page(runs: list[Run], config: ReportConfig, out_dir: str | Path | None
                 cell.figure = _room_for_modebar(svg_only(cell.figure))
                 fig_name = section.key if section.combined else f"{section.key}-{slug(name)}"
                 figures[fig_name] = cell.figure
-                parts.append(cell.figure.to_html(full_html=False, include_plotlyjs=False, div_id=f"fig-{fig_name}", default_width="100%",
-                                                 default_height=f"{cell.height}px", config=PLOTLY_CONFIG))  # fmt: skip
+                elements[f"fig-{fig_name}"] = cell.figure
+                parts.append(_figure_div(f"fig-{fig_name}", cell.figure, cell.height))
             if cell.html:
                 uses_circuitsvis |= "CircuitsVis.render(" in cell.html
                 parts.append(cell.html)
@@ -193,8 +211,9 @@ def build_page(runs: list[Run], config: ReportConfig, out_dir: str | Path | None
                 parts.append(f'<p class="note">{html.escape(cell.note)}</p>')
             cells_html.append(f'<div class="cell">{"".join(parts)}</div>')
         # a fixed number of columns (plotly sizes a figure once, as the page is parsed): every
-        # run side by side on a wide window (at most 4), 2 on a medium one, 1 on a narrow one
-        columns = 1 if section.combined else n
+        # run side by side on a wide window (at most 4, or the section's own limit), 2 on a
+        # medium one, 1 on a narrow one
+        columns = 1 if section.combined else min(n, section.columns or n)
         style = f"--wide: {min(columns, 4)}; --medium: {min(columns, 2)};"
         body.append(
             f'<section id="{section.key}"><h2>{html.escape(section.title)}</h2>'
@@ -202,16 +221,13 @@ def build_page(runs: list[Run], config: ReportConfig, out_dir: str | Path | None
             f'<div class="grid" style="{style}">{"".join(cells_html)}</div></section>'
         )
 
-    runs_table = pd.DataFrame([
-        {"run": r.name, "folder": _relative(r.record.path, out_dir), "task": r.record.config.data.task, "gamma": r.record.config.init.gamma,
-         "weight decay": r.record.config.train.weight_decay, "lr": r.record.config.train.lr, "d_model": r.record.config.model.d_model,
-         "layers": r.record.config.model.n_layers, "heads": r.record.config.model.n_heads, "seed": r.record.config.seed, **recipe_columns(r.record.config), "status": r.status}
-        for r in runs
-    ]).to_html(index=False, border=0, classes="runs")  # fmt: skip
     nav = "".join(f'<a href="#{s.key}">{html.escape(s.title)}</a>' for s in sections)
-    scripts = [plotly_script()]
+    trace_types = {trace.type or "scatter" for fig in figures.values() for trace in fig.data}
+    scripts = [packed_script(inline_js(plotly_js(trace_types)), "plotly.js")] if figures else []
     if uses_circuitsvis:
-        scripts.append(f"<script>/* circuitsvis bundle, inlined once */\n{circuitsvis_bundle()}\n</script>")
+        scripts.append(packed_script(circuitsvis_bundle(), "circuitsvis"))
+    if figures:
+        scripts.append(packed_script(figures_js(elements, PLOTLY_CONFIG), "figures"))
     timing = ", ".join(f"{s.key} {s.seconds:.1f}s" for s in sections)
     page = f"""<!DOCTYPE html>
 <html lang="en">
@@ -220,14 +236,20 @@ def build_page(runs: list[Run], config: ReportConfig, out_dir: str | Path | None
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{html.escape(config.title)}</title>
 <style>{_STYLE}</style>
-{"".join(scripts)}
+{READY}
 </head>
 <body>
 <h1>{html.escape(config.title)}</h1>
-<p class="meta">{n} run(s); probes on {config.per_pair} inputs per anchor pair (seed {config.seed}), projection {config.projection}. Section times: {html.escape(timing)}.</p>
-<div class="table-wrap">{runs_table}</div>
+<p id="unpack-problem" class="problem" hidden></p>
+{preset_lead(runs)}
+<h2 class="runs">The runs</h2>
+{runs_table(runs, out_dir)}
 <nav>{nav}</nav>
 {"".join(body)}
+<footer class="meta">{n} run(s); probes on {config.per_pair} inputs per anchor pair (seed {config.seed}), projection {config.projection}.
+Section times: {html.escape(timing)}. Figures: plotly.js; attention views: circuitsvis; both inlined in this file, which needs no network.</footer>
+{"".join(scripts)}
+{LOADER}
 </body>
 </html>
 """

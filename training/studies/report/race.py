@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from training.studies.race import epoch_shares, has_shares, race_of
-from training.studies.report.cells import RUN_COLOURS, Cell, Context, NotApplicable, Section, compact, html_table, measured
+from training.studies.report.cells import MISSING, RUN_COLOURS, Cell, Context, NotApplicable, Section, compact, html_table, measured
 from training.studies.report.runs import Run
 
 
@@ -35,21 +35,34 @@ def race_figure(runs: list[Run]) -> go.Figure:
     return fig
 
 
+def _epoch(epoch: int | None, last: int | None, never: str) -> str:
+    """An epoch, or what its absence means: ``never`` within the run's ``last`` epochs."""
+    if epoch is not None:
+        return str(epoch)
+    return never if last is None else f"{never} in {last} epochs"
+
+
+def _pair(a: float | None, b: float | None) -> str:
+    """``inferential / symmetric`` shares, or a dash where there are none."""
+    return MISSING if a is None and b is None else " / ".join(MISSING if v is None else f"{v:.2f}" for v in (a, b))
+
+
 def race_table(runs: list[Run]) -> pd.DataFrame:
-    """One row per run: the race's numbers and the failure mode."""
+    """One row per run: the race's numbers and the failure mode, in words where a number is
+    missing (an epoch not reached, shares not measured before (3,4) was fitted)."""
     rows = []
     for run in runs:
         race = race_of(run.record.history, run.record.lr)
         rows.append({
-            "run": run.name, "gamma": run.record.config.init.gamma, "(3,4) fitted at epoch": race.fit_epoch,
-            "inferential at fit": race.inferential_at_fit, "symmetric at fit": race.symmetric_at_fit,
-            "inferential at end": race.inferential_end, "symmetric at end": race.symmetric_end,
-            "copied (symmetric >= 0.8) at epoch": race.copy_epoch, "shares stopped at epoch": race.settled_epoch, "lr then > peak / 10": race.lr_high, "mode": race.mode,
+            "run": run.name,
+            "(3,4) fitted at epoch": _epoch(race.fit_epoch, race.last_epoch, "not"),
+            "(4,3) inferential / symmetric at fit": _pair(race.inferential_at_fit, race.symmetric_at_fit) if race.fitted else "not fitted",
+            "(4,3) inferential / symmetric at end": _pair(race.inferential_end, race.symmetric_end),
+            "copied (symmetric >= 0.8) at epoch": _epoch(race.copy_epoch, race.last_epoch, "not"),
+            "shares stopped at epoch": "still moving" if race.still_moving else _epoch(race.settled_epoch, None, MISSING),
+            "lr then > peak / 10": race.lr_high, "mode": race.mode,
         })  # fmt: skip
-    frame = pd.DataFrame(rows)
-    for column in ("(3,4) fitted at epoch", "copied (symmetric >= 0.8) at epoch", "shares stopped at epoch"):
-        frame[column] = frame[column].astype("Int64")
-    return frame
+    return pd.DataFrame(rows)
 
 
 def section_race(ctx: Context) -> Section:

@@ -17,13 +17,13 @@ from interp_init.runfolder import CONFIG_FILE, RunFolder
 from interp_init.tasks.base import Task
 from interp_init.tasks.data import AnchorDataset
 from interp_init.tasks.registry import task_class
-from training.config import RunConfig
 from training.studies.records import RunRecord
 
 
 @dataclass
 class Run:
-    """One run folder as the report sees it: its name in the report, its record
+    """One run folder as the report sees it: its short label in the report (``name``,
+    :func:`run_labels`), its record
     (:class:`training.studies.records.RunRecord`) and its model."""
 
     name: str
@@ -73,20 +73,17 @@ def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
     return unique
 
 
-def _run_names(paths: Sequence[Path], configs: Sequence[RunConfig]) -> list[str]:
-    """Short distinct names: the folder's path below the common parent, plus the options that differ."""
+def run_labels(paths: Sequence[Path]) -> list[str]:
+    """Each run's short label in the report: its folder below the runs' common parent
+    (``symmetric/small-init``); a lone run, its folder's name.  The label names the run
+    everywhere on the page; its settings are in the page's one table of runs."""
     if len(paths) == 1:
         return [paths[0].name]
     parts = [p.parts for p in paths]
     common = 0
     while all(len(p) > common + 1 for p in parts) and len({p[common] for p in parts}) == 1:
         common += 1
-    names = ["/".join(p[common:]) for p in parts]
-    flats = [c.flat() for c in configs]
-    differing = [k for k in flats[0] if len({repr(f[k]) for f in flats}) > 1][:3]
-    if differing:
-        names = [f"{n} ({', '.join(f'{k}={f[k]}' for k in differing)})" for n, f in zip(names, flats, strict=True)]
-    return names
+    return ["/".join(p[common:]) for p in parts]
 
 
 def load_runs(run_dirs: Iterable[str | Path], device: str = "cpu") -> list[Run]:
@@ -94,7 +91,7 @@ def load_runs(run_dirs: Iterable[str | Path], device: str = "cpu") -> list[Run]:
     weights yet (a run still training) comes without a model."""
     paths = find_run_dirs(run_dirs)
     records = [RunRecord.read(path) for path in paths]
-    names = _run_names(paths, [r.config for r in records])
+    names = run_labels(paths)
     models = [f.load_model(device=device) if f.weights_path.is_file() else None for f in (RunFolder(r.path) for r in records)]
     return [Run(*run) for run in zip(names, records, models, strict=True)]
 
