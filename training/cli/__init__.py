@@ -95,7 +95,9 @@ def train_command(
     record = RunRecord.read(out)
     summary = {k: round(v, 4) for k, v in record.final_columns().items() if v is not None}
     status = record.recorded_status
-    click.echo(f"{status}: {out}  {summary}")
+    stop = None if record.metrics is None else record.metrics.stopped_early
+    ended = "" if stop is None else f" (stopped after epoch {stop['epoch']}: training loss {stop['loss']:.3g} < --stop-below-loss {stop['stop_below_loss']:g})"
+    click.echo(f"{status}{ended}: {out}  {summary}")
     if status != "completed":
         step = None if record.metrics is None else record.metrics.diverged_at_step
         where = f" at step {step}" if step is not None else ""

@@ -60,7 +60,7 @@ def estimate(cfg: RunConfig) -> MemoryEstimate:
     per_sample = cfg.data.make_task().seq_len + SAMPLE_EXTRA_BYTES
     per_position = m.n_layers * (4 * m.d_model + 2 * m.d_mlp + 2 * m.n_heads * (m.d_head + m.n_ctx))
     activations = 4 * t.batch_size * (m.n_ctx * per_position + m.d_vocab)
-    return MemoryEstimate(TRAIN_BYTES_PER_PARAM * n_parameters(cfg), activations, per_sample * (d.n_train + 2 * d.n_test))
+    return MemoryEstimate(TRAIN_BYTES_PER_PARAM * n_parameters(cfg), activations, per_sample * sum(d.split_sizes().values()))
 
 
 def device_memory(device: torch.device) -> int | None:
@@ -94,7 +94,7 @@ def check_steps(cfg: RunConfig) -> None:
     """Refuse a run of more than :data:`MAX_STEPS` optimizer steps, saying how many it asks
     for (epochs x steps per epoch): such a run would not end."""
     t = cfg.train
-    per_epoch = -(-cfg.data.n_train // t.batch_size)
+    per_epoch = t.steps_per_epoch(cfg.data.n_train)
     steps = t.epochs * per_epoch
     if steps > MAX_STEPS:
         raise ValueError(
@@ -117,7 +117,7 @@ def check_fits(cfg: RunConfig, device: torch.device) -> None:
                   f"d_model {m.d_model}, d_mlp {m.d_mlp}, n_layers {m.n_layers}, n_heads x d_head {m.n_heads} x {m.d_head}, "
                   f"d_vocab {m.d_vocab})", "--d-model, --d-mlp, --n-layers, --n-heads, --d-head or --d-vocab"),
         "activations": (need.activations, f"one batch's activations and logits (batch_size {t.batch_size})", "--batch-size, or the model's sizes (--d-model, --d-mlp, --d-vocab)"),
-        "data": (need.data, f"the data sets (n_train {d.n_train:,} + 2 x n_test {d.n_test:,} samples)", "--n-train or --n-test"),
+        "data": (need.data, f"the data sets ({' + '.join(f'{n:,}' for n in d.split_sizes().values())} samples: n_train, n_test and the held-out split's)", "--n-train, --n-test or --n-heldout"),
     }  # fmt: skip
     size, what, lower = max(parts.values(), key=lambda part: part[0])
     raise ValueError(
