@@ -30,7 +30,7 @@ from interp_init.tasks.registry import make_task, task_class
 from training.studies.race import Race, race_of
 from training.studies.records import RunRecord
 from training.studies.regimes import REGIME_NAMES
-from training.studies.selection import PROTOCOL_TEXT, Pick, check_protocol, pick_paper, pick_strict, targets
+from training.studies.selection import Pick, check_protocol, pick_paper, pick_strict, protocol_text, targets
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -116,17 +116,18 @@ class RegimeResult:
                    data.get("weight_decay"), data.get("precision"), data.get("seconds"), race)  # fmt: skip
 
 
-def regime_result(task: str, regime: str, gamma: float, run_dirs: Sequence[str | Path], protocol: str) -> RegimeResult:
-    """Read a regime's run folders (one, or one per lr) under ``protocol``."""
+def regime_result(task: str, regime: str, gamma: float, run_dirs: Sequence[str | Path], protocol: str, logged_every: int | None = None) -> RegimeResult:
+    """Read a regime's run folders (one, or one per lr) under ``protocol`` (``paper``: on the
+    epochs ``logged_every`` names, :func:`training.studies.selection.logged_epochs`, or every evaluated one)."""
     runs = [RunRecord.read(d, strict=False) for d in run_dirs]
     if not runs:
         raise ValueError(f"{task}/{regime}: no run folders to read")
-    if check_protocol(protocol) == "strict":
+    if check_protocol(protocol, logged_every) == "strict":
         if len(runs) != 1:
             raise ValueError(f"{task}/{regime}: the strict protocol reads one run (one lr), got {len(runs)}: {[str(r.path) for r in runs]}")
         picks = pick_strict(runs[0], targets(task))
     else:
-        picks = pick_paper(runs, targets(task))
+        picks = pick_paper(runs, targets(task), logged_every)
     bad = [r.status for r in runs if r.status != "completed"]
     first = runs[0]
     seconds = sum(r.elapsed_s for r in runs if r.elapsed_s is not None) if any(r.elapsed_s is not None for r in runs) else None
@@ -192,7 +193,8 @@ class Population:
 
     ``lrs``: the learning-rate grid (``paper``; None: each preset's lr); ``vary``: which
     random source differs between the rows (``both``, or ``init`` / ``data`` with the
-    other seeded by ``fixed_seed``)."""
+    other seeded by ``fixed_seed``); ``logged_every``: the ``paper`` protocol read only on
+    the epochs the released scripts log (None: every evaluated epoch)."""
 
     preset: str
     protocol: str
@@ -200,15 +202,21 @@ class Population:
     lrs: tuple[float, ...] | None = None
     vary: str = "both"
     fixed_seed: int | None = None
+    logged_every: int | None = None
 
     def __post_init__(self) -> None:
-        check_protocol(self.protocol)
+        check_protocol(self.protocol, self.logged_every)
         if not self.rows:
             raise ValueError("a population needs at least one seed")
         if self.vary not in VARY:
             raise ValueError(f"vary must be one of {list(VARY)}, got {self.vary!r}")
         if len({r.tasks for r in self.rows}) != 1:
             raise ValueError("every seed of a population must have the same tasks")
+
+    @property
+    def protocol_text(self) -> str:
+        """The protocol in words, with the epochs it reads (titles, captions, ``summary.json``)."""
+        return protocol_text(self.protocol, self.logged_every)
 
     @property
     def seeds(self) -> tuple[int, ...]:
@@ -231,7 +239,8 @@ class Population:
         """What ``summary.json`` holds: the protocol, the seeds, ``population`` (criterion ->
         met, of, interval), ``per_seed`` rows and the ``mean_over_seeds``."""
         return {
-            "preset": self.preset, "protocol": self.protocol, "protocol_text": PROTOCOL_TEXT[self.protocol],
+            "preset": self.preset, "protocol": self.protocol, "protocol_text": self.protocol_text,
+            **({} if self.logged_every is None else {"logged_every": self.logged_every}),
             "seeds": list(self.seeds), "lrs": None if self.lrs is None else list(self.lrs),
             "vary": self.vary, "fixed_seed": self.fixed_seed,
             "population": {rate.name: rate.to_dict() for rate in self.rates},
@@ -245,7 +254,7 @@ class Population:
         rows = [SeedRow(row["seed"], _results(row["runs"]), row.get("init_seed"), row.get("data_seed")) for row in data["per_seed"]]
         lrs = data.get("lrs")
         return cls(data.get("preset", ""), data.get("protocol", "strict"), tuple(rows), None if lrs is None else tuple(lrs),
-                   data.get("vary", "both"), data.get("fixed_seed"))  # fmt: skip
+                   data.get("vary", "both"), data.get("fixed_seed"), data.get("logged_every"))  # fmt: skip
 
     def regimes_table(self) -> pd.DataFrame:
         """One row per seed, task and regime: gamma, weight decay, the numbers, seconds
@@ -297,12 +306,12 @@ class Population:
 
     def _repr_html_(self) -> str:
         """In Jupyter: the protocol, the rates with their intervals, then the seeds."""
-        head = f"<p><b>Population</b>: {len(self.rows)} seeds {list(self.seeds)}, preset {self.preset}; {PROTOCOL_TEXT[self.protocol]}</p>"
+        head = f"<p><b>Population</b>: {len(self.rows)} seeds {list(self.seeds)}, preset {self.preset}; {self.protocol_text}</p>"
         return f"{head}\n{self.rates_table().to_html(index=False)}\n{self.seeds_table().to_html(index=False, float_format=lambda v: f'{v:.2f}', na_rep='-')}"
 
     def format(self) -> str:
         """The population as text (what the command prints): the protocol, the rates, the seeds."""
-        lines = [f"population of {len(self.rows)} seeds {list(self.seeds)}, preset {self.preset}, {PROTOCOL_TEXT[self.protocol]}"]
+        lines = [f"population of {len(self.rows)} seeds {list(self.seeds)}, preset {self.preset}, {self.protocol_text}"]
         if self.vary != "both":
             other = "data" if self.vary == "init" else "init"
             lines.append(f"varying the {self.vary} seed only; the {other} seeded by {self.fixed_seed}")
@@ -356,11 +365,17 @@ def read_population(spec: StudySpec, out: str | Path, seeds: Sequence[int] | Non
 
     def result(seed: int, task: str, regime: str) -> RegimeResult:
         mine = [r for r in runs if (r.seed, r.task, r.point) == (seed, task, regime)]
-        return regime_result(task, regime, mine[0].config.init.gamma, list(dict.fromkeys(r.run_dir for r in mine)), spec.protocol)
+        return regime_result(task, regime, mine[0].config.init.gamma, list(dict.fromkeys(r.run_dir for r in mine)), spec.protocol, spec.logged_every)
 
     rows = tuple(SeedRow(seed, tuple(result(seed, t, g) for t in spec.tasks for g in REGIME_NAMES), fixed.get("init_seed"), fixed.get("data_seed"))
                  for seed in (spec.seeds if seeds is None else seeds))  # fmt: skip
-    return Population(spec.preset, spec.protocol, rows, spec.lrs, spec.vary, spec.fixed_seed)
+    return Population(spec.preset, spec.protocol, rows, spec.lrs, spec.vary, spec.fixed_seed, spec.logged_every)
+
+
+def protocol_summary(spec: StudySpec, out: str | Path) -> Path:
+    """Where a population keeps its protocol's summary beside ``summary.json``:
+    ``summary-<protocol>.json`` (``summary-paper-logged-every-K.json`` with ``logged_every``)."""
+    return Path(out) / f"summary-{spec.protocol}{'' if spec.logged_every is None else f'-logged-every-{spec.logged_every}'}.json"
 
 
 def write_summaries(spec: StudySpec, out: str | Path, population: Population) -> None:
@@ -369,7 +384,7 @@ def write_summaries(spec: StudySpec, out: str | Path, population: Population) ->
     write_json(Path(out) / SUMMARY_FILE, population.to_dict())
     if spec.single:
         return
-    write_json(Path(out) / f"summary-{spec.protocol}.json", population.to_dict())
+    write_json(protocol_summary(spec, out), population.to_dict())
     if spec.protocol == "strict":
         for row in population.rows:
             one = Population(spec.preset, spec.protocol, (row,), spec.lrs, spec.vary, spec.fixed_seed)
