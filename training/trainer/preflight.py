@@ -103,6 +103,10 @@ def check_steps(cfg: RunConfig) -> None:
         )
 
 
+#: How the memory message names each split's size.
+_SPLIT_NAMES = {"train": "n_train", "id_test": "n_test", "heldout": "held-out"}
+
+
 def check_fits(cfg: RunConfig, device: torch.device) -> None:
     """Refuse a run that needs more memory than ``device`` has free, naming the size to
     lower (then one that asks for more than :data:`MAX_STEPS` steps: :func:`check_steps`)."""
@@ -117,7 +121,7 @@ def check_fits(cfg: RunConfig, device: torch.device) -> None:
                   f"d_model {m.d_model}, d_mlp {m.d_mlp}, n_layers {m.n_layers}, n_heads x d_head {m.n_heads} x {m.d_head}, "
                   f"d_vocab {m.d_vocab})", "--d-model, --d-mlp, --n-layers, --n-heads, --d-head or --d-vocab"),
         "activations": (need.activations, f"one batch's activations and logits (batch_size {t.batch_size})", "--batch-size, or the model's sizes (--d-model, --d-mlp, --d-vocab)"),
-        "data": (need.data, f"the data sets ({' + '.join(f'{n:,}' for n in d.split_sizes().values())} samples: n_train, n_test and the held-out split's)", "--n-train, --n-test or --n-heldout"),
+        "data": (need.data, f"the data sets ({' + '.join(f'{_SPLIT_NAMES[k]} {n:,}' for k, n in d.split_sizes().items())} samples)", "--n-train, --n-test or --n-heldout"),
     }  # fmt: skip
     size, what, lower = max(parts.values(), key=lambda part: part[0])
     raise ValueError(
