@@ -33,7 +33,8 @@ class DataConfig:
     ``package.module:ClassName`` (:mod:`interp_init.tasks.base`); ``k`` and ``offset`` are
     options of the tasks that take them (``complexity``), ``balanced_pairs`` of the anchor
     tasks, and must keep their defaults for the others.  ``n_heldout`` (default
-    ``n_test``) sizes the held-out split; a task without one refuses it.  The sizes are
+    ``n_test``; one equal to ``n_test`` is kept as unset) sizes the held-out split; a task
+    without one refuses it.  The sizes are
     checked against the task here (:meth:`~interp_init.tasks.base.Task.check_split_sizes`:
     with ``balanced_pairs``, a multiple of each split's pairs)."""
 
@@ -57,6 +58,8 @@ class DataConfig:
         task = self.make_task()  # validates the task and its options
         if self.n_heldout is not None and not task.has_heldout:
             raise ValueError(f"n_heldout sizes a held-out split, and task {self.task!r} has none: leave --n-heldout unset")
+        if self.n_heldout == self.n_test:  # one config, one form: as unset (a folder written before the option matches)
+            object.__setattr__(self, "n_heldout", None)
         task.check_split_sizes(self.split_sizes(task))
 
     @property

@@ -79,6 +79,13 @@ def test_options_added_later_keep_an_older_folders_config_digest(tmp_path: Path)
     assert config_digest(older) == config_digest(cfg.to_dict())
     paper = make_run_config("paper").to_dict()
     assert paper["train"]["drop_last"] is True and paper["data"]["balanced_pairs"] is True and paper["data"]["n_heldout"] == 50_625
+    # a folder of the paper preset as it was (900,000 samples at random, 10,000 in each test set) is asked for by its sizes
+    text = {"n_train": 900_000, "n_test": 10_000, "n_heldout": 10_000, "balanced_pairs": False, "drop_last": False}
+    before = make_run_config("paper", **text)
+    assert before.data.n_heldout is None and not any(name in before.to_dict()[s] for name in LATER_OPTIONS for s in ("data", "train"))
+    done = train(cfg.with_options(epochs=1, cosine_epochs=0.0), tmp_path / "r", device="cpu", progress=False)
+    again = train(cfg.with_options(epochs=1, cosine_epochs=0.0, n_heldout=cfg.data.n_test, drop_last=False), tmp_path / "r", device="cpu", progress=False)
+    assert again.metrics == done.metrics  # the same config: the finished run is read, not refused or retrained
 
 
 def test_drop_last_takes_whole_batches_only(tmp_path: Path) -> None:
