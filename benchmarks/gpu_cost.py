@@ -60,7 +60,7 @@ def eval_samples(cfg: RunConfig) -> int:
     """Samples one evaluation runs forward: train_eval, id_test and (if the task has it) heldout."""
     d = cfg.data
     heldout = bool(task_spec(d.task, k=d.k, offset=d.offset).heldout_pairs)
-    return min(cfg.train.eval_samples, d.n_train) + d.n_test * (2 if heldout else 1)
+    return min(cfg.train.eval_samples, d.n_train) + d.n_test + (d.heldout_size if heldout else 0)
 
 
 def run_flops(cfg: RunConfig, dev: torch.device, batch: int = 16) -> RunFlops:
@@ -93,7 +93,8 @@ def probe_configs(cfgs: list[RunConfig], steps: int) -> list[RunConfig]:
     """Throwaway copies of ``cfgs``: one epoch of ``steps`` full batches, evaluated once, no warm-up."""
     batch = cfgs[0].train.batch_size
     # one epoch of ``steps`` steps: the schedule shrinks with it (a warm-up longer than the run is refused)
-    small = dict(n_train=steps * batch, n_test=batch, eval_samples=batch, epochs=1, checkpoint_every=1, eval_every=1, warmup_epochs=0.0, cosine_epochs=1.0)
+    small = dict(n_train=steps * batch, n_test=batch, eval_samples=batch, epochs=1, checkpoint_every=1, eval_every=1, warmup_epochs=0.0, cosine_epochs=1.0,
+                 n_heldout=None, balanced_pairs=False)  # throwaway sizes: pairs at random
     return [c.with_options(**small) for c in cfgs]
 
 

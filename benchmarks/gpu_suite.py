@@ -66,11 +66,12 @@ from training.cli import slurm_options
 from training.config import RunConfig, make_run_config
 from training.launch import Job, JobReturn, Launcher, execute, make_launcher, run_study
 from training.launch.slurm_options import slurm_options_from
-from training.studies.population import read_population, write_summaries
+from training.studies.population import read_population
 from training.studies.records import RunRecord
 from training.studies.reproduce import reproduction_spec
 from training.studies.selection import PROTOCOL_TEXT, PROTOCOLS
 from training.studies.study import StudySpec
+from training.studies.summaries import write_summaries
 from training.trainer.step import last_position_logits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

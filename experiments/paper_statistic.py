@@ -11,6 +11,11 @@ inferential share >= 0.8 at any lr and epoch, with its 95% exact interval::
 
     python experiments/paper_statistic.py runs/paper-stat
 
+``--logged-every 3`` reads only the epochs the released scripts log (their ``-pae 3``: epochs
+3, 6, ... and the next-to-last, never the last epoch's end;
+:func:`training.studies.selection.logged_epochs`), so the best over epochs is taken where the
+papers could take it: over a third of the epochs this project evaluates.
+
 It writes nothing and takes no lock, so it can read a sweep that is being trained (runs not
 yet completed are left out and counted).
 """
@@ -25,7 +30,7 @@ import click
 from interp_init.tasks.anchor import FLIP_CRITERIA
 from training.studies.population import exact_interval
 from training.studies.records import RunRecord
-from training.studies.selection import Pick, pick_paper, targets
+from training.studies.selection import LOGGED_HELP, Pick, check_protocol, pick_paper, targets
 
 #: The targets of the row, in the order printed.
 TARGETS = targets("symmetric")
@@ -43,9 +48,10 @@ def _exception_at(records: list[RunRecord], pick: Pick) -> float | None:
     return None
 
 
-def seed_picks(folder: Path) -> tuple[dict[int, dict[str, Pick]], dict[int, float | None], dict[int, int], int]:
-    """Per seed: each target's :class:`Pick` over the seed's completed runs, the (3,4)
-    accuracy at the inferential pick, how many runs were read; and how many were not completed."""
+def seed_picks(folder: Path, logged_every: int | None = None) -> tuple[dict[int, dict[str, Pick]], dict[int, float | None], dict[int, int], int]:
+    """Per seed: each target's :class:`Pick` over the seed's completed runs (on the epochs
+    ``logged_every`` names, or every evaluated one), the (3,4) accuracy at the inferential
+    pick, how many runs were read; and how many were not completed."""
     by_seed: dict[int, list[RunRecord]] = defaultdict(list)
     varying: set[str] = set()
     first: dict[str, object] | None = None
@@ -65,7 +71,7 @@ def seed_picks(folder: Path) -> tuple[dict[int, dict[str, Pick]], dict[int, floa
     for seed, records in sorted(by_seed.items()):
         done = [r for r in records if r.status == "completed"]
         pending += len(records) - len(done)
-        picks[seed] = pick_paper(done, TARGETS)
+        picks[seed] = pick_paper(done, TARGETS, logged_every)
         exception[seed] = _exception_at(done, picks[seed]["heldout_inferential"])
         counts[seed] = len(done)
     return picks, exception, counts, pending
@@ -79,10 +85,12 @@ def _cell(pick: Pick) -> str:
     return "-" if pick.value is None else f"{pick.value:.2f} (lr {pick.lr:g}, epoch {pick.epoch})"
 
 
-def statistic_text(folder: Path) -> str:
+def statistic_text(folder: Path, logged_every: int | None = None) -> str:
     """What the command prints for the sweep ``folder``: per seed each target's best with the lr
-    and epoch it was read at, the mean over seeds, and how many seeds reach the inferential bar."""
-    picks, exception, counts, pending = seed_picks(folder)
+    and epoch it was read at (only on the epochs the released scripts log with
+    ``logged_every``), the mean over seeds, and how many seeds reach the inferential bar."""
+    check_protocol("paper", logged_every)
+    picks, exception, counts, pending = seed_picks(folder, logged_every)
     lines = ["| seed | runs | " + " | ".join(f"best {t}" for t in TARGETS) + " | (3,4) at the inferential pick |", "|" + "---|" * (len(TARGETS) + 3)]
     for seed, row in picks.items():
         lines.append(f"| {seed} | {counts[seed]} | " + " | ".join(_cell(row[t]) for t in TARGETS) + f" | {_num(exception[seed])} |")
@@ -95,6 +103,8 @@ def statistic_text(folder: Path) -> str:
                    f"with (3,4) fitted at that epoch: {fitted} of {n} [{low2:.2f}, {high2:.2f}]")]  # fmt: skip
     if pending:
         lines.append(f"{pending} runs not completed yet (left out)")
+    if logged_every is not None:
+        lines.append(f"epochs read: those the released scripts log with -pae {logged_every} (every {logged_every}th and the next-to-last)")
     return "\n".join(lines)
 
 
@@ -117,9 +127,10 @@ def reaching(picks: dict[int, dict[str, Pick]], exception: dict[int, float | Non
 
 @click.command()
 @click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
-def main(folder: Path) -> None:
+@click.option("--logged-every", type=click.IntRange(min=1), default=None, metavar="K", help=LOGGED_HELP.replace("With --protocol paper: r", "R"))
+def main(folder: Path, logged_every: int | None) -> None:
     """Print the papers' statistic (best over lrs and epochs per seed, mean over seeds) of the symmetric sweep FOLDER."""
-    click.echo(statistic_text(folder))
+    click.echo(statistic_text(folder, logged_every))
 
 
 if __name__ == "__main__":

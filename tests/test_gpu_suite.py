@@ -61,14 +61,14 @@ def test_dry_run_prints_the_paper_plan_without_training(tmp_path: Path) -> None:
     result = CliRunner().invoke(suite.main, args)
     assert result.exit_code == 0, result.output
     assert "matmul peak given: 1000 TFLOP/s" in result.output
-    assert "[symmetric] 6 runs (neurips, d_model 400, 900,000 samples, 210 epochs, batch 2048), 6 to train" in result.output
+    assert "[symmetric] 6 runs (neurips, d_model 400, 759,375 samples, 210 epochs, batch 2048), 6 to train" in result.output
     assert "[id-ood] 6 runs (journal, d_model 400" in result.output
     total = float(re.search(r"total (\S+) FLOP left", result.output).group(1))
     expected = 0.0
     for task, arch in (("symmetric", "neurips"), ("id-ood", "journal")):
         cfg = make_run_config("paper", task=task, architecture=arch)
         train_flops, forward_flops = hand_count(cfg)
-        per_eval = cfg.train.eval_samples + 2 * cfg.data.n_test  # train_eval, id_test, heldout ((4,3), or (3,4) and (4,3))
+        per_eval = cfg.train.eval_samples + cfg.data.n_test + cfg.data.n_heldout  # train_eval, id_test, heldout ((4,3), or (3,4) and (4,3))
         expected += 6 * cfg.train.epochs * (cfg.data.n_train * train_flops + per_eval * forward_flops)
     assert total == pytest.approx(expected, rel=5e-3)  # printed to 3 digits
     minutes = float(re.search(r"left: (\S+) min at 20%", result.output).group(1))

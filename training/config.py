@@ -31,30 +31,54 @@ class DataConfig:
 
     ``task`` is a registered task's name or a task class's import path
     ``package.module:ClassName`` (:mod:`interp_init.tasks.base`); ``k`` and ``offset`` are
-    options of the tasks that take them (``complexity``) and must keep their defaults
-    for the others."""
+    options of the tasks that take them (``complexity``), ``balanced_pairs`` of the anchor
+    tasks, and must keep their defaults for the others.  ``n_heldout`` (default
+    ``n_test``; one equal to ``n_test`` is kept as unset) sizes the held-out split; a task
+    without one refuses it.  The sizes are
+    checked against the task here (:meth:`~interp_init.tasks.base.Task.check_split_sizes`:
+    with ``balanced_pairs``, a multiple of each split's pairs)."""
 
     task: str = DEFAULT_TASK
     n_train: int = option(900_000, 'Number of training samples.')
-    n_test: int = option(10_000, 'Number of samples in each test split (in-distribution test, held-out pairs).')
+    n_test: int = option(10_000, 'Number of samples in each test split (in-distribution test, held-out pairs; see --n-heldout).')
+    n_heldout: int | None = option(None, 'Number of held-out samples, where the task has a held-out split [default: --n-test].')
+    balanced_pairs: bool = option(False, "anchor tasks only: draw each split's samples in equal numbers per anchor pair (the released code), not each sample's pair at random; each split's size must then be a multiple of its number of pairs.")
     k: int = option(0, 'complexity task only: how many of the 6 symmetric anchor-pair groups get a non-inferential target, shifted by --offset (0..6).')
     offset: int = option(4, 'complexity task only: the shift (non-zero) of a non-inferential target from the composite x + s(a1) + s(a2).')
 
     def __post_init__(self) -> None:
         if not isinstance(self.task, str):
             raise ValueError(f"task must be a task's name or package.module:ClassName, got {self.task!r}")
-        for name in ("n_train", "n_test"):
+        for name in ("n_train", "n_test", "n_heldout"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-        self.make_task()  # validates the task and its options
+            if (value is not None or name != "n_heldout") and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name} must be an integer >= 1{' (or unset: --n-test)' if name == 'n_heldout' else ''}, got {value!r}")
+        if not isinstance(self.balanced_pairs, bool):
+            raise ValueError(f"balanced_pairs must be true or false, got {self.balanced_pairs!r}")
+        task = self.make_task()  # validates the task and its options
+        if self.n_heldout is not None and not task.has_heldout:
+            raise ValueError(f"n_heldout sizes a held-out split, and task {self.task!r} has none: leave --n-heldout unset")
+        if self.n_heldout == self.n_test:  # one config, one form: as unset (a folder written before the option matches)
+            object.__setattr__(self, "n_heldout", None)
+        task.check_split_sizes(self.split_sizes(task))
+
+    @property
+    def heldout_size(self) -> int:
+        """The held-out split's size: ``n_heldout``, or ``n_test`` where it is unset."""
+        return self.n_test if self.n_heldout is None else self.n_heldout
+
+    def split_sizes(self, task: Task | None = None) -> dict[str, int]:
+        """How many samples each of the task's splits draws (``heldout`` only where it has one)."""
+        task = self.make_task() if task is None else task
+        sizes = {"train": self.n_train, "id_test": self.n_test}
+        return sizes | ({"heldout": self.heldout_size} if task.has_heldout else {})
 
     def make_task(self) -> Task:
         """The run's :class:`~interp_init.tasks.base.Task`, with the options its class takes."""
         takes = {f.name for f in fields(task_class(self.task))}
         options = {}
         for f in fields(self):
-            if f.name in ("task", "n_train", "n_test"):
+            if f.name in ("task", "n_train", "n_test", "n_heldout"):
                 continue
             value = getattr(self, f.name)
             if f.name in takes:
@@ -74,6 +98,9 @@ class TrainConfig:
     ``cosine_epochs``, then stays at ``min_lr``; it is updated every step (epochs may be
     fractional).  The papers: ``lr = multiplier * 1e-5`` (25 in NeurIPS, 15 in the
     journal), warmup 10 epochs from 1e-5, cosine over 200 epochs to 1e-5, 210 epochs.
+    Their released code also drops each epoch's last, partial batch (``drop_last``, the
+    ``paper`` preset's) and stops once an epoch's mean training loss is below 1e-7
+    (``stop_below_loss``, off unless given): docs/science.md#where-the-papers-the-released-code-and-this-toolkit-differ.
     """
 
     epochs: int = option(210, 'Passes over the training set.')
@@ -94,10 +121,13 @@ class TrainConfig:
     checkpoint_every: int = option(1, 'Write checkpoint.pt, the point a killed run resumes from, every this many epochs.')
     fast_forward: bool = option(True, 'Train through the forward restricted to the last position (the same function, faster), or, with --no-fast-forward, through the full hooked forward.')
     precision: Precision = option("fp32", 'Forward precision: fp32, or bf16 (bfloat16 autocast; weights, optimizer and evaluation stay fp32).', choices=PRECISIONS)
+    drop_last: bool = option(False, "Drop each epoch's last, partial batch (the released code's loader: n_train // batch_size steps an epoch), or, with --no-drop-last, train on it too.")
+    stop_below_loss: float = option(0.0, "End the run, completed, after the first epoch whose mean training loss is below this (the released code's 1e-7; 0: never).")
 
     def __post_init__(self) -> None:
-        if not isinstance(self.fast_forward, bool):
-            raise ValueError(f"fast_forward must be true or false, got {self.fast_forward!r}")
+        for name in ("fast_forward", "drop_last"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
         for name in ("epochs", "batch_size", "eval_every", "eval_samples", "checkpoint_every"):
@@ -108,7 +138,7 @@ class TrainConfig:
             raise ValueError(f"eval_dense_epochs must be an integer >= 0 (0: evaluate every --eval-every epochs from the start), got {self.eval_dense_epochs!r}")
         for name in ("lr", "warmup_start_lr", "min_lr", "eps"):
             check_positive_finite(name, getattr(self, name))
-        for name in ("warmup_epochs", "cosine_epochs", "weight_decay", "grad_clip"):
+        for name in ("warmup_epochs", "cosine_epochs", "weight_decay", "grad_clip", "stop_below_loss"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
@@ -129,6 +159,15 @@ class TrainConfig:
         ``eval_dense_epochs``, then every ``eval_every``-th, and always the last."""
         return epoch <= self.eval_dense_epochs or epoch % self.eval_every == 0 or epoch == self.epochs
 
+    def steps_per_epoch(self, n_train: int) -> int:
+        """Optimizer steps an epoch on ``n_train`` samples: ``n_train // batch_size`` with
+        ``drop_last``, else ``ceil(n_train / batch_size)`` (the last batch smaller)."""
+        return n_train // self.batch_size if self.drop_last else -(-n_train // self.batch_size)
+
+    def stops_at(self, loss: float) -> bool:
+        """Whether an epoch whose mean training loss is ``loss`` ends the run (``stop_below_loss``)."""
+        return loss < self.stop_below_loss
+
     def lr_at(self, epoch: float) -> float:
         """The learning rate at a (fractional) epoch."""
         if epoch < self.warmup_epochs:
@@ -147,10 +186,6 @@ for _section, _cls in SECTIONS.items():
         if _f.name in OPTION_SECTION or _f.name in ("seed", "init_seed", "data_seed"):
             raise RuntimeError(f"option {_f.name!r} is defined twice")  # pragma: no cover
         OPTION_SECTION[_f.name] = _section
-#: (section, option) pairs that ``config.json`` holds only when set to another value than the
-#: default: options added after runs were written, so that those runs keep their digests and
-#: resume (:meth:`RunConfig.to_dict`).
-OMITTED_AT_DEFAULT: tuple[tuple[str, str], ...] = (("train", "eval_dense_epochs"),)
 #: The run's seed and its two optional overrides (:class:`RunConfig`), beside the sections' options.
 SEED_OPTIONS: tuple[str, ...] = ("seed", "init_seed", "data_seed")
 OPTIONS: tuple[str, ...] = (*OPTION_SECTION, *SEED_OPTIONS)
@@ -164,6 +199,11 @@ def derive_seed(seed: int, name: str) -> int:
     digest = hashlib.sha256(f"{seed}:{name}".encode()).digest()
     return int.from_bytes(digest[:8], "little") >> 1
 
+
+#: Options added after runs were recorded, with the default that reads as the behaviour
+#: before them: ``config.json`` holds one only when it differs, so a folder written before
+#: it existed keeps its config digest and resumes (:meth:`RunConfig.to_dict`).
+LATER_OPTIONS: dict[str, Any] = {"eval_dense_epochs": 0, "n_heldout": None, "balanced_pairs": False, "drop_last": False, "stop_below_loss": 0.0}
 
 #: The random sources of a run: the init's draw, and the data's (the three sample sets and the order).
 INIT_SOURCES: tuple[str, ...] = ("init",)
@@ -213,6 +253,11 @@ class RunConfig:
         if self.model.n_ctx < task.seq_len:
             raise ValueError(f"n_ctx {self.model.n_ctx} is shorter than the task's {task.seq_len}-token sequences: use n_ctx >= {task.seq_len}")
         check_init_scale(self.model, self.init)
+        if self.train.drop_last and self.data.n_train < self.train.batch_size:
+            raise ValueError(
+                f"drop_last drops every batch of {self.train.batch_size} samples short of full, and n_train is {self.data.n_train}: "
+                "no step would train; give --batch-size at most --n-train, or --no-drop-last"
+            )
 
     @property
     def seeds(self) -> dict[str, int]:
@@ -226,9 +271,9 @@ class RunConfig:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {name: config_to_dict(getattr(self, name)) for name in SECTIONS}
-        for section, name in OMITTED_AT_DEFAULT:  # options added later: a run that does not set them keeps its digest
-            if getattr(getattr(self, section), name) == next(f.default for f in fields(SECTIONS[section]) if f.name == name):
-                del out[section][name]
+        for name, default in LATER_OPTIONS.items():  # written only when set: older configs keep their digest
+            if out[OPTION_SECTION[name]][name] == default:
+                del out[OPTION_SECTION[name]][name]
         out["seed"] = self.seed
         for name in ("init_seed", "data_seed"):
             if getattr(self, name) is not None:
@@ -281,9 +326,11 @@ class RunConfig:
 
 
 def _paper() -> dict[str, Any]:
-    # The papers' recipe (docs/science.md#training) is the defaults; a task changes what
-    # its paper did otherwise (Task.preset_overrides).
-    return {}
+    # The papers' recipe (docs/science.md#training) is the defaults, with the released
+    # code's loader, which drops each epoch's last, partial batch; a task changes what its
+    # paper did otherwise (Task.preset_overrides: the anchor tasks draw the released code's
+    # sets, balanced per pair, e.g. symmetric's 759,375 training samples, 370 steps an epoch).
+    return {"drop_last": True}
 
 
 def _tiny() -> dict[str, Any]:
@@ -310,8 +357,10 @@ def _cpu() -> dict[str, Any]:
 PRESETS: dict[str, Any] = {"paper": _paper, "tiny": _tiny, "cpu": _cpu}
 """The named run presets (``make_run_config(name)``, ``--preset NAME``), each a function
 returning its overrides of the dataclass defaults (the papers' values), before a task's own
-(:meth:`interp_init.tasks.base.Task.preset_overrides`): ``paper`` the papers' recipe as it is
-(d_model 400, the defaults); ``cpu`` the papers' models at d_model 128 on 200,000 samples
+(:meth:`interp_init.tasks.base.Task.preset_overrides`): ``paper`` the papers' recipe as their
+released code runs it (d_model 400, the defaults, ``drop_last``; on the anchor tasks the
+released training and test sets, balanced per pair: 759,375 training samples on
+``symmetric``, docs/science.md); ``cpu`` the papers' models at d_model 128 on 200,000 samples
 for 12 epochs, about 4 minutes a model on one CPU core (docs/faithful-models.md); ``tiny``
 d_model 32 for 3 epochs, seconds on a CPU, for tests and smoke runs (learns little)."""
 

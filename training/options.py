@@ -13,7 +13,7 @@ from typing import Any
 from training.config import SECTIONS
 
 #: The click type of a config field, by its annotation (fields with choices are strings).
-_KINDS: dict[str, str] = {"int": "int", "float": "float", "float | None": "float", "bool": "bool", "str": "str"}
+_KINDS: dict[str, str] = {"int": "int", "int | None": "int", "float": "float", "float | None": "float", "bool": "bool", "str": "str"}
 
 
 def _option_table() -> dict[str, tuple[str, str, str, tuple[str, ...] | None]]:

@@ -1,16 +1,14 @@
 """The three anchor-function tasks as :class:`~interp_init.tasks.base.Task` classes.
 
-``symmetric``, ``id-ood`` and ``complexity`` (:mod:`interp_init.tasks.anchor_pairs` defines their pairs
-and targets, :mod:`interp_init.tasks.data` draws their samples) with their metrics, verdicts and
-the journal's phase rule, whose thresholds live here and nowhere else
-(:data:`ID_THRESHOLD`, :data:`OOD_THRESHOLD`, :data:`COMMUTATIVITY_THRESHOLD`;
-:mod:`training.studies.phase` reads them).
+``symmetric``, ``id-ood`` and ``complexity`` (:mod:`interp_init.tasks.anchor_pairs` defines their pairs and
+targets, :mod:`interp_init.tasks.data` draws their samples) with their metrics, verdicts and the journal's
+phase rule, whose thresholds live here and nowhere else (:data:`ID_THRESHOLD`, :data:`OOD_THRESHOLD`,
+:data:`COMMUTATIVITY_THRESHOLD`; :mod:`training.studies.phase` reads them).
 
-Metrics (``metrics.json``, unchanged from before tasks were classes): ``train_acc``,
-``id_acc``, ``per_pair`` (accuracy per anchor pair, keys ``"a1,a2"``); ``symmetric`` adds
-``heldout`` (per held-out pair, accuracy against each candidate target), ``id-ood`` adds
-``ood_acc`` and ``commutativity`` (the fraction of held-out inputs whose prediction is
-unchanged when the pair (a, b) is swapped to (b, a)).
+Metrics (``metrics.json``, unchanged from before tasks were classes): ``train_acc``, ``id_acc``,
+``per_pair`` (accuracy per anchor pair, keys ``"a1,a2"``); ``symmetric`` adds ``heldout`` (per held-out
+pair, accuracy against each candidate target), ``id-ood`` adds ``ood_acc`` and ``commutativity`` (the
+fraction of held-out inputs whose prediction is unchanged when the pair (a, b) is swapped to (b, a)).
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from interp_init.tasks.anchor_pairs import ALL_PAIRS, SEQ_LEN, VOCAB_SIZE, AnchorPair, composite, highest_token, task_spec
+from interp_init.tasks.anchor_pairs import ALL_PAIRS, RELEASED_COMPLEXITY_PER_PAIR, SEQ_LEN, VOCAB_SIZE, AnchorPair, composite, highest_token, task_spec
 from interp_init.tasks.base import FIT_THRESHOLD, GENERIC_SECTIONS, Predict, Task, TaskMetrics, Verdict, num, status_solution
 
 if TYPE_CHECKING:
@@ -174,6 +172,7 @@ class IdOodMetrics(AnchorMetrics):
 class AnchorTask(Task):
     """What the anchor-function tasks share: data, metrics, probe inputs, presets."""
 
+    balanced_pairs: bool = False  # each split drawn with as many samples per anchor pair (the released code's sets)
     metrics_class: ClassVar[type[TaskMetrics]] = AnchorMetrics
     vocab_size: ClassVar[int] = VOCAB_SIZE
     seq_len: ClassVar[int] = SEQ_LEN
@@ -201,7 +200,10 @@ class AnchorTask(Task):
     def make_split(self, split: str, n: int, seed: int) -> AnchorDataset:
         from interp_init.tasks.data import make_dataset
 
-        return make_dataset(self.family, split, n, seed, **self.options)
+        return make_dataset(self.family, split, n, seed, **self.options, balanced=self.balanced_pairs)
+
+    def check_split_sizes(self, sizes: Mapping[str, int]) -> None:
+        self.spec.check_sizes(sizes, self.balanced_pairs)
 
     def evaluate(self, predict: Predict, train: AnchorDataset, id_test: AnchorDataset, heldout: AnchorDataset | None) -> TaskMetrics:
         train_pred, id_pred = predict(train.tokens), predict(id_test.tokens)
@@ -218,9 +220,8 @@ class AnchorTask(Task):
         return {}
 
     def preset_overrides(self, preset: str) -> dict[str, Any]:
-        # the cpu preset's lr (docs/faithful-models.md): 5e-4, 1e-3 where a task says so
-        lr = self.cpu_lr
-        return {"lr": lr, "warmup_start_lr": lr / 20, "min_lr": lr / 20} if preset == "cpu" and lr != 5e-4 else {}
+        lr = self.cpu_lr  # paper: the released code's sets; cpu: its lr (docs/faithful-models.md), 5e-4 or 1e-3 where a task says so
+        return self.spec.released_sets() if preset == "paper" else {"lr": lr, "warmup_start_lr": lr / 20, "min_lr": lr / 20} if preset == "cpu" and lr != 5e-4 else {}
 
     cpu_lr: ClassVar[float] = 5e-4
 
@@ -298,7 +299,7 @@ class IdOodTask(AnchorTask):
 
     def preset_overrides(self, preset: str) -> dict[str, Any]:
         # the journal's lr multiplier 15 (NeurIPS: 25, the default)
-        return {"lr": 1.5e-4} if preset == "paper" else super().preset_overrides(preset)
+        return super().preset_overrides(preset) | ({"lr": 1.5e-4} if preset == "paper" else {})
 
     def regime_overrides(self, preset: str, regime: str) -> dict[str, Any]:
         # at d_model 128 large init at gamma 0.5 composes the unseen pairs on most seeds;
@@ -344,8 +345,7 @@ class ComplexityTask(AnchorTask):
         return {"k": self.k, "offset": self.offset}
 
     def preset_overrides(self, preset: str) -> dict[str, Any]:
-        # the papers' 100,000 samples for the complexity experiments
-        return {"n_train": 100_000} if preset == "paper" else super().preset_overrides(preset)
+        return self.spec.released_sets(RELEASED_COMPLEXITY_PER_PAIR) if preset == "paper" else super().preset_overrides(preset)
 
     def broken_pairs(self) -> set[AnchorPair]:
         """The pairs whose target breaks the composition rule (offset from f)."""

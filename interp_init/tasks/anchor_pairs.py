@@ -26,6 +26,7 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, NamedTuple, get_args
 
@@ -106,6 +107,19 @@ def composite(x: Tensor | int, a1: Tensor | int, a2: Tensor | int) -> Tensor | i
     return x + table[torch.as_tensor(a1)] + table[torch.as_tensor(a2)]
 
 
+#: The released code's sets (sjtuzzw/complexity_control, ``data.py``): ``data_size`` samples
+#: split over 32 groups, each anchor pair with training keys (weight 9) and with test keys
+#: (weight 1); its 900,000 give each pair 50,625 samples with training keys (the pair's
+#: training set, or its held-out set for an unseen pair) and 5,625 with test keys (its ID
+#: test set), each drawn independently (with replacement).
+RELEASED_PER_PAIR: dict[str, int] = {"train": 50_625, "id_test": 5_625}
+#: The same for the complexity experiments' 100,000 samples: 5,625 training samples per
+#: pair (their 625 ID test samples per pair make the default ``n_test``, 16 x 625 = 10,000).
+RELEASED_COMPLEXITY_PER_PAIR: dict[str, int] = {"train": 5_625}
+#: The option that sizes each split (messages name it).
+SIZE_FLAGS: dict[str, str] = {"train": "--n-train", "id_test": "--n-test", "heldout": "--n-heldout"}
+
+
 @dataclass(frozen=True)
 class TaskSpec:
     """Which pairs a task trains on, which it holds out, and each pair's target offset from f."""
@@ -119,6 +133,32 @@ class TaskSpec:
 
     def offset(self, pair: tuple[int, int]) -> int:
         return self.offsets.get(pair, 0)
+
+    def split_pairs(self, split: str) -> int:
+        """How many anchor pairs a split's samples are drawn from."""
+        return len(self.heldout_pairs if split == "heldout" else self.train_pairs)
+
+    def check_sizes(self, sizes: Mapping[str, int], balanced: bool) -> None:
+        """Refuse split sizes (split -> samples) this task cannot draw, with a ``ValueError``
+        naming the flag: ``balanced`` (each pair gets the same number), a size that is not a
+        multiple of the split's pairs."""
+        for split, n in sizes.items() if balanced else ():
+            pairs, flag = self.split_pairs(split), SIZE_FLAGS[split]
+            if n % pairs:
+                raise ValueError(
+                    f"{flag} {n} is not a multiple of the {pairs} pairs of the {self.name!r} task's {split} split, and "
+                    f"--balanced-pairs gives each pair the same number: give e.g. {flag} {n - n % pairs or pairs}, or --no-balanced-pairs"
+                )
+
+    def released_sets(self, per_pair: Mapping[str, int] = RELEASED_PER_PAIR) -> dict[str, int | bool]:
+        """The options that draw the released code's sets, balanced per pair:
+        ``per_pair["train"]`` samples per training pair and per held-out pair, and
+        ``per_pair["id_test"]`` (where given) per pair in the ID test set (``symmetric``:
+        759,375, 84,375 and 50,625)."""
+        sets: dict[str, int | bool] = {"n_train": per_pair["train"] * self.split_pairs("train"), "balanced_pairs": True}
+        if "id_test" in per_pair:
+            sets["n_test"] = per_pair["id_test"] * self.split_pairs("id_test")
+        return sets | ({"n_heldout": per_pair["train"] * self.split_pairs("heldout")} if self.heldout_pairs else {})
 
 
 def task_spec(task: Task | str, k: int = 0, offset: int = 4) -> TaskSpec:

@@ -220,6 +220,10 @@ class Task:
         """The flat run options the task changes in a named preset (none by default)."""
         return {}
 
+    def check_split_sizes(self, sizes: Mapping[str, int]) -> None:
+        """Refuse, with a ``ValueError`` naming the option, split sizes (split -> samples) the
+        task cannot draw; any size >= 1 by default."""
+
     def regime_overrides(self, preset: str, regime: str) -> dict[str, Any]:
         """The flat run options the task changes in one regime (``small-init``,
         ``large-init``) of ``interp-init reproduce --preset preset`` (none by default)."""
@@ -319,13 +323,16 @@ class EpochRecord:
 @dataclass(frozen=True)
 class RunMetrics:
     """A run's ``metrics.json``, typed: ``status``, ``final`` (the task's metrics, ``None``
-    until the run ends), ``history`` (one :class:`EpochRecord` per epoch), ``elapsed_s``."""
+    until the run ends), ``history`` (one :class:`EpochRecord` per epoch), ``elapsed_s``,
+    and why it ended early where it did (``diverged_at_step``, ``stopped_early``)."""
 
     status: str
     final: TaskMetrics | None
     history: tuple[EpochRecord, ...]
     elapsed_s: float | None = None
     diverged_at_step: int | None = None
+    #: A completed run that ended before its last epoch (``stop_below_loss``): that epoch, its loss and the threshold.
+    stopped_early: Mapping[str, Any] | None = None
 
     def evaluated(self) -> tuple[EpochRecord, ...]:
         """The epochs that carry metrics."""
@@ -340,4 +347,6 @@ def read_run_metrics(task: Task, data: Mapping[str, Any], where: str = "metrics.
     final = task.read_metrics(final_json, f"{where} [final]") if evaluated else None
     history = tuple(EpochRecord.from_json(task, r, f"{where} [history {i}]") for i, r in enumerate(data.get("history") or []))
     elapsed = data.get("elapsed_s")
-    return RunMetrics(str(data.get("status", "")), final, history, None if elapsed is None else float(elapsed), data.get("diverged_at_step"))
+    stopped = data.get("stopped_early")
+    return RunMetrics(str(data.get("status", "")), final, history, None if elapsed is None else float(elapsed), data.get("diverged_at_step"),
+                      stopped if isinstance(stopped, Mapping) else None)  # fmt: skip

@@ -10,7 +10,9 @@ example (task ``symmetric``, split ``train``)::
 Splits, by key value and key position (the papers' appendix, as their code does it):
 ``train`` keys satisfy x mod 9 != p, ``id_test`` keys x mod 9 == p, so the two never
 share a (key, position) yet every key value occurs in training.  ``heldout`` holds the
-task's unseen pair(s), keys drawn as in training.
+task's unseen pair(s), keys drawn as in training.  Each sample's pair is drawn uniformly,
+or, with ``balanced=True``, each pair gets exactly ``n / pairs`` samples, as the released
+code draws its sets (``--balanced-pairs``, docs/science.md).
 
 Samples are drawn in blocks of :data:`BLOCK_SIZE`, each from its own NumPy generator
 (SFC64, seeded by the dataset's seed and the block's index through ``SeedSequence``), on
@@ -172,6 +174,7 @@ def make_dataset(
     generator: torch.Generator | None = None,
     k: int = 0,
     offset: int = 4,
+    balanced: bool = False,
 ) -> AnchorDataset:
     """Draw ``n`` samples of ``task``'s ``split`` (see the module docstring).
 
@@ -182,6 +185,11 @@ def make_dataset(
         seed, generator: the source of randomness; exactly one. The same seed gives
             the same samples.
         k, offset: for ``complexity``: how many symmetric groups get target f + offset.
+        balanced: each of the split's pairs gets exactly ``n / pairs`` samples (sample i
+            the pair ``i mod pairs``, in the order of the task's pairs; ``n`` must be a
+            multiple of the number of pairs), as the released code draws a fixed number
+            per pair; otherwise each sample's pair is drawn uniformly.  Keys, positions and
+            noise are drawn alike either way (independently, with replacement).
     """
     spec = task_spec(task, k=k, offset=offset)
     if split not in SPLITS:
@@ -200,6 +208,8 @@ def make_dataset(
         pairs = torch.tensor(spec.heldout_pairs)
     else:
         pairs = torch.tensor(spec.train_pairs)
+    if balanced and n % len(pairs):
+        raise ValueError(f"balanced: n ({n}) must be a multiple of the {len(pairs)} pairs of {task!r}'s {split!r} split, e.g. {n - n % len(pairs) or len(pairs)}")
 
     # One draw from the source of randomness seeds every block's generator.
     base_seed = int(torch.randint(0, 1 << 62, (1,), generator=generator))
@@ -227,7 +237,7 @@ def make_dataset(
         p = out_p[lo:hi]
         p[:] = _below(p_words, N_KEY_POSITIONS, rng)
         keys = key_table.take(p * key_table.shape[1] + _below(key_words, key_counts.take(p), rng))
-        code = _below(pair_words, len(pair_table), rng)
+        code = np.arange(lo, hi) % len(pair_table) if balanced else _below(pair_words, len(pair_table), rng)
         pair = pair_table.take(code, axis=0)
         out_pairs[lo:hi] = pair
         at = np.arange(0, m * SEQ_LEN, SEQ_LEN) + p  # flat index of each key in the block

@@ -213,6 +213,25 @@ def test_swapped_exchanges_the_pair_only() -> None:
     assert torch.equal(sw.tokens[other], ds.tokens[other])
 
 
+@pytest.mark.parametrize(("task", "split", "pairs"), [("symmetric", "train", 15), ("symmetric", "heldout", 1), ("id-ood", "heldout", 2), ("complexity", "id_test", 16)])
+def test_balanced_draws_as_many_samples_of_every_pair(task: str, split: str, pairs: int) -> None:
+    """``balanced``: each pair exactly n / pairs times (counted by hand, across a block
+    boundary), keys, positions and noise drawn as without it; n not a multiple is refused."""
+    n = pairs * (BLOCK_SIZE // pairs + 3)
+    ds = make_dataset(task, split, n, seed=3, balanced=True)
+    counts: dict[tuple[int, int], int] = {}
+    for pair in ds.anchor_pairs.tolist():
+        counts[tuple(pair)] = counts.get(tuple(pair), 0) + 1
+    assert len(counts) == pairs and set(counts.values()) == {n // pairs}
+    _check_rules(ds.subset(slice(0, 300)), task)
+    _check_rules(ds.subset(slice(BLOCK_SIZE - 150, BLOCK_SIZE + 150)), task)
+    drawn = make_dataset(task, split, n, seed=3)  # pairs at random: the same keys at the same positions
+    assert torch.equal(ds.keys, drawn.keys) and torch.equal(ds.key_positions, drawn.key_positions)
+    if pairs > 1:
+        with pytest.raises(ValueError, match=f"n \\({n + 1}\\) must be a multiple of the {pairs} pairs"):
+            make_dataset(task, split, n + 1, seed=3, balanced=True)
+
+
 @pytest.mark.parametrize(
     "kwargs,message",
     [

@@ -147,5 +147,9 @@ def test_the_task_decides_architecture_vocabulary_context_and_presets() -> None:
     assert make_run_config("tiny", task="symmetric").model.architecture == "neurips"
     # the presets as they were written per task: id-ood's lr, complexity's paper data size
     assert preset_options("cpu", "id-ood")["lr"] == 1e-3 and preset_options("cpu", "id-ood")["min_lr"] == 1e-3 / 20
-    assert preset_options("cpu", "symmetric")["lr"] == 5e-4 and preset_options("paper", "id-ood") == {"lr": 1.5e-4}
-    assert preset_options("paper", "complexity") == {"n_train": 100_000} and preset_options("paper", "symmetric") == {}
+    # and at the paper scale the released code's sets, balanced per pair (tests/training/test_released.py counts them)
+    released = {"drop_last": True, "balanced_pairs": True}
+    assert preset_options("cpu", "symmetric")["lr"] == 5e-4
+    assert preset_options("paper", "id-ood") == {**released, "n_train": 708_750, "n_test": 78_750, "n_heldout": 101_250, "lr": 1.5e-4}
+    assert preset_options("paper", "complexity") == {**released, "n_train": 90_000}
+    assert preset_options("paper", "symmetric") == {**released, "n_train": 759_375, "n_test": 84_375, "n_heldout": 50_625}

@@ -79,7 +79,10 @@ def test_the_paper_protocol_reads_every_target_of_addition_at_its_best_epoch(tmp
         assert table[target][0] == max(r[target] for r in history if target in r), target
 
 
-def test_launchers_are_registered_by_name() -> None:
+def test_launchers_are_registered_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    from training.launch import base
+
+    monkeypatch.setattr(base, "_LAUNCHERS", dict(base._LAUNCHERS))  # the registration ends with the test
     with pytest.raises(ValueError, match="unknown launcher 'nope'; choose one of"):
         launcher_class("nope")
 
@@ -108,7 +111,8 @@ def test_launchers_are_registered_by_name() -> None:
 
 
 def test_a_single_seed_summary_written_before_one_schema_reads_as_a_population_of_one(tmp_path: Path) -> None:
-    from training.studies.population import check_flip, read_summary
+    from training.studies.population import check_flip
+    from training.studies.summaries import read_summary
 
     def row(gamma: float, **numbers: float) -> dict:
         return {"gamma": gamma, **numbers, "status": "completed", "seconds": 1.0, "run_dir": str(tmp_path / "run")}

@@ -21,7 +21,7 @@ from training.studies.population import Population, RegimeResult, SeedRow, exact
 from training.studies.records import RunRecord
 from training.studies.regimes import REGIME_NAMES, REPRODUCE_TASKS
 from training.studies.reproduce import reproduce
-from training.studies.selection import PROTOCOL_TEXT, Pick, pick_paper, pick_strict
+from training.studies.selection import PROTOCOL_TEXT, Pick, logged_epochs, pick_paper, pick_strict, protocol_text
 from training.studies.study import StudySpec
 
 # ---------------------------------------------------------------- the interval
@@ -76,6 +76,31 @@ def test_paper_protocol_picks_each_targets_best_lr_and_epoch() -> None:
     assert picks["heldout_symmetric"] == Pick(0.5, 2e-4, 3)
 
 
+def _logged_run(lr: float, infs: list[float], epochs: int = 8) -> RunRecord:
+    cfg = make_run_config("tiny", task="symmetric", lr=lr, epochs=epochs)
+    history = [_record(e, 0.9, inf, 0.0) for e, inf in enumerate(infs, start=1)]
+    metrics = read_run_metrics(cfg.data.make_task(), {"status": "completed", "final": history[-1], "history": history})
+    return RunRecord(Path(f"lr{lr}"), cfg, RunStatus.COMPLETED, metrics, final_epoch=history[-1]["epoch"])
+
+
+def test_paper_protocol_reads_only_the_logged_epochs() -> None:
+    """The released scripts log before each 0-based epoch i with i % K == 0 or i == n_epoch - 1:
+    after epochs K, 2K, ... and n_epoch - 1 of 8, never after the last (nor the init)."""
+    # lr 1e-4: its best (0.9) at epoch 4 and the run's end (0.95, epoch 8) are not logged with K = 3; epoch 7 = 8 - 1 is
+    best_unlogged = _logged_run(1e-4, [0.1, 0.2, 0.3, 0.9, 0.4, 0.35, 0.5, 0.95])
+    # lr 2e-4: best at epoch 6, a logged one; it stopped early (after epoch 6: epoch 6's end is its last, not logged)
+    stopped = _logged_run(2e-4, [0.1, 0.2, 0.45, 0.3, 0.2, 0.6])
+    assert logged_epochs(best_unlogged, 3) == {3, 6, 7} and logged_epochs(stopped, 3) == {3}
+    assert logged_epochs(best_unlogged, 1) == {1, 2, 3, 4, 5, 6, 7}
+    runs = [best_unlogged, stopped]
+    assert pick_paper(runs, ("heldout_inferential",))["heldout_inferential"] == Pick(0.95, 1e-4, 8)  # every evaluated epoch
+    assert pick_paper(runs, ("heldout_inferential",), logged_every=3)["heldout_inferential"] == Pick(0.5, 1e-4, 7)
+    assert pick_paper([stopped], ("heldout_inferential",), logged_every=3)["heldout_inferential"] == Pick(0.45, 2e-4, 3)
+    assert "every 3" in protocol_text("paper", 3) and protocol_text("paper") == PROTOCOL_TEXT["paper"]
+    with pytest.raises(ValueError, match="--logged-every must be an integer >= 1"):
+        pick_paper(runs, ("heldout_inferential",), logged_every=0)
+
+
 def test_strict_protocol_reads_the_final_epoch() -> None:
     picks = pick_strict(_histories()[0], ("id_acc", "heldout_inferential"))
     assert picks == {"id_acc": Pick(0.9, 1e-4, 4), "heldout_inferential": Pick(0.6, 1e-4, 4)}
@@ -111,7 +136,10 @@ def test_population_counts_and_means_match_a_hand_computation() -> None:
     assert means["id-ood"]["large-init"]["ood_acc"] == pytest.approx((0.1 + 0.4 + 0.3) / 3)
     summary = population.to_dict()
     assert summary["population"]["all"] == {"met": 1, "of": 3, "interval": list(exact_interval(1, 3))}
-    assert summary["protocol_text"] == PROTOCOL_TEXT["paper"]
+    assert summary["protocol_text"] == PROTOCOL_TEXT["paper"] and "logged_every" not in summary
+    logged = Population("cpu", "paper", rows, lrs=(1e-4,), logged_every=3)
+    assert logged.to_dict()["logged_every"] == 3 and "every 3" in logged.to_dict()["protocol_text"] and "every 3" in logged.format()
+    assert Population.from_dict(json.loads(json.dumps(logged.to_dict()))).logged_every == 3
     assert "paper protocol" in population.format() and str(population) == population.format()
     page = population._repr_html_()  # Jupyter shows the rates, then the seeds and their mean
     assert page.startswith("<p><b>Population</b>: 3 seeds [1, 2, 3]") and page.count("<table") == 2
@@ -272,6 +300,9 @@ def test_population_report_shows_the_population(population_out: Path) -> None:
         (["--seeds", "1,2", "--protocol", "paper"], "give --lrs"),
         (["--lrs", "1e-4"], "give --seeds"),
         (["--seeds", "1,2", "--protocol", "paper", "--lrs", "1e-4,-2"], "finite positive"),
+        (["--logged-every", "3"], "give --seeds"),
+        (["--seeds", "1,2", "--logged-every", "3"], "give --protocol paper"),
+        (["--seeds", "1,2", "--protocol", "paper", "--lrs", "1e-4", "--logged-every", "0"], "--logged-every must be an integer >= 1"),
     ],
 )
 def test_reproduce_population_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
@@ -349,6 +380,21 @@ def test_phase_diagram_names_its_protocol(lr_sweep: Path, capsys: pytest.Capture
     assert main(["phase-diagram", str(lr_sweep), "--figure", "journal_fig3b", "--protocol", "paper"]) == 0
     page = (lr_sweep / "phase_diagram.html").read_text()
     assert PROTOCOL_TEXT["paper"] in page and "Phase diagrams (paper protocol)" in page
+    assert main(["phase-diagram", str(lr_sweep), "--figure", "journal_fig3b", "--logged-every", "2"]) == 2
+    assert "give --protocol paper" in capsys.readouterr().err
+    out = lr_sweep / "logged.html"
+    assert main(["phase-diagram", str(lr_sweep), "--figure", "journal_fig3b", "--protocol", "paper", "--logged-every", "2", "--out", str(out)]) == 0
+    assert protocol_text("paper", 2) in out.read_text()
+
+
+def test_paper_protocol_on_a_sweep_reads_only_the_logged_epochs(lr_sweep: Path) -> None:
+    from training.studies.sweep import load_results
+
+    df = load_results(lr_sweep)
+    logged = protocol_table(df, lr_sweep, "paper", logged_every=2).set_index("run")  # 3 epochs: only epoch 2 is logged
+    for run in df["run"]:
+        history = json.loads((lr_sweep / run / "metrics.json").read_text())["history"]
+        assert logged.loc[run, "ood_acc"] == next(r["ood_acc"] for r in history if r["epoch"] == 2)
 
 
 # ---------------------------------------------------------------- init and data seeded apart

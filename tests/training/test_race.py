@@ -249,3 +249,29 @@ def test_experiments_paper_statistic_takes_each_seeds_best_lr_and_epoch(tmp_path
     (sweep / "lr=0.0004__seed=1" / "config.json").write_text(json.dumps(make_run_config("tiny", task="symmetric", seed=1, lr=4e-4, weight_decay=0.5).to_dict()))
     refused = CliRunner().invoke(module.main, [str(sweep)])
     assert refused.exit_code == 1 and "differ in ['weight_decay']" in refused.output
+
+
+def test_experiments_paper_statistic_reads_only_the_logged_epochs(tmp_path: Path) -> None:
+    """--logged-every 3 on a synthetic sweep of 7-epoch runs whose best inferential epoch (4)
+    is not one the released scripts log: the statistic is read on epochs 3 and 6 only (7 is
+    the last: never logged; 6 = 7 - 1 is logged either way)."""
+    from click.testing import CliRunner
+
+    from training import make_run_config
+
+    module = _script("paper_statistic")
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    infs = {(1, 2e-4): [0.1, 0.2, 0.3, 0.9, 0.4, 0.5, 0.95], (1, 4e-4): [0.1, 0.2, 0.35, 0.6, 0.2, 0.1, 0.9], (2, 2e-4): [0.0, 0.1, 0.2, 0.85, 0.7, 0.75, 0.8]}
+    for (seed, lr), values in infs.items():
+        history = [_rec(e, lr, 0.99, inf, 0.0) for e, inf in enumerate(values, start=1)]
+        _write_run(sweep / f"lr={lr}__seed={seed}", make_run_config("tiny", task="symmetric", seed=seed, lr=lr, epochs=7).to_dict(), "completed", history)
+    every = _table_rows(CliRunner().invoke(module.main, [str(sweep)]).output, 3)
+    assert every[0]["best heldout_inferential"] == "0.95 (lr 0.0002, epoch 7)" and every[1]["best heldout_inferential"] == "0.85 (lr 0.0002, epoch 4)"
+    result = CliRunner().invoke(module.main, [str(sweep), "--logged-every", "3"])
+    assert result.exit_code == 0, result.output
+    logged = _table_rows(result.output, 3)
+    assert logged[0]["best heldout_inferential"] == "0.50 (lr 0.0002, epoch 6)" and logged[1]["best heldout_inferential"] == "0.75 (lr 0.0002, epoch 6)"
+    assert logged[2]["best heldout_inferential"] == "0.62"  # (0.50 + 0.75) / 2
+    assert "inferential >= 0.8 at some lr and epoch: 0 of 2 seeds" in result.output and "-pae 3" in result.output
+    assert CliRunner().invoke(module.main, [str(sweep), "--logged-every", "0"]).exit_code == 2

@@ -32,7 +32,7 @@ def _warmup_sum(n: int, start: float, peak: float) -> float:
 
 def test_paper_quantities_by_hand():
     r = paper_recipe()
-    assert r == recipe_of(paper_config(), drop_last=True)  # read from the preset's options = read from its config
+    assert r == recipe_of(paper_config())  # read from the preset's options = read from its config
     steps = 759_375 // 2048  # drop_last: 370
     assert (r.steps_per_epoch, r.steps, r.samples_per_step, r.samples_per_pair) == (370, 370 * 210, 2048, 759_375 / 15)
     assert r.forward_scale == pytest.approx(400**-0.8 * math.sqrt(400))
@@ -53,7 +53,7 @@ def test_cpu_quantities_by_hand():
     assert r.adam_step == pytest.approx(5e-4 * math.sqrt(128) / 128**-0.8)
     total = _warmup_sum(steps, 2.5e-5, 5e-4) + _cosine_sum(11 * steps, 5e-4, 2.5e-5)
     assert r.summed_lr == pytest.approx(total, rel=1e-9) and round(total, 2) == 1.23
-    assert recipe_of(cfg, drop_last=True).steps_per_epoch == 390
+    assert recipe_of(cfg.with_options(drop_last=True)).steps_per_epoch == 390
 
 
 def test_summed_lr_tiny_schedule_by_hand():
@@ -93,10 +93,13 @@ def test_carry_adam_step_and_length():
 
 
 def test_paper_preset_is_the_rule_at_its_own_width():
-    cfg = paper_config()
+    cfg = make_run_config("paper", task="symmetric", gamma=0.8)
+    assert cfg == paper_config() and recipe_of(cfg) == paper_recipe()  # the preset is the released run
     for hold in (DEFAULT_HOLD, HOLDABLE):
-        assert carry_recipe(cfg, hold, drop_last=True) == cfg
-    assert carry_recipe(make_run_config("paper", task="symmetric", gamma=0.8), ("forward_scale",)) == make_run_config("paper", task="symmetric", gamma=0.8)
+        assert carry_recipe(cfg, hold) == cfg  # its fixed point, whatever is held
+    # the text's 900,000 samples at random, with the last partial batch kept, are not: 440 steps an epoch
+    text = cfg.with_options(n_train=900_000, balanced_pairs=False, drop_last=False)
+    assert recipe_of(text).steps_per_epoch == 440 and carry_recipe(text).train.weight_decay == pytest.approx(0.01 * 370 / 440, rel=0.01)
 
 
 def test_bad_hold_and_table():
@@ -118,6 +121,14 @@ def test_cli_show_and_carry_recipe(capsys: pytest.CaptureFixture[str], tmp_path)
     assert lines["gamma"] == ["0.8705", "0.8"] and lines["weight decay"] == ["0.08201", "0.01"]
     assert main(["train", "--preset", "cpu", "--show-recipe", "--carry-recipe", "forward-scale,speed"]) == 2
     assert "unknown quantity 'speed'" in capsys.readouterr().err
+
+    # the paper preset is the released run: each of its quantities equals the paper's
+    assert main(["train", "--preset", "paper", "--gamma", "0.8", "--show-recipe"]) == 0
+    out = capsys.readouterr().out
+    lines = {line[:32].strip(): line[32:].split() for line in out.splitlines() if not line.startswith(("quantity", "paper:", "this run:"))}
+    assert all(mine == paper for mine, paper in lines.values()) and len(lines) == 11
+    assert lines["steps per epoch"] == ["370", "370"] and lines["training samples per seen pair"] == ["50,625", "50,625"]
+    assert "this run: 759,375 samples, balanced per pair, drop_last" in out
     assert main(["train", "--preset", "cpu", "--gamma", "0.8"]) == 2  # neither --out nor --show-recipe
     assert "Missing option '--out'" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())

@@ -52,7 +52,7 @@ from training.studies.phase.names import FIGURE_NAMES, ID_THRESHOLD, LOSS_THRESH
 from training.studies.recipe import carry_recipe, recipe_table, train_epilog
 from training.studies.regimes import REGIMES, REPRODUCE_TASKS
 from training.studies.report.config import IMAGE_FORMATS, PROJECTIONS, ReportConfig
-from training.studies.selection import PROTOCOLS
+from training.studies.selection import LOGGED_HELP, PROTOCOLS
 from training.studies.study import VARY
 
 
@@ -104,7 +104,9 @@ def train_command(
     record = RunRecord.read(out)
     summary = {k: round(v, 4) for k, v in record.final_columns().items() if v is not None}
     status = record.recorded_status
-    click.echo(f"{status}: {out}  {summary}")
+    stop = None if record.metrics is None else record.metrics.stopped_early
+    ended = "" if stop is None else f" (stopped after epoch {stop['epoch']}: training loss {stop['loss']:.3g} < --stop-below-loss {stop['stop_below_loss']:g})"
+    click.echo(f"{status}{ended}: {out}  {summary}")
     if status != "completed":
         step = None if record.metrics is None else record.metrics.diverged_at_step
         where = f" at step {step}" if step is not None else ""
@@ -125,6 +127,7 @@ def train_command(
 @click.option("--seeds", default=None, metavar="S1,S2,...", help="A population: the four runs for each of these seeds (in OUT/seed-S), and per criterion how many seeds meet it, with a 95% exact binomial interval.")
 @click.option("--protocol", type=click.Choice(PROTOCOLS), default="strict", show_default=True, help="With --seeds: strict (final epoch, the preset's lr, each seed on its own) or paper (per seed the best over --lrs and over epochs, each target separately; then the mean over seeds).")
 @click.option("--lrs", default=None, metavar="LR1,LR2,...", help="The paper protocol's learning-rate grid (one more run per regime, seed and lr), e.g. 1e-4,2e-4,3e-4.")
+@click.option("--logged-every", type=int, default=None, metavar="K", help=LOGGED_HELP)
 @click.option("--vary", type=click.Choice(VARY), default="both", show_default=True, help="With --seeds, which random source the seeds draw: both, init (the data seeded by --fixed-seed) or data (the init seeded by --fixed-seed).")
 @click.option("--fixed-seed", type=int, default=None, help="With --vary init|data: the seed of the source held fixed [default: the first of --seeds].")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder: one run per task and regime (per seed with --seeds), summary.json, report.html.")
@@ -138,7 +141,7 @@ def train_command(
 @click.option("--address", default=None, metavar="ADDRESS", help="--backend ray: the Ray cluster's address (e.g. 'auto' or 127.0.0.1:6379); default: start a local Ray.")
 @slurm_options
 def reproduce_command(
-    preset: str | None, seed: int | None, seeds: str | None, protocol: str, lrs: str | None, vary: str, fixed_seed: int | None,
+    preset: str | None, seed: int | None, seeds: str | None, protocol: str, lrs: str | None, logged_every: int | None, vary: str, fixed_seed: int | None,
     out: str, device: str, precision: str, workers: int | None, backend: str | None, tasks: tuple[str, ...], quiet: bool, carry: str | None,
     address: str | None, **slurm: Any,
 ) -> None:  # fmt: skip
@@ -155,7 +158,7 @@ def reproduce_command(
     if preset is None:
         preset, why = default_preset(device)
         click.echo(f"interp-init: no --preset given: using --preset {preset} ({why})", err=True)
-    spec = reproduction_spec(preset, seed, seeds, protocol, lrs, vary, fixed_seed, precision, tasks or None, parse_carry(carry))
+    spec = reproduction_spec(preset, seed, seeds, protocol, lrs, vary, fixed_seed, precision, tasks or None, parse_carry(carry), logged_every)
     text, problem = run_reproduction_cli(spec, out, device, workers, not quiet, backend, command_line(), **options)
     click.echo(text)
     # Not reproducing the flip is a result; a run that did not complete is a failure.
@@ -250,9 +253,10 @@ def sweep_command(
 @click.option("--loss-threshold", type=float, default=LOSS_THRESHOLD, show_default=True, help="Training loss for epochs_to_loss.")
 @click.option("--pair-threshold", type=float, default=PAIR_ACC_THRESHOLD, show_default=True, help="Per-pair training accuracy for epochs_to_acc_*.")
 @click.option("--protocol", type=click.Choice(PROTOCOLS), default="strict", show_default=True, help="strict: each run's final epoch, one lr per cell and seed; paper: per seed the best over lrs and evaluated epochs, each metric separately. Then the mean over seeds.")
+@click.option("--logged-every", type=int, default=None, metavar="K", help=LOGGED_HELP)
 def phase_diagram_command(
     sweep_dir: str, out: str | None, figure_names: tuple[str, ...], id_threshold: float, ood_threshold: float,
-    loss_threshold: float, pair_threshold: float, protocol: str,
+    loss_threshold: float, pair_threshold: float, protocol: str, logged_every: int | None,
 ) -> None:  # fmt: skip
     """Rebuild SWEEP_DIR/results.csv and write the papers' figures it supports as offline HTML.
 
@@ -262,7 +266,7 @@ def phase_diagram_command(
     from training.studies.phase import phase_diagrams
 
     thresholds = dict(id_threshold=id_threshold, ood_threshold=ood_threshold, loss_threshold=loss_threshold, pair_threshold=pair_threshold)
-    done = phase_diagrams(sweep_dir, out, figure_names, **thresholds, protocol=protocol)
+    done = phase_diagrams(sweep_dir, out, figure_names, **thresholds, protocol=protocol, logged_every=logged_every)
     click.echo(f"{len(done.figures)} figure(s) ({', '.join(done.figures)}) from {done.n_runs} runs, {protocol} protocol: {', '.join(map(str, done.paths))}")
     if done.problem:
         click.echo(f"interp-init: {done.problem}; the figures leave them out", err=True)

@@ -13,6 +13,7 @@ from training.studies.population import failed_criteria
 from training.studies.report import write_report
 from training.studies.reproduce import train_study
 from training.studies.study import StudySpec
+from training.studies.summaries import protocol_summary
 from training.studies.sweep.results import problem_summary
 
 
@@ -47,7 +48,7 @@ def run_reproduction_cli(
         lines = [
             f"preset {spec.preset}, seeds {list(spec.seeds)}, {spec.precision}, {time.perf_counter() - start:.0f} s in this call",
             population.format(),
-            f"summary: {summary} (this protocol's also kept as {Path(out) / f'summary-{spec.protocol}.json'})",
+            f"summary: {summary} (this protocol's also kept as {protocol_summary(spec, out)})",
             f"report: {report} (the runs of seed {spec.seeds[0]}; the population in its verdict)",
         ]
     # the sweep's line on what did not complete, naming the runs

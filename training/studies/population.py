@@ -10,9 +10,9 @@ What a run's number is depends on the protocol (:mod:`training.studies.selection
 :class:`Population` holds the per-seed rows (:class:`SeedRow`, one
 :class:`RegimeResult` per task and regime, read from run records) and their rates
 (:class:`CriterionRate`); ``summary.json`` is :meth:`Population.to_dict` (one schema for
-one seed or many), read back by :func:`read_summary` (which also reads the single-seed
-summaries written before).  :func:`read_population` reads a reproduction's
-(:meth:`training.studies.study.StudySpec.reproduction`) from its run records, :func:`write_summaries` writes it.
+one seed or many; :mod:`training.studies.summaries` writes and reads the files).
+:func:`read_population` reads a reproduction's
+(:meth:`training.studies.study.StudySpec.reproduction`) from its run records.
 """
 
 from __future__ import annotations
@@ -23,15 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from interp_init.fileio import read_json
-from interp_init.outputs import SUMMARY_FILE  # a study folder's summary (Population.to_dict)
-from interp_init.runfolder import write_json
 from interp_init.tasks.anchor import FLIP_CRITERIA
 from interp_init.tasks.registry import make_task, task_class
 from training.studies.race import Race, race_of
 from training.studies.records import RunRecord
 from training.studies.regimes import REGIME_NAMES
-from training.studies.selection import PROTOCOL_TEXT, Pick, check_protocol, pick_paper, pick_strict, targets
+from training.studies.selection import Pick, check_protocol, pick_paper, pick_strict, protocol_text, targets
 from training.studies.study import VARY, StudySpec
 
 if TYPE_CHECKING:
@@ -117,17 +114,18 @@ class RegimeResult:
                    data.get("weight_decay"), data.get("precision"), data.get("seconds"), race)  # fmt: skip
 
 
-def regime_result(task: str, regime: str, gamma: float, run_dirs: Sequence[str | Path], protocol: str) -> RegimeResult:
-    """Read a regime's run folders (one, or one per lr) under ``protocol``."""
+def regime_result(task: str, regime: str, gamma: float, run_dirs: Sequence[str | Path], protocol: str, logged_every: int | None = None) -> RegimeResult:
+    """Read a regime's run folders (one, or one per lr) under ``protocol`` (``paper``: on the
+    epochs ``logged_every`` names, :func:`training.studies.selection.logged_epochs`, or every evaluated one)."""
     runs = [RunRecord.read(d, strict=False) for d in run_dirs]
     if not runs:
         raise ValueError(f"{task}/{regime}: no run folders to read")
-    if check_protocol(protocol) == "strict":
+    if check_protocol(protocol, logged_every) == "strict":
         if len(runs) != 1:
             raise ValueError(f"{task}/{regime}: the strict protocol reads one run (one lr), got {len(runs)}: {[str(r.path) for r in runs]}")
         picks = pick_strict(runs[0], targets(task))
     else:
-        picks = pick_paper(runs, targets(task))
+        picks = pick_paper(runs, targets(task), logged_every)
     bad = [r.status for r in runs if r.status != "completed"]
     first = runs[0]
     seconds = sum(r.elapsed_s for r in runs if r.elapsed_s is not None) if any(r.elapsed_s is not None for r in runs) else None
@@ -199,7 +197,8 @@ class Population:
 
     ``lrs``: the learning-rate grid (``paper``; None: each preset's lr); ``vary``: which
     random source differs between the rows (``both``, or ``init`` / ``data`` with the
-    other seeded by ``fixed_seed``)."""
+    other seeded by ``fixed_seed``); ``logged_every``: the ``paper`` protocol read only on
+    the epochs the released scripts log (None: every evaluated epoch)."""
 
     preset: str
     protocol: str
@@ -207,15 +206,21 @@ class Population:
     lrs: tuple[float, ...] | None = None
     vary: str = "both"
     fixed_seed: int | None = None
+    logged_every: int | None = None
 
     def __post_init__(self) -> None:
-        check_protocol(self.protocol)
+        check_protocol(self.protocol, self.logged_every)
         if not self.rows:
             raise ValueError("a population needs at least one seed")
         if self.vary not in VARY:
             raise ValueError(f"vary must be one of {list(VARY)}, got {self.vary!r}")
         if len({r.tasks for r in self.rows}) != 1:
             raise ValueError("every seed of a population must have the same tasks")
+
+    @property
+    def protocol_text(self) -> str:
+        """The protocol in words, with the epochs it reads (titles, captions, ``summary.json``)."""
+        return protocol_text(self.protocol, self.logged_every)
 
     @property
     def seeds(self) -> tuple[int, ...]:
@@ -252,7 +257,8 @@ class Population:
         """What ``summary.json`` holds: the protocol, the seeds, ``population`` (criterion ->
         met, of, interval), ``per_seed`` rows and the ``mean_over_seeds``."""
         return {
-            "preset": self.preset, "protocol": self.protocol, "protocol_text": PROTOCOL_TEXT[self.protocol],
+            "preset": self.preset, "protocol": self.protocol, "protocol_text": self.protocol_text,
+            **({} if self.logged_every is None else {"logged_every": self.logged_every}),
             "seeds": list(self.seeds), "lrs": None if self.lrs is None else list(self.lrs),
             "vary": self.vary, "fixed_seed": self.fixed_seed,
             "population": {rate.name: rate.to_dict() for rate in self.rates},
@@ -264,10 +270,10 @@ class Population:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Population:
         """Read :meth:`to_dict` back (``summary.json``)."""
-        rows = [SeedRow(row["seed"], _results(row["runs"]), row.get("init_seed"), row.get("data_seed")) for row in data["per_seed"]]
+        rows = [SeedRow(row["seed"], regime_results(row["runs"]), row.get("init_seed"), row.get("data_seed")) for row in data["per_seed"]]
         lrs = data.get("lrs")
         return cls(data.get("preset", ""), data.get("protocol", "strict"), tuple(rows), None if lrs is None else tuple(lrs),
-                   data.get("vary", "both"), data.get("fixed_seed"))  # fmt: skip
+                   data.get("vary", "both"), data.get("fixed_seed"), data.get("logged_every"))  # fmt: skip
 
     def regimes_table(self) -> pd.DataFrame:
         """One row per seed, task and regime: gamma, weight decay, the numbers, seconds
@@ -320,12 +326,12 @@ class Population:
 
     def _repr_html_(self) -> str:
         """In Jupyter: the protocol, the rates with their intervals, then the seeds."""
-        head = f"<p><b>Population</b>: {len(self.rows)} seeds {list(self.seeds)}, preset {self.preset}; {PROTOCOL_TEXT[self.protocol]}</p>"
+        head = f"<p><b>Population</b>: {len(self.rows)} seeds {list(self.seeds)}, preset {self.preset}; {self.protocol_text}</p>"
         return f"{head}\n{self.rates_table().to_html(index=False)}\n{self.seeds_table().to_html(index=False, float_format=lambda v: f'{v:.2f}', na_rep='-')}"
 
     def format(self) -> str:
         """The population as text (what the command prints): the protocol, the rates, the seeds."""
-        lines = [f"population of {len(self.rows)} seeds {list(self.seeds)}, preset {self.preset}, {PROTOCOL_TEXT[self.protocol]}"]
+        lines = [f"population of {len(self.rows)} seeds {list(self.seeds)}, preset {self.preset}, {self.protocol_text}"]
         if self.vary != "both":
             other = "data" if self.vary == "init" else "init"
             lines.append(f"varying the {self.vary} seed only; the {other} seeded by {self.fixed_seed}")
@@ -346,24 +352,9 @@ def _cell(value: Any) -> str:
     return f"{value:.2f}"
 
 
-def _results(runs: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> tuple[RegimeResult, ...]:
-    """One seed's results from its summary's task -> regime -> row."""
+def regime_results(runs: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> tuple[RegimeResult, ...]:
+    """One seed's :class:`RegimeResult` s from a summary's task -> regime -> row."""
     return tuple(RegimeResult.from_dict(t, g, r) for t, regimes in runs.items() for g, r in regimes.items())
-
-
-def read_summary(path: str | Path) -> Population | None:
-    """The population a ``summary.json`` holds (None where there is none, or it is damaged or
-    unfinished): today's schema, or the single-seed summary written before one schema
-    (task -> regime -> row), read as a population of one."""
-    try:
-        data = read_json(Path(path), "")
-        if not isinstance(data, dict):
-            return None
-        if "per_seed" in data:
-            return Population.from_dict(data)
-        return Population("", "strict", (SeedRow(0, _results(data)),))
-    except (ValueError, KeyError, TypeError, AttributeError, OSError):
-        return None
 
 
 def read_population(spec: StudySpec, out: str | Path, seeds: Sequence[int] | None = None) -> Population:
@@ -375,21 +366,8 @@ def read_population(spec: StudySpec, out: str | Path, seeds: Sequence[int] | Non
 
     def result(seed: int, task: str, regime: str) -> RegimeResult:
         mine = [r for r in runs if (r.seed, r.task, r.point) == (seed, task, regime)]
-        return regime_result(task, regime, mine[0].config.init.gamma, list(dict.fromkeys(r.run_dir for r in mine)), spec.protocol)
+        return regime_result(task, regime, mine[0].config.init.gamma, list(dict.fromkeys(r.run_dir for r in mine)), spec.protocol, spec.logged_every)
 
     rows = tuple(SeedRow(seed, tuple(result(seed, t, g) for t in spec.tasks for g in REGIME_NAMES), fixed.get("init_seed"), fixed.get("data_seed"))
                  for seed in (spec.seeds if seeds is None else seeds))  # fmt: skip
-    return Population(spec.preset, spec.protocol, rows, spec.lrs, spec.vary, spec.fixed_seed)
-
-
-def write_summaries(spec: StudySpec, out: str | Path, population: Population) -> None:
-    """``out/summary.json`` (and with several seeds ``summary-<protocol>.json`` and, under
-    ``strict``, each member's own summary: a population of one)."""
-    write_json(Path(out) / SUMMARY_FILE, population.to_dict())
-    if spec.single:
-        return
-    write_json(Path(out) / f"summary-{spec.protocol}.json", population.to_dict())
-    if spec.protocol == "strict":
-        for row in population.rows:
-            one = Population(spec.preset, spec.protocol, (row,), spec.lrs, spec.vary, spec.fixed_seed)
-            write_json(spec.member_dir(out, row.seed) / SUMMARY_FILE, one.to_dict())
+    return Population(spec.preset, spec.protocol, rows, spec.lrs, spec.vary, spec.fixed_seed, spec.logged_every)

@@ -21,13 +21,13 @@ number of steps.  :func:`recipe_of` measures, for one :class:`training.RunConfig
 
 The paper's values (:func:`paper_recipe`, the ``reference`` of :func:`carry_recipe`) are
 the NeurIPS 2024 ``symmetric`` recipe as the released code (sjtuzzw/complexity_control)
-runs it: the ``paper`` preset (d_model 400, batch 2048, lr 1e-5 -> 2.5e-4 over 10 warm-up
-epochs, cosine over 200 epochs to 1e-5, 210 epochs, weight decay 0.01: docs/science.md)
-at gamma 0.8, with the released scripts' training set, :data:`PAPER_N_TRAIN` = 759,375
-samples (15 seen pairs x 50,625: the text's "900,000" counts the test sets), and their
-loader's ``drop_last`` (759,375 // 2048 = 370 steps an epoch, 77,700 steps).  Printed by
-``interp-init train --task symmetric --preset cpu --gamma 0.8 --show-recipe`` (the same on
-any machine: arithmetic on the config)::
+runs it, which is the ``paper`` preset (d_model 400, batch 2048, lr 1e-5 -> 2.5e-4 over 10
+warm-up epochs, cosine over 200 epochs to 1e-5, 210 epochs, weight decay 0.01:
+docs/science.md) at gamma 0.8: the released scripts' training set, :data:`PAPER_N_TRAIN` =
+759,375 samples balanced per pair (15 seen pairs x 50,625: the text's "900,000" counts the
+test sets), and their loader's ``drop_last`` (759,375 // 2048 = 370 steps an epoch, 77,700
+steps).  Printed by ``interp-init train --task symmetric --preset cpu --gamma 0.8
+--show-recipe`` (the same on any machine: arithmetic on the config)::
 
     quantity                         this run (d_model 128)  paper (d_model 400)
     forward scale std*sqrt(d)                        0.2333               0.1657
@@ -37,9 +37,9 @@ any machine: arithmetic on the config)::
     optimizer steps                                   4,692               77,700
     ...
 
-This toolkit's own loop keeps the last, partial batch (``training/trainer/loop.py``:
-``ceil(n_train / batch_size)`` steps an epoch), so :func:`recipe_of` counts that way unless
-told ``drop_last=True``.
+A run's steps are counted as its loop takes them (:meth:`training.TrainConfig.steps_per_epoch`):
+``n_train // batch_size`` an epoch with ``drop_last`` (the ``paper`` preset's), else
+``ceil(n_train / batch_size)``, the last, partial batch kept (the ``cpu`` preset's).
 
 :func:`carry_recipe` derives a config at another width (``d_model``) or step budget
 (``epochs``, ``n_train``, ``batch_size``) that holds the quantities named in ``hold``
@@ -115,23 +115,17 @@ class Recipe:
                 raise ValueError(f"recipe quantity {f.name} must be a finite number >= 0, got {value!r}")
 
 
-def steps_per_epoch(n_train: int, batch_size: int, drop_last: bool = False) -> int:
-    """Optimizer steps an epoch: ``n_train // batch_size`` with ``drop_last`` (the released
-    code), else ``ceil(n_train / batch_size)`` (this toolkit's loop)."""
-    return n_train // batch_size if drop_last else math.ceil(n_train / batch_size)
-
-
-def summed_lr(train: TrainConfig, n_train: int, drop_last: bool = False) -> float:
+def summed_lr(train: TrainConfig, n_train: int) -> float:
     """The learning rate summed over every step of ``train``'s schedule on ``n_train`` samples
     (step ``i`` of epoch ``e`` at :meth:`~training.TrainConfig.lr_at` ``(e + i / steps_per_epoch)``,
-    as the loop sets it)."""
-    spe = steps_per_epoch(n_train, train.batch_size, drop_last)
+    as the loop sets it; :meth:`~training.TrainConfig.steps_per_epoch` steps an epoch)."""
+    spe = train.steps_per_epoch(n_train)
     return math.fsum(train.lr_at(e + i / spe) for e in range(train.epochs) for i in range(spe))
 
 
-def _recipe(train: TrainConfig, d_model: int, gamma: float, n_train: int, task: str, drop_last: bool) -> Recipe:
-    spe = steps_per_epoch(n_train, train.batch_size, drop_last)
-    total = summed_lr(train, n_train, drop_last)
+def _recipe(train: TrainConfig, d_model: int, gamma: float, n_train: int, task: str) -> Recipe:
+    spe = train.steps_per_epoch(n_train)
+    total = summed_lr(train, n_train)
     spec = getattr(task_class(task)(), "spec", None)
     pairs = len(spec.train_pairs) if spec is not None and getattr(spec, "train_pairs", None) else None
     return Recipe(
@@ -143,31 +137,30 @@ def _recipe(train: TrainConfig, d_model: int, gamma: float, n_train: int, task: 
     )  # fmt: skip
 
 
-def recipe_of(cfg: RunConfig, drop_last: bool = False) -> Recipe:
-    """The recipe's quantities of ``cfg`` (:class:`Recipe`); ``drop_last``: count steps as the
-    released code does (a last, partial batch dropped) rather than as this toolkit's loop does.
-    (Samples per seen pair: for a task with anchor pairs at its default options.)"""
-    return _recipe(cfg.train, cfg.model.d_model, cfg.init.gamma, cfg.data.n_train, cfg.data.task, drop_last)
+def recipe_of(cfg: RunConfig) -> Recipe:
+    """The recipe's quantities of ``cfg`` (:class:`Recipe`), its steps counted as its loop
+    takes them.  (Samples per seen pair: for a task with anchor pairs at its default options.)"""
+    return _recipe(cfg.train, cfg.model.d_model, cfg.init.gamma, cfg.data.n_train, cfg.data.task)
 
 
 def paper_config(gamma: float = PAPER_GAMMA) -> RunConfig:
     """The paper's run as the released code trains it: the ``paper`` preset on ``symmetric``
-    at ``gamma`` with :data:`PAPER_N_TRAIN` samples (count its steps with ``drop_last=True``)."""
-    return make_run_config("paper", task=PAPER_TASK, gamma=gamma, n_train=PAPER_N_TRAIN)
+    at ``gamma`` (:data:`PAPER_N_TRAIN` samples balanced per pair, ``drop_last``)."""
+    return make_run_config("paper", task=PAPER_TASK, gamma=gamma)
 
 
 @lru_cache(maxsize=8)
 def paper_recipe(gamma: float = PAPER_GAMMA) -> Recipe:
-    """The paper's quantities: :func:`paper_config`'s, ``drop_last`` (read from the ``paper``
-    preset's options without building a model, so ``interp-init train --help`` shows them
-    without importing torch; the test checks they equal ``recipe_of(paper_config(), True)``).
-    At gamma 0.8: the forward scale 0.1657, the Adam step 0.6034, summed lr 10.10, summed
-    lr x wd 0.1010, 77,700 steps of 2048 samples, 50,625 samples per seen pair
-    (``--show-recipe`` above)."""
+    """The paper's quantities: :func:`paper_config`'s (read from the ``paper`` preset's
+    options without building a model, so ``interp-init train --help`` shows them without
+    importing torch; the test checks they equal ``recipe_of(paper_config())``).  At gamma
+    0.8: the forward scale 0.1657, the Adam step 0.6034, summed lr 10.10, summed lr x wd
+    0.1010, 77,700 steps of 2048 samples, 50,625 samples per seen pair (``--show-recipe``
+    above)."""
     options = preset_options("paper", PAPER_TASK)
     train = TrainConfig(**{k: v for k, v in options.items() if OPTION_SECTION.get(k) == "train"})
     d_model = int(options.get("d_model", next(f.default for f in fields(ModelConfig) if f.name == "d_model")))
-    return _recipe(train, d_model, gamma, PAPER_N_TRAIN, PAPER_TASK, drop_last=True)
+    return _recipe(train, d_model, gamma, int(options["n_train"]), PAPER_TASK)
 
 
 def check_hold(hold: Sequence[str]) -> tuple[str, ...]:
@@ -185,7 +178,7 @@ def carried_gamma(gamma: float, d_model: int, reference_d_model: int) -> float:
     return 0.5 + (gamma - 0.5) * math.log(reference_d_model) / math.log(d_model)
 
 
-def carry_recipe(cfg: RunConfig, hold: Sequence[str] = DEFAULT_HOLD, reference_d_model: int = 400, drop_last: bool = False) -> RunConfig:
+def carry_recipe(cfg: RunConfig, hold: Sequence[str] = DEFAULT_HOLD, reference_d_model: int = 400) -> RunConfig:
     """``cfg`` with the options that make it hold the paper's quantities named in ``hold``.
 
     ``cfg``'s gamma (and each group's gamma that is set) is read as the paper's gamma, i.e.
@@ -201,12 +194,11 @@ def carry_recipe(cfg: RunConfig, hold: Sequence[str] = DEFAULT_HOLD, reference_d
     * ``summed_lr_wd``: weight decay set to the paper's summed lr x wd over this run's
       summed lr.
 
-    Carried values are rounded to 4 significant digits.  Apply it once, to a config whose gamma is the paper's: carrying a carried config again
-    carries its gamma again.  At the reference width with the paper's data and schedule
-    (:func:`paper_config`, ``drop_last=True``) it changes nothing (``tests/training/test_recipe.py``);
-    the ``paper`` preset itself keeps the text's 900,000 samples (439 steps an epoch in this
-    loop), so holding ``summed_lr_wd`` there sets weight decay 0.008409, and holding only
-    ``forward_scale`` leaves it as it is.
+    Carried values are rounded to 4 significant digits.  Apply it once, to a config whose
+    gamma is the paper's: carrying a carried config again carries its gamma again.  The
+    ``paper`` preset is its fixed point: at the reference width with the paper's data and
+    schedule (:func:`paper_config`) it changes nothing, whatever it holds
+    (``tests/training/test_recipe.py``).
     """
     held = check_hold(hold)
     d = cfg.model.d_model
@@ -228,9 +220,9 @@ def carry_recipe(cfg: RunConfig, hold: Sequence[str] = DEFAULT_HOLD, reference_d
         tc = out.train
         out = out.with_options(lr=_round(tc.lr * factor), warmup_start_lr=_round(tc.warmup_start_lr * factor), min_lr=_round(tc.min_lr * factor))
     if "summed_lr" in held:
-        out = _stretch(out, ref.summed_lr, drop_last)
+        out = _stretch(out, ref.summed_lr)
     if "summed_lr_wd" in held:
-        out = out.with_options(weight_decay=_round(ref.summed_lr_wd / summed_lr(out.train, out.data.n_train, drop_last)))
+        out = out.with_options(weight_decay=_round(ref.summed_lr_wd / summed_lr(out.train, out.data.n_train)))
     return out
 
 
@@ -240,7 +232,7 @@ def _round(value: float) -> float:
     return float(f"{value:.4g}")
 
 
-def _stretch(cfg: RunConfig, target: float, drop_last: bool) -> RunConfig:
+def _stretch(cfg: RunConfig, target: float) -> RunConfig:
     """``cfg`` with its epochs (and warm-up and cosine epochs, by the same factor) at the
     fewest whole epochs whose summed lr reaches ``target`` (found by bisection: the sum grows
     with the factor)."""
@@ -251,13 +243,13 @@ def _stretch(cfg: RunConfig, target: float, drop_last: bool) -> RunConfig:
         return cfg.with_options(epochs=epochs, warmup_epochs=tc.warmup_epochs * k, cosine_epochs=tc.cosine_epochs * k)
 
     lo, hi = 1, tc.epochs
-    while summed_lr(at(hi).train, cfg.data.n_train, drop_last) < target:
+    while summed_lr(at(hi).train, cfg.data.n_train) < target:
         lo, hi = hi, hi * 2
         if hi > 1_000_000:
             raise ValueError(f"summed lr {target:.3g} is out of reach of this schedule's lr {tc.lr:g}: raise --lr or hold fewer quantities")
     while lo < hi:
         mid = (lo + hi) // 2
-        if summed_lr(at(mid).train, cfg.data.n_train, drop_last) >= target:
+        if summed_lr(at(mid).train, cfg.data.n_train) >= target:
             hi = mid
         else:
             lo = mid + 1
@@ -294,18 +286,17 @@ def recipe_columns(cfg: RunConfig) -> dict[str, str]:
     return {label: f"{getattr(mine, name):.3g} (paper {getattr(ref, name):.3g})" for name, label in names.items()}
 
 
-def recipe_table(cfg: RunConfig, drop_last: bool = False, paper_gamma: float | None = None) -> str:
+def recipe_table(cfg: RunConfig, paper_gamma: float | None = None) -> str:
     """``cfg``'s quantities beside the paper's at ``paper_gamma`` (default: ``cfg``'s gamma;
     for a carried config, the gamma it was carried from): what ``--show-recipe`` prints."""
-    mine = recipe_of(cfg, drop_last)
+    mine = recipe_of(cfg)
     ref = paper_recipe(cfg.init.gamma if paper_gamma is None else paper_gamma)
     heads = ("quantity", f"this run (d_model {mine.d_model})", f"paper (d_model {ref.d_model})")
     rows = [(label, *("-" if getattr(r, name) is None else fmt.format(getattr(r, name)) for r in (mine, ref))) for name, label, fmt in _ROWS]
     widths = [max(len(row[i]) for row in (heads, *rows)) for i in range(3)]
     lines = ["  ".join((row[0].ljust(widths[0]), row[1].rjust(widths[1]), row[2].rjust(widths[2]))) for row in (heads, *rows)]
-    note = (
-        f"paper: the released code's symmetric run (sjtuzzw/complexity_control) at gamma {ref.gamma:g}: {PAPER_N_TRAIN:,} samples, "
-        f"drop_last ({ref.steps_per_epoch} steps an epoch); this run counts steps as "
-        + ("the released code does (drop_last)" if drop_last else "this toolkit's loop does (the last, partial batch kept)")
-    )
-    return "\n".join([*lines, note])
+    paper = (f"paper: the released code's symmetric run (sjtuzzw/complexity_control) at gamma {ref.gamma:g}: {PAPER_N_TRAIN:,} samples "
+             f"balanced per pair, drop_last ({ref.steps_per_epoch} steps an epoch)")  # fmt: skip
+    this = f"this run: {cfg.data.n_train:,} samples, " + ("balanced per pair" if cfg.data.balanced_pairs else "pairs drawn at random") + (
+        ", drop_last" if cfg.train.drop_last else ", each epoch's last, partial batch kept")
+    return "\n".join([*lines, paper, this])

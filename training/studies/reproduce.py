@@ -31,9 +31,10 @@ from interp_init.runfolder import RunStatus
 from training.launch import JobReturn, Launcher, run_study
 from training.launch.backends import build_launcher, local_launcher
 from training.options import parse_list
-from training.studies.population import Population, read_population, write_summaries
+from training.studies.population import Population, read_population
 from training.studies.regimes import REPRODUCE_BUSY, REPRODUCE_TASKS
 from training.studies.study import StudySpec
+from training.studies.summaries import write_summaries
 
 
 def reproduce_study(spec: StudySpec, out: str | Path, launcher: Launcher) -> tuple[Population | None, list[JobReturn]]:
@@ -84,23 +85,25 @@ def reproduce(
 def reproduction_spec(
     preset: str, seed: int | None, seeds: str | None, protocol: str = "strict", lrs: str | None = None, vary: str = "both",
     fixed_seed: int | None = None, precision: str = "fp32", tasks: Sequence[str] | None = None, carry: Sequence[str] | None = None,
+    logged_every: int | None = None,
 ) -> StudySpec:  # fmt: skip
     """The spec of ``reproduce``: one draw (``seed``, default 0: its runs in the study folder
     itself) or a population (``seeds``, a comma list; ``--fixed-seed`` defaults to the first
-    seed when one source is varied)."""
+    seed when one source is varied; ``logged_every``: the paper protocol reads only the
+    epochs the released scripts log)."""
     if seeds is not None and seed is not None:
         raise ValueError("give --seed S (one draw) or --seeds S1,S2,... (a population), not both")
     tasks = REPRODUCE_TASKS if tasks is None else tuple(tasks)
     carry = None if carry is None else tuple(carry)
     if seeds is None:
-        if (protocol, lrs, vary, fixed_seed) != ("strict", None, "both", None):
-            raise ValueError("--protocol paper, --lrs, --vary and --fixed-seed describe a population: give --seeds S1,S2,...")
+        if (protocol, lrs, vary, fixed_seed, logged_every) != ("strict", None, "both", None, None):
+            raise ValueError("--protocol paper, --lrs, --logged-every, --vary and --fixed-seed describe a population: give --seeds S1,S2,...")
         return StudySpec.reproduction(preset, (0 if seed is None else seed,), precision=precision, tasks=tasks, single=True, carry=carry)
     seed_list = parse_list(seeds, int, "--seeds")
     if vary != "both" and fixed_seed is None:
         fixed_seed = seed_list[0]
     lr_list = parse_list(lrs, float, "--lrs") if lrs is not None else None
-    return StudySpec.reproduction(preset, seed_list, protocol, lr_list, vary, fixed_seed, precision, tasks, carry=carry)
+    return StudySpec.reproduction(preset, seed_list, protocol, lr_list, vary, fixed_seed, precision, tasks, carry=carry, logged_every=logged_every)
 
 
 __all__ = ["reproduce", "reproduce_study", "reproduction_spec"]

@@ -1,5 +1,4 @@
-"""Studies: one spec names a study's runs, one launcher trains them, one reader reads them
-(docs/pipeline.md).
+"""Studies: one spec names a study's runs, one launcher trains them, one reader reads them.
 
 A :class:`StudySpec` is a ``base`` config plus either a ``grid`` (a sweep: one run per point
 of the product, ``DIR/gamma=0.8__n_layers=2__seed=0``, the grid values in key order) or
@@ -98,12 +97,12 @@ class StudySpec:
     ``base``) or ``named`` points (name -> flat options; a key that is one of ``tasks`` holds
     that task's options).  Named points only: ``seeds`` and ``tasks`` (each run once per seed
     and task; empty: the points as they are), ``lrs`` (the ``paper`` protocol's lr grid,
-    required there and refused under ``strict``, which reads each preset's own lr), ``vary``
+    required there and refused under ``strict``, which reads each preset's own lr;
+    ``logged_every``: it reads only the epochs the released scripts log), ``vary``
     (``both``: each seed seeds everything; ``init`` or ``data``: the other source seeded by
     ``fixed_seed``), ``single`` (one seed whose runs lie in the study folder itself:
     ``reproduce --seed S``), ``carry`` (the paper's recipe quantities every run holds,
-    :func:`training.studies.recipe.carry_recipe`, applied after the lr; None: the preset as it is).
-    """
+    :func:`training.studies.recipe.carry_recipe`, applied after the lr; None: the preset as it is)."""
 
     base: Mapping[str, Any] = field(default_factory=dict)
     grid: Mapping[str, Sequence[Any]] = field(default_factory=dict)
@@ -112,6 +111,7 @@ class StudySpec:
     tasks: tuple[str, ...] = ()
     lrs: tuple[float, ...] | None = None
     protocol: str = "strict"
+    logged_every: int | None = None
     vary: str = "both"
     fixed_seed: int | None = None
     single: bool = False
@@ -137,8 +137,8 @@ class StudySpec:
             self._check_named(allowed)
 
     def _check_grid(self, allowed: list[str]) -> None:
-        if (self.seeds, self.tasks, self.lrs, self.fixed_seed, self.carry, self.protocol, self.vary, self.single) != ((), (), None, None, None, "strict", "both", False):
-            raise ValueError("spec: seeds, tasks, lrs, fixed_seed, carry, protocol, vary and single describe named points; a grid varies its own keys")
+        if (self.seeds, self.tasks, self.lrs, self.fixed_seed, self.carry, self.protocol, self.logged_every, self.vary, self.single) != ((), (), None, None, None, "strict", None, "both", False):
+            raise ValueError("spec: seeds, tasks, lrs, fixed_seed, carry, protocol, logged_every, vary and single describe named points; a grid varies its own keys")
         for key, values in self.grid.items():
             if key not in OPTIONS:
                 hint = " (the run preset goes in 'base')" if key == "preset" else ""
@@ -176,7 +176,7 @@ class StudySpec:
             for key, value in options.items():
                 if key not in OPTIONS and (key not in self.tasks or not isinstance(value, Mapping)):
                     raise ValueError(f"spec named[{name!r}]: unknown option {key!r}; allowed: {', '.join(allowed)} (or one of the spec's tasks)")
-        check_protocol(self.protocol)
+        check_protocol(self.protocol, self.logged_every)
         if self.protocol == "paper" and self.lrs is None:
             raise ValueError("the paper protocol takes the best over an lr grid: give --lrs, e.g. --lrs 1e-4,2e-4,3e-4")
         if self.protocol == "strict" and self.lrs is not None:
@@ -203,7 +203,7 @@ class StudySpec:
     def reproduction(
         cls, preset: str, seeds: tuple[int, ...], protocol: str = "strict", lrs: tuple[float, ...] | None = None, vary: str = "both",
         fixed_seed: int | None = None, precision: str = "fp32", tasks: tuple[str, ...] = REPRODUCE_TASKS, single: bool = False,
-        carry: tuple[str, ...] | None = None,
+        carry: tuple[str, ...] | None = None, logged_every: int | None = None,
     ) -> StudySpec:  # fmt: skip
         """The flip's study: ``preset``'s regimes (:data:`training.studies.regimes.REGIMES`) as named
         points on ``tasks`` (each with the flip: refused otherwise) for ``seeds``."""
@@ -214,7 +214,7 @@ class StudySpec:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
         named = {regime: {task: regime_options(preset, regime, task) for task in tasks} for regime in REGIME_NAMES}
         return cls({"preset": preset, "precision": precision}, named=named, seeds=seeds, tasks=tasks, lrs=lrs, protocol=protocol,
-                   vary=vary, fixed_seed=fixed_seed, single=single, carry=carry)  # fmt: skip
+                   vary=vary, fixed_seed=fixed_seed, single=single, carry=carry, logged_every=logged_every)  # fmt: skip
 
     @property
     def preset(self) -> str:

@@ -15,7 +15,11 @@ after each epoch on the checkpoint cadence and at a deadline) and where its hist
 (each epoch's record as it is made).  The run folder (``config.json``, ``metrics.json``,
 the weights, ``checkpoint.pt``) is opened around it by :func:`training.train`
 (:mod:`training.launch.folders`), which hands the loop the folder's sinks.  A non-finite
-loss stops the run and marks it ``diverged`` with the step.  With a ``deadline`` (a
+loss stops the run and marks it ``diverged`` with the step.  With ``stop_below_loss`` (the
+released code's early stop) a run ends, completed, after the first epoch whose mean training
+loss is below it, evaluated there (its metrics record ``stopped_early``: the epoch, its loss
+and the threshold; an ensemble's other members train on without it); with ``drop_last`` each
+epoch drops the last, partial batch of its shuffled order.  With a ``deadline`` (a
 ``time.monotonic()`` value) the loop stops after the first epoch at whose end another epoch
 as long as it (its measured duration, evaluation included) would end past the deadline, its
 checkpoint handed to the sink, and returns a result with ``finished=False``.  Evaluation
@@ -69,7 +73,7 @@ def make_run_data(cfg: RunConfig, device: torch.device | str = "cpu") -> RunData
     d, seeds, task = cfg.data, cfg.seeds, cfg.data.make_task()
     train = checked_split(task, "train", d.n_train, seeds["data.train"], cfg.model.d_vocab)  # a task's output is checked where it enters
     id_test = checked_split(task, "id_test", d.n_test, seeds["data.id_test"], cfg.model.d_vocab)
-    heldout = checked_split(task, "heldout", d.n_test, seeds["data.heldout"], cfg.model.d_vocab) if task.has_heldout else None
+    heldout = checked_split(task, "heldout", d.heldout_size, seeds["data.heldout"], cfg.model.d_vocab) if task.has_heldout else None
     n_eval = min(cfg.train.eval_samples, d.n_train)
     train_eval = train.subset(slice(0, n_eval))
     return RunData(
@@ -128,6 +132,7 @@ class Member:
     elapsed: float = 0.0
     status: RunStatus = RunStatus.RUNNING
     diverged_step: int | None = None
+    stopped_early: dict | None = None
 
 
 #: One optimization step of every member on its batch (``idx[j]`` indexes member ``j``'s
@@ -201,11 +206,11 @@ def run_epochs(
     (epochs, batch size, evaluation and checkpoint cadence) and stand at ``start_epoch``."""
     tc = members[0].cfg.train
     n = len(members[0].data.train)
-    steps_per_epoch = math.ceil(n / tc.batch_size)
+    steps_per_epoch = tc.steps_per_epoch(n)  # with drop_last, the last partial batch of each epoch's order is dropped
     bar = tqdm(range(start_epoch, tc.epochs), initial=start_epoch, total=tc.epochs, desc=desc, disable=not progress, unit="epoch")
     for m in members:
         m.model.train()
-    stopped = False
+    stopped, done = False, {}  # done: the results of runs the early stop finished
     for epoch in bar:
         if not any(m.status == RunStatus.RUNNING for m in members):
             break
@@ -230,16 +235,21 @@ def run_epochs(
                 m.status = RunStatus.DIVERGED
                 m.elapsed += time.perf_counter() - t0
                 continue
+            loss = float(losses[j].mean())  # the epoch's mean training loss (equal batches with drop_last: the sample mean)
+            stops = not last and m.cfg.train.stops_at(loss)  # --stop-below-loss: the run ends here, completed
             evaluation = None
-            if tc.evaluates(epoch + 1):  # the cadence (eval_every, eval_dense_epochs) and the last epoch
+            if tc.evaluates(epoch + 1) or stops:  # the cadence (eval_every, eval_dense_epochs), the last epoch, an early stop
                 evaluation = evaluate(m.model, m.data.task, m.data.train_eval, m.data.id_test, m.data.heldout, logits_fn=logits_fn)
             # metrics.json's history entry (read back as interp_init.tasks.base.EpochRecord): the epoch's numbers and its evaluation
-            record = {"epoch": epoch + 1, "step": step, "loss": float(losses[j].mean()), "lr": lrs[j]}
+            record = {"epoch": epoch + 1, "step": step, "loss": loss, "lr": lrs[j]}
             m.history.append(record if evaluation is None else record | evaluation.to_json())
             m.elapsed += time.perf_counter() - t0
             if m.sinks.history is not None:
                 m.sinks.history(m.history[-1])
-            if on_cadence:
+            if stops:  # --stop-below-loss: the run ends here, completed; an ensemble's other members train on
+                m.status, m.stopped_early = RunStatus.COMPLETED, {"epoch": epoch + 1, "loss": loss, "stop_below_loss": m.cfg.train.stop_below_loss}
+                done[j] = finish_run(m, dev)
+            elif on_cadence:
                 hand_checkpoint(m, epoch + 1, step, dev)
         running = [m for m in members if m.status == RunStatus.RUNNING]
         if len(running) == 1 and running[0].history:
@@ -255,7 +265,8 @@ def run_epochs(
     bar.close()
     # a run a deadline stopped has handed its checkpoint and ``running`` metrics to its sink
     unfinished = [stopped and m.status == RunStatus.RUNNING for m in members]
-    return [TrainResult(m.model.eval(), progress_metrics(m, dev), m.cfg, False) if u else finish_run(m, dev) for m, u in zip(members, unfinished)]
+    return [done[j] if j in done else TrainResult(m.model.eval(), progress_metrics(m, dev), m.cfg, False) if u else finish_run(m, dev)
+            for j, (m, u) in enumerate(zip(members, unfinished))]  # fmt: skip
 
 
 def _shuffles(seeds: list[int], n: int) -> Int[Tensor, "model n"]:
@@ -281,6 +292,8 @@ def finish_run(member: Member, dev: torch.device) -> TrainResult:
     metrics = progress_metrics(member, dev) | {"status": str(status), "final": dict(member.history[-1]) if member.history else {}}
     if member.diverged_step is not None:
         metrics["diverged_at_step"] = member.diverged_step
+    if member.stopped_early is not None:  # why a completed run ended before its last epoch
+        metrics["stopped_early"] = member.stopped_early
     return TrainResult(member.model.eval(), metrics, member.cfg)
 
 

@@ -60,7 +60,7 @@ def estimate(cfg: RunConfig) -> MemoryEstimate:
     per_sample = cfg.data.make_task().seq_len + SAMPLE_EXTRA_BYTES
     per_position = m.n_layers * (4 * m.d_model + 2 * m.d_mlp + 2 * m.n_heads * (m.d_head + m.n_ctx))
     activations = 4 * t.batch_size * (m.n_ctx * per_position + m.d_vocab)
-    return MemoryEstimate(TRAIN_BYTES_PER_PARAM * n_parameters(cfg), activations, per_sample * (d.n_train + 2 * d.n_test))
+    return MemoryEstimate(TRAIN_BYTES_PER_PARAM * n_parameters(cfg), activations, per_sample * sum(d.split_sizes().values()))
 
 
 def device_memory(device: torch.device) -> int | None:
@@ -94,13 +94,17 @@ def check_steps(cfg: RunConfig) -> None:
     """Refuse a run of more than :data:`MAX_STEPS` optimizer steps, saying how many it asks
     for (epochs x steps per epoch): such a run would not end."""
     t = cfg.train
-    per_epoch = -(-cfg.data.n_train // t.batch_size)
+    per_epoch = t.steps_per_epoch(cfg.data.n_train)
     steps = t.epochs * per_epoch
     if steps > MAX_STEPS:
         raise ValueError(
             f"this run asks for {steps:,} optimizer steps ({t.epochs:,} epochs x {per_epoch:,} steps of batch_size {t.batch_size}), "
             f"more than the {MAX_STEPS:,} a run may take (the paper preset takes about 740,000; hours on a GPU): lower --epochs (or --n-train)"
         )
+
+
+#: How the memory message names each split's size.
+_SPLIT_NAMES = {"train": "n_train", "id_test": "n_test", "heldout": "held-out"}
 
 
 def check_fits(cfg: RunConfig, device: torch.device) -> None:
@@ -117,7 +121,7 @@ def check_fits(cfg: RunConfig, device: torch.device) -> None:
                   f"d_model {m.d_model}, d_mlp {m.d_mlp}, n_layers {m.n_layers}, n_heads x d_head {m.n_heads} x {m.d_head}, "
                   f"d_vocab {m.d_vocab})", "--d-model, --d-mlp, --n-layers, --n-heads, --d-head or --d-vocab"),
         "activations": (need.activations, f"one batch's activations and logits (batch_size {t.batch_size})", "--batch-size, or the model's sizes (--d-model, --d-mlp, --d-vocab)"),
-        "data": (need.data, f"the data sets (n_train {d.n_train:,} + 2 x n_test {d.n_test:,} samples)", "--n-train or --n-test"),
+        "data": (need.data, f"the data sets ({' + '.join(f'{_SPLIT_NAMES[k]} {n:,}' for k, n in d.split_sizes().items())} samples)", "--n-train, --n-test or --n-heldout"),
     }  # fmt: skip
     size, what, lower = max(parts.values(), key=lambda part: part[0])
     raise ValueError(

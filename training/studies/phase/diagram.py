@@ -24,7 +24,7 @@ from training.studies.phase.aggregation import param_columns
 from training.studies.phase.figures import make_figures, supported_figures
 from training.studies.phase.names import ID_THRESHOLD, LOSS_THRESHOLD, OOD_THRESHOLD, PAIR_ACC_THRESHOLD
 from training.studies.records import RunRecord
-from training.studies.selection import PROTOCOL_TEXT, check_protocol, pick_paper
+from training.studies.selection import check_protocol, pick_paper, protocol_text
 from training.studies.sweep.results import RESULTS_FILE, collect_results, incomplete_runs, problem_summary, write_results
 
 #: The purpose phase-diagram pages are tagged with (a later one may replace an earlier one).
@@ -64,7 +64,7 @@ def check_thresholds(**thresholds: float) -> None:
             raise ValueError(f"{flag} is an accuracy: a number in [0, 1], got {value!r}")
 
 
-def protocol_table(df: pd.DataFrame, sweep_dir: str | Path, protocol: str) -> pd.DataFrame:
+def protocol_table(df: pd.DataFrame, sweep_dir: str | Path, protocol: str, logged_every: int | None = None) -> pd.DataFrame:
     """A sweep's results table as ``protocol`` reads it, for :func:`training.studies.phase.aggregate`
     (:data:`training.studies.selection.PROTOCOLS`).
 
@@ -72,9 +72,10 @@ def protocol_table(df: pd.DataFrame, sweep_dir: str | Path, protocol: str) -> pd
     completed runs at more than one lr (strict reads one lr; the fix is named).  ``paper``:
     each completed run's metric columns (all its task measures: e.g. ``id_acc`` and
     ``square_acc`` of ``addition``) replaced by their best over its evaluated epochs (each
-    separately); the aggregation then takes the best over lrs and the mean
-    over seeds."""
-    check_protocol(protocol)
+    separately; with ``logged_every``, only over the epochs the released scripts log,
+    :func:`training.studies.selection.logged_epochs`); the aggregation then takes the best
+    over lrs and the mean over seeds."""
+    check_protocol(protocol, logged_every)
     if protocol == "strict":
         _check_one_lr(df)
         return df
@@ -83,7 +84,7 @@ def protocol_table(df: pd.DataFrame, sweep_dir: str | Path, protocol: str) -> pd
         if out.at[i, "status"] != "completed":
             continue
         record = RunRecord.read(Path(sweep_dir) / str(run))
-        picks = pick_paper([record], record.task.metrics_class.column_names())
+        picks = pick_paper([record], record.task.metrics_class.column_names(), logged_every)
         for target, pick in picks.items():
             if target in out.columns:
                 out.at[i, target] = math.nan if pick.value is None else pick.value
@@ -118,12 +119,13 @@ class PhaseDiagrams:
 def phase_diagrams(
     sweep_dir: str | Path, out: str | Path | None = None, figure_names: Sequence[str] = (), *, id_threshold: float = ID_THRESHOLD,
     ood_threshold: float = OOD_THRESHOLD, loss_threshold: float = LOSS_THRESHOLD, pair_threshold: float = PAIR_ACC_THRESHOLD,
-    protocol: str = "strict"
+    protocol: str = "strict", logged_every: int | None = None
 ) -> PhaseDiagrams:
     """Rebuild ``sweep_dir/results.csv`` and write the figures it supports (or
     ``figure_names``) to ``out`` (default ``sweep_dir/phase_diagram.html``), each cell
     selected by ``protocol`` (:data:`training.studies.selection.PROTOCOLS`: ``strict``, the final
-    epoch of one lr; ``paper``, the best over lrs and epochs), which each title names.
+    epoch of one lr; ``paper``, the best over lrs and epochs, or over the epochs the
+    released scripts log with ``logged_every``), which each title names.
 
     Everything is checked and built before the first write: a folder it refuses is left
     as it was.  The thresholds are accuracies in [0, 1] and a positive loss; a run folder
@@ -139,7 +141,8 @@ def phase_diagrams(
         )
     refuse_inside_run(sweep_dir, "phase diagrams", option="SWEEP_DIR")
     df = collect_results(sweep_dir, loss_threshold=loss_threshold, pair_threshold=pair_threshold, write=False)
-    table = protocol_table(df, sweep_dir, protocol)
+    check_protocol(protocol, logged_every)  # before any work or write
+    table = protocol_table(df, sweep_dir, protocol, logged_every)
     names = list(figure_names) or supported_figures(df)
     check_output_pages(out or sweep_dir / "phase_diagram.html", PAGE, names)  # before any work or write
     if not names:
@@ -152,7 +155,7 @@ def phase_diagrams(
         "journal_fig5c": phase_opts,
     }
     # each title names the protocol (checked by protocol_table) under it
-    figures = {name: fig.update_layout(title_text=f"{fig.layout.title.text or ''}<br><sup>{PROTOCOL_TEXT[protocol]}</sup>")
+    figures = {name: fig.update_layout(title_text=f"{fig.layout.title.text or ''}<br><sup>{protocol_text(protocol, logged_every)}</sup>")
                for name, fig in make_figures(table, names, options).items()}  # fmt: skip
     bad = incomplete_runs(sweep_dir, df)
     write_results(df, sweep_dir)

@@ -20,12 +20,14 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from interp_init.outputs import SUMMARY_FILE
 from interp_init.tasks.anchor import FLIP_CRITERIA
-from training.studies.population import SUMMARY_FILE, Population, failed_criteria, read_summary
+from training.studies.population import Population, failed_criteria
 from training.studies.regimes import REGIME_NAMES
 from training.studies.report.cells import html_table
 from training.studies.report.runs import Run
-from training.studies.selection import PROTOCOL_TEXT, targets
+from training.studies.selection import targets
+from training.studies.summaries import read_summary
 
 #: What the verdict says under a tiny reproduction's "flip NOT reproduced".
 TINY_EXPECTED = "As expected of the tiny preset: a smoke test whose models learn too little to show the flip (see the top of the page)."
@@ -75,7 +77,7 @@ def population_figure(population: Population) -> go.Figure:
                 fig.add_hline(y=FLIP_CRITERIA["min_small_ood"], line_dash="dash", line_color=_REGIME_COLOURS["small-init"], row=1, col=col)
                 fig.add_hline(y=FLIP_CRITERIA["max_large_ood"], line_dash="dash", line_color=_REGIME_COLOURS["large-init"], row=1, col=col)
             fig.update_yaxes(title_text=column, range=[-0.05, 1.05], row=1, col=col)
-    title = f"Population of {len(rows)} seeds, preset {population.preset}<br><sup>{html.escape(PROTOCOL_TEXT[population.protocol])}</sup>"
+    title = f"Population of {len(rows)} seeds, preset {population.preset}<br><sup>{html.escape(population.protocol_text)}</sup>"
     fig.update_layout(title=title, template="plotly_white", width=500 * len(tasks), height=460)
     return fig
 
@@ -99,7 +101,7 @@ def population_parts(runs: Sequence[Run]) -> tuple[str, go.Figure | None]:
                 for r in population.rates_and_readings()]  # fmt: skip
         parts.append(
             f'<p class="verdict">{html.escape(root.name)}: a population of {len(population.rows)} seeds '
-            f"({html.escape(PROTOCOL_TEXT[population.protocol])}); the runs in this report are one draw of it.</p>"
+            f"({html.escape(population.protocol_text)}); the runs in this report are one draw of it.</p>"
         )
         parts.append(html_table(pd.DataFrame(rows), 2))
         figure = population_figure(population) if figure is None else figure
