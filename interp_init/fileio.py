@@ -135,6 +135,33 @@ def check_name_length(path: str | Path, what: str = "file") -> None:
         raise ValueError(f"the {what} name {name[:40]}... is {size} bytes long, more than the {NAME_MAX} a file name may have ({Path(path).parent}); choose a shorter name")
 
 
+#: The longest path (bytes) Linux takes.
+PATH_MAX = 4096
+
+
+def check_path_names(path: str | Path, option: str = "--out") -> None:
+    """Refuse a ``path`` the file system would refuse half way: a component longer than
+    :data:`NAME_MAX` bytes, or the whole longer than :data:`PATH_MAX`, naming ``option``
+    and the component (asked before anything is read or written at ``path``)."""
+    text = os.fsencode(str(path))
+    if len(text) >= PATH_MAX:
+        raise ValueError(f"{option} {str(path)[:60]}... is {len(text):,} bytes long, more than the {PATH_MAX:,} a path may have; choose a shorter {option}")
+    for part in Path(path).parts:
+        size = len(os.fsencode(part))
+        if size > NAME_MAX:
+            raise ValueError(
+                f"{option} {str(path)[:60]}...: its folder or file name {part[:40]}... is {size} bytes long, more than the {NAME_MAX} "
+                f"a name may have; choose a shorter {option}"
+            )
+
+
+def temporary_target(path: str | Path) -> Path | None:
+    """The file a temporary file ``path`` (``DIR/.NAME.tmp-...``) is written for, or None
+    if ``path`` is not one: messages name the target, never the temporary."""
+    match = _TEMPORARY.match(Path(path).name)
+    return None if match is None else Path(path).with_name(match["name"])
+
+
 def _temporary_stem(path: Path) -> str:
     """The part of a temporary file's name that names its target: the target's name, cut so
     that the temporary's whole name fits in :data:`NAME_MAX` bytes."""
@@ -154,6 +181,12 @@ _FULL = {
     errno.EDQUOT: "the disk quota is exceeded",
     errno.EFBIG: "the file is larger than this process may write (a file-size limit, ulimit -f, or the file system's)",
 }
+
+def is_disk_full(err: BaseException) -> bool:
+    """Whether ``err`` is a full disk, a quota or a file-size limit: the machine refusing
+    every write alike, which stops a whole command (not one run of a study)."""
+    return isinstance(err, OSError) and err.errno in _FULL
+
 
 #: Temporary files: ``.NAME.tmp-<owner token>`` (and ``.NAME.tmp<pid>``, from older versions).
 _TEMPORARY = re.compile(r"^\.(?P<name>.+)\.tmp(-[0-9a-f]+|\d+)$")
@@ -210,11 +243,14 @@ def atomic_write(path: str | Path, data: bytes | str | Callable[[Path], None]) -
         _fault_point(path, "before")
         os.replace(tmp, path)
     except BaseException as err:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a read-only file system refuses the unlink too: the first error is the one to tell
+            tmp.unlink(missing_ok=True)
         if isinstance(err, OSError) and err.errno in _FULL:
             raise OSError(err.errno, f"{_FULL[err.errno]}; free some space and run the same command again to resume", str(path)) from err
-        if isinstance(err, OSError) and err.filename is not None and Path(err.filename) == tmp:  # name the target, not its temporary
-            raise OSError(err.errno, err.strerror, str(path)) from err
+        if isinstance(err, OSError):  # name the target, never its temporary
+            raise OSError(err.errno, err.strerror or str(err).replace(str(tmp), str(path)), str(path)) from err
+        if isinstance(err, Exception) and tmp.name in str(err):  # a library's writer (torch, safetensors) naming the temporary
+            raise OSError(errno.EIO, str(err).replace(str(tmp), str(path)).replace(tmp.name, path.name), str(path)) from err
         raise
     finally:
         if handle is not None:
@@ -346,10 +382,14 @@ def folder_is_held(path: Path) -> bool:
 # ------------------------------------------------------------------ output folders
 
 
-def check_folder_path(path: str | Path, option: str = "--out") -> None:
-    """Refuse a folder path that cannot be one: a dangling symbolic link or a loop of them,
-    or an existing file, naming it (before anything is written)."""
+def check_folder_path(path: str | Path, option: str = "--out", what: str | Path | None = None) -> None:
+    """Refuse a folder path that cannot be one: a name too long, a dangling symbolic link or
+    a loop of them, an existing file, or a place that cannot be written (a read-only file
+    system, no permission), naming ``option`` and ``what`` (the output the folder is for;
+    default the folder), before anything is written."""
     path = Path(path)
+    check_path_names(path, option)
+    _check_writable(path, option, path if what is None else what)
     if path.is_symlink():
         try:
             path.resolve(strict=True)
@@ -360,6 +400,22 @@ def check_folder_path(path: str | Path, option: str = "--out") -> None:
             raise ValueError(f"{option} {path} is a symbolic link that {what}; remove the link, create its target, or choose another {option}") from None
     if path.exists() and not path.is_dir():
         raise ValueError(f"{option} {path} is a file, not a folder; choose another {option}")
+
+
+def _check_writable(path: Path, option: str, what: str | Path) -> None:
+    """Refuse ``path`` when its nearest existing folder (itself, or an ancestor) cannot be
+    written by this process: a read-only file system, or no permission."""
+    existing = next((p for p in (path, *path.absolute().parents) if p.exists() or p.is_symlink()), None)
+    if existing is None or not existing.is_dir():
+        return  # a file in the way is refused by the caller, naming it
+    if os.access(existing, os.W_OK | os.X_OK):
+        return
+    try:
+        read_only = bool(os.statvfs(existing).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    why = "it is on a read-only file system" if read_only else "this user may not write there"
+    raise ValueError(f"{option} {what}: cannot write in {existing} ({why}); choose another {option}")
 
 
 @contextlib.contextmanager
