@@ -57,23 +57,30 @@ import click
 import torch
 
 from interp_init import resolve_device
-from interp_init.outputs import refuse_nested
+from interp_init.fileio import atomic_write
+from interp_init.outputs import check_output_file, record_output, refuse_nested, write_output
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder
 from training.cli import slurm_options
 from training.config import RunConfig, make_run_config
+from training.launch import Job
 from training.launch.slurm_options import slurm_options_from
+from training.options import check_cores
 from training.studies.population import read_population, write_summaries
 from training.studies.records import RunRecord
 from training.studies.reproduce import reproduction_spec
 from training.studies.selection import PROTOCOL_TEXT, PROTOCOLS
 from training.studies.study import StudySpec
+from training.studies.study_folder import record_study, refuse_strangers
 from training.trainer.ensemble import train_ensemble
 from training.trainer.loop import train
+from training.trainer.preflight import check_steps
 from training.trainer.step import last_position_logits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_cost import RunFlops, measured_efficiency, peaks, probe_efficiency, remaining_flops, run_flops  # noqa: E402
 
+#: The suite's table in ``--out``, and the purpose it is recorded with (a later chunk replaces it).
+TABLE_FILE, TABLE_PURPOSE = "gpu_suite.md", "GPU suite table"
 #: the tasks, each on its paper's own model (its default architecture: ``neurips`` for
 #: ``symmetric``, ``journal`` for ``id-ood``), each regime at its preset's gamma
 #: (:data:`training.studies.regimes.REGIMES`: at ``paper`` and ``cpu`` 0.8 small init, 0.5 large)
@@ -272,6 +279,10 @@ def main(
     if slurm is not None and (budget_seconds or compile_ or tf32):
         raise click.UsageError("--budget-seconds, --compile and --tf32 apply to training here; Slurm jobs chunk by --slurm-time")
     if threads:
+        try:
+            check_cores(threads, "--threads", "torch threads")
+        except ValueError as err:
+            raise click.UsageError(str(err)) from err
         torch.set_num_threads(threads)
     dev = resolve_device(device if slurm is None else "cpu")  # with slurm, the plan is made here and the jobs pick their device
     cuda = dev.type == "cuda" or (slurm is not None and slurm.gpus > 0)  # the GPU's defaults
@@ -295,6 +306,21 @@ def main(
     except ValueError as err:
         raise click.UsageError(str(err)) from err
     groups = [Group(task, runs) for task, runs in suite_configs(spec, root, epochs).items()]
+    jobs = [Job(r.name, r.cfg, r.folder) for g in groups for r in g.runs]
+    table_path = root / TABLE_FILE
+    own_table = table_path.is_file() and any(r.started() for g in groups for r in g.runs)  # a table an earlier chunk wrote
+    if out is not None and not dry_run:
+        try:  # a study folder is closed to strangers, and no output replaces a file the suite did not write
+            refuse_strangers(jobs, root, "the GPU suite")
+            if not own_table:
+                check_output_file(table_path, TABLE_PURPOSE)
+            for group in groups:
+                check_steps(group.runs[0].cfg)  # --epochs: a run that would not end is refused
+                per_epoch = -(-group.runs[0].cfg.data.n_train // group.runs[0].cfg.train.batch_size)
+                if probe_steps and probe_steps > per_epoch:
+                    raise ValueError(f"--probe-steps {probe_steps:,} is more than one epoch of the {group.task} runs ({per_epoch:,} steps): give --probe-steps at most {per_epoch:,}")
+        except ValueError as err:
+            raise click.UsageError(str(err)) from err
     device_name = "Slurm jobs" if slurm is not None else torch.cuda.get_device_name(dev) if cuda else f"CPU ({torch.get_num_threads()} threads)"
     header = (
         f"Device: {device_name}; torch {torch.__version__}; scale `{scale}`" + ("" if epochs is None else f", shortened to {epochs} epochs")
@@ -337,10 +363,12 @@ def main(
         return
     end = None if budget_seconds is None else start + budget_seconds
     refused, trained = [], []
+    root.mkdir(parents=True, exist_ok=True)
+    record_study(root, "reproduction", jobs)  # the runs its readers read; a stranger's run inside is refused
     if slurm is not None:  # each task's runs as one ensemble per job when together
         from dataclasses import replace
 
-        from training.launch import Job, make_launcher
+        from training.launch import make_launcher
 
         size = slurm.ensemble_size or (max(len(g.runs) for g in groups) if together else None)
         make_launcher("slurm", slurm=replace(slurm, ensemble_size=size), study=root).launch([Job(r.name, r.cfg, r.folder) for g in groups for r in g.todo()])
@@ -369,13 +397,16 @@ def main(
                 if deadline is not None and r is not todo[0] and time.monotonic() >= deadline:
                     break
                 train(r.cfg, r.folder, device=dev, progress=False, logits_fn=logits_fn, deadline=deadline)
-    root.mkdir(parents=True, exist_ok=True)
     population = None
     if all(r.started() for g in groups for r in g.runs):
         population = read_population(spec, root)
         write_summaries(spec, root, population)
     text = markdown(groups, together, header, bf16_peak, peak, None if population is None else population.format())
-    (root / "gpu_suite.md").write_text(text)
+    if own_table and table_path.is_file():  # written before the suite recorded its outputs: its own, replaced
+        atomic_write(table_path, text)
+        record_output(table_path, TABLE_PURPOSE)
+    else:
+        write_output(table_path, text, TABLE_PURPOSE)
     click.echo(text)
     remaining = [r for g in groups for r in g.todo()]
     if remaining:

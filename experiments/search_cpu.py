@@ -30,9 +30,12 @@ from pathlib import Path
 import click
 import torch
 
+from interp_init.outputs import refuse_nested
 from training.launch import SerialLauncher
+from training.options import check_cores
 from training.studies.records import RunRecord
 from training.studies.study import StudySpec
+from training.studies.study_folder import is_named, record_study, refuse_strangers, study_run_dirs
 
 #: The search's base (2 layers, 1 head, d_head = d_model / 2, d_mlp = 3 d_model).
 BASE = dict(
@@ -82,6 +85,13 @@ def read(folder: Path) -> RunRecord | None:
     return RunRecord.read(folder, strict=False) if (folder / "config.json").is_file() else None
 
 
+def folders(root: str | Path) -> list[Path]:
+    """The run folders of a search (those its record names), oldest first; every folder in
+    a root made before searches recorded their runs."""
+    named = study_run_dirs(root)
+    return sorted(Path(root).glob("*") if named is None else named, key=lambda p: p.stat().st_mtime)
+
+
 def line(name: str, record: RunRecord | None) -> str:
     if record is None or not record.history:
         return f"{name:70s} (no epoch yet)"
@@ -109,10 +119,19 @@ def cli() -> None:
 @click.argument("specs", nargs=-1, required=True)
 def run_command(root: str, threads: int, specs: tuple[str, ...]) -> None:
     """Train each SPEC (one after another) into ROOT/<spec name>."""
+    study = StudySpec({"preset": "paper"}, named={run_name(spec): options_for(spec) for spec in specs})
+    jobs = study.jobs(root)
+    try:  # ROOT is a search folder: never nested in another study, and its record names its runs
+        check_cores(threads, "--threads", "torch threads")
+        refuse_nested(root, "a search", "search", "--root")
+        refuse_strangers(jobs, root, "a search", "--root")
+    except ValueError as err:
+        raise click.UsageError(str(err)) from err
+    Path(root).mkdir(parents=True, exist_ok=True)
+    record_study(root, "search", jobs)  # added to the candidates recorded before
     torch.set_num_threads(threads)
     launcher = SerialLauncher(device="cpu", threads=threads)  # the one launcher: error.txt for a failed run, busy -> running
-    study = StudySpec({"preset": "paper"}, named={run_name(spec): options_for(spec) for spec in specs})
-    for job in study.jobs(root):
+    for job in jobs:
         t0 = time.perf_counter()
         (ret,) = launcher.launch([job])
         note = f" ({ret.status}: {ret.error})" if ret.error else ""
@@ -124,7 +143,7 @@ def run_command(root: str, threads: int, specs: tuple[str, ...]) -> None:
 @click.option("--full", is_flag=True, help="Every epoch, not only the last.")
 def status_command(root: str, full: bool) -> None:
     """One line per run folder (its last epoch), finished or not."""
-    for folder in sorted(Path(root).glob("*"), key=lambda p: p.stat().st_mtime):
+    for folder in folders(root):
         record = read(folder)
         if full and record is not None and record.metrics is not None:
             for i in range(1, len(record.history) + 1):
@@ -137,7 +156,7 @@ def status_command(root: str, full: bool) -> None:
 @click.option("--root", default="runs/search", show_default=True)
 def json_command(root: str) -> None:
     """One JSON line per finished run: its options and final numbers (for the doc)."""
-    for folder in sorted(Path(root).glob("*"), key=lambda p: p.stat().st_mtime):
+    for folder in folders(root):
         record = read(folder)
         if record is not None and record.history:
             last = {k: v for k, v in record.history[-1].to_json().items() if k != "per_pair"}
@@ -165,7 +184,7 @@ def table_command(root: str) -> None:
         "| conv. | seed | data v. | train | ID | (4,3) inf / sym or OOD / comm. | status | train s | other |"
     )
     click.echo("|" + "---|" * 18)
-    for folder in sorted(Path(root).glob("*"), key=lambda p: p.stat().st_mtime):
+    for folder in folders(root):
         record = read(folder)
         if record is None or not record.history:
             continue
@@ -224,7 +243,7 @@ def rates_command(folders: tuple[str, ...]) -> None:
             raise click.BadParameter(f"{item!r}: give SWEEP_DIR:small-init or SWEEP_DIR:large-init (and optionally :GLOB, a pattern of run-folder names)")
         label = Path(path).name if pattern == "*" else f"{Path(path).name} ({pattern})"
         rows = []
-        for folder in sorted(Path(path).glob(pattern)):
+        for folder in (f for f in sorted(Path(path).glob(pattern)) if is_named(f, path)):  # the runs its sweep names
             record = read(folder)
             if record is not None and record.recorded_status == "completed":
                 final = record.final_columns()

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import click
@@ -37,7 +38,7 @@ import interp_init
 from training.cli.flags import PRESET_CHOICES, carry_option, config_options, parse_carry, run_options, slurm_options
 from training.config import PRECISIONS
 from training.launch.signals import Stopped, ignore_stopping, signals_raise
-from training.options import check_device, default_preset, one_line, parse_workers
+from training.options import check_cores, check_device, default_preset, one_line, parse_workers
 from training.studies.phase.names import FIGURE_NAMES, ID_THRESHOLD, LOSS_THRESHOLD, OOD_THRESHOLD, PAIR_ACC_THRESHOLD
 from training.studies.population import VARY
 from training.studies.recipe import carry_recipe, recipe_table, train_epilog
@@ -87,10 +88,13 @@ def train_command(
     if show_recipe:
         click.echo(recipe_table(cfg, paper_gamma=paper_gamma))
         return
+    from training.launch.base import Job
     from training.studies.records import RunRecord
+    from training.studies.study_folder import refuse_strangers
     from training.trainer.loop import train
 
     assert out is not None
+    refuse_strangers([Job(out, cfg, Path(out))], out, "a run")  # a study reads only the runs it names
     train(cfg, out, device=device, progress=not quiet)
     record = RunRecord.read(out)
     summary = {k: round(v, 4) for k, v in record.final_columns().items() if v is not None}
@@ -144,6 +148,7 @@ def reproduce_command(
 
     if backend not in ("ray", "slurm") or (backend == "ray" and address is None):  # a cluster's devices are not this machine's
         check_device(device)
+        check_cores(workers, "--workers", "worker processes")
     slurm_opts = slurm_options_from(backend or "", device, slurm)
     if address is not None and backend != "ray":
         raise ValueError("--address applies to --backend ray only")
@@ -187,8 +192,6 @@ def sweep_command(
 
     Exits with code 1, after a line saying how many, when any run failed or diverged.
     """
-    from pathlib import Path
-
     from training.studies.study import StudySpec
     from training.studies.sweep.spec import SweepOptions, check_sweep_folder, load_preset, preset_names
 
@@ -206,7 +209,7 @@ def sweep_command(
         if out is not None:
             from training.studies.sweep.runner import check_sweep_out
 
-            check_sweep_out(out)
+            check_sweep_out(out, sweep_spec)
             check_sweep_folder(sweep_spec, out, extend=extend)
         for point in points:
             click.echo(point.name)
@@ -267,6 +270,9 @@ def phase_diagram_command(
     thresholds = dict(id_threshold=id_threshold, ood_threshold=ood_threshold, loss_threshold=loss_threshold, pair_threshold=pair_threshold)
     done = phase_diagrams(sweep_dir, out, figure_names, **thresholds, protocol=protocol)
     click.echo(f"{len(done.figures)} figure(s) ({', '.join(done.figures)}) from {done.n_runs} runs, {protocol} protocol: {', '.join(map(str, done.paths))}")
+    if done.strangers:
+        names = ", ".join(done.strangers[:3]) + (", ..." if len(done.strangers) > 3 else "")
+        click.echo(f"interp-init: note: {sweep_dir} holds {len(done.strangers)} run folder(s) its sweep does not name ({names}); the figures leave them out", err=True)
     if done.problem:
         click.echo(f"interp-init: {done.problem}; the figures leave them out", err=True)
         raise click.exceptions.Exit(1)

@@ -34,7 +34,8 @@ from training.launch.backends import build_launcher, local_launcher
 from training.options import parse_list
 from training.studies.population import Population, failed_criteria, read_population, write_summaries
 from training.studies.regimes import REPRODUCE_BUSY, REPRODUCE_TASKS
-from training.studies.study import StudySpec
+from training.studies.study import MAX_POINTS, StudySpec
+from training.studies.study_folder import record_study, refuse_strangers
 from training.studies.sweep.results import problem_summary
 
 
@@ -43,7 +44,9 @@ def reproduce_study(spec: StudySpec, out: str | Path, launcher: Launcher) -> tup
     read the population and write its summaries; return it with the launch's returns (the
     population None while a launcher that does not wait, :attr:`~training.launch.Launcher.waits`,
     left runs submitted and unfinished: there is nothing to read yet)."""
-    returns = run_study(spec.jobs(out), out, launcher, REPRODUCE_BUSY)
+    jobs = spec.jobs(out)
+    refuse_strangers(jobs, out, "a reproduction")
+    returns = run_study(jobs, out, launcher, REPRODUCE_BUSY, lambda: record_study(out, "reproduction", jobs))
     if not launcher.waits and any(r.status == RunStatus.RUNNING for r in returns):
         return None, returns
     population = read_population(spec, out)
@@ -56,6 +59,7 @@ def _train(
 ) -> tuple[Population | None, list[JobReturn]]:
     """Train ``spec`` with ``backend`` (None: :func:`~training.launch.backends.local_launcher`) and its ``options``."""
     refuse_nested(out, "a reproduction", "reproduction")  # before anything is printed or made (asked again when the folder is held)
+    refuse_strangers(spec.jobs(out), out, "a reproduction")  # nor inside a study that does not name its runs
     launcher = local_launcher(device, workers, progress) if backend is None else build_launcher(backend, device=device, workers=workers, progress=progress, **options)
     if progress:
         jobs = spec.jobs(out)
@@ -102,6 +106,12 @@ def reproduction_spec(
     if vary != "both" and fixed_seed is None:
         fixed_seed = seed_list[0]
     lr_list = parse_list(lrs, float, "--lrs") if lrs is not None else None
+    runs = len(seed_list) * len(tasks) * 2 * (len(lr_list) if lr_list else 1)  # counted before a config is built
+    if runs > MAX_POINTS:
+        raise ValueError(
+            f"--seeds and --lrs ask for {runs:,} runs ({len(seed_list):,} seeds x {len(tasks)} tasks x 2 regimes"
+            f"{f' x {len(lr_list)} lrs' if lr_list else ''}), more than the {MAX_POINTS:,} a study may have; give fewer seeds (or lrs)"
+        )
     return StudySpec.reproduction(preset, seed_list, protocol, lr_list, vary, fixed_seed, precision, tasks, carry=carry)
 
 

@@ -24,6 +24,7 @@ from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus, write
 from training.launch import JobReturn, run_study
 from training.launch.backends import build_launcher
 from training.studies.study import StudySpec
+from training.studies.study_folder import refuse_strangers
 from training.studies.sweep.results import collect_results
 from training.studies.sweep.spec import SPEC_FILE, SweepOptions, check_sweep_folder
 
@@ -52,13 +53,17 @@ class SweepSummary:
         return f"{head}\n{self.results.to_html(index=False)}"
 
 
-def check_sweep_out(out: str | Path) -> None:
-    """Refuse a sweep folder inside a run folder, or one that is a run folder, naming it."""
+def check_sweep_out(out: str | Path, spec: StudySpec | None = None) -> None:
+    """Refuse a sweep folder inside a run folder, or one that is a run folder, naming it;
+    with ``spec``, also one inside another study that does not name its runs
+    (:func:`~training.studies.study_folder.refuse_strangers`)."""
     out = Path(out)
     refuse_inside_run(out, "a sweep")
     if looks_like_run(out):
         raise ValueError(f"{out} is a run folder, not a sweep folder; a run folder holds one run and nothing else: choose another --out")
     refuse_nested(out, "a sweep", "sweep")  # nor a reproduction's folder, nor one holding other sweeps
+    if spec is not None:
+        refuse_strangers(spec.jobs(out), out, "a sweep")
 
 
 def run_sweep(spec: StudySpec, out: str | Path, options: SweepOptions | None = None, *, extend: bool = False) -> SweepSummary:
@@ -73,9 +78,14 @@ def run_sweep(spec: StudySpec, out: str | Path, options: SweepOptions | None = N
     """
     options = options or SweepOptions()
     out = Path(out)
-    check_sweep_out(out)
+    check_sweep_out(out, spec)
     check_sweep_folder(spec, out, extend=extend)
     jobs = spec.jobs(out)
+    if options.backend == "ensemble":  # the runs trained at once must fit together
+        from interp_init.model import resolve_device
+        from training.trainer.preflight import check_ensemble_fits
+
+        check_ensemble_fits([job.config for job in jobs], resolve_device(options.device), options.ensemble_size)
     launcher = build_launcher(options.backend, device=options.device, workers=options.workers, threads=options.threads,
                               address=options.address, ensemble_size=options.ensemble_size, **dict(options.extra))  # fmt: skip
     done_before = {j.name for j in jobs if RunFolder(j.run_dir).status() in FINISHED_STATUSES}
@@ -90,7 +100,7 @@ def run_sweep(spec: StudySpec, out: str | Path, options: SweepOptions | None = N
             bar.write(f"run {ret.name} {'failed' if ret.status == RunStatus.FAILED else 'not trained'}: {ret.error}")
 
     def held() -> None:  # the spec is checked again now that this process holds the folder
-        write_json(out / SPEC_FILE, check_sweep_folder(spec, out, extend=extend).to_dict())
+        write_json(out / SPEC_FILE, check_sweep_folder(spec, out, extend=extend).to_dict())  # also the runs its readers read
 
     launcher.notify(returned)
     try:
