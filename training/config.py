@@ -113,13 +113,28 @@ class TrainConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
                 raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")
+        self._check_schedule()
+        if self.eps > 1:  # above, eps swamps the gradient's scale and AdamW's steps vanish: nothing trains
+            raise ValueError(f"eps must be a number in (0, 1] (AdamW's denominator term; default 1e-8), got {self.eps!r}")
+
+    def _check_schedule(self) -> None:
+        """The schedule as a whole (:data:`SCHEDULE_FIELDS`): its phases' bounds ordered (the
+        warmup ends within the run) and every lr it can produce between its floor and its
+        peak ``lr``: the warmup climbs to ``lr`` (``warmup_start_lr <= lr``) and the cosine
+        descends from it (``min_lr <= lr``)."""
         if self.warmup_epochs > self.epochs:  # the lr would never reach its peak
             raise ValueError(
                 f"warmup_epochs ({self.warmup_epochs!r}) is longer than the run's {self.epochs} epochs: the learning rate would never reach "
                 f"--lr; give --warmup-epochs at most {self.epochs} (or more --epochs)"
             )
-        if self.eps > 1:  # above, eps swamps the gradient's scale and AdamW's steps vanish: nothing trains
-            raise ValueError(f"eps must be a number in (0, 1] (AdamW's denominator term; default 1e-8), got {self.eps!r}")
+        for name, phase, used in (("warmup_start_lr", "the warmup would start at", self.warmup_epochs > 0),
+                                  ("min_lr", "the cosine would climb to", self.cosine_epochs > 0)):  # fmt: skip
+            value, flag = getattr(self, name), "--" + name.replace("_", "-")
+            if used and value > self.lr:
+                raise ValueError(
+                    f"{name} ({flag} {value:g}) is above the peak lr (--lr {self.lr:g}): {phase} {value:g}, {value / self.lr:,.4g}x the peak; "
+                    f"give {flag} at most --lr (the papers: 1e-5 under a peak of 2.5e-4), or a larger --lr"
+                )
 
     def lr_at(self, epoch: float) -> float:
         """The learning rate at a (fractional) epoch."""
@@ -130,6 +145,10 @@ class TrainConfig:
             return self.min_lr if self.cosine_epochs > 0 else self.lr
         return self.min_lr + 0.5 * (self.lr - self.min_lr) * (1 + math.cos(math.pi * t / self.cosine_epochs))
 
+
+#: The fields of :class:`TrainConfig` that :meth:`TrainConfig.lr_at` reads: the schedule,
+#: validated as a whole (:meth:`TrainConfig._check_schedule`).
+SCHEDULE_FIELDS: tuple[str, ...] = ("epochs", "lr", "warmup_start_lr", "min_lr", "warmup_epochs", "cosine_epochs")
 
 SECTIONS: dict[str, type] = {"model": ModelConfig, "init": InitConfig, "data": DataConfig, "train": TrainConfig}
 #: Flat option name -> its section.

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from interp_init.fileio import is_disk_full
 from interp_init.outputs import output_folder
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunFolderBusy, RunStatus, atomic_write
 from training.config import RunConfig
@@ -94,6 +95,10 @@ def train_job(job: Job, device: str = "auto", threads: int | None = None, deadli
         return finished(job, str(result.metrics["status"]), result.model)
     except RunFolderBusy as err:  # another process trains it now: not a failure, and not ours to record
         return JobReturn(job.name, RunStatus.RUNNING, str(err))
+    except OSError as err:
+        if is_disk_full(err):  # every run would fail alike: the study stops, as train does (exit 2), and resumes once space is freed
+            raise
+        return failed(job, err, traceback.format_exc())
     except Exception as err:  # noqa: BLE001 - a failed run is recorded, the study goes on
         return failed(job, err, traceback.format_exc())
     finally:
@@ -136,7 +141,9 @@ class Launcher(ABC):
             job = futures[future]
             try:
                 ret = future.result()
-            except Exception as err:  # noqa: BLE001 - the worker itself died
+            except Exception as err:  # the worker itself died
+                if is_disk_full(err):  # a worker's full disk stops the study (train_job)
+                    raise
                 ret = failed(job, err)
             returns[job.name] = self.returned(ret)
         return [returns[job.name] for job in jobs]

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from interp_init.fileio import read_json
+from interp_init.fileio import BadRunFile, read_json
 from interp_init.runfolder import write_json
 from interp_init.tasks.anchor import FLIP_CRITERIA
 from interp_init.tasks.registry import make_task, task_class
@@ -333,18 +333,23 @@ SUMMARY_FILE = "summary.json"
 
 
 def read_summary(path: str | Path) -> Population | None:
-    """The population a ``summary.json`` holds (None where there is none, or it is damaged or
-    unfinished): today's schema, or the single-seed summary written before one schema
-    (task -> regime -> row), read as a population of one."""
+    """The population a ``summary.json`` holds (None where there is none): today's schema,
+    or the single-seed summary written before one schema (task -> regime -> row), read as
+    a population of one.  A damaged one is refused (:class:`~interp_init.fileio.BadRunFile`
+    naming it): a reader that skipped it would show the runs without their population."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    fix = "run the same reproduce command again (it rewrites the summary from the run folders), or remove the file"
+    data = read_json(path, fix)
     try:
-        data = read_json(Path(path), "")
         if not isinstance(data, dict):
-            return None
+            raise TypeError(f"it holds {type(data).__name__}, not an object")
         if "per_seed" in data:
             return Population.from_dict(data)
         return Population("", "strict", (SeedRow(0, _results(data)),))
-    except (ValueError, KeyError, TypeError, AttributeError, OSError):
-        return None
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
+        raise BadRunFile(path, f"is not a reproduction's summary ({type(err).__name__}: {' '.join(str(err).split())[:120]})", fix) from None
 
 
 def read_population(spec: StudySpec, out: str | Path, seeds: Sequence[int] | None = None) -> Population:

@@ -15,11 +15,12 @@ Example::
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from interp_init.runfolder import RunFolder, RunStatus, write_json
+from interp_init.runfolder import FINISHED_STATUSES, BadRunFile, RunFolder, RunStatus, write_json
 from interp_init.tasks.base import EpochRecord, RunMetrics, Task, read_run_metrics
 from training.config import RunConfig
 
@@ -50,14 +51,17 @@ class RunRecord:
         folder = RunFolder(run_dir)
         config = RunConfig.from_dict(folder.read_config(), where=str(folder.config_path))
         status = folder.status()
+        error = ""
         try:
             raw = folder.read_metrics()
-        except ValueError:
+            _check_epochs(folder, config, raw)
+        except ValueError as err:
             if strict:
                 raise
             raw = None
+            if status in FINISHED_STATUSES:  # finished by its word, but not this run's metrics: never read as finished
+                status, error = RunStatus.UNREADABLE, str(err)
         metrics = None if raw is None else read_run_metrics(config.data.make_task(), raw, str(folder.metrics_path))
-        error = ""
         if status == RunStatus.FAILED and folder.error_path.exists():
             error = (folder.error_path.read_text(encoding="utf-8", errors="replace").splitlines() or [""])[0]
         epoch = None if raw is None else (raw.get("final") or {}).get("epoch")
@@ -98,6 +102,23 @@ class RunRecord:
         final = None if self.metrics is None else self.metrics.final
         columns: dict[str, float | None] = dict.fromkeys(self.task.metrics_class.column_names())
         return {**columns, **({} if final is None else final.columns())}
+
+
+def _check_epochs(folder: RunFolder, config: RunConfig, raw: dict[str, Any] | None) -> None:
+    """Refuse a ``metrics.json`` whose epochs do not fit the run's config: an epoch past the
+    config's last, or a completed run that did not reach it (the metrics are another run's,
+    or were edited)."""
+    if raw is None:
+        return
+    epochs = config.train.epochs
+    seen = [r.get("epoch") for r in raw.get("history") or [] if isinstance(r, dict)] + [(raw.get("final") or {}).get("epoch")]
+    seen = [e for e in seen if isinstance(e, int) and not isinstance(e, bool)]
+    fix = "the metrics are another run's or were edited: restore them, or train the run again into a new folder"
+    if seen and max(seen) > epochs:
+        raise BadRunFile(folder.metrics_path, f"records epoch {max(seen)}, past the {epochs} epoch(s) of the run's config.json", fix)
+    last = (raw.get("history") or [{}])[-1]
+    if raw.get("status") == RunStatus.COMPLETED and isinstance(last, dict) and last.get("epoch") != epochs:
+        raise BadRunFile(folder.metrics_path, f"says completed, but its last epoch is {last.get('epoch')!r}, not the config's {epochs}", fix)
 
 
 def resume_epoch(run_dir: str | Path) -> int:
@@ -144,11 +165,23 @@ def run_stable_ranks(run_dir: str | Path) -> dict[str, float]:
     if cache.exists():
         try:
             data: Any = json.loads(cache.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except (json.JSONDecodeError, UnicodeDecodeError, OSError):
             data = {}
-        if isinstance(data, dict) and data.get("stamp") == _weights_stamp(folder) and isinstance(data.get("ranks"), dict):
-            return data["ranks"]
+        data = data if isinstance(data, dict) else {}
+        ranks = data.get("ranks") if isinstance(data, dict) else None
+        if data.get("stamp") == _weights_stamp(folder) and _valid_ranks(ranks):
+            return ranks
+    # no cache, a stale one (other weights) or a damaged one: computed again from the weights, and cached
     return record_stable_ranks(folder.path, folder.load_model(device="cpu"))
+
+
+def _valid_ranks(ranks: Any) -> bool:
+    """Whether a cached ``ranks`` object is what :func:`record_stable_ranks` writes: both
+    stable ranks, each a finite number >= 0 (a stable rank is 0 or at least 1)."""
+    keys = ("stable_rank_wq0", "stable_rank_we")
+    return isinstance(ranks, dict) and set(ranks) == set(keys) and all(
+        isinstance(ranks[k], (int, float)) and not isinstance(ranks[k], bool) and math.isfinite(ranks[k]) and ranks[k] >= 0 for k in keys
+    )
 
 
 __all__ = ["RANKS_FILE", "RunRecord", "record_stable_ranks", "resume_epoch", "run_stable_ranks"]
