@@ -156,7 +156,8 @@ def run_stable_ranks(run_dir: str | Path) -> dict[str, float]:
 
     The cache is keyed by the weights file's size and modification time, so the model is
     loaded only when the weights changed since (a launch caches them from the trained
-    model, :func:`record_stable_ranks`).  Empty when the folder has no weights.
+    model, :func:`record_stable_ranks`); a damaged or invalid cache is computed again, never
+    read.  Empty when the folder has no weights.
     """
     folder = RunFolder(run_dir)
     if not folder.weights_path.exists():

@@ -109,7 +109,9 @@ def collect_results(
     """Rebuild ``out/results.csv`` from the run folders under ``out`` and return it
     (``write=False``: return it without writing it; :func:`write_results` writes it later).
 
-    One row per run folder (a sub-folder with a ``config.json``), sorted by the grid
+    One row per run folder the sweep names (:func:`sweep_run_dirs`: a point of its
+    ``sweep.json`` holding a ``config.json``; a folder holding another config than its point's
+    is ``unreadable``), sorted by the grid
     values: the folder name, its grid parameters and the configs' :data:`CONTEXT_COLUMNS`,
     ``status``, the final metrics (``heldout_*`` averaged over held-out pairs), the first
     epoch with training loss < ``loss_threshold`` (``epochs_to_loss``), per anchor pair the
