@@ -65,7 +65,7 @@ from training.config import RunConfig, make_run_config
 from training.launch import Job
 from training.launch.slurm_options import slurm_options_from
 from training.options import check_cores
-from training.studies.population import read_population, write_summaries
+from training.studies.population import check_summary_file, read_population, write_summaries
 from training.studies.records import RunRecord
 from training.studies.reproduce import reproduction_spec
 from training.studies.selection import PROTOCOL_TEXT, PROTOCOLS
@@ -314,6 +314,7 @@ def main(
             refuse_strangers(jobs, root, "the GPU suite")
             if not own_table:
                 check_output_file(table_path, TABLE_PURPOSE)
+            check_summary_file(root)
             for group in groups:
                 check_steps(group.runs[0].cfg)  # --epochs: a run that would not end is refused
                 per_epoch = -(-group.runs[0].cfg.data.n_train // group.runs[0].cfg.train.batch_size)

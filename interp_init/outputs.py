@@ -87,10 +87,22 @@ def refuse_inside_run(path: str | Path, what: str, option: str = "--out") -> Non
     ``path`` inside a run folder: a run folder is a leaf, holding one run and nothing else
     (a report of it would hide what is nested)."""
     check_path_names(path, option)
-    path = Path(path).absolute()
-    for parent in path.parents:
+    for parent in Path(path).absolute().parents:
         if looks_like_run(parent):
-            raise ValueError(f"{path} is inside the run folder {parent}; a run folder holds one run and nothing else, so {what} cannot be written there: choose an {option} outside it")
+            raise ValueError(
+                f"{path} is inside the run folder {as_given(path, parent)}; a run folder holds one run and nothing else, so {what} cannot be "
+                f"written there: choose an {option} outside it"
+            )
+
+
+def as_given(path: str | Path, ancestor: Path) -> Path:
+    """The folder ``ancestor`` (an absolute ancestor of ``path``) written as the user wrote
+    ``path``: relative where ``path`` was, so that messages name the user's own path."""
+    path = Path(path)
+    up = len(path.absolute().parts) - len(ancestor.parts)
+    if path.is_absolute() or not 0 < up <= len(path.parents) or path.parents[up - 1] == Path("."):
+        return ancestor
+    return path.parents[up - 1]
 
 
 def refuse_non_run_folder(path: str | Path) -> None:
@@ -253,7 +265,7 @@ def check_output_file(path: str | Path, purpose: str, option: str = "--out") -> 
     if not path.exists():
         return path
     page = _page_purpose(path)
-    found = page or _recorded_purpose(path)
+    found = page or recorded_purpose(path)
     if found == purpose:
         return path
     if found is not None:
@@ -304,8 +316,10 @@ def _outputs_record(folder: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _recorded_purpose(path: Path) -> str | None:
-    """The purpose :func:`write_output` recorded for ``path``, if the file is unchanged since."""
+def recorded_purpose(path: str | Path) -> str | None:
+    """The purpose :func:`write_output` (or :func:`record_output`) recorded for ``path``, if
+    the file is unchanged since."""
+    path = Path(path)
     entry = _outputs_record(path.parent).get(path.name)
     if not isinstance(entry, dict) or not isinstance(entry.get("purpose"), str):
         return None
@@ -341,6 +355,7 @@ def check_output_pages(out: str | Path, purpose: str, names: Iterable[str], opti
     :func:`check_output_file`) or a folder of ``<name>.html`` pages, which must not be or
     hold a run, sweep or reproduction folder, nor hold another file by those names."""
     out = Path(out)
+    check_path_names(out, option)
     if out.suffix.lower() == ".html" or (out.exists() and not out.is_dir()):
         check_output_file(out, purpose, option)  # an existing file: refused unless a page of this purpose
     if out.suffix.lower() == ".html":

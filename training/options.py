@@ -7,6 +7,7 @@ It imports neither torch nor click at import time (``--help`` stays fast).
 
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import fields
 from typing import Any
@@ -104,6 +105,9 @@ def one_line(exc: BaseException) -> str:
     """An error as the one line ``interp-init: error: ...`` prints."""
     from interp_init.fileio import temporary_target
 
+    if isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG:
+        name = str(exc.filename or "")
+        return f"the path {name[:60]}{'...' if len(name) > 60 else ''} is longer than the file system takes (a name over 255 bytes, or the whole over 4,096); choose a shorter one"
     if isinstance(exc, OSError) and exc.filename is not None:
         name = temporary_target(exc.filename) or exc.filename  # never a temporary file's name
         return f"cannot write or read {name}: {exc.strerror or exc}"

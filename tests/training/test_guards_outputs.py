@@ -152,7 +152,8 @@ def _argv(option: str, target: str) -> tuple[Callable[[list[str]], int], list[st
     def run(args: list[str]) -> int:
         try:
             group.main(args=args, standalone_mode=False)
-        except click.UsageError:
+        except click.UsageError as err:
+            print(f"Error: {err.format_message()}", file=sys.stderr)
             return 2
         return 0
 
@@ -170,6 +171,9 @@ def test_every_output_refuses_what_it_did_not_make(option: str, target: str, pla
     assert run(argv) == 2, capsys.readouterr()
     err = capsys.readouterr().err
     assert "Traceback" not in err and ".tmp-" not in err, err
+    if target.startswith("long"):  # the message names the flag, not a file the command would have read
+        flag = {"figure": "--figure", "root": "--root", "images": "--images"}.get(option.split()[-1], "--out")
+        assert flag in err and "sweep.json" not in err and "metrics.json" not in err, err
     assert _snapshot(places) == before
     assert not (places / "ro").exists() or list((places / "ro").iterdir()) == []
 
@@ -251,3 +255,36 @@ def test_a_real_read_only_file_system_is_named_with_the_flag(tmp_path: Path, cap
         assert f"--out {ro / 'rep.html'}: cannot write in {ro} (it is on a read-only file system)" in err, err
     finally:
         os.system(f"umount {ro}")
+
+
+#: The files a command writes into its folder without a flag naming them, by command: a
+#: file of one's own by that name is never replaced (a study's own is).
+OWN_FILES = {
+    "sweep": ("results.csv", ["sweep", "spec.json", "--out", "F", "--quiet", "--device", "cpu"]),
+    "phase-diagram of a folder of runs": ("results.csv", ["phase-diagram", "F", "--out", "p.html"]),
+    "reproduce summary": ("summary.json", ["reproduce", "--preset", "tiny", "--out", "F", "--quiet", "--device", "cpu", "--workers", "1"]),
+    "reproduce report": ("report.html", ["reproduce", "--preset", "tiny", "--out", "F", "--quiet", "--device", "cpu", "--workers", "1"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OWN_FILES))
+def test_a_file_of_ones_own_where_a_command_writes_its_own_is_never_replaced(case: str, places: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    name, argv = OWN_FILES[case]
+    folder = places / "F"
+    folder.mkdir()
+    if case.startswith("phase-diagram"):
+        shutil.copytree(places / "R", folder / "a")  # a folder of runs made by hand
+    (folder / name).write_text("mine\n")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"F/{name} exists and is" in err and "never overwritten" in err, err
+    assert (folder / name).read_text() == "mine\n"
+
+
+def test_every_input_path_too_long_is_one_line_naming_it(places: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A read path longer than the file system takes: one line, never a file the command would read inside it."""
+    long = "y" * 300
+    for argv in (["phase-diagram", long], ["sweep", long + ".json", "--out", "o"], ["report", "R", long, "--out", "r.html"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and "metrics.json" not in err and "config.json" not in err, err

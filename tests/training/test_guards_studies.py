@@ -364,6 +364,8 @@ def test_metrics_claiming_epochs_the_config_does_not_have_are_not_read_as_comple
     with pytest.raises(ValueError, match="records epoch 99, past the 1 epoch"):
         RunRecord.read(sweep / "seed=0")
     assert collect_results(sweep, write=False).set_index("run").loc["seed=0", "status"] == "unreadable"
+    assert main(["sweep", str(made["spec"]), "--out", str(sweep), "--quiet", "--device", "cpu"]) == 1  # never counted completed
+    assert "1 of 2 runs unreadable" in capsys.readouterr().err
     assert main(["report", str(sweep / "seed=0"), "--out", str(tmp_path / "r.html"), "--per-pair", "2"]) == 2
     assert "records epoch 99" in capsys.readouterr().err
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from interp_init.fileio import BadRunFile, read_json
+from interp_init.outputs import study_kind
 from interp_init.runfolder import write_json
 from interp_init.tasks.anchor import FLIP_CRITERIA
 from interp_init.tasks.registry import make_task, task_class
@@ -350,6 +351,22 @@ def read_summary(path: str | Path) -> Population | None:
         return Population("", "strict", (SeedRow(0, _results(data)),))
     except (ValueError, KeyError, TypeError, AttributeError) as err:
         raise BadRunFile(path, f"is not a reproduction's summary ({type(err).__name__}: {' '.join(str(err).split())[:120]})", fix) from None
+
+
+def check_summary_file(out: str | Path, option: str = "--out") -> None:
+    """Refuse, before any work, a folder holding a ``summary.json`` that is not a
+    reproduction's and that no study recorded (a file of one's own): it is never
+    overwritten (a study's own, even damaged, is rewritten)."""
+    path = Path(out) / SUMMARY_FILE
+    if not path.is_file() or study_kind(out) is not None:
+        return
+    try:
+        read_summary(path)
+    except ValueError:
+        raise ValueError(
+            f"{path} exists and is not a reproduction's summary this toolkit wrote; it is never overwritten: move it away first, "
+            f"or choose another {option}"
+        ) from None
 
 
 def read_population(spec: StudySpec, out: str | Path, seeds: Sequence[int] | None = None) -> Population:

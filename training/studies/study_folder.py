@@ -25,8 +25,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from interp_init.fileio import BadRunFile, config_digest, read_json, write_json
-from interp_init.outputs import CONFIG_FILE, STUDY_FILE, STUDY_KINDS, SWEEP_SPEC_FILE, folder_kind
+from interp_init.fileio import BadRunFile, check_path_names, config_digest, read_json, write_json
+from interp_init.outputs import CONFIG_FILE, STUDY_FILE, STUDY_KINDS, SWEEP_SPEC_FILE, as_given, folder_kind
 from training.config import RunConfig
 
 
@@ -77,14 +77,7 @@ def named_runs(folder: str | Path) -> dict[str, str] | None:
 def _enclosing_studies(path: Path) -> list[tuple[Path, str]]:
     """The study folders above ``path``, nearest first, each written as the user wrote
     ``path`` (relative where it was)."""
-    absolute = path.absolute()
-    found = []
-    for parent in absolute.parents:
-        kind = folder_kind(parent)
-        if kind in STUDY_KINDS:
-            up = len(absolute.parts) - len(parent.parts)  # the same folder, as an ancestor of the path given
-            found.append((path.parents[up - 1] if up <= len(path.parents) and path.parents[up - 1] != Path(".") else parent, kind))
-    return found
+    return [(as_given(path, parent), kind) for parent in path.absolute().parents if (kind := folder_kind(parent)) in STUDY_KINDS]
 
 
 def refuse_strangers(jobs: Iterable[Any], out: str | Path, what: str, option: str = "--out") -> None:
@@ -93,6 +86,7 @@ def refuse_strangers(jobs: Iterable[Any], out: str | Path, what: str, option: st
     runs names every one of them with the same config; a folder inside a study that names
     no runs (an older reproduction) is refused.  Nothing is read beyond the records."""
     out = Path(out)
+    check_path_names(out, option)
     studies = _enclosing_studies(out)
     if not studies:
         return
@@ -116,8 +110,8 @@ def refuse_strangers(jobs: Iterable[Any], out: str | Path, what: str, option: st
         return
     study, kind = studies[0]
     raise ValueError(
-        f"{out} is inside the {kind} folder {study}, which records no list of its runs ({STUDY_FILE}; made by an older version), "
-        f"so {what} there could be read as part of it: choose an {option} outside {study}"
+        f"{out} is inside the {kind} folder {study}, whose record of its runs ({STUDY_FILE}) is missing (an older version made it) or "
+        f"damaged, so {what} there could be read as part of it: choose an {option} outside {study}"
     )
 
 

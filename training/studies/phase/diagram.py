@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import plotly.graph_objects as go
 
-from interp_init.fileio import folder_is_held
+from interp_init.fileio import check_path_names, folder_is_held
 from interp_init.outputs import check_output_pages, looks_like_run, refuse_inside_run, write_page
 from training.studies.phase.aggregation import param_columns
 from training.studies.phase.figures import make_figures, supported_figures
@@ -26,7 +26,15 @@ from training.studies.phase.names import ID_THRESHOLD, LOSS_THRESHOLD, OOD_THRES
 from training.studies.records import RunRecord
 from training.studies.selection import PROTOCOL_TEXT, check_protocol, pick_paper
 from training.studies.study_folder import strangers
-from training.studies.sweep.results import RESULTS_FILE, check_sweep_spec, collect_results, incomplete_runs, problem_summary, write_results
+from training.studies.sweep.results import (
+    RESULTS_FILE,
+    check_results_file,
+    check_sweep_spec,
+    collect_results,
+    incomplete_runs,
+    problem_summary,
+    write_results,
+)
 
 #: The purpose phase-diagram pages are tagged with (a later one may replace an earlier one).
 PAGE = "phase-diagram"
@@ -138,6 +146,7 @@ def phase_diagrams(
     """
     check_thresholds(id_threshold=id_threshold, ood_threshold=ood_threshold, pair_threshold=pair_threshold, loss_threshold=loss_threshold)
     sweep_dir = Path(sweep_dir)
+    check_path_names(sweep_dir, "SWEEP_DIR")
     if looks_like_run(sweep_dir):
         raise ValueError(
             f"{sweep_dir} is a run folder, not a sweep folder; phase diagrams are drawn over the runs of a sweep folder "
@@ -145,6 +154,7 @@ def phase_diagrams(
         )
     refuse_inside_run(sweep_dir, "phase diagrams", option="SWEEP_DIR")
     check_sweep_spec(sweep_dir)  # a damaged sweep.json is refused here as by the sweep itself
+    check_results_file(sweep_dir, "SWEEP_DIR")  # nor is a results.csv of one's own replaced
     df = collect_results(sweep_dir, loss_threshold=loss_threshold, pair_threshold=pair_threshold, write=False)
     table = protocol_table(df, sweep_dir, protocol)
     names = list(figure_names) or supported_figures(df)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
+from interp_init.fileio import check_path_names
 from interp_init.outputs import check_distinct_outputs, check_output_folder, write_output
 from training.studies.report.config import IMAGE_FORMATS
 
@@ -104,5 +105,6 @@ def check_images_folder(out_dir: str | Path, image_format: str = "png", option: 
     that cannot be written, or one holding a ``.<image_format>`` file that is not a report
     image this toolkit wrote (:func:`interp_init.outputs.check_output_folder`)."""
     out = Path(out_dir)
+    check_path_names(out, option)
     held = sorted(p.name for p in out.glob(f"*.{image_format}")) if out.is_dir() else []
     return check_output_folder(out, IMAGE_PURPOSE, held, option)

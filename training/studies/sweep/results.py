@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from interp_init.fileio import folder_is_held
+from interp_init.outputs import record_output, recorded_purpose
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus, atomic_write
 from interp_init.tasks.anchor_pairs import AnchorPair
 from interp_init.tasks.base import EpochRecord
@@ -179,9 +180,31 @@ def check_sweep_spec(out: str | Path) -> None:
         ) from None
 
 
+#: The purpose a results table outside a sweep folder is recorded with (:func:`write_results`).
+RESULTS_PURPOSE = "results table"
+
+
+def check_results_file(out: str | Path, option: str = "--out") -> None:
+    """Refuse, before any work, a folder whose ``results.csv`` the toolkit did not write: in a
+    sweep folder it is the sweep's; elsewhere (a folder of runs made by hand) only one a
+    previous :func:`write_results` recorded, unchanged since, is replaced."""
+    path = Path(out) / RESULTS_FILE
+    if path.is_file() and not (Path(out) / SPEC_FILE).is_file() and recorded_purpose(path) != RESULTS_PURPOSE:
+        raise ValueError(
+            f"{path} exists and is a file interp-init did not write (or one changed since it wrote it); it is never overwritten: "
+            f"move it away first, or choose another {option}"
+        )
+
+
 def write_results(df: pd.DataFrame, out: str | Path) -> Path:
-    """Write a :func:`collect_results` table to ``out/results.csv`` atomically; return the path."""
-    return atomic_write(Path(out) / RESULTS_FILE, lambda tmp: df.to_csv(tmp, index=False))
+    """Write a :func:`collect_results` table to ``out/results.csv`` atomically (asking
+    :func:`check_results_file` again); return the path.  Outside a sweep folder the file is
+    recorded as the toolkit's, so that the next table may replace it."""
+    check_results_file(out)
+    path = atomic_write(Path(out) / RESULTS_FILE, lambda tmp: df.to_csv(tmp, index=False))
+    if not (Path(out) / SPEC_FILE).is_file():
+        record_output(path, RESULTS_PURPOSE)
+    return path
 
 
 #: The order in which :func:`problem_summary` counts what did not complete.

@@ -25,7 +25,7 @@ from training.launch import JobReturn, run_study
 from training.launch.backends import build_launcher
 from training.studies.study import StudySpec
 from training.studies.study_folder import refuse_strangers
-from training.studies.sweep.results import collect_results
+from training.studies.sweep.results import check_results_file, collect_results
 from training.studies.sweep.spec import SPEC_FILE, SweepOptions, check_sweep_folder
 
 #: What a second sweep into a held sweep folder is told.
@@ -64,6 +64,7 @@ def check_sweep_out(out: str | Path, spec: StudySpec | None = None) -> None:
     refuse_nested(out, "a sweep", "sweep")  # nor a reproduction's folder, nor one holding other sweeps
     if spec is not None:
         refuse_strangers(spec.jobs(out), out, "a sweep")
+    check_results_file(out)  # a results.csv of one's own in a folder that is not yet a sweep's
 
 
 def run_sweep(spec: StudySpec, out: str | Path, options: SweepOptions | None = None, *, extend: bool = False) -> SweepSummary:
@@ -109,4 +110,8 @@ def run_sweep(spec: StudySpec, out: str | Path, options: SweepOptions | None = N
         bar.close()
     statuses = {r.name: r.status for r in returns}
     submitted = 0 if launcher.waits else sum(s == RunStatus.RUNNING for s in statuses.values())
-    return SweepSummary(statuses, tuple(n for n in statuses if n in done_before), collect_results(out), submitted)
+    results = collect_results(out)
+    # a run its folder calls finished but whose files do not hold (metrics past its epochs, another run's
+    # files) is what the table says, never counted completed
+    statuses |= {str(r): RunStatus.UNREADABLE for r, s in zip(results["run"], results["status"], strict=True) if s == RunStatus.UNREADABLE and r in statuses}
+    return SweepSummary(statuses, tuple(n for n in statuses if n in done_before), results, submitted)
