@@ -2,7 +2,9 @@
 
 ``ensemble``: ``training.trainer.ensemble.VmapStep`` (``vmap`` over ``functional_call`` of
 ``last_position_logits`` on the stacked parameters, then each model's clipping and
-``torch.optim.AdamW`` step).  ``one-by-one``:
+``torch.optim.AdamW`` step).  ``batched``: the campaign's ``campaign_step.BatchedStep``, the
+same forward and backward, then every model's clipping and AdamW as one set of operations on
+the stacked parameters.  ``one-by-one``:
 ``training.trainer.step.train_step`` on each model in turn, as ``training.train`` runs them.
 Each model gets its own gamma, weight decay, lr and seed.  Interleaved repetitions,
 medians, samples/s summed over the models::
@@ -14,7 +16,9 @@ medians, samples/s summed over the models::
 from __future__ import annotations
 
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import click
 import torch
@@ -24,6 +28,9 @@ from training.config import make_run_config
 from training.trainer.ensemble import VmapStep
 from training.trainer.step import last_position_logits, make_optimizer, train_step
 from training.trainer.loop import make_run_data, new_member
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from campaign_step import BatchedStep  # noqa: E402
 
 
 def _sync(dev: torch.device) -> None:
@@ -42,6 +49,8 @@ def bench(d_model: int, n_models: int, batch: int, reps: int, steps: int, dev: t
     ]
     members = [new_member(c, None, None, dev, make_run_data(c, dev)) for c in cfgs]
     ens = VmapStep(members, last_position_logits, dev)
+    batched_members = [new_member(c, None, None, dev, m.data) for c, m in zip(cfgs, members)]
+    batched = BatchedStep(batched_members, last_position_logits, dev)
     models = [build_model(c.model, c.init, c.seeds["init"], device=dev) for c in cfgs]
     optimizers = [make_optimizer(m, c.train) for m, c in zip(models, cfgs)]
     idx = torch.arange(batch, device=dev).expand(n_models, batch)
@@ -55,7 +64,10 @@ def bench(d_model: int, n_models: int, batch: int, reps: int, steps: int, dev: t
         for j, (m, opt) in enumerate(zip(models, optimizers)):
             train_step(m, opt, tokens[j], targets[j], grad_clip=cfgs[j].train.grad_clip)
 
-    variants = {"ensemble": ensemble_step, "one-by-one": one_by_one}
+    def batched_step() -> None:
+        batched(batched_members, idx)
+
+    variants = {"ensemble": ensemble_step, "batched": batched_step, "one-by-one": one_by_one}
     for fn in variants.values():  # warm-up
         fn()
     times: dict[str, list[float]] = {k: [] for k in variants}
@@ -83,11 +95,12 @@ def main(d_models, model_counts, batch, reps, steps, threads, device) -> None:
     torch.set_num_threads(threads)
     dev = resolve_device(device)
     click.echo(f"torch {torch.__version__}, device {dev}, {threads} thread(s), batch {batch} per model, 2 layers, 1 head")
-    click.echo(f"{'d_model':>7} {'models':>6} {'one-by-one':>11} {'ensemble':>9} {'ratio':>6}")
+    click.echo(f"{'d_model':>7} {'models':>6} {'one-by-one':>11} {'ensemble':>9} {'batched':>8} {'ratio':>6} {'batched/ensemble':>16}")
     for d in d_models:
         for m in model_counts:
             r = bench(d, m, batch, reps, steps, dev)
-            click.echo(f"{d:>7} {m:>6} {r['one-by-one']:>11.0f} {r['ensemble']:>9.0f} {r['ensemble'] / r['one-by-one']:>6.2f}")
+            click.echo(f"{d:>7} {m:>6} {r['one-by-one']:>11.0f} {r['ensemble']:>9.0f} {r['batched']:>8.0f} {r['ensemble'] / r['one-by-one']:>6.2f} "
+                       f"{r['batched'] / r['ensemble']:>16.2f}")  # fmt: skip
 
 
 if __name__ == "__main__":

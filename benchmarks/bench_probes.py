@@ -144,7 +144,7 @@ def cases(model: HookedTransformer, tokens: torch.Tensor) -> dict[str, tuple[Cal
         return out
 
     return {
-        "masked_run": (lambda: probes.masked_run(model, tokens, source, names=[last]), hand_masked),
+        "masked_run": (lambda: probes.masked_run(model, tokens, source, names_filter=[last]), hand_masked),
         "attention_patterns": (lambda: probes.attention_patterns(model, tokens), hand_patterns),
         "information_flow": (lambda: probes.information_flow(model, tokens), hand_flow),
         f"residual_similarity (layer {mid})": (lambda: probes.residual_similarity(model, tokens, labels, layer=mid), hand_similarity(f"blocks.{mid}.hook_resid_mid")),

@@ -23,4 +23,4 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$PYTH
 du -ch "$WHEEL_DIR"/*.whl | tail -n 1 >&2
 case $WHEEL_DIR in /*) SITE=$WHEEL_DIR/site ;; *) SITE=\$PWD/$WHEEL_DIR/site ;; esac
 echo "python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $WHEEL_DIR/site $WHEEL_DIR/*.whl && export PYTHONPATH=$SITE:\$PWD"
-echo "then: python3 benchmarks/gpu_suite.py --out runs/gpu-suite --budget-seconds 540; python3 -m training.cli ... (= interp-init)" >&2
+echo "then: python3 benchmarks/gpu_campaign.py next --budget-seconds 540 --out /tmp/campaign-runs --profile --archive \$OUT/campaign.tar.gz (docs/campaign.md); python3 -m training.cli ... (= interp-init)" >&2

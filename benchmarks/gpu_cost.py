@@ -76,9 +76,10 @@ def run_flops(cfg: RunConfig, dev: torch.device, batch: int = 16) -> RunFlops:
 
 
 def remaining_flops(cfg: RunConfig, flops: RunFlops, done: int) -> float:
-    """FLOPs of epochs ``done + 1 .. epochs`` of ``cfg``, evaluations included."""
+    """FLOPs of epochs ``done + 1 .. epochs`` of ``cfg``, evaluations included (at the
+    config's cadence, :meth:`training.TrainConfig.evaluates`)."""
     tc = cfg.train
-    return sum(flops.epoch(cfg, (e + 1) % tc.eval_every == 0 or e + 1 == tc.epochs) for e in range(done, tc.epochs))
+    return sum(flops.epoch(cfg, tc.evaluates(e + 1)) for e in range(done, tc.epochs))
 
 
 def peaks(dev: torch.device, size: int | None = None) -> dict[str, float]:
@@ -87,7 +88,8 @@ def peaks(dev: torch.device, size: int | None = None) -> dict[str, float]:
     return {"fp32": matmul_peak(dev, torch.float32, size), "bf16": matmul_peak(dev, torch.bfloat16, size)}
 
 
-def _probe_configs(cfgs: list[RunConfig], steps: int) -> list[RunConfig]:
+def probe_configs(cfgs: list[RunConfig], steps: int) -> list[RunConfig]:
+    """Throwaway copies of ``cfgs``: one epoch of ``steps`` full batches, evaluated once, no warm-up."""
     batch = cfgs[0].train.batch_size
     # one epoch of ``steps`` steps: the schedule shrinks with it (a warm-up longer than the run is refused)
     small = dict(n_train=steps * batch, n_test=batch, eval_samples=batch, epochs=1, checkpoint_every=1, eval_every=1, warmup_epochs=0.0, cosine_epochs=1.0)
@@ -103,7 +105,7 @@ def probe_efficiency(
     (set-up, data, evaluation and any recompilation cancel)."""
 
     def run(n: int) -> float:
-        probe = _probe_configs(cfgs if together else cfgs[:1], n)
+        probe = probe_configs(cfgs if together else cfgs[:1], n)
         _sync(dev)
         t0 = time.perf_counter()
         if together:

@@ -18,8 +18,9 @@ predicted minutes at the efficiency measured in the task's earlier chunks, else 
 throwaway steps (or ``--efficiency``), beside 20% and 40% of the peak.  ``--dry-run`` stops there.
 
 **Chunks.**  ``--budget-seconds S`` trains until S seconds are spent: each run checkpoints
-after every epoch, training stops once less than two predicted epochs of the budget are
-left (one for the epoch in flight, one of margin), the table so far is written, and the
+after every epoch, training stops once less than two predicted epochs of the budget, plus
+one epoch as long as the last, are left (the loop stops before an epoch that would pass its
+deadline, which the suite sets two predicted epochs early), the table so far is written, and the
 command exits 0 saying how many runs remain; the same command resumes.  A task whose one
 epoch is predicted not to fit in what is left is not started (and if none fits, the
 command fails saying what budget would).

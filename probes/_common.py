@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import difflib
+import functools
 import inspect
 import numbers
 import operator
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
@@ -30,24 +32,28 @@ def allowed_pairs(model: HookedModel, n_pos: int) -> Bool[Tensor, "query source"
     return full if bidirectional(model) else full.tril()
 
 
-def check_index(value: int, size: int, name: str, what: str) -> int:
+def check_index(value: int, size: int, name: str, what: str, from_end: bool = True) -> int:
     """``value`` as an int in ``0..size-1`` or a ValueError naming ``name``.
 
-    Integer-like values (``numpy.int64(1)``, a one-element integer tensor or array) are
-    accepted; floats (even ``1.0``), bools and strings are refused."""
+    A negative ``value`` counts from the end, as Python's indexing does (``-1`` is
+    ``size - 1``), unless ``from_end=False``.  Integer-like values (``numpy.int64(1)``, a
+    one-element integer tensor or array) are accepted; floats (even ``1.0``), bools and
+    strings are refused."""
+    span = f"0..{size - 1}" + (f" (or -{size}..-1 from the end)" if from_end else "")
     try:
         if isinstance(value, bool):
             raise TypeError
         index = operator.index(value)
     except TypeError:
-        raise ValueError(f"{name} must be an integer {what} in 0..{size - 1}, got {value!r}") from None
-    if not 0 <= index < size:
-        raise ValueError(f"{name}={index} is not a {what}: use 0..{size - 1}")
-    return index
+        raise ValueError(f"{name} must be an integer {what} in {span}, got {value!r}") from None
+    if not (-size if from_end else 0) <= index < size:
+        raise ValueError(f"{name}={index} is not a {what}: use {span}")
+    return index % size if index < 0 else index
 
 
 def check_indices(values: int | Iterable[int] | None, size: int, name: str, what: str) -> list[int]:
-    """``None`` -> all of ``0..size-1``; an int or iterable of ints -> their sorted unique list."""
+    """``None`` -> all of ``0..size-1``; an int or iterable of ints (negative ones counted
+    from the end) -> their sorted unique list."""
     if values is None:
         return list(range(size))
     if not isinstance(values, Iterable) or (isinstance(values, (Tensor, np.ndarray)) and values.ndim == 0):
@@ -112,19 +118,21 @@ def _act_name(name: str, layer: int | None = None) -> str:
     return get_act_name(name, layer)
 
 
-def resolve_names(names: object, model: HookedModel) -> list[str]:
-    """Hook names from a names filter as TransformerLens takes it: ``None`` (none), a hook
-    name or short name (``"resid_post"``: that activation in every layer, via
-    ``transformer_lens.utils.get_act_name``), ``(short name, layer)``, a list of these, or
-    a callable ``name -> bool`` over the model's hook points."""
-    if names is None:
-        return []
+def resolve_names(names_filter: object, model: HookedModel) -> list[str]:
+    """Hook names from a names filter as TransformerLens' ``run_with_cache(names_filter=...)``
+    takes it: ``None`` (every hook point), a hook name or short name (``"resid_post"``: that
+    activation in every layer, via ``transformer_lens.utils.get_act_name``), ``(short name,
+    layer)`` (a negative layer counts from the end), a list of these, or a callable
+    ``name -> bool`` over the model's hook points.  An empty list picks none."""
+    if names_filter is None:
+        return list(model.hook_dict)
+    names = names_filter
     if callable(names) and not isinstance(names, str):
         return [name for name in model.hook_dict if names(name)]
     if isinstance(names, str) or (isinstance(names, tuple) and len(names) == 2 and isinstance(names[0], str) and not isinstance(names[1], str)):
         names = [names]
     elif not isinstance(names, Iterable):
-        raise ValueError(f"names must be hook names, short names (e.g. 'resid_post'), (name, layer) pairs or a callable filter, got {names!r}")
+        raise ValueError(f"names_filter must be hook names, short names (e.g. 'resid_post'), (name, layer) pairs, a callable filter or None (every hook point), got {names!r}")
     out: list[str] = []
     unknown = []
     for name in names:
@@ -140,6 +148,40 @@ def resolve_names(names: object, model: HookedModel) -> list[str]:
             f"hook_dict keys{', e.g. ' + ', '.join(repr(e) for e in dict.fromkeys(example)) if example else ''}, short names such as 'resid_post', or a callable"
         )
     return list(dict.fromkeys(out))
+
+
+def is_filter_function(names_filter: object) -> bool:
+    """Whether ``names_filter`` picks from the hook points that exist (``None`` or a callable) rather than naming them."""
+    return names_filter is None or (callable(names_filter) and not isinstance(names_filter, str))
+
+
+def renamed_keyword(old: str, new: str, old_none: object) -> Callable[[Callable], Callable]:
+    """A decorator keeping the keyword ``old=`` working as ``new=``, with a ``DeprecationWarning``.
+
+    ``old=None`` is passed on as ``old_none`` (what ``None`` meant under the old name);
+    ``old=`` and ``new=`` together are a one-line ValueError."""
+
+    def decorate(function: Callable) -> Callable:
+        signature = inspect.signature(function)
+
+        @functools.wraps(function)
+        def wrapper(*args: object, **kwargs: object) -> object:
+            if old in kwargs:
+                value = kwargs.pop(old)
+                if new in kwargs or new in signature.bind_partial(*args).arguments:
+                    raise ValueError(f"{function.__name__} got both {new}= and {old}=, its deprecated name: pass {new}= only")
+                warnings.warn(
+                    f"{function.__name__}({old}=...) is deprecated and will be removed in interp-init 0.2: pass {new}=... "
+                    f"(TransformerLens' name{f'; {old}=None is {new}={old_none!r}' if value is None else ''})",
+                    DeprecationWarning,
+                    stacklevel=2,
+                )
+                kwargs[new] = old_none if value is None else value
+            return function(*args, **kwargs)
+
+        return wrapper
+
+    return decorate
 
 
 def _expand(name: object, model: HookedModel) -> list[str]:
@@ -162,8 +204,8 @@ def _expand(name: object, model: HookedModel) -> list[str]:
     return [full for layer in range(model.cfg.n_layers) if (full := _act_name(name, layer)) in model.hook_dict]
 
 
-def capture_hooks(names: object, model: HookedModel, store: dict[str, Tensor]) -> list[tuple[str, Callable]]:
-    """Forward hooks that copy the activations ``names`` (see :func:`resolve_names`) into ``store`` (detached), keyed by hook name.
+def capture_hooks(names_filter: object, model: HookedModel, store: dict[str, Tensor]) -> list[tuple[str, Callable]]:
+    """Forward hooks that copy the activations ``names_filter`` picks (see :func:`resolve_names`) into ``store`` (detached), keyed by hook name.
 
     The key is the name asked for (or its full name for a short one), not the hook's
     ``hook.name``: on TransformerLens 4.x an old name such as ``blocks.1.hook_resid_post``
@@ -174,7 +216,7 @@ def capture_hooks(names: object, model: HookedModel, store: dict[str, Tensor]) -
 
         return save
 
-    return [(n, saver(n)) for n in resolve_names(names, model)]
+    return [(n, saver(n)) for n in resolve_names(names_filter, model)]
 
 
 class _Stop(Exception):

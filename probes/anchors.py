@@ -35,25 +35,25 @@ import pandas as pd
 
 from interp_init.tasks.anchor_pairs import SHIFTS
 from interp_init.tasks.data import AnchorDataset
-from probes._common import check_dataset
+from probes._common import check_dataset, renamed_keyword
 from probes.masking import MaskedRun, masked_run
 from probes.protocol import HookedModel, check_model
 
-
-def _output_name(model: HookedModel) -> str:
-    check_model(model)
-    return f"blocks.{model.cfg.n_layers - 1}.hook_resid_post"
+#: What :func:`mask_key` and :func:`mask_second_anchor` capture by default: the last block's output.
+OUTPUT = ("resid_post", -1)
 
 
 def _mask_named(
     model: HookedModel, dataset: AnchorDataset, position: str, layers: int | Iterable[int] | None, heads: int | Iterable[int] | None,
-    query_positions: int | Iterable[int] | None, renormalize: bool, names: Iterable[str] | None,
+    query_positions: int | Iterable[int] | None, renormalize: bool, names_filter: object,
 ) -> MaskedRun:  # fmt: skip
-    """:func:`masked_run` hiding the dataset's named ``position``; ``names`` defaults to the last block's output."""
+    """:func:`masked_run` hiding the dataset's named ``position``."""
     dataset = check_dataset(dataset)
-    return masked_run(model, dataset, position, layers, heads, query_positions, renormalize, [_output_name(model)] if names is None else names)
+    check_model(model)
+    return masked_run(model, dataset, position, layers, heads, query_positions, renormalize, names_filter=names_filter)
 
 
+@renamed_keyword("names", "names_filter", old_none=OUTPUT)
 def mask_key(
     model: HookedModel,
     dataset: AnchorDataset,
@@ -62,16 +62,19 @@ def mask_key(
     heads: int | Iterable[int] | None = None,
     query_positions: int | Iterable[int] | None = None,
     renormalize: bool = False,
-    names: Iterable[str] | None = None,
+    names_filter: object = OUTPUT,
 ) -> MaskedRun:
     """:func:`masked_run` hiding each sample's key token (``dataset.key_positions``): the anchor tasks' case of it.
 
-    ``names`` defaults to the last block's output ``blocks.{L-1}.hook_resid_post`` (the
-    journal's "output embedding", before the final LayerNorm and unembedding).
+    ``names_filter`` (as :func:`masked_run` takes it) defaults to ``("resid_post", -1)``,
+    the last block's output ``blocks.{L-1}.hook_resid_post`` (the journal's "output
+    embedding", before the final LayerNorm and unembedding).  ``names=``, its old name,
+    still works and warns.
     """
-    return _mask_named(model, dataset, "key", layers, heads, query_positions, renormalize, names)
+    return _mask_named(model, dataset, "key", layers, heads, query_positions, renormalize, names_filter)
 
 
+@renamed_keyword("names", "names_filter", old_none=OUTPUT)
 def mask_second_anchor(
     model: HookedModel,
     dataset: AnchorDataset,
@@ -80,10 +83,10 @@ def mask_second_anchor(
     heads: int | Iterable[int] | None = None,
     query_positions: int | Iterable[int] | None = None,
     renormalize: bool = False,
-    names: Iterable[str] | None = None,
+    names_filter: object = OUTPUT,
 ) -> MaskedRun:
-    """:func:`masked_run` hiding each sample's second anchor (key position + 2); ``names`` as :func:`mask_key`."""
-    return _mask_named(model, dataset, "second_anchor", layers, heads, query_positions, renormalize, names)
+    """:func:`masked_run` hiding each sample's second anchor (key position + 2); ``names_filter`` as :func:`mask_key`."""
+    return _mask_named(model, dataset, "second_anchor", layers, heads, query_positions, renormalize, names_filter)
 
 
 def candidate_labelings(dataset: AnchorDataset) -> pd.DataFrame:

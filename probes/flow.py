@@ -12,12 +12,15 @@ the inferential solution first moves the key onto each anchor (Fig. 3a vs 3c).
 
 Shapes: ``tokens [batch, pos]`` (or ``[pos]``); :func:`information_flow` returns a
 DataFrame with one row per (layer, head or "sum", source, query) that the attention can read
-(``source <= query`` when causal, every pair in a bidirectional encoder); :func:`top_paths`
-a DataFrame with one row per path (``path``: positions at levels 0..n_layers).
-:func:`attention_html` draws one input's patterns with circuitsvis as a
-:class:`~probes.views.CircuitView`: it displays itself in Jupyter and saves as a
-self-contained HTML file, both with the JavaScript inlined (it renders with no network,
-unlike circuitsvis' ``str()`` which loads it from a CDN).
+(``source <= query`` when causal, every pair in a bidirectional encoder), for the
+``layers`` asked for (default all: at GPT-2 small's 12 layers, 12 heads and 128 positions
+that is 1.29M rows; ``layers=[l]`` gives one layer's 107k), the inputs run ``batch_size``
+at a time; :func:`top_paths` a DataFrame with one row per path (``path``: positions at
+levels 0..n_layers, a tuple; :func:`read_paths` gives the tuples back from a Parquet or
+CSV file).  :func:`~probes.views.attention_html` draws one input's patterns with
+circuitsvis as a :class:`~probes.views.CircuitView`: it displays itself in Jupyter and
+saves as a self-contained HTML file, both with the JavaScript inlined (it renders with no
+network, unlike circuitsvis' ``str()`` which loads it from a CDN).
 
 Example::
 
@@ -32,6 +35,9 @@ Example::
     >>> edges = information_flow(model, tokens)
     >>> list(edges.columns), len(edges)  # 2 layers x (2 heads + sum) x 45 causal pairs
     (['layer', 'head', 'source', 'query', 'weight', 'std'], 270)
+    >>> last = information_flow(model, tokens, layers=-1, batch_size=2)  # the last layer, two inputs at a time
+    >>> len(last), bool((last.to_numpy() == edges[edges["layer"] == 1].reset_index(drop=True).to_numpy()).all())
+    (135, True)
     >>> paths = top_paths(edges, threshold=0.0, top=3)
     >>> len(paths), paths["path"].iloc[0][-1]  # every path ends at the last position, 8
     (3, 8)
@@ -39,9 +45,9 @@ Example::
 
 from __future__ import annotations
 
+import ast
 import numbers
 import operator
-import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -53,10 +59,9 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from probes._common import allowed_pairs, bidirectional, check_finite, check_index, check_indices, check_int, check_number, run_hooked
+from probes._common import allowed_pairs, check_finite, check_index, check_indices, check_int, check_number, run_hooked
 from probes.inputs import Inputs, as_inputs
 from probes.protocol import HookedModel, check_fired, check_model, require_hooks
-from probes.views import CircuitView
 
 EDGE_COLUMNS = ["layer", "head", "source", "query", "weight", "std"]
 #: The ``head`` value of the rows that sum the heads' patterns.
@@ -130,6 +135,8 @@ def information_flow(
     model: HookedModel,
     tokens: Int[Tensor, "batch pos"] | Sequence | str | Inputs,
     *,
+    layers: int | Sequence[int] | None = None,
+    batch_size: int | None = None,
     attention_mask: Int[Tensor, "batch pos"] | None = None,
 ) -> pd.DataFrame:
     """Edges (layer, head, source, query, weight, std) of the attention graph.
@@ -139,32 +146,41 @@ def information_flow(
     over the inputs and ``std`` the population standard deviation over them (0 for a single
     input); with an ``attention_mask`` only inputs where both positions are real tokens
     count.  The pairs listed are those the attention can read: ``source <= query`` in a
-    causal model, every pair in a bidirectional one (an encoder).  The means are
-    accumulated layer by layer as the model runs: no pattern is kept."""
+    causal model, every pair in a bidirectional one (an encoder).
+
+    ``layers``: the layers whose edges are returned (an int or ints, negative ones from
+    the end; default all); :func:`top_paths` and :func:`plot_flow` need the layers from 0
+    up to the last they follow.  ``batch_size``: how many inputs run at a time (default
+    all at once); the result is the same, to float32 rounding.  The means are accumulated
+    layer by layer as the model runs: no pattern is kept."""
     inputs = as_inputs(tokens, check_model(model), attention_mask=attention_mask)
-    n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
-    n_pos = inputs.tokens.shape[1]
-    real = (inputs.attention_mask if inputs.attention_mask is not None else torch.ones_like(inputs.tokens)).double().cpu()
-    both = einops.einsum(real, real, "batch q, batch k -> batch q k")  # [batch, q, k]: 1 where both are real tokens
-    count = both.sum(0).clamp_min(1.0)
-    total = torch.zeros(n_layers, n_heads + 1, n_pos, n_pos, dtype=torch.float64)
+    layers = check_indices(layers, model.cfg.n_layers, "layers", f"layer of this {model.cfg.n_layers}-layer model")
+    size = None if batch_size is None else check_int(batch_size, "batch_size (inputs per forward pass; None for all at once)", low=1)
+    n_heads, n_pos = model.cfg.n_heads, inputs.tokens.shape[1]
+    count = torch.zeros(n_pos, n_pos, dtype=torch.float64)
+    total = torch.zeros(len(layers), n_heads + 1, n_pos, n_pos, dtype=torch.float64)
     squares = torch.zeros_like(total)
+    for chunk in inputs.batches(size):
+        real = (chunk.attention_mask if chunk.attention_mask is not None else torch.ones_like(chunk.tokens)).double().cpu()
+        both = einops.einsum(real, real, "batch q, batch k -> batch q k")  # [batch, q, k]: 1 where both are real tokens
+        count += both.sum(0)
 
-    def take(layer: int, pattern: Tensor) -> None:
-        values = pattern.cpu().double() * both[:, None]
-        values = torch.cat([values, values.sum(1, keepdim=True)], dim=1)  # [batch, head + sum, q, k]
-        total[layer] = values.sum(0)
-        squares[layer] = values.pow(2).sum(0)
+        def take(i: int, pattern: Tensor, both: Tensor = both) -> None:
+            values = pattern.cpu().double() * both[:, None]
+            values = torch.cat([values, values.sum(1, keepdim=True)], dim=1)  # [batch, head + sum, q, k]
+            total[i] += values.sum(0)
+            squares[i] += values.pow(2).sum(0)
 
-    _run_patterns(model, inputs, list(range(n_layers)), "information_flow", take)
+        _run_patterns(model, chunk, layers, "information_flow", take)
+    count = count.clamp_min(1.0)
     mean = total / count
     std = (squares / count - mean.pow(2)).clamp_min(0.0).sqrt()
-    layer, head, query, source = np.meshgrid(np.arange(n_layers), np.arange(n_heads + 1), np.arange(n_pos), np.arange(n_pos), indexing="ij")
+    index, head, query, source = np.meshgrid(np.arange(len(layers)), np.arange(n_heads + 1), np.arange(n_pos), np.arange(n_pos), indexing="ij")
     keep = allowed_pairs(model, n_pos).numpy()[query.ravel(), source.ravel()]
     head_labels = np.array([str(h) for h in range(n_heads)] + [SUM], dtype=object)
     return pd.DataFrame(
         {
-            "layer": layer.ravel()[keep].astype(np.int64),
+            "layer": np.asarray(layers, dtype=np.int64)[index.ravel()[keep]],
             "head": pd.array(head_labels[head.ravel()[keep]], dtype="string"),
             "source": source.ravel()[keep].astype(np.int64),
             "query": query.ravel()[keep].astype(np.int64),
@@ -188,7 +204,13 @@ def _edge_tensor(edges: pd.DataFrame, head: int | str) -> tuple[np.ndarray, np.n
     chosen = edges[edges["head"].astype(str) == head]
     if chosen.empty:
         raise ValueError(f"no edges for head {head!r}; the edges have heads {sorted(edges['head'].astype(str).unique())}")
-    n_layers = int(edges["layer"].max()) + 1
+    present = sorted({int(layer) for layer in chosen["layer"]})
+    if present != list(range(present[-1] + 1)):
+        raise ValueError(
+            f"the edges hold layers {present}, but a path runs from the input tokens through every layer 0..{present[-1]}: "
+            f"compute them with information_flow(..., layers=range({present[-1] + 1})) or layers=None"
+        )
+    n_layers = present[-1] + 1
     n_pos = int(max(edges["query"].max(), edges["source"].max())) + 1
     weights = np.zeros((n_layers, n_pos, n_pos))  # [layer, query, source]
     listed = np.zeros((n_layers, n_pos, n_pos), dtype=bool)
@@ -212,7 +234,9 @@ def top_paths(
     ``p_{l+1}`` that layer l's edge from ``p_l`` reaches.  Its ``score`` is the product
     of its L edge weights (of head ``head``, default the sum over heads); paths with an
     edge below ``threshold`` are dropped.  Returns columns ``rank, score, path,
-    weights``.
+    weights``: ``path`` a tuple of ints, ``weights`` a tuple of floats (Parquet gives such
+    cells back as numpy arrays and CSV as text; :func:`read_paths` restores the tuples).
+    ``query`` may count from the end (``-1``: the last position).
 
     With ``top`` set, the search keeps the ``top`` best partial paths per position and
     layer (a k-best dynamic programme, from ``query`` back to the inputs): exact, in time
@@ -268,6 +292,26 @@ def _best_paths(weights: np.ndarray, passes: np.ndarray, query: int, k: int) -> 
     flat = scores.reshape(-1)
     order = [i for i in np.argsort(-flat, kind="stable")[:k] if flat[i] >= 0]
     return [tuple(int(p) for p in paths.reshape(-1, n_layers + 1)[i]) for i in order]
+
+
+def read_paths(source: str | Path | pd.DataFrame) -> pd.DataFrame:
+    """A :func:`top_paths` table read back from a ``.parquet`` or ``.csv`` file (or the
+    DataFrame read from one), with ``path`` a tuple of ints and ``weights`` a tuple of
+    floats again, as :func:`top_paths` returned them."""
+    if isinstance(source, pd.DataFrame):
+        frame = source.copy()
+    else:
+        file = Path(source)
+        if file.suffix not in (".parquet", ".csv"):
+            raise ValueError(f"read_paths reads a .parquet or .csv file written from top_paths, got {file}")
+        frame = pd.read_parquet(file) if file.suffix == ".parquet" else pd.read_csv(file)
+    missing = [c for c in ("path", "weights") if c not in frame.columns]
+    if missing:
+        raise ValueError(f"the table has no column(s) {missing}: read_paths reads what top_paths returned")
+    for column, kind in (("path", int), ("weights", float)):
+        cells = [ast.literal_eval(v) if isinstance(v, str) else v for v in frame[column]]
+        frame[column] = [tuple(kind(x) for x in np.atleast_1d(np.asarray(v, dtype=object))) for v in cells]
+    return frame
 
 
 def token_labels(tokens: Sequence[int] | Tensor) -> list[str]:
@@ -336,62 +380,3 @@ def plot_flow(
         plot_bgcolor="white",
     )
     return fig
-
-
-#: The most attention weights one :func:`attention_html` page holds (about 6 MB of page).
-MAX_VIEW_WEIGHTS = 1_000_000
-
-
-def attention_html(
-    model: HookedModel,
-    tokens: Int[Tensor, " pos"] | str,
-    path: str | Path | None = None,
-    labels: Sequence[str] | None = None,
-    title: str = "Attention patterns",
-    *,
-    layers: int | Sequence[int] | None = None,
-    heads: int | Sequence[int] | None = None,
-    max_weights: int = MAX_VIEW_WEIGHTS,
-) -> CircuitView:
-    """One input's attention patterns (``layers`` x ``heads``, default all) as a circuitsvis view.
-
-    Drawn with circuitsvis' ``AttentionHeads`` (heads named ``L{l}H{h}``) from its local
-    JavaScript bundle: the returned :class:`~probes.views.CircuitView` displays itself in
-    Jupyter offline, ``.save(path)`` writes a self-contained page and ``.html()`` returns
-    it.  Written to ``path`` too if given.  A page holds at most ``max_weights`` weights
-    (heads x pos^2, rounded to 4 decimals): beyond that only the first heads that fit are
-    drawn, with a warning naming how many were left out and how to page through the
-    rest (``layers=``, ``heads=``).  The upper triangle is masked only for causal attention.
-    """
-    inputs = as_inputs(tokens, check_model(model))
-    if inputs.tokens.shape[0] != 1:
-        raise ValueError(f"attention_html draws one input; got a batch of {inputs.tokens.shape[0]} (pass tokens[i])")
-    n_pos = inputs.tokens.shape[1]
-    labels = token_labels(inputs.tokens[0]) if labels is None else [str(s) for s in labels]
-    if len(labels) != n_pos:
-        raise ValueError(f"labels has {len(labels)} entries for {n_pos} positions")
-    layers = check_indices(layers, model.cfg.n_layers, "layers", f"layer of this {model.cfg.n_layers}-layer model")
-    heads = check_indices(heads, model.cfg.n_heads, "heads", f"head of this {model.cfg.n_heads}-head model")
-    max_weights = check_int(max_weights, "max_weights", low=1)
-    pairs = [(l, h) for l in layers for h in heads]
-    fits = max(1, max_weights // (n_pos * n_pos))
-    if len(pairs) > fits:
-        warnings.warn(
-            f"attention_html draws the first {fits} of {len(pairs)} heads (max_weights={max_weights} at {n_pos} positions); "
-            f"page through the rest with layers=... or heads=..., or raise max_weights",
-            stacklevel=2,
-        )
-        pairs = pairs[:fits]
-    shown = sorted({l for l, _ in pairs})
-    patterns = attention_patterns(model, inputs, layers=shown)[:, 0]  # [layer, head, q, k]
-    chosen = torch.stack([patterns[shown.index(l), h] for l, h in pairs])
-    props = {
-        "attention": np.round(chosen.float().numpy(), 4),
-        "tokens": labels,
-        "attentionHeadNames": [f"L{l}H{h}" for l, h in pairs],
-        "maskUpperTri": not bidirectional(model),
-    }
-    view = CircuitView("AttentionHeads", props, title=title)
-    if path is not None:
-        view.save(path)
-    return view

@@ -18,7 +18,8 @@ What it measures: how simple the learned weights are.
 * :func:`embedding_pca`: PCA of the token embeddings (default the whole vocabulary; the
   papers read the anchor tasks' keys 20..99: NeurIPS Fig. 5c/d, the journal's Fig. 5B), the eigenvalues of the embedding covariance and an ordinal score,
   the largest |Spearman correlation| between the token value and its PC1 or PC2
-  coordinate (1: the tokens lie in numeric order along that axis).
+  coordinate (1: the tokens lie in numeric order along that axis).  Exact: numpy's SVD
+  of the centred embeddings (:func:`principal_components`), the same on every call.
 * :func:`singular_value_spectra`: the singular values of every weight matrix (heads
   merged), the spectrum behind :func:`probes.stable_rank` (journal Fig. 5C).
 
@@ -51,7 +52,6 @@ from jaxtyping import Float
 from scipy.cluster.hierarchy import fcluster, leaves_list, linkage
 from scipy.spatial.distance import squareform
 from scipy.stats import spearmanr
-from sklearn.decomposition import PCA
 from torch import Tensor
 
 from probes._common import check_finite, check_int
@@ -160,6 +160,28 @@ def plot_condensation(result: Condensation, title: str | None = "Cosine similari
     return fig
 
 
+def principal_components(array: np.ndarray, k: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    """Exact PCA of the rows of a 2-D array: ``(coordinates [n, k], explained variance ratios [k])``.
+
+    From numpy's SVD of the centred rows in float64 (LAPACK; no random start), so every
+    call gives the same result.  Each component's sign is fixed so that its
+    largest-magnitude loading is positive (scikit-learn's convention); components beyond
+    the rank of the data are zero."""
+    array = np.asarray(array, dtype=np.float64)
+    centred = array - array.mean(axis=0)
+    u, s, vt = np.linalg.svd(centred, full_matrices=False)
+    signs = np.sign(vt[np.arange(len(vt)), np.abs(vt).argmax(axis=1)])
+    signs[signs == 0] = 1.0
+    coordinates = np.zeros((len(array), k))
+    shown = min(k, len(s))
+    coordinates[:, :shown] = (u * (s * signs))[:, :shown]
+    variances = s**2
+    ratios = np.zeros(k)
+    if variances.sum() > 0:
+        ratios[:shown] = variances[:shown] / variances.sum()
+    return coordinates, ratios
+
+
 @dataclass(frozen=True)
 class EmbeddingPCA(TableDisplay):
     """Result of :func:`embedding_pca`.
@@ -192,7 +214,8 @@ def embedding_pca(model: HookedModel, tokens: Iterable[int] | None = None) -> Em
     """PCA of the rows of ``W_E`` for ``tokens`` (default the model's whole vocabulary).
 
     ``tokens`` are integer token ids (at least 3 distinct ones; the anchor tasks' keys are
-    ``range(20, 100)``); the model needs ``d_model >= 2`` and finite embeddings."""
+    ``range(20, 100)``); the model needs ``d_model >= 2`` and finite embeddings.  Exact
+    and deterministic (:func:`principal_components`: numpy's SVD, signs fixed)."""
     check_model(model)
     if tokens is None:
         tokens = range(model.cfg.d_vocab)
@@ -208,14 +231,13 @@ def embedding_pca(model: HookedModel, tokens: Iterable[int] | None = None) -> Em
         raise ValueError(f"embedding_pca projects onto 2 components and needs d_model >= 2, got d_model={model.cfg.d_model}")
     emb = merged_weight(model, "W_E")[tokens].double().cpu().numpy()
     check_finite(emb, "W_E (the token embeddings)")
-    pca = PCA(n_components=2)
-    xy = pca.fit_transform(emb)
+    xy, ratios = principal_components(emb, 2)
     eigenvalues = np.sort(np.linalg.eigvalsh(np.cov(emb, rowvar=False)))[::-1].clip(min=0.0)
     rhos = [abs(float(spearmanr(tokens, xy[:, i]).statistic)) for i in range(2)]
     rhos = [0.0 if np.isnan(r) else r for r in rhos]
     best = int(np.argmax(rhos))
     coords = pd.DataFrame({"token": tokens, "pc1": xy[:, 0], "pc2": xy[:, 1]})
-    return EmbeddingPCA(coords, pca.explained_variance_ratio_, eigenvalues, rhos[best], f"pc{best + 1}")
+    return EmbeddingPCA(coords, ratios, eigenvalues, rhos[best], f"pc{best + 1}")
 
 
 def plot_embedding_pca(result: EmbeddingPCA, title: str | None = "Token embeddings, PCA") -> go.Figure:

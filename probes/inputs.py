@@ -10,7 +10,15 @@ of these into one :class:`Inputs`; a task's samples are adapters onto it: anythi
 ``target``, its 1-D ``meta`` entries as further labels, and an anchor dataset its key and
 anchor positions (``"key"``, ``"first_anchor"``, ``"second_anchor"``) and the labels
 ``key``, ``a1``, ``a2``, ``key_position``.  No default comes from a task: without labels
-there is none; ``"last"`` is each sample's last real token.
+there is none; ``"last"`` is each sample's last real token.  A position given as an int
+counts from the end when negative, as Python's indexing does (``-1``: the last position
+of the padded sequence; ``"last"``: each sample's last real token).
+
+Missing labels are refused: a label that is None, NaN or pandas NA would otherwise count
+as one more label, so every probe that reads labels (the similarity probes, their
+``equal_mask``, :func:`probes.cluster_scores`, :func:`probes.plot_projection`) raises a
+one-line ValueError naming the column and how many are missing (:func:`check_labels`):
+leave those samples out, or give them a label.
 
 Shapes: ``tokens [batch, pos]``, ``attention_mask [batch, pos]``; ``labels`` a DataFrame
 with ``batch`` rows; each named position a ``[batch]`` int64 tensor.  (The papers'
@@ -96,17 +104,46 @@ class Inputs:
         return values
 
     def label(self, which: str | Sequence | Tensor | None) -> list | None:
-        """One label per sample: a column name of :attr:`labels`, the labels themselves, or ``None`` (none)."""
+        """One label per sample: a column name of :attr:`labels`, the labels themselves, or
+        ``None`` (none).  Missing labels are refused (:func:`check_labels`)."""
         if which is None:
             return None
         if isinstance(which, str):
             if which not in self.labels.columns:
                 raise ValueError(f"label {which!r} is not a column of these inputs' labels {list(self.labels.columns)}; pass one label per sample instead")
-            return self.labels[which].tolist()
+            return check_labels(self.labels[which], f"label column {which!r}")
         values = which.detach().cpu().tolist() if isinstance(which, Tensor) else list(which)
         if len(values) != len(self):
             raise ValueError(f"labels has {len(values)} entries for {len(self)} samples: give one label per sample")
-        return values
+        return check_labels(values, "labels")
+
+    def batches(self, size: int | None) -> list[Inputs]:
+        """These inputs in consecutive pieces of at most ``size`` samples (``None``: one piece),
+        each with its rows of the mask, the labels and the named positions."""
+        if size is None or size >= len(self):
+            return [self]
+        return [self[start : start + size] for start in range(0, len(self), size)]
+
+    def __getitem__(self, rows: slice) -> Inputs:
+        """The samples ``rows`` (a slice) as :class:`Inputs`."""
+        mask = None if self.attention_mask is None else self.attention_mask[rows]
+        labels = self.labels.iloc[rows].reset_index(drop=True) if len(self.labels.columns) else self.labels
+        return Inputs(self.tokens[rows], mask, labels, {name: value[rows] for name, value in self.positions.items()})
+
+
+def check_labels(values: Sequence | pd.Series, where: str) -> list:
+    """``values`` as a list, or a one-line ValueError naming ``where`` and how many are missing.
+
+    Missing means None, NaN or pandas NA (``pandas.isna``): counted as a label, it would
+    put every unlabelled sample into one group of its own."""
+    values = list(values)
+    missing = int(pd.isna(pd.Series(values, dtype=object)).sum()) if values else 0
+    if missing:
+        raise ValueError(
+            f"{where} has {missing} missing value(s) (None, NaN or NA) among {len(values)} samples: "
+            "a missing label is not a label; give those samples one or leave them out"
+        )
+    return values
 
 
 def _last_real(shape: torch.Size, attention_mask: Tensor | None) -> Tensor:

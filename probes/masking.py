@@ -18,6 +18,13 @@ Uses (complexity-control journal paper, Fig. 4A-C; NeurIPS 2024 Fig. 3b for the 
 * :func:`probes.anchors.mask_second_anchor` hides the second anchor (key position + 2): what do the key
   and the first anchor produce? (journal Fig. 4D; see :mod:`probes.similarity`).
 
+The projections: ``project(..., method="pca")`` is exact (numpy's SVD, the same on every
+call); t-SNE is an approximation (scikit-learn's Barnes-Hut t-SNE from a randomized-PCA
+start), made deterministic by ``seed``.  :func:`cluster_scores`' k-means is seeded the
+same way; its agglomerative (Ward) clustering is exact.  A missing label (None, NaN or
+pandas NA) in a labeling is refused, naming the column and the count, never counted as a
+label of its own.
+
 Shapes: ``tokens [batch, pos]`` (token ids, strings with a tokenizer, or a task's samples:
 :mod:`probes.inputs`), with ``attention_mask [batch, pos]`` for padded batches; sources an
 int or a flat list of ints (the same in every sample), a tensor ``[batch]`` / ``[batch, k]``
@@ -37,7 +44,7 @@ Example::
     >>> with quiet_deprecation():
     ...     model = HookedTransformer(cfg)
     >>> tokens = torch.randint(20, 100, (3, 9), generator=torch.Generator().manual_seed(0))
-    >>> run = masked_run(model, tokens, source_positions=torch.tensor([2, 4, 0]), names=["blocks.1.hook_resid_post"])
+    >>> run = masked_run(model, tokens, source_positions=torch.tensor([2, 4, 0]), names_filter=["blocks.1.hook_resid_post"])
     >>> run.logits.shape, run.last_position("blocks.1.hook_resid_post").shape
     (torch.Size([3, 9, 201]), torch.Size([3, 16]))
     >>> bool(torch.allclose(masked_run(model, tokens, []).logits, model(tokens)))
@@ -56,7 +63,6 @@ import plotly.graph_objects as go
 import torch
 from jaxtyping import Bool, Float, Int
 from sklearn.cluster import AgglomerativeClustering, KMeans
-from sklearn.decomposition import PCA
 from sklearn.manifold import TSNE
 from sklearn.metrics import adjusted_rand_score, silhouette_score
 from torch import Tensor
@@ -69,10 +75,13 @@ from probes._common import (
     check_indices,
     check_int,
     check_number,
+    is_filter_function,
     make_cache,
+    renamed_keyword,
     run_hooked,
 )
-from probes.inputs import Inputs, as_inputs
+from probes.geometry import principal_components
+from probes.inputs import Inputs, as_inputs, check_labels
 from probes.protocol import HookedModel, check_fired, check_model, require_hooks
 from probes.views import TableDisplay
 
@@ -110,7 +119,7 @@ class MaskedRun(TableDisplay):
         if name is None or name == "logits":
             return self.logits[:, -1]
         if name not in list(self.cache):
-            raise ValueError(f"activation {name!r} was not captured; pass names=[{name!r}] to the run (captured: {sorted(self.cache)})")
+            raise ValueError(f"activation {name!r} was not captured; pass names_filter=[{name!r}] to the run (captured: {sorted(self.cache)})")
         return self.cache[name][:, -1]
 
 
@@ -163,6 +172,7 @@ def source_mask(source_positions: SourcePositions, batch: int, n_pos: int) -> Bo
     return mask
 
 
+@renamed_keyword("names", "names_filter", old_none=())
 def masked_run(
     model: HookedModel,
     tokens: Int[Tensor, "batch pos"] | Sequence | str | Inputs,
@@ -171,7 +181,7 @@ def masked_run(
     heads: int | Iterable[int] | None = None,
     query_positions: int | Iterable[int] | None = None,
     renormalize: bool = False,
-    names: object = (),
+    names_filter: object = (),
     *,
     attention_mask: Int[Tensor, "batch pos"] | None = None,
 ) -> MaskedRun:
@@ -180,23 +190,28 @@ def masked_run(
     Reads the model's attention direction: in a causal model a query sees only sources at
     or before it, so only those pairs are masked; in a bidirectional one (a
     ``HookedEncoder``, ``cfg.attention_dir == "bidirectional"``) every query's attention to
-    a masked source is zeroed.
+    a masked source is zeroed.  A model whose run is not finite (NaN or infinite logits,
+    e.g. a ``HookedEncoder`` never initialized) is refused, as every forward probe does.
 
     Args:
         model: any TransformerLens model (:class:`~probes.protocol.HookedModel`: 3.x
             ``HookedTransformer`` or ``HookedEncoder``, 4.x ``TransformerBridge``).
         tokens: token ids ``[batch, pos]`` (or ``[pos]``), strings where the model has a
             tokenizer, or a task's samples (see :func:`~probes.inputs.as_inputs`).
-        source_positions: see :func:`source_mask`; or a position name of the inputs
-            (``"last"``; a task adapter's, e.g. ``"key"``).
-        layers, heads: which to mask (``None``: all); an int or ints.
+        source_positions: see :func:`source_mask` (a negative position counts from the
+            end); or a position name of the inputs (``"last"``: each sample's last real
+            token; a task adapter's, e.g. ``"key"``).
+        layers, heads: which to mask (``None``: all); an int or ints (negative: from the end).
         query_positions: the query positions whose attention is masked, the same for
             every sample (``None``: all).
         renormalize: rescale each masked row of the pattern to sum to 1 (a row left with
             nothing to attend to stays 0).
-        names: activations to return in ``cache``, captured after the masking: hook names,
-            short names (``"resid_post"``: every layer), ``(name, layer)``, or a callable
-            filter, as TransformerLens' ``names_filter``.
+        names_filter: the activations to return in ``cache``, captured after the
+            masking, picked as TransformerLens' ``run_with_cache(names_filter=...)`` picks
+            them: a hook name or a list of them, short names (``"resid_post"``: every
+            layer), ``(name, layer)``, a callable on hook names, or ``None`` (every hook
+            point); the default ``()`` captures none.  ``names=``, its old name, still
+            works and warns (``names=None`` there meant none).
         attention_mask: ``[batch, pos]`` 1 at real tokens, 0 at padding (passed to the model).
     """
     inputs = as_inputs(tokens, check_model(model), attention_mask=attention_mask)
@@ -234,11 +249,12 @@ def masked_run(
     store: dict[str, Tensor] = {}
     patterns = [f"blocks.{layer}.attn.hook_pattern" for layer in layers if bool(full.any())]
     require_hooks(model, patterns, "masked_run (attention masking after the softmax)")
-    captures = capture_hooks(names, model, store)  # after the masking hooks: captures see masked values
+    captures = capture_hooks(names_filter, model, store)  # after the masking hooks: captures see masked values
     logits = run_hooked(model, inputs, [(name, masker(name)) for name in patterns] + captures)
     check_fired(masked_in, patterns, "masked_run (attention masking after the softmax)")
-    if not callable(names):  # a callable filter takes what runs, as TransformerLens' names_filter does
+    if not is_filter_function(names_filter):  # a callable filter (or None) takes what runs, as TransformerLens' names_filter does
         check_fired(store, [name for name, _ in captures], "masked_run (capturing activations)")
+    check_finite(logits, "the model's logits on these tokens", " (check the model's weights with probes.weight_stable_ranks; a new HookedEncoder must be initialized first)")
     return MaskedRun(logits=logits, cache=make_cache(store, model), mask=mask)
 
 
@@ -250,34 +266,56 @@ def _as_array(vectors: Tensor | np.ndarray) -> np.ndarray:
     return array
 
 
+#: The journal's t-SNE perplexity (Fig. 4C), the default of :func:`project` where the inputs allow it.
+PERPLEXITY = 12.0
+
+
+def default_perplexity(n: int) -> float:
+    """:data:`PERPLEXITY` (12), lowered to ``(n - 1) / 3`` for fewer than 37 inputs (at least 1).
+
+    Each point's neighbourhood then holds about a third of the others, the usual bound
+    (``3 * perplexity < n - 1``) below scikit-learn's own (``perplexity < n``)."""
+    return min(PERPLEXITY, max(1.0, (n - 1) / 3))
+
+
 def project(
     vectors: Float[Tensor, "n d"] | np.ndarray,
     method: str = "tsne",
-    perplexity: float = 12.0,
+    perplexity: float | None = None,
     seed: int = 0,
     labels: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """A 2-D projection of ``vectors``: columns ``x``, ``y`` (plus the ``labels`` columns).
 
-    ``method`` is ``"tsne"`` (scikit-learn t-SNE, PCA-initialized, ``perplexity`` below
-    the number of samples; the journal uses 12) or ``"pca"``.
+    ``method`` is ``"tsne"`` or ``"pca"``.  ``"pca"`` is exact: the first two principal
+    components from numpy's SVD of the centred vectors (each component's sign fixed so
+    that its largest loading is positive), the same on every call.  ``"tsne"`` is
+    scikit-learn's t-SNE, an approximation (Barnes-Hut, started from a randomized PCA),
+    deterministic for a given ``seed``; ``perplexity`` must lie below the number of
+    inputs and defaults to the journal's 12, lowered for fewer than 37 inputs to
+    ``(n - 1) / 3`` (:func:`default_perplexity`), so that small inputs work; the value
+    used is in the frame's ``attrs["perplexity"]``.
     """
     array = _as_array(vectors)
     seed = check_int(seed, "seed")
+    frame_attrs: dict[str, object] = {"method": method}
     if method == "tsne":
-        perplexity = check_number(perplexity, "perplexity")
+        perplexity = default_perplexity(array.shape[0]) if perplexity is None else check_number(perplexity, "perplexity")
         if not 0 < perplexity < array.shape[0]:
-            raise ValueError(f"perplexity must be in (0, n_samples={array.shape[0]}), got {perplexity}; use more inputs or a smaller perplexity")
+            raise ValueError(f"perplexity must be in (0, n_samples={array.shape[0]}), got {perplexity}; use more inputs, a smaller perplexity, or perplexity=None for {default_perplexity(array.shape[0]):.3g}")
         xy = TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=seed).fit_transform(array)
+        frame_attrs.update(perplexity=float(perplexity), seed=seed)
     elif method == "pca":
-        xy = PCA(n_components=2, random_state=seed).fit_transform(array)
+        xy = principal_components(array, 2)[0]
     else:
         raise ValueError(f"method must be 'tsne' or 'pca', got {method!r}")
     frame = pd.DataFrame({"x": xy[:, 0], "y": xy[:, 1]})
+    frame.attrs.update(frame_attrs)
     if labels is not None:
         if len(labels) != len(frame):
             raise ValueError(f"labels has {len(labels)} rows for {len(frame)} vectors")
         frame = pd.concat([frame, labels.reset_index(drop=True)], axis=1)
+        frame.attrs.update(frame_attrs)
     return frame
 
 
@@ -298,7 +336,10 @@ def cluster_scores(
     the adjusted Rand index between the labeling and k clusters found without labels
     (``method`` ``"kmeans"`` or ``"agglomerative"`` (Ward); 1 = identical, ~0 = chance).
     A score is NaN where undefined (k < 2 or k >= n).  Returns one row per labeling:
-    ``labeling, n_labels, silhouette, ari, method``.
+    ``labeling, n_labels, silhouette, ari, method``.  k-means is seeded (``seed``, 10
+    starts), so a call gives the same scores every time.  A labeling with missing values
+    (None, NaN, pandas NA) is refused, naming its column and the count: drop those inputs
+    first (from ``vectors`` and ``labelings`` alike).
     """
     array = _as_array(vectors)
     seed = check_int(seed, "seed")
@@ -313,6 +354,7 @@ def cluster_scores(
         raise ValueError(f"method must be 'kmeans' or 'agglomerative', got {method!r}")
     rows = []
     for column in columns:
+        check_labels(frame[column], f"labelings column {column!r}")
         labels = pd.factorize(frame[column])[0]
         k = int(labels.max()) + 1
         silhouette = ari = float("nan")
@@ -328,9 +370,10 @@ def cluster_scores(
 
 
 def plot_projection(frame: pd.DataFrame, color: str = "ordered_pair", title: str | None = "Masked last-position vectors") -> go.Figure:
-    """Scatter of a :func:`project` frame, coloured by the label column ``color``."""
+    """Scatter of a :func:`project` frame, coloured by the label column ``color`` (refused where it has missing values)."""
     if color not in frame.columns:
         raise ValueError(f"color column {color!r} is not in the frame; it has {list(frame.columns)}")
+    check_labels(frame[color], f"the color column {color!r}")
     hover = [c for c in frame.columns if c not in ("x", "y")]
     data = frame.assign(**{color: frame[color].astype(str)})
     return px.scatter(data, x="x", y="y", color=color, hover_data=hover, title=title)

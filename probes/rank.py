@@ -1,4 +1,4 @@
-"""Stable rank of weight matrices (docs/science.md#the-analyses; journal Fig. 5C).
+"""Stable rank of weight matrices and of activations (docs/science.md#the-analyses; journal Fig. 5C).
 
 The stable rank of a matrix W is ||W||_F^2 / ||W||_2^2 = sum_i (s_i / s_max)^2, a smooth
 lower bound of the rank: 1 for a rank-1 matrix, n for an orthogonal n x n matrix,
@@ -12,12 +12,19 @@ head (``d_model x d_model``, rank at most ``d_head``) as a TransformerLens
 ``FactoredMatrix``; :func:`circuit_stable_ranks` their stable ranks, from the small
 ``d_head x d_head`` core of each product (never the ``d_model x d_model`` matrix).
 
+The same for what the model computes: :func:`activation_stable_ranks` reads each
+activation a names filter picks (TransformerLens' ``names_filter``) as one matrix, a row
+per (input, position) and a column per feature, as ``stable_rank(cache[name].reshape(-1,
+d))`` would, but leaving padding out (or reading one position per input).
+
 Everything is float32: one SVD per matrix for the spectra, the largest eigenvalue of the
 smaller Gram matrix for the stable ranks (within a relative 1e-5 of float64; tested).
 
 Shapes: ``stable_rank`` takes a 2-D tensor ``[rows, cols]``; ``weight_stable_ranks``
 returns a DataFrame with one row per weight matrix of a TransformerLens model (3.x or 4.x),
-``circuit_stable_ranks`` one row per (layer, head, circuit).
+``circuit_stable_ranks`` one row per (layer, head, circuit), ``activation_stable_ranks``
+one row per hook point (tokens ``[batch, pos]``; an activation ``[batch, pos, d]`` or
+``[batch, pos, head, d_head]`` gives ``batch * pos`` rows).
 
 Example::
 
@@ -25,17 +32,31 @@ Example::
     >>> from probes import stable_rank
     >>> round(stable_rank(torch.eye(5)), 6), round(stable_rank(torch.ones(4, 3)), 6)
     (5.0, 1.0)
+    >>> from transformer_lens import HookedTransformer, HookedTransformerConfig
+    >>> from interp_init import quiet_deprecation
+    >>> from probes import activation_stable_ranks
+    >>> cfg = HookedTransformerConfig(n_layers=2, d_model=16, n_heads=2, d_head=8, n_ctx=9, d_vocab=201, act_fn="gelu")
+    >>> with quiet_deprecation():
+    ...     model = HookedTransformer(cfg)
+    >>> tokens = torch.randint(20, 100, (4, 9), generator=torch.Generator().manual_seed(0))
+    >>> ranks = activation_stable_ranks(model, tokens, "resid_post")  # every layer's output: 4 x 9 rows, 16 columns
+    >>> ranks[["name", "rows", "cols"]].values.tolist()
+    [['blocks.0.hook_resid_post', 36, 16], ['blocks.1.hook_resid_post', 36, 16]]
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import einops
 import pandas as pd
 import torch
-from jaxtyping import Float
+from jaxtyping import Float, Int
 from torch import Tensor
 
-from probes.protocol import HookedModel, check_model, read_weight
+from probes._common import capture_hooks, is_filter_function, run_hooked
+from probes.inputs import Inputs, as_inputs
+from probes.protocol import HookedModel, check_fired, check_model, read_weight
 
 
 def _as_matrix(matrix: Tensor, name: str = "matrix") -> Tensor:
@@ -52,16 +73,16 @@ def _as_matrix(matrix: Tensor, name: str = "matrix") -> Tensor:
 
 
 def _layer_index(layer: object, n_layers: int, name: str) -> int:
-    """``layer`` as an int in 0..n_layers-1: integer-like values (``1``, ``1.0``,
-    ``numpy.int64(1)``) are accepted, anything else is refused naming the range."""
+    """``layer`` as an int in 0..n_layers-1 (a negative one counts from the end): integer-like
+    values (``1``, ``1.0``, ``numpy.int64(1)``) are accepted, anything else is refused naming the range."""
     try:
         index = int(layer)  # type: ignore[call-overload]
         integral = not isinstance(layer, bool) and index == layer
     except (TypeError, ValueError):
         integral = False
-    if not integral or not 0 <= index < n_layers:
-        raise ValueError(f"layer must be an integer in 0..{n_layers - 1} for {name}, got {layer!r}")
-    return index
+    if not integral or not -n_layers <= index < n_layers:
+        raise ValueError(f"layer must be an integer in 0..{n_layers - 1} (or -{n_layers}..-1 from the end) for {name}, got {layer!r}")
+    return index % n_layers
 
 
 def singular_values(matrix: Float[Tensor, "rows cols"]) -> Float[Tensor, " k"]:
@@ -229,3 +250,53 @@ def circuit_stable_ranks(model: HookedModel) -> pd.DataFrame:
             for head in range(s.shape[1]):
                 rows.append({"layer": layer, "head": head, "circuit": kind, "stable_rank": float(rank[layer, head]), "spectral_norm": float(top[layer, head]), "frobenius_norm": float(fro[layer, head])})
     return pd.DataFrame(rows, columns=CIRCUIT_COLUMNS)
+
+
+ACTIVATION_COLUMNS = ["name", "rows", "cols", "stable_rank", "spectral_norm", "frobenius_norm"]
+
+
+def activation_stable_ranks(
+    model: HookedModel,
+    tokens: Int[Tensor, "batch pos"] | Sequence | str | Inputs,
+    names_filter: object = "resid_post",
+    *,
+    position: str | int | Sequence[int] | Tensor | None = None,
+    attention_mask: Int[Tensor, "batch pos"] | None = None,
+) -> pd.DataFrame:
+    """The stable rank of each activation ``names_filter`` picks, over ``tokens``: one row per hook point.
+
+    ``names_filter`` as TransformerLens' ``run_with_cache`` takes it (default
+    ``"resid_post"``: every layer's output).  Each activation is one matrix with a row per
+    (input, position) and a column per feature, not centred: ``[batch, pos, d]`` as is,
+    ``[batch, pos, head, d_head]`` with its heads merged, an attention pattern ``[batch,
+    head, query, key]`` with a row per (input, query) and a column per (head, key).  Under
+    an ``attention_mask`` only real tokens' rows count; ``position`` (``"last"``, an int,
+    one per input) keeps one row per input.  Columns: ``name, rows, cols, stable_rank,
+    spectral_norm, frobenius_norm`` (float32, as :func:`stable_rank`)."""
+    inputs = as_inputs(tokens, check_model(model), attention_mask=attention_mask)
+    store: dict[str, Tensor] = {}
+    captures = capture_hooks(names_filter, model, store)
+    if not captures:
+        raise ValueError("names_filter picks no hook point: give one, e.g. 'resid_post' or ('resid_post', -1)")
+    run_hooked(model, inputs, captures)
+    if not is_filter_function(names_filter):
+        check_fired(store, [name for name, _ in captures], "activation_stable_ranks (capturing activations)")
+    batch, n_pos = inputs.tokens.shape
+    real = torch.ones(batch, n_pos, dtype=torch.bool) if inputs.attention_mask is None else inputs.attention_mask.cpu().bool()
+    if position is not None:
+        real = torch.zeros(batch, n_pos, dtype=torch.bool)
+        real[torch.arange(batch), inputs.position(position)] = True
+    rows = []
+    for name, activation in store.items():
+        activation = activation.cpu()
+        if name.endswith(("hook_pattern", "hook_attn_scores")) and activation.ndim == 4:
+            activation = einops.rearrange(activation, "batch head query key -> batch query (head key)")
+        elif activation.ndim == 4:
+            activation = einops.rearrange(activation, "batch pos head d_head -> batch pos (head d_head)")
+        if activation.ndim != 3 or tuple(activation.shape[:2]) != (batch, n_pos):
+            raise ValueError(f"activation_stable_ranks reads [batch, pos, ...] activations; {name} has shape {tuple(activation.shape)}: leave it out of names_filter")
+        matrix = _as_matrix(activation[real], f"the activation {name}")
+        spectral, frobenius = _norms(matrix)
+        rank = 0.0 if spectral == 0.0 else frobenius**2 / spectral**2
+        rows.append({"name": name, "rows": matrix.shape[0], "cols": matrix.shape[1], "stable_rank": rank, "spectral_norm": spectral, "frobenius_norm": frobenius})
+    return pd.DataFrame(rows, columns=ACTIVATION_COLUMNS)

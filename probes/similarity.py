@@ -3,13 +3,19 @@
 What it measures: whether inputs with equal targets get similar vectors.
 
 * (a) :func:`residual_similarity`: the last position's residual stream after layer L's
-  attention (``blocks.{L}.hook_resid_mid``, default L = 1, the papers' second layer) across
-  inputs with different (key, anchor pair); equal-target cells are those with equal
-  composite f(x; a1, a2) = x + s(a1) + s(a2) (NeurIPS Fig. 4a inferential, 4b symmetric).
-* (b) :func:`value_similarity`: layer L's value vectors (``blocks.{L}.attn.hook_v``,
-  heads merged into ``n_heads * d_head``) at the first anchor's position across
-  (key, first anchor); equal-target cells have equal g(x; a1) = x + s(a1) (Fig. 4c; the
-  journal's Fig. 4D does the same on second-anchor-masked outputs).
+  attention (``blocks.{L}.hook_resid_mid``; L defaults to the model's last layer, the
+  papers' second in their two-layer models) across inputs with different (key, anchor
+  pair); equal-target cells are those with equal composite f(x; a1, a2) = x + s(a1) +
+  s(a2) (NeurIPS Fig. 4a inferential, 4b symmetric).
+* (b) :func:`value_similarity`: layer L's value vectors (``blocks.{L}.attn.hook_v``, L
+  again the last layer by default, heads merged into ``n_heads * d_head``) at the first
+  anchor's position across (key, first anchor); equal-target cells have equal g(x; a1) =
+  x + s(a1) (Fig. 4c; the journal's Fig. 4D does the same on second-anchor-masked
+  outputs).
+
+A layer or an int position counts from the end when negative (``layer=-1``,
+``position=-1``), as Python's indexing does.  Labels with missing values (None, NaN,
+pandas NA) are refused, naming the column and the count.
 
 The number: :func:`block_score` = mean similarity over equal-target cells minus the mean
 over the other cells, **diagonal excluded** (a vector's similarity with itself is 1 and
@@ -52,7 +58,7 @@ from torch import Tensor
 from interp_init.tasks.anchor_pairs import ANCHORS, KEY_HIGH, KEY_LOW, N_KEY_POSITIONS, SEQ_LEN, SHIFTS, composite
 from interp_init.tasks.data import AnchorDataset
 from probes._common import capture_hooks, check_finite, check_index, check_int, check_layer, resolve_names, run_hooked
-from probes.inputs import Inputs, as_inputs
+from probes.inputs import Inputs, as_inputs, check_labels
 from probes.protocol import HookedModel, check_fired, check_model, require_hooks
 from probes.views import TableDisplay
 
@@ -108,7 +114,7 @@ def input_grid(
     bad_pairs = [p for p in pairs if p[0] not in ANCHORS or p[1] not in ANCHORS]
     if bad_pairs:
         raise ValueError(f"anchor pairs must use anchors {ANCHORS}, got {bad_pairs}")
-    check_index(key_position, N_KEY_POSITIONS, "key_position", "key position (anchors follow at +1, +2)")
+    check_index(key_position, N_KEY_POSITIONS, "key_position", "key position (anchors follow at +1, +2)", from_end=False)
     if noise is None:
         if seed is None:
             raise ValueError("input_grid needs noise=<9 tokens> or seed=<int> to draw them")
@@ -142,8 +148,9 @@ def cosine_similarity_matrix(vectors: Float[Tensor, "n d"]) -> Float[Tensor, "n 
 
 
 def equal_mask(labels: Sequence | Tensor) -> Bool[Tensor, "n n"]:
-    """``[n, n]`` bool: True where ``labels[i] == labels[j]``."""
-    labels = torch.as_tensor(pd.factorize(pd.Series(torch.as_tensor(labels).tolist() if isinstance(labels, Tensor) else list(labels)))[0])
+    """``[n, n]`` bool: True where ``labels[i] == labels[j]``; missing labels (None, NaN, NA) are refused."""
+    values = check_labels(torch.as_tensor(labels).tolist() if isinstance(labels, Tensor) else list(labels), "labels")
+    labels = torch.as_tensor(pd.factorize(pd.Series(values))[0])
     return labels[:, None] == labels[None, :]
 
 

@@ -1,5 +1,7 @@
 """How probe results display: circuit views that show themselves in Jupyter offline, and tables.
 
+* :func:`attention_html` draws one input's attention patterns (:func:`probes.flow.attention_patterns`,
+  NeurIPS 2024 Fig. 3) with circuitsvis as a :class:`CircuitView`.
 * :class:`CircuitView` is a circuitsvis view (:func:`probes.attention_html` returns one).
   In Jupyter it displays itself (``_repr_html_``) with no network: circuitsvis' JavaScript
   bundle (1.3 MB) is inlined once per notebook, in the output of the first view shown,
@@ -12,6 +14,24 @@
 kernel): a new kernel, or ``CircuitView.bundle_again()``, inlines it again.  Outside
 IPython, and in Google Colab (which shows each output in a frame of its own), every
 ``_repr_html_`` carries the bundle, so any one of them renders alone.
+
+Shapes: :func:`attention_html` takes one input (``tokens [pos]``) and draws ``layers x
+heads`` patterns ``[query, source]``, each weight rounded to 4 decimals.
+
+Example::
+
+    >>> import torch
+    >>> from transformer_lens import HookedTransformer, HookedTransformerConfig
+    >>> from interp_init import quiet_deprecation
+    >>> from probes import attention_html
+    >>> cfg = HookedTransformerConfig(n_layers=2, d_model=16, n_heads=2, d_head=8, n_ctx=9, d_vocab=201, act_fn="gelu")
+    >>> with quiet_deprecation():
+    ...     model = HookedTransformer(cfg)
+    >>> view = attention_html(model, torch.arange(20, 29), layers=-1)  # the last layer's two heads
+    >>> view.props["attentionHeadNames"], view.props["attention"].shape
+    (['L1H0', 'L1H1'], (2, 9, 9))
+    >>> view.html().count("data-circuitsvis-bundle")  # the page carries circuitsvis' JavaScript once
+    1
 """
 
 from __future__ import annotations
@@ -20,14 +40,24 @@ import html as html_lib
 import re
 import sys
 import uuid
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import circuitsvis
+import numpy as np
 import pandas as pd
+import torch
 from circuitsvis.utils.convert_props import convert_props
 from circuitsvis.utils.render import RenderedHTML
+from jaxtyping import Int
+from torch import Tensor
+
+from probes._common import bidirectional, check_indices, check_int
+from probes.flow import attention_patterns, token_labels
+from probes.inputs import as_inputs
+from probes.protocol import HookedModel, check_model
 
 #: The attribute of the IPython shell that records the bundle version already sent to its notebook.
 SHELL_FLAG = "_probes_circuitsvis_bundle"
@@ -63,6 +93,17 @@ def bundle_script() -> str:
     return f'<script data-circuitsvis-bundle="{circuitsvis.__version__}">\n{source}\n</script>'
 
 
+def _fill_width_style(target: str) -> str:
+    """A stylesheet that gives the square plots of the view in ``#target`` their row's width.
+
+    circuitsvis sizes the box of a zoomed pattern (``aspect-ratio: 1 / 1``, width ``initial``,
+    a flex item) by the canvas it holds, and the chart sizes its canvas by that box: a resize
+    can only shrink it, so a window made narrower and wide again, or a full-page screenshot,
+    leaves the zoomed view small or empty. With the row's width (its ``max-width`` still caps
+    it) the box no longer depends on the canvas."""
+    return f'<style>#{target} div[style*="aspect-ratio"] {{ width: 100% !important; }}</style>\n'
+
+
 def _notebook_shell() -> object | None:
     try:
         from IPython import get_ipython
@@ -88,7 +129,7 @@ class CircuitView:
         The script waits for ``window.CircuitsVis`` (the bundle may come from an earlier
         output); if it never comes it says so in the view's place."""
         target = f"circuits-vis-{uuid.uuid4().hex[:13]}"
-        draw = f"""<div id="{target}" style="margin: 15px 0;"></div>
+        draw = f"""{_fill_width_style(target)}<div id="{target}" style="margin: 15px 0;"></div>
 <script>
 (function draw(tries) {{
   if (window.CircuitsVis) {{ window.CircuitsVis.render("{target}", window.CircuitsVis.{self.element}, {convert_props(self.props)}); }}
@@ -144,3 +185,62 @@ class TableDisplay:
 
     def _repr_html_(self) -> str:
         return f"<p><b>{type(self).__name__}</b></p>\n{self.table().to_html(index=False)}"
+
+
+#: The most attention weights one :func:`attention_html` page holds (about 6 MB of page).
+MAX_VIEW_WEIGHTS = 1_000_000
+
+
+def attention_html(
+    model: HookedModel,
+    tokens: Int[Tensor, " pos"] | str,
+    path: str | Path | None = None,
+    labels: Sequence[str] | None = None,
+    title: str = "Attention patterns",
+    *,
+    layers: int | Sequence[int] | None = None,
+    heads: int | Sequence[int] | None = None,
+    max_weights: int = MAX_VIEW_WEIGHTS,
+) -> CircuitView:
+    """One input's attention patterns (``layers`` x ``heads``, default all) as a circuitsvis view.
+
+    Drawn with circuitsvis' ``AttentionHeads`` (heads named ``L{l}H{h}``) from its local
+    JavaScript bundle: the returned :class:`~probes.views.CircuitView` displays itself in
+    Jupyter offline, ``.save(path)`` writes a self-contained page and ``.html()`` returns
+    it.  Written to ``path`` too if given.  A page holds at most ``max_weights`` weights
+    (heads x pos^2, rounded to 4 decimals): beyond that only the first heads that fit are
+    drawn, with a warning naming how many were left out and how to page through the
+    rest (``layers=``, ``heads=``).  The upper triangle is masked only for causal attention.
+    """
+    inputs = as_inputs(tokens, check_model(model))
+    if inputs.tokens.shape[0] != 1:
+        raise ValueError(f"attention_html draws one input; got a batch of {inputs.tokens.shape[0]} (pass tokens[i])")
+    n_pos = inputs.tokens.shape[1]
+    labels = token_labels(inputs.tokens[0]) if labels is None else [str(s) for s in labels]
+    if len(labels) != n_pos:
+        raise ValueError(f"labels has {len(labels)} entries for {n_pos} positions")
+    layers = check_indices(layers, model.cfg.n_layers, "layers", f"layer of this {model.cfg.n_layers}-layer model")
+    heads = check_indices(heads, model.cfg.n_heads, "heads", f"head of this {model.cfg.n_heads}-head model")
+    max_weights = check_int(max_weights, "max_weights", low=1)
+    pairs = [(l, h) for l in layers for h in heads]
+    fits = max(1, max_weights // (n_pos * n_pos))
+    if len(pairs) > fits:
+        warnings.warn(
+            f"attention_html draws the first {fits} of {len(pairs)} heads (max_weights={max_weights} at {n_pos} positions); "
+            f"page through the rest with layers=... or heads=..., or raise max_weights",
+            stacklevel=2,
+        )
+        pairs = pairs[:fits]
+    shown = sorted({l for l, _ in pairs})
+    patterns = attention_patterns(model, inputs, layers=shown)[:, 0]  # [layer, head, q, k]
+    chosen = torch.stack([patterns[shown.index(l), h] for l, h in pairs])
+    props = {
+        "attention": np.round(chosen.float().numpy(), 4),
+        "tokens": labels,
+        "attentionHeadNames": [f"L{l}H{h}" for l, h in pairs],
+        "maskUpperTri": not bidirectional(model),
+    }
+    view = CircuitView("AttentionHeads", props, title=title)
+    if path is not None:
+        view.save(path)
+    return view

@@ -1,10 +1,12 @@
-"""The documentation's bad-input tables are what the code prints."""
+"""The documentation is what the code does: the bad-input tables are what the code prints, and the
+API reference reads the docstrings' reST as Markdown (docs/griffe_rest.py)."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+import pytest
 from helpers import ROOT, load_script
 
 
@@ -30,3 +32,63 @@ def test_leaf_table_matches_the_cli(tmp_path: Path) -> None:
     assert [(what, command) for what, command, _, _ in rows] == [(what, command) for what, _, command in module.LEAF_CASES]
     for index, (_, _, code, message) in enumerate(rows):
         assert module.run_leaf_case(index, tmp_path) == (int(code), message), rows[index]
+
+
+def test_the_reference_reads_rest_docstrings_as_markdown() -> None:
+    """docs/griffe_rest.py: a literal block becomes a fenced block highlighted by what it holds,
+    a reST hyperlink and a pointer to a docs page become links (the page's path in docs/), and
+    what is already code or a link stays as it is."""
+    pytest.importorskip("griffe", reason="griffe is not installed (pip install -e '.[dev]')")
+    rest = load_script("docs/griffe_rest.py")
+    text = "\n".join([
+        "Runs it (`docs/science.md <../docs/science.md#training>`_; docs/tasks.md, ``docs/sweeps.md``).",
+        "See [docs/cli.md](/cli.md) and `the paper <https://arxiv.org/abs/2405.05409>`_.",
+        "",
+        "Example::",
+        "",
+        "    >>> 1 + 1",
+        "    2",
+        "",
+        "Command line::",
+        "",
+        "    interp-init report RUNS --out report.html  # docs/tasks.md is not linked here",
+        "",
+        "A spec ::",
+        "",
+        '    {"base": {"preset": "cpu"}}',
+        "",
+        "::",
+        "",
+        "    DIR/config.json   the run config",
+        "",
+        "Done.",
+    ])  # fmt: skip
+    assert rest.markdown(text).split("\n") == [
+        "Runs it ([docs/science.md](/science.md#training); [docs/tasks.md](/tasks.md), [`docs/sweeps.md`](/sweeps.md)).",
+        "See [docs/cli.md](/cli.md) and [the paper](https://arxiv.org/abs/2405.05409).",
+        "",
+        "Example:",
+        "",
+        "```pycon",
+        ">>> 1 + 1",
+        "2",
+        "```",
+        "",
+        "Command line:",
+        "",
+        "```bash",
+        "interp-init report RUNS --out report.html  # docs/tasks.md is not linked here",
+        "```",
+        "",
+        "A spec",
+        "",
+        "```json",
+        '{"base": {"preset": "cpu"}}',
+        "```",
+        "",
+        "```text",
+        "DIR/config.json   the run config",
+        "```",
+        "",
+        "Done.",
+    ]  # fmt: skip

@@ -45,8 +45,9 @@ def run_script(path: Path, args: list[str], monkeypatch: pytest.MonkeyPatch) -> 
 #: Walkthroughs run by other test modules: the phase sweeps (tests/training/test_phase.py), the
 #: probes walkthrough (tests/probes/test_api.py), the custom architecture
 #: (tests/interp_init/test_architectures.py) and the custom task (tests/interp_init/test_user_task.py); and the
-#: probes on a model of one's own, which writes no report (test_own_model_walkthrough below).
-ELSEWHERE = {"phase_neurips_fig2.py", "phase_journal_fig3.py", "phase_complexity.py", "probes_walkthrough.py", "custom_architecture.py", "custom_task.py", "own_model.py"}
+#: probes on a model of one's own and TransformerLens' activation patching, which write no report
+#: (test_own_model_walkthrough and test_activation_patching_walkthrough below).
+ELSEWHERE = {"phase_neurips_fig2.py", "phase_journal_fig3.py", "phase_complexity.py", "probes_walkthrough.py", "custom_architecture.py", "custom_task.py", "own_model.py", "activation_patching.py"}
 
 
 def test_every_example_is_covered() -> None:
@@ -77,6 +78,22 @@ def test_own_model_walkthrough(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     row = table.iloc[0]
     assert row["accuracy"] > 0.9 and row["accuracy, topic masked"] < 0.5  # the model reads the topic, and only there
     assert row["same-topic block score"] > 0 and 1 <= row["W_Q stable rank, layer 0"] <= 64
+
+
+def test_activation_patching_walkthrough(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """TransformerLens' patching, decomposition, run_with_hooks and generate on a trained run of the papers' post-LN model."""
+    stdout = run_script(EXAMPLES / "activation_patching.py", ["--preset", "tiny", "--out", str(tmp_path), "--seed", "1", "--device", "cpu"], monkeypatch)
+    table = pd.read_csv(tmp_path / "activation_patching.csv")
+    metric = table[table["analysis"] == "metric"].set_index("component")["value"]
+    resid = table[(table["analysis"] == "resid_pre patched") & (table["layer"] == 0)].set_index("position")["value"]
+    assert len(resid) == 9 and resid[2] == pytest.approx(metric["clean"], abs=1e-5)  # the key's position restores the clean run
+    assert resid.drop(index=2).sub(metric["corrupted"]).abs().max() < 1e-5  # no other position changes anything at layer 0
+    assert len(table[table["analysis"] == "head output patched"]) == 2 * 9 * 2 and len(table[table["analysis"] == "key hidden from a head"]) == 4
+    assert set(table[table["analysis"] == "direct logit attribution"]["component"]) == {"embed", "pos_embed", "0_attn_out", "0_mlp_out", "1_attn_out", "1_mlp_out"}
+    assert "symmetric, neurips model, preset tiny" in stdout
+    for line in ("run_with_hooks key ablation equals probes.masked_run", "generate's next token is the argmax"):
+        assert re.search(rf"^{re.escape(line)}\s+True$", stdout, re.MULTILINE), stdout
+    assert re.search(r"^decompose_resid adds up to the last residual stream\s+False$", stdout, re.MULTILINE), stdout  # post-LN: it does not
 
 
 def readme_walkthrough_options() -> dict[str, list[str]]:

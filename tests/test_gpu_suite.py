@@ -2,8 +2,8 @@
 
 No timing is asserted: the chunk tests state the device's peak and efficiency
 (``--peak-tflops``, ``--efficiency``), so the predicted epoch time is a known number, and
-the suite's rule (stop training once less than two predicted epochs are left) then stops
-each task after exactly one epoch per chunk.
+the suite's rule (stop training once less than two predicted epochs, and one as long as the
+last, are left) then stops each task after exactly one epoch per chunk.
 """
 
 from __future__ import annotations
@@ -180,7 +180,7 @@ def test_the_probe_runs_on_a_schedule_whose_warm_up_is_longer_than_its_steps(tog
     cost = load_script("benchmarks/gpu_cost.py")
     paper = make_run_config("paper", task="symmetric", architecture="neurips")
     assert paper.train.warmup_epochs > 1
-    shrunk = cost._probe_configs([paper], 3)[0]
+    shrunk = cost.probe_configs([paper], 3)[0]
     assert (shrunk.train.epochs, shrunk.data.n_train, shrunk.train.warmup_epochs) == (1, 3 * paper.train.batch_size, 0.0)
     assert (shrunk.model, shrunk.init, shrunk.train.lr, shrunk.train.batch_size) == (paper.model, paper.init, paper.train.lr, paper.train.batch_size)
     cfgs = [make_run_config("tiny", gamma=g, epochs=6, warmup_epochs=3) for g in (0.5, 0.8)]

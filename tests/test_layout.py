@@ -268,7 +268,7 @@ def test_the_layout_table_names_every_module() -> None:
 #: benchmarks), which lie in tests/ itself; every other test module tests one package and lies
 #: in that package's folder, tests/<package>/.
 PROJECT_CHECKS = frozenset(
-    ("test_benchmarks.py", "test_docs.py", "test_docstrings.py", "test_examples.py", "test_gpu_suite.py", "test_gpu_wheels.py")
+    ("test_benchmarks.py", "test_docs.py", "test_docstrings.py", "test_examples.py", "test_gpu_campaign.py", "test_gpu_suite.py", "test_gpu_wheels.py")
     + ("test_layout.py", "test_notebook.py", "test_packaging.py", "test_readme.py", "test_release.py", "test_site.py")
 )
 

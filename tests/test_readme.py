@@ -1,4 +1,5 @@
-"""The README's Python quickstart runs as a script and prints what it computes."""
+"""The README's Python quickstart runs as a script and prints what it computes, and the site's
+pages that open with the README's commands give the same lines."""
 
 from __future__ import annotations
 
@@ -8,6 +9,20 @@ import subprocess
 import sys
 
 from helpers import ROOT
+
+
+def first_bash_block(path: str) -> str:
+    """The first ``bash`` block of a Markdown file (the README's: install, first minute, main job, tests)."""
+    blocks = re.findall(r"```bash\n(.*?)```", (ROOT / path).read_text(encoding="utf-8"), re.S)
+    assert blocks, f"{path} has no bash block"
+    return blocks[0]
+
+
+def test_the_site_gives_the_readme_install_lines() -> None:
+    readme = first_bash_block("README.md")
+    assert "--index-url https://download.pytorch.org/whl/cpu" in readme  # CPU users get the CPU build, not CUDA's
+    for page in ("docs/index.md", "docs/getting-started.md"):
+        assert first_bash_block(page) == readme, f"{page}'s command block differs from the README's: copy the README's"
 
 
 def quickstart_code() -> str:

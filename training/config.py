@@ -89,6 +89,7 @@ class TrainConfig:
     eps: float = option(1e-8, 'AdamW epsilon (added to the denominator).')
     grad_clip: float = option(1.0, "Clip the gradient's norm to this value (0: no clipping).")
     eval_every: int = option(1, 'Evaluate every this many epochs (and after the last one).')
+    eval_dense_epochs: int = option(0, 'Evaluate after each of the first this many epochs, then every --eval-every (0: --eval-every from the start).')
     eval_samples: int = option(10_000, 'Training samples on which each evaluation measures the training accuracy.')
     checkpoint_every: int = option(1, 'Write checkpoint.pt, the point a killed run resumes from, every this many epochs.')
     fast_forward: bool = option(True, 'Train through the forward restricted to the last position (the same function, faster), or, with --no-fast-forward, through the full hooked forward.')
@@ -103,6 +104,8 @@ class TrainConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        if isinstance(self.eval_dense_epochs, bool) or not isinstance(self.eval_dense_epochs, int) or self.eval_dense_epochs < 0:
+            raise ValueError(f"eval_dense_epochs must be an integer >= 0 (0: evaluate every --eval-every epochs from the start), got {self.eval_dense_epochs!r}")
         for name in ("lr", "warmup_start_lr", "min_lr", "eps"):
             check_positive_finite(name, getattr(self, name))
         for name in ("warmup_epochs", "cosine_epochs", "weight_decay", "grad_clip"):
@@ -136,6 +139,11 @@ class TrainConfig:
                     f"give {flag} at most --lr (the papers: 1e-5 under a peak of 2.5e-4), or a larger --lr"
                 )
 
+    def evaluates(self, epoch: int) -> bool:
+        """Whether the loop evaluates after ``epoch`` (1-based): each of the first
+        ``eval_dense_epochs``, then every ``eval_every``-th, and always the last."""
+        return epoch <= self.eval_dense_epochs or epoch % self.eval_every == 0 or epoch == self.epochs
+
     def lr_at(self, epoch: float) -> float:
         """The learning rate at a (fractional) epoch."""
         if epoch < self.warmup_epochs:
@@ -158,6 +166,10 @@ for _section, _cls in SECTIONS.items():
         if _f.name in OPTION_SECTION or _f.name in ("seed", "init_seed", "data_seed"):
             raise RuntimeError(f"option {_f.name!r} is defined twice")  # pragma: no cover
         OPTION_SECTION[_f.name] = _section
+#: (section, option) pairs that ``config.json`` holds only when set to another value than the
+#: default: options added after runs were written, so that those runs keep their digests and
+#: resume (:meth:`RunConfig.to_dict`).
+OMITTED_AT_DEFAULT: tuple[tuple[str, str], ...] = (("train", "eval_dense_epochs"),)
 #: The run's seed and its two optional overrides (:class:`RunConfig`), beside the sections' options.
 SEED_OPTIONS: tuple[str, ...] = ("seed", "init_seed", "data_seed")
 OPTIONS: tuple[str, ...] = (*OPTION_SECTION, *SEED_OPTIONS)
@@ -233,6 +245,9 @@ class RunConfig:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {name: config_to_dict(getattr(self, name)) for name in SECTIONS}
+        for section, name in OMITTED_AT_DEFAULT:  # options added later: a run that does not set them keeps its digest
+            if getattr(getattr(self, section), name) == next(f.default for f in fields(SECTIONS[section]) if f.name == name):
+                del out[section][name]
         out["seed"] = self.seed
         for name in ("init_seed", "data_seed"):
             if getattr(self, name) is not None:

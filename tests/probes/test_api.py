@@ -13,7 +13,7 @@ import probes
 from interp_init import quiet_deprecation
 from training import make_dataset
 
-MODULES = ["probes.masking", "probes.flow", "probes.similarity", "probes.geometry", "probes.rank", "probes.inputs", "probes.anchors"]
+MODULES = ["probes.masking", "probes.flow", "probes.similarity", "probes.geometry", "probes.rank", "probes.inputs", "probes.anchors", "probes.views"]
 from helpers import foreign_model, n_hooks
 
 
@@ -80,7 +80,7 @@ def _broken(model: HookedTransformer, monkeypatch) -> None:
 @pytest.mark.parametrize(
     "call",
     [
-        lambda m, t, g: probes.masked_run(m, t, 2, renormalize=True, names=["blocks.0.attn.hook_pattern"]),
+        lambda m, t, g: probes.masked_run(m, t, 2, renormalize=True, names_filter=["blocks.0.attn.hook_pattern"]),
         lambda m, t, g: probes.information_flow(m, t),
         lambda m, t, g: probes.residual_similarity(m, g),
         lambda m, t, g: probes.value_similarity(m, g),

@@ -11,8 +11,12 @@ nothing of ``training`` and not ``tests/helpers.py`` (both need 3.x).
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
+import re
 from importlib.metadata import version
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,6 +28,7 @@ from interp_init.tasks.data import make_dataset
 
 #: 4 on the 4.x line (TransformerBridge, no HookedTransformer), 3 on the 3.x line.
 LINE = int(version("transformer-lens").split(".")[0])
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "probes.md"
 SHAPE = dict(n_layers=2, d_model=16, n_heads=2, d_head=8, d_mlp=32, n_ctx=9, d_vocab=201, act_fn="relu", normalization_type="LN")
 
 
@@ -132,7 +137,7 @@ def test_attention_patterns_and_information_flow(model, tokens):
 @pytest.mark.parametrize("renormalize", [False, True])
 def test_masked_run_equals_the_hand_forward_with_the_weights_zeroed(model, tokens, renormalize):
     sources = torch.tensor([0, 3, 5, 8, 2])
-    run = probes.masked_run(model, tokens, sources, renormalize=renormalize, names=["blocks.1.hook_resid_post"])
+    run = probes.masked_run(model, tokens, sources, renormalize=renormalize, names_filter=["blocks.1.hook_resid_post"])
     hand = hand_forward(model, tokens, hide_at(sources), renormalize=renormalize)
     torch.testing.assert_close(run.logits, hand["logits"], atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(run.cache["blocks.1.hook_resid_post"], hand["blocks.1.hook_resid_post"], atol=1e-4, rtol=1e-4)
@@ -147,7 +152,7 @@ def test_mask_key_and_second_anchor_capture_under_the_names_asked_for(model):
     hand = hand_forward(model, data.tokens, hide_at(data.key_positions))
     torch.testing.assert_close(key.last_position("blocks.1.hook_resid_post"), hand["blocks.1.hook_resid_post"][:, -1], atol=1e-4, rtol=1e-4)
     names = ["blocks.1.hook_resid_mid", "blocks.0.attn.hook_pattern"]
-    second = probes.mask_second_anchor(model, data, names=names)
+    second = probes.mask_second_anchor(model, data, names_filter=names)
     assert sorted(second.cache) == sorted(names)
     hand = hand_forward(model, data.tokens, hide_at(data.key_positions + 2))
     for name in names:
@@ -215,7 +220,7 @@ def test_captures_are_keyed_by_the_name_asked_for_not_the_name_a_hook_reports(to
     with torch.no_grad(), model.hooks(fwd_hooks=[(n, lambda a, hook, n=n: note(a, hook, n)) for n in asked]):
         model(tokens, return_type="logits")
     assert reported["blocks.1.hook_resid_post"] != "blocks.1.hook_resid_post"  # what a hook.name-keyed capture would file it under
-    run = probes.masked_run(model, tokens, 2, names=asked)
+    run = probes.masked_run(model, tokens, 2, names_filter=asked)
     assert sorted(run.cache) == sorted(asked)
     hand = hand_forward(model, tokens, hide_at(torch.full((5,), 2)))
     for name in asked:
@@ -262,7 +267,7 @@ def test_a_hook_point_that_never_runs_is_one_line_not_a_silent_unmasked_run(toke
     for call in (
         lambda: probes.masked_run(model, tokens, 2),
         lambda: probes.mask_key(model, data, layers=0),
-        lambda: probes.masked_run(model, tokens, 2, layers=1, names=["blocks.0.attn.hook_pattern"]),
+        lambda: probes.masked_run(model, tokens, 2, layers=1, names_filter=["blocks.0.attn.hook_pattern"]),
         lambda: probes.information_flow(model, tokens),
     ):
         with pytest.raises(ValueError) as error:
@@ -331,11 +336,11 @@ def test_plain_tokens_with_user_labels_and_positions(model, tokens):
 
 def test_names_filters_and_cache_indexing(model, tokens):
     hand = hand_forward(model, tokens)
-    run = probes.masked_run(model, tokens, [], names=["resid_post", ("pattern", 0)])
+    run = probes.masked_run(model, tokens, [], names_filter=["resid_post", ("pattern", 0)])
     assert sorted(run.cache) == ["blocks.0.attn.hook_pattern", "blocks.0.hook_resid_post", "blocks.1.hook_resid_post"]
     torch.testing.assert_close(run.cache["blocks.1.hook_resid_post"], hand["blocks.1.hook_resid_post"], atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(run.cache["resid_post", 1], hand["blocks.1.hook_resid_post"], atol=1e-4, rtol=1e-4)  # an ActivationCache's indexing
-    chosen = probes.masked_run(model, tokens, [], names=lambda name: name.endswith("hook_resid_mid"))
+    chosen = probes.masked_run(model, tokens, [], names_filter=lambda name: name.endswith("hook_resid_mid"))
     assert {"blocks.0.hook_resid_mid", "blocks.1.hook_resid_mid"} <= set(chosen.cache)
     torch.testing.assert_close(chosen.cache["blocks.0.hook_resid_mid"], hand["blocks.0.hook_resid_mid"], atol=1e-4, rtol=1e-4)
 
@@ -355,3 +360,36 @@ def test_a_padded_batch_and_the_circuits(model, tokens):
     row = table[(table["layer"] == 1) & (table["head"] == 0) & (table["circuit"] == "OV")].iloc[0]
     assert row["stable_rank"] == pytest.approx(float((s**2).sum() / s[0] ** 2), rel=1e-4)
     torch.testing.assert_close(probes.head_circuits(model, "OV")[1, 0].AB, attn.W_V[0] @ attn.W_O[0])
+
+
+# --- the examples of docs/probes.md, each on its line ---------------------------------------------
+
+
+def docs_example(marker: str) -> tuple[str, str | None]:
+    """The python block of docs/probes.md after ``<!-- tested on ...: marker -->``, and the text block it says it prints."""
+    found = re.search(rf"<!-- tested on [34]\.x: {marker} -->\n```python\n(.*?)```\n(?:\nprints\n\n```text\n(.*?)```)?", DOCS.read_text(encoding="utf-8"), re.DOTALL)
+    assert found, f"docs/probes.md has no example marked {marker!r}"
+    return found.group(1), found.group(2)
+
+
+@pytest.mark.skipif(LINE != 4, reason="the TransformerBridge.boot_native example needs TransformerLens 4.x (.ci/run runs it in .venv-tl4)")
+def test_the_docs_boot_native_example_prints_what_the_docs_say():
+    code, printed = docs_example("boot_native")
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        exec(compile(code, str(DOCS), "exec"), {})  # noqa: S102 - the docs' own example
+    assert stdout.getvalue() == printed
+
+
+@pytest.mark.skipif(LINE != 3, reason="HookedEncoder is TransformerLens 3.x's")
+def test_the_docs_encoder_initialization_makes_a_probeable_encoder():
+    code, _ = docs_example("encoder")
+    scope: dict = {}
+    exec(compile(code, str(DOCS), "exec"), scope)  # noqa: S102 - the docs' own example
+    encoder = scope["encoder"].eval()
+    tokens = torch.randint(0, 100, (3, 12), generator=torch.Generator().manual_seed(0))
+    assert all(bool(torch.isfinite(p).all()) for p in encoder.parameters())
+    run = probes.masked_run(encoder, tokens, 5, names_filter=("resid_post", -1))
+    assert bool(run.mask[:, :, 5].all()) and bool(torch.isfinite(run.logits).all())  # every query, before position 5 too
+    stds = [float(p.std()) for n, p in encoder.named_parameters() if n.endswith("W_Q")]
+    assert all(abs(s / encoder.cfg.initializer_range - 1) < 0.2 for s in stds)

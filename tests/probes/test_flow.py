@@ -44,6 +44,28 @@ def test_edges_equal_run_with_cache_patterns(model, tokens):
     assert n_hooks(model) == 0
 
 
+def test_chosen_layers_and_batches_equal_the_whole_unbatched_run(model, tokens):
+    whole = information_flow(model, tokens)
+    for layers, kept in (([1], [1]), (-1, [1]), ([0, -1], [0, 1]), (None, [0, 1])):
+        expected = whole[whole["layer"].isin(kept)].reset_index(drop=True)
+        for batch_size in (1, 4, 6, None):
+            part = information_flow(model, tokens, layers=layers, batch_size=batch_size)
+            pd.testing.assert_frame_equal(part, expected, check_exact=False, rtol=0, atol=1e-6)
+    mask = torch.ones(6, 9, dtype=torch.long)
+    mask[2, 5:] = mask[5, 7:] = 0  # padding in two inputs, which land in different batches
+    padded = information_flow(model, tokens, attention_mask=mask)
+    pd.testing.assert_frame_equal(information_flow(model, tokens, attention_mask=mask, batch_size=4), padded, check_exact=False, rtol=0, atol=1e-6)
+    assert n_hooks(model) == 0
+    with pytest.raises(ValueError, match=r"batch_size \(inputs per forward pass; None for all at once\) must be an integer >= 1, got 0"):
+        information_flow(model, tokens, batch_size=0)
+    with pytest.raises(ValueError, match=r"layers=2 is not a layer of this 2-layer model"):
+        information_flow(model, tokens, layers=[0, 2])
+    last = information_flow(model, tokens, layers=1)
+    for call in (lambda: top_paths(last), lambda: plot_flow(last)):  # a path starts at the input tokens: layer 0 is needed
+        with pytest.raises(ValueError, match=r"the edges hold layers \[1\], but a path runs from the input tokens through every layer 0\.\.1"):
+            call()
+
+
 def test_single_input_has_zero_spread(model, tokens):
     edges = information_flow(model, tokens[0])
     assert (edges["std"] == 0).all()

@@ -1,13 +1,15 @@
-"""Condensation, embedding PCA and spectra (probes.geometry), and stable rank (probes.rank)."""
+"""Condensation, embedding PCA and spectra (probes.geometry), and stable ranks of weights and activations (probes.rank)."""
 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from helpers import foreign_model
 
 from probes import (
+    activation_stable_ranks,
     condensation,
     embedding_pca,
     merged_weight,
@@ -15,6 +17,7 @@ from probes import (
     plot_eigenvalues,
     plot_embedding_pca,
     plot_spectra,
+    project,
     singular_value_spectra,
     stable_rank,
     weight_stable_ranks,
@@ -96,6 +99,63 @@ def test_embedding_pca_finds_an_ordinal_line():
     assert random.ordinal_score < 0.5
     with pytest.raises(ValueError, match="vocabulary"):
         embedding_pca(model, tokens=range(190, 210))
+
+
+def _numpy_pca(array: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The first two principal coordinates and variance ratios from numpy's SVD, each
+    component's sign such that its largest loading is positive."""
+    centred = array - array.mean(0)
+    u, s, vt = np.linalg.svd(centred, full_matrices=False)
+    signs = np.sign(vt[[0, 1], np.abs(vt[:2]).argmax(1)])
+    return u[:, :2] * s[:2] * signs, s[:2] ** 2 / (s**2).sum()
+
+
+def test_every_pca_is_numpys_svd_and_the_same_on_every_call():
+    """Above 500 features scikit-learn's PCA turns randomized (two calls differed by 0.46 here); these stay exact."""
+    model = foreign_model(n_layers=1, d_model=520, n_heads=4, d_head=130)  # 201 tokens x 520 features
+    expected, ratios = _numpy_pca(model.W_E.detach().double().numpy())
+    first, second = embedding_pca(model), embedding_pca(model)
+    coordinates = first.coordinates[["pc1", "pc2"]].to_numpy()
+    np.testing.assert_array_equal(coordinates, second.coordinates[["pc1", "pc2"]].to_numpy())
+    np.testing.assert_allclose(coordinates, expected, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(first.explained_variance_ratio, ratios, rtol=1e-9)
+    vectors = torch.randn(40, 600, generator=torch.Generator().manual_seed(0))  # 600 features
+    expected, _ = _numpy_pca(vectors.double().numpy())
+    frame = project(vectors, "pca")
+    np.testing.assert_allclose(frame[["x", "y"]].to_numpy(), expected, rtol=0, atol=1e-9)
+    pd.testing.assert_frame_equal(frame, project(vectors, "pca", seed=5))  # no randomness: the seed changes nothing
+
+
+def test_activation_stable_ranks_equal_a_hand_computation():
+    model = foreign_model(n_layers=2, d_model=16, n_heads=2, d_head=8)
+    tokens = torch.randint(20, 100, (5, 9), generator=torch.Generator().manual_seed(0))
+    _, cache = model.run_with_cache(tokens)
+
+    def hand(matrix: torch.Tensor) -> tuple[float, float]:
+        s = np.linalg.svd(matrix.detach().double().numpy(), compute_uv=False)
+        return float((s**2).sum() / s[0] ** 2), float(s[0])
+
+    table = activation_stable_ranks(model, tokens)  # the default: every layer's resid_post
+    assert table["name"].tolist() == ["blocks.0.hook_resid_post", "blocks.1.hook_resid_post"]
+    row = table.iloc[1]
+    rank, top = hand(cache["resid_post", 1].reshape(-1, 16))  # today's workaround, by hand
+    assert (row["rows"], row["cols"]) == (45, 16)
+    assert row["stable_rank"] == pytest.approx(rank, rel=1e-5) and row["spectral_norm"] == pytest.approx(top, rel=1e-5)
+    z = activation_stable_ranks(model, tokens, ("z", 0)).iloc[0]  # [batch, pos, head, d_head]: heads merged
+    assert (z["rows"], z["cols"]) == (45, 16) and z["stable_rank"] == pytest.approx(hand(cache["z", 0].reshape(45, 16))[0], rel=1e-5)
+    pattern = activation_stable_ranks(model, tokens, "blocks.1.attn.hook_pattern").iloc[0]  # a row per (input, query)
+    assert pattern["stable_rank"] == pytest.approx(hand(cache["pattern", 1].permute(0, 2, 1, 3).reshape(45, 18))[0], rel=1e-5)
+    mask = torch.ones(5, 9, dtype=torch.long)
+    mask[1, 6:] = 0
+    with torch.no_grad():
+        _, padded = model.run_with_cache(tokens, attention_mask=mask)
+    real = padded["resid_mid", 0][mask.bool()]  # 42 real tokens
+    row = activation_stable_ranks(model, tokens, ("resid_mid", 0), attention_mask=mask).iloc[0]
+    assert row["rows"] == 42 and row["stable_rank"] == pytest.approx(hand(real)[0], rel=1e-5)
+    last = activation_stable_ranks(model, tokens, lambda name: name == "blocks.1.hook_mlp_out", position="last").iloc[0]
+    assert last["rows"] == 5 and last["stable_rank"] == pytest.approx(hand(cache["mlp_out", 1][:, -1])[0], rel=1e-5)
+    with pytest.raises(ValueError, match="names_filter picks no hook point"):
+        activation_stable_ranks(model, tokens, [])
 
 
 def test_singular_value_spectra_match_svd():

@@ -93,7 +93,7 @@ def test_a_similarity_probe_stops_at_the_layer_it_reads(model, tokens):
 
 def test_masking_on_plain_tokens_any_batch(model, tokens):
     for batch in (2, 6):  # a flat list: the same sources in every sample, at any batch size
-        run = probes.masked_run(model, tokens[:batch], [2, 3], names=["resid_post"])
+        run = probes.masked_run(model, tokens[:batch], [2, 3], names_filter=["resid_post"])
         assert run.mask[:, :, [2, 3]].any() and not run.mask[:, :, [0, 1, 4]].any()
         zero_v = [(f"blocks.{l}.attn.hook_v", lambda v, hook: v.index_fill(1, torch.tensor([2, 3]), 0.0)) for l in range(3)]
         with torch.no_grad(), model.hooks(fwd_hooks=zero_v):  # independent: hiding a source everywhere = zeroing its values
@@ -177,6 +177,19 @@ def test_masking_on_an_encoder_hides_the_source_from_every_query():
     assert n_hooks(enc) == 0
 
 
+def test_an_uninitialized_encoder_is_refused_by_every_forward_probe():
+    """TransformerLens 3.9 leaves a new HookedEncoder's weights as torch.empty left them: here NaN."""
+    enc = encoder()
+    with torch.no_grad():
+        for param in enc.parameters():
+            param.fill_(float("nan"))
+    tokens = torch.randint(0, 40, (3, 8), generator=torch.Generator().manual_seed(1))
+    for call in (lambda: probes.masked_run(enc, tokens, 5), lambda: probes.information_flow(enc, tokens), lambda: probes.attention_patterns(enc, tokens)):
+        with pytest.raises(ValueError, match="NaN or infinite entries in the model's"):
+            call()
+    assert n_hooks(enc) == 0
+
+
 def test_flow_on_an_encoder_keeps_every_pair():
     enc = encoder()
     tokens = torch.randint(0, 40, (4, 8), generator=torch.Generator().manual_seed(2))
@@ -192,21 +205,45 @@ def test_flow_on_an_encoder_keeps_every_pair():
     assert view.props["maskUpperTri"] is False
 
 
+# --- missing labels --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("missing", [None, float("nan"), pd.NA], ids=["None", "NaN", "NA"])
+def test_missing_labels_are_refused_by_every_probe_that_reads_labels(model, tokens, missing):
+    labels = ["a", missing, "a", "c", missing, "a"]
+    frame = pd.DataFrame({"topic": labels})
+    vectors = torch.randn(6, 5, generator=torch.Generator().manual_seed(0))
+    calls = [
+        (lambda: probes.residual_similarity(model, tokens, labels), "labels has 2 missing value"),
+        (lambda: probes.value_similarity(model, tokens, labels, position=3), "labels has 2 missing value"),
+        (lambda: probes.activation_similarity(model, as_inputs(tokens, labels=frame), ("resid_post", 0), labels="topic"), "label column 'topic' has 2 missing value"),
+        (lambda: probes.equal_mask(labels), "labels has 2 missing value"),
+        (lambda: probes.cluster_scores(vectors, frame, columns=["topic"]), "labelings column 'topic' has 2 missing value"),
+        (lambda: probes.plot_projection(probes.project(vectors, "pca", labels=frame), color="topic"), "the color column 'topic' has 2 missing value"),
+    ]
+    for call, where in calls:
+        with pytest.raises(ValueError, match=rf"^{where}\(s\) \(None, NaN or NA\) among 6 samples: a missing label is not a label; give those samples one or leave them out$"):
+            call()
+    with pytest.raises(ValueError, match="labels has 1 missing"):
+        probes.residual_similarity(model, tokens, torch.tensor([0.0, 1.0, float("nan"), 1.0, 0.0, 1.0]))  # a float tensor's NaN
+    assert probes.cluster_scores(vectors, frame.fillna("b"), columns=["topic"])["n_labels"].tolist() == [3]  # labelled, it counts
+
+
 # --- TransformerLens' conventions -------------------------------------------------------------
 
 
 def test_names_filters_and_the_cache_as_transformerlens_takes_them(model, tokens):
     _, expected = model.run_with_cache(tokens)
-    everything = probes.masked_run(model, tokens, [], names=lambda name: True)
+    everything = probes.masked_run(model, tokens, [], names_filter=lambda name: True)
     assert isinstance(everything.cache, ActivationCache) and sorted(everything.cache) == sorted(expected.keys())
     torch.testing.assert_close(everything.cache["resid_post", 1], expected["resid_post", 1])
     torch.testing.assert_close(everything.cache.accumulated_resid(), expected.accumulated_resid())
     torch.testing.assert_close(everything.cache.decompose_resid(), expected.decompose_resid())
-    short = probes.masked_run(model, tokens, [], names=["resid_post", ("pattern", 0)])
+    short = probes.masked_run(model, tokens, [], names_filter=["resid_post", ("pattern", 0)])
     assert sorted(short.cache) == ["blocks.0.attn.hook_pattern", "blocks.0.hook_resid_post", "blocks.1.hook_resid_post", "blocks.2.hook_resid_post"]
-    assert list(probes.masked_run(model, tokens, [], names=("v", -1)).cache) == ["blocks.2.attn.hook_v"]
+    assert list(probes.masked_run(model, tokens, [], names_filter=("v", -1)).cache) == ["blocks.2.attn.hook_v"]
     with pytest.raises(ValueError, match="unknown hook name"):
-        probes.masked_run(model, tokens, [], names=["no_such_thing"])
+        probes.masked_run(model, tokens, [], names_filter=["no_such_thing"])
     with pytest.raises(ValueError, match="one hook point"):
         probes.activation_similarity(model, tokens, "resid_post")
 
@@ -230,7 +267,7 @@ def test_ov_and_qk_circuits_per_head(model):
 
 def test_every_table_survives_parquet(model, tokens, tmp_path):
     edges = probes.information_flow(model, tokens)
-    masked = probes.masked_run(model, tokens, 2, names=["resid_post"])
+    masked = probes.masked_run(model, tokens, 2, names_filter=["resid_post"])
     grid = probes.input_grid(range(30, 41), [(3, 3), (2, 2), (1, 2)], seed=0)
     similarity = probes.residual_similarity(model, tokens, LABELS)
     vectors = masked.last_position("blocks.2.hook_resid_post")
@@ -257,11 +294,29 @@ def test_every_table_survives_parquet(model, tokens, tmp_path):
         path = tmp_path / f"{name}.parquet"
         frame.to_parquet(path)
         back = pd.read_parquet(path)
+        if name == "top_paths":  # its reader gives the tuples back (test_top_paths_come_back_as_tuples_from_parquet_and_csv)
+            back = probes.read_paths(path)
         listed = [c for c in frame.columns if len(frame) and isinstance(frame[c].iloc[0], (tuple, list))]
-        for column in listed:  # a sequence column comes back as arrays
+        for column in listed:  # a table for display: its shape tuples come back as arrays
             kind = type(frame[column].iloc[0])
-            back[column] = [kind(v.tolist()) for v in back[column]]
+            back[column] = [kind(v.tolist()) if isinstance(v, np.ndarray) else v for v in back[column]]
         pd.testing.assert_frame_equal(back, frame, check_dtype=False, obj=name)
+
+
+def test_top_paths_come_back_as_tuples_from_parquet_and_csv(model, tokens, tmp_path):
+    paths = probes.top_paths(probes.information_flow(model, tokens), threshold=0.0, top=5)
+    assert all(type(p) is tuple and type(p[0]) is int for p in paths["path"]) and all(type(w[0]) is float for w in paths["weights"])
+    paths.to_parquet(tmp_path / "paths.parquet")
+    paths.to_csv(tmp_path / "paths.csv", index=False)
+    assert isinstance(pd.read_parquet(tmp_path / "paths.parquet")["path"].iloc[0], np.ndarray)  # what parquet alone gives
+    for back in (probes.read_paths(tmp_path / "paths.parquet"), probes.read_paths(tmp_path / "paths.csv"), probes.read_paths(pd.read_parquet(tmp_path / "paths.parquet"))):
+        pd.testing.assert_frame_equal(back, paths, check_exact=False, rtol=1e-15)
+        assert all(type(p) is tuple for p in back["path"]) and back["path"].tolist() == paths["path"].tolist()
+    one_layer = probes.top_paths(probes.information_flow(decoder(n_layers=1), tokens), threshold=0.0, top=2)
+    one_layer.to_csv(tmp_path / "one.csv", index=False)  # a 1-layer model's weights: one-element tuples, "(0.5,)"
+    pd.testing.assert_frame_equal(probes.read_paths(tmp_path / "one.csv"), one_layer)
+    with pytest.raises(ValueError, match=r"read_paths reads a \.parquet or \.csv file"):
+        probes.read_paths(tmp_path / "paths.json")
 
 
 # --- scale --------------------------------------------------------------------------------------

@@ -49,13 +49,13 @@ def test_mask_without_renormalizing_equals_zeroing_values(model, tokens):
 def test_masked_pattern_is_zero_at_sources_and_untouched_elsewhere(model, tokens):
     names = [f"blocks.{l}.attn.hook_pattern" for l in range(2)]
     _, plain = model.run_with_cache(tokens, names_filter=lambda n: n in names)
-    run = masked_run(model, tokens, 4, layers=1, heads=0, names=names)
+    run = masked_run(model, tokens, 4, layers=1, heads=0, names_filter=names)
     masked = run.cache["blocks.1.attn.hook_pattern"]
     assert torch.all(masked[:, 0, 4:, 4] == 0)
     torch.testing.assert_close(masked[:, 1], plain["blocks.1.attn.hook_pattern"][:, 1])  # other head
     torch.testing.assert_close(masked[:, 0, :, :4], plain["blocks.1.attn.hook_pattern"][:, 0, :, :4])  # not renormalized
     torch.testing.assert_close(run.cache["blocks.0.attn.hook_pattern"], plain["blocks.0.attn.hook_pattern"])  # other layer
-    renorm = masked_run(model, tokens, 4, layers=1, heads=0, renormalize=True, names=names).cache["blocks.1.attn.hook_pattern"]
+    renorm = masked_run(model, tokens, 4, layers=1, heads=0, renormalize=True, names_filter=names).cache["blocks.1.attn.hook_pattern"]
     torch.testing.assert_close(renorm[:, 0].sum(-1), torch.ones(5, 9))
 
 
@@ -105,13 +105,13 @@ def test_source_position_formats():
     ("kwargs", "message"),
     [
         ({"source_positions": 9}, "source_positions=9"),
-        ({"source_positions": -1}, "source_positions=-1"),
+        ({"source_positions": -10}, r"source_positions=-10 is not a position of the 9-token sequence: use 0\.\.8 \(or -9\.\.-1 from the end\)"),
         ({"source_positions": [[1], [2]]}, "one list per sample"),
         ({"source_positions": torch.zeros(2, dtype=torch.long)}, r"\[batch=5\]"),
         ({"source_positions": 1, "layers": 2}, "layers=2"),
         ({"source_positions": 1, "heads": [0, 2]}, "heads=2"),
         ({"source_positions": 1, "query_positions": 9}, "query_positions=9"),
-        ({"source_positions": 1, "names": ["blocks.7.hook_resid_mid"]}, "unknown hook name"),
+        ({"source_positions": 1, "names_filter": ["blocks.7.hook_resid_mid"]}, "unknown hook name"),
     ],
 )
 def test_bad_input_is_a_clear_value_error(model, tokens, kwargs, message):
@@ -126,7 +126,7 @@ def test_no_hooks_remain_when_the_forward_pass_raises(model, tokens, monkeypatch
 
     monkeypatch.setattr(model.blocks[1].mlp, "forward", boom)
     with pytest.raises(RuntimeError, match="boom"):
-        masked_run(model, tokens, 3, names=["blocks.0.hook_resid_post"])
+        masked_run(model, tokens, 3, names_filter=["blocks.0.hook_resid_post"])
     assert n_hooks(model) == 0
 
 
@@ -135,7 +135,7 @@ def test_key_and_second_anchor_helpers_use_key_positions(model):
     key = mask_key(model, data)
     assert torch.equal(key.mask[:, -1], torch.nn.functional.one_hot(data.key_positions, 9).bool())
     torch.testing.assert_close(key.logits, masked_run(model, data.tokens, data.key_positions).logits)
-    second = mask_second_anchor(model, data, names=["blocks.1.hook_resid_mid"])
+    second = mask_second_anchor(model, data, names_filter=["blocks.1.hook_resid_mid"])
     assert torch.equal(second.mask[:, -1], torch.nn.functional.one_hot(data.key_positions + 2, 9).bool())
     assert second.last_position("blocks.1.hook_resid_mid").shape == (12, 16)
     assert key.last_position("blocks.1.hook_resid_post").shape == (12, 16)
@@ -189,7 +189,12 @@ def test_projection_frames(model):
     top = torch.linalg.svdvals(centered)[:2] ** 2 / 39
     np.testing.assert_allclose(np.sort(pca[["x", "y"]].var().to_numpy())[::-1], top.numpy(), rtol=1e-6)
     assert plot_projection(tsne).data
-    with pytest.raises(ValueError, match="perplexity"):
+    pd.testing.assert_frame_equal(project(vectors, "tsne", perplexity=12, labels=labels), tsne)  # seeded: the same every call
+    assert project(vectors, "tsne").attrs["perplexity"] == 12.0  # the journal's, where 40 inputs allow it
+    for n, perplexity in ((12, 11 / 3), (5, 4 / 3), (3, 1.0)):  # fewer than 37 inputs: (n - 1) / 3, at least 1
+        small = project(vectors[:n], "tsne")
+        assert small.attrs["perplexity"] == pytest.approx(perplexity) and len(small) == n and np.isfinite(small[["x", "y"]].to_numpy()).all()
+    with pytest.raises(ValueError, match=r"perplexity must be in \(0, n_samples=10\), got 12\.0; .* or perplexity=None for 3"):
         project(vectors[:10], "tsne", perplexity=12)
     with pytest.raises(ValueError, match="method"):
         project(vectors, "umap")

@@ -49,15 +49,15 @@ def test_rotary_model_has_no_w_pos_and_the_rest_is_ranked() -> None:
         merged_weight(model, "W_pos")
 
 
-@pytest.mark.parametrize("layer", [1, 1.0, np.int64(1), torch.tensor(1)])
+@pytest.mark.parametrize("layer", [1, 1.0, np.int64(1), torch.tensor(1), -1])
 def test_integer_like_layer_indices_are_accepted(layer: object) -> None:
     model = foreign_model()
     torch.testing.assert_close(merged_weight(model, "W_Q", layer), merged_weight(model, "W_Q", 1))
 
 
-@pytest.mark.parametrize("layer", [1.5, True, "1", 2, -1, None])
+@pytest.mark.parametrize("layer", [1.5, True, "1", 2, -3, None])
 def test_other_layer_indices_are_refused_naming_the_range(layer: object) -> None:
-    with pytest.raises(ValueError, match=r"layer must be an integer in 0\.\.1 for W_Q"):
+    with pytest.raises(ValueError, match=r"layer must be an integer in 0\.\.1 \(or -2\.\.-1 from the end\) for W_Q"):
         merged_weight(foreign_model(), "W_Q", layer)
 
 
@@ -77,7 +77,7 @@ def test_attention_only_model_is_ranked_without_mlp_weights() -> None:
 def test_one_hook_name_given_as_a_string_is_that_name() -> None:
     model = foreign_model()
     tokens = torch.randint(20, 100, (3, 9))
-    run = masked_run(model, tokens, source_positions=[0, 1, 2], names="blocks.1.hook_resid_post")
+    run = masked_run(model, tokens, source_positions=[0, 1, 2], names_filter="blocks.1.hook_resid_post")
     assert list(run.cache) == ["blocks.1.hook_resid_post"]
 
 
@@ -234,7 +234,7 @@ ONE_LAYER_ONLY = [
     ("value_similarity", lambda m: value_similarity(m, grid(), layer=1), r"layer=1 is not a layer of this 1-layer model: use 0\.\.0"),
     ("masked_run", lambda m: masked_run(m, anchor_data().tokens, 2, layers=1), r"layers=1 is not a layer of this 1-layer model: use 0\.\.0"),
     ("mask_key", lambda m: mask_key(m, anchor_data(), layers=[0, 1]), r"layers=1 is not a layer of this 1-layer model: use 0\.\.0"),
-    ("merged_weight", lambda m: merged_weight(m, "W_Q", 1), r"layer must be an integer in 0\.\.0 for W_Q, got 1"),
+    ("merged_weight", lambda m: merged_weight(m, "W_Q", 1), r"layer must be an integer in 0\.\.0 \(or -1\.\.-1 from the end\) for W_Q, got 1"),
 ]
 
 
@@ -255,7 +255,7 @@ def test_models_without_a_stream_between_attention_and_mlp() -> None:
     with pytest.raises(ValueError, match=r"no blocks\.1\.hook_resid_mid.*in parallel.*activation_similarity"):
         residual_similarity(parallel, grid())
     with pytest.raises(ValueError, match=r"unknown hook name.*'blocks\.0\.hook_resid_p"):  # suggests names the model has
-        masked_run(kind_model("attn_only"), anchor_data().tokens, 2, names=["blocks.0.hook_resid_mid"])
+        masked_run(kind_model("attn_only"), anchor_data().tokens, 2, names_filter=["blocks.0.hook_resid_mid"])
 
 
 def test_mixture_of_experts_mlps_are_not_read_as_one_matrix() -> None:
@@ -283,7 +283,7 @@ def test_raw_tokens_where_an_anchor_dataset_is_needed_are_refused(probe) -> None
         probe(*args)
 
 
-# --- integer-like arguments: accepted as their integer, or refused naming the argument ----
+# --- integer-like arguments: accepted as their integer (negative: from the end), or refused naming the argument
 
 
 def _edges() -> pd.DataFrame:
@@ -300,6 +300,13 @@ ACCEPTED = [
     ("tokens array", lambda: embedding_pca(kind_model("standard"), np.arange(20, 100)).eigenvalues, lambda: embedding_pca(kind_model("standard"), range(20, 100)).eigenvalues),
     ("keys tensor", lambda: input_grid(torch.arange(30, 33), [(1, 2)]).tokens, lambda: input_grid(range(30, 33), [(1, 2)]).tokens),
     ("pairs arrays", lambda: input_grid(range(30, 33), [np.array([1, 2])]).tokens, lambda: input_grid(range(30, 33), [(1, 2)]).tokens),
+    # a negative index counts from the end, as Python's (2 layers, 2 heads, 9 positions)
+    ("source -1", lambda: masked_run(kind_model("standard"), anchor_data().tokens, -1).logits, lambda: masked_run(kind_model("standard"), anchor_data().tokens, 8).logits),
+    ("per-sample sources -2", lambda: masked_run(kind_model("standard"), anchor_data().tokens, torch.full((12,), -2)).logits, lambda: masked_run(kind_model("standard"), anchor_data().tokens, 7).logits),
+    ("query, layer, head -1", lambda: masked_run(kind_model("standard"), anchor_data().tokens, 2, layers=-1, heads=[-1], query_positions=-1).logits, lambda: masked_run(kind_model("standard"), anchor_data().tokens, 2, layers=1, heads=[1], query_positions=8).logits),
+    ("paths query -1", lambda: top_paths(_edges(), query=-1)["score"], lambda: top_paths(_edges(), query=8)["score"]),
+    ("similarity layer -2", lambda: value_similarity(kind_model("standard"), grid(), layer=-2).similarity, lambda: value_similarity(kind_model("standard"), grid(), layer=0).similarity),
+    ("patterns layers -1", lambda: attention_patterns(kind_model("standard"), anchor_data().tokens, layers=[-1]), lambda: attention_patterns(kind_model("standard"), anchor_data().tokens, layers=[1])),
 ]
 
 
@@ -331,7 +338,8 @@ REFUSED = [
     ("project seed float", lambda: project(torch.randn(6, 3), method="pca", seed=1.5), "seed must be an integer >= 0, got 1.5"),
     ("perplexity tensor", lambda: project(torch.randn(6, 3), perplexity=torch.tensor(2.0)), "perplexity must be a finite number"),
     ("cluster seed float", lambda: cluster_scores(torch.randn(6, 3), {"a": [0, 0, 1, 1, 2, 2]}, columns=None, seed=1.5), "seed must be an integer >= 0"),
-    ("names not names", lambda: masked_run(kind_model("standard"), anchor_data().tokens, 2, names=3), "names must be hook names"),
+    ("key_position from the end", lambda: input_grid([30, 31], [(1, 2)], key_position=-1), r"key_position=-1 is not a key position \(anchors follow at \+1, \+2\): use 0\.\.6$"),
+    ("names not names", lambda: masked_run(kind_model("standard"), anchor_data().tokens, 2, names_filter=3), "names_filter must be hook names"),
 ]
 
 
@@ -341,9 +349,21 @@ def test_other_arguments_are_refused_naming_them(call, message: str) -> None:
         call()
 
 
-def test_names_none_captures_nothing() -> None:
-    run = masked_run(kind_model("standard"), anchor_data().tokens, 2, names=None)
-    assert list(run.cache) == []
+def test_names_filter_none_is_every_hook_point_and_names_a_deprecated_alias() -> None:
+    model, tokens = kind_model("standard"), anchor_data().tokens
+    _, cache = model.run_with_cache(tokens)  # TransformerLens' names_filter=None: every hook point
+    assert sorted(masked_run(model, tokens, [], names_filter=None).cache) == sorted(cache.keys())
+    assert list(masked_run(model, tokens, 2).cache) == []  # the default captures nothing
+    with pytest.warns(DeprecationWarning, match=r"masked_run\(names=\.\.\.\) is deprecated .* pass names_filter="):
+        old = masked_run(model, tokens, 2, names=["resid_post"])
+    assert sorted(old.cache) == sorted(masked_run(model, tokens, 2, names_filter="resid_post").cache)
+    with pytest.warns(DeprecationWarning, match=r"names=None is names_filter=\(\)"):
+        assert list(masked_run(model, tokens, 2, names=None).cache) == []  # what names=None meant
+    with pytest.warns(DeprecationWarning):
+        assert list(mask_key(model, anchor_data(), names=None).cache) == ["blocks.1.hook_resid_post"]  # its default, as before
+    for both in (lambda: masked_run(model, tokens, 2, None, None, None, False, "resid_post", names="v"), lambda: mask_key(model, anchor_data(), names_filter="v", names="v")):
+        with pytest.raises(ValueError, match="got both names_filter= and names="):
+            both()
 
 
 # --- non-finite inputs ----------------------------------------------------------------------
@@ -373,6 +393,8 @@ def test_non_finite_vectors_are_refused(call, where: str, bad: float) -> None:
 
 DIVERGED = [
     ("embedding_pca", lambda m: embedding_pca(m), r"in W_E \(the token embeddings\)"),
+    ("masked_run", lambda m: masked_run(m, grid().tokens, 2), "in the model's logits on these tokens"),
+    ("mask_key", lambda m: mask_key(m, grid()), "in the model's logits on these tokens"),
     ("residual_similarity", lambda m: residual_similarity(m, grid()), r"in the activation blocks\.1\.hook_resid_mid"),
     ("value_similarity", lambda m: value_similarity(m, grid()), r"in the activation blocks\.1\.attn\.hook_v"),
     ("information_flow", lambda m: information_flow(m, grid().tokens), "in the model's last residual stream on these tokens"),

@@ -163,6 +163,7 @@ def test_paper_schedule_is_expressible() -> None:
         ("batch_size", 0, "batch_size must be an integer >= 1"),
         ("beta1", 1.0, "beta1 must be a number in \\[0, 1\\)"),
         ("weight_decay", -0.1, "weight_decay must be a finite number >= 0"),
+        ("eval_dense_epochs", -1, "eval_dense_epochs must be an integer >= 0"),
     ],
 )
 def test_bad_train_config(field: str, value: object, message: str) -> None:
@@ -225,3 +226,36 @@ def test_a_deadline_stops_after_an_epoch_and_the_same_call_resumes_to_the_same_r
         train(cfg, device="cpu", progress=False, deadline=time.monotonic())
     with pytest.raises(ValueError, match="deadline must be a time.monotonic"):
         train(cfg, tmp_path / "bad", device="cpu", progress=False, deadline="soon")
+
+
+def test_the_evaluation_cadence_evaluates_every_early_epoch_then_sparsely(tmp_path: Path) -> None:
+    """``eval_dense_epochs``: each of the first epochs, then every ``eval_every``-th and the
+    last; the history carries metrics on those epochs only.  At its default (0) it is not
+    written into config.json, so earlier runs keep their digests."""
+    cfg = _tiny(epochs=7, eval_every=3, eval_dense_epochs=2)
+    assert [e for e in range(1, 8) if cfg.train.evaluates(e)] == [1, 2, 3, 6, 7]
+    train(cfg, tmp_path / "sparse", device="cpu", progress=False)
+    metrics = read_metrics(tmp_path / "sparse")
+    assert [r["epoch"] for r in metrics["history"]] == list(range(1, 8))
+    assert [r["epoch"] for r in metrics["history"] if "id_acc" in r] == [1, 2, 3, 6, 7]
+    assert json.loads((tmp_path / "sparse" / "config.json").read_text())["train"]["eval_dense_epochs"] == 2
+    assert "eval_dense_epochs" not in _tiny().to_dict()["train"]
+    assert [e for e in range(1, 4) if _tiny(eval_every=2).train.evaluates(e)] == [2, 3]
+
+
+def test_a_deadline_stops_before_an_epoch_as_long_as_the_last_would_pass_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each step sleeps 0.2 s, so an epoch (8 steps) takes at least 1.6 s: with 2.5 s left at
+    the start, the run stops after its first epoch (a second would end past the deadline),
+    where a check of the clock alone would have started the second."""
+    import training.trainer.loop as loop
+
+    def slow_step(*args, **kwargs):
+        time.sleep(0.2)
+        return real_step(*args, **kwargs)
+
+    real_step = loop.train_step
+    monkeypatch.setattr(loop, "train_step", slow_step)
+    cfg = _tiny(n_train=2048, batch_size=256, epochs=3)
+    result = train(cfg, tmp_path / "run", device="cpu", progress=False, deadline=time.monotonic() + 2.5)
+    assert not result.finished and [r["epoch"] for r in result.metrics["history"]] == [1]
+    assert (tmp_path / "run" / "checkpoint.pt").exists()

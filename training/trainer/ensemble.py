@@ -35,7 +35,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import fields
 from pathlib import Path
 
@@ -52,16 +52,20 @@ from interp_init.model import empty_model, resolve_device
 from interp_init.runfolder import RunFolder, RunStatus
 from training.config import RunConfig
 from training.trainer.accuracy import LogitsFn, full_forward_last
-from training.trainer.loop import Member, TrainResult, check_deadline, make_run_data, new_member, open_run_folder, run_epochs
+from training.trainer.loop import Member, RunData, Step, TrainResult, check_deadline, make_run_data, new_member, open_run_folder, run_epochs
 from training.trainer.step import autocast_context, last_position_logits
 
-__all__ = ["ENSEMBLE_VARYING", "VmapStep", "check_ensemble", "train_ensemble"]
+__all__ = ["ENSEMBLE_VARYING", "StepFactory", "VmapStep", "check_ensemble", "train_ensemble"]
 
 #: The options in which the runs of one ensemble may differ (all else must be equal).
 ENSEMBLE_VARYING: frozenset[str] = frozenset(
     {f.name for f in fields(InitConfig)}
     | {"lr", "warmup_start_lr", "min_lr", "warmup_epochs", "cosine_epochs", "weight_decay", "grad_clip", "seed", "init_seed", "data_seed"}
 )
+
+
+#: What builds an ensemble's step: ``(members, logits_fn, device) -> Step`` (:class:`VmapStep` is one).
+StepFactory = Callable[[list[Member], LogitsFn, torch.device], Step]
 
 
 def check_ensemble(cfgs: Sequence[RunConfig]) -> None:
@@ -102,7 +106,8 @@ def _data_key(cfg: RunConfig) -> tuple[int, ...]:
 
 def train_ensemble(
     cfgs: Sequence[RunConfig], out_dirs: Sequence[str | Path] | None = None, device: str | torch.device | None = "auto",
-    progress: bool = True, *, logits_fn: LogitsFn | None = None, deadline: float | None = None
+    progress: bool = True, *, logits_fn: LogitsFn | None = None, deadline: float | None = None, step: StepFactory | None = None,
+    data_fn: Callable[[RunConfig, torch.device], RunData] | None = None
 ) -> list[TrainResult]:
     """Train the runs ``cfgs`` together; with ``out_dirs`` (one per run), write or resume their folders.
 
@@ -116,6 +121,11 @@ def train_ensemble(
     pytorch/pytorch#128711: it would run eagerly) and evaluation runs the function eagerly.  ``deadline`` is
     :func:`training.train`'s (needs ``out_dirs``): past it, the runs stop after an epoch
     with their checkpoints written and ``finished=False``; the same call resumes them.
+    ``step`` builds the step from the members, ``logits_fn`` and the device (default
+    :class:`VmapStep`; another must keep the members' parameters and optimizers the state
+    that checkpoints save); ``data_fn`` makes a run's data (default
+    :func:`training.trainer.loop.make_run_data`; a caller training several ensembles on the same
+    data can hand out one copy).
     """
     cfgs = list(cfgs)
     check_ensemble(cfgs)
@@ -143,11 +153,12 @@ def train_ensemble(
             where = {str(folders[i]): int(checkpoints[i]["epoch"]) if checkpoints[i] else 0 for i in todo}
             raise ValueError(f"the unfinished runs stopped at different epochs ({where}); finish them one by one with train()")
         first = {_data_key(cfgs[i]): cfgs[i] for i in reversed(todo)}  # runs drawing the same data share the first one's
-        datas = {key: make_run_data(cfg, dev) for key, cfg in first.items()}
+        datas = {key: (data_fn or make_run_data)(cfg, dev) for key, cfg in first.items()}
         members = [new_member(cfgs[i], folders[i], checkpoints[i], dev, datas[_data_key(cfgs[i])]) for i in todo]
-        start_epoch, step = starts.pop()
+        start_epoch, start_step = starts.pop()
         eager_fn = getattr(logits_fn, "_torchdynamo_orig_callable", logits_fn)  # the function a torch.compile wraps
-        trained = run_epochs(members, VmapStep(members, logits_fn, dev), start_epoch, step, dev, eager_fn,
+        step_fn = (step or VmapStep)(members, logits_fn, dev)
+        trained = run_epochs(members, step_fn, start_epoch, start_step, dev, eager_fn,
                              progress=progress, deadline=deadline, desc=f"ensemble of {len(members)}")  # fmt: skip
         for i, result in zip(todo, trained):
             results[i] = result

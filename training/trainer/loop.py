@@ -13,9 +13,12 @@ atomically).  The same call after a kill resumes from the checkpoint and ends wi
 same weights and metrics as an uninterrupted run on CPU; a finished run is not trained
 again.  A non-finite loss stops the run, marks it ``diverged`` with the step, and keeps
 its last good checkpoint.  With a ``deadline`` (a ``time.monotonic()`` value) the loop
-stops after the first epoch that ends past it, its checkpoint written, and returns a
-result with ``finished=False``; the same call resumes it, and the chunks end identical
-to one uninterrupted run.
+stops after the first epoch at whose end another epoch as long as it (its measured
+duration, evaluation included) would end past the deadline, its checkpoint written, and
+returns a result with ``finished=False``; the same call resumes it, and the chunks end
+identical to one uninterrupted run.  Evaluation follows the config's cadence
+(:meth:`training.TrainConfig.evaluates`): a history entry carries the task's metrics only
+on the epochs evaluated.
 
 Batches are taken by indexing a shuffled tensor on the device (no per-sample
 ``DataLoader``); the loss is cross-entropy at the last position.
@@ -25,7 +28,9 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -157,9 +162,10 @@ def train(
     to :func:`training.trainer.step.last_position_logits` (``cfg.train.fast_forward``, the
     default) or the hooked forward; ``cfg.train.precision="bf16"`` runs the training
     forward under bfloat16 autocast (evaluation stays fp32).  ``deadline`` (a
-    ``time.monotonic()`` value; needs ``out_dir``): after each epoch, once its checkpoint
-    is on disk, a passed deadline stops the run before its last epoch; the result then has
-    ``finished=False`` and ``metrics.json`` says ``"running"``; calling again resumes.
+    ``time.monotonic()`` value; needs ``out_dir``): after each epoch, if another epoch as
+    long as that one would end past the deadline, the run stops before its last epoch with
+    its checkpoint on disk; the result then has ``finished=False`` and ``metrics.json``
+    says ``"running"``; calling again resumes.
     """
     check_train_arguments(cfg, out_dir)
     check_deadline(deadline, out_dir is not None)
@@ -219,7 +225,7 @@ def run_epochs(
         if not any(m.status == RunStatus.RUNNING for m in members):
             break
         t0 = time.perf_counter()
-        perms = torch.stack([torch.randperm(n, generator=torch.Generator().manual_seed(m.cfg.seeds["shuffle"] + epoch)) for m in members]).to(dev)
+        perms = _shuffles([m.cfg.seeds["shuffle"] + epoch for m in members], n).to(dev)
         losses = torch.zeros(len(members), steps_per_epoch, device=dev)
         for i in range(steps_per_epoch):
             lrs = [m.cfg.train.lr_at(epoch + i / steps_per_epoch) for m in members]
@@ -240,7 +246,7 @@ def run_epochs(
                 m.elapsed += time.perf_counter() - t0
                 continue
             evaluation = None
-            if (epoch + 1) % tc.eval_every == 0 or last:
+            if tc.evaluates(epoch + 1):  # the cadence (eval_every, eval_dense_epochs) and the last epoch
                 evaluation = evaluate(m.model, m.data.task, m.data.train_eval, m.data.id_test, m.data.heldout, logits_fn=logits_fn)
             # metrics.json's history entry (read back as interp_init.tasks.base.EpochRecord): the epoch's numbers and its evaluation
             record = {"epoch": epoch + 1, "step": step, "loss": float(losses[j].mean()), "lr": lrs[j]}
@@ -253,7 +259,8 @@ def run_epochs(
             latest = running[0].history[-1]  # the progress bar shows its loss and its measures
             shown = {k.replace("_acc", ""): f"{v:.2f}" for k, v in latest.items() if k not in RECORD_KEYS and isinstance(v, float)}
             bar.set_postfix({"loss": f"{latest['loss']:.3f}", **shown})
-        if deadline is not None and not last and running and time.monotonic() >= deadline:
+        # stop before an epoch that, as long as this one, would end past the deadline
+        if deadline is not None and not last and running and time.monotonic() + (time.perf_counter() - t0) >= deadline:
             for m in running if not on_cadence else []:  # the checkpoint the next call resumes from
                 save_checkpoint(m, epoch + 1, step, dev)
             stopped = True
@@ -262,6 +269,19 @@ def run_epochs(
     # a run a deadline stopped has its checkpoint and ``running`` metrics on disk
     unfinished = [stopped and m.status == RunStatus.RUNNING for m in members]
     return [TrainResult(m.model.eval(), _progress_metrics(m, dev), m.cfg, False) if u else finish_run(m, dev) for m, u in zip(members, unfinished)]
+
+
+def _shuffles(seeds: list[int], n: int) -> Int[Tensor, "model n"]:
+    """One epoch's order of each member's ``n`` training samples (``randperm`` seeded by its
+    shuffle seed and the epoch), drawn on threads when there are several (the same orders)."""
+
+    def draw(seed: int) -> Tensor:
+        return torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+
+    if len(seeds) == 1:
+        return draw(seeds[0])[None]
+    with ThreadPoolExecutor(max_workers=min(len(seeds), os.cpu_count() or 1, 16)) as pool:
+        return torch.stack(list(pool.map(draw, seeds)))
 
 
 def finish_run(member: Member, dev: torch.device) -> TrainResult:

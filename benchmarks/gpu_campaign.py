@@ -1,0 +1,382 @@
+"""What every GPU lease runs: the next parts of the pre-registered campaign (docs/campaign.md).
+
+``next`` takes the first unfinished cell (:data:`campaign_cells.CELLS`, read against what the
+results folder already holds), plans the part that fits the time left (``campaign_plan``:
+whole seeds first, else fewer lrs; never a run that cannot finish), trains it as one ensemble
+(:func:`train_part`), writes its records without weights or checkpoints into
+``<results>/<cell>/part-K/`` (``campaign_records``), and goes on to the next part while one
+fits.  The training loop stops a part before an epoch that, as long as its last, would pass
+the deadline; such a part is recorded as stopped and its runs are trained again, from the
+start, by a later part.  Every part records the device, the versions, the step path that
+trained it and any fallback, where its time went, and its realized speed: samples/s and the
+fraction of the measured bf16 peak, beside the in-run probe's rate (``--profile`` adds a
+``torch.profiler`` summary of the call's first part).  ``status`` prints each cell's progress and its outcome under
+its rule.  Usage::
+
+    python benchmarks/gpu_campaign.py --dry-run --gpu h200                 # the plan, on any machine
+    python benchmarks/gpu_campaign.py next --budget-seconds 540 --out /tmp/campaign-runs --archive $OUT/campaign.tar.gz
+    python benchmarks/gpu_campaign.py status
+    python benchmarks/gpu_campaign.py next --scale tiny --device cpu --results /tmp/c --out /tmp/r --budget-seconds 120   # toy size
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import platform
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from campaign_cells import CELLS, SCALES  # noqa: E402
+from campaign_plan import (AIM_EFFICIENCY, GPUS, LEASE_BUDGET_S, MARGIN_S, MEASURED_EFFICIENCY, SETUP_PRIOR_S, Costs, Part, Rate,  # noqa: E402
+                           cell_seconds, next_part, precision_of, simulate)  # fmt: skip
+from campaign_records import MAX_CELL_BYTES, RESULTS, CampaignResults, decide  # noqa: E402
+from campaign_step import LADDERS, PATHS, self_check, timed  # noqa: E402
+from gpu_cost import peaks as measure_peaks  # noqa: E402
+from gpu_cost import remaining_flops  # noqa: E402
+from campaign_profile import profiler_for  # noqa: E402
+
+from interp_init import resolve_device  # noqa: E402
+from training.trainer.ensemble import train_ensemble  # noqa: E402
+from training.trainer.loop import RunData, make_run_data  # noqa: E402
+from training.trainer.step import last_position_logits  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class DataCache:
+    """Each data set made once per call and kept on the device, shared by every part whose runs draw it."""
+
+    def __init__(self) -> None:
+        self.store: dict[tuple, RunData] = {}
+
+    def __call__(self, cfg, dev: torch.device) -> RunData:
+        seeds = tuple(v for k, v in cfg.seeds.items() if k.startswith("data."))
+        key = (cfg.data, seeds, cfg.train.eval_samples, cfg.model.d_vocab, str(dev))
+        if key not in self.store:
+            self.store[key] = make_run_data(cfg, dev)
+        return self.store[key]
+
+
+@dataclass
+class PartRun:
+    """What :func:`train_part` returns: the path that trained, the runs' folders and results, the timings."""
+
+    path: str
+    folders: list[Path]
+    finished: bool
+    events: list[dict]
+    check: dict | None
+    timing: dict
+    samples: int
+    profile: dict | None
+
+
+def train_part(part: Part, folder: Path, dev: torch.device, path: str, deadline: float, data_fn: DataCache, profile: bool) -> PartRun:
+    """The campaign's one call into training: ``part``'s runs as one ensemble
+    (:func:`training.trainer.ensemble.train_ensemble` with ``deadline``), through ``path``'s step,
+    and down its ladder (:data:`campaign_step.LADDERS`) to the plain step on any failure of a
+    faster one: in its set-up and self-check (the first minute), or later (its runs then
+    start again in a fresh folder on the next path, in the time left)."""
+    cfgs = [r.config for r in part.runs]
+    tf32 = part.runs[0].tf32
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    torch.backends.cudnn.allow_tf32 = tf32
+    events: list[dict] = []
+    for kind in LADDERS[path]:
+        t0 = time.perf_counter()
+        steps: list = []
+        attempt = 1 + len(list(folder.glob("attempt-*")))  # a fresh folder, whatever an earlier, killed call left
+        folders = [folder / f"attempt-{attempt}" / r.name for r in part.runs]
+        summary: dict = {}
+        try:
+            logits_fn = torch.compile(last_position_logits) if kind == "compiled" else None
+            check = None if kind == "plain" else self_check(kind, cfgs, dev, logits_fn)
+            steps_per_epoch = -(-cfgs[0].data.n_train // cfgs[0].train.batch_size)
+            with profiler_for(profile, dev, steps_per_epoch, cfgs[0].train.epochs, summary) as prof:
+                results = train_ensemble(cfgs, folders, dev, progress=False, logits_fn=logits_fn, deadline=deadline, step=timed(kind, steps, prof), data_fn=data_fn)
+            end = time.perf_counter()
+            timing = {"setup_s": round(steps[-1].epoch_start[0] - t0, 3), "train_s": round(end - steps[-1].epoch_start[0], 3), **steps[-1].timing(end)}
+            check = None if check is None else {**check, **getattr(steps[-1].inner, "check", {})}  # the graph's own capture check
+            return PartRun(kind, folders, all(r.finished for r in results), events, check, timing, steps[-1].samples, summary or None)
+        except Exception as err:  # any failure of a fast path: the next one down
+            if kind == LADDERS[path][-1]:
+                raise
+            events.append({"path": kind, "error": f"{type(err).__name__}: {err}"[:1000], "after_s": round(time.perf_counter() - t0, 3)})
+            click.echo(f"  the {kind} step failed after {time.perf_counter() - t0:.1f} s ({type(err).__name__}: {str(err)[:200]}); falling back", err=True)
+            del err
+            gc.collect()
+            if dev.type == "cuda":
+                torch.cuda.empty_cache()
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def versions() -> dict[str, Any]:
+    """The software that trained a part."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(name: str) -> str | None:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return None
+
+    commit = None
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        done = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        commit = done.stdout.strip() or None
+    return {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
+            "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+            "transformer_lens": installed("transformer-lens"), "numpy": installed("numpy"), "git_commit": commit}  # fmt: skip
+
+
+def device_info(dev: torch.device) -> dict[str, Any]:
+    if dev.type != "cuda":
+        return {"type": dev.type, "name": f"CPU ({torch.get_num_threads()} threads)", "processor": platform.processor() or platform.machine()}
+    props = torch.cuda.get_device_properties(dev)
+    return {"type": "cuda", "name": props.name, "capability": [props.major, props.minor], "memory_gib": round(props.total_memory / 2**30, 1),
+            "multiprocessors": props.multi_processor_count}  # fmt: skip
+
+
+def part_record(part: Part, number: int, run: PartRun, rate: Rate, costs: Costs, dev: torch.device, peaks: dict[str, float], budget: float) -> dict:
+    """``part.json``: which part, its runs and status, the device and versions, the step path, the timings and speed."""
+    from training.studies.records import RunRecord
+
+    records = [RunRecord.read(f) for f in run.folders]
+    work = sum(remaining_flops(r.config, costs.flops(r), 0) - remaining_flops(r.config, costs.flops(r), rec.epochs_run) for r, rec in zip(part.runs, records))
+    train_flops = costs.flops(part.runs[0]).train
+    rate_s = run.samples / run.timing["train_s"] if run.timing["train_s"] > 0 else None
+    precision_peak = peaks[precision_of(part.runs[0])]
+    probe = (run.timing.get("probe") or {}).get("samples_per_s")
+    speed = {"samples_per_s": rate_s, "train_mflop_per_sample": train_flops / 1e6, "realized_tflops": work / run.timing["train_s"] / 1e12,
+             "fraction_of_bf16_peak": None if rate_s is None else rate_s * train_flops / peaks["bf16"],
+             "fraction_of_precision_peak": work / run.timing["train_s"] / precision_peak, "probe_samples_per_s": probe,
+             "probe_over_realized": None if not (probe and rate_s) else probe / rate_s, "planned_seconds": round(part.seconds, 1),
+             "planned_efficiency": rate.efficiency.get(precision_of(part.runs[0]), MEASURED_EFFICIENCY)}  # fmt: skip
+    return {"cell": part.cell.name, "part": number, "status": "complete" if run.finished else "stopped",
+            "runs": {r.name: {"epochs": rec.epochs_run, "status": rec.recorded_status} for r, rec in zip(part.runs, records)},
+            "evaluated_epochs": [e.epoch for e in records[0].history if e.metrics is not None],
+            "precision": part.runs[0].config.train.precision, "tf32": part.runs[0].tf32, "budget_s": budget,
+            "step": {"path": run.path, "fallbacks": run.events, "self_check": run.check}, "timing": run.timing, "speed": speed,
+            "peaks_tflops": {k: v / 1e12 for k, v in peaks.items()}, "device": device_info(dev), "versions": versions(),
+            "profile": run.profile, "written": time.strftime("%Y-%m-%dT%H:%M:%S%z")}  # fmt: skip
+
+
+def write_records(results: CampaignResults, part: Part, number: int, run: PartRun, record: dict) -> Path:
+    """Copy each run's config and metrics (never weights or checkpoints) and write ``part.json``."""
+    results.write_cell(part.cell)
+    out = results.cell_dir(part.cell) / f"part-{number}"
+    for r, folder in zip(part.runs, run.folders):
+        (out / r.name).mkdir(parents=True, exist_ok=False)
+        for name in ("config.json", "metrics.json"):
+            shutil.copyfile(folder / name, out / r.name / name)
+    (out / "part.json").write_text(json.dumps(record, indent=1) + "\n")
+    if results.size(part.cell) > MAX_CELL_BYTES:
+        click.echo(f"warning: {results.cell_dir(part.cell)} holds {results.size(part.cell) / 2**20:.1f} MiB, more than a lease brings back", err=True)
+    return out
+
+
+def realized(results: CampaignResults, device: str) -> tuple[dict[str, float], float | None]:
+    """The efficiency per precision and the set-up seconds of the latest complete part trained on ``device``."""
+    efficiency, setup = {}, None
+    for cell in CELLS:
+        for part in results.parts(cell):
+            if part.get("status") == "complete" and part.get("device", {}).get("name") == device:
+                efficiency["bf16" if part["precision"] == "bf16" else "tf32" if part["tf32"] else "fp32"] = part["speed"]["fraction_of_precision_peak"]
+                setup = part["timing"]["setup_s"]
+    return efficiency, setup
+
+
+def _rate_for(args_peaks: dict[str, float], efficiency: float | None, results: CampaignResults, device: str, setup: float | None) -> Rate:
+    """The rate the plan uses: the given efficiency, else what this campaign's parts realized on
+    ``device``, else the first GPU run's; the given set-up, else the latest part's, else the prior."""
+    seen, seen_setup = realized(results, device)
+    given = {p: efficiency for p in ("bf16", "tf32", "fp32")} if efficiency is not None else seen
+    return Rate(args_peaks, given, setup if setup is not None else seen_setup if seen_setup is not None else SETUP_PRIOR_S)
+
+
+def plan_text(results: CampaignResults, costs: Costs, peaks: dict[str, float], label: str, rate: Rate, budget: float) -> str:
+    """The dry run's plan: each cell's runs, FLOPs and device seconds at the measured and the
+    aimed efficiency, the leases each rate needs, and what the next lease trains."""
+    measured = Rate(peaks, {}, rate.setup_s)
+    aim = Rate(peaks, dict.fromkeys(("bf16", "tf32", "fp32"), AIM_EFFICIENCY), rate.setup_s)
+    lines = [f"Campaign plan at scale {results.scale} on {label}.",
+             f"A lease runs `next --budget-seconds {budget:g}`; a part's set-up is taken as {rate.setup_s:.0f} s.", "",
+             f"| cell | runs | run-epochs | PFLOP | device s at {MEASURED_EFFICIENCY:.1%} (measured) | device s at {AIM_EFFICIENCY:.0%} (aim) | finished |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for cell in CELLS:
+        runs = results.runs(cell, assume_bf16=True)
+        note = ""
+        if runs is None:  # the extension: at most every run of the cells it extends
+            from campaign_cells import cell_named, extended
+
+            runs = [extended(r, c, results.scale) for c in cell.extends for r in results.runs(cell_named(c), assume_bf16=True) or []]
+            note = "at most "
+        done = len(results.records(cell))
+        work = sum(costs.work(r) for r in runs)
+        lines.append(f"| {cell.name} | {note}{len(runs)} | {note}{sum(r.config.train.epochs for r in runs):,} | {note}{work / 1e15:,.1f} "
+                     f"| {note}{cell_seconds(runs, costs, measured):,.0f} | {note}{cell_seconds(runs, costs, aim):,.0f} | {done} of {len(runs) if not note else '?'} |")  # fmt: skip
+    for name, r in (("measured", measured), ("aim", aim)):
+        leases = simulate(results, costs, r, budget)
+        lines.append(f"\nAt the {name} efficiency, the cells whose runs are known (03-05 taken in bf16) need {len(leases)} leases; the first: "
+                     + "; ".join(p.describe() for p in leases[0]) if leases else f"\nAt the {name} efficiency nothing is left that a lease fits.")  # fmt: skip
+    nxt = simulate(results, costs, rate, budget, leases=1)
+    lines.append(f"\nThe next lease, at {rate.efficiency.get('bf16', MEASURED_EFFICIENCY):.1%} of the bf16 peak: "
+                 + ("; ".join(p.describe() for p in nxt[0]) if nxt else "nothing (every known cell finished)"))  # fmt: skip
+    return "\n".join(lines)
+
+
+def status_text(results: CampaignResults) -> str:
+    """Each cell's progress, its parts, and its outcome under its rule so far."""
+    lines = []
+    for cell in CELLS:
+        runs, done = results.runs(cell), results.records(cell)
+        lines.append(f"## {cell.name}: " + ("runs decided by earlier cells" if runs is None else f"{len(done)} of {len(runs)} runs finished"))
+        for p in results.parts(cell):
+            speed = p.get("speed") or {}
+            frac, ratio = speed.get("fraction_of_bf16_peak"), speed.get("probe_over_realized")
+            lines.append(f"- part {p['part']}: {p['status']}, {len(p.get('runs', []))} runs, {p.get('device', {}).get('name')}, step {p.get('step', {}).get('path')}"
+                         + ("" if frac is None else f", {frac:.1%} of the bf16 peak") + ("" if ratio is None else f", probe/realized {ratio:.2f}"))  # fmt: skip
+        if done:
+            finished = runs is not None and len(done) == len(runs)
+            lines += ["", ("" if finished else "(so far) ") + decide(results, cell).format(), ""]
+            if {r.path for r in results.records(cell, full=True).values()} != {r.path for r in done.values()}:  # the extension retrained some
+                lines += ["With the whole schedule where the extension retrained a run:", decide(results, cell, full=True).format(), ""]
+    return "\n".join(lines)
+
+
+@click.command()
+@click.argument("action", type=click.Choice(["next", "status"]), default="next")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Folder for the run folders being trained (weights, checkpoints); it stays where it is, only records go to --results.")
+@click.option("--results", type=click.Path(file_okay=False, path_type=Path), default=None, help=f"The campaign's records [default: {RESULTS} in the checkout; with --scale tiny, give another].")
+@click.option("--budget-seconds", type=click.FloatRange(min=0, min_open=True), default=None, help="Train parts until this many seconds are spent (needed by next).")
+@click.option("--scale", type=click.Choice(SCALES), default="paper", show_default=True, help="paper: the cells as registered; tiny: the same cells at toy size, for tests.")
+@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
+@click.option("--dry-run", is_flag=True, help="Print the plan (each cell's estimated device seconds, the next lease's parts) and train nothing.")
+@click.option("--gpu", type=click.Choice(sorted(GPUS)), default=None, help="The GPU a dry run plans for, with its recorded peaks [default: the device's measured peaks on CUDA, else h200].")
+@click.option("--step", "path", type=click.Choice(PATHS), default=None, help="The fastest step path to try; each falls back to the next down to plain [default: graphs on CUDA, else batched].")
+@click.option("--profile", is_flag=True, help="Record a torch.profiler summary of 20 steps of the call's first part (around the end of its second epoch) into its part.json.")
+@click.option("--peak-tflops", type=click.FloatRange(min=0, min_open=True), default=None, help="State the device's dense matmul peak, TFLOP/s, for every precision [default: measured].")
+@click.option("--efficiency", type=click.FloatRange(min=0, max=1, min_open=True), default=None, help="Fraction of the peak to plan with [default: what this campaign's parts realized on this device, else the first GPU run's 11.4%].")
+@click.option("--setup-seconds", type=click.FloatRange(min=0), default=None, help=f"A part's set-up to plan with [default: the latest part's, else {SETUP_PRIOR_S:g}].")
+@click.option("--margin-seconds", type=click.FloatRange(min=0), default=MARGIN_S, show_default=True, help="Seconds kept free at the end for the records.")
+@click.option("--max-parts", type=click.IntRange(min=1), default=None, help="Train at most this many parts [default: while one fits].")
+@click.option("--archive", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write the records of the cells this call trained into this .tar.gz (one file to bring back).")
+@click.option("--threads", type=click.IntRange(min=1), default=None, help="torch CPU threads [default: torch's].")
+def main(action: str, out: Path | None, results: Path | None, budget_seconds: float | None, scale: str, device: str, dry_run: bool, gpu: str | None,
+         path: str | None, profile: bool, peak_tflops: float | None, efficiency: float | None, setup_seconds: float | None, margin_seconds: float,
+         max_parts: int | None, archive: Path | None, threads: int | None) -> None:  # fmt: skip
+    """Train the campaign's next parts (next), or print its plan (--dry-run) or its progress and outcomes (status)."""
+    start = time.monotonic()
+    root = results or ROOT / RESULTS
+    if scale == "tiny" and (root.resolve() == (ROOT / RESULTS).resolve()):
+        raise click.UsageError(f"--scale tiny writes toy records: give --results (not the campaign's own {RESULTS})")
+    store = CampaignResults(root, scale)
+    if action == "status":
+        click.echo(status_text(store))
+        return
+    if threads:
+        torch.set_num_threads(threads)
+    dev = resolve_device(device)
+    costs = Costs()
+    if dry_run:
+        if peak_tflops is not None:
+            peaks, label = dict.fromkeys(("bf16", "fp32", "tf32"), peak_tflops * 1e12), f"a device stated at {peak_tflops:g} TFLOP/s"
+        elif gpu is None and dev.type == "cuda":
+            peaks, label = _measured(dev), f"{torch.cuda.get_device_name(dev)} (peaks measured here)"
+        else:
+            figures = GPUS[gpu or "h200"]
+            peaks, label = {"bf16": figures.bf16, "fp32": figures.fp32, "tf32": figures.tf32}, f"{figures.name} ({figures.source})"
+        rate = _rate_for(peaks, efficiency, store, label.split(" (")[0], setup_seconds)
+        click.echo(plan_text(store, costs, peaks, label, rate, budget_seconds or LEASE_BUDGET_S))
+        return
+    if out is None or budget_seconds is None:
+        raise click.UsageError("next needs --out (where the runs train) and --budget-seconds (or give --dry-run)")
+    if out.resolve().is_relative_to(root.resolve()):
+        raise click.UsageError(f"--out {out} is inside --results {root}: weights and checkpoints never go into the records; choose another --out")
+    run_next(store, costs, dev, out, start + budget_seconds, budget_seconds, path or ("graphs" if dev.type == "cuda" else "batched"),
+             profile, peak_tflops, efficiency, setup_seconds, margin_seconds, max_parts, archive)  # fmt: skip
+
+
+def _measured(dev: torch.device) -> dict[str, float]:
+    """The device's dense matmul peaks: bf16, fp32 without TF32, and with TF32."""
+    before = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("highest")
+        out = measure_peaks(dev)
+        torch.set_float32_matmul_precision("high")
+        out["tf32"] = measure_peaks(dev)["fp32"]
+    finally:
+        torch.set_float32_matmul_precision(before)
+    return out
+
+
+def run_next(store: CampaignResults, costs: Costs, dev: torch.device, out: Path, end: float, budget: float, path: str, profile: bool,
+             peak_tflops: float | None, efficiency: float | None, setup: float | None, margin: float, max_parts: int | None, archive: Path | None) -> None:  # fmt: skip
+    """``next``: parts of the first unfinished cells while one fits before ``end`` (a ``time.monotonic()`` value)."""
+    for cell in CELLS:  # a registered cell is never changed: refused before anything trains
+        try:
+            store.check_spec(cell)
+        except ValueError as err:
+            raise click.ClickException(str(err)) from err
+    peaks = dict.fromkeys(("bf16", "fp32", "tf32"), peak_tflops * 1e12) if peak_tflops else _measured(dev)
+    name = device_info(dev)["name"]
+    rate = _rate_for(peaks, efficiency, store, name, setup)
+    click.echo(f"{name}; torch {torch.__version__}; peaks (TFLOP/s): " + ", ".join(f"{k} {v / 1e12:.1f}" for k, v in peaks.items())
+               + f"; planning at {', '.join(f'{k} {v:.1%}' for k, v in rate.efficiency.items()) or f'{MEASURED_EFFICIENCY:.1%} (the first GPU run)'}, set-up {rate.setup_s:.0f} s")  # fmt: skip
+    data, trained, touched, needed = DataCache(), 0, [], None
+    while max_parts is None or trained < max_parts:
+        left = end - time.monotonic() - margin
+        part = next_part(store, costs, rate, left, skipped=lambda c, s: click.echo(f"[{c.name}] passed over: its next run needs {s:.0f} s, more than a lease"))
+        if part is None:
+            first = next((c for c in CELLS if store.todo(c)), None)
+            if first is not None and not trained:
+                needed = rate.setup_s + costs.seconds(store.todo(first)[0], rate)
+            break
+        number = store.next_part(part.cell)
+        click.echo(f"[{part.cell.name}] part {number}: {part.describe()}, {left:.0f} s left")
+        store.write_cell(part.cell)
+        try:
+            done = train_part(part, out / part.cell.name / f"part-{number}", dev, path, end - margin, data, profile and not trained)
+        except Exception as err:
+            failed = store.cell_dir(part.cell) / f"part-{number}"
+            failed.mkdir(parents=True)
+            (failed / "part.json").write_text(json.dumps({"cell": part.cell.name, "part": number, "status": "failed", "runs": [r.name for r in part.runs],
+                                                         "error": f"{type(err).__name__}: {err}"[:2000], "device": device_info(dev), "versions": versions()}, indent=1) + "\n")  # fmt: skip
+            raise click.ClickException(f"part {number} of {part.cell.name} failed on every step path: {type(err).__name__}: {err}") from err
+        record = part_record(part, number, done, rate, costs, dev, peaks, budget)
+        folder = write_records(store, part, number, done, record)
+        touched.append(part.cell)
+        trained += 1
+        speed = record["speed"]
+        click.echo(f"  {record['status']} on the {done.path} step in {done.timing['setup_s'] + done.timing['train_s']:.0f} s (set-up {done.timing['setup_s']:.0f} s): "
+                   f"{speed['samples_per_s']:,.0f} samples/s, {speed['fraction_of_bf16_peak']:.1%} of the bf16 peak; records in {folder}")  # fmt: skip
+        if record["status"] != "complete":
+            break
+        rate.efficiency[precision_of(part.runs[0])] = efficiency or speed["fraction_of_precision_peak"]
+        rate.setup_s = setup if setup is not None else done.timing["setup_s"]
+    if archive is not None and touched:
+        names = list(dict.fromkeys(c.name for c in touched))
+        with tarfile.open(archive, "w:gz") as tar:
+            for name in names:
+                tar.add(store.root / name, arcname=f"{store.root.name}/{name}")
+        click.echo(f"records of {len(names)} cell(s) in {archive} ({archive.stat().st_size / 2**20:.2f} MiB); unpack with tar -xzf {archive.name} -C {store.root.parent}")
+    if needed is not None:
+        raise click.ClickException(f"--budget-seconds {budget:g} cannot fit the next run (estimated {needed:.0f} s with its set-up); give at least {needed + margin:.0f} seconds")
+    if not trained:
+        click.echo("nothing to train: every cell whose runs are known is finished (status prints the outcomes)")
+
+
+if __name__ == "__main__":
+    main()

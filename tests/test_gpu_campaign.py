@@ -1,0 +1,265 @@
+"""The GPU campaign on a CPU: the cells in order, the split of a cell, the budget stop, the
+records, the fallback of a failing fast step, the plan's arithmetic, and the rules as code.
+
+No timing is asserted: the plan's estimates come from a stated peak and efficiency
+(``--peak-tflops``, ``--efficiency``), and where a test needs training to be slower than
+planned it makes each step sleep.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+from helpers import ROOT, load_script
+
+from training import make_run_config
+from training.trainer.ensemble import train_ensemble
+from training.trainer.loop import new_member
+from training.trainer.step import last_position_logits
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import campaign_cells as cells  # noqa: E402
+import campaign_plan as plan  # noqa: E402
+import campaign_records as records  # noqa: E402
+import campaign_step as step  # noqa: E402
+import gpu_cost as cost  # noqa: E402
+
+#: Tiny cells, one thread, the plan stated: each tiny run estimates a few hundredths of a second.
+TINY = ["--scale", "tiny", "--device", "cpu", "--threads", "1", "--peak-tflops", "0.05", "--setup-seconds", "0", "--margin-seconds", "0"]
+PEAKS = dict.fromkeys(("bf16", "fp32", "tf32"), 0.05e12)
+
+
+def _main():
+    return load_script("benchmarks/gpu_campaign.py").main
+
+
+def _next(tmp_path: Path, *args: str, budget: float = 300, efficiency: float = 0.5):
+    argv = ["next", *TINY, "--results", str(tmp_path / "results"), "--out", str(tmp_path / "runs"), "--budget-seconds", str(budget), "--efficiency", str(efficiency), *args]
+    return CliRunner().invoke(_main(), argv)
+
+
+def _part(tmp_path: Path, cell: str, number: int) -> dict:
+    return json.loads((tmp_path / "results" / cell / f"part-{number}" / "part.json").read_text())
+
+
+def _efficiency_for(seconds: float) -> float:
+    """The efficiency at which a tiny cell-01 run is planned at ``seconds`` (of the stated 0.05 TFLOP/s)."""
+    run = cells.grid_runs(cells.CELLS[0], "tiny")[0]
+    return plan.Costs().work(run) / (PEAKS["bf16"] * seconds)
+
+
+def test_next_trains_the_first_cell_then_the_next_and_never_one_already_finished(tmp_path: Path) -> None:
+    first = _next(tmp_path, "--max-parts", "1")
+    assert first.exit_code == 0, first.output
+    assert "[01-fig2-small-init] part 1: 01-fig2-small-init: 27 runs" in first.output
+    second = _next(tmp_path, "--max-parts", "1")
+    assert second.exit_code == 0 and "[02-fp32-control] part 1: 02-fp32-control: 3 runs" in second.output, second.output
+    third = _next(tmp_path, "--max-parts", "1")
+    assert third.exit_code == 0 and "[03-large-init] part 1" in third.output and "01-fig2" not in third.output and "02-fp32" not in third.output
+
+    results = tmp_path / "results"
+    files = sorted(p.relative_to(results).as_posix() for p in results.rglob("*") if p.is_file())
+    assert {Path(f).name for f in files} == {"cell.json", "part.json", "config.json", "metrics.json"}  # no weights, no checkpoints
+    assert len([f for f in files if f.startswith("01-") and f.endswith("metrics.json")]) == 27
+    for cell in ("01-fig2-small-init", "02-fp32-control", "03-large-init"):
+        assert sum(p.stat().st_size for p in (results / cell).rglob("*") if p.is_file()) < 64 * 2**20
+    part = _part(tmp_path, "01-fig2-small-init", 1)
+    assert part["part"] == 1 and part["status"] == "complete" and part["step"] == {"path": "batched", "fallbacks": [], "self_check": part["step"]["self_check"]}
+    assert part["step"]["self_check"]["drift"] < 0.05 and part["evaluated_epochs"] == [1, 2, 3]
+    assert set(part["runs"]) == {f"seed={s}__lr={lr:g}" for s in (9001, 9002, 9003) for lr in (1e-4, 1.25e-4, 1.5e-4, 1.75e-4, 2e-4, 2.25e-4, 2.5e-4, 2.75e-4, 3e-4)}
+    assert part["versions"]["torch"] == torch.__version__ and part["device"]["type"] == "cpu"
+    speed = part["speed"]
+    assert speed["samples_per_s"] > 0 and speed["fraction_of_bf16_peak"] == pytest.approx(speed["samples_per_s"] * speed["train_mflop_per_sample"] * 1e6 / 0.05e12)
+    assert speed["probe_samples_per_s"] > 0 and part["timing"]["train_s"] > 0 and len(part["timing"]["steps_s"]) == 3
+    metrics = json.loads((results / "01-fig2-small-init" / "part-1" / "seed=9001__lr=0.0001" / "metrics.json").read_text())
+    assert metrics["status"] == "completed" and [h["epoch"] for h in metrics["history"]] == [1, 2, 3]
+    cell = json.loads((results / "02-fp32-control" / "cell.json").read_text())
+    assert cell["scale"] == "tiny" and cell["tf32"] is False and cell["grid"] == {"seed": [9001, 9002, 9003], "lr": [2.5e-4]}
+
+    status = CliRunner().invoke(_main(), ["status", "--scale", "tiny", "--results", str(results)])
+    assert "## 01-fig2-small-init: 27 of 27 runs finished" in status.output and "## 04-depth-3-4: 0 of 54 runs finished" in status.output
+    assert "outcome: fails" in status.output and "outcome: bf16 holds" in status.output
+
+
+def test_a_cell_too_long_for_the_budget_trains_in_parts_of_whole_seeds_then_fewer_lrs(tmp_path: Path) -> None:
+    """Each run is planned at 10 s (it trains in far less): 105 s fit one seed's 9 runs, not
+    two; 45 s fit four lrs of the next seed; 5 s fit no run, and the call says what would."""
+    efficiency = _efficiency_for(10.0)
+    split = _next(tmp_path, "--max-parts", "1", budget=105, efficiency=efficiency)
+    assert split.exit_code == 0, split.output
+    assert "01-fig2-small-init: 9 runs (seeds 9001)" in split.output
+    first = _part(tmp_path, "01-fig2-small-init", 1)
+    assert first["status"] == "complete" and sorted(first["runs"]) == sorted(r.name for r in cells.grid_runs(cells.CELLS[0], "tiny")[:9])
+    fewer = _next(tmp_path, "--max-parts", "1", budget=45, efficiency=efficiency)
+    assert fewer.exit_code == 0 and "01-fig2-small-init: 4 runs (seeds 9002)" in fewer.output, fewer.output
+    assert sorted(_part(tmp_path, "01-fig2-small-init", 2)["runs"]) == [f"seed=9002__lr={lr:g}" for lr in (0.0001, 0.000125, 0.00015, 0.000175)]
+    refused = _next(tmp_path, budget=5, efficiency=efficiency)
+    assert refused.exit_code == 1 and "cannot fit the next run (estimated 10 s" in refused.output and "give at least 10 seconds" in refused.output
+    assert not (tmp_path / "results" / "01-fig2-small-init" / "part-3").exists()
+
+
+def test_a_part_stopped_by_its_deadline_is_recorded_and_trained_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each step sleeps 2 s, so a tiny epoch (2 steps) takes at least 4 s: a part planned to
+    fit 10 s stops before the epoch that would pass its deadline, keeps its histories, and a
+    later call trains the same runs again, from the start."""
+    real = step.TimedStep.__call__
+
+    def slow(self, members, idx):
+        time.sleep(2.0)
+        return real(self, members, idx)
+
+    monkeypatch.setattr(step.TimedStep, "__call__", slow)
+    efficiency = _efficiency_for(4.0)  # each run planned at 4 s: 2 fit in 10 s
+    stopped = _next(tmp_path, "--max-parts", "1", budget=10.0, efficiency=efficiency)
+    assert stopped.exit_code == 0, stopped.output
+    part = _part(tmp_path, "01-fig2-small-init", 1)
+    assert part["status"] == "stopped" and len(part["runs"]) == 2
+    assert all(0 < r["epochs"] < 3 and r["status"] == "running" for r in part["runs"].values())
+    assert [p.name for p in (tmp_path / "results" / "01-fig2-small-init" / "part-1").rglob("checkpoint.pt")] == []
+    assert list((tmp_path / "runs").rglob("checkpoint.pt"))  # the chunk's end: its checkpoints stay in --out
+    monkeypatch.setattr(step.TimedStep, "__call__", real)
+    again = _next(tmp_path, "--max-parts", "1", budget=10.0, efficiency=efficiency)
+    assert again.exit_code == 0, again.output
+    assert _part(tmp_path, "01-fig2-small-init", 2)["status"] == "complete" and set(_part(tmp_path, "01-fig2-small-init", 2)["runs"]) == set(part["runs"])
+
+
+def test_failing_fast_steps_fall_back_to_the_plain_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``graphs`` on a CPU cannot capture (it needs CUDA) and ``batched`` is made to update
+    nothing, so its self-check fails: the part trains on the plain step, and says so."""
+    monkeypatch.setattr(step.BatchedStep, "update", lambda self, running=None: None)
+    result = _next(tmp_path, "--max-parts", "1", "--step", "graphs", budget=25, efficiency=_efficiency_for(10.0))
+    assert result.exit_code == 0, result.output
+    part = _part(tmp_path, "01-fig2-small-init", 1)
+    assert part["status"] == "complete" and part["step"]["path"] == "plain" and part["step"]["self_check"] is None
+    assert [(e["path"], e["error"].split(":")[0]) for e in part["step"]["fallbacks"]] == [("graphs", "RuntimeError"), ("batched", "StepCheckFailed")]
+    assert "CUDA graphs need a CUDA device" in part["step"]["fallbacks"][0]["error"]
+    assert all(r["status"] == "completed" for r in part["runs"].values())
+
+
+@pytest.mark.slow
+def test_profile_writes_a_summary_into_the_part(tmp_path: Path) -> None:
+    result = _next(tmp_path, "--max-parts", "1", "--profile", budget=25, efficiency=_efficiency_for(10.0))
+    assert result.exit_code == 0, result.output
+    profile = _part(tmp_path, "01-fig2-small-init", 1)["profile"]
+    assert profile["wall_s"] > 0 and profile["cpu_self_s"] > 0 and "aten::" in profile["table"] and profile["schedule"]["active"] >= 1
+
+
+def test_the_batched_step_trains_as_the_plain_step_and_resumes_from_its_checkpoints(tmp_path: Path) -> None:
+    """Per-member lr, weight decay and clipping (one run clipped hard, one not at all), a last
+    batch of 88: the batched step's AdamW equals torch's to fp32 rounding; a deadline stops it
+    every epoch and each call resumes from the checkpoint it wrote, ending where one call ends."""
+    options = [dict(lr=1e-3, weight_decay=0.0, grad_clip=1.0), dict(lr=3e-3, weight_decay=0.1, grad_clip=0.01), dict(lr=2e-3, weight_decay=0.01, grad_clip=0.0)]
+    cfgs = [make_run_config("tiny", epochs=3, n_train=600, n_test=100, eval_samples=100, seed=s, **o) for s, o in enumerate(options)]
+    plain = train_ensemble(cfgs, device="cpu", progress=False)
+    batched = train_ensemble(cfgs, device="cpu", progress=False, step=step.BatchedStep)
+    for a, b in zip(plain, batched):
+        for p, q in zip(a.model.parameters(), b.model.parameters()):
+            torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5)
+        assert [h["loss"] for h in b.metrics["history"]] == pytest.approx([h["loss"] for h in a.metrics["history"]], rel=1e-4)
+    folders = [tmp_path / f"run{i}" for i in range(3)]
+    while True:
+        chunk = train_ensemble(cfgs, folders, device="cpu", progress=False, step=step.BatchedStep, deadline=time.monotonic())
+        if all(r.finished for r in chunk):
+            break
+    for a, b in zip(batched, chunk):
+        assert all(torch.equal(p, q) for p, q in zip(a.model.parameters(), b.model.parameters()))
+
+
+def test_a_diverged_member_is_no_longer_updated_by_the_batched_step() -> None:
+    cfgs = [make_run_config("tiny", n_train=512, seed=s) for s in (0, 1)]
+    members = [new_member(c, None, None, torch.device("cpu")) for c in cfgs]
+    fast = step.BatchedStep(members, last_position_logits, torch.device("cpu"))
+    before = [[p.detach().clone() for p in m.model.parameters()] for m in members]
+    members[1].status = "diverged"
+    fast(members, torch.arange(256).expand(2, -1))
+    assert all(torch.equal(p, q) for p, q in zip(before[1], members[1].model.parameters()))
+    assert not all(torch.equal(p, q) for p, q in zip(before[0], members[0].model.parameters()))
+    steps = [float(m.optimizer.state_dict()["state"][0]["step"]) for m in members]
+    assert steps == [1.0, 0.0]
+
+
+def test_the_plan_counts_every_epoch_and_evaluation_and_splits_by_whole_seeds() -> None:
+    """A run's planned seconds: its FLOPs (each epoch's training samples, each evaluated
+    epoch's evaluation samples: the extension's cadence evaluates epochs 1-3, 4 and 6 of 6)
+    over the peak times the efficiency; a part takes whole seeds while they fit."""
+    run = cells.extended(cells.grid_runs(cells.CELLS[0], "tiny")[0], "01-fig2-small-init", "tiny")
+    cfg = run.config
+    flops = cost.run_flops(cfg, torch.device("cpu"))
+    per_eval = cfg.train.eval_samples + 2 * cfg.data.n_test  # train_eval, id_test, the held-out (4,3)
+    work = cfg.train.epochs * cfg.data.n_train * flops.train + len([1, 2, 3, 4, 6]) * per_eval * flops.forward
+    rate = plan.Rate(dict.fromkeys(("bf16", "fp32", "tf32"), 2e12), {"bf16": 0.25}, setup_s=7.0)
+    assert plan.Costs().seconds(run, rate) == pytest.approx(work / (2e12 * 0.25))
+
+    runs = cells.grid_runs(cells.CELLS[0], "tiny")
+    costs = plan.Costs()
+    one = costs.seconds(runs[0], rate)
+    assert plan.plan_part(cells.CELLS[0], runs, costs, rate, 7.0 + 18.5 * one).runs == tuple(runs[:18])  # two whole seeds
+    assert plan.plan_part(cells.CELLS[0], runs[9:], costs, rate, 7.0 + 3.5 * one).runs == tuple(runs[9:12])  # three lrs of seed 9002
+    assert plan.plan_part(cells.CELLS[0], runs, costs, rate, 7.0 + 0.5 * one) is None
+    depth = cells.grid_runs(cells.CELLS[3], "tiny")
+    part = plan.plan_part(cells.CELLS[3], depth, costs, rate, 1e9)
+    assert {r.config.model.n_layers for r in part.runs} == {3} and len(part.runs) == 27  # one ensemble: one depth
+
+
+def test_the_dry_run_prints_each_cells_device_seconds(tmp_path: Path) -> None:
+    result = CliRunner().invoke(_main(), ["--dry-run", "--scale", "tiny", "--results", str(tmp_path), "--peak-tflops", "1", "--setup-seconds", "5"])
+    assert result.exit_code == 0, result.output
+    rate = plan.Rate(dict.fromkeys(("bf16", "fp32", "tf32"), 1e12), {}, 5.0)
+    runs = cells.grid_runs(cells.CELLS[0], "tiny")
+    expected = sum(plan.Costs().seconds(r, rate) for r in runs) + 5.0
+    row = re.search(r"\| 01-fig2-small-init \| 27 \| 81 \| [\d.]+ \| ([\d,.]+) \|", result.output)
+    assert row and float(row.group(1).replace(",", "")) == pytest.approx(expected, abs=0.5)
+    assert "| 06-full-schedule | at most 117 |" in result.output and "The next lease, at 11.4% of the bf16 peak: 01-fig2-small-init" in result.output
+    assert not any(tmp_path.iterdir())
+
+
+def _write_run(folder: Path, cfg, history: list[tuple[float, float, float, float]]) -> None:
+    """A stored record: ``history`` holds per epoch (ID, (4,3) inferential, (4,3) symmetric, (3,4))."""
+    folder.mkdir(parents=True)
+    entries = [{"epoch": e, "step": e, "loss": 0.1, "lr": 1e-4, "train_acc": 1.0, "id_acc": i, "per_pair": {"3,4": x},
+                "heldout": {"4,3": {"inferential": inf, "symmetric": sym}}} for e, (i, inf, sym, x) in enumerate(history, start=1)]  # fmt: skip
+    (folder / "config.json").write_text(json.dumps(cfg.to_dict()))
+    (folder / "metrics.json").write_text(json.dumps({"status": "completed", "final": entries[-1], "history": entries}))
+
+
+@pytest.mark.parametrize(
+    "late,outcome",
+    [
+        ({9001: (1.0, 0.95, 0.0, 1.0)}, "flip"),  # one seed ends inferential at one lr
+        ({9001: (1.0, 0.0, 1.0, 1.0), 9002: (1.0, 0.0, 1.0, 1.0), 9003: (1.0, 0.0, 1.0, 1.0)}, "transient"),
+        ({}, "fails"),
+    ],
+)
+def test_the_first_cells_rule_reads_the_papers_statistic(tmp_path: Path, late: dict, outcome: str) -> None:
+    """Every run: ID fitted, (4,3) symmetric throughout; in ``transient`` each seed's lr-1e-4 run
+    infers (0.9) at epoch 1 and copies after; ``flip``: seed 9001's ends inferential."""
+    cell = cells.CELLS[0]
+    for run in cells.grid_runs(cell, "tiny"):
+        history = [(1.0, 0.0, 1.0, 1.0)] * 3
+        if run.seed in late and run.config.train.lr == 1e-4:
+            history = [(1.0, 0.9, 0.0, 1.0), (1.0, 0.9, 0.0, 1.0), late[run.seed]] if outcome == "transient" else [(1.0, 0.0, 1.0, 1.0)] * 2 + [late[run.seed]]
+        _write_run(tmp_path / cell.name / "part-1" / run.name, run.config, history)
+    store = records.CampaignResults(tmp_path, "tiny")
+    assert store.finished(cell) and records.decide(store, cell).outcome == outcome
+    moving = cells.grid_runs(cell, "tiny")[0]
+    assert records.still_moving(store.records(cell)[moving.name]) == (outcome != "fails")  # the lr-1e-4 run of seed 9001 changes in its last epochs
+
+
+def test_bad_use_is_refused_with_a_line(tmp_path: Path) -> None:
+    main = _main()
+    tiny_default = CliRunner().invoke(main, ["next", "--scale", "tiny", "--out", str(tmp_path / "r"), "--budget-seconds", "9"])
+    assert tiny_default.exit_code == 2 and "--scale tiny writes toy records: give --results" in tiny_default.output
+    nested = CliRunner().invoke(main, ["next", *TINY, "--results", str(tmp_path), "--out", str(tmp_path / "runs"), "--budget-seconds", "9"])
+    assert nested.exit_code == 2 and "never go into the records" in nested.output
+    (tmp_path / "c" / "01-fig2-small-init").mkdir(parents=True)
+    (tmp_path / "c" / "01-fig2-small-init" / "cell.json").write_text(json.dumps({"name": "01-fig2-small-init", "epochs": 30}))
+    changed = CliRunner().invoke(main, ["next", *TINY, "--results", str(tmp_path / "c"), "--out", str(tmp_path / "r"), "--budget-seconds", "60"])
+    assert changed.exit_code == 1 and "a registered cell is never changed" in changed.output
+    assert not (tmp_path / "r").exists()
