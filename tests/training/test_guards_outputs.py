@@ -49,6 +49,9 @@ OUTPUTS: dict[str, list[str]] = {
     "experiments/race.py figure": ["R/x.png", "S/x.png", "ro/x.png", "imgs/curves.png", "long.png"],
     "experiments/search_cpu.py run root": ["R", "S", "S/sub", "R/sub", "ro/root", "long"],
     "benchmarks/gpu_suite.py out": ["R", "S", "S/sub", "R/sub", "ro/x", "long"],
+    "benchmarks/gpu_campaign.py out": ["R", "S", "S/sub", "R/sub", "ro/x", "long"],
+    "benchmarks/gpu_campaign.py results": ["R", "S", "S/sub", "R/sub", "ro/x", "long"],
+    "benchmarks/gpu_campaign.py archive": ["mine.txt", "R/x.tar.gz", "ro/x.tar.gz", "S", "long"],
 }
 
 
@@ -142,6 +145,9 @@ def _argv(option: str, target: str) -> tuple[Callable[[list[str]], int], list[st
         "experiments/race.py figure": ["S", "--figure", target],
         "experiments/search_cpu.py run root": ["run", "--root", target, "task=symmetric,d_model=16,n_train=300,epochs=1"],
         "benchmarks/gpu_suite.py out": ["--out", target, "--scale", "tiny", "--device", "cpu", "--seeds", "0", "--task", "symmetric", "--peak-tflops", "1", "--efficiency", "0.5", "--probe-steps", "0"],
+        **{f"benchmarks/gpu_campaign.py {name}": ["next", "--scale", "tiny", "--device", "cpu", "--peak-tflops", "1", "--budget-seconds", "1",
+                                                   *(["--out", "runs", "--results", "records", "--archive", "a.tar.gz"]), f"--{name}", target]
+           for name in ("out", "results", "archive")},
     }[option]
     if option.startswith("interp-init"):
         return main, argv
@@ -172,7 +178,7 @@ def test_every_output_refuses_what_it_did_not_make(option: str, target: str, pla
     err = capsys.readouterr().err
     assert "Traceback" not in err and ".tmp-" not in err, err
     if target.startswith("long"):  # the message names the flag, not a file the command would have read
-        flag = {"figure": "--figure", "root": "--root", "images": "--images"}.get(option.split()[-1], "--out")
+        flag = "--" + option.split()[-1]
         assert flag in err and "sweep.json" not in err and "metrics.json" not in err, err
     assert _snapshot(places) == before
     assert not (places / "ro").exists() or list((places / "ro").iterdir()) == []

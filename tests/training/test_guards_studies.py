@@ -237,6 +237,7 @@ COUNTS = {
     "benchmarks/gpu_suite.py probe_steps": ("100000000", "--probe-steps"),
     "benchmarks/gpu_suite.py epochs": ("10000000000", "--epochs"),
     "experiments/search_cpu.py run threads": ("100000", "--threads"),
+    "benchmarks/gpu_campaign.py threads": ("100000", "--threads"),
 }  # fmt: skip
 #: Integer options that are not counts of work, and why.
 NOT_COUNTS = {
@@ -245,6 +246,8 @@ NOT_COUNTS = {
     **dict.fromkeys(["interp-init train eval_every", "interp-init train checkpoint_every"], "a cadence: past --epochs only the last epoch is evaluated or saved"),
     "interp-init train eval_samples": "at most --n-train samples are evaluated (the data bounds it)",
     "interp-init train offset": "a shift, not a count: refused where it puts targets outside the vocabulary (with --k > 0)",
+    "interp-init train eval_dense_epochs": "a cadence: past --epochs every epoch is evaluated, no more",
+    "benchmarks/gpu_campaign.py max_parts": "a cap: the campaign's registered parts and --budget-seconds bound the work",
 }  # fmt: skip
 
 
@@ -273,6 +276,7 @@ def _count_argv(option: str, value: str, out: Path) -> list[str]:
         "interp-init report": ["report", "S/seed=0", "--out", str(out) + ".html", flag, value],
         "benchmarks/gpu_suite.py": ["--out", str(out), "--scale", "tiny", "--device", "cpu", "--seeds", "0", "--task", "symmetric", "--peak-tflops", "1", "--efficiency", "0.5", flag, value],
         "experiments/search_cpu.py run": ["run", "--root", str(out), flag, value, "task=symmetric,d_model=16,n_train=300,epochs=1"],
+        "benchmarks/gpu_campaign.py": ["next", "--out", str(out), "--results", str(out) + "-records", "--scale", "tiny", "--device", "cpu", "--budget-seconds", "1", flag, value],
     }[command]
 
 
