@@ -206,8 +206,8 @@ def main(folders: tuple[Path, ...], knobs: tuple[str, ...], cells: bool, figure:
     if figure is not None and figure.suffix.lstrip(".") not in ("png", "svg", "pdf"):
         raise click.UsageError(f"--figure {figure}: name a .png, .svg or .pdf file")
     if figure is not None:
-        from interp_init.fileio import check_path_names
         from interp_init.outputs import check_output_folder
+        from interp_init.paths import check_path_names
         from training.studies.report.images import IMAGE_PURPOSE, slug
 
         try:  # the one output guard, before any work: not in a run folder, nor a study's, nor where it cannot be written

@@ -29,19 +29,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from interp_init.fileio import (  # fmt: skip
-    LOCK_FILE,
-    BadRunFile,
-    atomic_write,
-    check_folder_path,
-    check_name_length,
-    check_path_names,
-    file_sha256,
-    hold_folder,
-    new_folder,
-    read_json,
-    write_json,
-)
+from interp_init.fileio import LOCK_FILE, BadRunFile, atomic_write, file_sha256, hold_folder, new_folder, read_json, write_json
+from interp_init.paths import check_folder_path, check_name_length, check_path_names
 
 CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.json"
@@ -227,6 +216,8 @@ def output_folder(path: str | Path, what: str, kind: str, busy: str, option: str
 FILE_SUFFIXES: frozenset[str] = frozenset({".png", ".svg", ".pdf", ".jpg", ".jpeg", ".webp", ".csv", ".json", ".md", ".txt", ".htm", ".toml", ".pt", ".safetensors"})
 
 
+#: The purposes whose outputs are HTML pages (:func:`write_page`).
+PAGE_PURPOSES: tuple[str, ...] = ("report", "phase-diagram")
 #: The tag that marks an HTML page the toolkit wrote, and for what (:func:`write_page`).
 _PAGE_TAG = '<meta name="generator" content="interp-init {purpose}">'
 
@@ -255,7 +246,8 @@ def check_output_file(path: str | Path, purpose: str, option: str = "--out") -> 
     path = Path(path)
     check_path_names(path, option)
     check_name_length(path)
-    refuse_inside_run(path, f"a {purpose} file", option)
+    noun = "page" if purpose in PAGE_PURPOSES else "file"
+    refuse_inside_run(path, f"a {purpose} {noun}", option)
     if path.is_dir():
         example = path / (purpose.replace(" ", "-") + ".html")
         raise ValueError(f"{option} {path} is a folder; give a file name such as {example}")
@@ -272,7 +264,7 @@ def check_output_file(path: str | Path, purpose: str, option: str = "--out") -> 
         what = f"a {found} page" if page else f"a {found}"
     else:
         what = TOOLKIT_FILES.get(path.name, "a file interp-init did not write (or one changed since it wrote it)")
-    wanted = f"a {purpose} page" if path.suffix.lower() in (".html", ".htm") else f"a {purpose}"
+    wanted = f"a {purpose} page" if noun == "page" else f"a {purpose}"
     raise ValueError(f"{path} exists and is {what}, not {wanted} this toolkit wrote; it is never overwritten: choose another {option}, or move that file away first")
 
 

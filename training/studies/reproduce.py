@@ -112,7 +112,7 @@ def reproduction_spec(
     for task in tasks if lr_list else ():  # an lr under the preset's schedule floor: refused naming this command's flag
         train = make_run_config(preset, task=task).train
         floor = max(train.warmup_start_lr, train.min_lr)
-        low = [lr for lr in lr_list or () if lr < floor]
+        low = [lr for lr in lr_list or () if 0 < lr < floor]  # a non-positive lr is refused by the spec, naming it
         if low:
             raise ValueError(
                 f"--lrs {low[0]:g} is below the {preset} preset's lr floor {floor:g} on {task} (its warmup starts and its cosine ends there): "

@@ -25,8 +25,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from interp_init.fileio import BadRunFile, check_path_names, config_digest, read_json, write_json
+from interp_init.fileio import BadRunFile, config_digest, read_json, write_json
 from interp_init.outputs import CONFIG_FILE, STUDY_FILE, STUDY_KINDS, SWEEP_SPEC_FILE, as_given, folder_kind
+from interp_init.paths import check_path_names
 from training.config import RunConfig
 
 

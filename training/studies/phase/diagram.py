@@ -18,8 +18,9 @@ from pathlib import Path
 import pandas as pd
 import plotly.graph_objects as go
 
-from interp_init.fileio import check_path_names, folder_is_held
+from interp_init.fileio import folder_is_held
 from interp_init.outputs import check_output_pages, looks_like_run, refuse_inside_run, write_page
+from interp_init.paths import check_path_names
 from training.studies.phase.aggregation import param_columns
 from training.studies.phase.figures import make_figures, supported_figures
 from training.studies.phase.names import ID_THRESHOLD, LOSS_THRESHOLD, OOD_THRESHOLD, PAIR_ACC_THRESHOLD

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from interp_init.fileio import check_path_names
 from interp_init.outputs import check_distinct_outputs, check_output_folder, write_output
+from interp_init.paths import check_path_names
 from training.studies.report.config import IMAGE_FORMATS
 
 #: The purpose the report's images are recorded with (a later report may replace them).
