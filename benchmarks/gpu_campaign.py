@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import io
 import json
 import platform
 import shutil
@@ -48,9 +49,14 @@ from gpu_cost import remaining_flops  # noqa: E402
 from campaign_profile import profiler_for  # noqa: E402
 
 from interp_init import resolve_device  # noqa: E402
+from interp_init.outputs import check_output_file, check_output_folder, enclosing_study, write_output  # noqa: E402
 from training.launch import Job, execute  # noqa: E402
+from training.options import check_cores  # noqa: E402
 from training.trainer.loop import RunData, make_run_data  # noqa: E402
 from training.trainer.step import last_position_logits  # noqa: E402
+
+#: The purpose ``--archive`` is recorded with (a later call's archive may replace it).
+ARCHIVE_PURPOSE = "campaign archive"
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -290,6 +296,18 @@ def main(action: str, out: Path | None, results: Path | None, budget_seconds: fl
     if action == "status":
         click.echo(status_text(store))
         return
+    try:  # the output guard and the bounds on counts (issue 46), before any work
+        check_cores(threads, "--threads", "torch threads")
+        if not dry_run:
+            for folder, option in ((out, "--out"), (root, "--results")):
+                if folder is not None:
+                    check_output_folder(folder, "the campaign's", [], option)  # not a run, sweep, reproduction or search folder, nor in a run
+                    if (study := enclosing_study(folder)) is not None:
+                        raise ValueError(f"{option} {folder} is inside the {study[1]} folder {study[0]}, which reads only the runs it names: choose another {option}")
+            if archive is not None:
+                check_output_file(archive, ARCHIVE_PURPOSE, "--archive")
+    except ValueError as err:
+        raise click.UsageError(str(err)) from err
     if threads:
         torch.set_num_threads(threads)
     dev = resolve_device(device)
@@ -372,9 +390,11 @@ def run_next(store: CampaignResults, costs: Costs, dev: torch.device, out: Path,
         rate.setup_s = setup if setup is not None else done.timing["setup_s"]
     if archive is not None and touched:
         names = list(dict.fromkeys(c.name for c in touched))
-        with tarfile.open(archive, "w:gz") as tar:
+        packed = io.BytesIO()
+        with tarfile.open(fileobj=packed, mode="w:gz") as tar:
             for name in names:
                 tar.add(store.root / name, arcname=f"{store.root.name}/{name}")
+        write_output(archive, packed.getvalue(), ARCHIVE_PURPOSE, "--archive")  # never over a file it did not write
         click.echo(f"records of {len(names)} cell(s) in {archive} ({archive.stat().st_size / 2**20:.2f} MiB); unpack with tar -xzf {archive.name} -C {store.root.parent}")
     if needed is not None:
         raise click.ClickException(f"--budget-seconds {budget:g} cannot fit the next run (estimated {needed:.0f} s with its set-up); give at least {needed + margin:.0f} seconds")

@@ -60,23 +60,29 @@ import click
 import torch
 
 from interp_init import resolve_device
-from interp_init.outputs import refuse_nested
+from interp_init.fileio import atomic_write
+from interp_init.outputs import check_output_file, record_output, refuse_nested, write_output
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder
 from training.cli import slurm_options
 from training.config import RunConfig, make_run_config
 from training.launch import Job, JobReturn, Launcher, execute, make_launcher, run_study
 from training.launch.slurm_options import slurm_options_from
+from training.options import check_cores
 from training.studies.population import read_population
 from training.studies.records import RunRecord
 from training.studies.reproduce import reproduction_spec
 from training.studies.selection import PROTOCOL_TEXT, PROTOCOLS
 from training.studies.study import StudySpec
-from training.studies.summaries import write_summaries
+from training.studies.study_folder import record_study, refuse_strangers
+from training.studies.summaries import check_summary_file, write_summaries
+from training.trainer.preflight import check_steps
 from training.trainer.step import last_position_logits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_cost import RunFlops, measured_efficiency, peaks, probe_efficiency, remaining_flops, run_flops  # noqa: E402
 
+#: The suite's table in ``--out``, and the purpose it is recorded with (a later chunk replaces it).
+TABLE_FILE, TABLE_PURPOSE = "gpu_suite.md", "GPU suite table"
 #: the tasks, each on its paper's own model (its default architecture: ``neurips`` for
 #: ``symmetric``, ``journal`` for ``id-ood``), each regime at its preset's gamma
 #: (:data:`training.studies.regimes.REGIMES`: at ``paper`` and ``cpu`` 0.8 small init, 0.5 large)
@@ -317,6 +323,10 @@ def main(
     if slurm is not None and (budget_seconds or compile_ or tf32):
         raise click.UsageError("--budget-seconds, --compile and --tf32 apply to training here; Slurm jobs chunk by --slurm-time")
     if threads:
+        try:
+            check_cores(threads, "--threads", "torch threads")
+        except ValueError as err:
+            raise click.UsageError(str(err)) from err
         torch.set_num_threads(threads)
     dev = resolve_device(device if slurm is None else "cpu")  # with slurm, the plan is made here and the jobs pick their device
     cuda = dev.type == "cuda" or (slurm is not None and slurm.gpus > 0)  # the GPU's defaults
@@ -340,6 +350,22 @@ def main(
     except ValueError as err:
         raise click.UsageError(str(err)) from err
     groups = [Group(task, runs) for task, runs in suite_configs(spec, root, epochs).items()]
+    jobs = [Job(r.name, r.cfg, r.folder) for g in groups for r in g.runs]
+    table_path = root / TABLE_FILE
+    own_table = table_path.is_file() and any(r.started() for g in groups for r in g.runs)  # a table an earlier chunk wrote
+    if out is not None and not dry_run:
+        try:  # a study folder is closed to strangers, and no output replaces a file the suite did not write
+            refuse_strangers(jobs, root, "the GPU suite")
+            if not own_table:
+                check_output_file(table_path, TABLE_PURPOSE)
+            check_summary_file(root)
+            for group in groups:
+                check_steps(group.runs[0].cfg)  # --epochs: a run that would not end is refused
+                per_epoch = -(-group.runs[0].cfg.data.n_train // group.runs[0].cfg.train.batch_size)
+                if probe_steps and probe_steps > per_epoch:
+                    raise ValueError(f"--probe-steps {probe_steps:,} is more than one epoch of the {group.task} runs ({per_epoch:,} steps): give --probe-steps at most {per_epoch:,}")
+        except ValueError as err:
+            raise click.UsageError(str(err)) from err
     device_name = "Slurm jobs" if slurm is not None else torch.cuda.get_device_name(dev) if cuda else f"CPU ({torch.get_num_threads()} threads)"
     header = (
         f"Device: {device_name}; torch {torch.__version__}; scale `{scale}`" + ("" if epochs is None else f", shortened to {epochs} epochs")
@@ -389,7 +415,7 @@ def main(
         end = None if budget_seconds is None else start + budget_seconds
         launcher = BudgetLauncher(groups, together, dev, peak, logits_fn, end)
     try:  # the study folder held, a folder of another run refused before anything trains
-        returns = run_study([Job(r.name, r.cfg, r.folder) for g in groups for r in g.runs], root, launcher)
+        returns = run_study(jobs, root, launcher, held=lambda: record_study(root, "reproduction", jobs))  # its record: the runs its readers read
     except ValueError as err:
         raise click.UsageError(str(err)) from err
     trained, refused = ([g.task for g in groups], []) if slurm is not None else (launcher.trained, launcher.refused)
@@ -399,7 +425,11 @@ def main(
         population = read_population(spec, root)
         write_summaries(spec, root, population)
     text = markdown(groups, together, header, bf16_peak, peak, None if population is None else population.format())
-    (root / "gpu_suite.md").write_text(text)
+    if own_table and table_path.is_file():  # written before the suite recorded its outputs: its own, replaced
+        atomic_write(table_path, text)
+        record_output(table_path, TABLE_PURPOSE)
+    else:
+        write_output(table_path, text, TABLE_PURPOSE)
     click.echo(text)
     failed = [r for r in returns if r.status == "failed"]
     if failed:  # recorded in their error.txt by the executor; the next command retries them

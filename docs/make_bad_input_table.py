@@ -27,10 +27,13 @@ CASES = [
     "phase-diagram runs --id-threshold nan", "phase-diagram runs --ood-threshold -5", "phase-diagram runs --loss-threshold 0",
     "train --warmup-epochs 1000 --epochs 3", "train --epochs 1000000000", "reproduce --preset tiny --seeds 0,,",
     "reproduce --preset tiny --seeds 0 --protocol paper --lrs 1e-3,,", "reproduce --preset tiny --seeds 0 --workers 0",
+    "train --epochs 4 --warmup-epochs 1 --cosine-epochs 2 --min-lr 5 --lr 0.001", "train --lr 1e-5",
+    "reproduce --preset tiny --seeds 0 --workers 100000",
 ]  # fmt: skip
 
-#: The memory of the machine that printed a message (it varies from one machine to the next).
+#: The memory and the cores of the machine that printed a message (they vary from one machine to the next).
 _MACHINE_MEMORY = re.compile(r"(device's )[\d,.]+ GB")
+_MACHINE_CORES = re.compile(r"(machine's )\d+( CPU core\(s\); give \S+ at most )\d+")
 
 
 def run_case(case: str, scratch: Path) -> tuple[int, str]:
@@ -44,7 +47,7 @@ def run_case(case: str, scratch: Path) -> tuple[int, str]:
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         code = main(args)
-    return code, _MACHINE_MEMORY.sub(r"\1M GB", err.getvalue().strip().splitlines()[-1])
+    return code, _MACHINE_CORES.sub(r"\1N\2N", _MACHINE_MEMORY.sub(r"\1M GB", err.getvalue().strip().splitlines()[-1]))
 
 
 def table() -> str:

@@ -33,13 +33,15 @@ import click
 
 from training.studies.race import race_of_record
 from training.studies.records import RunRecord
+from training.studies.sweep.results import sweep_run_dirs
 
 
 def run_folders(root: Path) -> list[Path]:
-    """``root`` itself if it is a run folder, else its run folders (sorted)."""
+    """``root`` itself if it is a run folder, else the run folders its sweep names (every
+    run folder in it where it names none; sorted)."""
     if (root / "config.json").is_file():
         return [root]
-    return sorted(p for p in root.iterdir() if p.is_dir() and (p / "config.json").is_file())
+    return sweep_run_dirs(root)
 
 
 def _grid_keys(root: Path) -> list[str] | None:
@@ -203,8 +205,20 @@ def main(folders: tuple[Path, ...], knobs: tuple[str, ...], cells: bool, figure:
     """Print the race of every symmetric run under FOLDERS (sweep folders or run folders), one markdown row each."""
     if figure is not None and figure.suffix.lstrip(".") not in ("png", "svg", "pdf"):
         raise click.UsageError(f"--figure {figure}: name a .png, .svg or .pdf file")
-    if figure is not None and figure.exists():
-        raise click.UsageError(f"--figure {figure} exists; name a new file (this script does not overwrite)")
+    if figure is not None:
+        from interp_init.outputs import check_output_folder
+        from interp_init.paths import check_path_names
+        from training.studies.report.images import IMAGE_PURPOSE, slug
+
+        try:  # the one output guard, before any work: not in a run folder, nor a study's, nor where it cannot be written
+            check_path_names(figure, "--figure")
+            if figure.exists():
+                raise ValueError(f"--figure {figure} exists; name a new file (this script does not overwrite)")
+            check_output_folder(figure.parent, IMAGE_PURPOSE, [figure.name], "--figure")
+        except ValueError as err:
+            raise click.UsageError(str(err)) from err
+        if slug(figure.stem) != figure.stem:
+            raise click.UsageError(f"--figure {figure}: name the file with letters, digits and _ . - only (e.g. {slug(figure.stem)}{figure.suffix})")
     rows = race_rows(list(folders), knobs)
     _print_table(COLUMNS, rows)
     modes = [row["mode"] for row in rows if row.get("status") == "completed" and "mode" in row]

@@ -30,14 +30,18 @@ from pathlib import Path
 
 import click
 
+from interp_init.outputs import refuse_nested
 from training.launch import JobReturn, PoolLauncher, SerialLauncher, run_study
+from training.options import check_cores
 from training.studies.records import RunRecord
 from training.studies.study import StudySpec
+from training.studies.study_folder import is_named, record_study, refuse_strangers, study_run_dirs
 
 #: The search's base (2 layers, 1 head, d_head = d_model / 2, d_mlp = 3 d_model).
 BASE = dict(
     n_layers=2, n_heads=1, n_train=40_000, n_test=2_000, batch_size=512,
     weight_decay=0.01, grad_clip=1.0, eval_every=1, eval_samples=2_000,
+    balanced_pairs=False, drop_last=False, n_heldout=None,  # the sets as the search drew them (the paper preset now draws the released ones)
 )  # fmt: skip
 
 
@@ -82,6 +86,13 @@ def read(folder: Path) -> RunRecord | None:
     return RunRecord.read(folder, strict=False) if (folder / "config.json").is_file() else None
 
 
+def folders(root: str | Path) -> list[Path]:
+    """The run folders of a search (those its record names), oldest first; every folder in
+    a root made before searches recorded their runs."""
+    named = study_run_dirs(root)
+    return sorted(Path(root).glob("*") if named is None else named, key=lambda p: p.stat().st_mtime)
+
+
 def line(name: str, record: RunRecord | None) -> str:
     if record is None or not record.history:
         return f"{name:70s} (no epoch yet)"
@@ -111,7 +122,15 @@ def cli() -> None:
 def run_command(root: str, threads: int, workers: int, specs: tuple[str, ...]) -> None:
     """Train each SPEC into ROOT/<spec name>, one line per run as it ends."""
     study = StudySpec({"preset": "paper"}, named={run_name(spec): options_for(spec) for spec in specs})
-    folders = {job.name: job.run_dir for job in study.jobs(root)}
+    jobs = study.jobs(root)
+    folders = {job.name: job.run_dir for job in jobs}
+    try:  # ROOT is a search folder: never nested in another study, and its record names its runs
+        check_cores(threads, "--threads", "torch threads")
+        check_cores(workers, "--workers", "worker processes")
+        refuse_nested(root, "a search", "search", "--root")
+        refuse_strangers(jobs, root, "a search", "--root")
+    except ValueError as err:
+        raise click.UsageError(str(err)) from err
     start = [time.perf_counter()]
 
     def ended(ret: JobReturn) -> None:  # the one launcher's failure policy: error.txt for a failed run, busy -> running
@@ -120,7 +139,7 @@ def run_command(root: str, threads: int, workers: int, specs: tuple[str, ...]) -
         start[0] = time.perf_counter()
 
     launcher = SerialLauncher(device="cpu", threads=threads) if workers == 1 else PoolLauncher(device="cpu", workers=workers, threads=threads)
-    run_study(study.jobs(root), root, launcher.notify(ended), kind="sweep")
+    run_study(jobs, root, launcher.notify(ended), held=lambda: record_study(root, "search", jobs), kind="search")  # its record: the candidates so far
 
 
 @cli.command("status")
@@ -128,7 +147,7 @@ def run_command(root: str, threads: int, workers: int, specs: tuple[str, ...]) -
 @click.option("--full", is_flag=True, help="Every epoch, not only the last.")
 def status_command(root: str, full: bool) -> None:
     """One line per run folder (its last epoch), finished or not."""
-    for folder in sorted(Path(root).glob("*"), key=lambda p: p.stat().st_mtime):
+    for folder in folders(root):
         record = read(folder)
         if full and record is not None and record.metrics is not None:
             for i in range(1, len(record.history) + 1):
@@ -141,7 +160,7 @@ def status_command(root: str, full: bool) -> None:
 @click.option("--root", default="runs/search", show_default=True)
 def json_command(root: str) -> None:
     """One JSON line per finished run: its options and final numbers (for the doc)."""
-    for folder in sorted(Path(root).glob("*"), key=lambda p: p.stat().st_mtime):
+    for folder in folders(root):
         record = read(folder)
         if record is not None and record.history:
             last = {k: v for k, v in record.history[-1].to_json().items() if k != "per_pair"}
@@ -169,7 +188,7 @@ def table_command(root: str) -> None:
         "| conv. | seed | data v. | train | ID | (4,3) inf / sym or OOD / comm. | status | train s | other |"
     )
     click.echo("|" + "---|" * 18)
-    for folder in sorted(Path(root).glob("*"), key=lambda p: p.stat().st_mtime):
+    for folder in folders(root):
         record = read(folder)
         if record is None or not record.history:
             continue
@@ -229,7 +248,7 @@ def rates_command(folders: tuple[str, ...]) -> None:
             raise click.BadParameter(f"{item!r}: give SWEEP_DIR:small-init or SWEEP_DIR:large-init (and optionally :GLOB, a pattern of run-folder names)")
         label = Path(path).name if pattern == "*" else f"{Path(path).name} ({pattern})"
         rows = []
-        for folder in sorted(Path(path).glob(pattern)):
+        for folder in (f for f in sorted(Path(path).glob(pattern)) if is_named(f, path)):  # the runs its sweep names
             record = read(folder)
             if record is not None and record.recorded_status == "completed":
                 final = record.final_columns()

@@ -15,7 +15,7 @@ stable ranks, computed from the weights first where the run has not cached them)
 and names the weights it was stored without (their SHA-256, bound to ``metrics.json``);
 per study the spec (``sweep.json``, or ``reproduction.json`` for a reproduction, rebuilt
 from its ``summary.json`` and checked against every run's config), the summaries
-(``summary*.json``, ``results.csv``), ``study.json`` (the manifest: the command, the commit,
+(``summary*.json``, ``results.csv``), ``stored-study.json`` (the manifest: the command, the commit,
 the machine, what ran beside it, the dates from the run folders' own files, every file with
 its size and SHA-256) and ``STUDY.md`` (the same for a reader).  Weights, checkpoints,
 reports and figures are left behind, and said so.
@@ -29,7 +29,7 @@ its status, and a reproduction's population must equal the source's.  It prints 
 
 ``--mark DIR`` marks records stored before this command existed (run folders that already
 lie in the repository without weights, such as the GPU suite's) the same way, adding only
-``stored.json``, ``study.json`` and ``STUDY.md``; ``--dates`` then says when they ran.
+``stored.json``, ``stored-study.json`` and ``STUDY.md``; ``--dates`` then says when they ran.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ import click
 from interp_init.fileio import file_sha256, folder_is_held, read_json
 from interp_init.outputs import CHECKPOINT_FILE, CONFIG_FILE, ERROR_FILE, METRICS_FILE, SUMMARY_FILE, SWEEP_SPEC_FILE, refuse_inside_run
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder
-from interp_init.stored import STORED_FILE, STORED_FORMAT, STUDY_FILE, STUDY_FORMAT, STUDY_PAGE, stored_study_root
+from interp_init.stored import STORED_FILE, STORED_FORMAT, STORED_STUDY_FILE, STUDY_FORMAT, STUDY_PAGE, stored_study_root
 from training.config import RunConfig
 from training.studies.sweep.ranks import RANKS_FILE, cached_stable_ranks, ranks_record, stable_ranks_of
 from training.studies.records import RunRecord
@@ -61,7 +61,7 @@ from training.studies.study import StudySpec
 #: The files kept from a run folder as they are (besides ``ranks.json`` and ``stored.json``).
 RUN_FILES: tuple[str, ...] = (CONFIG_FILE, METRICS_FILE, ERROR_FILE)
 #: The files kept from a study folder, at any level above its runs: its spec and summaries.
-STUDY_FILES = re.compile(r"^(summary(-[a-z]+)?\.json|results\.csv|sweep\.json|gpu_suite\.md|suite\.log)$")
+STUDY_FILES = re.compile(r"^(summary(-[a-z-]+[0-9]*)?\.json|results\.csv|sweep\.json|study\.json|gpu_suite\.md|suite\.log)$")
 #: What this command is, as the manifest names it.
 MADE_BY = "experiments/store.py"
 #: The most bytes one stored file may have, by default.
@@ -226,16 +226,16 @@ def _check_dest(dest: Path, replace: bool) -> StoredStudy | None:
     refuse_inside_run(dest, "stored records")
     if not dest.exists():
         return None
-    if not (dest / STUDY_FILE).is_file():
+    if not (dest / STORED_STUDY_FILE).is_file():
         if dest.is_dir() and not any(dest.iterdir()):
             return None
-        raise ValueError(f"{dest} exists and was not made by {MADE_BY} (it has no {STUDY_FILE}); it is never overwritten: choose another DEST")
+        raise ValueError(f"{dest} exists and was not made by {MADE_BY} (it has no {STORED_STUDY_FILE}); it is never overwritten: choose another DEST")
     old = StoredStudy.read(dest)
     if old.get("made_by") != MADE_BY:
         raise ValueError(f"{dest} holds records marked by hand or by --mark, not a copy {MADE_BY} made; it is never overwritten: choose another DEST")
     if not replace:
         raise ValueError(f"{dest} holds stored records already (made {old.get('stored', {}).get('at')}); give --replace to store the study there again")
-    made = set(old.get("files", {})) | {STUDY_FILE, STUDY_PAGE}
+    made = set(old.get("files", {})) | {STORED_STUDY_FILE, STUDY_PAGE}
     foreign = sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file() and p.relative_to(dest).as_posix() not in made)
     if foreign:
         raise ValueError(f"{dest} holds {foreign[0]}, which {MADE_BY} did not make ({len(foreign)} such files); it is never overwritten: move it away first")
@@ -243,7 +243,7 @@ def _check_dest(dest: Path, replace: bool) -> StoredStudy | None:
 
 
 def manifest(plan: Plan, name: str, info: StudyInfo, source: str, made_by: str, partial: bool) -> dict[str, Any]:
-    """``study.json``: how the study was made, when, and every file kept."""
+    """``stored-study.json``: how the study was made, when, and every file kept."""
     files = {rel: {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()} for rel, data in sorted(plan.files.items())}
     if info.dates:
         dates = {"text": info.dates}
@@ -279,7 +279,7 @@ def study_page(data: dict[str, Any]) -> str:
         f"- **Beside it**: {data['beside']}", f"- **Dates**: {when}",
         *([f"- **Training time**: {runs['training_seconds'] / 3600:.2f} h summed over the runs (their `elapsed_s`)"] if runs["training_seconds"] else []),
         f"- **Stored**: {data['stored']['at']} by `{data['made_by']}`" + (" (--partial: unfinished runs kept as they were)" if data["stored"]["partial"] else ""),
-        (f"- **Kept**: {len(data['files'])} files, {_size(data['total_bytes'])} in all (besides study.json and this page); "
+        (f"- **Kept**: {len(data['files'])} files, {_size(data['total_bytes'])} in all (besides stored-study.json and this page); "
          f"the largest {_size(max((f['bytes'] for f in data['files'].values()), default=0))}"),
         f"- **Left behind**: {left}",
         *([f"- **Note**: {data['note']}"] if data["note"] else []),
@@ -332,7 +332,7 @@ def store(source: str | Path, dest: str | Path, info: StudyInfo, *, replace: boo
     work = dest.parent / f".{dest.name}.storing-{os.getpid()}"
     shutil.rmtree(work, ignore_errors=True)
     try:
-        _write_files(work, {**plan.files, STUDY_FILE: _json_bytes(data), STUDY_PAGE: study_page(data).encode()})
+        _write_files(work, {**plan.files, STORED_STUDY_FILE: _json_bytes(data), STUDY_PAGE: study_page(data).encode()})
         verify(work, source)
         if old is not None:
             trash = dest.parent / f".{dest.name}.replaced-{os.getpid()}"
@@ -350,11 +350,11 @@ def store(source: str | Path, dest: str | Path, info: StudyInfo, *, replace: boo
 
 def mark(folder: str | Path, info: StudyInfo, kind: str) -> dict[str, Any]:
     """Mark records stored before this command existed (run folders without weights already
-    in ``folder``) as a stored study of ``kind``: add ``stored.json`` per run, ``study.json``
+    in ``folder``) as a stored study of ``kind``: add ``stored.json`` per run, ``stored-study.json``
     and ``STUDY.md``; nothing else is written or changed."""
     folder = Path(folder).absolute()
-    if (folder / STUDY_FILE).exists():
-        raise ValueError(f"{folder} is marked already (it has {STUDY_FILE}); nothing to do")
+    if (folder / STORED_STUDY_FILE).exists():
+        raise ValueError(f"{folder} is marked already (it has {STORED_STUDY_FILE}); nothing to do")
     runs = run_folders(folder)
     if not runs:
         raise ValueError(f"{folder} holds no run folders (folders with {CONFIG_FILE}); give a folder of stored runs")
@@ -376,7 +376,7 @@ def mark(folder: str | Path, info: StudyInfo, kind: str) -> dict[str, Any]:
     plan.files.update(markers)
     data = manifest(plan, folder.name, info, str(folder), f"{MADE_BY} --mark", False)
     data["left_behind"] = {"not known: these records were kept before experiments/store.py existed (see the note)": {"files": 0, "bytes": 0}}
-    _write_files(folder, {**markers, STUDY_FILE: _json_bytes(data), STUDY_PAGE: study_page(data).encode()})
+    _write_files(folder, {**markers, STORED_STUDY_FILE: _json_bytes(data), STUDY_PAGE: study_page(data).encode()})
     read = Counter(str(r.status) for r in StoredStudy.read(folder).records())  # read back through the one reader
     if read != plan.statuses:
         raise RuntimeError(f"{folder}'s runs read as {dict(read)} once marked, not {dict(plan.statuses)}")
@@ -418,7 +418,7 @@ def main(source: Path, dest: Path | None, command_: str, commit: str, machine: s
         sys.exit(2)
     statuses = ", ".join(f"{n} {s}" for s, n in data["runs"]["statuses"].items())
     click.echo(f"stored {data['runs']['count']} runs ({statuses}) of the {data['kind']} study in {where}: "
-               f"{len(data['files'])} files, {_size(data['total_bytes'])} in all (besides {STUDY_FILE} and {STUDY_PAGE})")  # fmt: skip
+               f"{len(data['files'])} files, {_size(data['total_bytes'])} in all (besides {STORED_STUDY_FILE} and {STUDY_PAGE})")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ from typing import Any
 
 import click
 
-from interp_init.stored import STUDY_FILE
+from interp_init.stored import STORED_STUDY_FILE
 from training.studies.stored import StoredStudy
 
 #: The repository this script lies in, and where its stored studies are.
@@ -86,7 +86,7 @@ class Records:
 
     def study(self, name: str) -> StoredStudy:
         """The stored study ``name``; :class:`MissingRecords` where it is not stored."""
-        if not (self.root / name / STUDY_FILE).is_file():
+        if not (self.root / name / STORED_STUDY_FILE).is_file():
             raise MissingRecords(name)
         return StoredStudy.read(self.root / name)
 

@@ -16,12 +16,13 @@
 * :func:`config_digest` and :func:`file_sha256` bind a run's files together
   (:mod:`interp_init.runfolder`).
 * :func:`parse_json` is strict (a key twice in one object, ``NaN``, are errors) and
-  :func:`write_json` never writes a non-finite number; :func:`check_name_length` is the one
-  check of a file name's length (a temporary file's name is cut to fit); a quota or a
-  file-size limit (``EDQUOT``, ``EFBIG``) is reported as a full disk is, and any other
-  write error names the target, not its temporary file.
-* :func:`check_folder_path` refuses a dangling or looping symbolic link as a folder, and
-  :func:`new_folder` removes the folders it made when the block refuses its input.
+  :func:`write_json` never writes a non-finite number; a temporary file's name is cut to
+  fit the file system; a quota or a file-size limit (``EDQUOT``, ``EFBIG``) is reported as
+  a full disk is (:func:`is_disk_full`), and any other write error names the target, never
+  its temporary file (:func:`temporary_target`), a failed clean-up included.
+* The checks of a path before a write live in :mod:`interp_init.paths` (``check_name_length``,
+  ``check_folder_path``, imported here too); :func:`new_folder` removes the folders it made
+  when the block refuses its input.
 * :func:`hold_folder` holds a folder for one process (an ``flock`` on ``DIR/.lock``) and
   :func:`folder_is_held` tells whether a live process holds it.
 """
@@ -42,6 +43,8 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+from interp_init.paths import NAME_MAX, check_folder_path, check_name_length  # also the names this module has always offered
 
 try:
     import fcntl
@@ -119,20 +122,15 @@ def json_kind(value: Any) -> str:
     return names.get(type(value), "a number")
 
 
-#: The longest file name (bytes) most file systems take.
-NAME_MAX = 255
 #: What a temporary file's name adds to its target's: ``.`` before, ``.tmp-`` and 16 hex digits after.
 _TEMPORARY_EXTRA = len(".") + len(".tmp-") + 16
 
 
-def check_name_length(path: str | Path, what: str = "file") -> None:
-    """Refuse a ``path`` whose last component is longer than :data:`NAME_MAX` bytes (the
-    file system would refuse it half way), naming it; every writer and every dry run asks
-    this one function."""
-    name = Path(path).name
-    size = len(os.fsencode(name))
-    if size > NAME_MAX:
-        raise ValueError(f"the {what} name {name[:40]}... is {size} bytes long, more than the {NAME_MAX} a file name may have ({Path(path).parent}); choose a shorter name")
+def temporary_target(path: str | Path) -> Path | None:
+    """The file a temporary file ``path`` (``DIR/.NAME.tmp-...``) is written for, or None
+    if ``path`` is not one: messages name the target, never the temporary."""
+    match = _TEMPORARY.match(Path(path).name)
+    return None if match is None else Path(path).with_name(match["name"])
 
 
 def _temporary_stem(path: Path) -> str:
@@ -154,6 +152,12 @@ _FULL = {
     errno.EDQUOT: "the disk quota is exceeded",
     errno.EFBIG: "the file is larger than this process may write (a file-size limit, ulimit -f, or the file system's)",
 }
+
+def is_disk_full(err: BaseException) -> bool:
+    """Whether ``err`` is a full disk, a quota or a file-size limit: the machine refusing
+    every write alike, which stops a whole command (not one run of a study)."""
+    return isinstance(err, OSError) and err.errno in _FULL
+
 
 #: Temporary files: ``.NAME.tmp-<owner token>`` (and ``.NAME.tmp<pid>``, from older versions).
 _TEMPORARY = re.compile(r"^\.(?P<name>.+)\.tmp(-[0-9a-f]+|\d+)$")
@@ -210,11 +214,14 @@ def atomic_write(path: str | Path, data: bytes | str | Callable[[Path], None]) -
         _fault_point(path, "before")
         os.replace(tmp, path)
     except BaseException as err:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a read-only file system refuses the unlink too: the first error is the one to tell
+            tmp.unlink(missing_ok=True)
         if isinstance(err, OSError) and err.errno in _FULL:
             raise OSError(err.errno, f"{_FULL[err.errno]}; free some space and run the same command again to resume", str(path)) from err
-        if isinstance(err, OSError) and err.filename is not None and Path(err.filename) == tmp:  # name the target, not its temporary
-            raise OSError(err.errno, err.strerror, str(path)) from err
+        if isinstance(err, OSError):  # name the target, never its temporary
+            raise OSError(err.errno, err.strerror or str(err).replace(str(tmp), str(path)), str(path)) from err
+        if isinstance(err, Exception) and tmp.name in str(err):  # a library's writer (torch, safetensors) naming the temporary
+            raise OSError(errno.EIO, str(err).replace(str(tmp), str(path)).replace(tmp.name, path.name), str(path)) from err
         raise
     finally:
         if handle is not None:
@@ -344,22 +351,6 @@ def folder_is_held(path: Path) -> bool:
 
 
 # ------------------------------------------------------------------ output folders
-
-
-def check_folder_path(path: str | Path, option: str = "--out") -> None:
-    """Refuse a folder path that cannot be one: a dangling symbolic link or a loop of them,
-    or an existing file, naming it (before anything is written)."""
-    path = Path(path)
-    if path.is_symlink():
-        try:
-            path.resolve(strict=True)
-        except RuntimeError:  # Python < 3.13 reports a loop so
-            raise ValueError(f"{option} {path} is a symbolic link that loops back on itself; remove the link or choose another {option}") from None
-        except OSError as err:
-            what = "loops back on itself" if err.errno == errno.ELOOP else f"points to {os.readlink(path)}, which does not exist"
-            raise ValueError(f"{option} {path} is a symbolic link that {what}; remove the link, create its target, or choose another {option}") from None
-    if path.exists() and not path.is_dir():
-        raise ValueError(f"{option} {path} is a file, not a folder; choose another {option}")
 
 
 @contextlib.contextmanager

@@ -5,7 +5,7 @@ in the repository without them (``experiments/store.py`` copies a finished study
 Such a folder is marked explicitly, so that it reads as what it is and a real run folder
 whose weights were lost never does::
 
-    STUDY/study.json       the stored study's manifest (command, commit, machine, dates, files)
+    STUDY/stored-study.json the stored study's manifest (command, commit, machine, dates, files)
     STUDY/STUDY.md         the same for a reader
     STUDY/.../RUN/stored.json   per run: this run was stored; the weights it finished with
                                 (their SHA-256 and size) were left behind
@@ -29,7 +29,7 @@ from interp_init.fileio import BadRunFile, read_json
 #: A stored run's marker, in its run folder.
 STORED_FILE = "stored.json"
 #: A stored study's manifest, in its study folder; and its page for a reader.
-STUDY_FILE = "study.json"
+STORED_STUDY_FILE = "stored-study.json"
 STUDY_PAGE = "STUDY.md"
 #: The format tags of the two files.
 STORED_FORMAT = "interp-init-stored-run/1"
@@ -66,9 +66,9 @@ def is_stored(run_dir: str | Path, metrics: Mapping[str, Any] | None) -> bool:
 
 
 def stored_study_root(path: str | Path) -> Path | None:
-    """The stored study folder (holding ``study.json``) that ``path`` is or lies inside, or None."""
+    """The stored study folder (holding ``stored-study.json``) that ``path`` is or lies inside, or None."""
     path = Path(path).absolute()
-    return next((p for p in (path, *path.parents) if (p / STUDY_FILE).is_file()), None)
+    return next((p for p in (path, *path.parents) if (p / STORED_STUDY_FILE).is_file()), None)
 
 
 def refuse_stored(path: str | Path, what: str, option: str = "--out") -> None:
@@ -95,4 +95,4 @@ def refuse_stored_weights(run_dir: str | Path) -> None:
         )  # fmt: skip
 
 
-__all__ = ["STORED_FILE", "STUDY_FILE", "STUDY_PAGE", "is_stored", "refuse_stored", "refuse_stored_weights", "stored_marker", "stored_study_root"]
+__all__ = ["STORED_FILE", "STORED_STUDY_FILE", "STUDY_PAGE", "is_stored", "refuse_stored", "refuse_stored_weights", "stored_marker", "stored_study_root"]

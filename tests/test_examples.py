@@ -137,8 +137,8 @@ def test_every_walkthrough_parses_every_option_the_readme_claims(script: str, tm
 
 def test_a_phase_walkthrough_takes_the_seed_and_device(tmp_path: Path) -> None:
     module = runpy.run_path(str(EXAMPLES / "phase_neurips_fig2.py"), run_name="walkthrough")
-    module["main"](["--preset", "tiny", "--out", str(tmp_path), "--seed", "3", "--device", "cpu", "--quiet"])
-    table = pd.read_csv(tmp_path / "results.csv")
+    module["main"](["--preset", "tiny", "--out", str(tmp_path / "cpu"), "--seed", "3", "--device", "cpu", "--quiet"])
+    table = pd.read_csv(tmp_path / "cpu" / "results.csv")  # beside the next sweep: a sweep folder holds only its own runs
     assert set(table["seed"]) == {3} and (table["preset"] == "tiny").all() and (table["status"] == "completed").all()
     if not torch.cuda.is_available():  # the device reaches the runs: CUDA asked for where there is none fails each
         with pytest.raises(ValueError, match="needs completed runs"):

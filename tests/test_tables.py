@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from helpers import ROOT, load_script
 
-from interp_init.stored import STORED_FILE, STORED_FORMAT, STUDY_FILE, STUDY_FORMAT
+from interp_init.stored import STORED_FILE, STORED_FORMAT, STORED_STUDY_FILE, STUDY_FORMAT
 from training.studies.population import exact_interval
 from training.studies.stored import REPRODUCTION_FILE, reproduction_record
 from training.studies.study import StudySpec
@@ -85,9 +85,9 @@ def _stored_verification(records: Path) -> None:
     study = records / results_tables.STUDY_NAMES["verification"]
     for job in spec.jobs(study):
         numbers = SMALL[job.seed] if (job.task, job.point) == ("symmetric", "small-init") else {"inf": 0.0, "sym": 1.0, "ood": 0.1 if job.point == "large-init" else 0.9}
-        _mark(job.run_dir, job.config.to_dict(), _metrics(job.task, numbers))
+        _mark(job.run_dir, job.config.to_dict(), _metrics(job.task, numbers, job.config.train.epochs))
     (study / REPRODUCTION_FILE).write_text(json.dumps(reproduction_record(spec)))
-    (study / STUDY_FILE).write_text(json.dumps({"format": STUDY_FORMAT, "kind": "reproduction"}))
+    (study / STORED_STUDY_FILE).write_text(json.dumps({"format": STUDY_FORMAT, "kind": "reproduction"}))
 
 
 def _stored_paper_statistic(records: Path) -> None:
@@ -96,9 +96,9 @@ def _stored_paper_statistic(records: Path) -> None:
     study = records / results_tables.STUDY_NAMES["paper-statistic"]
     for job in spec.jobs(study):
         best = {1: 0.9, 2: 0.7}[job.config.seed] if job.config.train.lr == 1e-3 else 0.1
-        _mark(job.run_dir, job.config.to_dict(), _metrics("symmetric", {"inf": best, "sym": 0.0, "exception": 0.95}))
+        _mark(job.run_dir, job.config.to_dict(), _metrics("symmetric", {"inf": best, "sym": 0.0, "exception": 0.95}, job.config.train.epochs))
     (study / "sweep.json").write_text(json.dumps(spec.to_dict()))
-    (study / STUDY_FILE).write_text(json.dumps({"format": STUDY_FORMAT, "kind": "sweep"}))
+    (study / STORED_STUDY_FILE).write_text(json.dumps({"format": STUDY_FORMAT, "kind": "sweep"}))
 
 
 def _rate(k: int, n: int) -> str:

@@ -146,13 +146,28 @@ class TrainConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
                 raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")
+        self._check_schedule()
+        if self.eps > 1:  # above, eps swamps the gradient's scale and AdamW's steps vanish: nothing trains
+            raise ValueError(f"eps must be a number in (0, 1] (AdamW's denominator term; default 1e-8), got {self.eps!r}")
+
+    def _check_schedule(self) -> None:
+        """The schedule as a whole (:data:`SCHEDULE_FIELDS`): its phases' bounds ordered (the
+        warmup ends within the run) and every lr it can produce between its floor and its
+        peak ``lr``: the warmup climbs to ``lr`` (``warmup_start_lr <= lr``) and the cosine
+        descends from it (``min_lr <= lr``)."""
         if self.warmup_epochs > self.epochs:  # the lr would never reach its peak
             raise ValueError(
                 f"warmup_epochs ({self.warmup_epochs!r}) is longer than the run's {self.epochs} epochs: the learning rate would never reach "
                 f"--lr; give --warmup-epochs at most {self.epochs} (or more --epochs)"
             )
-        if self.eps > 1:  # above, eps swamps the gradient's scale and AdamW's steps vanish: nothing trains
-            raise ValueError(f"eps must be a number in (0, 1] (AdamW's denominator term; default 1e-8), got {self.eps!r}")
+        for name, phase, used in (("warmup_start_lr", "the warmup would start at", self.warmup_epochs > 0),
+                                  ("min_lr", "the cosine would climb to", self.cosine_epochs > 0)):  # fmt: skip
+            value, flag = getattr(self, name), "--" + name.replace("_", "-")
+            if used and value > self.lr:
+                raise ValueError(
+                    f"{name} ({flag} {value:g}) is above the peak lr (--lr {self.lr:g}): {phase} {value:g}, {value / self.lr:,.4g}x the peak; "
+                    f"give {flag} at most --lr (the papers: 1e-5 under a peak of 2.5e-4), or a larger --lr"
+                )
 
     def evaluates(self, epoch: int) -> bool:
         """Whether the loop evaluates after ``epoch`` (1-based): each of the first
@@ -177,6 +192,10 @@ class TrainConfig:
             return self.min_lr if self.cosine_epochs > 0 else self.lr
         return self.min_lr + 0.5 * (self.lr - self.min_lr) * (1 + math.cos(math.pi * t / self.cosine_epochs))
 
+
+#: The fields of :class:`TrainConfig` that :meth:`TrainConfig.lr_at` reads: the schedule,
+#: validated as a whole (:meth:`TrainConfig._check_schedule`).
+SCHEDULE_FIELDS: tuple[str, ...] = ("epochs", "lr", "warmup_start_lr", "min_lr", "warmup_epochs", "cosine_epochs")
 
 SECTIONS: dict[str, type] = {"model": ModelConfig, "init": InitConfig, "data": DataConfig, "train": TrainConfig}
 #: Flat option name -> its section.
@@ -319,10 +338,7 @@ class RunConfig:
         return replace(self, **parts, **seeds)
 
 
-# ---------------------------------------------------------------------------- presets
-
-# A preset is a set of overrides of the dataclass defaults (the papers' values): it names
-# only what differs from them.
+# Presets: each a set of overrides of the dataclass defaults (the papers' values), naming only what differs.
 
 
 def _paper() -> dict[str, Any]:
@@ -343,7 +359,6 @@ def _tiny() -> dict[str, Any]:
 
 
 def _cpu() -> dict[str, Any]:
-    # About 4 minutes per model on one CPU core (201-283 s); `reproduce` trains two at a time on 2 cores.
     # The search in docs/faithful-models.md chose it on the papers' own architectures:
     # 200,000 samples and 12 epochs at d_model 128; lr 5e-4 (a task may change it: id-ood's is 1e-3).
     lr = 5e-4
@@ -355,14 +370,11 @@ def _cpu() -> dict[str, Any]:
 
 
 PRESETS: dict[str, Any] = {"paper": _paper, "tiny": _tiny, "cpu": _cpu}
-"""The named run presets (``make_run_config(name)``, ``--preset NAME``), each a function
-returning its overrides of the dataclass defaults (the papers' values), before a task's own
-(:meth:`interp_init.tasks.base.Task.preset_overrides`): ``paper`` the papers' recipe as their
-released code runs it (d_model 400, the defaults, ``drop_last``; on the anchor tasks the
-released training and test sets, balanced per pair: 759,375 training samples on
-``symmetric``, docs/science.md); ``cpu`` the papers' models at d_model 128 on 200,000 samples
-for 12 epochs, about 4 minutes a model on one CPU core (docs/faithful-models.md); ``tiny``
-d_model 32 for 3 epochs, seconds on a CPU, for tests and smoke runs (learns little)."""
+"""The named run presets (``make_run_config(name)``, ``--preset NAME``), each a function returning
+its overrides of the defaults, before a task's own (:meth:`interp_init.tasks.base.Task.preset_overrides`):
+``paper`` the papers' recipe as their released code runs it (d_model 400, ``drop_last``, on the anchor
+tasks the released sets, balanced per pair: docs/science.md); ``cpu`` d_model 128 on 200,000 samples for
+12 epochs (docs/faithful-models.md); ``tiny`` d_model 32 for 3 epochs, for tests (learns little)."""
 
 
 def preset_options(preset: str, task: str = DEFAULT_TASK) -> dict[str, Any]:

@@ -7,6 +7,8 @@ It imports neither torch nor click at import time (``--help`` stays fast).
 
 from __future__ import annotations
 
+import errno
+import os
 from dataclasses import fields
 from typing import Any
 
@@ -68,6 +70,23 @@ def parse_workers(value: str) -> int | None:
     return number
 
 
+def machine_cores() -> int:
+    """The CPU cores this process may run on (its affinity; every core where that is not known)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def check_cores(value: int | None, option: str, what: str) -> None:
+    """Refuse a count of ``what`` (``torch threads per run``, ``worker processes``) above
+    this machine's cores, before any work: more only contend for them (and a huge one
+    exhausts the OpenMP runtime or the process table, leaving the command half done)."""
+    cores = machine_cores()
+    if value is not None and not isinstance(value, bool) and isinstance(value, int) and value > cores:
+        raise ValueError(f"{option} {value:,} asks for more {what} than this machine's {cores} CPU core(s); give {option} at most {cores}")
+
+
 def parse_list(text: str, kind: type, name: str) -> tuple[Any, ...]:
     """A comma-separated command-line list (``31,32,33``, ``1e-4,2e-4``) as a tuple of ``kind``."""
     parts = [p.strip() for p in text.split(",")]
@@ -84,6 +103,12 @@ def parse_list(text: str, kind: type, name: str) -> tuple[Any, ...]:
 
 def one_line(exc: BaseException) -> str:
     """An error as the one line ``interp-init: error: ...`` prints."""
+    from interp_init.fileio import temporary_target
+
+    if isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG:
+        name = str(exc.filename or "")
+        return f"the path {name[:60]}{'...' if len(name) > 60 else ''} is longer than the file system takes (a name over 255 bytes, or the whole over 4,096); choose a shorter one"
     if isinstance(exc, OSError) and exc.filename is not None:
-        return f"cannot write or read {exc.filename}: {exc.strerror}"
+        name = temporary_target(exc.filename) or exc.filename  # never a temporary file's name
+        return f"cannot write or read {name}: {exc.strerror or exc}"
     return " ".join(str(exc).split())

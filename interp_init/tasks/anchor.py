@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from interp_init.tasks.anchor_pairs import ALL_PAIRS, RELEASED_COMPLEXITY_PER_PAIR, SEQ_LEN, VOCAB_SIZE, AnchorPair, composite, highest_token, task_spec
+from interp_init.tasks.anchor_pairs import ALL_PAIRS, KEY_INPUTS, RELEASED_COMPLEXITY_PER_PAIR, SEQ_LEN, VOCAB_SIZE, AnchorPair, composite, highest_token, task_spec
 from interp_init.tasks.base import FIT_THRESHOLD, GENERIC_SECTIONS, Predict, Task, TaskMetrics, Verdict, num, status_solution
 
 if TYPE_CHECKING:
@@ -179,6 +179,7 @@ class AnchorTask(Task):
     report_sections: ClassVar[tuple[str, ...]] = ANCHOR_SECTIONS
     #: The groups whose accuracy the metrics record (``per_pair``): every anchor pair.
     group_names: ClassVar[tuple[str, ...]] = tuple(p.key for p in ALL_PAIRS)
+    probe_group_inputs: ClassVar[int | None] = KEY_INPUTS
     #: The task's name in :mod:`interp_init.tasks.anchor_pairs` and :mod:`interp_init.tasks.data`.
     family: ClassVar[str] = ""
 
@@ -391,8 +392,7 @@ def sample_input(task: str = "symmetric", k: int = 0, offset: int = 4) -> Anchor
     spec = task_spec(task, k=k, offset=offset)
     tokens = torch.tensor([FIG3_TOKENS])
     p = FIG3_KEY_POSITION
-    a1, a2 = FIG3_TOKENS[p + 1], FIG3_TOKENS[p + 2]
-    x = FIG3_TOKENS[p]
+    x, a1, a2 = FIG3_TOKENS[p], FIG3_TOKENS[p + 1], FIG3_TOKENS[p + 2]
     heldout = (a1, a2) in spec.heldout_pairs
     target = composite(x, a1, a2) + (0 if heldout else spec.offset((a1, a2)))
     candidates = {name: torch.tensor([composite(x, a1, a2) + off]) for name, off in spec.candidates.items()} if heldout else {}

@@ -69,6 +69,9 @@ SHIFTS: dict[int, int] = {1: 5, 2: 1, 3: -2, 4: -8}
 KEY_LOW, KEY_HIGH = 20, 99  # inclusive range of keys and noise tokens
 SEQ_LEN = 9
 N_KEY_POSITIONS = 7  # p in 0..6
+#: The distinct (key, key position) inputs of one anchor pair (training keys: x mod 9 != p),
+#: what its target depends on; other inputs of the pair differ only in noise tokens.
+KEY_INPUTS = sum(1 for p in range(N_KEY_POSITIONS) for x in range(KEY_LOW, KEY_HIGH + 1) if x % 9 != p)
 VOCAB_SIZE = 201
 Task = Literal["symmetric", "id-ood", "complexity"]
 Split = Literal["train", "id_test", "heldout"]

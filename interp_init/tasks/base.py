@@ -186,6 +186,10 @@ class Task:
     #: The groups whose accuracy its metrics record (:meth:`TaskMetrics.groups`), for the
     #: results table's ``epochs_to_acc_*`` columns.
     group_names: ClassVar[tuple[str, ...]] = ()
+    #: The most probe inputs per group that differ in what the task's targets depend on
+    #: (the report's ``--per-pair`` may not exceed it; more would only repeat them); None:
+    #: the data set no bound (the report bounds it by memory).
+    probe_group_inputs: ClassVar[int | None] = None
 
     #: The name a built-in task is registered under (:mod:`interp_init.tasks.registry`); a
     #: task of one's own is named by its import path, ``module:ClassName``.

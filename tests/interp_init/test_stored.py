@@ -12,7 +12,7 @@ import pytest
 from interp_init import load_model
 from interp_init.fileio import BadRunFile, file_sha256
 from interp_init.runfolder import RunFolder, RunStatus
-from interp_init.stored import STORED_FILE, STORED_FORMAT, STUDY_FILE, is_stored, refuse_stored, stored_marker
+from interp_init.stored import STORED_FILE, STORED_FORMAT, STORED_STUDY_FILE, is_stored, refuse_stored, stored_marker
 from training import make_run_config, train
 from training.studies.sweep.ranks import run_stable_ranks
 from training.studies.records import RunRecord
@@ -66,7 +66,7 @@ def test_nothing_is_trained_loaded_or_written_in_stored_records(finished: Path, 
 
     study = tmp_path / "study"
     study.mkdir()
-    (study / STUDY_FILE).write_text("{}")
+    (study / STORED_STUDY_FILE).write_text("{}")
     run = _without_weights(finished, study / "run", {"weights_sha256": file_sha256(finished / "model.safetensors")})
     with pytest.raises(BadRunFile, match=r"model\.safetensors is absent: this run is a stored record.*STUDY\.md"):
         load_model(run)
@@ -76,4 +76,4 @@ def test_nothing_is_trained_loaded_or_written_in_stored_records(finished: Path, 
         assert main(["train", "--preset", "tiny", "--out", str(out), "--quiet"]) == 2
         err = capsys.readouterr().err
         assert "stored records" in err and err.count("\n") == 1, err
-    assert sorted(p.name for p in study.iterdir()) == ["run", STUDY_FILE]  # nothing made
+    assert sorted(p.name for p in study.iterdir()) == ["run", STORED_STUDY_FILE]  # nothing made

@@ -75,7 +75,7 @@ def test_race_of_record_reads_the_history_and_the_config_peak(tmp_path: Path) ->
 
     for name, task, history in (("sym", "symmetric", UNDER_TRAINED), ("fresh", "symmetric", []), ("ood", "id-ood", [])):
         (tmp_path / name).mkdir()
-        (tmp_path / name / "config.json").write_text(json.dumps(make_run_config("tiny", task=task, lr=2e-3).to_dict()))
+        (tmp_path / name / "config.json").write_text(json.dumps(make_run_config("tiny", task=task, lr=2e-3, epochs=12).to_dict()))
         (tmp_path / name / "metrics.json").write_text(json.dumps({"status": "running", "final": {}, "history": history}))
     race = race_of_record(RunRecord.read(tmp_path / "sym"))
     assert race is not None and race.peak_lr == 2e-3 and race.mode == "under-trained"
@@ -129,7 +129,7 @@ def test_experiments_race_prints_one_row_per_run(tmp_path: Path) -> None:
         "seed=2__weight_decay=1.0": (2, 1.0, "running", [_rec(1, 5e-4, 0.4, 0.0, 0.3, 0.7), _rec(2, 4e-4, 0.99, 0.0, 0.99)]),
     }
     for name, (seed, wd, status, history) in runs.items():
-        _write_run(sweep / name, make_run_config("tiny", task="symmetric", seed=seed, weight_decay=wd, lr=5e-4).to_dict(), status, history)
+        _write_run(sweep / name, make_run_config("tiny", task="symmetric", seed=seed, weight_decay=wd, lr=5e-4, epochs=12).to_dict(), status, history)
     result = CliRunner().invoke(module.main, [str(sweep)])
     assert result.exit_code == 0, result.output
     rows = _table_rows(result.output, 2)
@@ -190,7 +190,7 @@ def test_population_table_shows_the_race(tmp_path: Path) -> None:
     def folder(name: str, task: str, history: list[dict]) -> Path:
         path = tmp_path / name
         path.mkdir()
-        (path / "config.json").write_text(json.dumps(make_run_config("tiny", task=task, lr=5e-4).to_dict()))
+        (path / "config.json").write_text(json.dumps(make_run_config("tiny", task=task, lr=5e-4, epochs=len(history)).to_dict()))
         (path / "metrics.json").write_text(json.dumps({"status": "completed", "final": history[-1], "history": history}))
         return path
 
@@ -235,7 +235,7 @@ def test_experiments_paper_statistic_takes_each_seeds_best_lr_and_epoch(tmp_path
         (2, 6e-4, "running"): [_rec(1, 6e-4, 1.0, 1.0, 1.0, 1.0)],
     }
     for (seed, lr, status), history in runs.items():
-        _write_run(sweep / f"lr={lr}__seed={seed}", make_run_config("tiny", task="symmetric", seed=seed, lr=lr).to_dict(), status, history)
+        _write_run(sweep / f"lr={lr}__seed={seed}", make_run_config("tiny", task="symmetric", seed=seed, lr=lr, epochs=2).to_dict(), status, history)
     result = CliRunner().invoke(module.main, [str(sweep)])
     assert result.exit_code == 0, result.output
     rows = _table_rows(result.output, 3)
@@ -246,7 +246,7 @@ def test_experiments_paper_statistic_takes_each_seeds_best_lr_and_epoch(tmp_path
     assert rows[2]["seed"] == "mean over seeds" and rows[2]["best heldout_inferential"] == "0.88"  # (0.90 + 0.85) / 2
     assert "inferential >= 0.8 at some lr and epoch: 2 of 2 seeds" in result.output
     assert "with (3,4) fitted at that epoch: 1 of 2" in result.output and "1 runs not completed yet" in result.output
-    (sweep / "lr=0.0004__seed=1" / "config.json").write_text(json.dumps(make_run_config("tiny", task="symmetric", seed=1, lr=4e-4, weight_decay=0.5).to_dict()))
+    (sweep / "lr=0.0004__seed=1" / "config.json").write_text(json.dumps(make_run_config("tiny", task="symmetric", seed=1, lr=4e-4, weight_decay=0.5, epochs=2).to_dict()))
     refused = CliRunner().invoke(module.main, [str(sweep)])
     assert refused.exit_code == 1 and "differ in ['weight_decay']" in refused.output
 

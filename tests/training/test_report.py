@@ -283,10 +283,12 @@ def test_accuracy_table_matches_metrics(runs_root: Path) -> None:
 def test_find_run_dirs_expands_parents_and_refuses_empty_folders(runs_root: Path, tmp_path: Path) -> None:
     found = find_run_dirs([runs_root])
     assert sorted(p.name for p in found) == ["large-init", "one-layer", "small-init"]
-    assert find_run_dirs([runs_root / "symmetric" / "small-init", runs_root / "symmetric"]) == [
-        (runs_root / "symmetric" / "small-init").resolve(),
+    assert find_run_dirs([runs_root / "symmetric" / "large-init", runs_root / "symmetric" / "small-init"]) == [
         (runs_root / "symmetric" / "large-init").resolve(),
-    ]
+        (runs_root / "symmetric" / "small-init").resolve(),
+    ]  # in the order given
+    with pytest.raises(ValueError, match="small-init is given twice"):  # a run and a folder holding it: one run twice (issue 46)
+        find_run_dirs([runs_root / "symmetric" / "small-init", runs_root / "symmetric"])
     with pytest.raises(ValueError, match="holds no run folder"):
         find_run_dirs([tmp_path])
     stderr = io.StringIO()

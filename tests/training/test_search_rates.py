@@ -23,7 +23,7 @@ def _search_cli():
 
 def _run(folder: Path, task: str, seed: int, final: dict, status: str = "completed", **seeds: int) -> None:
     folder.mkdir(parents=True)
-    (folder / "config.json").write_text(json.dumps(make_run_config("tiny", task=task, seed=seed, **seeds).to_dict()))
+    (folder / "config.json").write_text(json.dumps(make_run_config("tiny", task=task, seed=seed, epochs=1, **seeds).to_dict()))  # the metrics' one epoch
     final = {"epoch": 1, "step": 1, "loss": 0.1, "lr": 1e-3, "train_acc": 1.0, "per_pair": {}, **final}
     (folder / "metrics.json").write_text(json.dumps({"status": status, "final": final, "history": [final]}))
 

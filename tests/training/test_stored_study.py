@@ -10,7 +10,7 @@ import pytest
 from helpers import load_script
 
 from interp_init.runfolder import RunStatus
-from interp_init.stored import STORED_FILE, STUDY_FILE, STUDY_PAGE
+from interp_init.stored import STORED_FILE, STORED_STUDY_FILE, STUDY_PAGE
 from training.launch import SerialLauncher
 from training.studies.population import read_population
 from training.studies.sweep.ranks import RANKS_FILE, run_stable_ranks
@@ -56,7 +56,7 @@ def test_a_stored_reproduction_reads_as_its_source(study: Path, tmp_path: Path, 
     assert json.loads((dest / REPRODUCTION_FILE).read_text())["seeds"] == [3]
     mine, theirs = stored.population().to_dict(), read_population(SPEC, study).to_dict()
     assert mine["population"] == theirs["population"] and mine["readings"] == theirs["readings"]
-    manifest = json.loads((dest / STUDY_FILE).read_text())
+    manifest = json.loads((dest / STORED_STUDY_FILE).read_text())
     assert manifest["commit"] == "f84dd73" and manifest["runs"]["statuses"] == {"completed": 2}
     assert manifest["total_bytes"] == sum(f["bytes"] for f in manifest["files"].values()) == sum((dest / f).stat().st_size for f in manifest["files"])
     assert manifest["left_behind"]["model.safetensors"]["files"] == 2 and manifest["dates"]["first_run_started"].endswith("UTC")
@@ -80,7 +80,7 @@ def test_stored_records_are_never_overwritten_but_by_replace(study: Path, tmp_pa
     assert code == 2 and "seed-3/extra.txt, which experiments/store.py did not make" in err
     (dest / "seed-3" / "extra.txt").unlink()
     assert _store([str(study), str(dest), *INFO, "--replace", "--note", "again"], capsys)[0] == 0
-    assert json.loads((dest / STUDY_FILE).read_text())["note"] == "again"
+    assert json.loads((dest / STORED_STUDY_FILE).read_text())["note"] == "again"
     assert not list(tmp_path.glob(".dest*"))  # no working copy left beside it
 
 

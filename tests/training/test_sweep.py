@@ -426,9 +426,8 @@ def test_docs_preset_table_matches_the_presets():
 
 
 def test_a_damaged_folder_gets_an_unreadable_row(tmp_path):
-    run_sweep(_spec({"gamma": [0.5]}), tmp_path, SweepOptions(progress=False))
-    bad = tmp_path / "gamma=0.9"
-    bad.mkdir()
+    run_sweep(_spec({"gamma": [0.5, 0.9]}), tmp_path, SweepOptions(progress=False))
+    bad = tmp_path / "gamma=0.9"  # a point of the sweep, its config damaged
     (bad / "config.json").write_text("{not json")
     table = collect_results(tmp_path).set_index("run")
     assert table.loc["gamma=0.5", "status"] == "completed"

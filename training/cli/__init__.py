@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import click
@@ -47,7 +48,7 @@ from training.cli.flags import (
 from training.config import PRECISIONS
 from training.launch.backends import backend_names
 from training.launch.signals import Stopped, ignore_stopping, signals_raise
-from training.options import check_device, default_preset, one_line, parse_workers
+from training.options import check_cores, check_device, default_preset, one_line, parse_workers
 from training.studies.phase.names import FIGURE_NAMES, ID_THRESHOLD, LOSS_THRESHOLD, OOD_THRESHOLD, PAIR_ACC_THRESHOLD
 from training.studies.recipe import carry_recipe, recipe_table, train_epilog
 from training.studies.regimes import REGIMES, REPRODUCE_TASKS
@@ -97,9 +98,12 @@ def train_command(
         click.echo(recipe_table(cfg, paper_gamma=paper_gamma))
         return
     from training import train
+    from training.launch.base import Job
     from training.studies.records import RunRecord
+    from training.studies.study_folder import refuse_strangers
 
     assert out is not None
+    refuse_strangers([Job(out, cfg, Path(out))], out, "a run")  # a study reads only the runs it names
     train(cfg, out, device=device, progress=not quiet)
     record = RunRecord.read(out)
     summary = {k: round(v, 4) for k, v in record.final_columns().items() if v is not None}
@@ -155,6 +159,8 @@ def reproduce_command(
     from training.studies.reproduce import reproduction_spec
 
     options = backend_options(backend, device, address, slurm)
+    if backend not in ("ray", "slurm") or (backend == "ray" and address is None):  # a cluster's cores are not this machine's
+        check_cores(workers, "--workers", "worker processes")
     if preset is None:
         preset, why = default_preset(device)
         click.echo(f"interp-init: no --preset given: using --preset {preset} ({why})", err=True)
@@ -194,8 +200,6 @@ def sweep_command(
 
     Exits with code 1, after a line saying how many, when any run failed or diverged.
     """
-    from pathlib import Path
-
     from training.studies.study import StudySpec
     from training.studies.sweep.spec import SweepOptions, check_sweep_folder, load_preset, preset_names
 
@@ -213,7 +217,7 @@ def sweep_command(
         if out is not None:
             from training.studies.sweep.runner import check_sweep_out
 
-            check_sweep_out(out)
+            check_sweep_out(out, sweep_spec)
             check_sweep_folder(sweep_spec, out, extend=extend)
         for point in points:
             click.echo(point.name)
@@ -268,6 +272,9 @@ def phase_diagram_command(
     thresholds = dict(id_threshold=id_threshold, ood_threshold=ood_threshold, loss_threshold=loss_threshold, pair_threshold=pair_threshold)
     done = phase_diagrams(sweep_dir, out, figure_names, **thresholds, protocol=protocol, logged_every=logged_every)
     click.echo(f"{len(done.figures)} figure(s) ({', '.join(done.figures)}) from {done.n_runs} runs, {protocol} protocol: {', '.join(map(str, done.paths))}")
+    if done.strangers:
+        names = ", ".join(done.strangers[:3]) + (", ..." if len(done.strangers) > 3 else "")
+        click.echo(f"interp-init: note: {sweep_dir} holds {len(done.strangers)} run folder(s) its sweep does not name ({names}); the figures leave them out", err=True)
     if done.problem:
         click.echo(f"interp-init: {done.problem}; the figures leave them out", err=True)
         raise click.exceptions.Exit(1)

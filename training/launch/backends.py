@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from interp_init.fileio import is_disk_full
 from interp_init.runfolder import RunFolder
 from training.config import RunConfig
 from training.launch.base import Job, JobReturn, Launcher, check_count, launcher_names, make_launcher, register_launcher
@@ -51,6 +52,8 @@ def gathered(launcher: Launcher, futures: Mapping[Future, Sequence[Job]], jobs: 
         try:
             rets = future.result()
         except Exception as err:  # noqa: BLE001 - the worker itself died
+            if is_disk_full(err):  # a worker's full disk stops the study, as train does (exit 2)
+                raise
             rets = [record_failure(job, err) for job in futures[future]]
         returns.update((ret.name, launcher.returned(ret)) for ret in rets)
     return [returns[job.name] for job in jobs]

@@ -7,6 +7,7 @@ launchers all call one ``run_job``).  The policy:
 * a retry starts clean: opening a run folder to train removes an earlier try's ``error.txt``
   (:func:`training.launch.folders.open_run_folder`), so that a retry stopped at a deadline
   reads ``interrupted`` and is resumed;
+* a full disk stops the whole study (every run would fail alike; exit 2, as ``train``);
 * a run that raises is ``failed``, its traceback in ``error.txt`` (:func:`record_failure`,
   the file's one writer), and the study goes on; a group that raises fails each of its runs;
 * a deadline passed: the run checkpoints and is ``interrupted``; a non-finite loss: ``diverged``;
@@ -19,6 +20,7 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
+from interp_init.fileio import is_disk_full
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunFolderBusy, RunStatus, atomic_write
 from training.launch.base import Job, JobReturn
 
@@ -85,6 +87,8 @@ def execute(
             busy = RunFolder(job.run_dir).is_busy()
             returns[job.name] = JobReturn(job.name, RunStatus.RUNNING if busy else str(RunFolder(job.run_dir).status()), str(err))
     except Exception as err:  # noqa: BLE001 - a failed run is recorded, the study goes on
+        if is_disk_full(err):  # every run would fail alike: the study stops, as train does (exit 2), and resumes once space is freed
+            raise
         tb = traceback.format_exc()
         returns.update((job.name, record_failure(job, err, tb)) for job in todo)
     finally:

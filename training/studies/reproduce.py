@@ -26,15 +26,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from interp_init.outputs import refuse_nested
+from interp_init.outputs import check_output_file, refuse_nested
 from interp_init.runfolder import RunStatus
+from training.config import make_run_config
 from training.launch import JobReturn, Launcher, run_study
 from training.launch.backends import build_launcher, local_launcher
 from training.options import parse_list
 from training.studies.population import Population, read_population
 from training.studies.regimes import REPRODUCE_BUSY, REPRODUCE_TASKS
-from training.studies.study import StudySpec
-from training.studies.summaries import write_summaries
+from training.studies.study import MAX_POINTS, StudySpec
+from training.studies.study_folder import record_study, refuse_strangers
+from training.studies.summaries import check_summary_file, write_summaries
 
 
 def reproduce_study(spec: StudySpec, out: str | Path, launcher: Launcher) -> tuple[Population | None, list[JobReturn]]:
@@ -42,7 +44,9 @@ def reproduce_study(spec: StudySpec, out: str | Path, launcher: Launcher) -> tup
     read the population and write its summaries; return it with the launch's returns (the
     population None while a launcher that does not wait, :attr:`~training.launch.Launcher.waits`,
     left runs submitted and unfinished: there is nothing to read yet)."""
-    returns = run_study(spec.jobs(out), out, launcher, REPRODUCE_BUSY)
+    jobs = spec.jobs(out)
+    refuse_strangers(jobs, out, "a reproduction")
+    returns = run_study(jobs, out, launcher, REPRODUCE_BUSY, lambda: record_study(out, "reproduction", jobs))
     if not launcher.waits and any(r.status == RunStatus.RUNNING for r in returns):
         return None, returns
     population = read_population(spec, out)
@@ -55,6 +59,9 @@ def train_study(
 ) -> tuple[Population | None, list[JobReturn]]:
     """Train ``spec`` with ``backend`` (None: :func:`~training.launch.backends.local_launcher`) and its ``options``."""
     refuse_nested(out, "a reproduction", "reproduction")  # before anything is printed or made (asked again when the folder is held)
+    refuse_strangers(spec.jobs(out), out, "a reproduction")  # nor inside a study that does not name its runs
+    check_summary_file(out)  # the files it writes at the end: never one of one's own
+    check_output_file(Path(out) / "report.html", "report")
     launcher = local_launcher(device, workers, progress) if backend is None else build_launcher(backend, device=device, workers=workers, progress=progress, **options)
     if progress:
         jobs = spec.jobs(out)
@@ -103,6 +110,21 @@ def reproduction_spec(
     if vary != "both" and fixed_seed is None:
         fixed_seed = seed_list[0]
     lr_list = parse_list(lrs, float, "--lrs") if lrs is not None else None
+    for task in tasks if lr_list else ():  # an lr under the preset's schedule floor: refused naming this command's flag
+        train = make_run_config(preset, task=task).train
+        floor = max(train.warmup_start_lr, train.min_lr)
+        low = [lr for lr in lr_list or () if 0 < lr < floor]  # a non-positive lr is refused by the spec, naming it
+        if low:
+            raise ValueError(
+                f"--lrs {low[0]:g} is below the {preset} preset's lr floor {floor:g} on {task} (its warmup starts and its cosine ends there): "
+                f"the schedule would climb above its peak; give --lrs of at least {floor:g}"
+            )
+    runs = len(seed_list) * len(tasks) * 2 * (len(lr_list) if lr_list else 1)  # counted before a config is built
+    if runs > MAX_POINTS:
+        raise ValueError(
+            f"--seeds and --lrs ask for {runs:,} runs ({len(seed_list):,} seeds x {len(tasks)} tasks x 2 regimes"
+            f"{f' x {len(lr_list)} lrs' if lr_list else ''}), more than the {MAX_POINTS:,} a study may have; give fewer seeds (or lrs)"
+        )
     return StudySpec.reproduction(preset, seed_list, protocol, lr_list, vary, fixed_seed, precision, tasks, carry=carry, logged_every=logged_every)
 
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from interp_init.fileio import BadRunFile, read_json
 from interp_init.outputs import CONFIG_FILE, SUMMARY_FILE, SWEEP_SPEC_FILE
-from interp_init.stored import STUDY_FILE, STUDY_FORMAT, STUDY_PAGE
+from interp_init.stored import STORED_STUDY_FILE, STUDY_FORMAT, STUDY_PAGE
 from training.studies.records import RunRecord
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 #: A stored reproduction's spec (:func:`reproduction_record`).
 REPRODUCTION_FILE = "reproduction.json"
-#: The kinds of stored study: what ``study.json``'s ``kind`` may say.
+#: The kinds of stored study: what ``stored-study.json``'s ``kind`` may say.
 KINDS: tuple[str, ...] = ("reproduction", "sweep", "runs", "gpu-suite")
 #: How deep below a study folder its run folders lie at most (a population's: seed-S/task/regime).
 RUN_DEPTH = 3
@@ -80,22 +80,22 @@ def run_folders(root: str | Path, depth: int = RUN_DEPTH) -> list[Path]:
 
 @dataclass(frozen=True)
 class StoredStudy:
-    """A stored study folder (``study.json``, see the module docstring): its path and manifest."""
+    """A stored study folder (``stored-study.json``, see the module docstring): its path and manifest."""
 
     path: Path
     manifest: Mapping[str, Any]
 
     @classmethod
     def read(cls, path: str | Path) -> StoredStudy:
-        """Read ``path``'s ``study.json`` (validated); a one-line ``ValueError`` naming the fix where it has none."""
+        """Read ``path``'s ``stored-study.json`` (validated); a one-line ``ValueError`` naming the fix where it has none."""
         path = Path(path)
-        if not (path / STUDY_FILE).is_file():
-            raise ValueError(f"{path} is not a stored study (it has no {STUDY_FILE}); store a finished study with experiments/store.py")
-        data = read_json(path / STUDY_FILE, _FIX)
+        if not (path / STORED_STUDY_FILE).is_file():
+            raise ValueError(f"{path} is not a stored study (it has no {STORED_STUDY_FILE}); store a finished study with experiments/store.py")
+        data = read_json(path / STORED_STUDY_FILE, _FIX)
         if not isinstance(data, dict) or data.get("format") != STUDY_FORMAT:
-            raise BadRunFile(path / STUDY_FILE, f"is not a stored study's manifest (format {STUDY_FORMAT!r})", _FIX)
+            raise BadRunFile(path / STORED_STUDY_FILE, f"is not a stored study's manifest (format {STUDY_FORMAT!r})", _FIX)
         if data.get("kind") not in KINDS:
-            raise BadRunFile(path / STUDY_FILE, f"has kind {data.get('kind')!r}, not one of {list(KINDS)}", _FIX)
+            raise BadRunFile(path / STORED_STUDY_FILE, f"has kind {data.get('kind')!r}, not one of {list(KINDS)}", _FIX)
         return cls(path, data)
 
     @property

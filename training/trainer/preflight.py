@@ -20,6 +20,8 @@ Example::
 from __future__ import annotations
 
 import os
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -119,8 +121,9 @@ def check_fits(cfg: RunConfig, device: torch.device) -> None:
     parts = {
         "model": (need.model, f"the model ({n_parameters(cfg):,} parameters, with gradients and AdamW state; "
                   f"d_model {m.d_model}, d_mlp {m.d_mlp}, n_layers {m.n_layers}, n_heads x d_head {m.n_heads} x {m.d_head}, "
-                  f"d_vocab {m.d_vocab})", "--d-model, --d-mlp, --n-layers, --n-heads, --d-head or --d-vocab"),
-        "activations": (need.activations, f"one batch's activations and logits (batch_size {t.batch_size})", "--batch-size, or the model's sizes (--d-model, --d-mlp, --d-vocab)"),
+                  f"d_vocab {m.d_vocab})", "--d-model, --d-mlp, --n-layers, --n-heads, --d-head, --d-vocab or --n-ctx"),
+        "activations": (need.activations, f"one batch's activations and logits (batch_size {t.batch_size}, n_ctx {m.n_ctx}, n_layers {m.n_layers})",
+                        "--batch-size, or the model's sizes (--d-model, --d-mlp, --n-layers, --n-heads, --d-head, --d-vocab, --n-ctx)"),
         "data": (need.data, f"the data sets ({' + '.join(f'{_SPLIT_NAMES[k]} {n:,}' for k, n in d.split_sizes().items())} samples)", "--n-train, --n-test or --n-heldout"),
     }  # fmt: skip
     size, what, lower = max(parts.values(), key=lambda part: part[0])
@@ -128,6 +131,24 @@ def check_fits(cfg: RunConfig, device: torch.device) -> None:
         f"this run needs at least {_gb(need.total)} of memory, more than the {device.type} device's {_gb(have)} free: "
         f"{what} alone take {_gb(size)}; lower {lower}"
     )
+
+
+def check_ensemble_fits(cfgs: Sequence[RunConfig], device: torch.device, size: int | None, option: str = "--ensemble-size") -> None:
+    """Refuse an ensemble size (``size`` same-shape runs trained at once; None: all of a
+    shape) whose runs need more memory together than ``device`` has free, naming the
+    largest size that fits."""
+    have = device_memory(device)
+    if have is None or not cfgs:
+        return
+    largest = max(Counter(repr(cfg.model) for cfg in cfgs).values())
+    at_once = largest if size is None else min(size, largest)
+    per_run = max(estimate(cfg).total for cfg in cfgs)
+    if per_run * at_once > have:
+        given = f"{option} {size}" if size is not None else f"the default {option} (every same-shape run, {largest})"
+        raise ValueError(
+            f"{given}: {at_once} runs trained at once need at least {_gb(per_run * at_once)}, more than the {device.type} device's "
+            f"{_gb(have)} free ({_gb(per_run)} each): give {option} at most {max(1, have // per_run)}"
+        )
 
 
 def out_of_memory_message(err: BaseException) -> str | None:

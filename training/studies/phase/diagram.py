@@ -18,14 +18,24 @@ from pathlib import Path
 import pandas as pd
 import plotly.graph_objects as go
 
+from interp_init.fileio import folder_is_held
 from interp_init.outputs import check_output_pages, looks_like_run, refuse_inside_run, write_page
-from interp_init.runfolder import RunStatus
+from interp_init.paths import check_path_names
 from training.studies.phase.aggregation import param_columns
 from training.studies.phase.figures import make_figures, supported_figures
 from training.studies.phase.names import ID_THRESHOLD, LOSS_THRESHOLD, OOD_THRESHOLD, PAIR_ACC_THRESHOLD
 from training.studies.records import RunRecord
 from training.studies.selection import check_protocol, pick_paper, protocol_text
-from training.studies.sweep.results import RESULTS_FILE, collect_results, incomplete_runs, problem_summary, write_results
+from training.studies.study_folder import strangers
+from training.studies.sweep.results import (
+    RESULTS_FILE,
+    check_results_file,
+    check_sweep_spec,
+    collect_results,
+    incomplete_runs,
+    problem_summary,
+    write_results,
+)
 
 #: The purpose phase-diagram pages are tagged with (a later one may replace an earlier one).
 PAGE = "phase-diagram"
@@ -108,12 +118,15 @@ def _check_one_lr(df: pd.DataFrame) -> None:
 @dataclass(frozen=True)
 class PhaseDiagrams:
     """What :func:`phase_diagrams` wrote: the figures, their files, how many runs the table
-    has, and one line on the runs that did not complete (``None`` if all did)."""
+    has, one line on the runs that did not complete (``None`` if all did), and the run
+    folders it left out because the sweep does not name them."""
 
     figures: dict[str, go.Figure]
     paths: list[Path]
     n_runs: int
     problem: str | None
+    #: Run folders in the sweep folder that its sweep does not name: left out of the figures.
+    strangers: tuple[str, ...] = ()
 
 
 def phase_diagrams(
@@ -128,18 +141,23 @@ def phase_diagrams(
     released scripts log with ``logged_every``), which each title names.
 
     Everything is checked and built before the first write: a folder it refuses is left
-    as it was.  The thresholds are accuracies in [0, 1] and a positive loss; a run folder
+    as it was, and a folder a sweep process holds gets its figures but keeps its
+    ``results.csv`` (the sweep writes it; its unreached points are ``pending``).  Only the
+    runs the sweep names are read (a damaged ``sweep.json`` is refused).  The thresholds are accuracies in [0, 1] and a positive loss; a run folder
     (a leaf: it holds one run and nothing else) is refused as ``sweep_dir`` or as a place
     for ``out``.
     """
     check_thresholds(id_threshold=id_threshold, ood_threshold=ood_threshold, pair_threshold=pair_threshold, loss_threshold=loss_threshold)
     sweep_dir = Path(sweep_dir)
+    check_path_names(sweep_dir, "SWEEP_DIR")
     if looks_like_run(sweep_dir):
         raise ValueError(
             f"{sweep_dir} is a run folder, not a sweep folder; phase diagrams are drawn over the runs of a sweep folder "
             "(interp-init sweep SPEC --out DIR): give that folder"
         )
     refuse_inside_run(sweep_dir, "phase diagrams", option="SWEEP_DIR")
+    check_sweep_spec(sweep_dir)  # a damaged sweep.json is refused here as by the sweep itself
+    check_results_file(sweep_dir, "SWEEP_DIR")  # nor is a results.csv of one's own replaced
     df = collect_results(sweep_dir, loss_threshold=loss_threshold, pair_threshold=pair_threshold, write=False)
     check_protocol(protocol, logged_every)  # before any work or write
     table = protocol_table(df, sweep_dir, protocol, logged_every)
@@ -158,7 +176,12 @@ def phase_diagrams(
     figures = {name: fig.update_layout(title_text=f"{fig.layout.title.text or ''}<br><sup>{protocol_text(protocol, logged_every)}</sup>")
                for name, fig in make_figures(table, names, options).items()}  # fmt: skip
     bad = incomplete_runs(sweep_dir, df)
-    write_results(df, sweep_dir)
+    running = folder_is_held(sweep_dir)
+    if not running:  # a running sweep owns results.csv: it writes it when it ends
+        write_results(df, sweep_dir)
     paths = write_html(figures, out or Path(sweep_dir) / "phase_diagram.html", title=f"Phase diagrams ({protocol} protocol)")
-    total = len(df) + sum(1 for status in bad.values() if status == RunStatus.ABSENT)
-    return PhaseDiagrams(figures, paths, len(df), problem_summary(bad, total, Path(sweep_dir) / RESULTS_FILE))
+    total = len(df) + sum(1 for name in bad if name not in set(df["run"]))
+    problem = problem_summary(bad, total, sweep_dir if running else Path(sweep_dir) / RESULTS_FILE)
+    if problem and running:
+        problem += " (a sweep process is still training it; draw them again when it ends)"
+    return PhaseDiagrams(figures, paths, len(df), problem, tuple(strangers(sweep_dir)))

@@ -8,7 +8,9 @@ command lists in its help (``training/cli.py`` imports them from here, so that
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 #: 2-D projections of the masked outputs: each is a ``method`` that
 #: :func:`probes.masking.project` draws.
@@ -50,3 +52,41 @@ class ReportConfig:
             raise ValueError(f"title must be a non-empty string, got {self.title!r}")
         if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1):
             raise ValueError(f"threads must be None or an integer >= 1, got {self.threads!r}")
+
+
+#: Bytes the report's probes hold per probe input and per unit of d_model x layers (the
+#: cached activations of a forward, float32, about a dozen per layer and position).
+_PROBE_BYTES = 4 * 12
+
+
+def check_per_pair(per_pair: int, runs: Sequence[Any], option: str = "--per-pair") -> None:
+    """Refuse a ``per_pair`` (probe inputs per group) that the runs' data cannot give or the
+    memory cannot hold, before any probe runs: at most a task's
+    :attr:`~interp_init.tasks.base.Task.probe_group_inputs` (the anchor tasks: 498, the
+    distinct (key, key position) inputs of a pair), and for a task without one, at most
+    what the probes' activations of the largest model fit in the available memory."""
+    import torch
+
+    from training.trainer.preflight import device_memory  # torch: only when a report is written
+
+    for run in runs:
+        task = run.task
+        limit = task.probe_group_inputs
+        if limit is not None and per_pair > limit:
+            raise ValueError(
+                f"{option} {per_pair} is more than the {limit} distinct inputs a group of the {task.name!r} task has "
+                f"(its anchor pairs' key values and positions; more would only repeat them with other noise tokens): give {option} at most {limit}"
+            )
+    generic = [run for run in runs if run.task.probe_group_inputs is None]
+    have = device_memory(torch.device("cpu"))
+    if not generic or have is None:
+        return
+    worst = max(generic, key=lambda run: run.task.seq_len * run.record.config.model.d_model * run.record.config.model.n_layers)
+    model, task = worst.record.config.model, worst.task
+    per_input = _PROBE_BYTES * task.seq_len * model.d_model * (model.n_layers + 1) * 8  # a task's probe inputs: 8 per group
+    limit = max(2, have // (2 * per_input))
+    if per_pair > limit:
+        raise ValueError(
+            f"{option} {per_pair} would need about {per_pair * per_input / 1e9:,.1f} GB for the probes of {worst.name} "
+            f"(d_model {model.d_model}, {model.n_layers} layers), more than half the {have / 1e9:,.1f} GB available: give {option} at most {limit:,}"
+        )

@@ -16,7 +16,12 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
+from interp_init.outputs import check_distinct_outputs, check_output_folder, write_output
+from interp_init.paths import check_path_names
 from training.studies.report.config import IMAGE_FORMATS
+
+#: The purpose the report's images are recorded with (a later report may replace them).
+IMAGE_PURPOSE = "report image"
 
 
 class StaticExportUnavailable(RuntimeError):
@@ -58,9 +63,14 @@ def static_export_problem() -> str | None:
     return None
 
 
-def write_images(figures: dict[str, go.Figure], out_dir: str | Path, image_format: str = "png", *, width: int = 900, height: int | None = None, scale: float = 2.0) -> list[Path]:
+def write_images(
+    figures: dict[str, go.Figure], out_dir: str | Path, image_format: str = "png", *, width: int = 900, height: int | None = None, scale: float = 2.0,
+    option: str = "--images",
+) -> list[Path]:  # fmt: skip
     """Write each figure to ``out_dir/<name>.<image_format>`` (PNG, SVG or PDF) with one
-    headless browser; returns the paths.
+    headless browser; returns the paths.  Each goes through the output guard: a file it
+    did not write is never replaced, nor is one written into a folder of runs
+    (:func:`check_images_folder`; ``option`` is the flag the messages name).
 
     Raises :class:`StaticExportUnavailable` naming what to install when kaleido or a
     Chromium/Chrome is missing.  Works offline: MathJax is off and plotly.js comes from
@@ -71,16 +81,30 @@ def write_images(figures: dict[str, go.Figure], out_dir: str | Path, image_forma
     problem = static_export_problem()
     if problem:
         raise StaticExportUnavailable(problem)
+    import tempfile
+
     import kaleido
 
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    jobs, paths = [], []
-    for name, fig in figures.items():
-        path = out / f"{slug(name)}.{image_format}"
-        fig_height = height or fig.layout.height or 500
-        jobs.append({"fig": fig, "path": path, "opts": {"format": image_format, "width": width, "height": fig_height, "scale": scale}})
-        paths.append(path)
-    if jobs:
-        kaleido.write_fig_from_object_sync(jobs, kopts={"mathjax": False, "path": _find_browser()}, cancel_on_error=True)
-    return paths
+    names = [f"{slug(name)}.{image_format}" for name in figures]
+    check_output_folder(out, IMAGE_PURPOSE, names, option)
+    check_distinct_outputs((out / name, f"the figure {name}") for name in names)
+    with tempfile.TemporaryDirectory(prefix="interp-init-images-") as scratch:  # kaleido writes there; the guard moves each file in
+        jobs = [
+            {"fig": fig, "path": Path(scratch) / name, "opts": {"format": image_format, "width": width, "height": height or fig.layout.height or 500, "scale": scale}}
+            for name, fig in zip(names, figures.values(), strict=True)
+        ]
+        if jobs:
+            kaleido.write_fig_from_object_sync(jobs, kopts={"mathjax": False, "path": _find_browser()}, cancel_on_error=True)
+        return [write_output(out / name, (Path(scratch) / name).read_bytes(), IMAGE_PURPOSE, option) for name in names]
+
+
+def check_images_folder(out_dir: str | Path, image_format: str = "png", option: str = "--images") -> Path:
+    """Refuse a folder for the report's images (before any work): a run, sweep,
+    reproduction or search folder, one inside a run folder or holding folders of runs, one
+    that cannot be written, or one holding a ``.<image_format>`` file that is not a report
+    image this toolkit wrote (:func:`interp_init.outputs.check_output_folder`)."""
+    out = Path(out_dir)
+    check_path_names(out, option)
+    held = sorted(p.name for p in out.glob(f"*.{image_format}")) if out.is_dir() else []
+    return check_output_folder(out, IMAGE_PURPOSE, held, option)

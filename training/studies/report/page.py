@@ -23,11 +23,11 @@ from pathlib import Path
 import plotly.graph_objects as go
 import torch
 
-from interp_init.outputs import check_output_file, write_page
+from interp_init.outputs import check_distinct_outputs, check_output_file, write_page
 from training.studies.report.cells import Cell, Context, NotApplicable, Section
-from training.studies.report.config import IMAGE_FORMATS, ReportConfig
+from training.studies.report.config import IMAGE_FORMATS, ReportConfig, check_per_pair
 from training.studies.report.header import preset_lead, runs_table
-from training.studies.report.images import slug, write_images
+from training.studies.report.images import check_images_folder, slug, write_images
 from training.studies.report.inline import LOADER, READY, circuitsvis_bundle, figures_js, inline_js, packed_script, plotly_js
 from training.studies.report.mechanisms import (
     section_attention,
@@ -288,7 +288,13 @@ def write_report(
     if image_format not in IMAGE_FORMATS:
         raise ValueError(f"image_format must be one of {IMAGE_FORMATS}, got {image_format!r}")
     out = check_output_file(out_path, "report")  # never replaces what is not a previous report
+    if out.suffix.lower() not in (".html", ".htm"):
+        raise ValueError(f"--out {out_path}: the report is one HTML page; give a file name ending in .html (e.g. {out.with_suffix('.html')})")
+    if images is not None:  # every output is checked before the work
+        check_distinct_outputs([(out, "--out"), (images, "--images")])
+        check_images_folder(images, image_format)
     runs = load_runs(run_dirs, device=config.device)
+    check_per_pair(config.per_pair, runs)
     with limited_threads(config.threads):
         page = build_page(runs, config, out_dir=out.parent)
     write_page(out, page.html, "report")

@@ -18,6 +18,7 @@ from interp_init.tasks.base import Task
 from interp_init.tasks.data import AnchorDataset
 from interp_init.tasks.registry import task_class
 from training.studies.records import RunRecord
+from training.studies.study_folder import is_named, study_run_dirs
 
 
 @dataclass
@@ -48,21 +49,31 @@ MAX_REPORT_RUNS = 100
 
 
 def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
-    """Run folders among ``paths``: a folder with ``config.json`` is a run; any other
-    folder stands for every run folder below it (sorted)."""
-    found: list[Path] = []
+    """Run folders among ``paths``: a folder with ``config.json`` is a run; a study folder
+    stands for the runs it names (:func:`~training.studies.study_folder.study_run_dirs`), any
+    other folder for every run folder below it (sorted) that no study in it leaves out.
+    One run given twice (the same folder, or a folder and one that holds it) is refused."""
+    given: dict[Path, str] = {}
     for raw in paths:
         path = Path(raw)
         if not path.is_dir():
             raise ValueError(f"{path} is not a folder; pass run folders (each with {CONFIG_FILE}) or a folder that holds them")
         if (path / CONFIG_FILE).is_file():
-            found.append(path)
-            continue
-        below = sorted(p.parent for p in path.rglob(CONFIG_FILE) if not any(part.startswith(".") for part in p.relative_to(path).parts))
+            below = [path]
+        else:
+            named = study_run_dirs(path)
+            below = named if named is not None else [
+                p.parent for p in sorted(path.rglob(CONFIG_FILE)) if not any(part.startswith(".") for part in p.relative_to(path).parts) and is_named(p.parent, path)
+            ]  # fmt: skip
         if not below:
             raise ValueError(f"{path} holds no run folder (no {CONFIG_FILE} in it or below it); train a run first (interp-init train --out DIR)")
-        found.extend(below)
-    unique = list(dict.fromkeys(p.resolve() for p in found))
+        for run in below:
+            key = run.resolve()
+            if key in given:
+                twice = f"as {given[key]} and as {raw}" if given[key] != str(raw) else f"as {raw}"
+                raise ValueError(f"the run {run} is given twice ({twice}): a report compares each run once; give each run folder (or a folder holding it) once")
+            given[key] = str(raw)
+    unique = list(given)
     if not unique:
         raise ValueError("no run folder given; pass at least one RUN_DIR")
     if len(unique) > MAX_REPORT_RUNS:  # one page of 200 runs took about 290 s and 2 GB to write 66 MB

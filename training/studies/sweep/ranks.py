@@ -18,6 +18,7 @@ Example::
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,11 +59,20 @@ def cached_stable_ranks(run_dir: str | Path) -> dict[str, float] | None:
         data: Any = json.loads((folder.path / RANKS_FILE).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError, UnicodeDecodeError):
         return None
-    if not isinstance(data, dict) or not isinstance(data.get("ranks"), dict):
-        return None
+    if not isinstance(data, dict) or not _valid_ranks(data.get("ranks")):
+        return None  # a damaged or invalid cache is computed again, never read
     if folder.weights_path.exists():
         return data["ranks"] if data.get("stamp") == _weights_stamp(folder) else None
     return data["ranks"] if folder.status() in FINISHED_STATUSES else None  # without weights: finished only if stored
+
+
+def _valid_ranks(ranks: Any) -> bool:
+    """Whether a cached ``ranks`` object is what :func:`stable_ranks_of` gives: both stable
+    ranks, each a finite number >= 0 (a stable rank is 0 or at least 1)."""
+    keys = ("stable_rank_wq0", "stable_rank_we")
+    return isinstance(ranks, dict) and set(ranks) == set(keys) and all(
+        isinstance(ranks[k], (int, float)) and not isinstance(ranks[k], bool) and math.isfinite(ranks[k]) and ranks[k] >= 0 for k in keys
+    )
 
 
 def run_stable_ranks(run_dir: str | Path) -> dict[str, float]:

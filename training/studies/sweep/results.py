@@ -16,12 +16,15 @@ from typing import Any
 
 import pandas as pd
 
+from interp_init.fileio import folder_is_held
+from interp_init.outputs import record_output, recorded_purpose
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus, atomic_write
 from interp_init.tasks.anchor_pairs import AnchorPair
 from interp_init.tasks.base import EpochRecord
 from training.config import OPTIONS
 from training.studies.records import RunRecord
 from training.studies.study import StudySpec
+from training.studies.study_folder import named_config_problem, named_runs, study_run_dirs
 from training.studies.sweep.columns import (
     LOSS_THRESHOLD,
     PAIR_ACC_THRESHOLD,
@@ -108,7 +111,9 @@ def collect_results(
     """Rebuild ``out/results.csv`` from the run folders under ``out`` and return it
     (``write=False``: return it without writing it; :func:`write_results` writes it later).
 
-    One row per run folder (a sub-folder with a ``config.json``), sorted by the grid
+    One row per run folder the sweep names (:func:`sweep_run_dirs`: a point of its
+    ``sweep.json`` holding a ``config.json``; a folder holding another config than its point's
+    is ``unreadable``), sorted by the grid
     values: the folder name, its grid parameters and the configs' :data:`CONTEXT_COLUMNS`,
     ``status``, the final metrics (``heldout_*`` averaged over held-out pairs), the first
     epoch with training loss < ``loss_threshold`` (``epochs_to_loss``), per anchor pair the
@@ -123,8 +128,11 @@ def collect_results(
     if not out.is_dir():
         raise ValueError(f"sweep folder {out} does not exist")
     rows = []
-    for folder in sorted(out.iterdir()):
-        if not RunFolder(folder).is_run():
+    names = named_runs(out) or {}
+    for folder in sweep_run_dirs(out):
+        problem = named_config_problem(out, names, folder.name)
+        if problem is not None:  # a folder at a point's name holding another run is not that point
+            rows.append({"run": folder.name, "status": RunStatus.UNREADABLE, "error": f"ValueError: {problem}"})
             continue
         try:
             rows.append(run_row(folder, loss_threshold, pair_threshold))
@@ -146,9 +154,58 @@ def collect_results(
     return _typed(df)
 
 
+def sweep_run_dirs(out: str | Path) -> list[Path]:
+    """The run folders of the sweep folder ``out`` its readers read: the points its record
+    (or ``sweep.json``) names that hold a run; in a folder that names none, every run folder
+    in it.  A run folder the sweep does not name is left out
+    (:func:`training.studies.study_folder.strangers` lists them)."""
+    out = Path(out)
+    named = study_run_dirs(out)
+    if named is not None:
+        return named
+    return [folder for folder in sorted(out.iterdir()) if RunFolder(folder).is_run()]
+
+
+def check_sweep_spec(out: str | Path) -> None:
+    """Refuse a sweep folder whose ``sweep.json`` cannot be read (its points, and so which
+    runs are missing or strangers, are unknown), as ``sweep`` itself does."""
+    path = Path(out) / SPEC_FILE
+    if not path.is_file():
+        return
+    try:
+        StudySpec.from_file(path).points()
+    except (ValueError, OSError, UnicodeDecodeError) as err:
+        raise ValueError(
+            f"{path} does not hold a readable sweep spec ({' '.join(str(err).split())}); which runs the sweep names is unknown: "
+            f"restore {path} (or run the sweep again with its spec, which rewrites it)"
+        ) from None
+
+
+#: The purpose a results table outside a sweep folder is recorded with (:func:`write_results`).
+RESULTS_PURPOSE = "results table"
+
+
+def check_results_file(out: str | Path, option: str = "--out") -> None:
+    """Refuse, before any work, a folder whose ``results.csv`` the toolkit did not write: in a
+    sweep folder it is the sweep's; elsewhere (a folder of runs made by hand) only one a
+    previous :func:`write_results` recorded, unchanged since, is replaced."""
+    path = Path(out) / RESULTS_FILE
+    if path.is_file() and not (Path(out) / SPEC_FILE).is_file() and recorded_purpose(path) != RESULTS_PURPOSE:
+        raise ValueError(
+            f"{path} exists and is a file interp-init did not write (or one changed since it wrote it); it is never overwritten: "
+            f"move it away first, or choose another {option}"
+        )
+
+
 def write_results(df: pd.DataFrame, out: str | Path) -> Path:
-    """Write a :func:`collect_results` table to ``out/results.csv`` atomically; return the path."""
-    return atomic_write(Path(out) / RESULTS_FILE, lambda tmp: df.to_csv(tmp, index=False))
+    """Write a :func:`collect_results` table to ``out/results.csv`` atomically (asking
+    :func:`check_results_file` again); return the path.  Outside a sweep folder the file is
+    recorded as the toolkit's, so that the next table may replace it."""
+    check_results_file(out)
+    path = atomic_write(Path(out) / RESULTS_FILE, lambda tmp: df.to_csv(tmp, index=False))
+    if not (Path(out) / SPEC_FILE).is_file():
+        record_output(path, RESULTS_PURPOSE)
+    return path
 
 
 #: The order in which :func:`problem_summary` counts what did not complete.
@@ -161,19 +218,15 @@ def incomplete_runs(out: str | Path, results: pd.DataFrame | None = None) -> dic
     """Run name -> status of every run of the sweep folder ``out`` that did not complete:
     the rows of ``results`` (default: :func:`collect_results` without writing) whose status
     is not ``completed``, and the points of ``out/sweep.json`` with no run folder
-    (``absent``: never started, or removed).  Reads only."""
+    (``absent``: never started, or removed; ``pending`` while a sweep process holds the
+    folder: it has not reached them yet).  Reads only."""
     out = Path(out)
     if results is None:
         results = collect_results(out, write=False)
     bad = {str(r): str(s) for r, s in zip(results["run"], results["status"], strict=True) if s != "completed"}
-    spec_path = out / SPEC_FILE
-    if spec_path.is_file():
-        try:
-            names = [p.name for p in StudySpec.from_file(spec_path).points()]
-        except (ValueError, OSError, UnicodeDecodeError):
-            names = []  # a damaged spec names no runs; its run folders still have their rows
-        present = set(results["run"])
-        bad.update({name: RunStatus.ABSENT for name in names if name not in present})
+    present = set(results["run"])
+    missing = RunStatus.PENDING if folder_is_held(out) else RunStatus.ABSENT  # a running sweep has not reached them yet
+    bad.update({name: missing for name in named_runs(out) or {} if name not in present})
     return bad
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from training.launch.backends import backend_names
 from training.launch.base import check_count
+from training.options import check_cores
 from training.studies.study import StudySpec, format_value
 
 #: The file of a sweep folder that records its spec.
@@ -72,6 +73,9 @@ class SweepOptions:
             raise ValueError(f"backend must be one of {backends}, got {self.backend!r}")
         for name in ("workers", "threads", "ensemble_size"):
             check_count(name, getattr(self, name))
+        if self.backend in ("local", "ensemble") or (self.backend == "ray" and self.address is None):  # this machine's cores
+            check_cores(self.threads, "--threads", "torch threads per run")
+            check_cores(self.workers, "--workers", "worker processes")
         if self.ensemble_size is not None and self.backend != "ensemble":
             raise ValueError(f"ensemble_size applies to the ensemble backend only, got backend {self.backend!r}")
         if self.address is not None and self.backend != "ray":
