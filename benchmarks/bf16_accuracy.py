@@ -23,8 +23,11 @@ from pathlib import Path
 import click
 import torch
 
+from interp_init.outputs import refuse_nested
 from training import RunRecord, StudySpec, run_study
 from training.launch import SerialLauncher
+from training.options import one_line
+from training.studies.study_folder import record_study, refuse_strangers
 
 
 def _configs(epochs_128: int, gamma_128: float) -> dict[str, dict]:
@@ -55,7 +58,13 @@ def main(only: str | None, epochs_128: int, gamma_128: float, seed: int, threads
     spec = StudySpec({"preset": "tiny", "task": "symmetric", "seed": seed}, named=named)
     with tempfile.TemporaryDirectory(prefix="bf16-accuracy-") as scratch:
         root = Path(out or scratch)
-        returns = run_study(spec.jobs(root), root, SerialLauncher(device="cpu", threads=threads), kind="sweep")
+        jobs = spec.jobs(root)
+        try:  # --out: a folder of its own, never nested in a run or in a study that does not name its runs (one line, exit 2)
+            refuse_nested(root, "the bf16 comparison", "search", "--out")
+            refuse_strangers(jobs, root, "the bf16 comparison", "--out")
+            returns = run_study(jobs, root, SerialLauncher(device="cpu", threads=threads), held=lambda: record_study(root, "search", jobs), kind="search")
+        except ValueError as err:
+            raise click.UsageError(one_line(str(err))) from None
         failed = [r for r in returns if r.status != "completed"]
         if failed:
             raise click.ClickException(f"{failed[0].name} {failed[0].status}: {failed[0].error or 'see its metrics.json'}")

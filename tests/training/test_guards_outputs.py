@@ -33,8 +33,12 @@ INPUTS = {
     "interp-init sweep spec", "interp-init phase-diagram sweep_dir", "interp-init report run_dirs",
     "experiments/race.py folders", "experiments/paper_statistic.py folder", "benchmarks/bench_denormal.py run_dir",
     "experiments/search_cpu.py status root", "experiments/search_cpu.py json root", "experiments/search_cpu.py table root",
-    "experiments/search_cpu.py rates folders",
+    "experiments/search_cpu.py rates folders", "experiments/store.py source", "experiments/tables.py records",
 }  # fmt: skip
+#: Path-valued options whose command edits files it did not make, and why that is its job.
+IN_PLACE = {
+    "experiments/tables.py root": "the repository whose README.md and docs/ it regenerates: it rewrites only the blocks between its own markers",
+}
 
 #: Every path-valued option a command writes to, and the places it must refuse (each a
 #: key of the ``places`` fixture, or a path below one): a run folder R, a sweep folder S,
@@ -52,6 +56,8 @@ OUTPUTS: dict[str, list[str]] = {
     "benchmarks/gpu_campaign.py out": ["R", "S", "S/sub", "R/sub", "ro/x", "long"],
     "benchmarks/gpu_campaign.py results": ["R", "S", "S/sub", "R/sub", "ro/x", "long"],
     "benchmarks/gpu_campaign.py archive": ["mine.txt", "R/x.tar.gz", "ro/x.tar.gz", "S", "long"],
+    "benchmarks/bf16_accuracy.py out": ["R", "S", "S/sub", "R/sub", "long"],
+    "experiments/store.py dest": ["R", "S", "R/sub", "mine.txt"],
 }
 
 
@@ -93,7 +99,7 @@ def _path_options() -> set[str]:
 def test_every_path_option_is_classified() -> None:
     """A new path-valued option of any command fails here until it is classified as read
     (:data:`INPUTS`) or written (:data:`OUTPUTS`, with the places it must refuse)."""
-    assert _path_options() == INPUTS | set(OUTPUTS)
+    assert _path_options() == INPUTS | set(OUTPUTS) | set(IN_PLACE)
 
 
 # ------------------------------------------------------------------ every output against the guard
@@ -148,6 +154,8 @@ def _argv(option: str, target: str) -> tuple[Callable[[list[str]], int], list[st
         **{f"benchmarks/gpu_campaign.py {name}": ["next", "--scale", "tiny", "--device", "cpu", "--peak-tflops", "1", "--budget-seconds", "1",
                                                    *(["--out", "runs", "--results", "records", "--archive", "a.tar.gz"]), f"--{name}", target]
            for name in ("out", "results", "archive")},
+        "benchmarks/bf16_accuracy.py out": ["--only", "tiny", "--out", target],
+        "experiments/store.py dest": ["S", target, "--command", "c", "--commit", "abcdef0", "--machine", "m", "--beside", "nothing"],
     }[option]
     if option.startswith("interp-init"):
         return main, argv
@@ -161,6 +169,8 @@ def _argv(option: str, target: str) -> tuple[Callable[[list[str]], int], list[st
         except click.UsageError as err:
             print(f"Error: {err.format_message()}", file=sys.stderr)
             return 2
+        except SystemExit as exit_:  # a script that says its error itself (experiments/store.py)
+            return int(exit_.code or 0)
         return 0
 
     return run, argv
