@@ -410,7 +410,10 @@ def main(
         from dataclasses import replace
 
         size = slurm.ensemble_size or (max(len(g.runs) for g in groups) if together else None)
-        launcher: Launcher = make_launcher("slurm", slurm=replace(slurm, ensemble_size=size), study=root)
+        try:
+            launcher: Launcher = make_launcher("slurm", slurm=replace(slurm, ensemble_size=size), study=root)
+        except ValueError as err:  # submitit or Slurm's commands missing
+            raise click.UsageError(str(err)) from err
     else:
         end = None if budget_seconds is None else start + budget_seconds
         launcher = BudgetLauncher(groups, together, dev, peak, logits_fn, end)

@@ -29,6 +29,8 @@ CASES = [
     "reproduce --preset tiny --seeds 0 --protocol paper --lrs 1e-3,,", "reproduce --preset tiny --seeds 0 --workers 0",
     "train --epochs 4 --warmup-epochs 1 --cosine-epochs 2 --min-lr 5 --lr 0.001", "train --lr 1e-5",
     "reproduce --preset tiny --seeds 0 --workers 100000",
+    "sweep --preset-name neurips-fig2-cpu --backend slurm --slurm-partition gpu --slurm-sbatch partition=cpu",
+    "sweep --preset-name neurips-fig2-cpu --backend slurm --slurm-sbatch output=job.log",
 ]  # fmt: skip
 
 #: The memory and the cores of the machine that printed a message (they vary from one machine to the next).
@@ -42,7 +44,7 @@ def run_case(case: str, scratch: Path) -> tuple[int, str]:
     args = shlex.split(case)
     if args[0] == "train" and "--preset" not in args:
         args += ["--preset", "tiny"]
-    if args[0] in ("train", "reproduce") and "--out" not in args:
+    if args[0] in ("train", "reproduce", "sweep") and "--out" not in args:
         args += ["--out", str(scratch / "run")]
     err = io.StringIO()
     with contextlib.redirect_stderr(err):

@@ -19,7 +19,9 @@ In a page, a table is a block and a number in a sentence a span (on one line)::
 ``NAME`` is a table of ``experiments/results_tables.py`` (``--list`` names them): a function
 of the stored records registered with ``@generator(NAME, STUDY, ...)``, so adding a table is a
 function there and a marker in a page.  A generator whose studies are not stored yet leaves its block as it
-is and is listed as awaiting them (``--require-records`` makes that a failure).  Tables typed
+is and is listed as awaiting them; one that reads an optional study where it is stored
+(``records.stored(NAME)``) is written without it and listed as made in part
+(``--require-records`` makes either a failure).  Tables typed
 by hand from run folders that were not kept are marked as history::
 
     <!-- history:NAME typed at COMMIT -->
@@ -36,7 +38,7 @@ import importlib.util
 import re
 import sys
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -83,12 +85,22 @@ class Records:
     """The stored studies under ``root`` (``experiments/results``)."""
 
     root: Path
+    #: The studies a table asked for with :meth:`stored` and found missing (a table made in part).
+    missed: set[str] = field(default_factory=set, compare=False)
 
     def study(self, name: str) -> StoredStudy:
         """The stored study ``name``; :class:`MissingRecords` where it is not stored."""
         if not (self.root / name / STORED_STUDY_FILE).is_file():
             raise MissingRecords(name)
         return StoredStudy.read(self.root / name)
+
+    def stored(self, name: str) -> bool:
+        """Whether the study ``name`` is stored (a table that reads it where it is); a study
+        found missing is remembered, so the table is listed as made in part."""
+        found = (self.root / name / STORED_STUDY_FILE).is_file()
+        if not found:
+            self.missed.add(name)
+        return found
 
     def script(self, name: str) -> ModuleType:
         """The script ``experiments/<name>.py`` (``race``, ``paper_statistic``) as a module."""
@@ -241,7 +253,9 @@ def run(root: Path, records: Records, write: bool) -> Outcome:
             placed.add(block.name)
             if block.name not in made:
                 try:
+                    before = set(records.missed)
                     made[block.name] = table.make(records)
+                    outcome.awaiting += [f"{block.name} in part (awaits {RESULTS / name})" for name in sorted(records.missed - before)]
                 except MissingRecords as missing:
                     made[block.name] = None
                     outcome.awaiting.append(f"{block.name} (awaits {RESULTS / str(missing)})")

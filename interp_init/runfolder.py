@@ -4,7 +4,7 @@
 the report and the phase diagrams read and write runs through it::
 
     DIR/config.json        the whole run config (written once, at the start)
-    DIR/metrics.json       {"status", "final", "history", ...}; "running" while unfinished
+    DIR/metrics.json       {"status", "final", "history", ...}; "running" while training, "interrupted" once stopped
     DIR/model.safetensors  the final weights (safetensors: loading never runs code)
     DIR/checkpoint.pt      the training state while the run is unfinished
     DIR/error.txt          a sweep's record of a run that raised
@@ -71,21 +71,21 @@ if TYPE_CHECKING:
     from transformer_lens import HookedTransformer
 
 class RunStatus(StrEnum):
-    """Where a run stands.  ``metrics.json`` records the first three; the others are read
-    from the folder (:meth:`RunFolder.status`).  A ``StrEnum``: equal to its string."""
+    """Where a run stands.  ``metrics.json`` records the first three and ``interrupted``; the
+    others are read from the folder (:meth:`RunFolder.status`).  A ``StrEnum``: equal to its string."""
 
     RUNNING = "running"  # metrics.json while training; the status of a run a live process trains
     COMPLETED = "completed"
     DIVERGED = "diverged"  # the loss went non-finite; the last good weights are kept
     FAILED = "failed"  # a sweep recorded the run's exception in error.txt
-    INTERRUPTED = "interrupted"  # metrics.json says running, but nothing is training it now
+    INTERRUPTED = "interrupted"  # stopped before its end, its checkpoint kept (metrics.json says so; "running" after a SIGKILL)
     PENDING = "pending"  # nothing finished yet
     ABSENT = "absent"  # a sweep's grid point without a folder
     UNREADABLE = "unreadable"  # a folder whose files are damaged or belong to another run
 
 
 #: The statuses ``metrics.json`` may hold, and those of a run that has ended (final weights).
-RECORDED_STATUSES: tuple[RunStatus, ...] = (RunStatus.RUNNING, RunStatus.COMPLETED, RunStatus.DIVERGED)
+RECORDED_STATUSES: tuple[RunStatus, ...] = (RunStatus.RUNNING, RunStatus.COMPLETED, RunStatus.DIVERGED, RunStatus.INTERRUPTED)
 FINISHED_STATUSES: tuple[RunStatus, ...] = (RunStatus.COMPLETED, RunStatus.DIVERGED)
 
 
@@ -275,6 +275,12 @@ class RunFolder:
     def write_metrics(self, metrics: dict[str, Any]) -> Path:
         return write_json(self.metrics_path, metrics)
 
+    def mark_interrupted(self) -> None:
+        """Record that the run stopped before its end: a ``running`` ``metrics.json`` says ``interrupted``."""
+        with contextlib.suppress(ValueError):  # a damaged file is left to its readers
+            if (metrics := self.read_metrics()) is not None and metrics["status"] == RunStatus.RUNNING:
+                self.write_metrics({**metrics, "status": str(RunStatus.INTERRUPTED)})
+
     def finish(self, metrics: dict[str, Any], model: HookedTransformer, model_cfg: ModelConfig) -> dict[str, Any]:
         """Write a finished run's weights, then its metrics bound to them and to the config
         (``config_digest``, ``weights_sha256``); the checkpoint is removed once the run has
@@ -305,7 +311,7 @@ class RunFolder:
             return RunStatus.FAILED
         if self.is_busy():  # a live process is training it now
             return RunStatus.RUNNING
-        if status == RunStatus.RUNNING:
+        if status in (RunStatus.RUNNING, RunStatus.INTERRUPTED):
             return RunStatus.INTERRUPTED
         return RunStatus.PENDING
 
@@ -375,9 +381,7 @@ class RunFolder:
         except OSError as err:
             raise BadRunFile(path, f"cannot be opened ({err.strerror})", "give this user read access to it (chmod), or run as its owner") from None
         except Exception as err:  # noqa: BLE001 - any unreadable file gets the same clear message
-            raise BadRunFile(
-                path, f"is not a readable checkpoint ({type(err).__name__}: {err}); it may be truncated or foreign", "remove it to restart the run"
-            ) from None
+            raise BadRunFile(path, f"is not a readable checkpoint ({type(err).__name__}: {err}); it may be truncated or foreign", "remove it to restart the run") from None  # fmt: skip
         if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
             raise BadRunFile(path, "is not an interp-init checkpoint", "remove it to restart the run")
         if state.get("config") != config:
@@ -390,9 +394,6 @@ class RunFolder:
 
 
 def load_model(run_dir: str | Path, device: str | torch.device | None = "cpu") -> HookedTransformer:
-    """The trained ``HookedTransformer`` of a run folder, in eval mode.
-
-    Its logits are identical to those of the model that was saved.  Weights or metrics
-    copied from another run are refused (:meth:`RunFolder.check_bound`).
-    """
+    """The trained ``HookedTransformer`` of a run folder, in eval mode: its logits are those of the
+    model that was saved; weights or metrics copied from another run are refused (:meth:`RunFolder.check_bound`)."""
     return RunFolder(run_dir).load_model(device)

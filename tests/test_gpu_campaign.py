@@ -121,7 +121,7 @@ def test_a_part_stopped_by_its_deadline_is_recorded_and_trained_again(tmp_path: 
     assert stopped.exit_code == 0, stopped.output
     part = _part(tmp_path, "01-fig2-small-init", 1)
     assert part["status"] == "stopped" and len(part["runs"]) == 2
-    assert all(0 < r["epochs"] < 3 and r["status"] == "running" for r in part["runs"].values())
+    assert all(0 < r["epochs"] < 3 and r["status"] == "interrupted" for r in part["runs"].values())
     assert [p.name for p in (tmp_path / "results" / "01-fig2-small-init" / "part-1").rglob("checkpoint.pt")] == []
     assert list((tmp_path / "runs").rglob("checkpoint.pt"))  # the chunk's end: its checkpoints stay in --out
     monkeypatch.setattr(step.TimedStep, "__call__", real)

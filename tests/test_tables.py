@@ -111,8 +111,9 @@ def test_the_main_table_from_stored_records_has_both_readings(tmp_path: Path, ca
     _stored_verification(records)
     (root / "README.md").write_text("# r\n\n<!-- table:readme-verification -->\n<!-- /table:readme-verification -->\n")
     code, out, _ = _check(root, capsys, "--records", str(records))
-    assert code == 0 and "awaits" in out and "paper-statistic-401-403" in out  # one of its two studies is missing: left as it is
-    assert _check(root, capsys, "--records", str(records), "--check")[0] == 0  # not checkable yet, which passes ...
+    assert code == 0 and "readme-verification in part (awaits" in out and "paper-statistic-401-403" in out  # one of its two studies is missing ...
+    assert "not stored yet" in (root / "README.md").read_text()  # ... and its row says so
+    assert _check(root, capsys, "--records", str(records), "--check")[0] == 0  # checkable in part, which passes ...
     assert _check(root, capsys, "--records", str(records), "--check", "--require-records")[0] == 1  # ... unless records are required
     _stored_paper_statistic(records)
     assert _check(root, capsys, "--records", str(records))[0] == 0
@@ -127,6 +128,39 @@ def test_the_main_table_from_stored_records_has_both_readings(tmp_path: Path, ca
     assert "over 2 lrs and epochs, mean of 2 seeds (1, 2)" in paper[0]
     assert paper[1].strip() == f"0.80 (per seed 0.90, 0.70); >= 0.8 at the pick: {_rate(1, 2)}; with (3,4) fitted at the pick: **{_rate(1, 2)}**"
     assert _check(root, capsys, "--records", str(records), "--check")[0] == 0
+
+
+def _stored_sweep(records: Path, role: str, numbers: dict[tuple[int, float], dict[str, float]]) -> None:
+    """A stored seed x gamma sweep under the name of ``role`` whose runs end with ``numbers``."""
+    seeds, gammas = sorted({s for s, _ in numbers}), sorted({g for _, g in numbers}, reverse=True)
+    spec = StudySpec({"preset": "tiny", "task": "symmetric"}, {"seed": seeds, "gamma": gammas})
+    study = records / results_tables.STUDY_NAMES[role]
+    for job in spec.jobs(study):
+        _mark(job.run_dir, job.config.to_dict(), _metrics("symmetric", numbers[job.config.seed, job.config.init.gamma], job.config.train.epochs))
+    (study / "sweep.json").write_text(json.dumps(spec.to_dict()))
+    (study / STORED_STUDY_FILE).write_text(json.dumps({"format": STUDY_FORMAT, "kind": "sweep"}))
+
+
+def test_the_positive_control_tables_count_strictly_and_test_causes_that_are_stored(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root, records = tmp_path / "repo", tmp_path / "records"
+    (root / "docs").mkdir(parents=True)
+    infers, unfitted, copies = {"inf": 0.9, "sym": 0.0, "exception": 0.95}, {"inf": 0.85, "sym": 0.0, "exception": 0.5}, {"inf": 0.0, "sym": 1.0}
+    _stored_sweep(records, "pc", {(1, 0.8): infers, (2, 0.8): infers, (3, 0.8): unfitted, (1, 0.5): copies, (2, 0.5): copies, (3, 0.5): infers})
+    page = root / "docs" / "positive-control.md"
+    page.write_text("<!-- table:pc-main -->\n<!-- /table:pc-main -->\n\n<!-- table:pc-causes -->\n<!-- /table:pc-causes -->\n")
+    code, out, _ = _check(root, capsys, "--records", str(records))
+    assert code == 0 and "pc-causes in part" in out
+    rows = [[c.strip() for c in line.strip("|").split(" | ")] for line in page.read_text().splitlines() if line.startswith("| ") and "---" not in line]
+    small, large = next(r for r in rows if r[0].startswith("small init (gamma 0.8)") and len(r) == 6), next(r for r in rows if r[0].startswith("large init"))
+    assert (small[1], small[2], small[3], small[4]) == ("3", _rate(2, 3), _rate(3, 3), _rate(0, 3))  # seed 3: (3,4) unfitted counts only without the condition
+    assert large[4] == _rate(2, 3)
+    causes = {r[0]: r for r in rows if len(r) == 5}
+    assert causes["depth 2, the lr held (20 epochs)"][4].strip() == "not trained yet"
+    _stored_sweep(records, "pc-depth2-const", {(s, 0.8): copies for s in (1, 2, 3)})
+    assert _check(root, capsys, "--records", str(records))[0] == 0
+    causes = {r[0]: r for r in ([c.strip() for c in line.strip("|").split(" | ")] for line in page.read_text().splitlines() if line.startswith("| ")) if len(r) == 5}
+    assert causes["depth 2, the lr held (20 epochs)"][4].strip() == "p = 0.400: not separated at 3 seeds"  # Fisher: 2 of 3 against 0 of 3
+    assert causes["depth 4, the lr held (20 epochs)"][4].strip() == "not trained yet"
 
 
 def test_history_blocks_and_bad_markers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

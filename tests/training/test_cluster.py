@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -20,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from interp_init.runfolder import RunFolder
-from training.launch.slurm import JOBS_FILE, SLURM_FOLDER, SlurmOptions, live_jobs
 from training.launch import make_launcher
+from training.launch.slurm import JOBS_FILE, SLURM_FOLDER, SlurmOptions, job_end_state, live_jobs
 from training.studies.reproduce import reproduce_study
 from training.studies.study import StudySpec
 from training.studies.sweep import SweepOptions, run_sweep
@@ -63,6 +64,20 @@ def _requeues(study: Path) -> int:
     return sum(p.read_text().count("Requeued job") for p in (study / SLURM_FOLDER / "logs").glob("*_log.out"))
 
 
+def _ended(job_ids) -> None:
+    """Wait until Slurm holds none of ``job_ids`` (a launch returns once its runs are done, while their jobs may still exit)."""
+    deadline = time.monotonic() + 300
+    while live_jobs(list(job_ids)):
+        assert time.monotonic() < deadline, "the jobs never ended"
+        time.sleep(1)
+
+
+def _log(study: Path, job_id: str) -> list[str]:
+    """The lines the chunks of Slurm job ``job_id`` wrote into its log (``interp-init: ...``)."""
+    text = (study / SLURM_FOLDER / "logs" / f"{job_id}_0_log.out").read_text()
+    return [line for line in text.splitlines() if line.startswith("interp-init: ")]
+
+
 @pytest.fixture(scope="module")
 def local_population(tmp_path_factory) -> Path:
     """The tiny population trained here, two runs at a time with one torch thread each."""
@@ -79,6 +94,13 @@ def test_slurm_population_is_byte_equal_to_the_local_one(tmp_path, local_populat
     assert _requeues(out) >= 4
     assert _weights(out) == _weights(local_population) and len(_weights(out)) == 4
     assert _results(population.to_dict()) == _results(json.loads((local_population / "summary.json").read_text()))
+    record = json.loads((out / SLURM_FOLDER / JOBS_FILE).read_text())
+    _ended(record.values())
+    for name, job_id in record.items():
+        assert job_end_state(job_id) == ("COMPLETED", "0:0"), name  # requeued twice, its run completed: COMPLETED
+        log = _log(out, job_id)  # each chunk says where its run resumes, the last one that it ended
+        assert f"interp-init: run {name} resumes from epoch 2 of 3" in log
+        assert re.fullmatch(rf"interp-init: the runs ended after \d+ s: {re.escape(name)} completed", log[-1]), log
 
 
 def _sweep(epochs: int) -> StudySpec:
@@ -86,31 +108,71 @@ def _sweep(epochs: int) -> StudySpec:
 
 
 def test_slurm_time_limit_requeues_and_a_cancelled_job_resumes_on_a_second_launch(tmp_path):
+    """Two runs longer than a 1-minute job, launched and waited for.  The 1-minute limit
+    requeues them; Slurm's warning sent early (``scancel -s USR2``, as Slurm's event
+    resolution may) does not cut the chunk short; one job is ``scancel``led mid-run: its run
+    is ``interrupted`` (``metrics.json``, the launch's return, results.csv), the job
+    ``CANCELLED``; the other completes and its job ends ``COMPLETED``.  A second launch submits
+    only the cancelled run and ends with both completed, the finished one not retrained."""
+    import threading
+
     _slurm_or_skip()
     out, spec = tmp_path / "sweep", _sweep(epochs=600)  # longer than one chunk of a 1-minute job, on a quiet machine too (150 epochs took under 40 s)
-    first = run_sweep(spec, out, SweepOptions(backend="slurm", workers=None, progress=False, extra={"slurm": _slurm_options(wait=False)}))
-    assert set(first.statuses.values()) == {"running"}  # submitted, not waited for
-    record = json.loads((out / SLURM_FOLDER / JOBS_FILE).read_text())
     victim, other = "gamma=0.5", "gamma=0.8"
+    options = SweepOptions(backend="slurm", workers=None, progress=False, extra={"slurm": _slurm_options()})
+    launched: dict = {}
+    launch = threading.Thread(target=lambda: launched.update(first=run_sweep(spec, out, options)))
+    launch.start()
     deadline = time.monotonic() + 600
-    while not (RunFolder(out / victim).checkpoint_path.exists() and RunFolder(out / victim).is_busy()):
-        assert time.monotonic() < deadline, "the job never started training"
-        time.sleep(1)
+    while not (out / SLURM_FOLDER / JOBS_FILE).exists() or not all(RunFolder(out / n).is_busy() for n in (victim, other)):
+        assert time.monotonic() < deadline and launch.is_alive(), "the jobs never started training"
+        time.sleep(0.5)
+    record = json.loads((out / SLURM_FOLDER / JOBS_FILE).read_text())
+    subprocess.run(["scancel", "-s", "USR2", record[other]], check=True)  # an early warning: the chunk trains on to its end
+    while not RunFolder(out / victim).checkpoint_path.exists():
+        assert time.monotonic() < deadline, "the cancelled run never checkpointed"
+        time.sleep(0.5)
     subprocess.run(["scancel", record[victim]], check=True)
-    while live_jobs(list(record.values())):
-        assert time.monotonic() < deadline + 600, "the jobs never ended"
-        time.sleep(2)
-    assert RunFolder(out / other).status() == "completed"
-    assert RunFolder(out / victim).status() == "interrupted"  # its checkpoint kept, no lock left
+    launch.join(1200)
+    first = launched["first"]
+    _ended(record.values())
+    assert dict(first.statuses) == {victim: "interrupted", other: "completed"}
+    assert dict(zip(first.results["run"], first.results["status"])) == {victim: "interrupted", other: "completed"}  # results.csv
+    assert json.loads((out / victim / "metrics.json").read_text())["status"] == "interrupted"
+    assert RunFolder(out / victim).checkpoint_path.exists() and not (out / victim / "error.txt").exists()
+    assert job_end_state(record[victim])[0] == "CANCELLED" and job_end_state(record[other]) == ("COMPLETED", "0:0")
     assert _requeues(out) >= 1  # the 1-minute limit requeued a run
+    assert any(line.startswith("interp-init: a SIGTERM stopped the job after") for line in _log(out, record[victim]))
+    log = _log(out, record[other])
+    warned = next(i for i, line in enumerate(log) if line.startswith("interp-init: Slurm's warning (SIGUSR2) came"))
+    chunk_end = next(line for line in log[warned:] if not line.startswith("interp-init: Slurm's warning"))
+    assert chunk_end.startswith("interp-init: the chunk's time is up after"), log  # not "requeueing now"
+    assert any(line.startswith(f"interp-init: run {other} resumes from epoch ") for line in log)
     finished = (out / other / "model.safetensors").stat().st_mtime_ns
 
-    second = run_sweep(spec, out, SweepOptions(backend="slurm", workers=None, progress=False, extra={"slurm": _slurm_options()}))
+    second = run_sweep(spec, out, options)
     assert dict(second.statuses) == {victim: "completed", other: "completed"}
     assert second.skipped == (other,)
     assert (out / other / "model.safetensors").stat().st_mtime_ns == finished  # not retrained
     again = json.loads((out / SLURM_FOLDER / JOBS_FILE).read_text())
     assert again[other] == record[other] and again[victim] != record[victim]  # only the cancelled run was submitted
+    assert any(line.startswith(f"interp-init: run {victim} resumes from epoch ") for line in _log(out, again[victim]))
+
+
+def test_sbatch_without_a_controller_is_one_line_and_leaves_nothing(tmp_path, monkeypatch, capsys):
+    """sbatch installed, no controller answering (a slurm.conf naming one that is not there):
+    exit 2, one line quoting sbatch, no folder left."""
+    from training.cli import main
+
+    _slurm_or_skip()
+    conf = tmp_path / "slurm.conf"
+    text = Path(os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf")).read_text()
+    conf.write_text("".join(line for line in text.splitlines(keepends=True) if not line.startswith("SlurmctldHost=")) + "SlurmctldHost=127.0.0.9\nSlurmctldPort=6999\n")
+    monkeypatch.setenv("SLURM_CONF", str(conf))
+    assert main(["sweep", "--preset-name", "neurips-fig2-cpu", "--out", str(tmp_path / "s"), "--backend", "slurm", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and 'Slurm did not take the jobs: "sbatch: error: Batch job submission failed: Unable to contact slurm controller' in err[0], err
+    assert not (tmp_path / "s").exists()
 
 
 # ---------------------------------------------------------------- Ray

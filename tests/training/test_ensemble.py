@@ -87,7 +87,7 @@ def test_interrupted_ensemble_resumes_and_train_can_resume_it(tmp_path: Path, mo
     with pytest.raises(Interrupt):
         train_ensemble(cfgs, dirs, device="cpu", progress=False)
     monkeypatch.setattr(VmapStep, "__call__", real_step)
-    assert all((d / "checkpoint.pt").exists() and read_metrics(d)["status"] == "running" for d in dirs)
+    assert all((d / "checkpoint.pt").exists() and read_metrics(d)["status"] == "interrupted" for d in dirs)
     # each run's checkpoint holds its own tensors only, not the stacked ones they are views of
     for d in dirs:
         for name, tensor in torch.load(d / "checkpoint.pt", weights_only=True)["model"].items():
@@ -160,7 +160,7 @@ def test_a_deadline_stops_an_ensemble_and_the_same_call_resumes_it(tmp_path: Pat
     dirs = [tmp_path / f"run{i}" for i in range(2)]
     first = train_ensemble(cfgs, dirs, device="cpu", progress=False, deadline=time.monotonic())
     assert [r.finished for r in first] == [False, False]
-    assert all(read_metrics(d)["status"] == "running" and len(read_metrics(d)["history"]) == 1 for d in dirs)
+    assert all(read_metrics(d)["status"] == "interrupted" and len(read_metrics(d)["history"]) == 1 for d in dirs)
     second = train_ensemble(cfgs, dirs, device="cpu", progress=False, deadline=time.monotonic() + 1e6)
     assert [r.finished for r in second] == [True, True]
     for done, ref in zip(second, reference):

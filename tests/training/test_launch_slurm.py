@@ -157,3 +157,63 @@ def test_sweep_no_wait_exits_0_saying_what_was_submitted(tmp_path, capsys):
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "1 runs (1 already done)" in out and "not finished" not in out and shlex.join(["interp-init", *args]) not in out
+
+
+def test_a_cancelled_job_leaves_its_run_interrupted_and_says_so(tmp_path):
+    """A job stopped by SIGTERM (what ``scancel`` sends; submitit's local executor forwards it
+    to the job) stops its run at once: ``metrics.json`` says ``interrupted``, the job's log says
+    so, and the waiting launch returns ``interrupted`` (not ``failed``), naming the epoch its
+    checkpoint holds; launching again resumes it."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from interp_init.runfolder import RunFolder
+
+    job = _job(tmp_path, epochs=400)  # still training when the cancel comes
+    options = SlurmOptions(cluster="local", time_min=5, signal_delay_s=10, poll_s=0.5, device="cpu")
+    returned: list[JobReturn] = []
+    launch = threading.Thread(target=lambda: returned.extend(SlurmLauncher(options).launch([job])))
+    launch.start()
+    folder, deadline = RunFolder(job.run_dir), time.monotonic() + 300
+    while not (folder.checkpoint_path.exists() and folder.is_busy()):
+        assert time.monotonic() < deadline and launch.is_alive(), "the job never started training"
+        time.sleep(0.2)
+    (job_id,) = json.loads((tmp_path / "study" / SLURM_FOLDER / JOBS_FILE).read_text()).values()
+    os.kill(int(job_id), signal.SIGTERM)  # the local executor's job: the process that runs the chunk
+    launch.join(300)
+    (ret,) = returned
+    assert ret.status == "interrupted" and f"Slurm job {job_id} ended before the run finished: interrupted at epoch " in ret.error
+    assert json.loads(folder.metrics_path.read_text())["status"] == "interrupted" and folder.status() == "interrupted"
+    assert not folder.error_path.exists() and not folder.is_busy()
+    log = (tmp_path / "study" / SLURM_FOLDER / "logs" / f"{job_id}_0_log.out").read_text()
+    assert "interp-init: run run starts at epoch 0 of 400" in log
+    assert "interp-init: a SIGTERM stopped the job after" in log and "each run is interrupted at its last checkpoint (run run resumes from epoch" in log
+
+
+def test_a_chunk_whose_runs_ended_ignores_a_late_warning(tmp_path):
+    """Slurm's warning can come after a job's runs ended, as its process exits: the job must
+    neither requeue (submitit's handler) nor die on it (SIGUSR2's default action: the job
+    then ends FAILED, exit code 140).  The chunk ignores it once its runs are done."""
+    import subprocess
+    import sys
+
+    script = f"""
+import os, signal, sys
+from pathlib import Path
+from training import train
+from training.config import make_run_config
+from training.launch import Job
+from training.launch.slurm import RunChunk
+
+job = Job("done", make_run_config("tiny", task="symmetric", epochs=1), Path({str(tmp_path / "done")!r}))
+train(job.config, job.run_dir, device="cpu", progress=False)
+signal.signal(signal.SIGUSR2, lambda *a: sys.exit("requeued on a late warning"))  # submitit's handler, in a job
+RunChunk((job,), "cpu", 1, 60, 10, None)()
+os.kill(os.getpid(), signal.SIGUSR2)
+print("the job exits cleanly")
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0 and "the job exits cleanly" in done.stdout, done.stderr[-2000:]
+    assert "interp-init: run done has ended (completed)" in done.stdout

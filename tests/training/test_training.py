@@ -103,7 +103,7 @@ def test_interrupted_run_resumes_to_identical_result(tmp_path: Path) -> None:
     with pytest.raises(_Interrupt):
         train(cfg, tmp_path / "run", device="cpu", progress=False, logits_fn=_interrupting(steps_per_epoch + evals_per_epoch + 2))
     assert (tmp_path / "run" / "checkpoint.pt").exists()
-    assert read_metrics(tmp_path / "run")["status"] == "running"
+    assert read_metrics(tmp_path / "run")["status"] == "interrupted"  # the stop recorded (a SIGKILL leaves "running")
     resumed = train(cfg, tmp_path / "run", device="cpu", progress=False)
     assert resumed.metrics["history"] == reference.metrics["history"]
     for pa, pb in zip(reference.model.parameters(), resumed.model.parameters()):
@@ -212,7 +212,7 @@ def test_a_deadline_stops_after_an_epoch_and_the_same_call_resumes_to_the_same_r
         chunks.append(train(cfg, out, device="cpu", progress=False, deadline=time.monotonic()))  # always passed: one epoch per call
         if not chunks[-1].finished:
             metrics = read_metrics(out)
-            assert metrics["status"] == "running" and chunks[-1].metrics == metrics
+            assert metrics["status"] == "interrupted" and chunks[-1].metrics == metrics
             assert len(metrics["history"]) == len(chunks) and (out / "checkpoint.pt").exists()
     assert len(chunks) == cfg.train.epochs
     assert chunks[-1].metrics["history"] == reference.metrics["history"]

@@ -232,7 +232,7 @@ def sweep_command(
     options = SweepOptions(backend=backend, address=address, device=device, threads=threads, progress=not quiet, ensemble_size=ensemble_size, extra=extra,
                            workers=parse_workers(workers) if workers is not None else (1 if backend == "local" else None))  # fmt: skip
     summary = run_sweep(sweep_spec, out, options, extend=extend)
-    counts = ", ".join(f"{summary.count(s)} {s}" for s in ("completed", "diverged", "failed") if summary.count(s))
+    counts = ", ".join(f"{summary.count(s)} {s}" for s in ("completed", "diverged", "failed", "interrupted") if summary.count(s))
     click.echo(f"{len(points)} runs ({len(summary.skipped)} already done): {counts}; results: {Path(out) / RESULTS_FILE}")
     statuses = summary.statuses
     if summary.submitted:  # runs only submitted (--slurm-no-wait) are not a failure

@@ -11,7 +11,8 @@
   (``serial``, ``pool``, ``ensemble``, ``ray``: :mod:`training.launch.backends`; ``slurm``:
   :mod:`training.launch.slurm`, its options :class:`SlurmOptions`);
 * :func:`run_study`: a study's jobs into its folder (the refusals of :func:`check_jobs`, the
-  study folder held, ended runs skipped by :func:`launch`).
+  study folder held, ended runs skipped by :func:`launch`; a :class:`SubmissionError`, a
+  scheduler that refused the jobs or did not answer, leaves the folder as it was).
 
 Importing this package imports no torch and no submitit (the command line lists the
 launchers' names; the slurm backend imports submitit when it launches).
@@ -25,6 +26,7 @@ from training.launch.base import (
     Job,
     JobReturn,
     Launcher,
+    SubmissionError,
     check_jobs,
     launch,
     launcher_class,
@@ -39,5 +41,5 @@ from training.launch.slurm_options import SlurmOptions
 
 __all__ = [
     "EnsembleLauncher", "PoolLauncher", "RayLauncher", "SerialLauncher", "ensemble_key", "STUDY_BUSY", "Job", "JobReturn", "Launcher", "check_jobs", "launch", "launcher_class", "launcher_names",
-    "make_launcher", "register_launcher", "run_study", "execute", "record_failure", "SlurmLauncher", "SlurmOptions",
+    "make_launcher", "register_launcher", "run_study", "SubmissionError", "execute", "record_failure", "SlurmLauncher", "SlurmOptions",
 ]  # fmt: skip

@@ -10,6 +10,7 @@ This module imports no torch: a launcher imports what it needs when it launches.
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, as_completed
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from typing import Any, ClassVar
 from interp_init.fileio import is_disk_full
 from interp_init.runfolder import RunFolder
 from training.config import RunConfig
-from training.launch.base import Job, JobReturn, Launcher, check_count, launcher_names, make_launcher, register_launcher
+from training.launch.base import Job, JobReturn, Launcher, SubmissionError, check_count, launcher_names, make_launcher, register_launcher
 from training.launch.executor import execute, record_failure
 
 _RAY_MISSING = "the ray backend needs Ray: pip install 'interp-init[ray]'"
@@ -170,7 +171,13 @@ class RayLauncher(Launcher):
             kwargs: dict[str, Any] = {"address": self.address, "include_dashboard": False, "log_to_driver": False}
             if self.address is None and self.workers is not None:
                 kwargs["num_cpus"] = self.workers
-            ray.init(**kwargs)
+            if self.address is not None:
+                check_ray_answers(self.address)
+            try:
+                ray.init(**kwargs)
+            except (ConnectionError, RuntimeError, TimeoutError) as err:
+                words = " ".join(str(err).split())[:400]
+                raise SubmissionError(f'Ray did not take the jobs: "{words}"; nothing was started; {_RAY_CHECK}') from None
             started = True
         try:
             threads = self.threads or 1
@@ -179,6 +186,26 @@ class RayLauncher(Launcher):
         finally:
             if started:
                 ray.shutdown()
+
+
+#: What a user checks when Ray does not answer.
+_RAY_CHECK = ("start the cluster (ray start --head on its head node) or give the address it prints; a cluster with token "
+              "authentication also needs RAY_AUTH_MODE=token and its token here (docs/clusters.md); then run the command again")
+
+
+def check_ray_answers(address: str, timeout_s: float = 10.0) -> None:
+    """Refuse (:class:`~training.launch.base.SubmissionError`) a Ray address ``HOST:PORT``
+    (or ``ray://HOST:PORT``) where nothing answers within ``timeout_s``: ``ray.init``
+    itself retries such an address for minutes, printing only warnings.  Other forms
+    (``auto``) are left to ``ray.init``, which says what it makes of them."""
+    host, sep, port = address.split("://", 1)[-1].rpartition(":")
+    if not sep or not port.isdigit():
+        return
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            pass
+    except OSError as err:
+        raise SubmissionError(f'Ray at {address} does not answer (connecting to it: "{err.strerror or err}"); nothing was started; {_RAY_CHECK}') from None
 
 
 def on_gpu(device: str) -> bool:

@@ -8,6 +8,7 @@ constructor takes (``--backend NAME`` and its own options).  Imports no torch.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from interp_init.outputs import output_folder
-from interp_init.runfolder import FINISHED_STATUSES, RunFolder
+from interp_init.runfolder import FINISHED_STATUSES, RunFolder, atomic_write
 from training.config import RunConfig
 
 #: What a second process launching into a held study folder is told (``{owner}``: the holder).
@@ -40,6 +41,15 @@ class JobReturn:
     name: str
     status: str
     error: str | None = None
+
+
+class SubmissionError(ValueError):
+    """A backend could not start its jobs: its scheduler refused them or did not answer
+    (``sbatch``'s error, a Ray address that does not answer).  One line quoting the
+    scheduler's own words and saying what to check; raised before anything trains, by a
+    launcher that has removed the files it made for the submission.  :func:`run_study` then
+    puts the study folder back as it was (a sweep's new ``sweep.json`` removed), and the
+    command line exits 2."""
 
 
 def check_count(name: str, value: int | None) -> None:
@@ -155,8 +165,42 @@ def run_study(
     (checks and records that need the folder held), skip the runs that ended, launch the
     rest; one :class:`~training.launch.JobReturn` per job, in order."""
     check_jobs(jobs)
-    with output_folder(out, f"a {kind}", kind, busy):
-        if held is not None:
-            held()
-        check_jobs(jobs)  # again: another process may have changed the folder before this one held it
-        return launch(jobs, launcher)
+    with output_folder(out, f"a {kind}", kind, busy) as folder:
+        before = _study_files(folder)
+        try:
+            if held is not None:
+                held()
+            check_jobs(jobs)  # again: another process may have changed the folder before this one held it
+            return launch(jobs, launcher)
+        except SubmissionError:
+            _restore_study_files(folder, before)
+            raise
+
+
+#: The largest study file (``sweep.json``, ``results.csv``) a failed submission restores.
+_RESTORED_BYTES = 2**20
+
+
+def _study_files(folder: Path) -> dict[str, bytes | None]:
+    """The study folder's own files (its top level; not its run folders) and their bytes
+    (None above :data:`_RESTORED_BYTES`)."""
+    return {p.name: p.read_bytes() if p.stat().st_size <= _RESTORED_BYTES else None for p in folder.iterdir() if p.is_file() and not p.is_symlink()}
+
+
+def _restore_study_files(folder: Path, before: dict[str, bytes | None]) -> None:
+    """Put the study folder's top level back as :func:`_study_files` saw it before a launch
+    whose submission failed: the files it made removed (and its empty folders), the ones it
+    changed restored.  The lock file is the caller's."""
+    from interp_init.fileio import LOCK_FILE
+
+    for path in folder.iterdir():
+        if path.name == LOCK_FILE:
+            continue
+        if path.name not in before:
+            if path.is_dir() and not path.is_symlink():
+                with contextlib.suppress(OSError):  # a folder with content is not the launch's
+                    path.rmdir()
+            else:
+                path.unlink()
+        elif before[path.name] is not None and path.read_bytes() != before[path.name]:
+            atomic_write(path, before[path.name])

@@ -4,14 +4,17 @@
 (:func:`open_run_folder`: another run's files refused, a finished run read, an unfinished
 one resumed from its checkpoint, an earlier try's ``error.txt`` removed), handed to the
 trainer as its checkpoint sink (:func:`folder_sinks`) and finished bound together
-(:func:`finish_in_folder`; a diverged run keeps its last good checkpoint's weights).  The
-same call after a kill ends with the same weights and metrics as an uninterrupted run.
+(:func:`finish_in_folder`; a diverged run keeps its last good checkpoint's weights).  A run
+stopped before its end (a deadline, a signal, an error) has ``interrupted`` in its
+``metrics.json``.  The same call after a kill ends with the same weights and metrics as an
+uninterrupted run.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -62,9 +65,10 @@ def folder_sinks(folder: RunFolder) -> Sinks:
 def finish_in_folder(folder: RunFolder, result: TrainResult, dev: torch.device) -> TrainResult:
     """Write a run that ended (:meth:`RunFolder.finish`: weights, then metrics bound to them);
     a diverged run's model is its last good checkpoint's (its init without one).  A run a
-    deadline stopped is returned as it is (its checkpoint is on disk)."""
+    deadline stopped is ``interrupted`` (its checkpoint is on disk; :meth:`RunFolder.mark_interrupted`)."""
     if not result.finished:
-        return result
+        folder.mark_interrupted()
+        return replace(result, metrics={**result.metrics, "status": str(RunStatus.INTERRUPTED)})
     cfg, model = result.config, result.model
     if result.metrics["status"] == RunStatus.DIVERGED:
         if folder.checkpoint_path.exists():
@@ -86,10 +90,15 @@ def in_folders(
         opened = [open_run_folder(folder, cfg, dev) for cfg, folder in zip(cfgs, folders)]
         results = [result for result, _ in opened]
         todo = [i for i, result in enumerate(results) if result is None]
-        if todo:
-            trained = fit_todo([cfgs[i] for i in todo], [opened[i][1] for i in todo], [folder_sinks(folders[i]) for i in todo])
-            for i, result in zip(todo, trained, strict=True):
-                results[i] = finish_in_folder(folders[i], result, dev)
+        try:
+            if todo:
+                trained = fit_todo([cfgs[i] for i in todo], [opened[i][1] for i in todo], [folder_sinks(folders[i]) for i in todo])
+                for i, result in zip(todo, trained, strict=True):
+                    results[i] = finish_in_folder(folders[i], result, dev)
+        except BaseException:  # a signal (SIGTERM, Ctrl-C, a cancelled Slurm job) or an error: the runs it stopped say so
+            for i in todo:
+                folders[i].mark_interrupted()
+            raise
         return results  # type: ignore[return-value]
 
 
@@ -106,7 +115,7 @@ def train(
     forward under bfloat16 autocast (evaluation stays fp32).  ``deadline`` (a
     ``time.monotonic()`` value; needs ``out_dir``): after each epoch, once its checkpoint
     is on disk, a passed deadline stops the run before its last epoch; the result then has
-    ``finished=False`` and ``metrics.json`` says ``"running"``; calling again resumes.
+    ``finished=False`` and ``metrics.json`` says ``"interrupted"``; calling again resumes.
     The loop itself is :func:`training.trainer.loop.fit`, which writes nothing.
     """
     check_train_arguments(cfg, out_dir)

@@ -13,20 +13,24 @@ population, the GPU suite) and:
   :attr:`SlurmOptions.array_parallelism`), one run per array task (or, with
   :attr:`SlurmOptions.ensemble_size`, groups of same-shape runs trained together by
   one ensemble each: the GPU's way);
-* **trains in chunks**: each job trains its runs through the one executor
-  (:func:`training.launch.executor.execute`) with a deadline twice the signal delay before its time limit
-  (the time left read from Slurm), or :attr:`SlurmOptions.chunk_seconds` after it started.  The run checkpoints
-  and stops after the epoch that passes it, and the job hands itself to submitit's
-  requeue (:class:`RunChunk` is a ``submitit.helpers.Checkpointable``; the job sends
-  itself the signal Slurm sends at ``--signal=USR2@S``, submitit calls
-  :meth:`RunChunk.checkpoint` and ``scontrol requeue`` s the job).  If an epoch overshoots
-  and Slurm's own signal comes first, the same path requeues the job from the last
-  checkpoint on disk.  The chunks end with the same weights as one uninterrupted run;
+* **trains in chunks** (:class:`~training.launch.slurm_chunk.RunChunk`, a
+  ``submitit.helpers.Checkpointable``): each job trains its runs through the one executor
+  (:func:`training.launch.executor.execute`) until twice the signal delay before its time
+  limit (the time left read from Slurm), or :attr:`SlurmOptions.chunk_seconds` after it
+  started; the runs checkpoint and the job requeues itself (submitit calls
+  :meth:`RunChunk.checkpoint` and ``scontrol requeue`` s the job).  Its log says where each
+  run resumes, how long the chunk trains and how it ended; Slurm's early warning, ``scancel``
+  and a warning after the runs ended are answered there (:mod:`training.launch.slurm_chunk`).
+  The chunks end with the same weights as one uninterrupted run;
 * **waits** (:attr:`SlurmOptions.wait`) until every submitted run is finished or its job
-  has ended, and returns each run's status read from its folder: a job that ended with its
-  run unfinished (``scancel``, a node lost, out of memory) is ``failed``, its
-  ``error.txt`` saying so (:func:`~training.launch.executor.record_failure`); launching
-  again resumes it from its checkpoint.
+  has ended, and returns each run's status read from its folder; ``SlurmLauncher._ended``
+  judges a job that ended with its run unfinished: cancelled, preempted, timed out or its
+  node lost, the run is ``interrupted`` (launching again resumes it); the job raised, or
+  ended ``FAILED`` or ``OUT_OF_MEMORY``, it is ``failed``
+  (:func:`~training.launch.executor.record_failure`);
+* **refuses in one line** a submission Slurm does not take (``sbatch``'s or ``squeue``'s
+  words quoted, a :class:`~training.launch.base.SubmissionError`), the files it made for it
+  removed.
 
 ``SlurmOptions(cluster="local")`` runs the same jobs through submitit's local executor
 (processes on this machine, the time limit and the requeue simulated): the tests use it
@@ -35,9 +39,13 @@ where no Slurm is installed.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
+import io
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import time
@@ -47,8 +55,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus, write_json
-from training.launch.base import Job, JobReturn, Launcher, register_launcher
-from training.launch.executor import execute, record_failure
+from training.launch.base import Job, JobReturn, Launcher, SubmissionError, register_launcher
+from training.launch.executor import record_failure
+from training.launch.slurm_chunk import SUBMITIT_MISSING, RunChunk, slurm_time_left
 from training.launch.slurm_options import SlurmOptions
 
 __all__ = ["JOBS_FILE", "SLURM_FOLDER", "RunChunk", "SlurmLauncher", "SlurmOptions", "live_jobs", "slurm_time_left", "study_folder", "submitted_line"]
@@ -71,70 +80,6 @@ def submitted_line(pending: int, total: int, out: str | Path, rerun: str) -> str
 LIVE_STATES = frozenset(
     {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SUSPENDED", "SIGNALING", "STAGE_OUT"}
 )
-_SUBMITIT_MISSING = "the slurm backend needs submitit: pip install 'interp-init[slurm]'"
-#: When this module was imported: in a job, as its process unpickles its :class:`RunChunk`,
-#: seconds after the job started; a chunk's clock starts here (torch's import counts).
-_IMPORTED = time.monotonic()
-
-
-class RunChunk:
-    """One Slurm job's work: train its runs for one chunk, then requeue itself until they are done.
-
-    A ``submitit.helpers.Checkpointable`` (:func:`_checkpointable` makes the class once
-    submitit is imported): its ``checkpoint`` resubmits the same call, which resumes every
-    run from its folder's checkpoint.  The chunk ends ``margin_s`` before the job's time
-    limit (the time left read from Slurm, ``squeue -o %L``; else ``time_s`` from this
-    process's start), or ``chunk_s`` after this process started if that is sooner.
-    """
-
-    def __init__(self, jobs: tuple[Job, ...], device: str, threads: int, time_s: float, margin_s: float, chunk_s: float | None) -> None:
-        self.jobs, self.device, self.threads = jobs, device, threads
-        self.time_s, self.margin_s, self.chunk_s = time_s, margin_s, chunk_s
-
-    def deadline(self) -> float:
-        """The ``time.monotonic()`` at which this chunk's runs checkpoint and stop."""
-        now = time.monotonic()
-        left = slurm_time_left()
-        end = now + left - self.margin_s if left is not None else _IMPORTED + self.time_s - self.margin_s
-        return end if self.chunk_s is None else min(end, _IMPORTED + self.chunk_s)
-
-    def __call__(self) -> list[JobReturn]:
-        deadline = self.deadline()
-        print(f"interp-init: {len(self.jobs)} run(s), this chunk trains for up to {max(0.0, deadline - time.monotonic()):.0f} s", flush=True)
-        returns = execute(self.jobs, self.device, self.threads, deadline)  # one run alone, several as one ensemble
-        if any(r.status == RunStatus.INTERRUPTED for r in returns):
-            print("interp-init: the chunk's time is up, the runs checkpointed: requeueing", flush=True)
-            self.requeue()
-        return returns
-
-    def requeue(self) -> None:
-        """Hand this job to submitit's requeue: the signal Slurm sends before the time limit
-        (submitit calls :meth:`checkpoint`, requeues the job and exits)."""
-        import submitit
-
-        os.kill(os.getpid(), submitit.JobEnvironment._usr_sig())
-        time.sleep(60)  # the handler runs on the next bytecode; it exits this process
-        raise RuntimeError("submitit did not requeue the job after its chunk")
-
-
-def slurm_time_left() -> float | None:
-    """Seconds this Slurm job has left before its time limit (``squeue -o %L``), or None
-    outside a Slurm job or when Slurm does not say."""
-    job = os.environ.get("SLURM_JOB_ID")
-    if not job:
-        return None
-    try:
-        text = subprocess.run(["squeue", "-h", "-j", job, "-o", "%L"], capture_output=True, text=True, timeout=30, check=True).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    days, _, clock = text.rpartition("-")
-    parts = clock.split(":")
-    if not parts or not all(p.isdigit() for p in parts) or (days and not days.isdigit()):
-        return None  # UNLIMITED, NOT_SET, INVALID
-    seconds = 0
-    for part in parts:
-        seconds = seconds * 60 + int(part)
-    return seconds + 86400 * int(days or 0)
 
 
 def study_folder(jobs: Sequence[Job]) -> Path:
@@ -153,7 +98,7 @@ def _checkpointable() -> type:
     try:
         import submitit
     except ImportError as err:
-        raise ValueError(_SUBMITIT_MISSING) from err
+        raise ValueError(SUBMITIT_MISSING) from err
 
     class SubmititRunChunk(RunChunk, submitit.helpers.Checkpointable):
         pass
@@ -169,6 +114,8 @@ def live_jobs(job_ids: Sequence[str]) -> dict[str, str]:
         return {}
     try:
         out = subprocess.run(["squeue", "-h", "-r", "-t", "all", "-o", "%i|%T", "-u", getpass.getuser()], capture_output=True, text=True, timeout=60, check=True).stdout
+    except subprocess.CalledProcessError as err:
+        raise RuntimeError(f"cannot read Slurm's queue: {scheduler_words(err.stderr or err.stdout or str(err))}") from err
     except (OSError, subprocess.SubprocessError) as err:
         raise RuntimeError(f"cannot read Slurm's queue (squeue): {err}") from err
     wanted = set(job_ids)
@@ -199,6 +146,11 @@ class SlurmLauncher(Launcher):
         if not isinstance(self.options, SlurmOptions):
             raise ValueError(f"the slurm launcher takes a SlurmOptions (slurm=...), got {type(self.options).__name__}")
         self.study = None if study is None else Path(study)
+        _executor_class(self.options.cluster)  # submitit, and Slurm's commands: refused before anything is written
+        missing = [c for c in ("sbatch", "srun", "squeue") if self.options.cluster == "slurm" and shutil.which(c) is None]
+        if missing:
+            raise ValueError(f"the slurm backend needs Slurm's commands ({', '.join(missing)} not found on PATH): launch from a login node "
+                             "of your Slurm cluster, or try the same path on this machine with --slurm-cluster local")  # fmt: skip
 
     @property
     def waits(self) -> bool:
@@ -238,7 +190,10 @@ class SlurmLauncher(Launcher):
             self.study = study_folder(jobs)
         returns: dict[str, JobReturn] = {}
         record = self._record()
-        live = self._live(list(set(record.values())))
+        try:
+            live = self._live(list(set(record.values())))
+        except RuntimeError as err:  # Slurm does not answer: nothing is submitted
+            raise SubmissionError(f"{err}; nothing was submitted; {_CHECK}") from None
         todo = []
         for job in jobs:
             folder = RunFolder(job.run_dir)
@@ -277,16 +232,25 @@ class SlurmLauncher(Launcher):
         return [tuple(g[i : i + size]) for g in by_key.values() for i in range(0, len(g), size)]
 
     def _submit(self, executor_class: Any, jobs: list[Job]) -> list[_Submitted]:
+        """Submit ``jobs`` as one array; if the scheduler refuses them or does not answer, the
+        files this submission made are removed and a :class:`SubmissionError` quotes its words."""
         if not jobs:
             return []
-        executor = executor_class(folder=self.folder / "logs", max_num_timeout=self.options.max_requeues)
-        executor.update_parameters(**self.options.executor_parameters())
-        chunk_class = _checkpointable()
+        logs = self.folder / "logs"
+        made = [p for p in (logs, self.folder) if not p.exists()]
+        before = set(os.listdir(logs)) if logs.is_dir() else set()
         groups = self._groups(jobs)
         o = self.options
-        calls = [chunk_class(group, o.device, o.cpus, o.time_min * 60, 2 * o.signal_delay_s, o.chunk_seconds) for group in groups]
-        with executor.batch():
-            handles = [executor.submit(call) for call in calls]
+        try:
+            executor = executor_class(folder=logs, max_num_timeout=o.max_requeues)
+            executor.update_parameters(**o.executor_parameters())
+            chunk_class = _checkpointable()
+            calls = [chunk_class(group, o.device, o.cpus, o.time_min * 60, o.signal_delay_s, o.chunk_seconds) for group in groups]
+            with contextlib.redirect_stderr(io.StringIO()), executor.batch():  # submitit prints sbatch's error too: it is quoted once, below
+                handles = [executor.submit(call) for call in calls]
+        except (RuntimeError, OSError, subprocess.SubprocessError) as err:  # submitit's FailedJobError is a RuntimeError
+            _remove_submission(logs, before, made)
+            raise SubmissionError(f"Slurm did not take the jobs: {scheduler_words(str(err))}; nothing was submitted; {_CHECK}") from None
         return [_Submitted(group, handle, str(handle.job_id)) for group, handle in zip(groups, handles, strict=True)]
 
     def _wait(self, submitted: list[_Submitted]) -> None:
@@ -307,7 +271,13 @@ class SlurmLauncher(Launcher):
                 time.sleep(self.options.poll_s)
 
     def _ended(self, job: Job, job_id: str, handle: Any = None) -> JobReturn:
-        """A run whose job has ended: its folder's status; unfinished, it is ``failed`` (``error.txt``)."""
+        """The one judge of a run whose Slurm job has ended.  Its folder says it ended
+        (``completed``, ``diverged``) or ``failed`` (the run raised: ``error.txt``); else the
+        job raised outside the run, or Slurm says it ended ``FAILED`` or ``OUT_OF_MEMORY``:
+        ``failed`` (:func:`~training.launch.executor.record_failure`), since launching again
+        would meet the same end; else (cancelled, preempted, timed out, its node lost) the
+        run is ``interrupted``, its ``metrics.json`` saying so and its checkpoint kept:
+        launching again resumes it."""
         folder = RunFolder(job.run_dir)
         status = folder.status()
         if status in FINISHED_STATUSES:
@@ -317,8 +287,72 @@ class SlurmLauncher(Launcher):
             return JobReturn(job.name, RunStatus.FAILED, text[0] if text else f"see {folder.error_path}")
         log = self.folder / "logs" / f"{job_id}_0_log.err"
         raised = _job_exception(handle)
-        how = f"raised {raised}" if raised else "ended before the run finished (cancelled, timed out, killed or out of memory)"
-        return record_failure(job, f"Slurm job {job_id} {how}; its log: {log}; launch again to resume from its checkpoint")
+        if raised:
+            return record_failure(job, f"Slurm job {job_id} raised {raised}; its log: {log}; launch again to retry (from its checkpoint)")
+        state, code = (None, None) if self.options.cluster == "local" else job_end_state(job_id) or (None, None)
+        if state in FAILING_STATES:
+            return record_failure(job, f"Slurm job {job_id} ended {state} (exit code {code}) before the run finished: {FAILING_STATES[state]}; its log: {log}")
+        folder.mark_interrupted()
+        from training.launch.backends import resume_epoch
+
+        where = f"at epoch {resume_epoch(job.run_dir)} of {job.config.train.epochs}, its checkpoint kept" if folder.checkpoint_path.exists() else "before its first checkpoint"
+        ended = f"ended {state}" if state else "ended"
+        return JobReturn(job.name, str(folder.status()), f"Slurm job {job_id} {ended} before the run finished: interrupted {where}; its log: {log}; launch again to resume it")
+
+
+#: Slurm's end states of a job that make its unfinished run ``failed`` (launching again would meet the same end), with what to do.
+FAILING_STATES = {
+    "OUT_OF_MEMORY": "it ran out of memory; ask for more with --slurm-mem",
+    "FAILED": "the job's script or process failed (a --slurm-setup line, the environment, a signal)",
+}
+
+
+def job_end_state(job_id: str) -> tuple[str, str] | None:
+    """Slurm's record of how the job ``job_id`` ended: its state (``COMPLETED``,
+    ``CANCELLED``, ``TIMEOUT``, ``FAILED``, ``OUT_OF_MEMORY``, ...) and exit code, from
+    ``sacct`` (the accounting database), else ``scontrol show job`` (the controller keeps
+    an ended job ``MinJobAge`` seconds); None when neither says."""
+    for command in (["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State,ExitCode"], ["scontrol", "-o", "show", "job", job_id]):
+        try:
+            out = subprocess.run(command, capture_output=True, text=True, timeout=60, check=True).stdout
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if command[0] == "sacct" and "|" in out:
+            state, _, code = out.strip().splitlines()[-1].partition("|")
+            return state.split()[0], code
+        found = dict(re.findall(r"\b(JobState|ExitCode)=(\S+)", out))
+        if "JobState" in found:
+            return found["JobState"], found.get("ExitCode", "?")
+    return None
+
+
+#: What a user checks when Slurm does not take the jobs.
+_CHECK = "check that Slurm answers (sinfo) and that this cluster accepts the --slurm-* options, then run the command again"
+#: The files submitit writes for a submission before sbatch answers: the jobs' pickles and the script.
+_SUBMISSION_FILE = re.compile(r"^(?:[0-9a-f]{32}\.pkl|\.submission_file_[0-9a-f]{32}\.sh)$")
+
+
+def scheduler_words(text: str) -> str:
+    """The scheduler's own words in ``text`` (``sbatch``'s or ``squeue``'s stderr, an exception's
+    text): its error lines, else its last line, on one line, quoted."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    errors = [line for line in lines if "error" in line.lower()] or lines[-1:] or ["(it said nothing)"]
+    words = " / ".join(dict.fromkeys(errors))
+    return f'"{words[:400]}"'
+
+
+def _remove_submission(logs: Path, before: set[str], made: list[Path]) -> None:
+    """Remove the files a failed submission made in ``logs`` (those not in ``before``; another
+    job's files are named by its id, not these), then the folders ``made`` if empty."""
+    if logs.is_dir():
+        for name in set(os.listdir(logs)) - before:
+            if _SUBMISSION_FILE.match(name):
+                (logs / name).unlink(missing_ok=True)
+    for folder in made:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
 
 
 def _job_exception(handle: Any) -> str | None:
@@ -336,7 +370,7 @@ def _executor_class(cluster: str) -> Any:
     try:
         import submitit
     except ImportError as err:
-        raise ValueError(_SUBMITIT_MISSING) from err
+        raise ValueError(SUBMITIT_MISSING) from err
     return submitit.SlurmExecutor if cluster == "slurm" else submitit.LocalExecutor
 
 

@@ -25,6 +25,31 @@ SLURM_FLAGS: dict[str, tuple[str, Any, str]] = {
     "ensemble_size": ("int1", None, "Train up to this many same-shape runs together in one job (GPUs) [default: one run per job]."),
 }
 
+#: The sbatch options (long and short names) a --slurm-* option sets: --slurm-sbatch may not set them again.
+SBATCH_OWNED = {
+    "partition": "--slurm-partition", "p": "--slurm-partition", "time": "--slurm-time", "t": "--slurm-time",
+    "gpus-per-node": "--slurm-gpus", "cpus-per-task": "--slurm-cpus", "c": "--slurm-cpus", "mem": "--slurm-mem",
+    "account": "--slurm-account", "A": "--slurm-account", "qos": "--slurm-qos", "q": "--slurm-qos",
+    "constraint": "--slurm-constraint", "C": "--slurm-constraint", "signal": "--slurm-signal-delay",
+    "array": "--slurm-array-parallelism", "a": "--slurm-array-parallelism",
+}  # fmt: skip
+#: The sbatch options the launcher sets itself (where the jobs' logs go, the job's name).
+SBATCH_LAUNCHER = {"output", "o", "error", "e", "open-mode", "job-name", "J"}
+
+
+def check_sbatch_option(key: str, value: str) -> None:
+    """Refuse an extra sbatch option (``--slurm-sbatch KEY=VALUE``) that a ``--slurm-*``
+    option or the launcher itself sets: given twice, one of the two would silently win."""
+    name = key.strip("-")
+    name = name if len(name) == 1 else name.replace("_", "-")
+    if name in SBATCH_OWNED:
+        flag = SBATCH_OWNED[name]
+        raise ValueError(f"--slurm-sbatch {key}={value} sets what {flag} sets; give it once, with {flag}")
+    if name in SBATCH_LAUNCHER:
+        raise ValueError(f"--slurm-sbatch {key}={value} sets what the launcher sets itself (the jobs' logs in STUDY/.slurm/logs, "
+                         "their name); leave it out")  # fmt: skip
+
+
 @dataclass(frozen=True)
 class SlurmOptions:
     """What a Slurm launch asks the cluster for (each field names the ``sbatch`` option it sets).
@@ -93,6 +118,11 @@ class SlurmOptions:
         for pair in self.sbatch_args:
             if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(p, str) and p for p in pair)):
                 raise ValueError(f"slurm sbatch_args must be (option, value) pairs such as ('reservation', 'gpu-day'), got {pair!r}")
+            check_sbatch_option(*pair)
+        keys = [pair[0].strip("-").replace("_", "-") for pair in self.sbatch_args]
+        if len(set(keys)) < len(keys):
+            twice = next(k for k in keys if keys.count(k) > 1)
+            raise ValueError(f"--slurm-sbatch sets {twice} twice; give each sbatch option once")
 
     def executor_parameters(self) -> dict[str, Any]:
         """The submitit executor's parameters (``SlurmExecutor``'s are ``sbatch`` options)."""

@@ -85,7 +85,8 @@ def make_run_data(cfg: RunConfig, device: torch.device | str = "cpu") -> RunData
 class TrainResult:
     """A run's trained model (eval mode), its metrics (the content of ``metrics.json``) and
     config; ``finished`` is False when a deadline stopped it before its last epoch (its
-    metrics then say ``"running"``; the same call resumes it)."""
+    metrics say ``"running"``, and ``"interrupted"`` once a run folder recorded the stop,
+    :mod:`training.launch.folders`; the same call resumes it)."""
 
     model: HookedTransformer
     metrics: dict
