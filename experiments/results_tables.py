@@ -366,3 +366,38 @@ def pc_causes(records: Records) -> str:
         rows.append([label, str(n), _rate(met, n) if n else "-", _rate(loose, n) if n else "-", against])
     return _markdown(("small init (gamma 0.8)", "seeds finished", "infers: >= 0.8 with (3,4) fitted", "infers: >= 0.8 whatever (3,4) does",
                       "against P (Fisher's exact test, two-sided, strict counts)"), rows)  # fmt: skip
+
+
+# -- where the strict answer appears (README's and docs/faithful-models.md's last results table)
+
+#: The stored CPU studies with small-init symmetric runs, in the order the breadth table lists them.
+BREADTH = ("verification", "pc", "pc-depth3-cosine", "pc-depth2-const", "pc-depth4-const")
+
+
+def _configuration(config: Any) -> str:
+    """A symmetric run's configuration in a few words: preset, depth, schedule, epochs, gamma."""
+    train = config.train
+    schedule = "the lr held at its peak" if train.min_lr >= train.lr else f"cosine to {train.min_lr:g}"
+    return f"`{config.preset}`, depth {config.model.n_layers}, peak lr {train.lr:g}, {schedule}, {train.epochs} epochs, gamma {config.init.gamma:g}"
+
+
+@generator("strict-breadth", *(STUDY_NAMES[r] for r in BREADTH),
+           what="README and docs/faithful-models.md: where small init infers strictly, per stored CPU study: configuration, seeds, both readings, the closest share (a study not stored yet is left out)")  # fmt: skip
+def strict_breadth(records: Records) -> str:
+    rows = []
+    for role in BREADTH:
+        if role != "verification" and not records.stored(STUDY_NAMES[role]):
+            continue
+        study = records.study(STUDY_NAMES[role])
+        small = [r for r in study.records() if r.status == "completed" and r.task_name == "symmetric" and r.config.init.gamma > 0.5]
+        if not small:
+            continue
+        answers = [_answers(r) for r in small]
+        closest = max(small, key=lambda r: r.final_columns()["heldout_inferential"] or 0.0)
+        columns = closest.final_columns()
+        rows.append([f"{STUDY_NAMES[role]}: {_configuration(small[0].config)}", _seeds(r.config.seed for r in small),
+                     _rate(sum(a[0] for a in answers), len(small)), _rate(sum(a[1] for a in answers), len(small)),
+                     f"{_num(columns['heldout_inferential'])} (seed {closest.config.seed}, (3,4) {_num(columns['exception_acc'])})"])  # fmt: skip
+    header = ("stored study: small init on `symmetric`", "seeds finished", "infers: >= 0.8 with (3,4) fitted", "infers: >= 0.8 whatever (3,4) does",
+              "highest final inferential share")  # fmt: skip
+    return _markdown(header, rows)

@@ -180,3 +180,19 @@ def test_history_blocks_and_bad_markers(tmp_path: Path, capsys: pytest.CaptureFi
         page.write_text(bad)
         code, _, err = _check(root, capsys, "--check")
         assert code == 1 and said in err, (bad, err)
+
+
+def test_where_the_strict_answer_appears_lists_each_stored_study_with_its_closest_share(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root, records = tmp_path / "repo", tmp_path / "records"
+    (root / "docs").mkdir(parents=True)
+    _stored_verification(records)
+    (root / "README.md").write_text("<!-- table:strict-breadth -->\n<!-- /table:strict-breadth -->\n")
+    code, out, _ = _check(root, capsys, "--records", str(records))
+    assert code == 0 and "strict-breadth in part" in out  # the positive control is not stored here
+    rows = [[c.strip() for c in line.strip("|").split(" | ")] for line in (root / "README.md").read_text().splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert len(rows) == 1 and rows[0][0].startswith("verify-cpu-201-208: `tiny`, depth ")
+    assert rows[0][1:] == ["1-3", _rate(1, 3), _rate(2, 3), "0.90 (seed 1, (3,4) 0.95)"]  # small init only: the verification's SMALL
+    _stored_sweep(records, "pc", {(1, 0.8): {"inf": 0.2, "sym": 0.0}, (1, 0.5): {"inf": 0.95, "sym": 0.0}})
+    assert _check(root, capsys, "--records", str(records))[0] == 0
+    rows = [[c.strip() for c in line.strip("|").split(" | ")] for line in (root / "README.md").read_text().splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert rows[1][0].startswith("pc-depth3-const:") and rows[1][1:] == ["1", _rate(0, 1), _rate(0, 1), "0.20 (seed 1, (3,4) 1.00)"]  # large init's 0.95 is not small init's
