@@ -101,6 +101,11 @@ def _stored_paper_statistic(records: Path) -> None:
     (study / STORED_STUDY_FILE).write_text(json.dumps({"format": STUDY_FORMAT, "kind": "sweep"}))
 
 
+def _rows(page: Path) -> list[list[str]]:
+    """The table rows of ``page`` (header rows included, separators not), cells stripped."""
+    return [[c.strip() for c in line.strip("|").split(" | ")] for line in page.read_text().splitlines() if line.startswith("| ") and "---" not in line]
+
+
 def _rate(k: int, n: int) -> str:
     return "{} of {} [{:.2f}, {:.2f}]".format(k, n, *exact_interval(k, n))
 
@@ -150,7 +155,7 @@ def test_the_positive_control_tables_count_strictly_and_test_causes_that_are_sto
     page.write_text("<!-- table:pc-main -->\n<!-- /table:pc-main -->\n\n<!-- table:pc-causes -->\n<!-- /table:pc-causes -->\n")
     code, out, _ = _check(root, capsys, "--records", str(records))
     assert code == 0 and "pc-causes in part" in out
-    rows = [[c.strip() for c in line.strip("|").split(" | ")] for line in page.read_text().splitlines() if line.startswith("| ") and "---" not in line]
+    rows = _rows(page)
     small, large = next(r for r in rows if r[0].startswith("small init (gamma 0.8)") and len(r) == 6), next(r for r in rows if r[0].startswith("large init"))
     assert (small[1], small[2], small[3], small[4]) == ("3", _rate(2, 3), _rate(3, 3), _rate(0, 3))  # seed 3: (3,4) unfitted counts only without the condition
     assert large[4] == _rate(2, 3)
@@ -158,7 +163,7 @@ def test_the_positive_control_tables_count_strictly_and_test_causes_that_are_sto
     assert causes["depth 2, the lr held (20 epochs)"][4].strip() == "not trained yet"
     _stored_sweep(records, "pc-depth2-const", {(s, 0.8): copies for s in (1, 2, 3)})
     assert _check(root, capsys, "--records", str(records))[0] == 0
-    causes = {r[0]: r for r in ([c.strip() for c in line.strip("|").split(" | ")] for line in page.read_text().splitlines() if line.startswith("| ")) if len(r) == 5}
+    causes = {r[0]: r for r in _rows(page) if len(r) == 5}
     assert causes["depth 2, the lr held (20 epochs)"][4].strip() == "p = 0.400: not separated at 3 seeds"  # Fisher: 2 of 3 against 0 of 3
     assert causes["depth 4, the lr held (20 epochs)"][4].strip() == "not trained yet"
 
@@ -189,10 +194,10 @@ def test_where_the_strict_answer_appears_lists_each_stored_study_with_its_closes
     (root / "README.md").write_text("<!-- table:strict-breadth -->\n<!-- /table:strict-breadth -->\n")
     code, out, _ = _check(root, capsys, "--records", str(records))
     assert code == 0 and "strict-breadth in part" in out  # the positive control is not stored here
-    rows = [[c.strip() for c in line.strip("|").split(" | ")] for line in (root / "README.md").read_text().splitlines() if line.startswith("| ") and "---" not in line][1:]
+    rows = _rows(root / "README.md")[1:]
     assert len(rows) == 1 and rows[0][0].startswith("verify-cpu-201-208: `tiny`, depth ")
     assert rows[0][1:] == ["1-3", _rate(1, 3), _rate(2, 3), "0.90 (seed 1, (3,4) 0.95)"]  # small init only: the verification's SMALL
     _stored_sweep(records, "pc", {(1, 0.8): {"inf": 0.2, "sym": 0.0}, (1, 0.5): {"inf": 0.95, "sym": 0.0}})
     assert _check(root, capsys, "--records", str(records))[0] == 0
-    rows = [[c.strip() for c in line.strip("|").split(" | ")] for line in (root / "README.md").read_text().splitlines() if line.startswith("| ") and "---" not in line][1:]
+    rows = _rows(root / "README.md")[1:]
     assert rows[1][0].startswith("pc-depth3-const:") and rows[1][1:] == ["1", _rate(0, 1), _rate(0, 1), "0.20 (seed 1, (3,4) 1.00)"]  # large init's 0.95 is not small init's
