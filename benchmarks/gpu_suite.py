@@ -226,7 +226,7 @@ def run_row(group: Group, run: Run) -> dict:
         evaluated = record.metrics.evaluated()
         final = record.metrics.final or (evaluated[-1].metrics if evaluated else None)
         columns.update({} if final is None else final.columns())
-    if status == "running":
+    if status in ("running", "interrupted"):  # a chunk's budget leaves its runs interrupted
         status += f" ({record.epochs_run}/{run.cfg.train.epochs} epochs)"
     row = {"gamma": run.cfg.init.gamma, "lr": run.cfg.train.lr, **{k: v for k, v in columns.items() if k != "train_acc"}, "weight_decay": run.cfg.train.weight_decay,
            "precision": run.cfg.train.precision, "seconds": None if record is None else record.elapsed_s, "run_dir": str(run.folder)}  # fmt: skip

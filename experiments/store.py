@@ -269,7 +269,7 @@ def study_page(data: dict[str, Any]) -> str:
     runs, dates = data["runs"], data["dates"]
     when = dates.get("text") or f"first run started {dates['first_run_started']}, last finished {dates['last_run_finished']} ({dates['from']})"
     statuses = ", ".join(f"{n} {s}" for s, n in runs["statuses"].items())
-    left = "; ".join(name if not v["files"] else f"{name} ({v['files']} files, {_size(v['bytes'])})" for name, v in data["left_behind"].items()) or "nothing"
+    left = "; ".join(name if not v["files"] else f"{name} ({v['files']} file{'s' if v['files'] != 1 else ''}, {_size(v['bytes'])})" for name, v in data["left_behind"].items()) or "nothing"
     lines = [
         f"# {data['name']}", "", *([data["description"], ""] if data["description"] else []),
         f"The records of a {data['kind']} study: {runs['count']} runs ({statuses}), kept without weights or checkpoints.",

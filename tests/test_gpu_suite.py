@@ -109,7 +109,7 @@ def test_two_chunks_end_identical_to_one_uninterrupted_run(tmp_path: Path, mode:
     assert first.exit_code == 0, first.output
     assert "4 of 4 runs remain" in first.output and "run the same command again to resume" in first.output
     table = (tmp_path / "chunks" / "gpu_suite.md").read_text()
-    assert "running (1/2 epochs)" in table  # the table so far
+    assert "interrupted (1/2 epochs)" in table  # the table so far: the budget stopped each run after its first epoch
     assert all((f / "checkpoint.pt").exists() for f in (tmp_path / "chunks" / "seed-0" / "symmetric").iterdir())
     for _ in range(4):  # the second chunk finishes unless the machine stalls for seconds
         again = CliRunner().invoke(suite.main, chunked)
