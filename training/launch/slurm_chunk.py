@@ -1,7 +1,8 @@
 """One Slurm job's work (:class:`RunChunk`): train its runs for one chunk through the one
 executor, say in the job's log what it does, and requeue itself until the runs are done.
 
-The job's log (``STUDY/.slurm/logs/JOB_0_log.out``) says, in lines that start ``interp-init:``:
+The job's log (``STUDY/.slurm/logs/JOB_0_log.out``) says these, each in a line that starts
+with ``interp-init``, the command's name:
 
 * each run's start: ``run NAME resumes from epoch E of N`` (its checkpoint), ``starts at
   epoch 0 of N``, or that it has ended already;
