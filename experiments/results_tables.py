@@ -15,6 +15,7 @@ protocols, the race).  Adding a table is a function registered here and a marker
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -274,8 +275,8 @@ def gpu_fit_epochs(records: Records) -> str:
 @generator("readme-minutes", STUDY_NAMES["verification"], what="README's time of the main job: the verification's models' training minutes")
 def readme_minutes(records: Records) -> str:
     study = records.study(STUDY_NAMES["verification"])
-    minutes = sorted(r.elapsed_s / 60 for r in study.records() if r.elapsed_s is not None)
-    median = minutes[len(minutes) // 2] if len(minutes) % 2 else (minutes[len(minutes) // 2 - 1] + minutes[len(minutes) // 2]) / 2
+    minutes = [r.elapsed_s / 60 for r in study.records() if r.elapsed_s is not None]
+    median = statistics.median(minutes)
     return (f"a model trained in a median {median:.1f} minutes, {_span(minutes, '{:.1f}')} with other work on the cores "
             f"as its STUDY.md says, on a 2-core CPU with one torch thread, in the verification below")
 
