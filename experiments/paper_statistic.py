@@ -105,7 +105,7 @@ def statistic_text(folder: Path, logged_every: int | None = None) -> str:
     if pending:
         lines.append(f"{pending} runs not completed yet (left out)")
     if logged_every is not None:
-        lines.append(f"epochs read: those the released scripts log with -pae {logged_every} (every {logged_every}th and the next-to-last)")
+        lines.append(f"epochs read: those the released scripts log with -pae {logged_every} (epochs {logged_every}, {2 * logged_every}, {3 * logged_every}, ... and the next-to-last)")
     return "\n".join(lines)
 
 

@@ -168,6 +168,39 @@ def test_the_positive_control_tables_count_strictly_and_test_causes_that_are_sto
     assert causes["depth 4, the lr held (20 epochs)"][4].strip() == "not trained yet"
 
 
+def test_the_papers_statistic_is_read_on_every_epoch_and_on_the_logged_ones_with_the_runs_modes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root, records = tmp_path / "repo", tmp_path / "records"
+    (root / "docs").mkdir(parents=True)
+    spec = StudySpec({"preset": "tiny", "task": "symmetric", "gamma": 0.8}, {"seed": [1, 2], "lr": [1e-3, 2e-3]})
+    study = records / results_tables.STUDY_NAMES["paper-statistic"]
+    for job in spec.jobs(study):  # 3 epochs; the released scripts' -pae 3 logs epoch 2 only
+        seed, lr = job.config.seed, job.config.train.lr
+        if (seed, lr) == (1, 1e-3):  # infers at its last epoch, 0.6 at the logged epoch 2
+            epochs = {1: {"inf": 0.2, "sym": 0.0}, 2: {"inf": 0.6, "sym": 0.0}, 3: {"inf": 0.9, "sym": 0.0}}
+        elif (seed, lr) == (2, 2e-3):  # copies
+            epochs = {e: {"inf": 0.0, "sym": 1.0} for e in (1, 2, 3)}
+        else:  # answers neither, settled from epoch 2 on: 0.3 at epoch 1
+            epochs = {e: {"inf": 0.3 if e == 1 else 0.1, "sym": 0.0} for e in (1, 2, 3)}
+        metrics = _metrics("symmetric", epochs[3], 3)
+        for row in metrics["history"]:
+            row["heldout"] = {"4,3": {"inferential": epochs[row["epoch"]]["inf"], "symmetric": epochs[row["epoch"]]["sym"]}}
+        _mark(job.run_dir, job.config.to_dict(), metrics)
+    (study / "sweep.json").write_text(json.dumps(spec.to_dict()))
+    (study / STORED_STUDY_FILE).write_text(json.dumps({"format": STUDY_FORMAT, "kind": "sweep"}))
+    page = root / "docs" / "page.md"
+    page.write_text("<!-- table:paper-statistic -->\n<!-- /table:paper-statistic -->\n\nRace: <!-- text:paper-statistic-modes --><!-- /text:paper-statistic-modes -->.\n")
+    assert _check(root, capsys, "--records", str(records))[0] == 0
+    text = page.read_text()
+    every, logged = text.split("--logged-every 3`")
+    assert "`python experiments/paper_statistic.py experiments/results/paper-statistic-401-403`" in every
+    assert "| 1 | 2 | 1.00 (lr 0.001, epoch 1) | 0.90 (lr 0.001, epoch 3) |" in every and "| 2 | 2 | 1.00 (lr 0.001, epoch 1) | 0.30 (lr 0.001, epoch 1) |" in every
+    assert "| 1 | 2 | 1.00 (lr 0.001, epoch 2) | 0.60 (lr 0.001, epoch 2) |" in logged and "| mean over seeds | | 1.00 | 0.35 |" in logged
+    assert f"inferential >= 0.8 at some lr and epoch: 1 of 2 seeds [{exact_interval(1, 2)[0]:.2f}, {exact_interval(1, 2)[1]:.2f}]" in every
+    assert "at some lr and epoch: 0 of 2 seeds" in logged and "epochs read: those the released scripts log with -pae 3 (epochs 3, 6, 9, ... and the next-to-last)" in logged
+    assert "-->at the last epoch, over all 4 runs: 1 infer (seed 1, lr=0.001), 1 copy (seed 2, lr=0.002), 2 answer neither, 0 are under-trained<!--" in text  # by hand
+    assert _check(root, capsys, "--records", str(records), "--check")[0] == 0
+
+
 def test_history_blocks_and_bad_markers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = tmp_path / "repo"
     (root / "docs").mkdir(parents=True)
