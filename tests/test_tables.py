@@ -161,11 +161,20 @@ def test_the_positive_control_tables_count_strictly_and_test_causes_that_are_sto
     assert large[4] == _rate(2, 3)
     causes = {r[0]: r for r in rows if len(r) == 5}
     assert causes["depth 2, the lr held (20 epochs)"][4].strip() == "not trained yet"
-    _stored_sweep(records, "pc-depth2-const", {(s, 0.8): copies for s in (1, 2, 3)})
+    _stored_sweep(records, "pc-depth2-const", {(s, 0.8): copies if s < 3 else infers for s in (1, 2, 3)})
+    depth2 = root / "docs" / "depth2.md"
+    depth2.write_text("<!-- table:pc-depth2 -->\n<!-- /table:pc-depth2 -->\n")
     assert _check(root, capsys, "--records", str(records))[0] == 0
     causes = {r[0]: r for r in _rows(page) if len(r) == 5}
-    assert causes["depth 2, the lr held (20 epochs)"][4].strip() == "p = 0.400: not separated at 3 seeds"  # Fisher: 2 of 3 against 0 of 3
+    assert causes["depth 2, the lr held (20 epochs)"][4].strip() == "p = 1.000: not separated at 3 seeds"  # Fisher: 2 of 3 against 1 of 3
     assert causes["depth 4, the lr held (20 epochs)"][4].strip() == "not trained yet"
+    rows = {r[0]: r for r in _rows(depth2)}
+    assert rows["small init (gamma 0.8)"][1:5] == ["3", _rate(1, 3), _rate(1, 3), _rate(2, 3)]
+    assert rows["large init (gamma 0.5)"][1:] == ["0", "-", "-", "-", "not trained yet"]  # rule 5's large init, until stored
+    _stored_sweep(records, "pc-depth2-const-large", {(s, 0.5): copies for s in (1, 2)})
+    assert _check(root, capsys, "--records", str(records))[0] == 0
+    large = next(r for r in _rows(depth2) if r[0] == "large init (gamma 0.5)")
+    assert large[1:5] == ["2", _rate(0, 2), _rate(0, 2), _rate(2, 2)] and large[5] == "1: 0.00 / 1.00 (1.00), 2: 0.00 / 1.00 (1.00)"
 
 
 def test_the_papers_statistic_is_read_on_every_epoch_and_on_the_logged_ones_with_the_runs_modes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
