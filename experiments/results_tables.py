@@ -428,14 +428,16 @@ def pc_causes(records: Records) -> str:
 # -- where the strict answer appears (README's and docs/faithful-models.md's last results table)
 
 #: The stored CPU studies with small-init symmetric runs, in the order the breadth table lists them.
-BREADTH = ("verification", "pc", "pc-depth3-cosine", "pc-depth2-const", "pc-depth4-const")
+BREADTH = ("verification", "paper-statistic", "pc", "pc-depth3-cosine", "pc-depth2-const", "pc-depth4-const")
 
 
-def _configuration(config: Any) -> str:
-    """A symmetric run's configuration in a few words: preset, depth, schedule, epochs, gamma."""
+def _configuration(config: Any, lrs: Sequence[float] = ()) -> str:
+    """A symmetric run's configuration in a few words: preset, depth, schedule, epochs, gamma
+    (``lrs``: the peak lrs of a sweep over them, said as their span)."""
     train = config.train
     schedule = "the lr held at its peak" if train.min_lr >= train.lr else f"cosine to {train.min_lr:g}"
-    return f"`{config.preset}`, depth {config.model.n_layers}, peak lr {train.lr:g}, {schedule}, {train.epochs} epochs, gamma {config.init.gamma:g}"
+    peak = f"peak lr {min(lrs):g}-{max(lrs):g} ({len(lrs)} lrs)" if len(lrs) > 1 else f"peak lr {train.lr:g}"
+    return f"`{config.preset}`, depth {config.model.n_layers}, {peak}, {schedule}, {train.epochs} epochs, gamma {config.init.gamma:g}"
 
 
 @generator("strict-breadth", *(STUDY_NAMES[r] for r in BREADTH),
@@ -451,10 +453,12 @@ def strict_breadth(records: Records) -> str:
             continue
         answers = [_answers(r) for r in small]
         closest = max(small, key=lambda r: r.final_columns()["heldout_inferential"] or 0.0)
-        columns = closest.final_columns()
-        rows.append([f"{STUDY_NAMES[role]}: {_configuration(small[0].config)}", _seeds(r.config.seed for r in small),
+        columns, lrs = closest.final_columns(), sorted({r.config.train.lr for r in small})
+        seeds = _seeds({r.config.seed for r in small}) + (f" x {len(lrs)} lrs ({len(small)} runs)" if len(lrs) > 1 else "")
+        where = f"seed {closest.config.seed}" + (f", lr {closest.config.train.lr:g}" if len(lrs) > 1 else "")
+        rows.append([f"{STUDY_NAMES[role]}: {_configuration(small[0].config, lrs)}", seeds,
                      _rate(sum(a[0] for a in answers), len(small)), _rate(sum(a[1] for a in answers), len(small)),
-                     f"{_num(columns['heldout_inferential'])} (seed {closest.config.seed}, (3,4) {_num(columns['exception_acc'])})"])  # fmt: skip
-    header = ("stored study: small init on `symmetric`", "seeds finished", "infers: >= 0.8 with (3,4) fitted", "infers: >= 0.8 whatever (3,4) does",
+                     f"{_num(columns['heldout_inferential'])} ({where}, (3,4) {_num(columns['exception_acc'])})"])  # fmt: skip
+    header = ("stored study: small init on `symmetric`", "seeds (runs) finished", "infers: >= 0.8 with (3,4) fitted", "infers: >= 0.8 whatever (3,4) does",
               "highest final inferential share")  # fmt: skip
     return _markdown(header, rows)

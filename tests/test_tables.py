@@ -243,3 +243,8 @@ def test_where_the_strict_answer_appears_lists_each_stored_study_with_its_closes
     assert _check(root, capsys, "--records", str(records))[0] == 0
     rows = _rows(root / "README.md")[1:]
     assert rows[1][0].startswith("pc-depth3-const:") and rows[1][1:] == ["1", _rate(0, 1), _rate(0, 1), "0.20 (seed 1, (3,4) 1.00)"]  # large init's 0.95 is not small init's
+    _stored_paper_statistic(records)  # seeds 1-2 x lrs 1e-3, 2e-3: 0.9 (seed 1) and 0.7 at 1e-3, 0.1 at 2e-3, (3,4) 0.95
+    assert _check(root, capsys, "--records", str(records))[0] == 0
+    rows = _rows(root / "README.md")[1:]
+    assert rows[1][0].startswith("paper-statistic-401-403: `tiny`, depth 2, peak lr 0.001-0.002 (2 lrs), ")
+    assert rows[1][1:] == ["1, 2 x 2 lrs (4 runs)", _rate(1, 4), _rate(1, 4), "0.90 (seed 1, lr 0.001, (3,4) 0.95)"]
