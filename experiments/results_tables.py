@@ -312,7 +312,7 @@ def readme_minutes(records: Records) -> str:
     median = statistics.median(minutes)
     return (f"a model trained in a median {median:.1f} minutes, {_span(minutes, '{:.1f}')} with other work on the cores "
             f"as its STUDY.md says, on a 2-core CPU with one torch thread, in the verification of seeds "
-            f"{_seeds(sorted({r.config.seed for r in study.records()}))}")
+            f"{_seeds({r.config.seed for r in study.records()})}")
 
 
 @dataclass(frozen=True)

@@ -90,6 +90,12 @@ def _stored_verification(records: Path) -> None:
     (study / STORED_STUDY_FILE).write_text(json.dumps({"format": STUDY_FORMAT, "kind": "reproduction"}))
 
 
+def _stored_as_sweep(study: Path, spec: StudySpec) -> None:
+    """Mark ``study`` (its run folders written) as a stored sweep of ``spec``."""
+    (study / "sweep.json").write_text(json.dumps(spec.to_dict()))
+    (study / STORED_STUDY_FILE).write_text(json.dumps({"format": STUDY_FORMAT, "kind": "sweep"}))
+
+
 def _stored_paper_statistic(records: Path) -> None:
     """A seed x lr sweep: seed 1's best inferential 0.9 with (3,4) fitted, seed 2's 0.7."""
     spec = StudySpec({"preset": "tiny", "task": "symmetric", "gamma": 0.8}, {"seed": [1, 2], "lr": [1e-3, 2e-3]})
@@ -97,8 +103,7 @@ def _stored_paper_statistic(records: Path) -> None:
     for job in spec.jobs(study):
         best = {1: 0.9, 2: 0.7}[job.config.seed] if job.config.train.lr == 1e-3 else 0.1
         _mark(job.run_dir, job.config.to_dict(), _metrics("symmetric", {"inf": best, "sym": 0.0, "exception": 0.95}, job.config.train.epochs))
-    (study / "sweep.json").write_text(json.dumps(spec.to_dict()))
-    (study / STORED_STUDY_FILE).write_text(json.dumps({"format": STUDY_FORMAT, "kind": "sweep"}))
+    _stored_as_sweep(study, spec)
 
 
 def _rows(page: Path) -> list[list[str]]:
@@ -142,8 +147,7 @@ def _stored_sweep(records: Path, role: str, numbers: dict[tuple[int, float], dic
     study = records / results_tables.STUDY_NAMES[role]
     for job in spec.jobs(study):
         _mark(job.run_dir, job.config.to_dict(), _metrics("symmetric", numbers[job.config.seed, job.config.init.gamma], job.config.train.epochs))
-    (study / "sweep.json").write_text(json.dumps(spec.to_dict()))
-    (study / STORED_STUDY_FILE).write_text(json.dumps({"format": STUDY_FORMAT, "kind": "sweep"}))
+    _stored_as_sweep(study, spec)
 
 
 def test_the_positive_control_tables_count_strictly_and_test_causes_that_are_stored(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -194,8 +198,7 @@ def test_the_papers_statistic_is_read_on_every_epoch_and_on_the_logged_ones_with
         for row in metrics["history"]:
             row["heldout"] = {"4,3": {"inferential": epochs[row["epoch"]]["inf"], "symmetric": epochs[row["epoch"]]["sym"]}}
         _mark(job.run_dir, job.config.to_dict(), metrics)
-    (study / "sweep.json").write_text(json.dumps(spec.to_dict()))
-    (study / STORED_STUDY_FILE).write_text(json.dumps({"format": STUDY_FORMAT, "kind": "sweep"}))
+    _stored_as_sweep(study, spec)
     page = root / "docs" / "page.md"
     page.write_text("<!-- table:paper-statistic -->\n<!-- /table:paper-statistic -->\n\nRace: <!-- text:paper-statistic-modes --><!-- /text:paper-statistic-modes -->.\n")
     assert _check(root, capsys, "--records", str(records))[0] == 0
