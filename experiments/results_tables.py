@@ -73,6 +73,13 @@ STUDY_NAMES = {
     "pc-depth2-const": "pc-depth2-const",
     "pc-depth4-const": "pc-depth4-const",
     "pc-depth2-const-large": "pc-depth2-const-large",  # rule 5 of docs/positive-control.md
+    # docs/fig2-contrast.md (issue 52): Fig. 2's contrast, both inits under the papers' statistic, and the gamma slice
+    "fig2-large-401-403": "fig2-large-401-403",
+    "fig2-small-404-406": "fig2-small-404-406",
+    "fig2-large-404-406": "fig2-large-404-406",
+    "gamma-slice-d2": "gamma-slice-d2",
+    "gamma-slice-d3": "gamma-slice-d3",
+    "gamma-slice-g1.2": "gamma-slice-g1.2",
 }
 
 
@@ -462,3 +469,72 @@ def strict_breadth(records: Records) -> str:
     header = ("stored study: small init on `symmetric`", "seeds (runs) finished", "infers: >= 0.8 with (3,4) fitted", "infers: >= 0.8 whatever (3,4) does",
               "highest final inferential share")  # fmt: skip
     return _markdown(header, rows)
+
+
+# -- Fig. 2 as a contrast, and the gamma slice (docs/fig2-contrast.md, pre-registered; experiments/contrast.py)
+
+#: Each init's seed x lr sweeps: the first is needed, the others are read where they are stored.
+FIG2_SWEEPS = {"small": ("paper-statistic", "fig2-small-404-406"), "large": ("fig2-large-401-403", "fig2-large-404-406")}
+#: The gamma slice's sweeps, read where they are stored.
+SLICE = ("gamma-slice-d2", "gamma-slice-d3", "gamma-slice-g1.2")
+
+
+def _fig2(records: Records) -> tuple[ModuleType, Any, Any]:
+    """experiments/contrast.py and both inits' sweeps (their stored studies, read together)."""
+    contrast = records.script("contrast")
+    sweeps = []
+    for roles in FIG2_SWEEPS.values():
+        folders = [records.study(STUDY_NAMES[roles[0]]).path]
+        folders += [records.study(STUDY_NAMES[r]).path for r in roles[1:] if records.stored(STUDY_NAMES[r])]
+        sweeps.append(contrast.InitSweep.read(folders))
+    return contrast, *sweeps
+
+
+_FIG2_STUDIES = tuple(STUDY_NAMES[r] for roles in FIG2_SWEEPS.values() for r in roles)
+
+
+@generator("fig2-contrast", *_FIG2_STUDIES,
+           what="README and docs/fig2-contrast.md: Fig. 2's two panels for both inits under the papers' statistic (every epoch and the logged epochs), with the Mann-Whitney test and rule C1's word")  # fmt: skip
+def fig2_contrast(records: Records) -> str:
+    contrast, small, large = _fig2(records)
+    return contrast.panel_table(contrast.panel_rows(small, large) + contrast.panel_rows(small, large, 3))
+
+
+@generator("fig2-verdict", *_FIG2_STUDIES, what="README and docs/fig2-contrast.md: which seeds are read, rule C1's conclusion, the spikes")
+def fig2_verdict(records: Records) -> str:
+    contrast, small, large = _fig2(records)
+    return (f"{contrast.seeds_line(small, large)}. Rule C1 on the every-epoch reading: {contrast.contrast_word(contrast.panel_rows(small, large))}; "
+            f"{contrast.spikes_sentence(small, large)}")  # fmt: skip
+
+
+@generator("fig2-picks", *_FIG2_STUDIES, what="docs/fig2-contrast.md: every seed's pick on both panels with its neighbouring epochs and whether it is a spike")
+def fig2_picks(records: Records) -> str:
+    contrast, small, large = _fig2(records)
+    return contrast.picks_table(small, large)
+
+
+@generator("fig2-strict", *_FIG2_STUDIES, what="README and docs/fig2-contrast.md: rule C2, the strict last-epoch reading of both inits, per seed at lr 5e-4 (Fisher) and over all runs")
+def fig2_strict(records: Records) -> str:
+    contrast, small, large = _fig2(records)
+    return contrast.strict_table(small, large)
+
+
+@generator("gamma-slice", *(STUDY_NAMES[r] for r in SLICE),
+           what="README and docs/fig2-contrast.md: the gamma slice per depth x gamma (rule S1) and rules S2-S3 (a sweep not stored yet is left out)")  # fmt: skip
+def gamma_slice(records: Records) -> str:
+    contrast = records.script("contrast")
+    folders = [records.study(STUDY_NAMES[SLICE[0]]).path]
+    folders += [records.study(STUDY_NAMES[r]).path for r in SLICE[1:] if records.stored(STUDY_NAMES[r])]
+    cells = contrast.slice_cells(folders)
+    return contrast.slice_table(cells) + "\n\n" + contrast.slice_rules(cells)
+
+
+@generator("pc-depth2-inits", STUDY_NAMES["pc-depth2-const"], STUDY_NAMES["pc-depth2-const-large"],
+           what="docs/positive-control.md: small against large init at depth 2 with the lr held, copies and strict infers, by Fisher's exact test (post hoc)")  # fmt: skip
+def pc_depth2_inits(records: Records) -> str:
+    contrast = records.script("contrast")
+    small, large = (_small_large(records, role).get(gamma, []) for role, gamma in (("pc-depth2-const", 0.8), ("pc-depth2-const-large", 0.5)))
+    s, l = (contrast.Strict.of(runs) for runs in (small, large))
+    p_copy, p_inf = contrast.fisher((l.copies, l.n), (s.copies, s.n)), contrast.fisher((s.infers, s.n), (l.infers, l.n))
+    return (f"large init copies on {l.copies} of {l.n} against small init's {s.copies} of {s.n} (two-sided Fisher's exact test p = {p_copy:.3f}), "
+            f"and small init infers strictly on {s.infers} of {s.n} against large init's {l.infers} of {l.n} (p = {p_inf:.3f})")  # fmt: skip

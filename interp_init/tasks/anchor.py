@@ -40,6 +40,12 @@ COMMUTATIVITY_THRESHOLD = 0.7
 #: the symmetric target (>= 0.8); on ``id-ood`` small init composes (OOD >= 0.5, the
 #: journal's Phase 3) and large init does not (OOD <= 0.3).  The verdict's words
 #: ``inferential`` and ``symmetric`` (:func:`heldout_answer`) use the same thresholds.
+#: The small-init criterion itself asks nothing of the run's own ID accuracy: the flip asks
+#: it as a criterion of its own (both ID >= 0.9), but a count of runs that infer read alone
+#: (the population tables of docs/positive-control.md, the sweeps' strict counts) would
+#: count a run at inferential 0.8 with ID 0.80 (seed 403 at lr 2.5e-4 of the stored
+#: papers'-statistic sweep ends at 0.7995 with ID 0.80).  The contrast's tables
+#: (experiments/contrast.py) print beside each count how many of its runs have ID < 0.9.
 FLIP_CRITERIA: dict[str, float] = {
     "min_id_acc": ID_THRESHOLD,
     "min_small_inferential": 0.8,
