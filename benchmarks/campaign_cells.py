@@ -12,7 +12,7 @@ whole 210 epochs the runs of the earlier cells that are still moving at their la
 ``--scale tiny`` runs the same cells (same grids, names and rules) on the ``tiny`` preset's
 model with a few hundred samples and a few epochs, for tests on a CPU.
 
-The seeds are 9001-9003, used by no CPU study of this project for choosing anything (the CPU
+The seeds are 9001-9003 (and 9004-9008 for cells 07 and 08), used by no CPU study of this project for choosing anything (the CPU
 studies used 0-6, 11-13, 21, 31-33, 101-108, 201-208, 301-306, 401-403, 501-504, 601-608 and
 7003-7006).
 """
@@ -28,6 +28,10 @@ from training.config import RunConfig, make_run_config
 
 #: The campaign's seeds (see the module docstring).
 SEEDS: tuple[int, ...] = (9001, 9002, 9003)
+#: Five more seeds for Fig. 2's contrast (cells 07 and 08, added 2026-11-29 before any campaign
+#: result): with 3 seeds an init no rank test can separate the inits (the smallest two-sided
+#: exact Mann-Whitney p is 0.1), with 8 it can (p < 0.05 from 6 of 8 ranks in order).
+MORE_SEEDS: tuple[int, ...] = (9004, 9005, 9006, 9007, 9008)
 #: NeurIPS Fig. 2's learning rates: 9 peak lrs evenly spaced in [1e-4, 3e-4].
 PAPER_LRS: tuple[float, ...] = (1e-4, 1.25e-4, 1.5e-4, 1.75e-4, 2e-4, 2.25e-4, 2.5e-4, 2.75e-4, 3e-4)
 #: Three of them, for the cells whose grid is otherwise too costly for the leases.
@@ -161,6 +165,16 @@ CELLS: tuple[Cell, ...] = (
         "The journal's Fig. 3 on its 10-layer, 10-head model (id-ood, gamma 0.8 and 0.5, lr 1.5e-4): small init composes, large init does not?",
         "id-ood", {"n_layers": 10, "n_heads": 10, "d_head": 40}, (("seed", SEEDS), ("gamma", (0.8, 0.5))), precision_from="02-fp32-control",
         tiny={"n_layers": 3, "n_heads": 2, "d_head": 16},
+    ),
+    Cell(  # 07 and 08 were added 2026-11-29, before any campaign result; they run before 06, whose length is open
+        "07-fig2-small-more-seeds",
+        "Fig. 2's contrast needs more seeds: cell 01 on seeds 9004-9008 (small init, gamma 0.8, the 9 lrs).",
+        "symmetric", {"gamma": 0.8}, (("seed", MORE_SEEDS), ("lr", PAPER_LRS)), precision_from="02-fp32-control",
+    ),
+    Cell(
+        "08-fig2-large-more-seeds",
+        "Fig. 2's contrast needs more seeds: cell 03 on seeds 9004-9008 (large init, gamma 0.5, the 9 lrs).",
+        "symmetric", {"gamma": 0.5}, (("seed", MORE_SEEDS), ("lr", PAPER_LRS)), precision_from="02-fp32-control",
     ),
     Cell(
         "06-full-schedule",

@@ -208,10 +208,12 @@ def _seeds_ending(records: Sequence[RunRecord], word: str) -> int:
 
 def _decide_small(records: list[RunRecord]) -> Decision:
     stat, best = _paper_statistic(records, "heldout_inferential")
+    sym, best_sym = _paper_statistic(records, "heldout_symmetric")
     strict, n = _seeds_ending(records, "inferential"), len(best)
-    table = tuple(f"seed {s}: best (4,3) inferential {v:.2f}" for s, v in best.items()) + (f"mean {stat:.2f}; seeds ending inferential at some lr: {strict} of {n}",)
-    if strict:
-        return Decision("flip", "small init infers at the end of the cell on some lr: the flip exists at paper scale, the first run's null was its one lr", table)
+    table = tuple(f"seed {s}: best (4,3) inferential {v:.2f}, best symmetric {best_sym[s]:.2f}" for s, v in best.items()) + (
+        f"means: inferential {stat:.2f}, symmetric {sym:.2f}; seeds ending inferential at some lr: {strict} of {n}",)  # fmt: skip
+    if strict:  # "flip" until 2026-11-29: one init's runs cannot show a flip (docs/campaign.md, the amendments)
+        return Decision("infers", "small init infers at the end of the cell on some lr: small init's side of Fig. 2 at paper scale; the flip is the contrast's to call, with large init", table)
     if stat >= 0.8:
         return Decision("transient", "the papers' statistic reaches 0.8 but no run keeps the inferential answer: Fig. 2 reproduces only as an early transient", table)
     if stat < 0.5:
@@ -296,13 +298,60 @@ def _decide_extension(records: list[RunRecord], short: int) -> Decision:
     return Decision("25 epochs suffice", "no extended run changed its answer after epoch 25: the 25-epoch decisions stand", table)
 
 
+#: Fig. 2's contrast reads small init's cells against large init's (docs/campaign.md, the amendments).
+CONTRAST_CELLS: dict[str, tuple[str, ...]] = {"small": ("01-fig2-small-init", "07-fig2-small-more-seeds"), "large": ("03-large-init", "08-fig2-large-more-seeds")}
+#: The level the contrast's rank tests call a difference at.
+CONTRAST_ALPHA = 0.05
+
+
+def _whole_seeds(results: CampaignResults, names: Sequence[str]) -> list[RunRecord]:
+    """The finished runs of the cells ``names`` whose seed has every lr of its cell finished."""
+    out = []
+    for name in names:
+        cell = cell_named(name)
+        runs, records = results.runs(cell), results.records(cell)
+        lrs = {r.config.train.lr for r in runs or []}
+        for seed, seed_runs in _by_seed(list(records.values())).items():
+            if {r.lr for r in seed_runs} >= lrs:
+                out.extend(seed_runs)
+    return out
+
+
+def decide_contrast(results: CampaignResults) -> Decision:
+    """Fig. 2's contrast at paper scale: small init's per-seed best shares (cells 01, 07)
+    against large init's (03, 08), both panels, by the two-sided exact Mann-Whitney U test
+    over whole seeds; the flip needs both panels separated in the papers' direction."""
+    from scipy.stats import mannwhitneyu
+
+    small, large = (_whole_seeds(results, CONTRAST_CELLS[k]) for k in ("small", "large"))
+    if not small or not large:
+        return Decision("pending", "the contrast needs whole seeds (all 9 lrs) of both inits; a campaign that ends here concludes nothing about the contrast")
+    table, held, reversed_ = [], [], []
+    for letter, target, expected in (("b", "heldout_inferential", "small"), ("a", "heldout_symmetric", "large")):
+        (ms, bs), (ml, bl) = _paper_statistic(small, target), _paper_statistic(large, target)
+        p = float(mannwhitneyu(list(bs.values()), list(bl.values()), alternative="two-sided", method="exact").pvalue)
+        higher = "small" if ms > ml else "large" if ml > ms else None
+        table.append(f"panel ({letter}) {target}: small init {ms:.2f} ({len(bs)} seeds), large init {ml:.2f} ({len(bl)} seeds), Mann-Whitney p = {p:.3f}")
+        if p < CONTRAST_ALPHA:
+            (held if higher == expected else reversed_).append(letter)
+    table.append(f"seeds ending inferential at some lr: small init {_seeds_ending(small, 'inferential')} of {len(_by_seed(small))}, "
+                 f"large init {_seeds_ending(large, 'inferential')} of {len(_by_seed(large))}")  # fmt: skip
+    if reversed_:
+        return Decision("reversed", f"panel {' and '.join(reversed_)} separated against the papers' direction", tuple(table))
+    if len(held) == 2:
+        return Decision("flip", "both panels separated in the papers' direction: Fig. 2's contrast holds at paper scale", tuple(table))
+    if held:
+        return Decision("one panel", f"only panel ({held[0]}) separated in the papers' direction: the contrast holds on that panel only", tuple(table))
+    return Decision("not separated", "neither panel separated at these seeds (with 3 seeds an init the smallest p is 0.1: cells 07 and 08 give 8)", tuple(table))
+
+
 def decide(results: CampaignResults, cell: Cell, full: bool = False) -> Decision:
     """``cell``'s outcome under its rule (docs/campaign.md), from its finished runs (``full``:
     with the extension's whole-schedule records in place of the runs it retrained)."""
     records = list(results.records(cell, full).values())
     if not records:
         return Decision("pending", "no finished run yet")
-    rule = {"01": _decide_small, "03": _decide_large, "04": _decide_depth, "05": _decide_journal}.get(cell.name[:2])
+    rule = {"01": _decide_small, "03": _decide_large, "04": _decide_depth, "05": _decide_journal, "07": _decide_small, "08": _decide_large}.get(cell.name[:2])
     if rule is not None:
         return rule(records)
     if cell.name.startswith("02"):
@@ -310,4 +359,4 @@ def decide(results: CampaignResults, cell: Cell, full: bool = False) -> Decision
     return _decide_extension(records, SHORT_EPOCHS if results.scale == "paper" else TINY_EPOCHS[SHORT_EPOCHS])
 
 
-__all__ = ["CELLS", "CampaignResults", "Decision", "answer", "decide", "still_moving", "stored"]
+__all__ = ["CELLS", "CampaignResults", "Decision", "answer", "decide", "decide_contrast", "still_moving", "stored"]

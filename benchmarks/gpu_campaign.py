@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from campaign_cells import CELLS, SCALES  # noqa: E402
 from campaign_plan import (AIM_EFFICIENCY, GPUS, LEASE_BUDGET_S, MARGIN_S, MEASURED_EFFICIENCY, SETUP_PRIOR_S, Costs, Part, Rate,  # noqa: E402
                            cell_seconds, next_part, precision_of, simulate)  # fmt: skip
-from campaign_records import MAX_CELL_BYTES, RESULTS, CampaignResults, decide  # noqa: E402
+from campaign_records import MAX_CELL_BYTES, RESULTS, CampaignResults, decide, decide_contrast  # noqa: E402
 from campaign_step import LADDERS, PATHS, self_check, timed  # noqa: E402
 from gpu_cost import peaks as measure_peaks  # noqa: E402
 from gpu_cost import remaining_flops  # noqa: E402
@@ -247,6 +247,16 @@ def plan_text(results: CampaignResults, costs: Costs, peaks: dict[str, float], l
     return "\n".join(lines)
 
 
+def registered_plan(root: Path | None = None, gpu: str = "h200", budget: float = LEASE_BUDGET_S) -> str:
+    """The plan docs/campaign.md shows (``python experiments/tables.py`` writes it there): the dry
+    run's text at ``gpu``'s recorded peaks, over the campaign's records at ``root``."""
+    store = CampaignResults(root or ROOT / RESULTS, "paper")
+    figures = GPUS[gpu]
+    peaks = {"bf16": figures.bf16, "fp32": figures.fp32, "tf32": figures.tf32}
+    rate = _rate_for(peaks, None, store, figures.name, None)
+    return plan_text(store, Costs(), peaks, f"{figures.name} ({figures.source})", rate, budget)
+
+
 def status_text(results: CampaignResults) -> str:
     """Each cell's progress, its parts, and its outcome under its rule so far."""
     lines = []
@@ -263,6 +273,7 @@ def status_text(results: CampaignResults) -> str:
             lines += ["", ("" if finished else "(so far) ") + decide(results, cell).format(), ""]
             if {r.path for r in results.records(cell, full=True).values()} != {r.path for r in done.values()}:  # the extension retrained some
                 lines += ["With the whole schedule where the extension retrained a run:", decide(results, cell, full=True).format(), ""]
+    lines += ["## Fig. 2's contrast (cells 01 and 07 against 03 and 08)", decide_contrast(results).format()]
     return "\n".join(lines)
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
 
@@ -33,6 +34,9 @@ class Records(Protocol):
     def stored(self, name: str) -> bool: ...
 
     def script(self, name: str) -> ModuleType: ...
+
+    @property
+    def root(self) -> Path: ...
 
 
 @dataclass(frozen=True)
@@ -538,3 +542,33 @@ def pc_depth2_inits(records: Records) -> str:
     p_copy, p_inf = contrast.fisher((l.copies, l.n), (s.copies, s.n)), contrast.fisher((s.infers, s.n), (l.infers, l.n))
     return (f"large init copies on {l.copies} of {l.n} against small init's {s.copies} of {s.n} (two-sided Fisher's exact test p = {p_copy:.3f}), "
             f"and small init infers strictly on {s.infers} of {s.n} against large init's {l.infers} of {l.n} (p = {p_inf:.3f})")  # fmt: skip
+
+
+# -- the GPU campaign's plan (docs/campaign.md): printed by its code, so that the page cannot disagree with it
+
+
+def _campaign() -> ModuleType:
+    """benchmarks/gpu_campaign.py as a module (benchmarks/ is not a package)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    if "gpu_campaign" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("gpu_campaign", Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_campaign.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["gpu_campaign"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["gpu_campaign"]
+
+
+@generator("campaign-plan", what="docs/campaign.md: each cell's runs, FLOPs, device seconds and the leases, as `python benchmarks/gpu_campaign.py --dry-run --gpu h200` prints them over the stored campaign records")
+def campaign_plan(records: Records) -> str:
+    return _campaign().registered_plan(records.root / "campaign")
+
+
+@generator("campaign-data", what="docs/campaign.md: the paper preset's training samples per task (the released loaders' counts)")
+def campaign_data(records: Records) -> str:
+    from training.config import make_run_config
+
+    symmetric, id_ood = (make_run_config("paper", task=t).data.n_train for t in ("symmetric", "id-ood"))
+    return f"{symmetric:,} training samples on `symmetric`, {id_ood:,} on `id-ood`"

@@ -232,14 +232,14 @@ def _write_run(folder: Path, cfg, history: list[tuple[float, float, float, float
 @pytest.mark.parametrize(
     "late,outcome",
     [
-        ({9001: (1.0, 0.95, 0.0, 1.0)}, "flip"),  # one seed ends inferential at one lr
+        ({9001: (1.0, 0.95, 0.0, 1.0)}, "infers"),  # one seed ends inferential at one lr (small init's side only: the flip is the contrast's)
         ({9001: (1.0, 0.0, 1.0, 1.0), 9002: (1.0, 0.0, 1.0, 1.0), 9003: (1.0, 0.0, 1.0, 1.0)}, "transient"),
         ({}, "fails"),
     ],
 )
 def test_the_first_cells_rule_reads_the_papers_statistic(tmp_path: Path, late: dict, outcome: str) -> None:
     """Every run: ID fitted, (4,3) symmetric throughout; in ``transient`` each seed's lr-1e-4 run
-    infers (0.9) at epoch 1 and copies after; ``flip``: seed 9001's ends inferential."""
+    infers (0.9) at epoch 1 and copies after; ``infers``: seed 9001's ends inferential."""
     cell = cells.CELLS[0]
     for run in cells.grid_runs(cell, "tiny"):
         history = [(1.0, 0.0, 1.0, 1.0)] * 3
@@ -250,6 +250,33 @@ def test_the_first_cells_rule_reads_the_papers_statistic(tmp_path: Path, late: d
     assert store.finished(cell) and records.decide(store, cell).outcome == outcome
     moving = cells.grid_runs(cell, "tiny")[0]
     assert records.still_moving(store.records(cell)[moving.name]) == (outcome != "fails")  # the lr-1e-4 run of seed 9001 changes in its last epochs
+
+
+def _write_cell(root: Path, name: str, inferential: float, symmetric: float, seeds: tuple[int, ...] | None = None) -> None:
+    """Every run of the cell ``name`` (or of its ``seeds``) ends at these (4,3) shares, ID fitted."""
+    cell = cells.cell_named(name)
+    for run in cells.grid_runs(cell, "tiny"):
+        if seeds is None or run.seed in seeds:
+            share = inferential + (run.seed - 9000) / 1e4  # distinct per seed, as real shares are
+            _write_run(root / cell.name / "part-1" / run.name, run.config, [(1.0, share, symmetric, 1.0)] * 3)
+
+
+def test_the_contrast_needs_both_inits_whole_seeds_and_more_than_three_seeds(tmp_path: Path) -> None:
+    _write_cell(tmp_path, "01-fig2-small-init", 0.9, 0.1)
+    store = records.CampaignResults(tmp_path, "tiny")
+    assert records.decide_contrast(store).outcome == "pending"  # no large init: the flip cannot be called from one init
+    _write_cell(tmp_path, "03-large-init", 0.1, 0.9)
+    three = records.decide_contrast(store)
+    assert three.outcome == "not separated" and "Mann-Whitney p = 0.100" in three.table[0]  # 3 against 3: 2 / C(6, 3)
+    _write_cell(tmp_path, "07-fig2-small-more-seeds", 0.9, 0.1)
+    _write_cell(tmp_path, "08-fig2-large-more-seeds", 0.1, 0.9, seeds=(9004, 9005, 9006, 9007))  # seed 9008 not run: left out
+    eight = records.decide_contrast(store)
+    assert eight.outcome == "flip" and "small init 0.90 (8 seeds), large init 0.10 (7 seeds), Mann-Whitney p = 0.000" in eight.table[0]
+    _write_cell(tmp_path / "rev", "01-fig2-small-init", 0.1, 0.9)
+    _write_cell(tmp_path / "rev", "03-large-init", 0.9, 0.1)
+    _write_cell(tmp_path / "rev", "07-fig2-small-more-seeds", 0.1, 0.9)
+    _write_cell(tmp_path / "rev", "08-fig2-large-more-seeds", 0.9, 0.1)
+    assert records.decide_contrast(records.CampaignResults(tmp_path / "rev", "tiny")).outcome == "reversed"
 
 
 def test_bad_use_is_refused_with_a_line(tmp_path: Path) -> None:
