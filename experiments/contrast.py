@@ -389,14 +389,16 @@ def slice_cells(folders: Sequence[Path]) -> dict[tuple[int, float], Cell]:
 
 def slice_table(cells: dict[tuple[int, float], Cell]) -> str:
     """Rule S1: per cell the strict counts and both best shares (mean and per seed)."""
-    out = ["| depth | gamma (init std at width 128) | seeds finished | infers: >= 0.8 with (3,4) fitted | copies: symmetric >= 0.8 | best inferential: mean (per seed) | best symmetric: mean (per seed) |",
-           "|---|---|---|---|---|---|---|"]  # fmt: skip
+    out = ["| depth | gamma (init std, d_model^-gamma) | seeds finished | infers: >= 0.8 with (3,4) fitted | copies: symmetric >= 0.8 | best inferential: mean (per seed) | best symmetric: mean (per seed) | final ID accuracy: mean (per seed) |",
+           "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for (depth, gamma), cell in cells.items():
         inf, sym = cell.best("heldout_inferential"), cell.best("heldout_symmetric")
+        ids = [r.final_columns().get("id_acc") for r in cell.runs]
         seeds = ", ".join(str(r.config.seed) for r in cell.runs)
-        std = 128 ** -gamma
+        std = cell.runs[0].config.model.d_model ** -gamma
         out.append(f"| {depth} | {gamma:g} ({std:.4f}) | {seeds} | {cell.strict.rate('infers')} | {cell.strict.rate('copies')} | "
-                   f"{_num(_mean(inf))} ({', '.join(map(_num, inf))}) | {_num(_mean(sym))} ({', '.join(map(_num, sym))}) |")  # fmt: skip
+                   f"{_num(_mean(inf))} ({', '.join(map(_num, inf))}) | {_num(_mean(sym))} ({', '.join(map(_num, sym))}) | "
+                   f"{_num(_mean(ids))} ({', '.join(map(_num, ids))}) |")  # fmt: skip
     return "\n".join(out)
 
 

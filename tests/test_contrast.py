@@ -122,8 +122,8 @@ def test_the_gamma_slice_cells_and_the_flip_bar(tmp_path: Path) -> None:
     depth = next(iter(cells))[0]
     assert set(cells) == {(depth, 1.0), (depth, 0.5), (depth, 0.8)}
     table, rules = contrast.slice_table(cells), contrast.slice_rules(cells)
-    assert f"| {depth} | 1 (0.0078) | 1, 2, 3, 4 | 3 of 4 [{exact_interval(3, 4)[0]:.2f}, {exact_interval(3, 4)[1]:.2f}] |" in table
-    assert "0.95 (0.95, 0.95, 0.95, 0.95)" in table  # best over epochs, not the last epoch
+    assert f"| {depth} | 1 (0.0312) | 1, 2, 3, 4 | 3 of 4 [{exact_interval(3, 4)[0]:.2f}, {exact_interval(3, 4)[1]:.2f}] |" in table
+    assert "0.95 (0.95, 0.95, 0.95, 0.95)" in table and "| 1.00 (1.00, 1.00, 1.00, 1.00) |" in table  # best over epochs, not the last; the final ID (tiny: d_model 32, 32^-1)
     assert "gamma 1.0 infers on 3 of 4, gamma 0.5 copies on 4 of 4: met: a candidate preset" in rules
     # gamma 1.0 against 0.8: 3 of 4 against 0 of 4 is p = 0.143 (Fisher); the best shares 4 vs 4 all higher: 2 / C(8, 4)
     assert f"Fisher p = 0.143; best inferential 0.95 vs 0.40, Mann-Whitney p = {2 / comb(8, 4):.3f}: separated" in rules
