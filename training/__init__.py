@@ -27,10 +27,18 @@ from types import ModuleType
 from interp_init.lazy import lazy_attributes
 
 _WHERE = {
-    "PRESETS": "config", "RunConfig": "config", "make_run_config": "config", "make_dataset": "data",
-    "TrainResult": "loop", "train": "folders", "train_ensemble": "folders", "last_position_logits": "step",
-    "RunRecord": "records", "StudySpec": "study", "run_study": "launch",
-}  # fmt: skip
+    "PRESETS": "config",
+    "RunConfig": "config",
+    "make_run_config": "config",
+    "make_dataset": "data",
+    "TrainResult": "loop",
+    "train": "folders",
+    "train_ensemble": "folders",
+    "last_position_logits": "step",
+    "RunRecord": "records",
+    "StudySpec": "study",
+    "run_study": "launch",
+}
 __all__ = sorted(_WHERE)
 
 

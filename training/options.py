@@ -15,7 +15,14 @@ from typing import Any
 from training.config import SECTIONS
 
 #: The click type of a config field, by its annotation (fields with choices are strings).
-_KINDS: dict[str, str] = {"int": "int", "int | None": "int", "float": "float", "float | None": "float", "bool": "bool", "str": "str"}
+_KINDS: dict[str, str] = {
+    "int": "int",
+    "int | None": "int",
+    "float": "float",
+    "float | None": "float",
+    "bool": "bool",
+    "str": "str",
+}
 
 
 def _option_table() -> dict[str, tuple[str, str, str, tuple[str, ...] | None]]:
@@ -84,18 +91,24 @@ def check_cores(value: int | None, option: str, what: str) -> None:
     exhausts the OpenMP runtime or the process table, leaving the command half done)."""
     cores = machine_cores()
     if value is not None and not isinstance(value, bool) and isinstance(value, int) and value > cores:
-        raise ValueError(f"{option} {value:,} asks for more {what} than this machine's {cores} CPU core(s); give {option} at most {cores}")
+        raise ValueError(
+            f"{option} {value:,} asks for more {what} than this machine's {cores} CPU core(s); give {option} at most {cores}"
+        )
 
 
 def parse_list(text: str, kind: type, name: str) -> tuple[Any, ...]:
     """A comma-separated command-line list (``31,32,33``, ``1e-4,2e-4``) as a tuple of ``kind``."""
     parts = [p.strip() for p in text.split(",")]
     if any(not p for p in parts) and any(parts):
-        raise ValueError(f"{name} has an empty entry in {text!r} (two commas in a row, or one at an end); give each value once, e.g. {'31,32,33' if kind is int else '1e-4,2e-4,3e-4'}")
+        raise ValueError(
+            f"{name} has an empty entry in {text!r} (two commas in a row, or one at an end); give each value once, e.g. {'31,32,33' if kind is int else '1e-4,2e-4,3e-4'}"
+        )
     try:
         values = tuple(kind(p) for p in parts if p)
     except ValueError:
-        raise ValueError(f"{name} must be a comma-separated list of {kind.__name__}s, e.g. {'31,32,33' if kind is int else '1e-4,2e-4,3e-4'}; got {text!r}") from None
+        raise ValueError(
+            f"{name} must be a comma-separated list of {kind.__name__}s, e.g. {'31,32,33' if kind is int else '1e-4,2e-4,3e-4'}; got {text!r}"
+        ) from None
     if not values:
         raise ValueError(f"{name} is empty; give at least one value")
     return values

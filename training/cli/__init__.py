@@ -58,7 +58,13 @@ from training.studies.study import VARY
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(interp_init.__version__, "--version", prog_name="interp-init", message="%(prog)s %(version)s", help="Print the installed version (from the package metadata) and exit.")
+@click.version_option(
+    interp_init.__version__,
+    "--version",
+    prog_name="interp-init",
+    message="%(prog)s %(version)s",
+    help="Print the installed version (from the package metadata) and exit.",
+)
 def cli() -> None:
     """Train gamma-initialized transformers on anchor functions and probe what they learned.
 
@@ -70,16 +76,36 @@ def cli() -> None:
 @cli.command(
     "train",
     short_help="Train one model into a run folder.",
-    epilog="Options not given take the --preset's value. A diverged run (non-finite loss) exits with code 1.\n\n" + train_epilog(),
+    epilog="Options not given take the --preset's value. A diverged run (non-finite loss) exits with code 1.\n\n"
+    + train_epilog(),
 )
 @run_options
 @config_options
 @carry_option
-@click.option("--show-recipe", is_flag=True, help="Print the recipe's quantities of the resolved run (after --carry-recipe) beside the paper's, and exit; trains nothing.")
-@click.option("--out", type=click.Path(file_okay=False), metavar="DIR", help="Run folder to write (resumed if it holds an unfinished run of the same config). Required unless --show-recipe.")
+@click.option(
+    "--show-recipe",
+    is_flag=True,
+    help="Print the recipe's quantities of the resolved run (after --carry-recipe) beside the paper's, and exit; trains nothing.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    metavar="DIR",
+    help="Run folder to write (resumed if it holds an unfinished run of the same config). Required unless --show-recipe.",
+)
 def train_command(
-    task: str, preset: str | None, seed: int, init_seed: int | None, data_seed: int | None, device: str, quiet: bool, carry: str | None, show_recipe: bool, out: str | None, **kwargs: Any
-) -> None:  # fmt: skip
+    task: str,
+    preset: str | None,
+    seed: int,
+    init_seed: int | None,
+    data_seed: int | None,
+    device: str,
+    quiet: bool,
+    carry: str | None,
+    show_recipe: bool,
+    out: str | None,
+    **kwargs: Any,
+) -> None:
     """Train one model into a run folder (config.json, metrics.json, model.safetensors)."""
     from training.config import make_run_config
 
@@ -109,7 +135,11 @@ def train_command(
     summary = {k: round(v, 4) for k, v in record.final_columns().items() if v is not None}
     status = record.recorded_status
     stop = None if record.metrics is None else record.metrics.stopped_early
-    ended = "" if stop is None else f" (stopped after epoch {stop['epoch']}: training loss {stop['loss']:.3g} < --stop-below-loss {stop['stop_below_loss']:g})"
+    ended = (
+        ""
+        if stop is None
+        else f" (stopped after epoch {stop['epoch']}: training loss {stop['loss']:.3g} < --stop-below-loss {stop['stop_below_loss']:g})"
+    )
     click.echo(f"{status}{ended}: {out}  {summary}")
     if status != "completed":
         step = None if record.metrics is None else record.metrics.diverged_at_step
@@ -126,29 +156,110 @@ def train_command(
 
 
 @cli.command("reproduce")
-@click.option("--preset", default=None, metavar="[" + "|".join(sorted(REGIMES)) + "]", help="Run size of the four runs. Default: paper where a CUDA GPU is used, else cpu.")
-@click.option("--seed", type=int, default=None, help="Run seed of all four runs: one draw [default: 0]. Not with --seeds.")
-@click.option("--seeds", default=None, metavar="S1,S2,...", help="A population: the four runs for each of these seeds (in OUT/seed-S), and per criterion how many seeds meet it, with a 95% exact binomial interval.")
-@click.option("--protocol", type=click.Choice(PROTOCOLS), default="strict", show_default=True, help="With --seeds: strict (final epoch, the preset's lr, each seed on its own) or paper (per seed the best over --lrs and over epochs, each target separately; then the mean over seeds).")
-@click.option("--lrs", default=None, metavar="LR1,LR2,...", help="The paper protocol's learning-rate grid (one more run per regime, seed and lr), e.g. 1e-4,2e-4,3e-4.")
+@click.option(
+    "--preset",
+    default=None,
+    metavar="[" + "|".join(sorted(REGIMES)) + "]",
+    help="Run size of the four runs. Default: paper where a CUDA GPU is used, else cpu.",
+)
+@click.option(
+    "--seed", type=int, default=None, help="Run seed of all four runs: one draw [default: 0]. Not with --seeds."
+)
+@click.option(
+    "--seeds",
+    default=None,
+    metavar="S1,S2,...",
+    help="A population: the four runs for each of these seeds (in OUT/seed-S), and per criterion how many seeds meet it, with a 95% exact binomial interval.",
+)
+@click.option(
+    "--protocol",
+    type=click.Choice(PROTOCOLS),
+    default="strict",
+    show_default=True,
+    help="With --seeds: strict (final epoch, the preset's lr, each seed on its own) or paper (per seed the best over --lrs and over epochs, each target separately; then the mean over seeds).",
+)
+@click.option(
+    "--lrs",
+    default=None,
+    metavar="LR1,LR2,...",
+    help="The paper protocol's learning-rate grid (one more run per regime, seed and lr), e.g. 1e-4,2e-4,3e-4.",
+)
 @click.option("--logged-every", type=int, default=None, metavar="K", help=LOGGED_HELP)
-@click.option("--vary", type=click.Choice(VARY), default="both", show_default=True, help="With --seeds, which random source the seeds draw: both, init (the data seeded by --fixed-seed) or data (the init seeded by --fixed-seed).")
-@click.option("--fixed-seed", type=int, default=None, help="With --vary init|data: the seed of the source held fixed [default: the first of --seeds].")
-@click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder: one run per task and regime (per seed with --seeds), summary.json, report.html.")
+@click.option(
+    "--vary",
+    type=click.Choice(VARY),
+    default="both",
+    show_default=True,
+    help="With --seeds, which random source the seeds draw: both, init (the data seeded by --fixed-seed) or data (the init seeded by --fixed-seed).",
+)
+@click.option(
+    "--fixed-seed",
+    type=int,
+    default=None,
+    help="With --vary init|data: the seed of the source held fixed [default: the first of --seeds].",
+)
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Folder: one run per task and regime (per seed with --seeds), summary.json, report.html.",
+)
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
-@click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True, help="bf16: the forward under bfloat16 autocast.")
-@click.option("--workers", type=int, default=None, help="Runs trained at once, each in its own process with one torch thread [default: one per CPU core (up to 4) on a CPU; on a GPU one at a time, or with --seeds as ensembles of same-shape runs].")
-@click.option("--backend", type=RegistryChoice(backend_names), default=None, help="The launcher that trains the runs (as sweep's --backend; slurm: one Slurm job per run through submitit, the --slurm-* options, docs/clusters.md) [default: on a GPU ensembles of same-shape runs; else --workers processes].")
-@click.option("--task", "tasks", multiple=True, metavar="TASK", help=f"A task to reproduce the flip on (repeatable): one with a small-init / large-init flip, registered or package.module:ClassName [default: {', '.join(REPRODUCE_TASKS)}].")
+@click.option(
+    "--precision",
+    type=click.Choice(PRECISIONS),
+    default="fp32",
+    show_default=True,
+    help="bf16: the forward under bfloat16 autocast.",
+)
+@click.option(
+    "--workers",
+    type=int,
+    default=None,
+    help="Runs trained at once, each in its own process with one torch thread [default: one per CPU core (up to 4) on a CPU; on a GPU one at a time, or with --seeds as ensembles of same-shape runs].",
+)
+@click.option(
+    "--backend",
+    type=RegistryChoice(backend_names),
+    default=None,
+    help="The launcher that trains the runs (as sweep's --backend; slurm: one Slurm job per run through submitit, the --slurm-* options, docs/clusters.md) [default: on a GPU ensembles of same-shape runs; else --workers processes].",
+)
+@click.option(
+    "--task",
+    "tasks",
+    multiple=True,
+    metavar="TASK",
+    help=f"A task to reproduce the flip on (repeatable): one with a small-init / large-init flip, registered or package.module:ClassName [default: {', '.join(REPRODUCE_TASKS)}].",
+)
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @carry_option
-@click.option("--address", default=None, metavar="ADDRESS", help="--backend ray: the Ray cluster's address (e.g. 'auto' or 127.0.0.1:6379); default: start a local Ray.")
+@click.option(
+    "--address",
+    default=None,
+    metavar="ADDRESS",
+    help="--backend ray: the Ray cluster's address (e.g. 'auto' or 127.0.0.1:6379); default: start a local Ray.",
+)
 @slurm_options
 def reproduce_command(
-    preset: str | None, seed: int | None, seeds: str | None, protocol: str, lrs: str | None, logged_every: int | None, vary: str, fixed_seed: int | None,
-    out: str, device: str, precision: str, workers: int | None, backend: str | None, tasks: tuple[str, ...], quiet: bool, carry: str | None,
-    address: str | None, **slurm: Any,
-) -> None:  # fmt: skip
+    preset: str | None,
+    seed: int | None,
+    seeds: str | None,
+    protocol: str,
+    lrs: str | None,
+    logged_every: int | None,
+    vary: str,
+    fixed_seed: int | None,
+    out: str,
+    device: str,
+    precision: str,
+    workers: int | None,
+    backend: str | None,
+    tasks: tuple[str, ...],
+    quiet: bool,
+    carry: str | None,
+    address: str | None,
+    **slurm: Any,
+) -> None:
     """Train small-init and large-init on the symmetric and id-ood tasks; print the flip.
 
     Writes OUT/<task>/<regime> run folders, OUT/summary.json and OUT/report.html (the
@@ -159,12 +270,16 @@ def reproduce_command(
     from training.studies.reproduce import reproduction_spec
 
     options = backend_options(backend, device, address, slurm)
-    if backend not in ("ray", "slurm") or (backend == "ray" and address is None):  # a cluster's cores are not this machine's
+    if backend not in ("ray", "slurm") or (
+        backend == "ray" and address is None
+    ):  # a cluster's cores are not this machine's
         check_cores(workers, "--workers", "worker processes")
     if preset is None:
         preset, why = default_preset(device)
         click.echo(f"interp-init: no --preset given: using --preset {preset} ({why})", err=True)
-    spec = reproduction_spec(preset, seed, seeds, protocol, lrs, vary, fixed_seed, precision, tasks or None, parse_carry(carry), logged_every)
+    spec = reproduction_spec(
+        preset, seed, seeds, protocol, lrs, vary, fixed_seed, precision, tasks or None, parse_carry(carry), logged_every
+    )
     text, problem = run_reproduction_cli(spec, out, device, workers, not quiet, backend, command_line(), **options)
     click.echo(text)
     # Not reproducing the flip is a result; a run that did not complete is a failure.
@@ -175,27 +290,91 @@ def reproduce_command(
 
 # ---------------------------------------------------------------- sweep
 
+
 @cli.command("sweep")
 @click.argument("spec", required=False, type=click.Path(dir_okay=False))
-@click.option("--out", type=click.Path(file_okay=False), metavar="DIR", help="Sweep folder: one run folder per grid point, sweep.json (the spec), results.csv. One sweep per folder.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    metavar="DIR",
+    help="Sweep folder: one run folder per grid point, sweep.json (the spec), results.csv. One sweep per folder.",
+)
 @click.option("--preset-name", metavar="NAME", help="A shipped sweep preset instead of SPEC (names: --list-presets).")
-@click.option("--run-preset", metavar="[" + "|".join(PRESET_CHOICES) + "]", help="Replace the spec's base run preset (tiny: a smoke test in seconds).")
-@click.option("--extend", is_flag=True, help="Add this spec's grid values to the sweep already in --out (same base and grid keys only); without it a folder holding another sweep is refused.")
-@click.option("--backend", type=RegistryChoice(backend_names), default="local", show_default=True, help="local: this machine (in this process or a process pool); ray: one Ray task per run; ensemble: same-shape runs trained together (for GPUs); slurm: one Slurm job per run through submitit (the --slurm-* options; docs/clusters.md).")
-@click.option("--workers", default=None, metavar="[N|auto]", help="local: 1 = sequential (default), N = process pool, 'auto' = one per core; ray without --address: the local Ray's CPUs (default: all).")
-@click.option("--threads", type=int, default=None, metavar="N", help="Torch threads per run (default: cores // workers; 1 per Ray task).")
-@click.option("--address", default=None, metavar="ADDRESS", help="Ray cluster address (e.g. 'auto' or 'ray://head:10001'); default: start a local Ray.")
-@click.option("--device", default="auto", show_default=True, metavar="[auto|cpu|cuda|cuda:N]", help="Where to train: auto (CUDA when available, else CPU), cpu, cuda or cuda:N.")
-@click.option("--ensemble-size", type=int, default=None, metavar="N", help="ensemble backend: at most this many models trained at once (default: all same-shape points).")
-@click.option("--dry-run", is_flag=True, help="Validate the spec (and, with --out, that the folder takes it) and list the runs; train nothing, write nothing.")
+@click.option(
+    "--run-preset",
+    metavar="[" + "|".join(PRESET_CHOICES) + "]",
+    help="Replace the spec's base run preset (tiny: a smoke test in seconds).",
+)
+@click.option(
+    "--extend",
+    is_flag=True,
+    help="Add this spec's grid values to the sweep already in --out (same base and grid keys only); without it a folder holding another sweep is refused.",
+)
+@click.option(
+    "--backend",
+    type=RegistryChoice(backend_names),
+    default="local",
+    show_default=True,
+    help="local: this machine (in this process or a process pool); ray: one Ray task per run; ensemble: same-shape runs trained together (for GPUs); slurm: one Slurm job per run through submitit (the --slurm-* options; docs/clusters.md).",
+)
+@click.option(
+    "--workers",
+    default=None,
+    metavar="[N|auto]",
+    help="local: 1 = sequential (default), N = process pool, 'auto' = one per core; ray without --address: the local Ray's CPUs (default: all).",
+)
+@click.option(
+    "--threads",
+    type=int,
+    default=None,
+    metavar="N",
+    help="Torch threads per run (default: cores // workers; 1 per Ray task).",
+)
+@click.option(
+    "--address",
+    default=None,
+    metavar="ADDRESS",
+    help="Ray cluster address (e.g. 'auto' or 'ray://head:10001'); default: start a local Ray.",
+)
+@click.option(
+    "--device",
+    default="auto",
+    show_default=True,
+    metavar="[auto|cpu|cuda|cuda:N]",
+    help="Where to train: auto (CUDA when available, else CPU), cpu, cuda or cuda:N.",
+)
+@click.option(
+    "--ensemble-size",
+    type=int,
+    default=None,
+    metavar="N",
+    help="ensemble backend: at most this many models trained at once (default: all same-shape points).",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Validate the spec (and, with --out, that the folder takes it) and list the runs; train nothing, write nothing.",
+)
 @click.option("--list-presets", is_flag=True, help="List the shipped sweep presets and exit.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @slurm_options
 def sweep_command(
-    spec: str | None, out: str | None, preset_name: str | None, run_preset: str | None, extend: bool, backend: str,
-    workers: str | None, threads: int | None, address: str | None, device: str, ensemble_size: int | None, dry_run: bool,
-    list_presets: bool, quiet: bool, **slurm: Any,
-) -> None:  # fmt: skip
+    spec: str | None,
+    out: str | None,
+    preset_name: str | None,
+    run_preset: str | None,
+    extend: bool,
+    backend: str,
+    workers: str | None,
+    threads: int | None,
+    address: str | None,
+    device: str,
+    ensemble_size: int | None,
+    dry_run: bool,
+    list_presets: bool,
+    quiet: bool,
+    **slurm: Any,
+) -> None:
     """Train every point of a grid SPEC (JSON or TOML) into --out; resumable; writes results.csv.
 
     Exits with code 1, after a line saying how many, when any run failed or diverged.
@@ -229,11 +408,23 @@ def sweep_command(
     from training.studies.sweep.runner import run_sweep
 
     extra = {k: v for k, v in backend_options(backend, device, address, slurm).items() if k == "slurm"}
-    options = SweepOptions(backend=backend, address=address, device=device, threads=threads, progress=not quiet, ensemble_size=ensemble_size, extra=extra,
-                           workers=parse_workers(workers) if workers is not None else (1 if backend == "local" else None))  # fmt: skip
+    options = SweepOptions(
+        backend=backend,
+        address=address,
+        device=device,
+        threads=threads,
+        progress=not quiet,
+        ensemble_size=ensemble_size,
+        extra=extra,
+        workers=parse_workers(workers) if workers is not None else (1 if backend == "local" else None),
+    )
     summary = run_sweep(sweep_spec, out, options, extend=extend)
-    counts = ", ".join(f"{summary.count(s)} {s}" for s in ("completed", "diverged", "failed", "interrupted") if summary.count(s))
-    click.echo(f"{len(points)} runs ({len(summary.skipped)} already done): {counts}; results: {Path(out) / RESULTS_FILE}")
+    counts = ", ".join(
+        f"{summary.count(s)} {s}" for s in ("completed", "diverged", "failed", "interrupted") if summary.count(s)
+    )
+    click.echo(
+        f"{len(points)} runs ({len(summary.skipped)} already done): {counts}; results: {Path(out) / RESULTS_FILE}"
+    )
     statuses = summary.statuses
     if summary.submitted:  # runs only submitted (--slurm-no-wait) are not a failure
         from training.launch.slurm import submitted_line
@@ -248,20 +439,60 @@ def sweep_command(
 
 # ---------------------------------------------------------------- phase-diagram
 
+
 @cli.command("phase-diagram")
 @click.argument("sweep_dir", type=click.Path(file_okay=False))
-@click.option("--out", default=None, help="An .html file (all figures on one page) or a folder (one file per figure). Default: SWEEP_DIR/phase_diagram.html.")
-@click.option("--figure", "figure_names", multiple=True, type=click.Choice(list(FIGURE_NAMES)), help="Only these figures (repeatable). Default: every figure the table supports.")
-@click.option("--id-threshold", type=float, default=ID_THRESHOLD, show_default=True, help="Good ID accuracy (hatching, phases).")
-@click.option("--ood-threshold", type=float, default=OOD_THRESHOLD, show_default=True, help="OOD accuracy above which good ID is phase 3.")
-@click.option("--loss-threshold", type=float, default=LOSS_THRESHOLD, show_default=True, help="Training loss for epochs_to_loss.")
-@click.option("--pair-threshold", type=float, default=PAIR_ACC_THRESHOLD, show_default=True, help="Per-pair training accuracy for epochs_to_acc_*.")
-@click.option("--protocol", type=click.Choice(PROTOCOLS), default="strict", show_default=True, help="strict: each run's final epoch, one lr per cell and seed; paper: per seed the best over lrs and evaluated epochs, each metric separately. Then the mean over seeds.")
+@click.option(
+    "--out",
+    default=None,
+    help="An .html file (all figures on one page) or a folder (one file per figure). Default: SWEEP_DIR/phase_diagram.html.",
+)
+@click.option(
+    "--figure",
+    "figure_names",
+    multiple=True,
+    type=click.Choice(list(FIGURE_NAMES)),
+    help="Only these figures (repeatable). Default: every figure the table supports.",
+)
+@click.option(
+    "--id-threshold", type=float, default=ID_THRESHOLD, show_default=True, help="Good ID accuracy (hatching, phases)."
+)
+@click.option(
+    "--ood-threshold",
+    type=float,
+    default=OOD_THRESHOLD,
+    show_default=True,
+    help="OOD accuracy above which good ID is phase 3.",
+)
+@click.option(
+    "--loss-threshold", type=float, default=LOSS_THRESHOLD, show_default=True, help="Training loss for epochs_to_loss."
+)
+@click.option(
+    "--pair-threshold",
+    type=float,
+    default=PAIR_ACC_THRESHOLD,
+    show_default=True,
+    help="Per-pair training accuracy for epochs_to_acc_*.",
+)
+@click.option(
+    "--protocol",
+    type=click.Choice(PROTOCOLS),
+    default="strict",
+    show_default=True,
+    help="strict: each run's final epoch, one lr per cell and seed; paper: per seed the best over lrs and evaluated epochs, each metric separately. Then the mean over seeds.",
+)
 @click.option("--logged-every", type=int, default=None, metavar="K", help=LOGGED_HELP)
 def phase_diagram_command(
-    sweep_dir: str, out: str | None, figure_names: tuple[str, ...], id_threshold: float, ood_threshold: float,
-    loss_threshold: float, pair_threshold: float, protocol: str, logged_every: int | None,
-) -> None:  # fmt: skip
+    sweep_dir: str,
+    out: str | None,
+    figure_names: tuple[str, ...],
+    id_threshold: float,
+    ood_threshold: float,
+    loss_threshold: float,
+    pair_threshold: float,
+    protocol: str,
+    logged_every: int | None,
+) -> None:
     """Rebuild SWEEP_DIR/results.csv and write the papers' figures it supports as offline HTML.
 
     Exits with code 1, after the figures and a line saying how many, when any run of the
@@ -269,12 +500,22 @@ def phase_diagram_command(
     """
     from training.studies.phase import phase_diagrams
 
-    thresholds = dict(id_threshold=id_threshold, ood_threshold=ood_threshold, loss_threshold=loss_threshold, pair_threshold=pair_threshold)
+    thresholds = dict(
+        id_threshold=id_threshold,
+        ood_threshold=ood_threshold,
+        loss_threshold=loss_threshold,
+        pair_threshold=pair_threshold,
+    )
     done = phase_diagrams(sweep_dir, out, figure_names, **thresholds, protocol=protocol, logged_every=logged_every)
-    click.echo(f"{len(done.figures)} figure(s) ({', '.join(done.figures)}) from {done.n_runs} runs, {protocol} protocol: {', '.join(map(str, done.paths))}")
+    click.echo(
+        f"{len(done.figures)} figure(s) ({', '.join(done.figures)}) from {done.n_runs} runs, {protocol} protocol: {', '.join(map(str, done.paths))}"
+    )
     if done.strangers:
         names = ", ".join(done.strangers[:3]) + (", ..." if len(done.strangers) > 3 else "")
-        click.echo(f"interp-init: note: {sweep_dir} holds {len(done.strangers)} run folder(s) its sweep does not name ({names}); the figures leave them out", err=True)
+        click.echo(
+            f"interp-init: note: {sweep_dir} holds {len(done.strangers)} run folder(s) its sweep does not name ({names}); the figures leave them out",
+            err=True,
+        )
     if done.problem:
         click.echo(f"interp-init: {done.problem}; the figures leave them out", err=True)
         raise click.exceptions.Exit(1)
@@ -282,17 +523,48 @@ def phase_diagram_command(
 
 # ---------------------------------------------------------------- report
 
+
 @cli.command("report")
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
-@click.option("--out", "out", default="report.html", show_default=True, type=click.Path(dir_okay=False), help="The HTML file to write.")
-@click.option("--per-pair", default=ReportConfig.per_pair, show_default=True, type=int, help="Probe inputs per anchor pair.")
-@click.option("--projection", default=ReportConfig.projection, show_default=True, type=click.Choice(PROJECTIONS), help="2-D projection of the masked outputs.")
+@click.option(
+    "--out",
+    "out",
+    default="report.html",
+    show_default=True,
+    type=click.Path(dir_okay=False),
+    help="The HTML file to write.",
+)
+@click.option(
+    "--per-pair", default=ReportConfig.per_pair, show_default=True, type=int, help="Probe inputs per anchor pair."
+)
+@click.option(
+    "--projection",
+    default=ReportConfig.projection,
+    show_default=True,
+    type=click.Choice(PROJECTIONS),
+    help="2-D projection of the masked outputs.",
+)
 @click.option("--seed", default=ReportConfig.seed, show_default=True, type=int, help="Seed of the probe inputs.")
 @click.option("--device", default=ReportConfig.device, show_default=True, help="Device for the probes.")
 @click.option("--title", default=ReportConfig.title, show_default=True, help="Page title.")
-@click.option("--images", default=None, type=click.Path(file_okay=False), help="Also write every figure into this folder (needs kaleido and Chromium).")
+@click.option(
+    "--images",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="Also write every figure into this folder (needs kaleido and Chromium).",
+)
 @click.option("--image-format", default="png", show_default=True, type=click.Choice(IMAGE_FORMATS))
-def report_command(run_dirs: tuple[str, ...], out: str, per_pair: int, projection: str, seed: int, device: str, title: str, images: str | None, image_format: str) -> None:
+def report_command(
+    run_dirs: tuple[str, ...],
+    out: str,
+    per_pair: int,
+    projection: str,
+    seed: int,
+    device: str,
+    title: str,
+    images: str | None,
+    image_format: str,
+) -> None:
     """Write one offline HTML page comparing RUN_DIRS (run folders, or folders that hold them).
 
     Exits with code 1, after writing the page and a line saying which, when any run did
@@ -315,7 +587,9 @@ def report_command(run_dirs: tuple[str, ...], out: str, per_pair: int, projectio
     bad = {run: status for run, status in statuses.items() if status != "completed"}
     problem = problem_summary(bad, len(statuses), path)
     if problem:
-        names = "; ".join(f"{run}: {status}" for run, status in list(bad.items())[:3]) + ("; ..." if len(bad) > 3 else "")
+        names = "; ".join(f"{run}: {status}" for run, status in list(bad.items())[:3]) + (
+            "; ..." if len(bad) > 3 else ""
+        )
         click.echo(f"interp-init: {problem} ({names})", err=True)
         raise click.exceptions.Exit(1)
 
@@ -351,7 +625,10 @@ def _main(args: list[str]) -> int:
             code = rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
     except Stopped as exc:
         if code is not None:  # the signal came after the command had finished: its work is whole
-            click.echo(f"interp-init: {exc.message.split(' (')[0]} after the command had finished; its work is complete", err=True)
+            click.echo(
+                f"interp-init: {exc.message.split(' (')[0]} after the command had finished; its work is complete",
+                err=True,
+            )
             return code
         click.echo(f"interp-init: {exc.message}", err=True)
         return exc.exit_code

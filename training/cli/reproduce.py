@@ -18,9 +18,15 @@ from training.studies.sweep.results import problem_summary
 
 
 def run_reproduction_cli(
-    spec: StudySpec, out: str | Path, device: str, workers: int | None, progress: bool, backend: str | None = None,
-    rerun: str = "the same command", **options: Any,
-) -> tuple[str, str | None]:  # fmt: skip
+    spec: StudySpec,
+    out: str | Path,
+    device: str,
+    workers: int | None,
+    progress: bool,
+    backend: str | None = None,
+    rerun: str = "the same command",
+    **options: Any,
+) -> tuple[str, str | None]:
     """``interp-init reproduce``: train ``spec`` with ``backend`` (a launcher's name; None: the
     default) and its ``options``, read, write the summary and the report; return the text to
     print (one seed: its table and the flip's verdict on this one draw; several: the
@@ -39,7 +45,9 @@ def run_reproduction_cli(
         lines = [
             f"preset {spec.preset}, seed {seed}, {spec.precision}, {time.perf_counter() - start:.0f} s in this call",
             population.format_regimes(),
-            "flip reproduced (all criteria met)" if checks["all"] else f"flip NOT reproduced; failed: {failed_criteria(checks)}",
+            "flip reproduced (all criteria met)"
+            if checks["all"]
+            else f"flip NOT reproduced; failed: {failed_criteria(checks)}",
             f"this is one draw (seed {seed}): how often each criterion holds over seeds is what --seeds 31,32,33,... measures (docs/faithful-models.md)",
             f"summary: {summary}",
             f"report: {report}",
@@ -54,5 +62,7 @@ def run_reproduction_cli(
     # the sweep's line on what did not complete, naming the runs
     line = problem_summary({r.name: r.status for r in returns}, len(returns), summary)
     bad = [f"{r.name}: {r.status}" for r in returns if r.status != "completed"]
-    problem = None if line is None else f"{line} ({'; '.join(bad[:3])}{'; ...' if len(bad) > 3 else ''}); a rerun resumes"
+    problem = (
+        None if line is None else f"{line} ({'; '.join(bad[:3])}{'; ...' if len(bad) > 3 else ''}); a rerun resumes"
+    )
     return "\n".join(lines), problem

@@ -40,6 +40,25 @@ from training.launch.slurm import SlurmLauncher
 from training.launch.slurm_options import SlurmOptions
 
 __all__ = [
-    "EnsembleLauncher", "PoolLauncher", "RayLauncher", "SerialLauncher", "ensemble_key", "STUDY_BUSY", "Job", "JobReturn", "Launcher", "check_jobs", "launch", "launcher_class", "launcher_names",
-    "make_launcher", "register_launcher", "run_study", "SubmissionError", "execute", "record_failure", "SlurmLauncher", "SlurmOptions",
-]  # fmt: skip
+    "EnsembleLauncher",
+    "PoolLauncher",
+    "RayLauncher",
+    "SerialLauncher",
+    "ensemble_key",
+    "STUDY_BUSY",
+    "Job",
+    "JobReturn",
+    "Launcher",
+    "check_jobs",
+    "launch",
+    "launcher_class",
+    "launcher_names",
+    "make_launcher",
+    "register_launcher",
+    "run_study",
+    "SubmissionError",
+    "execute",
+    "record_failure",
+    "SlurmLauncher",
+    "SlurmOptions",
+]

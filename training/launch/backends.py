@@ -20,7 +20,16 @@ from typing import Any, ClassVar
 from interp_init.fileio import is_disk_full
 from interp_init.runfolder import RunFolder
 from training.config import RunConfig
-from training.launch.base import Job, JobReturn, Launcher, SubmissionError, check_count, launcher_names, make_launcher, register_launcher
+from training.launch.base import (
+    Job,
+    JobReturn,
+    Launcher,
+    SubmissionError,
+    check_count,
+    launcher_names,
+    make_launcher,
+    register_launcher,
+)
 from training.launch.executor import execute, record_failure
 
 _RAY_MISSING = "the ray backend needs Ray: pip install 'interp-init[ray]'"
@@ -125,15 +134,23 @@ class EnsembleLauncher(Launcher):
         try:  # refused before anything is written when the ensemble trainer is missing
             from training.trainer.ensemble import fit_ensemble  # noqa: F401
         except ImportError as err:
-            raise ValueError("the ensemble backend needs training.trainer.ensemble.fit_ensemble, which this install does not have; use another --backend") from err
+            raise ValueError(
+                "the ensemble backend needs training.trainer.ensemble.fit_ensemble, which this install does not have; use another --backend"
+            ) from err
 
     def launch(self, jobs: Sequence[Job]) -> list[JobReturn]:
         groups: dict[Any, list[Job]] = {}
         for job in jobs:
             groups.setdefault(ensemble_key(job.config, job.run_dir), []).append(job)
         size = self.ensemble_size
-        chunks = [g[i : i + size] for g in groups.values() for i in range(0, len(g), size)] if size else list(groups.values())
-        returns = {r.name: self.returned(r) for group in chunks for r in execute(group, self.device, progress=self.progress)}
+        chunks = (
+            [g[i : i + size] for g in groups.values() for i in range(0, len(g), size)]
+            if size
+            else list(groups.values())
+        )
+        returns = {
+            r.name: self.returned(r) for group in chunks for r in execute(group, self.device, progress=self.progress)
+        }
         return [returns[job.name] for job in jobs]
 
 
@@ -177,20 +194,33 @@ class RayLauncher(Launcher):
                 ray.init(**kwargs)
             except (ConnectionError, RuntimeError, TimeoutError) as err:
                 words = " ".join(str(err).split())[:400]
-                raise SubmissionError(f'Ray did not take the jobs: "{words}"; nothing was started; {_RAY_CHECK}') from None
+                raise SubmissionError(
+                    f'Ray did not take the jobs: "{words}"; nothing was started; {_RAY_CHECK}'
+                ) from None
             started = True
         try:
             threads = self.threads or 1
-            task = ray.remote(num_cpus=threads, num_gpus=1 if self.device.startswith("cuda") else 0, max_retries=0)(execute)
-            return gathered(self, {task.remote([Job(j.name, j.config, j.run_dir.absolute())], self.device, threads).future(): [j] for j in jobs}, jobs)
+            task = ray.remote(num_cpus=threads, num_gpus=1 if self.device.startswith("cuda") else 0, max_retries=0)(
+                execute
+            )
+            return gathered(
+                self,
+                {
+                    task.remote([Job(j.name, j.config, j.run_dir.absolute())], self.device, threads).future(): [j]
+                    for j in jobs
+                },
+                jobs,
+            )
         finally:
             if started:
                 ray.shutdown()
 
 
 #: What a user checks when Ray does not answer.
-_RAY_CHECK = ("start the cluster (ray start --head on its head node) or give the address it prints; a cluster with token "
-              "authentication also needs RAY_AUTH_MODE=token and its token here (docs/clusters.md); then run the command again")
+_RAY_CHECK = (
+    "start the cluster (ray start --head on its head node) or give the address it prints; a cluster with token "
+    "authentication also needs RAY_AUTH_MODE=token and its token here (docs/clusters.md); then run the command again"
+)
 
 
 def check_ray_answers(address: str, timeout_s: float = 10.0) -> None:
@@ -205,7 +235,9 @@ def check_ray_answers(address: str, timeout_s: float = 10.0) -> None:
         with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
             pass
     except OSError as err:
-        raise SubmissionError(f'Ray at {address} does not answer (connecting to it: "{err.strerror or err}"); nothing was started; {_RAY_CHECK}') from None
+        raise SubmissionError(
+            f'Ray at {address} does not answer (connecting to it: "{err.strerror or err}"); nothing was started; {_RAY_CHECK}'
+        ) from None
 
 
 def on_gpu(device: str) -> bool:

@@ -44,9 +44,15 @@ def record_failure(job: Job, err: BaseException | str, tb: str | None = None) ->
 
 
 def execute(
-    jobs: Sequence[Job], device: str = "auto", threads: int | None = None, deadline: float | None = None, progress: bool = False,
-    logits_fn: Any = None, step: Any = None, data_fn: Any = None,
-) -> list[JobReturn]:  # fmt: skip
+    jobs: Sequence[Job],
+    device: str = "auto",
+    threads: int | None = None,
+    deadline: float | None = None,
+    progress: bool = False,
+    logits_fn: Any = None,
+    step: Any = None,
+    data_fn: Any = None,
+) -> list[JobReturn]:
     """Train ``jobs`` into their folders under the one failure policy (see the module): one
     job alone (:func:`training.train`), several same-shape jobs as one ensemble
     (:func:`training.train_ensemble`); one :class:`~training.launch.base.JobReturn` per job,
@@ -64,7 +70,9 @@ def execute(
     for job in jobs:
         folder = RunFolder(job.run_dir)
         if folder.is_busy():
-            returns[job.name] = JobReturn(job.name, RunStatus.RUNNING, f"{job.run_dir} is being trained by another process")
+            returns[job.name] = JobReturn(
+                job.name, RunStatus.RUNNING, f"{job.run_dir} is being trained by another process"
+            )
         elif (status := folder.status()) in FINISHED_STATUSES:
             returns[job.name] = JobReturn(job.name, str(status))
         else:
@@ -78,16 +86,28 @@ def execute(
             results = [train(todo[0].config, todo[0].run_dir, **options)]
         else:
             ensemble = {"step": step, "data_fn": data_fn}
-            results = train_ensemble([j.config for j in todo], [j.run_dir for j in todo], **options, **ensemble) if todo else []
+            results = (
+                train_ensemble([j.config for j in todo], [j.run_dir for j in todo], **options, **ensemble)
+                if todo
+                else []
+            )
         for job, result in zip(todo, results, strict=True):
             stopped = not result.finished
-            returns[job.name] = JobReturn(job.name, RunStatus.INTERRUPTED, STOPPED) if stopped else JobReturn(job.name, str(result.metrics["status"]))
+            returns[job.name] = (
+                JobReturn(job.name, RunStatus.INTERRUPTED, STOPPED)
+                if stopped
+                else JobReturn(job.name, str(result.metrics["status"]))
+            )
     except RunFolderBusy as err:  # another process took a folder meanwhile: not a failure, and not ours to record
         for job in todo:
             busy = RunFolder(job.run_dir).is_busy()
-            returns[job.name] = JobReturn(job.name, RunStatus.RUNNING if busy else str(RunFolder(job.run_dir).status()), str(err))
+            returns[job.name] = JobReturn(
+                job.name, RunStatus.RUNNING if busy else str(RunFolder(job.run_dir).status()), str(err)
+            )
     except Exception as err:  # noqa: BLE001 - a failed run is recorded, the study goes on
-        if is_disk_full(err):  # every run would fail alike: the study stops, as train does (exit 2), and resumes once space is freed
+        if is_disk_full(
+            err
+        ):  # every run would fail alike: the study stops, as train does (exit 2), and resumes once space is freed
             raise
         tb = traceback.format_exc()
         returns.update((job.name, record_failure(job, err, tb)) for job in todo)

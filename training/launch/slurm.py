@@ -60,7 +60,17 @@ from training.launch.executor import record_failure
 from training.launch.slurm_chunk import SUBMITIT_MISSING, RunChunk, slurm_time_left
 from training.launch.slurm_options import SlurmOptions
 
-__all__ = ["JOBS_FILE", "SLURM_FOLDER", "RunChunk", "SlurmLauncher", "SlurmOptions", "live_jobs", "slurm_time_left", "study_folder", "submitted_line"]
+__all__ = [
+    "JOBS_FILE",
+    "SLURM_FOLDER",
+    "RunChunk",
+    "SlurmLauncher",
+    "SlurmOptions",
+    "live_jobs",
+    "slurm_time_left",
+    "study_folder",
+    "submitted_line",
+]
 
 #: Where a launch keeps submitit's files and its record of submitted jobs, inside the study folder.
 SLURM_FOLDER = ".slurm"
@@ -72,13 +82,27 @@ def submitted_line(pending: int, total: int, out: str | Path, rerun: str) -> str
     """What a launch that only submitted (``--slurm-no-wait``) says: how many of its ``total``
     runs wait in Slurm jobs (``pending``), where their logs are, and the command (``rerun``)
     that collects them."""
-    return (f"submitted: {pending} of {total} runs are in Slurm jobs, not finished (logs in {Path(out) / SLURM_FOLDER}); "
-            f"to collect them (and see where they stand) run again: {rerun}")  # fmt: skip
+    return (
+        f"submitted: {pending} of {total} runs are in Slurm jobs, not finished (logs in {Path(out) / SLURM_FOLDER}); "
+        f"to collect them (and see where they stand) run again: {rerun}"
+    )
 
 
 #: Slurm job states in which a job still holds (or will hold) its run.
 LIVE_STATES = frozenset(
-    {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SUSPENDED", "SIGNALING", "STAGE_OUT"}
+    {
+        "PENDING",
+        "RUNNING",
+        "CONFIGURING",
+        "COMPLETING",
+        "REQUEUED",
+        "REQUEUE_HOLD",
+        "REQUEUE_FED",
+        "RESIZING",
+        "SUSPENDED",
+        "SIGNALING",
+        "STAGE_OUT",
+    }
 )
 
 
@@ -89,7 +113,9 @@ def study_folder(jobs: Sequence[Job]) -> Path:
     for job in jobs:
         parts = Path(job.name).parts
         run_dir = Path(job.run_dir).absolute()
-        roots.add(run_dir.parents[len(parts) - 1] if parts and run_dir.parts[-len(parts) :] == parts else run_dir.parent)
+        roots.add(
+            run_dir.parents[len(parts) - 1] if parts and run_dir.parts[-len(parts) :] == parts else run_dir.parent
+        )
     return roots.pop() if len(roots) == 1 else Path(os.path.commonpath([str(r) for r in roots]))
 
 
@@ -113,9 +139,17 @@ def live_jobs(job_ids: Sequence[str]) -> dict[str, str]:
     if not job_ids:
         return {}
     try:
-        out = subprocess.run(["squeue", "-h", "-r", "-t", "all", "-o", "%i|%T", "-u", getpass.getuser()], capture_output=True, text=True, timeout=60, check=True).stdout
+        out = subprocess.run(
+            ["squeue", "-h", "-r", "-t", "all", "-o", "%i|%T", "-u", getpass.getuser()],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
     except subprocess.CalledProcessError as err:
-        raise RuntimeError(f"cannot read Slurm's queue: {scheduler_words(err.stderr or err.stdout or str(err))}") from err
+        raise RuntimeError(
+            f"cannot read Slurm's queue: {scheduler_words(err.stderr or err.stdout or str(err))}"
+        ) from err
     except (OSError, subprocess.SubprocessError) as err:
         raise RuntimeError(f"cannot read Slurm's queue (squeue): {err}") from err
     wanted = set(job_ids)
@@ -147,10 +181,14 @@ class SlurmLauncher(Launcher):
             raise ValueError(f"the slurm launcher takes a SlurmOptions (slurm=...), got {type(self.options).__name__}")
         self.study = None if study is None else Path(study)
         _executor_class(self.options.cluster)  # submitit, and Slurm's commands: refused before anything is written
-        missing = [c for c in ("sbatch", "srun", "squeue") if self.options.cluster == "slurm" and shutil.which(c) is None]
+        missing = [
+            c for c in ("sbatch", "srun", "squeue") if self.options.cluster == "slurm" and shutil.which(c) is None
+        ]
         if missing:
-            raise ValueError(f"the slurm backend needs Slurm's commands ({', '.join(missing)} not found on PATH): launch from a login node "
-                             "of your Slurm cluster, or try the same path on this machine with --slurm-cluster local")  # fmt: skip
+            raise ValueError(
+                f"the slurm backend needs Slurm's commands ({', '.join(missing)} not found on PATH): launch from a login node "
+                "of your Slurm cluster, or try the same path on this machine with --slurm-cluster local"
+            )
 
     @property
     def waits(self) -> bool:
@@ -201,9 +239,13 @@ class SlurmLauncher(Launcher):
             if status in FINISHED_STATUSES:
                 returns[job.name] = JobReturn(job.name, str(status))
             elif folder.is_busy():
-                returns[job.name] = JobReturn(job.name, RunStatus.RUNNING, f"{job.run_dir} is being trained by another process")
+                returns[job.name] = JobReturn(
+                    job.name, RunStatus.RUNNING, f"{job.run_dir} is being trained by another process"
+                )
             elif record.get(job.name) in live:
-                returns[job.name] = JobReturn(job.name, RunStatus.RUNNING, f"Slurm job {record[job.name]} already holds it")
+                returns[job.name] = JobReturn(
+                    job.name, RunStatus.RUNNING, f"Slurm job {record[job.name]} already holds it"
+                )
             else:
                 todo.append(job)
         submitted = self._submit(executor_class, todo)
@@ -211,13 +253,19 @@ class SlurmLauncher(Launcher):
         self.folder.mkdir(parents=True, exist_ok=True)
         write_json(self.folder / JOBS_FILE, record)
         if submitted:
-            print(f"slurm: submitted {len(todo)} runs as {len(submitted)} jobs ({', '.join(s.job_id for s in submitted[:4])}"
-                  f"{', ...' if len(submitted) > 4 else ''}); logs in {self.folder}", file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"slurm: submitted {len(todo)} runs as {len(submitted)} jobs ({', '.join(s.job_id for s in submitted[:4])}"
+                f"{', ...' if len(submitted) > 4 else ''}); logs in {self.folder}",
+                file=sys.stderr,
+                flush=True,
+            )
         if self.options.wait:
             self._wait(submitted)
         for s in submitted:
             for job in s.jobs:
-                returns[job.name] = s.returns.get(job.name) or JobReturn(job.name, RunStatus.RUNNING, f"submitted as Slurm job {s.job_id}")
+                returns[job.name] = s.returns.get(job.name) or JobReturn(
+                    job.name, RunStatus.RUNNING, f"submitted as Slurm job {s.job_id}"
+                )
         return [self.returned(returns[job.name]) for job in jobs]
 
     def _groups(self, jobs: list[Job]) -> list[tuple[Job, ...]]:
@@ -245,12 +293,24 @@ class SlurmLauncher(Launcher):
             executor = executor_class(folder=logs, max_num_timeout=o.max_requeues)
             executor.update_parameters(**o.executor_parameters())
             chunk_class = _checkpointable()
-            calls = [chunk_class(group, o.device, o.cpus, o.time_min * 60, o.signal_delay_s, o.chunk_seconds) for group in groups]
-            with contextlib.redirect_stderr(io.StringIO()), executor.batch():  # submitit prints sbatch's error too: it is quoted once, below
+            calls = [
+                chunk_class(group, o.device, o.cpus, o.time_min * 60, o.signal_delay_s, o.chunk_seconds)
+                for group in groups
+            ]
+            with (
+                contextlib.redirect_stderr(io.StringIO()),
+                executor.batch(),
+            ):  # submitit prints sbatch's error too: it is quoted once, below
                 handles = [executor.submit(call) for call in calls]
-        except (RuntimeError, OSError, subprocess.SubprocessError) as err:  # submitit's FailedJobError is a RuntimeError
+        except (
+            RuntimeError,
+            OSError,
+            subprocess.SubprocessError,
+        ) as err:  # submitit's FailedJobError is a RuntimeError
             _remove_submission(logs, before, made)
-            raise SubmissionError(f"Slurm did not take the jobs: {scheduler_words(str(err))}; nothing was submitted; {_CHECK}") from None
+            raise SubmissionError(
+                f"Slurm did not take the jobs: {scheduler_words(str(err))}; nothing was submitted; {_CHECK}"
+            ) from None
         return [_Submitted(group, handle, str(handle.job_id)) for group, handle in zip(groups, handles, strict=True)]
 
     def _wait(self, submitted: list[_Submitted]) -> None:
@@ -288,16 +348,29 @@ class SlurmLauncher(Launcher):
         log = self.folder / "logs" / f"{job_id}_0_log.err"
         raised = _job_exception(handle)
         if raised:
-            return record_failure(job, f"Slurm job {job_id} raised {raised}; its log: {log}; launch again to retry (from its checkpoint)")
+            return record_failure(
+                job, f"Slurm job {job_id} raised {raised}; its log: {log}; launch again to retry (from its checkpoint)"
+            )
         state, code = (None, None) if self.options.cluster == "local" else job_end_state(job_id) or (None, None)
         if state in FAILING_STATES:
-            return record_failure(job, f"Slurm job {job_id} ended {state} (exit code {code}) before the run finished: {FAILING_STATES[state]}; its log: {log}")
+            return record_failure(
+                job,
+                f"Slurm job {job_id} ended {state} (exit code {code}) before the run finished: {FAILING_STATES[state]}; its log: {log}",
+            )
         folder.mark_interrupted()
         from training.launch.backends import resume_epoch
 
-        where = f"at epoch {resume_epoch(job.run_dir)} of {job.config.train.epochs}, its checkpoint kept" if folder.checkpoint_path.exists() else "before its first checkpoint"
+        where = (
+            f"at epoch {resume_epoch(job.run_dir)} of {job.config.train.epochs}, its checkpoint kept"
+            if folder.checkpoint_path.exists()
+            else "before its first checkpoint"
+        )
         ended = f"ended {state}" if state else "ended"
-        return JobReturn(job.name, str(folder.status()), f"Slurm job {job_id} {ended} before the run finished: interrupted {where}; its log: {log}; launch again to resume it")
+        return JobReturn(
+            job.name,
+            str(folder.status()),
+            f"Slurm job {job_id} {ended} before the run finished: interrupted {where}; its log: {log}; launch again to resume it",
+        )
 
 
 #: Slurm's end states of a job that make its unfinished run ``failed`` (launching again would meet the same end), with what to do.
@@ -312,7 +385,10 @@ def job_end_state(job_id: str) -> tuple[str, str] | None:
     ``CANCELLED``, ``TIMEOUT``, ``FAILED``, ``OUT_OF_MEMORY``, ...) and exit code, from
     ``sacct`` (the accounting database), else ``scontrol show job`` (the controller keeps
     an ended job ``MinJobAge`` seconds); None when neither says."""
-    for command in (["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State,ExitCode"], ["scontrol", "-o", "show", "job", job_id]):
+    for command in (
+        ["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State,ExitCode"],
+        ["scontrol", "-o", "show", "job", job_id],
+    ):
         try:
             out = subprocess.run(command, capture_output=True, text=True, timeout=60, check=True).stdout
         except (OSError, subprocess.SubprocessError):
@@ -327,7 +403,9 @@ def job_end_state(job_id: str) -> tuple[str, str] | None:
 
 
 #: What a user checks when Slurm does not take the jobs.
-_CHECK = "check that Slurm answers (sinfo) and that this cluster accepts the --slurm-* options, then run the command again"
+_CHECK = (
+    "check that Slurm answers (sinfo) and that this cluster accepts the --slurm-* options, then run the command again"
+)
 #: The files submitit writes for a submission before sbatch answers: the jobs' pickles and the script.
 _SUBMISSION_FILE = re.compile(r"^(?:[0-9a-f]{32}\.pkl|\.submission_file_[0-9a-f]{32}\.sh)$")
 

@@ -84,7 +84,15 @@ class RunChunk:
     this process's start), or ``chunk_s`` after this process started if that is sooner.
     """
 
-    def __init__(self, jobs: tuple[Job, ...], device: str, threads: int, time_s: float, signal_delay_s: float, chunk_s: float | None) -> None:
+    def __init__(
+        self,
+        jobs: tuple[Job, ...],
+        device: str,
+        threads: int,
+        time_s: float,
+        signal_delay_s: float,
+        chunk_s: float | None,
+    ) -> None:
         self.jobs, self.device, self.threads = jobs, device, threads
         self.time_s, self.signal_delay_s, self.chunk_s = time_s, signal_delay_s, chunk_s
 
@@ -96,7 +104,10 @@ class RunChunk:
 
     def deadline(self, limit: float) -> tuple[float, str]:
         """The ``time.monotonic()`` at which this chunk's runs checkpoint and stop, and what set it."""
-        end, why = limit - 2 * self.signal_delay_s, f"until {2 * self.signal_delay_s:g} s before the job's time limit, twice --slurm-signal-delay"
+        end, why = (
+            limit - 2 * self.signal_delay_s,
+            f"until {2 * self.signal_delay_s:g} s before the job's time limit, twice --slurm-signal-delay",
+        )
         if self.chunk_s is not None and _IMPORTED + self.chunk_s < end:
             return _IMPORTED + self.chunk_s, f"--slurm-chunk-seconds {self.chunk_s:g} from the job's start"
         return end, why
@@ -106,21 +117,33 @@ class RunChunk:
         limit, known = self.limit()
         deadline, why = self.deadline(limit)
         say(positions(self.jobs))
-        say(f"this chunk trains for up to {max(0.0, deadline - start):.0f} s ({why}); then each run checkpoints after its epoch and the job requeues itself")
+        say(
+            f"this chunk trains for up to {max(0.0, deadline - start):.0f} s ({why}); then each run checkpoints after its epoch and the job requeues itself"
+        )
         warning = _usr_sig()
         try:
             with signals_raise(), self._warning(warning, deadline, limit if known else None):
-                returns = execute(self.jobs, self.device, self.threads, deadline)  # one run alone, several as one ensemble
+                returns = execute(
+                    self.jobs, self.device, self.threads, deadline
+                )  # one run alone, several as one ensemble
         except Stopped as stop:
             signal.signal(warning, signal.SIG_IGN)
-            say(f"a {signal.Signals(stop.signum).name} stopped the job after {time.monotonic() - start:.0f} s (scancel, preemption or the time limit): "
-                f"each run is interrupted at its last checkpoint ({positions(self.jobs)}); launch again to resume")  # fmt: skip
+            say(
+                f"a {signal.Signals(stop.signum).name} stopped the job after {time.monotonic() - start:.0f} s (scancel, preemption or the time limit): "
+                f"each run is interrupted at its last checkpoint ({positions(self.jobs)}); launch again to resume"
+            )
             return [JobReturn(j.name, str(RunFolder(j.run_dir).status())) for j in self.jobs]
         if any(r.status == RunStatus.INTERRUPTED for r in returns):
-            say(f"the chunk's time is up after {time.monotonic() - start:.0f} s, the runs checkpointed ({positions(self.jobs)}): requeueing")
+            say(
+                f"the chunk's time is up after {time.monotonic() - start:.0f} s, the runs checkpointed ({positions(self.jobs)}): requeueing"
+            )
             self.requeue()
-        signal.signal(warning, signal.SIG_IGN)  # done: a late warning must neither requeue the job nor kill it as it exits
-        say(f"the runs ended after {time.monotonic() - start:.0f} s: {', '.join(f'{r.name} {r.status}' for r in returns)}")
+        signal.signal(
+            warning, signal.SIG_IGN
+        )  # done: a late warning must neither requeue the job nor kill it as it exits
+        say(
+            f"the runs ended after {time.monotonic() - start:.0f} s: {', '.join(f'{r.name} {r.status}' for r in returns)}"
+        )
         return returns
 
     @contextlib.contextmanager
@@ -145,9 +168,11 @@ class RunChunk:
             if limit is None or at >= limit - self.signal_delay_s:
                 now(signum, frame)
                 return
-            say(f"Slurm's warning (SIGUSR2) came {limit - at:.0f} s before the time limit, not the {self.signal_delay_s:g} s asked "
+            say(
+                f"Slurm's warning (SIGUSR2) came {limit - at:.0f} s before the time limit, not the {self.signal_delay_s:g} s asked "
                 f"(Slurm may send it up to 60 s early): the chunk trains on to its end ({max(0.0, deadline - at):.0f} s more), "
-                f"and requeues itself {self.signal_delay_s:g} s before the time limit at the latest")  # fmt: skip
+                f"and requeues itself {self.signal_delay_s:g} s before the time limit at the latest"
+            )
             signal.signal(signal.SIGALRM, now)
             signal.setitimer(signal.ITIMER_REAL, limit - self.signal_delay_s - at)
 
@@ -184,7 +209,9 @@ def slurm_time_left() -> float | None:
     if not job:
         return None
     try:
-        text = subprocess.run(["squeue", "-h", "-j", job, "-o", "%L"], capture_output=True, text=True, timeout=30, check=True).stdout.strip()
+        text = subprocess.run(
+            ["squeue", "-h", "-j", job, "-o", "%L"], capture_output=True, text=True, timeout=30, check=True
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
     days, _, clock = text.rpartition("-")

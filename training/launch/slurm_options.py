@@ -12,7 +12,11 @@ CLUSTERS = ("slurm", "local")
 #: The command line's --slurm-* options: name -> (kind, default, help naming the sbatch option it sets).
 SLURM_FLAGS: dict[str, tuple[str, Any, str]] = {
     "partition": ("str", None, "Slurm partition (sbatch --partition) [default: the cluster's default]."),
-    "time": ("int1", 60, "Minutes one job may run (sbatch --time): a chunk's limit, not the run's; a longer run checkpoints and is requeued."),
+    "time": (
+        "int1",
+        60,
+        "Minutes one job may run (sbatch --time): a chunk's limit, not the run's; a longer run checkpoints and is requeued.",
+    ),
     "gpus": ("int0", 0, "GPUs per job (sbatch --gpus-per-node)."),
     "cpus": ("int1", 1, "CPUs per job (sbatch --cpus-per-task), also each run's torch threads."),
     "mem": ("float", None, "Memory per job in GB (sbatch --mem) [default: the partition's]."),
@@ -20,19 +24,43 @@ SLURM_FLAGS: dict[str, tuple[str, Any, str]] = {
     "account": ("str", None, "Account to charge (sbatch --account)."),
     "qos": ("str", None, "Quality of service (sbatch --qos)."),
     "constraint": ("str", None, "Node features, e.g. a GPU type (sbatch --constraint)."),
-    "signal_delay": ("int1", 90, "Seconds before the time limit Slurm warns a job (sbatch --signal=USR2@S); a chunk ends twice this before the limit."),
-    "chunk_seconds": ("float", None, "Seconds a job trains before it checkpoints and requeues itself [default: until twice --slurm-signal-delay before --slurm-time]."),
-    "ensemble_size": ("int1", None, "Train up to this many same-shape runs together in one job (GPUs) [default: one run per job]."),
+    "signal_delay": (
+        "int1",
+        90,
+        "Seconds before the time limit Slurm warns a job (sbatch --signal=USR2@S); a chunk ends twice this before the limit.",
+    ),
+    "chunk_seconds": (
+        "float",
+        None,
+        "Seconds a job trains before it checkpoints and requeues itself [default: until twice --slurm-signal-delay before --slurm-time].",
+    ),
+    "ensemble_size": (
+        "int1",
+        None,
+        "Train up to this many same-shape runs together in one job (GPUs) [default: one run per job].",
+    ),
 }
 
 #: The sbatch options (long and short names) a --slurm-* option sets: --slurm-sbatch may not set them again.
 SBATCH_OWNED = {
-    "partition": "--slurm-partition", "p": "--slurm-partition", "time": "--slurm-time", "t": "--slurm-time",
-    "gpus-per-node": "--slurm-gpus", "cpus-per-task": "--slurm-cpus", "c": "--slurm-cpus", "mem": "--slurm-mem",
-    "account": "--slurm-account", "A": "--slurm-account", "qos": "--slurm-qos", "q": "--slurm-qos",
-    "constraint": "--slurm-constraint", "C": "--slurm-constraint", "signal": "--slurm-signal-delay",
-    "array": "--slurm-array-parallelism", "a": "--slurm-array-parallelism",
-}  # fmt: skip
+    "partition": "--slurm-partition",
+    "p": "--slurm-partition",
+    "time": "--slurm-time",
+    "t": "--slurm-time",
+    "gpus-per-node": "--slurm-gpus",
+    "cpus-per-task": "--slurm-cpus",
+    "c": "--slurm-cpus",
+    "mem": "--slurm-mem",
+    "account": "--slurm-account",
+    "A": "--slurm-account",
+    "qos": "--slurm-qos",
+    "q": "--slurm-qos",
+    "constraint": "--slurm-constraint",
+    "C": "--slurm-constraint",
+    "signal": "--slurm-signal-delay",
+    "array": "--slurm-array-parallelism",
+    "a": "--slurm-array-parallelism",
+}
 #: The sbatch options the launcher sets itself (where the jobs' logs go, the job's name).
 SBATCH_LAUNCHER = {"output", "o", "error", "e", "open-mode", "job-name", "J"}
 
@@ -46,8 +74,10 @@ def check_sbatch_option(key: str, value: str) -> None:
         flag = SBATCH_OWNED[name]
         raise ValueError(f"--slurm-sbatch {key}={value} sets what {flag} sets; give it once, with {flag}")
     if name in SBATCH_LAUNCHER:
-        raise ValueError(f"--slurm-sbatch {key}={value} sets what the launcher sets itself (the jobs' logs in STUDY/.slurm/logs, "
-                         "their name); leave it out")  # fmt: skip
+        raise ValueError(
+            f"--slurm-sbatch {key}={value} sets what the launcher sets itself (the jobs' logs in STUDY/.slurm/logs, "
+            "their name); leave it out"
+        )
 
 
 @dataclass(frozen=True)
@@ -102,8 +132,12 @@ class SlurmOptions:
                 raise ValueError(f"slurm {name} must be an integer >= 1, got {value!r}")
         if isinstance(self.gpus, bool) or not isinstance(self.gpus, int) or self.gpus < 0:
             raise ValueError(f"slurm gpus must be an integer >= 0, got {self.gpus!r}")
-        if self.ensemble_size is not None and (isinstance(self.ensemble_size, bool) or not isinstance(self.ensemble_size, int) or self.ensemble_size < 1):
-            raise ValueError(f"slurm ensemble_size must be an integer >= 1 (or None: one run per job), got {self.ensemble_size!r}")
+        if self.ensemble_size is not None and (
+            isinstance(self.ensemble_size, bool) or not isinstance(self.ensemble_size, int) or self.ensemble_size < 1
+        ):
+            raise ValueError(
+                f"slurm ensemble_size must be an integer >= 1 (or None: one run per job), got {self.ensemble_size!r}"
+            )
         for name in ("mem_gb", "chunk_seconds", "poll_s"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
@@ -117,7 +151,9 @@ class SlurmOptions:
             )
         for pair in self.sbatch_args:
             if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(p, str) and p for p in pair)):
-                raise ValueError(f"slurm sbatch_args must be (option, value) pairs such as ('reservation', 'gpu-day'), got {pair!r}")
+                raise ValueError(
+                    f"slurm sbatch_args must be (option, value) pairs such as ('reservation', 'gpu-day'), got {pair!r}"
+                )
             check_sbatch_option(*pair)
         keys = [pair[0].strip("-").replace("_", "-") for pair in self.sbatch_args]
         if len(set(keys)) < len(keys):
@@ -129,12 +165,20 @@ class SlurmOptions:
         if self.cluster == "local":
             return {"timeout_min": self.time_min, "gpus_per_node": self.gpus, "signal_delay_s": self.signal_delay_s}
         params: dict[str, Any] = {
-            "time": self.time_min, "cpus_per_task": self.cpus, "signal_delay_s": self.signal_delay_s,
-            "array_parallelism": self.array_parallelism, "job_name": "interp-init",
-        }  # fmt: skip
+            "time": self.time_min,
+            "cpus_per_task": self.cpus,
+            "signal_delay_s": self.signal_delay_s,
+            "array_parallelism": self.array_parallelism,
+            "job_name": "interp-init",
+        }
         if self.gpus:
             params["gpus_per_node"] = self.gpus
-        optional = {"partition": self.partition, "account": self.account, "qos": self.qos, "constraint": self.constraint}
+        optional = {
+            "partition": self.partition,
+            "account": self.account,
+            "qos": self.qos,
+            "constraint": self.constraint,
+        }
         params.update({k: v for k, v in optional.items() if v is not None})
         if self.mem_gb is not None:
             params["mem"] = f"{max(1, round(self.mem_gb * 1024))}M"
@@ -150,7 +194,12 @@ def slurm_options_from(backend: str, device: str, flags: dict[str, Any]) -> Slur
     ``flags``); None unless ``backend`` is ``slurm`` (where any --slurm-* given is refused)."""
     values = {k[len("slurm_") :]: flags.pop(k) for k in list(flags) if k.startswith("slurm_")}
     if backend != "slurm":
-        defaults = {k: v[1] for k, v in SLURM_FLAGS.items()} | {"setup": (), "sbatch": (), "no_wait": False, "cluster": "slurm"}
+        defaults = {k: v[1] for k, v in SLURM_FLAGS.items()} | {
+            "setup": (),
+            "sbatch": (),
+            "no_wait": False,
+            "cluster": "slurm",
+        }
         given = sorted(k for k, v in values.items() if v != defaults[k])
         if given:
             raise ValueError(f"--slurm-{given[0].replace('_', '-')} applies to --backend slurm only")
@@ -162,8 +211,21 @@ def slurm_options_from(backend: str, device: str, flags: dict[str, Any]) -> Slur
             raise ValueError(f"--slurm-sbatch takes OPTION=VALUE (e.g. reservation=gpu-day), got {item!r}")
         pairs.append((key.strip("-"), value))
     return SlurmOptions(
-        partition=values["partition"], time_min=values["time"], gpus=values["gpus"], cpus=values["cpus"], mem_gb=values["mem"],
-        array_parallelism=values["array_parallelism"], account=values["account"], qos=values["qos"], constraint=values["constraint"],
-        signal_delay_s=values["signal_delay"], sbatch_args=tuple(pairs), setup=tuple(values["setup"]), chunk_seconds=values["chunk_seconds"],
-        ensemble_size=values["ensemble_size"], device=device, wait=not values["no_wait"], cluster=values["cluster"],
-    )  # fmt: skip
+        partition=values["partition"],
+        time_min=values["time"],
+        gpus=values["gpus"],
+        cpus=values["cpus"],
+        mem_gb=values["mem"],
+        array_parallelism=values["array_parallelism"],
+        account=values["account"],
+        qos=values["qos"],
+        constraint=values["constraint"],
+        signal_delay_s=values["signal_delay"],
+        sbatch_args=tuple(pairs),
+        setup=tuple(values["setup"]),
+        chunk_seconds=values["chunk_seconds"],
+        ensemble_size=values["ensemble_size"],
+        device=device,
+        wait=not values["no_wait"],
+        cluster=values["cluster"],
+    )

@@ -35,7 +35,14 @@ if TYPE_CHECKING:
     import pandas as pd
 
 #: The per-seed table's short names of the targets.
-_SHORT = {"id_acc": "ID", "heldout_inferential": "inf", "heldout_symmetric": "sym", "exception_acc": "(3,4)", "ood_acc": "OOD", "commutativity": "comm"}
+_SHORT = {
+    "id_acc": "ID",
+    "heldout_inferential": "inf",
+    "heldout_symmetric": "sym",
+    "exception_acc": "(3,4)",
+    "ood_acc": "OOD",
+    "commutativity": "comm",
+}
 
 
 def exact_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
@@ -50,17 +57,29 @@ def exact_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, flo
     return float(ci.low), float(ci.high)
 
 
-def check_flip(summary: Mapping[str, Mapping[str, Mapping[str, Any]]], criteria: Mapping[str, float] = FLIP_CRITERIA) -> dict[str, bool]:
+def check_flip(
+    summary: Mapping[str, Mapping[str, Mapping[str, Any]]], criteria: Mapping[str, float] = FLIP_CRITERIA
+) -> dict[str, bool]:
     """Each criterion of the flip (the tasks' own :meth:`~interp_init.tasks.base.Task.flip_checks`)
     on one seed's numbers (task -> regime -> target -> value), by name, and ``"all"``."""
-    checks = {k: v for task, rows in summary.items() for k, v in make_task(task).flip_checks(rows["small-init"], rows["large-init"], criteria).items()}
+    checks = {
+        k: v
+        for task, rows in summary.items()
+        for k, v in make_task(task).flip_checks(rows["small-init"], rows["large-init"], criteria).items()
+    }
     return {**checks, "all": all(checks.values())}
 
 
-def check_readings(summary: Mapping[str, Mapping[str, Mapping[str, Any]]], criteria: Mapping[str, float] = FLIP_CRITERIA) -> dict[str, tuple[str, bool]]:
+def check_readings(
+    summary: Mapping[str, Mapping[str, Mapping[str, Any]]], criteria: Mapping[str, float] = FLIP_CRITERIA
+) -> dict[str, tuple[str, bool]]:
     """The readings beside the criteria on one seed's numbers (:meth:`~interp_init.tasks.base.Task.flip_readings`:
     name -> (the criterion it stands beside, whether it holds)); never in :func:`check_flip`'s ``"all"``."""
-    return {k: v for task, rows in summary.items() for k, v in make_task(task).flip_readings(rows["small-init"], rows["large-init"], criteria).items()}
+    return {
+        k: v
+        for task, rows in summary.items()
+        for k, v in make_task(task).flip_readings(rows["small-init"], rows["large-init"], criteria).items()
+    }
 
 
 def failed_criteria(checks: Mapping[str, bool]) -> str:
@@ -95,9 +114,16 @@ class RegimeResult:
         return None if pick is None else pick.value
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"gamma": self.gamma, **{t: p.value for t, p in self.picks.items()},
-                               "picked": {t: {"lr": p.lr, "epoch": p.epoch} for t, p in self.picks.items()}, "status": self.status,
-                               "run_dirs": list(self.run_dirs), "weight_decay": self.weight_decay, "precision": self.precision, "seconds": self.seconds}  # fmt: skip
+        out: dict[str, Any] = {
+            "gamma": self.gamma,
+            **{t: p.value for t, p in self.picks.items()},
+            "picked": {t: {"lr": p.lr, "epoch": p.epoch} for t, p in self.picks.items()},
+            "status": self.status,
+            "run_dirs": list(self.run_dirs),
+            "weight_decay": self.weight_decay,
+            "precision": self.precision,
+            "seconds": self.seconds,
+        }
         if self.race is not None:
             out["race"] = self.race.to_dict()
         return out
@@ -107,14 +133,29 @@ class RegimeResult:
         """Read :meth:`to_dict` back, or a row of the single-seed summary written before one
         schema (``gamma``, the targets, ``status``, ``seconds``, ``run_dir``)."""
         picked = data.get("picked") or {}
-        picks = {t: Pick(data.get(t), (picked.get(t) or {}).get("lr"), (picked.get(t) or {}).get("epoch")) for t in targets(task)}
+        picks = {
+            t: Pick(data.get(t), (picked.get(t) or {}).get("lr"), (picked.get(t) or {}).get("epoch"))
+            for t in targets(task)
+        }
         dirs = data["run_dirs"] if "run_dirs" in data else [data["run_dir"]]
         race = None if data.get("race") is None else Race.from_dict(data["race"])
-        return cls(task, regime, data["gamma"], picks, data.get("status", "completed"), tuple(dirs),
-                   data.get("weight_decay"), data.get("precision"), data.get("seconds"), race)  # fmt: skip
+        return cls(
+            task,
+            regime,
+            data["gamma"],
+            picks,
+            data.get("status", "completed"),
+            tuple(dirs),
+            data.get("weight_decay"),
+            data.get("precision"),
+            data.get("seconds"),
+            race,
+        )
 
 
-def regime_result(task: str, regime: str, gamma: float, run_dirs: Sequence[str | Path], protocol: str, logged_every: int | None = None) -> RegimeResult:
+def regime_result(
+    task: str, regime: str, gamma: float, run_dirs: Sequence[str | Path], protocol: str, logged_every: int | None = None
+) -> RegimeResult:
     """Read a regime's run folders (one, or one per lr) under ``protocol`` (``paper``: on the
     epochs ``logged_every`` names, :func:`training.studies.selection.logged_epochs`, or every evaluated one)."""
     runs = [RunRecord.read(d, strict=False) for d in run_dirs]
@@ -122,16 +163,32 @@ def regime_result(task: str, regime: str, gamma: float, run_dirs: Sequence[str |
         raise ValueError(f"{task}/{regime}: no run folders to read")
     if check_protocol(protocol, logged_every) == "strict":
         if len(runs) != 1:
-            raise ValueError(f"{task}/{regime}: the strict protocol reads one run (one lr), got {len(runs)}: {[str(r.path) for r in runs]}")
+            raise ValueError(
+                f"{task}/{regime}: the strict protocol reads one run (one lr), got {len(runs)}: {[str(r.path) for r in runs]}"
+            )
         picks = pick_strict(runs[0], targets(task))
     else:
         picks = pick_paper(runs, targets(task), logged_every)
     bad = [r.status for r in runs if r.status != "completed"]
     first = runs[0]
-    seconds = sum(r.elapsed_s for r in runs if r.elapsed_s is not None) if any(r.elapsed_s is not None for r in runs) else None
+    seconds = (
+        sum(r.elapsed_s for r in runs if r.elapsed_s is not None)
+        if any(r.elapsed_s is not None for r in runs)
+        else None
+    )
     race = race_of(first.history, first.lr) if task_class(task).has_race and len(runs) == 1 else None
-    return RegimeResult(task, regime, gamma, picks, str(bad[0]) if bad else "completed", tuple(str(r.path) for r in runs),
-                        first.config.train.weight_decay, first.config.train.precision, seconds, race)  # fmt: skip
+    return RegimeResult(
+        task,
+        regime,
+        gamma,
+        picks,
+        str(bad[0]) if bad else "completed",
+        tuple(str(r.path) for r in runs),
+        first.config.train.weight_decay,
+        first.config.train.precision,
+        seconds,
+        race,
+    )
 
 
 @dataclass(frozen=True)
@@ -155,7 +212,13 @@ class SeedRow:
 
     def summary(self) -> dict[str, dict[str, dict[str, Any]]]:
         """The single-seed summary's shape (task -> regime -> numbers) that :func:`check_flip` reads."""
-        return {t: {g: {"gamma": self.result(t, g).gamma, **{k: self.result(t, g).value(k) for k in targets(t)}} for g in REGIME_NAMES} for t in self.tasks}
+        return {
+            t: {
+                g: {"gamma": self.result(t, g).gamma, **{k: self.result(t, g).value(k) for k in targets(t)}}
+                for g in REGIME_NAMES
+            }
+            for t in self.tasks
+        }
 
     @property
     def checks(self) -> dict[str, bool]:
@@ -167,10 +230,13 @@ class SeedRow:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "seed": self.seed, "init_seed": self.init_seed, "data_seed": self.data_seed,
+            "seed": self.seed,
+            "init_seed": self.init_seed,
+            "data_seed": self.data_seed,
             "runs": {t: {r.regime: r.to_dict() for r in self.results if r.task == t} for t in self.tasks},
-            "criteria": self.checks, "readings": {name: held for name, (_, held) in self.readings.items()},
-        }  # fmt: skip
+            "criteria": self.checks,
+            "readings": {name: held for name, (_, held) in self.readings.items()},
+        }
 
 
 @dataclass(frozen=True)
@@ -188,7 +254,12 @@ class CriterionRate:
         return exact_interval(self.met, self.of)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"met": self.met, "of": self.of, "interval": list(self.interval), **({} if self.beside is None else {"beside": self.beside})}
+        return {
+            "met": self.met,
+            "of": self.of,
+            "interval": list(self.interval),
+            **({} if self.beside is None else {"beside": self.beside}),
+        }
 
 
 @dataclass(frozen=True)
@@ -240,7 +311,10 @@ class Population:
     def readings(self) -> tuple[CriterionRate, ...]:
         """Per reading beside a criterion (:func:`check_readings`), how many seeds meet it."""
         readings = [r.readings for r in self.rows]
-        return tuple(CriterionRate(name, sum(r[name][1] for r in readings), len(readings), beside) for name, (beside, _) in readings[0].items())
+        return tuple(
+            CriterionRate(name, sum(r[name][1] for r in readings), len(readings), beside)
+            for name, (beside, _) in readings[0].items()
+        )
 
     def rates_and_readings(self) -> tuple[CriterionRate, ...]:
         """The rates, each reading right after the criterion it stands beside (what tables print)."""
@@ -251,29 +325,46 @@ class Population:
 
     def means(self) -> dict[str, dict[str, dict[str, float | None]]]:
         """Per task, regime and target, the mean over seeds (the papers' number under ``paper``)."""
-        return {t: {g: {k: _mean([r.result(t, g).value(k) for r in self.rows]) for k in targets(t)} for g in REGIME_NAMES} for t in self.tasks}
+        return {
+            t: {g: {k: _mean([r.result(t, g).value(k) for r in self.rows]) for k in targets(t)} for g in REGIME_NAMES}
+            for t in self.tasks
+        }
 
     def to_dict(self) -> dict[str, Any]:
         """What ``summary.json`` holds: the protocol, the seeds, ``population`` (criterion ->
         met, of, interval), ``per_seed`` rows and the ``mean_over_seeds``."""
         return {
-            "preset": self.preset, "protocol": self.protocol, "protocol_text": self.protocol_text,
+            "preset": self.preset,
+            "protocol": self.protocol,
+            "protocol_text": self.protocol_text,
             **({} if self.logged_every is None else {"logged_every": self.logged_every}),
-            "seeds": list(self.seeds), "lrs": None if self.lrs is None else list(self.lrs),
-            "vary": self.vary, "fixed_seed": self.fixed_seed,
+            "seeds": list(self.seeds),
+            "lrs": None if self.lrs is None else list(self.lrs),
+            "vary": self.vary,
+            "fixed_seed": self.fixed_seed,
             "population": {rate.name: rate.to_dict() for rate in self.rates},
             "readings": {rate.name: rate.to_dict() for rate in self.readings},
             "per_seed": [r.to_dict() for r in self.rows],
             "mean_over_seeds": self.means(),
-        }  # fmt: skip
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Population:
         """Read :meth:`to_dict` back (``summary.json``)."""
-        rows = [SeedRow(row["seed"], regime_results(row["runs"]), row.get("init_seed"), row.get("data_seed")) for row in data["per_seed"]]
+        rows = [
+            SeedRow(row["seed"], regime_results(row["runs"]), row.get("init_seed"), row.get("data_seed"))
+            for row in data["per_seed"]
+        ]
         lrs = data.get("lrs")
-        return cls(data.get("preset", ""), data.get("protocol", "strict"), tuple(rows), None if lrs is None else tuple(lrs),
-                   data.get("vary", "both"), data.get("fixed_seed"), data.get("logged_every"))  # fmt: skip
+        return cls(
+            data.get("preset", ""),
+            data.get("protocol", "strict"),
+            tuple(rows),
+            None if lrs is None else tuple(lrs),
+            data.get("vary", "both"),
+            data.get("fixed_seed"),
+            data.get("logged_every"),
+        )
 
     def regimes_table(self) -> pd.DataFrame:
         """One row per seed, task and regime: gamma, weight decay, the numbers, seconds
@@ -284,9 +375,20 @@ class Population:
         for row in self.rows:
             for r in row.results:
                 value = r.value
-                rows.append({"task": r.task, "regime": r.regime, "gamma": r.gamma, "wd": r.weight_decay, "ID acc": value("id_acc"),
-                             "(4,3) inferential": value("heldout_inferential"), "(4,3) symmetric": value("heldout_symmetric"),
-                             "OOD acc": value("ood_acc"), "commutativity": value("commutativity"), "seconds": r.seconds})  # fmt: skip
+                rows.append(
+                    {
+                        "task": r.task,
+                        "regime": r.regime,
+                        "gamma": r.gamma,
+                        "wd": r.weight_decay,
+                        "ID acc": value("id_acc"),
+                        "(4,3) inferential": value("heldout_inferential"),
+                        "(4,3) symmetric": value("heldout_symmetric"),
+                        "OOD acc": value("ood_acc"),
+                        "commutativity": value("commutativity"),
+                        "seconds": r.seconds,
+                    }
+                )
         return pd.DataFrame(rows)
 
     def format_regimes(self) -> str:
@@ -298,7 +400,10 @@ class Population:
         each reading beside a criterion (:meth:`readings`) in the row after it."""
         import pandas as pd
 
-        rows = [{"criterion": r.name, "met": r.met, "of": r.of, "95% interval": "[{:.2f}, {:.2f}]".format(*r.interval)} for r in self.rates_and_readings()]
+        rows = [
+            {"criterion": r.name, "met": r.met, "of": r.of, "95% interval": "[{:.2f}, {:.2f}]".format(*r.interval)}
+            for r in self.rates_and_readings()
+        ]
         return pd.DataFrame(rows)
 
     def seeds_table(self) -> pd.DataFrame:
@@ -306,14 +411,23 @@ class Population:
         the mean over seeds (the papers' number under ``paper``) and the criteria on it."""
         import pandas as pd
 
-        def line(seed: int | str, numbers: Mapping[str, Mapping[str, Mapping[str, Any]]], row: SeedRow | None = None) -> dict[str, Any]:
-            cells = {f"{t} {g.split('-')[0]} {_SHORT[k]}": numbers[t][g][k] for t in self.tasks for g in REGIME_NAMES for k in targets(t)}
+        def line(
+            seed: int | str, numbers: Mapping[str, Mapping[str, Mapping[str, Any]]], row: SeedRow | None = None
+        ) -> dict[str, Any]:
+            cells = {
+                f"{t} {g.split('-')[0]} {_SHORT[k]}": numbers[t][g][k]
+                for t in self.tasks
+                for g in REGIME_NAMES
+                for k in targets(t)
+            }
             return {"seed": seed, **cells, **race_columns(row), "all": check_flip(numbers)["all"]}
 
         def race_columns(row: SeedRow | None) -> dict[str, Any]:
             # the race of each symmetric regime (strict protocol): the epoch (3,4) is fitted and the failure mode
             out: dict[str, Any] = {}
-            for t, g in ((t, g) for t in self.tasks for g in REGIME_NAMES if self.rows[0].result(t, g).race is not None):
+            for t, g in (
+                (t, g) for t in self.tasks for g in REGIME_NAMES if self.rows[0].result(t, g).race is not None
+            ):
                 race = None if row is None else row.result(t, g).race
                 out[f"{t} {g.split('-')[0]} (3,4) fit epoch"] = None if race is None else str(race.fit_epoch or "never")
                 out[f"{t} {g.split('-')[0]} mode"] = None if race is None else race.mode
@@ -338,7 +452,12 @@ class Population:
         per_seed = self.seeds_table().set_index("seed").T  # one column per seed: readable for many seeds
         per_seed.columns = [f"seed {c}" if c != "mean" else "mean" for c in per_seed.columns]
         per_seed = per_seed.apply(lambda column: column.map(_cell))
-        lines += [self.rates_table().to_string(index=False), "", f"per seed ({self.protocol} protocol):", per_seed.to_string()]
+        lines += [
+            self.rates_table().to_string(index=False),
+            "",
+            f"per seed ({self.protocol} protocol):",
+            per_seed.to_string(),
+        ]
         return "\n".join(lines)
 
 
@@ -361,13 +480,29 @@ def read_population(spec: StudySpec, out: str | Path, seeds: Sequence[int] | Non
     """The population (of ``seeds``, default all) of the reproduction ``spec`` from the run
     folders under ``out``, under its protocol."""
     if tuple(spec.named) != REGIME_NAMES or not spec.seeds or not spec.tasks:
-        raise ValueError(f"a population is read from a reproduction's spec (named points {list(REGIME_NAMES)} over seeds and tasks)")
+        raise ValueError(
+            f"a population is read from a reproduction's spec (named points {list(REGIME_NAMES)} over seeds and tasks)"
+        )
     runs, fixed = spec.runs(out), spec.seed_overrides()
 
     def result(seed: int, task: str, regime: str) -> RegimeResult:
         mine = [r for r in runs if (r.seed, r.task, r.point) == (seed, task, regime)]
-        return regime_result(task, regime, mine[0].config.init.gamma, list(dict.fromkeys(r.run_dir for r in mine)), spec.protocol, spec.logged_every)
+        return regime_result(
+            task,
+            regime,
+            mine[0].config.init.gamma,
+            list(dict.fromkeys(r.run_dir for r in mine)),
+            spec.protocol,
+            spec.logged_every,
+        )
 
-    rows = tuple(SeedRow(seed, tuple(result(seed, t, g) for t in spec.tasks for g in REGIME_NAMES), fixed.get("init_seed"), fixed.get("data_seed"))
-                 for seed in (spec.seeds if seeds is None else seeds))  # fmt: skip
+    rows = tuple(
+        SeedRow(
+            seed,
+            tuple(result(seed, t, g) for t in spec.tasks for g in REGIME_NAMES),
+            fixed.get("init_seed"),
+            fixed.get("data_seed"),
+        )
+        for seed in (spec.seeds if seeds is None else seeds)
+    )
     return Population(spec.preset, spec.protocol, rows, spec.lrs, spec.vary, spec.fixed_seed, spec.logged_every)

@@ -53,7 +53,12 @@ SETTLE_TOLERANCE = 0.05
 #: The failure modes, in the order tables list them.
 MODES: tuple[str, ...] = ("infers", "early copy", "neither", "under-trained")
 #: The mode of each verdict word that decides it (:func:`~interp_init.tasks.anchor.symmetric_solution`).
-_MODE_OF_WORD: dict[str, str] = {ANSWERS[0]: "infers", ANSWERS[1]: "early copy", "did not fit": "under-trained", "(3,4) not fitted": "under-trained"}
+_MODE_OF_WORD: dict[str, str] = {
+    ANSWERS[0]: "infers",
+    ANSWERS[1]: "early copy",
+    "did not fit": "under-trained",
+    "(3,4) not fitted": "under-trained",
+}
 
 
 @dataclass(frozen=True)
@@ -138,7 +143,10 @@ def race_of(history: Sequence[EpochRecord], peak_lr: float | None = None, tolera
         return Race(None, None, None, None, None, None, None, peak, False, None, None)
     fit = next((r for r in evaluated if _exception(r) >= FIT_THRESHOLD), None)
     inf_fit, sym_fit = _shares(fit) if fit is not None else (None, None)
-    copy = next((r for r in evaluated if (sym := _shares(r)[1]) is not None and sym >= FLIP_CRITERIA["min_large_symmetric"]), None)
+    copy = next(
+        (r for r in evaluated if (sym := _shares(r)[1]) is not None and sym >= FLIP_CRITERIA["min_large_symmetric"]),
+        None,
+    )
     last = evaluated[-1]
     inf_end, sym_end = _shares(last)
 
@@ -153,12 +161,20 @@ def race_of(history: Sequence[EpochRecord], peak_lr: float | None = None, tolera
     still_moving = settled == len(evaluated) - 1 and len(evaluated) > 1
     id_acc = None if last.metrics is None else last.metrics.id_acc
     return Race(
-        fit_epoch=None if fit is None else fit.epoch, inferential_at_fit=inf_fit, symmetric_at_fit=sym_fit,
-        inferential_end=inf_end, symmetric_end=sym_end, settled_epoch=at.epoch,
-        lr_at_settled=at.lr, peak_lr=peak, still_moving=still_moving,
-        final_id_acc=None if id_acc is None else float(id_acc), last_epoch=last.epoch, exception_end=_exception(last),
+        fit_epoch=None if fit is None else fit.epoch,
+        inferential_at_fit=inf_fit,
+        symmetric_at_fit=sym_fit,
+        inferential_end=inf_end,
+        symmetric_end=sym_end,
+        settled_epoch=at.epoch,
+        lr_at_settled=at.lr,
+        peak_lr=peak,
+        still_moving=still_moving,
+        final_id_acc=None if id_acc is None else float(id_acc),
+        last_epoch=last.epoch,
+        exception_end=_exception(last),
         copy_epoch=None if copy is None else copy.epoch,
-    )  # fmt: skip
+    )
 
 
 def has_shares(record: RunRecord) -> bool:

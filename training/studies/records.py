@@ -105,15 +105,27 @@ def _check_epochs(folder: RunFolder, config: RunConfig, raw: dict[str, Any] | No
     if raw is None:
         return
     epochs = config.train.epochs
-    seen = [r.get("epoch") for r in raw.get("history") or [] if isinstance(r, dict)] + [(raw.get("final") or {}).get("epoch")]
+    seen = [r.get("epoch") for r in raw.get("history") or [] if isinstance(r, dict)] + [
+        (raw.get("final") or {}).get("epoch")
+    ]
     seen = [e for e in seen if isinstance(e, int) and not isinstance(e, bool)]
     fix = "the metrics are another run's or were edited: restore them, or train the run again into a new folder"
     if seen and max(seen) > epochs:
-        raise BadRunFile(folder.metrics_path, f"records epoch {max(seen)}, past the {epochs} epoch(s) of the run's config.json", fix)
+        raise BadRunFile(
+            folder.metrics_path, f"records epoch {max(seen)}, past the {epochs} epoch(s) of the run's config.json", fix
+        )
     last = (raw.get("history") or [{}])[-1]
     stopped = (raw.get("stopped_early") or {}).get("epoch") if isinstance(raw.get("stopped_early"), dict) else None
-    if raw.get("status") == RunStatus.COMPLETED and isinstance(last, dict) and last.get("epoch") not in (epochs, stopped):
-        raise BadRunFile(folder.metrics_path, f"says completed, but its last epoch is {last.get('epoch')!r}, not the config's {epochs}", fix)
+    if (
+        raw.get("status") == RunStatus.COMPLETED
+        and isinstance(last, dict)
+        and last.get("epoch") not in (epochs, stopped)
+    ):
+        raise BadRunFile(
+            folder.metrics_path,
+            f"says completed, but its last epoch is {last.get('epoch')!r}, not the config's {epochs}",
+            fix,
+        )
 
 
 __all__ = ["RunRecord"]

@@ -56,7 +56,9 @@ def regime_options(preset: str, regime: str, task: str) -> dict[str, Any]:
     return {**shared, **make_task(task).regime_overrides(preset, regime), **spec.get(task, {})}
 
 
-def regime_config(preset: str, regime: str, task: str, seed: int, precision: str = "fp32", carry: Sequence[str] | None = None) -> RunConfig:
+def regime_config(
+    preset: str, regime: str, task: str, seed: int, precision: str = "fp32", carry: Sequence[str] | None = None
+) -> RunConfig:
     """The :class:`training.RunConfig` of one regime on one task (``precision``: ``"fp32"``,
     or ``"bf16"`` for the forward under bfloat16 autocast); ``carry``: the recipe's
     quantities to hold (:func:`training.studies.recipe.carry_recipe`, the regime's gamma read as

@@ -55,26 +55,49 @@ def reproduce_study(spec: StudySpec, out: str | Path, launcher: Launcher) -> tup
 
 
 def train_study(
-    spec: StudySpec, out: str | Path, device: str, workers: int | None, progress: bool, backend: str | None = None, **options: Any
+    spec: StudySpec,
+    out: str | Path,
+    device: str,
+    workers: int | None,
+    progress: bool,
+    backend: str | None = None,
+    **options: Any,
 ) -> tuple[Population | None, list[JobReturn]]:
     """Train ``spec`` with ``backend`` (None: :func:`~training.launch.backends.local_launcher`) and its ``options``."""
-    refuse_nested(out, "a reproduction", "reproduction")  # before anything is printed or made (asked again when the folder is held)
+    refuse_nested(
+        out, "a reproduction", "reproduction"
+    )  # before anything is printed or made (asked again when the folder is held)
     refuse_strangers(spec.jobs(out), out, "a reproduction")  # nor inside a study that does not name its runs
     check_summary_file(out)  # the files it writes at the end: never one of one's own
     check_output_file(Path(out) / "report.html", "report")
-    launcher = local_launcher(device, workers, progress) if backend is None else build_launcher(backend, device=device, workers=workers, progress=progress, **options)
+    launcher = (
+        local_launcher(device, workers, progress)
+        if backend is None
+        else build_launcher(backend, device=device, workers=workers, progress=progress, **options)
+    )
     if progress:
         jobs = spec.jobs(out)
         for run in jobs:
-            print(f"[{run.name}] {run.config.model.architecture}, gamma={run.config.init.gamma}", file=sys.stderr, flush=True)
+            print(
+                f"[{run.name}] {run.config.model.architecture}, gamma={run.config.init.gamma}",
+                file=sys.stderr,
+                flush=True,
+            )
         print(f"training {len(jobs)} runs with the {launcher.name} launcher", file=sys.stderr, flush=True)
     return reproduce_study(spec, out, launcher)
 
 
 def reproduce(
-    preset: str = "cpu", seed: int = 0, out: str | Path = "runs/reproduce", device: str = "auto", progress: bool = True,
-    precision: str = "fp32", workers: int | None = None, tasks: Sequence[str] | None = None, carry: Sequence[str] | None = None,
-) -> Population:  # fmt: skip
+    preset: str = "cpu",
+    seed: int = 0,
+    out: str | Path = "runs/reproduce",
+    device: str = "auto",
+    progress: bool = True,
+    precision: str = "fp32",
+    workers: int | None = None,
+    tasks: Sequence[str] | None = None,
+    carry: Sequence[str] | None = None,
+) -> Population:
     """Train both regimes of ``preset`` on ``tasks`` (default every task with a flip) for
     ``seed`` into ``out``; write ``out/summary.json`` and return the population of one.
 
@@ -90,10 +113,18 @@ def reproduce(
 
 
 def reproduction_spec(
-    preset: str, seed: int | None, seeds: str | None, protocol: str = "strict", lrs: str | None = None, vary: str = "both",
-    fixed_seed: int | None = None, precision: str = "fp32", tasks: Sequence[str] | None = None, carry: Sequence[str] | None = None,
+    preset: str,
+    seed: int | None,
+    seeds: str | None,
+    protocol: str = "strict",
+    lrs: str | None = None,
+    vary: str = "both",
+    fixed_seed: int | None = None,
+    precision: str = "fp32",
+    tasks: Sequence[str] | None = None,
+    carry: Sequence[str] | None = None,
     logged_every: int | None = None,
-) -> StudySpec:  # fmt: skip
+) -> StudySpec:
     """The spec of ``reproduce``: one draw (``seed``, default 0: its runs in the study folder
     itself) or a population (``seeds``, a comma list; ``--fixed-seed`` defaults to the first
     seed when one source is varied; ``logged_every``: the paper protocol reads only the
@@ -104,8 +135,12 @@ def reproduction_spec(
     carry = None if carry is None else tuple(carry)
     if seeds is None:
         if (protocol, lrs, vary, fixed_seed, logged_every) != ("strict", None, "both", None, None):
-            raise ValueError("--protocol paper, --lrs, --logged-every, --vary and --fixed-seed describe a population: give --seeds S1,S2,...")
-        return StudySpec.reproduction(preset, (0 if seed is None else seed,), precision=precision, tasks=tasks, single=True, carry=carry)
+            raise ValueError(
+                "--protocol paper, --lrs, --logged-every, --vary and --fixed-seed describe a population: give --seeds S1,S2,..."
+            )
+        return StudySpec.reproduction(
+            preset, (0 if seed is None else seed,), precision=precision, tasks=tasks, single=True, carry=carry
+        )
     seed_list = parse_list(seeds, int, "--seeds")
     if vary != "both" and fixed_seed is None:
         fixed_seed = seed_list[0]
@@ -125,7 +160,9 @@ def reproduction_spec(
             f"--seeds and --lrs ask for {runs:,} runs ({len(seed_list):,} seeds x {len(tasks)} tasks x 2 regimes"
             f"{f' x {len(lr_list)} lrs' if lr_list else ''}), more than the {MAX_POINTS:,} a study may have; give fewer seeds (or lrs)"
         )
-    return StudySpec.reproduction(preset, seed_list, protocol, lr_list, vary, fixed_seed, precision, tasks, carry=carry, logged_every=logged_every)
+    return StudySpec.reproduction(
+        preset, seed_list, protocol, lr_list, vary, fixed_seed, precision, tasks, carry=carry, logged_every=logged_every
+    )
 
 
 __all__ = ["reproduce", "reproduce_study", "reproduction_spec"]

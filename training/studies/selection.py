@@ -36,7 +36,9 @@ def targets(task: str) -> tuple[str, ...]:
     cls = task_class(task)
     if not cls.reproduces:
         flips = [n for n in registered_tasks() if task_class(n).reproduces]
-        raise ValueError(f"task {task!r} has no small-init / large-init flip to reproduce (its class sets no reproduces = True); reproduce takes {flips}")
+        raise ValueError(
+            f"task {task!r} has no small-init / large-init flip to reproduce (its class sets no reproduces = True); reproduce takes {flips}"
+        )
     return tuple(name for name in cls.metrics_class.column_names() if name != "train_acc")
 
 
@@ -51,12 +53,18 @@ def check_protocol(protocol: str, logged_every: int | None = None) -> str:
     """``protocol`` if it is one of :data:`PROTOCOLS` and ``logged_every`` (the ``paper``
     protocol's only: None, or an integer >= 1) fits it, else a ``ValueError`` naming them."""
     if protocol not in PROTOCOLS:
-        raise ValueError(f"unknown protocol {protocol!r}; choose one of {list(PROTOCOLS)} (strict: final epoch, one lr; paper: best over an lr grid and epochs)")
+        raise ValueError(
+            f"unknown protocol {protocol!r}; choose one of {list(PROTOCOLS)} (strict: final epoch, one lr; paper: best over an lr grid and epochs)"
+        )
     if logged_every is not None:
         if isinstance(logged_every, bool) or not isinstance(logged_every, int) or logged_every < 1:
-            raise ValueError(f"--logged-every must be an integer >= 1 (the released scripts log every 3rd epoch: 3), got {logged_every!r}")
+            raise ValueError(
+                f"--logged-every must be an integer >= 1 (the released scripts log every 3rd epoch: 3), got {logged_every!r}"
+            )
         if protocol != "paper":
-            raise ValueError("--logged-every selects the epochs the paper protocol reads; the strict protocol reads the final epoch: give --protocol paper")
+            raise ValueError(
+                "--logged-every selects the epochs the paper protocol reads; the strict protocol reads the final epoch: give --protocol paper"
+            )
     return protocol
 
 
@@ -64,7 +72,9 @@ def protocol_text(protocol: str, logged_every: int | None = None) -> str:
     """What the protocol means, in words (titles and captions), with the epochs it reads."""
     if logged_every is None:
         return PROTOCOL_TEXT[protocol]
-    return PROTOCOL_TEXT[protocol].replace("evaluated epochs", f"the epochs the released scripts log (every {logged_every}, --logged-every {logged_every})")
+    return PROTOCOL_TEXT[protocol].replace(
+        "evaluated epochs", f"the epochs the released scripts log (every {logged_every}, --logged-every {logged_every})"
+    )
 
 
 def logged_epochs(run: RunRecord, logged_every: int) -> set[int]:
@@ -76,7 +86,11 @@ def logged_epochs(run: RunRecord, logged_every: int) -> set[int]:
     history's epochs ``K, 2K, ...`` (and ``epochs - 1``), never the end of the last epoch
     trained (nor after an early stop's epoch), and the init (``i = 0``), which our history does not hold."""
     last = run.epochs_run
-    return {e.epoch for e in run.history if e.epoch < last and (e.epoch % logged_every == 0 or e.epoch == run.config.train.epochs - 1)}
+    return {
+        e.epoch
+        for e in run.history
+        if e.epoch < last and (e.epoch % logged_every == 0 or e.epoch == run.config.train.epochs - 1)
+    }
 
 
 @dataclass(frozen=True)

@@ -47,10 +47,17 @@ def reproduction_record(spec: StudySpec) -> dict[str, Any]:
     """What ``reproduction.json`` holds for the reproduction ``spec``: the arguments of
     :meth:`~training.studies.study.StudySpec.reproduction` that rebuild it."""
     return {
-        "preset": spec.preset, "seeds": list(spec.seeds), "protocol": spec.protocol, "lrs": None if spec.lrs is None else list(spec.lrs),
-        "vary": spec.vary, "fixed_seed": spec.fixed_seed, "precision": spec.precision, "tasks": list(spec.tasks), "single": spec.single,
+        "preset": spec.preset,
+        "seeds": list(spec.seeds),
+        "protocol": spec.protocol,
+        "lrs": None if spec.lrs is None else list(spec.lrs),
+        "vary": spec.vary,
+        "fixed_seed": spec.fixed_seed,
+        "precision": spec.precision,
+        "tasks": list(spec.tasks),
+        "single": spec.single,
         "carry": None if spec.carry is None else list(spec.carry),
-    }  # fmt: skip
+    }
 
 
 def reproduction_from_record(data: Mapping[str, Any], where: str = REPRODUCTION_FILE) -> StudySpec:
@@ -59,12 +66,22 @@ def reproduction_from_record(data: Mapping[str, Any], where: str = REPRODUCTION_
     from training.studies.study import StudySpec
 
     if not isinstance(data, Mapping) or not {"preset", "seeds", "tasks"} <= set(data):
-        raise ValueError(f"{where} is not a reproduction's record (it needs preset, seeds and tasks); store the study again with experiments/store.py")
+        raise ValueError(
+            f"{where} is not a reproduction's record (it needs preset, seeds and tasks); store the study again with experiments/store.py"
+        )
     listed = {key: None if data.get(key) is None else tuple(data[key]) for key in ("lrs", "carry")}
     return StudySpec.reproduction(
-        data["preset"], tuple(data["seeds"]), data.get("protocol", "strict"), listed["lrs"], data.get("vary", "both"), data.get("fixed_seed"),
-        data.get("precision", "fp32"), tuple(data["tasks"]), bool(data.get("single", False)), listed["carry"],
-    )  # fmt: skip
+        data["preset"],
+        tuple(data["seeds"]),
+        data.get("protocol", "strict"),
+        listed["lrs"],
+        data.get("vary", "both"),
+        data.get("fixed_seed"),
+        data.get("precision", "fp32"),
+        tuple(data["tasks"]),
+        bool(data.get("single", False)),
+        listed["carry"],
+    )
 
 
 def run_folders(root: str | Path, depth: int = RUN_DEPTH) -> list[Path]:
@@ -75,7 +92,11 @@ def run_folders(root: str | Path, depth: int = RUN_DEPTH) -> list[Path]:
         return [root]
     if depth == 0 or not root.is_dir():
         return []
-    return [run for child in sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink()) for run in run_folders(child, depth - 1)]
+    return [
+        run
+        for child in sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink())
+        for run in run_folders(child, depth - 1)
+    ]
 
 
 @dataclass(frozen=True)
@@ -90,10 +111,14 @@ class StoredStudy:
         """Read ``path``'s ``stored-study.json`` (validated); a one-line ``ValueError`` naming the fix where it has none."""
         path = Path(path)
         if not (path / STORED_STUDY_FILE).is_file():
-            raise ValueError(f"{path} is not a stored study (it has no {STORED_STUDY_FILE}); store a finished study with experiments/store.py")
+            raise ValueError(
+                f"{path} is not a stored study (it has no {STORED_STUDY_FILE}); store a finished study with experiments/store.py"
+            )
         data = read_json(path / STORED_STUDY_FILE, _FIX)
         if not isinstance(data, dict) or data.get("format") != STUDY_FORMAT:
-            raise BadRunFile(path / STORED_STUDY_FILE, f"is not a stored study's manifest (format {STUDY_FORMAT!r})", _FIX)
+            raise BadRunFile(
+                path / STORED_STUDY_FILE, f"is not a stored study's manifest (format {STUDY_FORMAT!r})", _FIX
+            )
         if data.get("kind") not in KINDS:
             raise BadRunFile(path / STORED_STUDY_FILE, f"has kind {data.get('kind')!r}, not one of {list(KINDS)}", _FIX)
         return cls(path, data)
@@ -124,8 +149,12 @@ class StoredStudy:
         if self.kind == "sweep":
             return StudySpec.from_file(self.path / SWEEP_SPEC_FILE)
         if self.kind == "reproduction":
-            return reproduction_from_record(read_json(self.path / REPRODUCTION_FILE, _FIX), str(self.path / REPRODUCTION_FILE))
-        raise ValueError(f"{self.path} is a stored {self.kind} study, which has no spec file (a sweep and a reproduction have one)")
+            return reproduction_from_record(
+                read_json(self.path / REPRODUCTION_FILE, _FIX), str(self.path / REPRODUCTION_FILE)
+            )
+        raise ValueError(
+            f"{self.path} is a stored {self.kind} study, which has no spec file (a sweep and a reproduction have one)"
+        )
 
     def run_dirs(self) -> list[Path]:
         """Every run folder of the study."""
@@ -141,7 +170,9 @@ class StoredStudy:
         from training.studies.population import read_population
 
         if self.kind != "reproduction":
-            raise ValueError(f"{self.path} is a stored {self.kind} study; a population is read from a stored reproduction")
+            raise ValueError(
+                f"{self.path} is a stored {self.kind} study; a population is read from a stored reproduction"
+            )
         return read_population(self.spec(), self.path, seeds)
 
     def summary_path(self) -> Path:
@@ -149,4 +180,11 @@ class StoredStudy:
         return self.path / SUMMARY_FILE
 
 
-__all__ = ["KINDS", "REPRODUCTION_FILE", "StoredStudy", "reproduction_from_record", "reproduction_record", "run_folders"]
+__all__ = [
+    "KINDS",
+    "REPRODUCTION_FILE",
+    "StoredStudy",
+    "reproduction_from_record",
+    "reproduction_record",
+    "run_folders",
+]

@@ -121,8 +121,14 @@ class StudySpec:
     def __post_init__(self) -> None:
         if not isinstance(self.base, Mapping):
             raise ValueError(f"spec 'base' must be a mapping of options, got {type(self.base).__name__}")
-        if not isinstance(self.grid, Mapping) or not isinstance(self.named, Mapping) or bool(self.grid) == bool(self.named):
-            raise ValueError("spec 'grid' must be a non-empty mapping of option -> list of values, e.g. {\"gamma\": [0.3, 0.8]} (or give 'named' points instead, not both)")
+        if (
+            not isinstance(self.grid, Mapping)
+            or not isinstance(self.named, Mapping)
+            or bool(self.grid) == bool(self.named)
+        ):
+            raise ValueError(
+                "spec 'grid' must be a non-empty mapping of option -> list of values, e.g. {\"gamma\": [0.3, 0.8]} (or give 'named' points instead, not both)"
+            )
         allowed = sorted(OPTIONS)
         for key in self.base:
             if key not in OPTIONS and key != "preset":
@@ -137,8 +143,20 @@ class StudySpec:
             self._check_named(allowed)
 
     def _check_grid(self, allowed: list[str]) -> None:
-        if (self.seeds, self.tasks, self.lrs, self.fixed_seed, self.carry, self.protocol, self.logged_every, self.vary, self.single) != ((), (), None, None, None, "strict", None, "both", False):
-            raise ValueError("spec: seeds, tasks, lrs, fixed_seed, carry, protocol, logged_every, vary and single describe named points; a grid varies its own keys")
+        if (
+            self.seeds,
+            self.tasks,
+            self.lrs,
+            self.fixed_seed,
+            self.carry,
+            self.protocol,
+            self.logged_every,
+            self.vary,
+            self.single,
+        ) != ((), (), None, None, None, "strict", None, "both", False):
+            raise ValueError(
+                "spec: seeds, tasks, lrs, fixed_seed, carry, protocol, logged_every, vary and single describe named points; a grid varies its own keys"
+            )
         for key, values in self.grid.items():
             if key not in OPTIONS:
                 hint = " (the run preset goes in 'base')" if key == "preset" else ""
@@ -152,7 +170,9 @@ class StudySpec:
             names = [format_value(v) for v in values]
             numbers = [float(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
             if len(set(names)) != len(names) or len(set(numbers)) != len(numbers):  # 1 and 1.0 are one point
-                raise ValueError(f"spec grid[{key!r}] has duplicate values {list(values)!r} (values equal as numbers are one point); give each once")
+                raise ValueError(
+                    f"spec grid[{key!r}] has duplicate values {list(values)!r} (values equal as numbers are one point); give each once"
+                )
         if self.size > MAX_POINTS:  # counted before a single config is built
             shape = " x ".join(f"{len(v)} {k}" for k, v in self.grid.items())
             raise ValueError(
@@ -170,17 +190,23 @@ class StudySpec:
             task_class(task)  # an unknown task is refused here
         for name, options in self.named.items():
             if not isinstance(name, str) or not name or format_value(name) != name:
-                raise ValueError(f"spec named point {name!r} is not a folder name; use letters, digits and . _ + - only")
+                raise ValueError(
+                    f"spec named point {name!r} is not a folder name; use letters, digits and . _ + - only"
+                )
             if not isinstance(options, Mapping):
                 raise ValueError(f"spec named[{name!r}] must be a mapping of options, got {options!r}")
             for key, value in options.items():
                 if key not in OPTIONS and (key not in self.tasks or not isinstance(value, Mapping)):
-                    raise ValueError(f"spec named[{name!r}]: unknown option {key!r}; allowed: {', '.join(allowed)} (or one of the spec's tasks)")
+                    raise ValueError(
+                        f"spec named[{name!r}]: unknown option {key!r}; allowed: {', '.join(allowed)} (or one of the spec's tasks)"
+                    )
         check_protocol(self.protocol, self.logged_every)
         if self.protocol == "paper" and self.lrs is None:
             raise ValueError("the paper protocol takes the best over an lr grid: give --lrs, e.g. --lrs 1e-4,2e-4,3e-4")
         if self.protocol == "strict" and self.lrs is not None:
-            raise ValueError("--lrs is the paper protocol's grid; the strict protocol reads each preset's own lr (use --protocol paper)")
+            raise ValueError(
+                "--lrs is the paper protocol's grid; the strict protocol reads each preset's own lr (use --protocol paper)"
+            )
         if self.lrs is not None:
             _check_distinct("lrs", self.lrs)
             for lr in self.lrs:
@@ -193,18 +219,31 @@ class StudySpec:
         check_seed("fixed_seed", self.fixed_seed, optional=True)
         if self.carry is not None:
             if not isinstance(self.carry, tuple) or not self.carry:
-                raise ValueError(f"carry must be a non-empty tuple of recipe quantities (training.studies.recipe.HOLDABLE), got {self.carry!r}")
+                raise ValueError(
+                    f"carry must be a non-empty tuple of recipe quantities (training.studies.recipe.HOLDABLE), got {self.carry!r}"
+                )
             if "adam_step" in check_hold(self.carry) and self.lrs is not None:
-                raise ValueError("--carry-recipe adam-step sets the lr, and so does --lrs: hold other quantities, or drop --lrs")
+                raise ValueError(
+                    "--carry-recipe adam-step sets the lr, and so does --lrs: hold other quantities, or drop --lrs"
+                )
         if self.single and (len(self.seeds) != 1 or self.protocol != "strict" or self.vary != "both"):
             raise ValueError("a single-seed reproduction is one seed under the strict protocol, varying both sources")
 
     @classmethod
     def reproduction(
-        cls, preset: str, seeds: tuple[int, ...], protocol: str = "strict", lrs: tuple[float, ...] | None = None, vary: str = "both",
-        fixed_seed: int | None = None, precision: str = "fp32", tasks: tuple[str, ...] = REPRODUCE_TASKS, single: bool = False,
-        carry: tuple[str, ...] | None = None, logged_every: int | None = None,
-    ) -> StudySpec:  # fmt: skip
+        cls,
+        preset: str,
+        seeds: tuple[int, ...],
+        protocol: str = "strict",
+        lrs: tuple[float, ...] | None = None,
+        vary: str = "both",
+        fixed_seed: int | None = None,
+        precision: str = "fp32",
+        tasks: tuple[str, ...] = REPRODUCE_TASKS,
+        single: bool = False,
+        carry: tuple[str, ...] | None = None,
+        logged_every: int | None = None,
+    ) -> StudySpec:
         """The flip's study: ``preset``'s regimes (:data:`training.studies.regimes.REGIMES`) as named
         points on ``tasks`` (each with the flip: refused otherwise) for ``seeds``."""
         _check_distinct("tasks", tasks)
@@ -213,8 +252,19 @@ class StudySpec:
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
         named = {regime: {task: regime_options(preset, regime, task) for task in tasks} for regime in REGIME_NAMES}
-        return cls({"preset": preset, "precision": precision}, named=named, seeds=seeds, tasks=tasks, lrs=lrs, protocol=protocol,
-                   vary=vary, fixed_seed=fixed_seed, single=single, carry=carry, logged_every=logged_every)  # fmt: skip
+        return cls(
+            {"preset": preset, "precision": precision},
+            named=named,
+            seeds=seeds,
+            tasks=tasks,
+            lrs=lrs,
+            protocol=protocol,
+            vary=vary,
+            fixed_seed=fixed_seed,
+            single=single,
+            carry=carry,
+            logged_every=logged_every,
+        )
 
     @property
     def preset(self) -> str:
@@ -243,7 +293,11 @@ class StudySpec:
         """The folder of one seed's runs (see the module's layout)."""
         if self.single:
             return Path(out)
-        name = {"both": f"seed-{seed}", "init": f"init-{seed}_data-{self.fixed_seed}", "data": f"init-{self.fixed_seed}_data-{seed}"}[self.vary]
+        name = {
+            "both": f"seed-{seed}",
+            "init": f"init-{seed}_data-{self.fixed_seed}",
+            "data": f"init-{self.fixed_seed}_data-{seed}",
+        }[self.vary]
         return Path(out) / name
 
     def seed_overrides(self) -> dict[str, int]:
@@ -258,12 +312,22 @@ class StudySpec:
             member = root if seed is None else self.member_dir(out, seed)
             for task in self.tasks or (None,):
                 for name, options in self.named.items():
-                    opts = {**base, **({} if task is None else {"task": task}), **({} if seed is None else {"seed": seed})}
-                    opts.update({k: v for k, v in options.items() if k not in self.tasks}, **options.get(task, {}), **self.seed_overrides())
+                    opts = {
+                        **base,
+                        **({} if task is None else {"task": task}),
+                        **({} if seed is None else {"seed": seed}),
+                    }
+                    opts.update(
+                        {k: v for k, v in options.items() if k not in self.tasks},
+                        **options.get(task, {}),
+                        **self.seed_overrides(),
+                    )
                     try:
                         first = make_run_config(self.preset, **opts)
                     except ValueError as err:
-                        raise ValueError(f"spec named point {name!r}{'' if task is None else f' on task {task!r}'}: {err}") from err
+                        raise ValueError(
+                            f"spec named point {name!r}{'' if task is None else f' on task {task!r}'}: {err}"
+                        ) from err
                     for lr in self.lrs or (None,):
                         cfg = first if lr is None else first.with_options(lr=float(lr))
                         run = name if cfg.train.lr == first.train.lr else f"{name}__lr={format_value(float(lr))}"
@@ -336,7 +400,9 @@ class StudySpec:
         base = {key: value for key, value in self.base.items() if key not in sized}
         return StudySpec({**base, "preset": "tiny"}, {**self.grid, **grid}, description=self.description)
 
-    def with_overrides(self, base: Mapping[str, Any] | None = None, grid: Mapping[str, Sequence[Any]] | None = None) -> StudySpec:
+    def with_overrides(
+        self, base: Mapping[str, Any] | None = None, grid: Mapping[str, Sequence[Any]] | None = None
+    ) -> StudySpec:
         """A copy of a grid with ``base`` options and ``grid`` lists replaced or added (validated)."""
         new_base = {**self.base, **(base or {})}
         new_grid = {**self.grid, **(grid or {})}
@@ -372,7 +438,9 @@ class StudySpec:
             raise ValueError(f"{where} has no 'grid'")
         for key, example in (("base", '{"preset": "tiny"}'), ("grid", '{"gamma": [0.3, 0.8]}')):
             if key in data and not isinstance(data[key], Mapping):
-                raise ValueError(f"{where}: '{key}' must be a table of option -> value such as {example}, got {type(data[key]).__name__} {data[key]!r:.60}")
+                raise ValueError(
+                    f"{where}: '{key}' must be a table of option -> value such as {example}, got {type(data[key]).__name__} {data[key]!r:.60}"
+                )
         return cls(dict(data.get("base", {})), dict(data["grid"]), description=data.get("description", ""))
 
     @classmethod
@@ -384,9 +452,13 @@ class StudySpec:
         try:
             text = path.read_bytes().decode("utf-8")
         except UnicodeDecodeError as err:
-            raise ValueError(f"sweep spec {path} is not UTF-8 text (byte {err.start}); save it as UTF-8 JSON or TOML") from None
+            raise ValueError(
+                f"sweep spec {path} is not UTF-8 text (byte {err.start}); save it as UTF-8 JSON or TOML"
+            ) from None
         if path.suffix.lower() in (".yaml", ".yml"):
-            raise ValueError(f"sweep spec {path} is a YAML file, which is not read; write the spec as JSON (.json) or TOML (.toml)")
+            raise ValueError(
+                f"sweep spec {path} is a YAML file, which is not read; write the spec as JSON (.json) or TOML (.toml)"
+            )
         kind = "TOML" if path.suffix.lower() == ".toml" else "JSON"
         try:
             data = tomllib.loads(text) if kind == "TOML" else parse_json(text)  # a key given twice is refused

@@ -78,7 +78,11 @@ def named_runs(folder: str | Path) -> dict[str, str] | None:
 def _enclosing_studies(path: Path) -> list[tuple[Path, str]]:
     """The study folders above ``path``, nearest first, each written as the user wrote
     ``path`` (relative where it was)."""
-    return [(as_given(path, parent), kind) for parent in path.absolute().parents if (kind := folder_kind(parent)) in STUDY_KINDS]
+    return [
+        (as_given(path, parent), kind)
+        for parent in path.absolute().parents
+        if (kind := folder_kind(parent)) in STUDY_KINDS
+    ]
 
 
 def refuse_strangers(jobs: Iterable[Any], out: str | Path, what: str, option: str = "--out") -> None:
@@ -148,7 +152,13 @@ def strangers(folder: str | Path, depth: int = 1) -> list[str]:
         return []
     found, level = [], [folder]
     for _ in range(depth):
-        level = [child for parent in level if parent.is_dir() for child in sorted(parent.iterdir()) if child.is_dir() and not child.name.startswith(".")]
+        level = [
+            child
+            for parent in level
+            if parent.is_dir()
+            for child in sorted(parent.iterdir())
+            if child.is_dir() and not child.name.startswith(".")
+        ]
         found += [p.relative_to(folder).as_posix() for p in level if (p / CONFIG_FILE).is_file()]
     return [name for name in found if name not in names]
 
@@ -168,4 +178,12 @@ def named_config_problem(folder: str | Path, names: Mapping[str, str], name: str
     return None
 
 
-__all__ = ["is_named", "named_config_problem", "named_runs", "record_study", "refuse_strangers", "strangers", "study_run_dirs"]
+__all__ = [
+    "is_named",
+    "named_config_problem",
+    "named_runs",
+    "record_study",
+    "refuse_strangers",
+    "strangers",
+    "study_run_dirs",
+]

@@ -35,7 +35,9 @@ def read_summary(path: str | Path) -> Population | None:
             return Population.from_dict(data)
         return Population("", "strict", (SeedRow(0, regime_results(data)),))
     except (ValueError, KeyError, TypeError, AttributeError) as err:
-        raise BadRunFile(path, f"is not a reproduction's summary ({type(err).__name__}: {' '.join(str(err).split())[:120]})", fix) from None
+        raise BadRunFile(
+            path, f"is not a reproduction's summary ({type(err).__name__}: {' '.join(str(err).split())[:120]})", fix
+        ) from None
 
 
 def check_summary_file(out: str | Path, option: str = "--out") -> None:
@@ -57,7 +59,10 @@ def check_summary_file(out: str | Path, option: str = "--out") -> None:
 def protocol_summary(spec: StudySpec, out: str | Path) -> Path:
     """Where a population keeps its protocol's summary beside ``summary.json``:
     ``summary-<protocol>.json`` (``summary-paper-logged-every-K.json`` with ``logged_every``)."""
-    return Path(out) / f"summary-{spec.protocol}{'' if spec.logged_every is None else f'-logged-every-{spec.logged_every}'}.json"
+    return (
+        Path(out)
+        / f"summary-{spec.protocol}{'' if spec.logged_every is None else f'-logged-every-{spec.logged_every}'}.json"
+    )
 
 
 def write_summaries(spec: StudySpec, out: str | Path, population: Population) -> None:

@@ -34,7 +34,9 @@ def _partial(task: Task, final: Mapping[str, Any]) -> TaskMetrics | None:
     return task.metrics_class(**{name: final.get(name) for name in names})
 
 
-def run_verdict(task: str | Task, final: TaskMetrics | Mapping[str, Any] | None, status: str, stable_rank: float | None = None) -> Verdict:
+def run_verdict(
+    task: str | Task, final: TaskMetrics | Mapping[str, Any] | None, status: str, stable_rank: float | None = None
+) -> Verdict:
     """The :class:`~interp_init.tasks.base.Verdict` of a run from its final metrics (the task's
     dataclass, or ``metrics.json``'s ``final`` object) and status; ``stable_rank`` (the
     first layer's merged W_Q) is added to the evidence when given."""

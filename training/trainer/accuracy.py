@@ -31,7 +31,10 @@ def full_forward_last(model: HookedTransformer, tokens: Int[Tensor, "batch pos"]
 
 @torch.inference_mode()
 def predict(
-    model: HookedTransformer, tokens: Int[Tensor, "n pos"], batch_size: int = 4096, logits_fn: LogitsFn = full_forward_last
+    model: HookedTransformer,
+    tokens: Int[Tensor, "n pos"],
+    batch_size: int = 4096,
+    logits_fn: LogitsFn = full_forward_last,
 ) -> Int[Tensor, " n"]:
     """The argmax token at the last position for every input, computed in batches."""
     out = [logits_fn(model, tokens[i : i + batch_size]).argmax(-1) for i in range(0, len(tokens), batch_size)]
@@ -39,7 +42,12 @@ def predict(
 
 
 def evaluate(
-    model: HookedTransformer, task: Task, train: Any, id_test: Any, heldout: Any | None = None, logits_fn: LogitsFn = full_forward_last
+    model: HookedTransformer,
+    task: Task,
+    train: Any,
+    id_test: Any,
+    heldout: Any | None = None,
+    logits_fn: LogitsFn = full_forward_last,
 ) -> TaskMetrics:
     """The metrics of ``model`` on a train subset, the ID test set and the held-out set, as
     ``task`` defines them (e.g. the ``symmetric`` task's
@@ -48,6 +56,9 @@ def evaluate(
     was_training = model.training
     model.eval()
     try:
-        return checked_evaluation(task, lambda: task.evaluate(lambda tokens: predict(model, tokens, logits_fn=logits_fn), train, id_test, heldout))
+        return checked_evaluation(
+            task,
+            lambda: task.evaluate(lambda tokens: predict(model, tokens, logits_fn=logits_fn), train, id_test, heldout),
+        )
     finally:
         model.train(was_training)

@@ -21,9 +21,17 @@ from interp_init.lazy import lazy_attributes
 
 _AGGREGATION = ("LOWER_IS_BETTER_PREFIXES", "add_phase", "aggregate", "best_over", "classify_phase", "param_columns")
 _FIGURES = (
-    "FIGURES", "fig_complexity_epochs", "fig_journal_fig3a", "fig_journal_fig3b", "fig_journal_fig5c",
-    "fig_journal_fig7c", "fig_neurips_fig2", "fig_pair_epochs", "make_figures", "supported_figures",
-)  # fmt: skip
+    "FIGURES",
+    "fig_complexity_epochs",
+    "fig_journal_fig3a",
+    "fig_journal_fig3b",
+    "fig_journal_fig5c",
+    "fig_journal_fig7c",
+    "fig_neurips_fig2",
+    "fig_pair_epochs",
+    "make_figures",
+    "supported_figures",
+)
 _DIAGRAM = ("PhaseDiagrams", "phase_diagrams", "write_html")
 _NAMES = ("COMMUTATIVITY_THRESHOLD", "FIGURE_NAMES", "ID_THRESHOLD", "OOD_THRESHOLD")
 

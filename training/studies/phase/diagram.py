@@ -56,10 +56,13 @@ def write_html(figures: Mapping[str, go.Figure], out: str | Path, title: str = "
             f"<h2>{name}</h2>\n" + fig.to_html(full_html=False, include_plotlyjs=(i == 0))
             for i, (name, fig) in enumerate(figures.items())
         ]
-        head = f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title></head>\n<body>\n<h1>{title}</h1>\n"
+        head = f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{title}</title></head>\n<body>\n<h1>{title}</h1>\n'
         return [write_page(out, head + "\n".join(divs) + "\n</body></html>\n", PAGE)]
     out.mkdir(parents=True, exist_ok=True)
-    return [write_page(out / f"{name}.html", fig.to_html(include_plotlyjs=True, full_html=True), PAGE) for name, fig in figures.items()]
+    return [
+        write_page(out / f"{name}.html", fig.to_html(include_plotlyjs=True, full_html=True), PAGE)
+        for name, fig in figures.items()
+    ]
 
 
 def check_thresholds(**thresholds: float) -> None:
@@ -74,7 +77,9 @@ def check_thresholds(**thresholds: float) -> None:
             raise ValueError(f"{flag} is an accuracy: a number in [0, 1], got {value!r}")
 
 
-def protocol_table(df: pd.DataFrame, sweep_dir: str | Path, protocol: str, logged_every: int | None = None) -> pd.DataFrame:
+def protocol_table(
+    df: pd.DataFrame, sweep_dir: str | Path, protocol: str, logged_every: int | None = None
+) -> pd.DataFrame:
     """A sweep's results table as ``protocol`` reads it, for :func:`training.studies.phase.aggregate`
     (:data:`training.studies.selection.PROTOCOLS`).
 
@@ -130,9 +135,16 @@ class PhaseDiagrams:
 
 
 def phase_diagrams(
-    sweep_dir: str | Path, out: str | Path | None = None, figure_names: Sequence[str] = (), *, id_threshold: float = ID_THRESHOLD,
-    ood_threshold: float = OOD_THRESHOLD, loss_threshold: float = LOSS_THRESHOLD, pair_threshold: float = PAIR_ACC_THRESHOLD,
-    protocol: str = "strict", logged_every: int | None = None
+    sweep_dir: str | Path,
+    out: str | Path | None = None,
+    figure_names: Sequence[str] = (),
+    *,
+    id_threshold: float = ID_THRESHOLD,
+    ood_threshold: float = OOD_THRESHOLD,
+    loss_threshold: float = LOSS_THRESHOLD,
+    pair_threshold: float = PAIR_ACC_THRESHOLD,
+    protocol: str = "strict",
+    logged_every: int | None = None,
 ) -> PhaseDiagrams:
     """Rebuild ``sweep_dir/results.csv`` and write the figures it supports (or
     ``figure_names``) to ``out`` (default ``sweep_dir/phase_diagram.html``), each cell
@@ -147,7 +159,12 @@ def phase_diagrams(
     (a leaf: it holds one run and nothing else) is refused as ``sweep_dir`` or as a place
     for ``out``.
     """
-    check_thresholds(id_threshold=id_threshold, ood_threshold=ood_threshold, pair_threshold=pair_threshold, loss_threshold=loss_threshold)
+    check_thresholds(
+        id_threshold=id_threshold,
+        ood_threshold=ood_threshold,
+        pair_threshold=pair_threshold,
+        loss_threshold=loss_threshold,
+    )
     sweep_dir = Path(sweep_dir)
     check_path_names(sweep_dir, "SWEEP_DIR")
     if looks_like_run(sweep_dir):
@@ -164,7 +181,9 @@ def phase_diagrams(
     names = list(figure_names) or supported_figures(df)
     check_output_pages(out or sweep_dir / "phase_diagram.html", PAGE, names)  # before any work or write
     if not names:
-        raise ValueError(f"{sweep_dir} has no completed runs any figure can use (statuses: {df['status'].value_counts().to_dict()})")
+        raise ValueError(
+            f"{sweep_dir} has no completed runs any figure can use (statuses: {df['status'].value_counts().to_dict()})"
+        )
     phase_opts = {"id_threshold": id_threshold, "ood_threshold": ood_threshold}
     options = {
         "neurips_fig2": {"id_threshold": id_threshold},
@@ -173,13 +192,19 @@ def phase_diagrams(
         "journal_fig5c": phase_opts,
     }
     # each title names the protocol (checked by protocol_table) under it
-    figures = {name: fig.update_layout(title_text=f"{fig.layout.title.text or ''}<br><sup>{protocol_text(protocol, logged_every)}</sup>")
-               for name, fig in make_figures(table, names, options).items()}  # fmt: skip
+    figures = {
+        name: fig.update_layout(
+            title_text=f"{fig.layout.title.text or ''}<br><sup>{protocol_text(protocol, logged_every)}</sup>"
+        )
+        for name, fig in make_figures(table, names, options).items()
+    }
     bad = incomplete_runs(sweep_dir, df)
     running = folder_is_held(sweep_dir)
     if not running:  # a running sweep owns results.csv: it writes it when it ends
         write_results(df, sweep_dir)
-    paths = write_html(figures, out or Path(sweep_dir) / "phase_diagram.html", title=f"Phase diagrams ({protocol} protocol)")
+    paths = write_html(
+        figures, out or Path(sweep_dir) / "phase_diagram.html", title=f"Phase diagrams ({protocol} protocol)"
+    )
     total = len(df) + sum(1 for name in bad if name not in set(df["run"]))
     problem = problem_summary(bad, total, sweep_dir if running else Path(sweep_dir) / RESULTS_FILE)
     if problem and running:

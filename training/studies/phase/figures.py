@@ -44,7 +44,9 @@ def _label(value: Any) -> str:
 def _hatch(fig: go.Figure, where: np.ndarray, **subplot: int) -> None:
     """Shade each unit cell (x, y) of the grid where ``where[y, x]`` holds and draw hatching lines across it."""
     for y, x in zip(*np.nonzero(where), strict=True):
-        fig.add_shape(type="rect", x0=x - 0.5, x1=x + 0.5, y0=y - 0.5, y1=y + 0.5, fillcolor=_SHADE, line_width=0, **subplot)
+        fig.add_shape(
+            type="rect", x0=x - 0.5, x1=x + 0.5, y0=y - 0.5, y1=y + 0.5, fillcolor=_SHADE, line_width=0, **subplot
+        )
         for t in (-0.25, 0.25, 0.75, -0.75, 0.0):
             x0, y0, x1, y1 = x - 0.5 + max(t, 0), y - 0.5 + max(-t, 0), x + 0.5 - max(-t, 0), y + 0.5 - max(t, 0)
             fig.add_shape(type="line", x0=x0, y0=y0, x1=x1, y1=y1, line=dict(color="white", width=1.5), **subplot)
@@ -55,7 +57,9 @@ def _grid(agg: pd.DataFrame, xcol: str, ycol: str, zcol: str) -> tuple[list, lis
     return xs, ys, agg.pivot(index=ycol, columns=xcol, values=zcol).reindex(index=ys, columns=xs).to_numpy(dtype=float)
 
 
-def _index_axes(fig: go.Figure, xs: Sequence, ys: Sequence, x_title: str, y_title: str = "γ (initialization rate)", **subplot: int) -> None:
+def _index_axes(
+    fig: go.Figure, xs: Sequence, ys: Sequence, x_title: str, y_title: str = "γ (initialization rate)", **subplot: int
+) -> None:
     """Title the axes of a figure drawn at the indices of ``xs`` and ``ys`` and label their ticks with the values."""
     fig.update_xaxes(title_text=x_title, tickvals=list(range(len(xs))), ticktext=[_label(x) for x in xs], **subplot)
     fig.update_yaxes(title_text=y_title, tickvals=list(range(len(ys))), ticktext=[_label(y) for y in ys], **subplot)
@@ -72,9 +76,7 @@ def _hover(agg: pd.DataFrame, xs: list, ys: list, xcol: str, ycol: str, cols: Se
     return text
 
 
-def fig_neurips_fig2(
-    df: pd.DataFrame, id_threshold: float = ID_THRESHOLD, over: str = "lr"
-) -> go.Figure:
+def fig_neurips_fig2(df: pd.DataFrame, id_threshold: float = ID_THRESHOLD, over: str = "lr") -> go.Figure:
     """NeurIPS Fig. 2: held-out (4,3) accuracy against the symmetric and the inferential target.
 
     x = gamma, y = depth (``n_layers``); each cell the best over learning rates, averaged
@@ -85,22 +87,37 @@ def fig_neurips_fig2(
     rows = task_rows(df, SymmetricTask, [*cell, over, "seed"], "NeurIPS Fig. 2")
     metrics = ["heldout_symmetric", "heldout_inferential", "id_acc"]
     agg = aggregate(rows, metrics, cell=cell, over=over)
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("(a) symmetric target (x − 6)", "(b) inferential target (x − 10)"), horizontal_spacing=0.1)
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        subplot_titles=("(a) symmetric target (x − 6)", "(b) inferential target (x − 10)"),
+        horizontal_spacing=0.1,
+    )
     for col, metric in enumerate(("heldout_symmetric", "heldout_inferential"), start=1):
         xs, ys, z = _grid(agg, "gamma", "n_layers", f"{metric}_mean")
         fig.add_trace(
             go.Heatmap(
-                x=list(range(len(xs))), y=list(range(len(ys))), z=z, zmin=0, zmax=1, colorscale="Viridis",
-                text=_hover(agg, xs, ys, "gamma", "n_layers", metrics), hoverinfo="text",
-                colorbar=dict(title="accuracy", x=1.02) if col == 2 else None, showscale=col == 2,
+                x=list(range(len(xs))),
+                y=list(range(len(ys))),
+                z=z,
+                zmin=0,
+                zmax=1,
+                colorscale="Viridis",
+                text=_hover(agg, xs, ys, "gamma", "n_layers", metrics),
+                hoverinfo="text",
+                colorbar=dict(title="accuracy", x=1.02) if col == 2 else None,
+                showscale=col == 2,
             ),
-            row=1, col=col,
-        )  # fmt: skip
+            row=1,
+            col=col,
+        )
         _hatch(fig, _grid(agg, "gamma", "n_layers", "id_acc_mean")[2] < id_threshold, row=1, col=col)
         _index_axes(fig, xs, ys, "γ (initialization rate)", "depth (layers)", row=1, col=col)
     fig.update_layout(
         title=f"Held-out pair (4,3): best over {over}, mean over seeds; hatched: ID accuracy < {id_threshold:g}",
-        template="plotly_white", width=1000, height=450,
+        template="plotly_white",
+        width=1000,
+        height=450,
     )
     return fig
 
@@ -112,8 +129,11 @@ def _id_ood_agg(df: pd.DataFrame, what: str, over: str, metrics: Sequence[str]) 
 
 
 def fig_journal_fig3a(
-    df: pd.DataFrame, weight_decay: float | None = None, id_threshold: float = ID_THRESHOLD, ood_threshold: float = OOD_THRESHOLD,
-    over: str = "lr"
+    df: pd.DataFrame,
+    weight_decay: float | None = None,
+    id_threshold: float = ID_THRESHOLD,
+    ood_threshold: float = OOD_THRESHOLD,
+    over: str = "lr",
 ) -> go.Figure:
     """Journal Fig. 3A: ID and OOD accuracy against gamma at one weight decay, phases shaded.
 
@@ -138,20 +158,31 @@ def fig_journal_fig3a(
     for metric, colour, name in (("id_acc", "royalblue", "ID"), ("ood_acc", "crimson", "OOD")):
         fig.add_trace(
             go.Scatter(
-                x=gammas, y=sel[f"{metric}_mean"], error_y=dict(type="data", array=sel[f"{metric}_std"].fillna(0)),
-                mode="lines+markers", name=name, line=dict(color=colour),
+                x=gammas,
+                y=sel[f"{metric}_mean"],
+                error_y=dict(type="data", array=sel[f"{metric}_std"].fillna(0)),
+                mode="lines+markers",
+                name=name,
+                line=dict(color=colour),
             )
-        )  # fmt: skip
+        )
     fig.update_layout(
         title=f"ID and OOD accuracy vs γ (weight decay {weight_decay:g}); phases P1-P3 (ID ≥ {id_threshold:g}, OOD > {ood_threshold:g})",
-        xaxis_title="γ (initialization rate)", yaxis_title="accuracy", yaxis_range=[-0.02, 1.12],
-        template="plotly_white", width=800, height=450,
-    )  # fmt: skip
+        xaxis_title="γ (initialization rate)",
+        yaxis_title="accuracy",
+        yaxis_range=[-0.02, 1.12],
+        template="plotly_white",
+        width=800,
+        height=450,
+    )
     return fig
 
 
 def fig_journal_fig3b(
-    df: pd.DataFrame, id_threshold: float = ID_THRESHOLD, commutativity_threshold: float = COMMUTATIVITY_THRESHOLD, over: str = "lr"
+    df: pd.DataFrame,
+    id_threshold: float = ID_THRESHOLD,
+    commutativity_threshold: float = COMMUTATIVITY_THRESHOLD,
+    over: str = "lr",
 ) -> go.Figure:
     """Journal Fig. 3B: OOD accuracy over weight decay (x) x gamma (y).
 
@@ -162,31 +193,46 @@ def fig_journal_fig3b(
     xs, ys, z = _grid(agg, "weight_decay", "gamma", "ood_acc_mean")
     fig = go.Figure(
         go.Heatmap(
-            x=list(range(len(xs))), y=list(range(len(ys))), z=z, zmin=0, zmax=1, colorscale="Viridis",
-            text=_hover(agg, xs, ys, "weight_decay", "gamma", ["ood_acc", "id_acc", "commutativity"]), hoverinfo="text",
+            x=list(range(len(xs))),
+            y=list(range(len(ys))),
+            z=z,
+            zmin=0,
+            zmax=1,
+            colorscale="Viridis",
+            text=_hover(agg, xs, ys, "weight_decay", "gamma", ["ood_acc", "id_acc", "commutativity"]),
+            hoverinfo="text",
             colorbar=dict(title="OOD acc"),
         )
-    )  # fmt: skip
+    )
     _hatch(fig, _grid(agg, "weight_decay", "gamma", "id_acc_mean")[2] < id_threshold)
     _, _, comm = _grid(agg, "weight_decay", "gamma", "commutativity_mean")
     iy, ix = np.nonzero(comm < commutativity_threshold)
     fig.add_trace(
         go.Scatter(
-            x=ix, y=iy, mode="markers", name=f"commutativity < {commutativity_threshold:g}",
+            x=ix,
+            y=iy,
+            mode="markers",
+            name=f"commutativity < {commutativity_threshold:g}",
             marker=dict(symbol="triangle-up", size=14, color="limegreen", line=dict(color="black", width=1)),
         )
-    )  # fmt: skip
+    )
     _index_axes(fig, xs, ys, "weight decay")
     fig.update_layout(
         title=f"OOD accuracy; hatched: ID < {id_threshold:g}; ▲: commutativity < {commutativity_threshold:g}",
-        template="plotly_white", width=650, height=550, legend=dict(orientation="h", y=-0.15),
-    )  # fmt: skip
+        template="plotly_white",
+        width=650,
+        height=550,
+        legend=dict(orientation="h", y=-0.15),
+    )
     return fig
 
 
 def fig_journal_fig5c(
-    df: pd.DataFrame, id_threshold: float = ID_THRESHOLD, ood_threshold: float = OOD_THRESHOLD, rank_col: str = "stable_rank_wq0",
-    over: str = "lr"
+    df: pd.DataFrame,
+    id_threshold: float = ID_THRESHOLD,
+    ood_threshold: float = OOD_THRESHOLD,
+    rank_col: str = "stable_rank_wq0",
+    over: str = "lr",
 ) -> go.Figure:
     """Journal Fig. 5C: bubbles over weight decay (x) x gamma (y); colour = stable rank, size = phase.
 
@@ -205,17 +251,29 @@ def fig_journal_fig5c(
     ]
     fig = go.Figure(
         go.Scatter(
-            x=[xs.index(v) for v in agg["weight_decay"]], y=[ys.index(v) for v in agg["gamma"]], mode="markers",
-            marker=dict(size=sizes, color=agg[f"{rank_col}_mean"], colorscale="Plasma", showscale=True,
-                        colorbar=dict(title="stable rank<br>W_Q (layer 0)"), line=dict(color="black", width=0.5)),
-            text=text, hoverinfo="text", showlegend=False,
+            x=[xs.index(v) for v in agg["weight_decay"]],
+            y=[ys.index(v) for v in agg["gamma"]],
+            mode="markers",
+            marker=dict(
+                size=sizes,
+                color=agg[f"{rank_col}_mean"],
+                colorscale="Plasma",
+                showscale=True,
+                colorbar=dict(title="stable rank<br>W_Q (layer 0)"),
+                line=dict(color="black", width=0.5),
+            ),
+            text=text,
+            hoverinfo="text",
+            showlegend=False,
         )
-    )  # fmt: skip
+    )
     _index_axes(fig, xs, ys, "weight decay")
     fig.update_layout(
         title=f"Layer-0 W_Q stable rank (colour), phase (size 1-3; ID ≥ {id_threshold:g}, OOD > {ood_threshold:g})",
-        template="plotly_white", width=650, height=550,
-    )  # fmt: skip
+        template="plotly_white",
+        width=650,
+        height=550,
+    )
     return fig
 
 
@@ -241,7 +299,9 @@ def fig_complexity_epochs(df: pd.DataFrame, over: str = "lr") -> go.Figure:
     reached = best.groupby(cell)["epochs_to_loss"].agg(lambda s: int(s.notna().sum())).rename("reached")
     agg = agg.merge(reached.reset_index(), on=cell)
     gammas = sorted(agg["gamma"].unique(), reverse=True)
-    fig = make_subplots(rows=1, cols=len(gammas), subplot_titles=[_init_name(g, gammas) for g in gammas], shared_yaxes=True)
+    fig = make_subplots(
+        rows=1, cols=len(gammas), subplot_titles=[_init_name(g, gammas) for g in gammas], shared_yaxes=True
+    )
     ks = sorted(agg["k"].unique())
     colours = sample_colorscale("Viridis", [i / max(len(ks) - 1, 1) for i in range(len(ks))])
     for col, g in enumerate(gammas, start=1):
@@ -249,15 +309,24 @@ def fig_complexity_epochs(df: pd.DataFrame, over: str = "lr") -> go.Figure:
             sel = agg[(agg["gamma"] == g) & (agg["k"] == k)].sort_values("n_layers")
             fig.add_trace(
                 go.Scatter(
-                    x=sel["n_layers"], y=sel["epochs_to_loss_mean"], error_y=dict(type="data", array=sel["epochs_to_loss_std"].fillna(0)),
-                    mode="lines+markers", name=f"k = {k}", legendgroup=f"k{k}", showlegend=col == 1, line=dict(color=colour),
+                    x=sel["n_layers"],
+                    y=sel["epochs_to_loss_mean"],
+                    error_y=dict(type="data", array=sel["epochs_to_loss_std"].fillna(0)),
+                    mode="lines+markers",
+                    name=f"k = {k}",
+                    legendgroup=f"k{k}",
+                    showlegend=col == 1,
+                    line=dict(color=colour),
                     text=[f"reached in {r}/{n} seeds" for r, n in zip(sel["reached"], sel["n_seeds"], strict=True)],
                 ),
-                row=1, col=col,
-            )  # fmt: skip
+                row=1,
+                col=col,
+            )
         fig.update_xaxes(title_text="depth (layers)", dtick=1, row=1, col=col)
     fig.update_yaxes(title_text="epochs until training loss < threshold", row=1, col=1)
-    fig.update_layout(title="Training speed vs inferential complexity k", template="plotly_white", width=500 * len(gammas), height=450)
+    fig.update_layout(
+        title="Training speed vs inferential complexity k", template="plotly_white", width=500 * len(gammas), height=450
+    )
     return fig
 
 
@@ -277,29 +346,39 @@ def fig_pair_epochs(df: pd.DataFrame, k: int | None = None, n_layers: int | None
     n_layers = depths[0] if n_layers is None else n_layers
     rows = rows[(rows["k"] == k) & (rows["n_layers"] == n_layers)]
     if rows.empty:
-        raise ValueError(f"journal Fig. 8B: no completed runs with k={k}, n_layers={n_layers}; the table has k {ks}, depths {depths}")
+        raise ValueError(
+            f"journal Fig. 8B: no completed runs with k={k}, n_layers={n_layers}; the table has k {ks}, depths {depths}"
+        )
     cols = [pair_column(p) for p in ALL_PAIRS]
     agg = aggregate(rows, cols, cell=["gamma"], over=over)
     broken = ComplexityTask(k=int(k)).broken_pairs()
     labels = [f"({pair.key})" for pair in ALL_PAIRS]
     colours = ["crimson" if p in broken else "steelblue" for p in ALL_PAIRS]
     gammas = sorted(agg["gamma"].unique(), reverse=True)
-    fig = make_subplots(rows=1, cols=len(gammas), subplot_titles=[_init_name(g, gammas) for g in gammas], shared_yaxes=True)
+    fig = make_subplots(
+        rows=1, cols=len(gammas), subplot_titles=[_init_name(g, gammas) for g in gammas], shared_yaxes=True
+    )
     for col, g in enumerate(gammas, start=1):
         r = agg[agg["gamma"] == g].iloc[0]
         fig.add_trace(
             go.Bar(
-                x=labels, y=[r[f"{c}_mean"] for c in cols], error_y=dict(type="data", array=[0 if pd.isna(r[f"{c}_std"]) else r[f"{c}_std"] for c in cols]),
-                marker_color=colours, showlegend=False,
+                x=labels,
+                y=[r[f"{c}_mean"] for c in cols],
+                error_y=dict(type="data", array=[0 if pd.isna(r[f"{c}_std"]) else r[f"{c}_std"] for c in cols]),
+                marker_color=colours,
+                showlegend=False,
             ),
-            row=1, col=col,
-        )  # fmt: skip
+            row=1,
+            col=col,
+        )
         fig.update_xaxes(title_text="anchor pair", row=1, col=col)
     fig.update_yaxes(title_text="epochs until pair training accuracy ≥ threshold", row=1, col=1)
     fig.update_layout(
         title=f"Per-pair fitting speed, k = {k}, depth {n_layers} (red: pairs with a non-inferential target)",
-        template="plotly_white", width=650 * len(gammas), height=450,
-    )  # fmt: skip
+        template="plotly_white",
+        width=650 * len(gammas),
+        height=450,
+    )
     return fig
 
 

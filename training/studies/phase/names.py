@@ -18,7 +18,22 @@ from __future__ import annotations
 from interp_init.tasks.anchor import COMMUTATIVITY_THRESHOLD, ID_THRESHOLD, OOD_THRESHOLD
 from training.studies.sweep.columns import LOSS_THRESHOLD, PAIR_ACC_THRESHOLD
 
-__all__ = ["COMMUTATIVITY_THRESHOLD", "FIGURE_NAMES", "ID_THRESHOLD", "LOSS_THRESHOLD", "OOD_THRESHOLD", "PAIR_ACC_THRESHOLD"]
+__all__ = [
+    "COMMUTATIVITY_THRESHOLD",
+    "FIGURE_NAMES",
+    "ID_THRESHOLD",
+    "LOSS_THRESHOLD",
+    "OOD_THRESHOLD",
+    "PAIR_ACC_THRESHOLD",
+]
 
 #: The papers' figures, in the order they are drawn (keys of :data:`training.studies.phase.FIGURES`).
-FIGURE_NAMES: tuple[str, ...] = ("neurips_fig2", "journal_fig3a", "journal_fig3b", "journal_fig5c", "complexity_epochs", "pair_epochs", "journal_fig7c")
+FIGURE_NAMES: tuple[str, ...] = (
+    "neurips_fig2",
+    "journal_fig3a",
+    "journal_fig3b",
+    "journal_fig5c",
+    "complexity_epochs",
+    "pair_epochs",
+    "journal_fig7c",
+)

@@ -40,19 +40,46 @@ def fig_journal_fig7c(df: pd.DataFrame, id_threshold: float = FIT_THRESHOLD, ove
         )
     fig = go.Figure(
         go.Heatmap(
-            x=list(range(len(xs))), y=list(range(len(ys))), z=z, zmin=0, zmax=1, colorscale="Viridis",
-            text=text, hoverinfo="text", colorbar=dict(title="square acc"),
+            x=list(range(len(xs))),
+            y=list(range(len(ys))),
+            z=z,
+            zmin=0,
+            zmax=1,
+            colorscale="Viridis",
+            text=text,
+            hoverinfo="text",
+            colorbar=dict(title="square acc"),
         )
-    )  # fmt: skip
+    )
     for iy, ix in zip(*np.nonzero(id_z < id_threshold), strict=True):
-        fig.add_shape(type="rect", x0=ix - 0.5, x1=ix + 0.5, y0=iy - 0.5, y1=iy + 0.5, fillcolor="rgba(90, 90, 90, 0.55)", line_width=0)
-        fig.add_shape(type="line", x0=ix - 0.5, y0=iy - 0.5, x1=ix + 0.5, y1=iy + 0.5, line=dict(color="white", width=1.5))
+        fig.add_shape(
+            type="rect",
+            x0=ix - 0.5,
+            x1=ix + 0.5,
+            y0=iy - 0.5,
+            y1=iy + 0.5,
+            fillcolor="rgba(90, 90, 90, 0.55)",
+            line_width=0,
+        )
+        fig.add_shape(
+            type="line", x0=ix - 0.5, y0=iy - 0.5, x1=ix + 0.5, y1=iy + 0.5, line=dict(color="white", width=1.5)
+        )
     for iy, ix in zip(*np.nonzero(~np.isnan(z)), strict=True):
-        fig.add_annotation(x=ix, y=iy, text=f"{z[iy, ix]:.2f}", showarrow=False, font=dict(color="white" if z[iy, ix] < 0.6 else "black"))
+        fig.add_annotation(
+            x=ix,
+            y=iy,
+            text=f"{z[iy, ix]:.2f}",
+            showarrow=False,
+            font=dict(color="white" if z[iy, ix] < 0.6 else "black"),
+        )
     fig.update_xaxes(title_text="weight decay", tickvals=list(range(len(xs))), ticktext=[_label(x) for x in xs])
-    fig.update_yaxes(title_text="γ (initialization rate)", tickvals=list(range(len(ys))), ticktext=[_label(y) for y in ys])
+    fig.update_yaxes(
+        title_text="γ (initialization rate)", tickvals=list(range(len(ys))), ticktext=[_label(y) for y in ys]
+    )
     fig.update_layout(
         title=f"Addition: accuracy inside the held-out square (mean over seeds); hatched: ID < {id_threshold:g}",
-        template="plotly_white", width=650, height=550,
-    )  # fmt: skip
+        template="plotly_white",
+        width=650,
+        height=550,
+    )
     return fig

@@ -26,7 +26,18 @@ from training.studies.report.config import ReportConfig
 from training.studies.report.runs import Run
 
 #: Colours of the runs, in order (plotly's default qualitative palette).
-RUN_COLOURS = ("#636efa", "#EF553B", "#00cc96", "#ab63fa", "#FFA15A", "#19d3f3", "#FF6692", "#B6E880", "#FF97FF", "#FECB52")
+RUN_COLOURS = (
+    "#636efa",
+    "#EF553B",
+    "#00cc96",
+    "#ab63fa",
+    "#FFA15A",
+    "#19d3f3",
+    "#FF6692",
+    "#B6E880",
+    "#FF97FF",
+    "#FECB52",
+)
 
 
 class NotApplicable(Exception):  # noqa: N818 - a reason shown in the report, not an error
@@ -84,7 +95,10 @@ class Context:
 
     def balanced(self, run: Run) -> AnchorDataset:
         """The run's task's probe inputs (the anchor tasks: ``per_pair`` inputs of every pair)."""
-        return self.cached(("balanced", run.task), lambda: run.task.probe_inputs(self.config.per_pair, self.config.seed).to(self.config.device))
+        return self.cached(
+            ("balanced", run.task),
+            lambda: run.task.probe_inputs(self.config.per_pair, self.config.seed).to(self.config.device),
+        )
 
     def sample(self, run: Run) -> AnchorDataset:
         """The one input the run's task draws attention and information flow for."""

@@ -59,7 +59,11 @@ def preset_lead(runs: Sequence[Run]) -> str:
     lines = []
     for preset in presets:
         if preset in PRESET_MEANINGS:
-            who = "" if len(presets) == 1 else f" ({sum(r.record.config.preset == preset for r in runs)} of {len(runs)} runs)"
+            who = (
+                ""
+                if len(presets) == 1
+                else f" ({sum(r.record.config.preset == preset for r in runs)} of {len(runs)} runs)"
+            )
             text = f"<b>Preset {html.escape(preset)}</b>{who}: {html.escape(preset_meaning(preset))}"
             if preset == "tiny":
                 others = " or ".join(
@@ -87,10 +91,20 @@ def run_settings(run: Run) -> dict[str, Any]:
     """The settings of ``run`` the page's table of runs shows, in order."""
     cfg = run.record.config
     return {
-        "task": cfg.data.task, "architecture": cfg.model.architecture, "preset": cfg.preset or "none", "gamma": cfg.init.gamma,
-        "weight decay": cfg.train.weight_decay, "lr": cfg.train.lr, "d_model": cfg.model.d_model, "layers": cfg.model.n_layers,
-        "heads": cfg.model.n_heads, "epochs": cfg.train.epochs, "samples": cfg.data.n_train, "seed": cfg.seed, **recipe_columns(cfg),
-    }  # fmt: skip
+        "task": cfg.data.task,
+        "architecture": cfg.model.architecture,
+        "preset": cfg.preset or "none",
+        "gamma": cfg.init.gamma,
+        "weight decay": cfg.train.weight_decay,
+        "lr": cfg.train.lr,
+        "d_model": cfg.model.d_model,
+        "layers": cfg.model.n_layers,
+        "heads": cfg.model.n_heads,
+        "epochs": cfg.train.epochs,
+        "samples": cfg.data.n_train,
+        "seed": cfg.seed,
+        **recipe_columns(cfg),
+    }
 
 
 def _setting(value: Any, name: str = "") -> str:
@@ -118,6 +132,11 @@ def runs_table(runs: Sequence[Run], out_dir: str | Path | None = None) -> str:
         frame = frame.drop(columns="folder")  # the labels are the folders, relative to the report
     table = frame.to_html(index=False, border=0, classes="runs")
     which = "Every run" if len(runs) > 1 else "The run"
-    line = f'<p class="shared">{which}: ' + ", ".join(f"{html.escape(k)} {html.escape(_setting(settings[0][k], k))}" for k in shared) + ".</p>" if shared else ""
+    line = (
+        f'<p class="shared">{which}: '
+        + ", ".join(f"{html.escape(k)} {html.escape(_setting(settings[0][k], k))}" for k in shared)
+        + ".</p>"
+        if shared
+        else ""
+    )
     return f'<div class="table-wrap">{table}</div>{line}'
-

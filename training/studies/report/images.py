@@ -37,7 +37,12 @@ def _find_browser() -> str | None:
     explicit = os.environ.get("BROWSER_PATH")
     if explicit:
         return explicit if Path(explicit).is_file() else None
-    found = next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome"))), None)
+    found = next(
+        filter(
+            None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome"))
+        ),
+        None,
+    )
     if found:
         return found
     try:
@@ -64,9 +69,15 @@ def static_export_problem() -> str | None:
 
 
 def write_images(
-    figures: dict[str, go.Figure], out_dir: str | Path, image_format: str = "png", *, width: int = 900, height: int | None = None, scale: float = 2.0,
+    figures: dict[str, go.Figure],
+    out_dir: str | Path,
+    image_format: str = "png",
+    *,
+    width: int = 900,
+    height: int | None = None,
+    scale: float = 2.0,
     option: str = "--images",
-) -> list[Path]:  # fmt: skip
+) -> list[Path]:
     """Write each figure to ``out_dir/<name>.<image_format>`` (PNG, SVG or PDF) with one
     headless browser; returns the paths.  Each goes through the output guard: a file it
     did not write is never replaced, nor is one written into a folder of runs
@@ -89,13 +100,26 @@ def write_images(
     names = [f"{slug(name)}.{image_format}" for name in figures]
     check_output_folder(out, IMAGE_PURPOSE, names, option)
     check_distinct_outputs((out / name, f"the figure {name}") for name in names)
-    with tempfile.TemporaryDirectory(prefix="interp-init-images-") as scratch:  # kaleido writes there; the guard moves each file in
+    with tempfile.TemporaryDirectory(
+        prefix="interp-init-images-"
+    ) as scratch:  # kaleido writes there; the guard moves each file in
         jobs = [
-            {"fig": fig, "path": Path(scratch) / name, "opts": {"format": image_format, "width": width, "height": height or fig.layout.height or 500, "scale": scale}}
+            {
+                "fig": fig,
+                "path": Path(scratch) / name,
+                "opts": {
+                    "format": image_format,
+                    "width": width,
+                    "height": height or fig.layout.height or 500,
+                    "scale": scale,
+                },
+            }
             for name, fig in zip(names, figures.values(), strict=True)
         ]
         if jobs:
-            kaleido.write_fig_from_object_sync(jobs, kopts={"mathjax": False, "path": _find_browser()}, cancel_on_error=True)
+            kaleido.write_fig_from_object_sync(
+                jobs, kopts={"mathjax": False, "path": _find_browser()}, cancel_on_error=True
+            )
         return [write_output(out / name, (Path(scratch) / name).read_bytes(), IMAGE_PURPOSE, option) for name in names]
 
 

@@ -32,7 +32,20 @@ _VENDOR = Path(__file__).parent / "vendor"
 CARTESIAN_BUNDLE = _VENDOR / "plotly-cartesian.min.js"
 #: The trace types :data:`CARTESIAN_BUNDLE` draws (its README).
 CARTESIAN_TRACES = frozenset(
-    ("bar", "box", "contour", "heatmap", "histogram", "histogram2d", "histogram2dcontour", "image", "pie", "scatter", "scatterternary", "violin")
+    (
+        "bar",
+        "box",
+        "contour",
+        "heatmap",
+        "histogram",
+        "histogram2d",
+        "histogram2dcontour",
+        "image",
+        "pie",
+        "scatter",
+        "scatterternary",
+        "violin",
+    )
 )
 _VERSION = re.compile(r"plotly\.js(?: \([^)]*\))? v(\d+)\.(\d+)\.(\d+)")
 #: The ``type`` of a packed script's element: data to a browser, run by :data:`LOADER`.
@@ -71,7 +84,9 @@ def circuitsvis_bundle() -> str:
 
     path = Path(circuitsvis.__file__).parent / "dist" / "cdn" / "iife.js"
     if not path.is_file():
-        raise ValueError(f"circuitsvis' bundle {path} is missing; reinstall circuitsvis (pip install --force-reinstall circuitsvis)")
+        raise ValueError(
+            f"circuitsvis' bundle {path} is missing; reinstall circuitsvis (pip install --force-reinstall circuitsvis)"
+        )
     return inline_js(path.read_text(encoding="utf-8"))
 
 
@@ -144,7 +159,9 @@ def figures_js(figures: Mapping[str, Any], config: Mapping[str, Any]) -> str:
         layout = dict(spec.get("layout", {}))
         template = layout.pop("template", None)
         index = "null" if template is None else templates.setdefault(to_json_plotly(template), len(templates))
-        entries.append(f"[{json.dumps(element)}, {to_json_plotly(spec.get('data', []))}, {to_json_plotly(layout)}, {index}]")
+        entries.append(
+            f"[{json.dumps(element)}, {to_json_plotly(spec.get('data', []))}, {to_json_plotly(layout)}, {index}]"
+        )
     rows = ",\n".join(entries)
     return (
         f"(() => {{\nconst templates = [{', '.join(templates)}];\nconst config = {json.dumps(dict(config))};\n"
@@ -167,7 +184,9 @@ def circuitsvis_view(component: str, **props: Any) -> str:
     from circuitsvis.utils.convert_props import convert_props
 
     element = "circuits-vis-" + uuid.uuid4().hex[:12]
-    render = f"CircuitsVis.render({json.dumps(element)}, CircuitsVis.{component}, {convert_props(props)})".replace("</", "<\\/")
+    render = f"CircuitsVis.render({json.dumps(element)}, CircuitsVis.{component}, {convert_props(props)})".replace(
+        "</", "<\\/"
+    )
     return (
         f'<div id="{element}" class="circuitsvis-view" style="margin: 15px 0;"></div>\n'
         f"<script>(window.interpInitReady || (f => f()))(() => {render});</script>"

@@ -56,7 +56,10 @@ def attention_heads_view(run: Run, ctx: Context) -> Cell:
         maskUpperTri=True,
     )
     pair = sample.anchor_pairs[0].tolist()
-    return Cell(html=view, note=f"the NeurIPS Fig. 3 input (pair ({pair[0]},{pair[1]})); heads L(layer)H(head); each row (query) attends to the columns (sources)")
+    return Cell(
+        html=view,
+        note=f"the NeurIPS Fig. 3 input (pair ({pair[0]},{pair[1]})); heads L(layer)H(head); each row (query) attends to the columns (sources)",
+    )
 
 
 def section_attention(ctx: Context) -> Section:
@@ -64,7 +67,9 @@ def section_attention(ctx: Context) -> Section:
         "Attention patterns of every layer and head on the NeurIPS paper's sample input 35 63 99 4 3 38 42 36 62 (key 99, held-out pair (4,3)), "
         "drawn with circuitsvis: the attention matrices that NeurIPS 2024 Fig. 3a/3c read as information flow. There the inferential "
         "model (small init) moves the key onto each anchor in layer 0 (a1 and a2 attend to x), the symmetric one (large init) fuses the anchors at the last position."
-    ) + measured(ctx, "layer 0's attention of a1 / a2 on the key x (largest over heads)", lambda run: _anchors_on_key(run, ctx))
+    ) + measured(
+        ctx, "layer 0's attention of a1 / a2 on the key x (largest over heads)", lambda run: _anchors_on_key(run, ctx)
+    )
     # two views side by side at most: each zoomed pattern is as wide as its cell
     return Section("attention", "Attention patterns", sentence, per_run(ctx, attention_heads_view), columns=2)
 
@@ -125,9 +130,17 @@ def _masked(run: Run, ctx: Context, kind: str) -> dict[str, Any]:
         masked = (mask_key if kind == "key" else mask_second_anchor)(run.model, data)
         vectors = masked.last_position(f"blocks.{run.model.cfg.n_layers - 1}.hook_resid_post")
         labels = candidate_labelings(data)
-        columns = ("ordered_pair", "unordered_pair", "composite_shift") if kind == "key" else ("ordered_pair", "first_anchor", "single_anchor_target")
+        columns = (
+            ("ordered_pair", "unordered_pair", "composite_shift")
+            if kind == "key"
+            else ("ordered_pair", "first_anchor", "single_anchor_target")
+        )
         scores = cluster_scores(vectors, labels, columns=columns, method="agglomerative", seed=ctx.config.seed)
-        block = None if kind == "key" else block_score(cosine_similarity_matrix(vectors), equal_mask(labels["single_anchor_target"].tolist()))
+        block = (
+            None
+            if kind == "key"
+            else block_score(cosine_similarity_matrix(vectors), equal_mask(labels["single_anchor_target"].tolist()))
+        )
         return {"vectors": vectors, "labels": labels, "scores": scores, "block": block}
 
     return ctx.cached(("masking", kind, run.name), make)
@@ -141,7 +154,9 @@ def _ari(run: Run, ctx: Context, *labelings: str) -> str:
 def score_table(scores: pd.DataFrame) -> pd.DataFrame:
     """:func:`probes.masking.cluster_scores` as a narrow table for a side-by-side cell: the
     labeling in words with its number of labels, its silhouette and adjusted Rand index."""
-    labeling = [f"{name.replace('_', ' ')} ({n})" for name, n in zip(scores["labeling"], scores["n_labels"], strict=True)]
+    labeling = [
+        f"{name.replace('_', ' ')} ({n})" for name, n in zip(scores["labeling"], scores["n_labels"], strict=True)
+    ]
     return pd.DataFrame({"labeling (labels)": labeling, "silhouette": scores["silhouette"], "ARI": scores["ari"]})
 
 
@@ -152,14 +167,35 @@ def masking_cell(kind: str) -> Callable[[Run, Context], Cell]:
         result = _masked(run, ctx, kind)
         n = len(result["labels"])
         colour = "ordered_pair" if kind == "key" else "first_anchor"
-        frame = project(result["vectors"], method=ctx.config.projection, perplexity=min(12.0, n - 1.0), seed=ctx.config.seed, labels=result["labels"])
+        frame = project(
+            result["vectors"],
+            method=ctx.config.projection,
+            perplexity=min(12.0, n - 1.0),
+            seed=ctx.config.seed,
+            labels=result["labels"],
+        )
         fig = plot_projection(frame, color=colour, title=None)
         # the pairs' legend in rows under the plot, so that it does not squeeze the plot
-        fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.2, x=0, font=dict(size=10), entrywidth=44, title=dict(text=colour.replace("_", " "), side="top left")))
+        fig.update_layout(
+            legend=dict(
+                orientation="h",
+                yanchor="top",
+                y=-0.2,
+                x=0,
+                font=dict(size=10),
+                entrywidth=44,
+                title=dict(text=colour.replace("_", " "), side="top left"),
+            )
+        )
         note = ""
         if kind != "key":
             note = f"block score of equal g(x; a1) in the cosine similarity of these outputs (journal Fig. 4D): {result['block']:.3f}"
-        return Cell(figure=compact(fig, 460), html=html_table(score_table(result["scores"]), 2, wrap=True, wrap_names=True), note=note, height=460)
+        return Cell(
+            figure=compact(fig, 460),
+            html=html_table(score_table(result["scores"]), 2, wrap=True, wrap_names=True),
+            note=note,
+            height=460,
+        )
 
     return build
 
@@ -171,7 +207,11 @@ def section_key_masking(ctx: Context) -> Section:
         "(adjusted Rand index, silhouette): the journal's Fig. 4C, where the symmetric pairs (a,b) and (b,a) merge in Phase 2 with good commutativity "
         "(at an init between Phase 1's large init and Phase 3's small init) "
         "(a higher adjusted Rand index for the unordered pairs than for the ordered ones)."
-    ) + measured(ctx, "the adjusted Rand index of the unordered / ordered pairs", lambda run: _ari(run, ctx, "unordered_pair", "ordered_pair"))
+    ) + measured(
+        ctx,
+        "the adjusted Rand index of the unordered / ordered pairs",
+        lambda run: _ari(run, ctx, "unordered_pair", "ordered_pair"),
+    )
     return Section("key-masking", "Key-token masking", sentence, per_run(ctx, masking_cell("key")))
 
 
@@ -197,7 +237,9 @@ def _similarity(run: Run, ctx: Context, kind: str) -> SimilarityResult:
     """Layer 1's residual-stream (``kind="residual"``) or value-vector similarity of ``run``."""
     assert run.model is not None
     if run.model.cfg.n_layers < 2:
-        raise NotApplicable(f"not applicable: the model has {run.model.cfg.n_layers} layer; this probe reads layer 1 (the second)")
+        raise NotApplicable(
+            f"not applicable: the model has {run.model.cfg.n_layers} layer; this probe reads layer 1 (the second)"
+        )
 
     def make() -> SimilarityResult:
         pairs = RESIDUAL_PAIRS if kind == "residual" else VALUE_PAIRS
@@ -214,8 +256,16 @@ def _similarity_cell(kind: str) -> Callable[[Run, Context], Cell]:
         fig.update_traces(marker=dict(size=4), selector=dict(type="scatter"))
         labels = list(fig.data[0].x)
         pairs = list(zip(result.inputs["a1"], result.inputs["a2"], strict=True))
-        starts = [i for i in range(len(pairs)) if i == 0 or pairs[i] != pairs[i - 1]]  # pair-major: one tick per pair block
-        ticks = dict(showticklabels=True, tickmode="array", tickvals=[labels[i] for i in starts], ticktext=[f"({pairs[i][0]},{pairs[i][1]})" for i in starts], tickfont=dict(size=10))
+        starts = [
+            i for i in range(len(pairs)) if i == 0 or pairs[i] != pairs[i - 1]
+        ]  # pair-major: one tick per pair block
+        ticks = dict(
+            showticklabels=True,
+            tickmode="array",
+            tickvals=[labels[i] for i in starts],
+            ticktext=[f"({pairs[i][0]},{pairs[i][1]})" for i in starts],
+            tickfont=dict(size=10),
+        )
         keys = f"keys {SIMILARITY_KEYS[0]}..{SIMILARITY_KEYS[-1]} within each pair"
         fig.update_layout(
             showlegend=False,
@@ -235,7 +285,12 @@ def section_residual_similarity(ctx: Context) -> Section:
         "(mean similarity of equal-target cells minus the others): NeurIPS 2024 Fig. 4a (inferential, small init) / 4b (symmetric, large init), "
         "with clearer equal-target blocks (a higher block score) in the inferential model."
     ) + measured(ctx, "the block score", lambda run: f"{_similarity(run, ctx, 'residual').score:.3f}")
-    return Section("residual-similarity", "Similarity: residual stream after layer 1's attention", sentence, per_run(ctx, _similarity_cell("residual")))
+    return Section(
+        "residual-similarity",
+        "Similarity: residual stream after layer 1's attention",
+        sentence,
+        per_run(ctx, _similarity_cell("residual")),
+    )
 
 
 def section_value_similarity(ctx: Context) -> Section:
@@ -245,4 +300,6 @@ def section_value_similarity(ctx: Context) -> Section:
         "(small init) computes the single-anchor step (a high block score), which the symmetric solution of large init does not need; "
         "the journal's Fig. 4D shows the same on second-anchor-masked outputs."
     ) + measured(ctx, "the block score", lambda run: f"{_similarity(run, ctx, 'value').score:.3f}")
-    return Section("value-similarity", "Similarity: layer 1's value vectors", sentence, per_run(ctx, _similarity_cell("value")))
+    return Section(
+        "value-similarity", "Similarity: layer 1's value vectors", sentence, per_run(ctx, _similarity_cell("value"))
+    )

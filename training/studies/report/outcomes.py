@@ -34,14 +34,24 @@ def section_verdict(ctx: Context) -> Section:
     population_html, population_fig = population_parts(ctx.runs)
     parts = [html_table(pd.DataFrame(rows), 2), population_html]
     # the table says what each run learned: the caption says only what to compare it with
-    sentence = " ".join(expected) + " Below, each run's solution and the numbers that decide it (one cell of NeurIPS 2024 Fig. 2 or of the journal's Fig. 3A)."
+    sentence = (
+        " ".join(expected)
+        + " Below, each run's solution and the numbers that decide it (one cell of NeurIPS 2024 Fig. 2 or of the journal's Fig. 3A)."
+    )
     cell = Cell(figure=population_fig, html="".join(parts), height=480)
     return Section("verdict", "Verdict: what each model learned", sentence, [cell], combined=True)
 
 
 def fit_epoch(history: Sequence[EpochRecord]) -> int | None:
     """The first evaluated epoch whose ID accuracy reached :data:`~interp_init.tasks.base.FIT_THRESHOLD`; None if none did."""
-    return next((r.epoch for r in history if r.metrics is not None and r.metrics.id_acc is not None and r.metrics.id_acc >= FIT_THRESHOLD), None)
+    return next(
+        (
+            r.epoch
+            for r in history
+            if r.metrics is not None and r.metrics.id_acc is not None and r.metrics.id_acc >= FIT_THRESHOLD
+        ),
+        None,
+    )
 
 
 def _fit_epoch_text(run: Run) -> str | None:
@@ -58,14 +68,33 @@ HELDOUT_DASHES = ("solid", "dash", "dot", "dashdot")
 
 def section_curves(ctx: Context) -> Section:
     """Loss and accuracies per epoch, every run in one figure."""
-    fig = make_subplots(rows=1, cols=3, subplot_titles=("training loss", "train / ID accuracy", "held-out: OOD, candidates, commutativity, square"))
+    fig = make_subplots(
+        rows=1,
+        cols=3,
+        subplot_titles=("training loss", "train / ID accuracy", "held-out: OOD, candidates, commutativity, square"),
+    )
     for i, run in enumerate(ctx.runs):
         history = run.record.history
         if not history:
             continue
         colour = RUN_COLOURS[i % len(RUN_COLOURS)]
         frame = pd.DataFrame(
-            [{"epoch": r.epoch, "loss": r.loss, **({} if r.metrics is None else {"train_acc": r.metrics.train_acc, "id_acc": r.metrics.id_acc, **r.metrics.heldout_curves()})} for r in history]
+            [
+                {
+                    "epoch": r.epoch,
+                    "loss": r.loss,
+                    **(
+                        {}
+                        if r.metrics is None
+                        else {
+                            "train_acc": r.metrics.train_acc,
+                            "id_acc": r.metrics.id_acc,
+                            **r.metrics.heldout_curves(),
+                        }
+                    ),
+                }
+                for r in history
+            ]
         )
         shown = [False]  # one legend entry per run (its colour); line styles are in the caption
 
@@ -74,12 +103,18 @@ def section_curves(ctx: Context) -> Section:
                 rows = frame[["epoch", column]].dropna()
                 fig.add_trace(
                     go.Scatter(
-                        x=rows["epoch"], y=rows[column], name=run.name, legendgroup=run.name, showlegend=not shown[0], mode="lines",
-                        line=dict(color=colour, dash=dash), hovertemplate=f"{html.escape(run.name)}<br>{label}: %{{y:.4g}} at epoch %{{x}}<extra></extra>",
+                        x=rows["epoch"],
+                        y=rows[column],
+                        name=run.name,
+                        legendgroup=run.name,
+                        showlegend=not shown[0],
+                        mode="lines",
+                        line=dict(color=colour, dash=dash),
+                        hovertemplate=f"{html.escape(run.name)}<br>{label}: %{{y:.4g}} at epoch %{{x}}<extra></extra>",
                     ),
                     row=1,
                     col=col,
-                )  # fmt: skip
+                )
                 shown[0] = True
 
         add("loss", 1, "loss")
@@ -95,7 +130,13 @@ def section_curves(ctx: Context) -> Section:
         "where small init needs more epochs to fit as the inferential complexity k grows and large init does not."
     ) + measured(ctx, f"the first epoch with ID accuracy >= {FIT_THRESHOLD}", _fit_epoch_text, needs_model=False)
     if not any(run.record.history for run in ctx.runs):
-        return Section("curves", "Training curves", sentence, [Cell(note="no run has a training history (metrics.json) yet")], combined=True)
+        return Section(
+            "curves",
+            "Training curves",
+            sentence,
+            [Cell(note="no run has a training history (metrics.json) yet")],
+            combined=True,
+        )
     fig.update_yaxes(type="log", row=1, col=1)
     fig.update_yaxes(range=[-0.02, 1.02], row=1, col=2)
     fig.update_yaxes(range=[-0.02, 1.02], row=1, col=3)
@@ -103,7 +144,9 @@ def section_curves(ctx: Context) -> Section:
     fig.update_xaxes(title_text="epoch", **({"dtick": 1} if epochs <= 12 else {}))
     compact(fig, 420)
     fig.update_layout(margin=dict(t=50), legend=dict(orientation="h", yanchor="top", y=-0.22, x=0, font=dict(size=11)))
-    return Section("curves", "Training curves", sentence, [Cell(figure=fig, height=420 + 20 * len(ctx.runs))], combined=True)
+    return Section(
+        "curves", "Training curves", sentence, [Cell(figure=fig, height=420 + 20 * len(ctx.runs))], combined=True
+    )
 
 
 def accuracy_table(runs: Sequence[Run]) -> pd.DataFrame:
@@ -144,13 +187,37 @@ def section_accuracies(ctx: Context) -> Section:
         "(smaller init) and weight decay."
     ) + measured(ctx, "the accuracies that decide the solution", _deciding_accuracies, needs_model=False)
     if not measures:
-        return Section("accuracies", "Accuracies", sentence, [Cell(html=html_table(table), note="no run has final accuracies yet")], combined=True)
+        return Section(
+            "accuracies",
+            "Accuracies",
+            sentence,
+            [Cell(html=html_table(table), note="no run has final accuracies yet")],
+            combined=True,
+        )
     fig = go.Figure()
     for i, row in table.iterrows():
         values = [row[m] for m in measures]
-        fig.add_trace(go.Bar(x=measures, y=values, name=row["run"], marker_color=RUN_COLOURS[i % len(RUN_COLOURS)], text=[None if pd.isna(v) else f"{v:.2f}" for v in values], textposition="outside"))
+        fig.add_trace(
+            go.Bar(
+                x=measures,
+                y=values,
+                name=row["run"],
+                marker_color=RUN_COLOURS[i % len(RUN_COLOURS)],
+                text=[None if pd.isna(v) else f"{v:.2f}" for v in values],
+                textposition="outside",
+            )
+        )
     fig.update_layout(barmode="group", yaxis=dict(range=[0, 1.12], title="accuracy"))
     compact(fig, 420)
     # the runs' legend in rows above the plot: long run names would squeeze it from the side
-    fig.update_layout(margin=dict(t=30 + 20 * len(ctx.runs)), legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0, font=dict(size=11)))
-    return Section("accuracies", "Accuracies", sentence, [Cell(figure=fig, html=html_table(table), height=420 + 20 * len(ctx.runs))], combined=True)
+    fig.update_layout(
+        margin=dict(t=30 + 20 * len(ctx.runs)),
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0, font=dict(size=11)),
+    )
+    return Section(
+        "accuracies",
+        "Accuracies",
+        sentence,
+        [Cell(figure=fig, html=html_table(table), height=420 + 20 * len(ctx.runs))],
+        combined=True,
+    )

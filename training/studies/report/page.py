@@ -28,7 +28,15 @@ from training.studies.report.cells import Cell, Context, NotApplicable, Section
 from training.studies.report.config import IMAGE_FORMATS, ReportConfig, check_per_pair
 from training.studies.report.header import preset_lead, runs_table
 from training.studies.report.images import check_images_folder, slug, write_images
-from training.studies.report.inline import LOADER, READY, circuitsvis_bundle, figures_js, inline_js, packed_script, plotly_js
+from training.studies.report.inline import (
+    LOADER,
+    READY,
+    circuitsvis_bundle,
+    figures_js,
+    inline_js,
+    packed_script,
+    plotly_js,
+)
 from training.studies.report.mechanisms import (
     section_attention,
     section_flow,
@@ -74,7 +82,16 @@ PLOTLY_CONFIG = {
     "displayModeBar": "hover",
     "displaylogo": False,
     "responsive": True,
-    "modeBarButtonsToRemove": ["select2d", "lasso2d", "zoomIn2d", "zoomOut2d", "autoScale2d", "toggleSpikelines", "hoverClosestCartesian", "hoverCompareCartesian"],
+    "modeBarButtonsToRemove": [
+        "select2d",
+        "lasso2d",
+        "zoomIn2d",
+        "zoomOut2d",
+        "autoScale2d",
+        "toggleSpikelines",
+        "hoverClosestCartesian",
+        "hoverCompareCartesian",
+    ],
 }
 
 _STYLE = """
@@ -138,7 +155,9 @@ def svg_only(fig: go.Figure) -> go.Figure:
     if not any(trace.type == "scattergl" for trace in fig.data):
         return fig
     traces = [
-        go.Scatter({k: v for k, v in trace.to_plotly_json().items() if k != "type"}, skip_invalid=True) if trace.type == "scattergl" else trace
+        go.Scatter({k: v for k, v in trace.to_plotly_json().items() if k != "type"}, skip_invalid=True)
+        if trace.type == "scattergl"
+        else trace
         for trace in fig.data
     ]
     return go.Figure(data=traces, layout=fig.layout)
@@ -275,8 +294,12 @@ def limited_threads(threads: int | None) -> Iterator[None]:
 
 
 def write_report(
-    run_dirs: Iterable[str | Path], out_path: str | Path, config: ReportConfig | None = None, *, images: str | Path | None = None,
-    image_format: str = "png"
+    run_dirs: Iterable[str | Path],
+    out_path: str | Path,
+    config: ReportConfig | None = None,
+    *,
+    images: str | Path | None = None,
+    image_format: str = "png",
 ) -> Path:
     """Write the HTML report of ``run_dirs`` to ``out_path`` and return its path.
 
@@ -289,7 +312,9 @@ def write_report(
         raise ValueError(f"image_format must be one of {IMAGE_FORMATS}, got {image_format!r}")
     out = check_output_file(out_path, "report")  # never replaces what is not a previous report
     if out.suffix.lower() not in (".html", ".htm"):
-        raise ValueError(f"--out {out_path}: the report is one HTML page; give a file name ending in .html (e.g. {out.with_suffix('.html')})")
+        raise ValueError(
+            f"--out {out_path}: the report is one HTML page; give a file name ending in .html (e.g. {out.with_suffix('.html')})"
+        )
     if images is not None:  # every output is checked before the work
         check_distinct_outputs([(out, "--out"), (images, "--images")])
         check_images_folder(images, image_format)

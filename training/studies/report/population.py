@@ -52,30 +52,79 @@ def population_figure(population: Population) -> go.Figure:
     share against the other; otherwise the task's first held-out number (``ood_acc``) per
     regime.  Dashed: the criteria's thresholds."""
     rows, tasks = population.rows, population.tasks
-    fig = make_subplots(rows=1, cols=len(tasks), subplot_titles=[f"({chr(97 + i)}) {task}" for i, task in enumerate(tasks)], horizontal_spacing=0.12)
+    fig = make_subplots(
+        rows=1,
+        cols=len(tasks),
+        subplot_titles=[f"({chr(97 + i)}) {task}" for i, task in enumerate(tasks)],
+        horizontal_spacing=0.12,
+    )
     for col, task in enumerate(tasks, start=1):
         names = targets(task)
         pair = "heldout_symmetric" in names and "heldout_inferential" in names
         column = next((k for k in names if k != "id_acc"), "id_acc")
         for regime in REGIME_NAMES:
             runs = [row.result(task, regime) for row in rows]
-            common = dict(mode="markers", name=regime, legendgroup=regime, showlegend=col == 1, text=[f"seed {row.seed}" for row in rows],
-                          marker=dict(color=_REGIME_COLOURS[regime], size=10, opacity=0.8))  # fmt: skip
+            common = dict(
+                mode="markers",
+                name=regime,
+                legendgroup=regime,
+                showlegend=col == 1,
+                text=[f"seed {row.seed}" for row in rows],
+                marker=dict(color=_REGIME_COLOURS[regime], size=10, opacity=0.8),
+            )
             if pair:
                 xs, ys = [r.value("heldout_symmetric") for r in runs], [r.value("heldout_inferential") for r in runs]
-                fig.add_trace(go.Scatter(x=xs, y=ys, hovertemplate="%{text}<br>symmetric %{x:.2f}, inferential %{y:.2f}", **common), row=1, col=col)
+                fig.add_trace(
+                    go.Scatter(
+                        x=xs, y=ys, hovertemplate="%{text}<br>symmetric %{x:.2f}, inferential %{y:.2f}", **common
+                    ),
+                    row=1,
+                    col=col,
+                )
             else:
                 ys = [r.value(column) for r in runs]
-                fig.add_trace(go.Scatter(x=[regime] * len(ys), y=ys, hovertemplate=f"%{{text}}<br>{column} %{{y:.2f}}", **common), row=1, col=col)
+                fig.add_trace(
+                    go.Scatter(x=[regime] * len(ys), y=ys, hovertemplate=f"%{{text}}<br>{column} %{{y:.2f}}", **common),
+                    row=1,
+                    col=col,
+                )
         if pair:
-            fig.add_hline(y=FLIP_CRITERIA["min_small_inferential"], line_dash="dash", line_color=_REGIME_COLOURS["small-init"], row=1, col=col)
-            fig.add_vline(x=FLIP_CRITERIA["min_large_symmetric"], line_dash="dash", line_color=_REGIME_COLOURS["large-init"], row=1, col=col)
-            fig.update_xaxes(title_text="held-out share following the symmetric target", range=[-0.05, 1.05], row=1, col=col)
-            fig.update_yaxes(title_text="held-out share following the inferential target", range=[-0.05, 1.05], row=1, col=col)
+            fig.add_hline(
+                y=FLIP_CRITERIA["min_small_inferential"],
+                line_dash="dash",
+                line_color=_REGIME_COLOURS["small-init"],
+                row=1,
+                col=col,
+            )
+            fig.add_vline(
+                x=FLIP_CRITERIA["min_large_symmetric"],
+                line_dash="dash",
+                line_color=_REGIME_COLOURS["large-init"],
+                row=1,
+                col=col,
+            )
+            fig.update_xaxes(
+                title_text="held-out share following the symmetric target", range=[-0.05, 1.05], row=1, col=col
+            )
+            fig.update_yaxes(
+                title_text="held-out share following the inferential target", range=[-0.05, 1.05], row=1, col=col
+            )
         else:
             if column == "ood_acc":
-                fig.add_hline(y=FLIP_CRITERIA["min_small_ood"], line_dash="dash", line_color=_REGIME_COLOURS["small-init"], row=1, col=col)
-                fig.add_hline(y=FLIP_CRITERIA["max_large_ood"], line_dash="dash", line_color=_REGIME_COLOURS["large-init"], row=1, col=col)
+                fig.add_hline(
+                    y=FLIP_CRITERIA["min_small_ood"],
+                    line_dash="dash",
+                    line_color=_REGIME_COLOURS["small-init"],
+                    row=1,
+                    col=col,
+                )
+                fig.add_hline(
+                    y=FLIP_CRITERIA["max_large_ood"],
+                    line_dash="dash",
+                    line_color=_REGIME_COLOURS["large-init"],
+                    row=1,
+                    col=col,
+                )
             fig.update_yaxes(title_text=column, range=[-0.05, 1.05], row=1, col=col)
     title = f"Population of {len(rows)} seeds, preset {population.preset}<br><sup>{html.escape(population.protocol_text)}</sup>"
     fig.update_layout(title=title, template="plotly_white", width=500 * len(tasks), height=460)
@@ -91,14 +140,24 @@ def population_parts(runs: Sequence[Run]) -> tuple[str, go.Figure | None]:
     for root, one in population_summaries(runs, depth=2).items():
         checks = one.rows[0].checks
         where = f"{root.name} (preset {one.preset}, seed {one.rows[0].seed})" if one.preset else root.name
-        line = f"{where}: " + ("flip reproduced (all criteria met)" if checks["all"] else f"flip NOT reproduced; failed: {failed_criteria(checks)}")
+        line = f"{where}: " + (
+            "flip reproduced (all criteria met)"
+            if checks["all"]
+            else f"flip NOT reproduced; failed: {failed_criteria(checks)}"
+        )
         parts.append(f'<p class="verdict">{html.escape(line)}</p>')
         if one.preset == "tiny" and not checks["all"]:
             parts.append(f'<p class="note">{html.escape(TINY_EXPECTED)}</p>')
     singles = len(parts)
     for root, population in population_summaries(runs).items():
-        rows = [{"criterion": r.name, "seeds that meet it": f"{r.met} of {r.of}", "95% exact interval": "[{:.2f}, {:.2f}]".format(*r.interval)}
-                for r in population.rates_and_readings()]  # fmt: skip
+        rows = [
+            {
+                "criterion": r.name,
+                "seeds that meet it": f"{r.met} of {r.of}",
+                "95% exact interval": "[{:.2f}, {:.2f}]".format(*r.interval),
+            }
+            for r in population.rates_and_readings()
+        ]
         parts.append(
             f'<p class="verdict">{html.escape(root.name)}: a population of {len(population.rows)} seeds '
             f"({html.escape(population.protocol_text)}); the runs in this report are one draw of it.</p>"

@@ -9,25 +9,60 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from training.studies.race import epoch_shares, has_shares, race_of
-from training.studies.report.cells import MISSING, RUN_COLOURS, Cell, Context, NotApplicable, Section, compact, html_table, measured
+from training.studies.report.cells import (
+    MISSING,
+    RUN_COLOURS,
+    Cell,
+    Context,
+    NotApplicable,
+    Section,
+    compact,
+    html_table,
+    measured,
+)
 from training.studies.report.runs import Run
 
 
 def race_figure(runs: list[Run]) -> go.Figure:
     """Two panels, (4,3) inferential and symmetric share against epoch; one line per run and a
     star where (3,4) is first fitted (training accuracy >= 0.9)."""
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("(4,3) inferential share", "(4,3) symmetric share"), horizontal_spacing=0.08)
+    fig = make_subplots(
+        rows=1, cols=2, subplot_titles=("(4,3) inferential share", "(4,3) symmetric share"), horizontal_spacing=0.08
+    )
     for i, run in enumerate(runs):
         history = run.record.history
         epochs, inf, sym = epoch_shares(history)
         race = race_of(history, run.record.lr)
         colour = RUN_COLOURS[i % len(RUN_COLOURS)]
         for col, shares in ((1, inf), (2, sym)):
-            fig.add_trace(go.Scatter(x=epochs, y=shares, mode="lines", name=run.name, legendgroup=run.name, showlegend=col == 1, line=dict(color=colour)), row=1, col=col)
+            fig.add_trace(
+                go.Scatter(
+                    x=epochs,
+                    y=shares,
+                    mode="lines",
+                    name=run.name,
+                    legendgroup=run.name,
+                    showlegend=col == 1,
+                    line=dict(color=colour),
+                ),
+                row=1,
+                col=col,
+            )
             if race.fit_epoch is not None:
                 at = shares[epochs.index(race.fit_epoch)]
-                fig.add_trace(go.Scatter(x=[race.fit_epoch], y=[at], mode="markers", marker=dict(symbol="star", size=12, color=colour), legendgroup=run.name,
-                                         showlegend=False, hovertemplate=f"{run.name}<br>(3,4) fitted at epoch {race.fit_epoch}<extra></extra>"), row=1, col=col)  # fmt: skip
+                fig.add_trace(
+                    go.Scatter(
+                        x=[race.fit_epoch],
+                        y=[at],
+                        mode="markers",
+                        marker=dict(symbol="star", size=12, color=colour),
+                        legendgroup=run.name,
+                        showlegend=False,
+                        hovertemplate=f"{run.name}<br>(3,4) fitted at epoch {race.fit_epoch}<extra></extra>",
+                    ),
+                    row=1,
+                    col=col,
+                )
     fig.update_yaxes(range=[-0.02, 1.02])
     fig.update_xaxes(title_text="epoch")
     compact(fig, 360)
@@ -53,15 +88,22 @@ def race_table(runs: list[Run]) -> pd.DataFrame:
     rows = []
     for run in runs:
         race = race_of(run.record.history, run.record.lr)
-        rows.append({
-            "run": run.name,
-            "(3,4) fitted at epoch": _epoch(race.fit_epoch, race.last_epoch, "not"),
-            "(4,3) inferential / symmetric at fit": _pair(race.inferential_at_fit, race.symmetric_at_fit) if race.fitted else "not fitted",
-            "(4,3) inferential / symmetric at end": _pair(race.inferential_end, race.symmetric_end),
-            "copied (symmetric >= 0.8) at epoch": _epoch(race.copy_epoch, race.last_epoch, "not"),
-            "shares stopped at epoch": "still moving" if race.still_moving else _epoch(race.settled_epoch, None, MISSING),
-            "lr then > peak / 10": race.lr_high, "mode": race.mode,
-        })  # fmt: skip
+        rows.append(
+            {
+                "run": run.name,
+                "(3,4) fitted at epoch": _epoch(race.fit_epoch, race.last_epoch, "not"),
+                "(4,3) inferential / symmetric at fit": _pair(race.inferential_at_fit, race.symmetric_at_fit)
+                if race.fitted
+                else "not fitted",
+                "(4,3) inferential / symmetric at end": _pair(race.inferential_end, race.symmetric_end),
+                "copied (symmetric >= 0.8) at epoch": _epoch(race.copy_epoch, race.last_epoch, "not"),
+                "shares stopped at epoch": "still moving"
+                if race.still_moving
+                else _epoch(race.settled_epoch, None, MISSING),
+                "lr then > peak / 10": race.lr_high,
+                "mode": race.mode,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -79,5 +121,16 @@ def section_race(ctx: Context) -> Section:
         "froze them (under-trained). Modes, from the verdict's word at the last epoch (the rule the flip's criteria use): "
         "infers (inferential: ID >= 0.9, (3,4) accuracy >= 0.9, inferential >= 0.8), early copy (symmetric: ID >= 0.9, symmetric >= 0.8), "
         "under-trained, neither (training/studies/race.py)."
-    ) + measured(ctx, "the mode", lambda run: race_of(run.record.history, run.record.lr).mode if run in runs else None, needs_model=False)
-    return Section("race", "The race: (3,4) fitted against (4,3) answered", sentence, [Cell(figure=race_figure(runs), html=html_table(race_table(runs), 2), height=420)], combined=True)
+    ) + measured(
+        ctx,
+        "the mode",
+        lambda run: race_of(run.record.history, run.record.lr).mode if run in runs else None,
+        needs_model=False,
+    )
+    return Section(
+        "race",
+        "The race: (3,4) fitted against (4,3) answered",
+        sentence,
+        [Cell(figure=race_figure(runs), html=html_table(race_table(runs), 2), height=420)],
+        combined=True,
+    )

@@ -57,21 +57,33 @@ def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
     for raw in paths:
         path = Path(raw)
         if not path.is_dir():
-            raise ValueError(f"{path} is not a folder; pass run folders (each with {CONFIG_FILE}) or a folder that holds them")
+            raise ValueError(
+                f"{path} is not a folder; pass run folders (each with {CONFIG_FILE}) or a folder that holds them"
+            )
         if (path / CONFIG_FILE).is_file():
             below = [path]
         else:
             named = study_run_dirs(path)
-            below = named if named is not None else [
-                p.parent for p in sorted(path.rglob(CONFIG_FILE)) if not any(part.startswith(".") for part in p.relative_to(path).parts) and is_named(p.parent, path)
-            ]  # fmt: skip
+            below = (
+                named
+                if named is not None
+                else [
+                    p.parent
+                    for p in sorted(path.rglob(CONFIG_FILE))
+                    if not any(part.startswith(".") for part in p.relative_to(path).parts) and is_named(p.parent, path)
+                ]
+            )
         if not below:
-            raise ValueError(f"{path} holds no run folder (no {CONFIG_FILE} in it or below it); train a run first (interp-init train --out DIR)")
+            raise ValueError(
+                f"{path} holds no run folder (no {CONFIG_FILE} in it or below it); train a run first (interp-init train --out DIR)"
+            )
         for run in below:
             key = run.resolve()
             if key in given:
                 twice = f"as {given[key]} and as {raw}" if given[key] != str(raw) else f"as {raw}"
-                raise ValueError(f"the run {run} is given twice ({twice}): a report compares each run once; give each run folder (or a folder holding it) once")
+                raise ValueError(
+                    f"the run {run} is given twice ({twice}): a report compares each run once; give each run folder (or a folder holding it) once"
+                )
             given[key] = str(raw)
     unique = list(given)
     if not unique:
@@ -103,7 +115,9 @@ def load_runs(run_dirs: Iterable[str | Path], device: str = "cpu") -> list[Run]:
     paths = find_run_dirs(run_dirs)
     records = [RunRecord.read(path) for path in paths]
     names = run_labels(paths)
-    models = [f.load_model(device=device) if f.weights_path.is_file() else None for f in (RunFolder(r.path) for r in records)]
+    models = [
+        f.load_model(device=device) if f.weights_path.is_file() else None for f in (RunFolder(r.path) for r in records)
+    ]
     return [Run(*run) for run in zip(names, records, models, strict=True)]
 
 

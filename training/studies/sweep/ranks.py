@@ -47,7 +47,10 @@ def stable_ranks_of(model: HookedTransformer) -> dict[str, float]:
     """The stable ranks a run folder caches: the first layer's W_Q (heads merged) and W_E."""
     from probes import merged_weight, stable_rank
 
-    return {"stable_rank_wq0": stable_rank(merged_weight(model, "W_Q", 0)), "stable_rank_we": stable_rank(merged_weight(model, "W_E"))}
+    return {
+        "stable_rank_wq0": stable_rank(merged_weight(model, "W_Q", 0)),
+        "stable_rank_we": stable_rank(merged_weight(model, "W_E")),
+    }
 
 
 def cached_stable_ranks(run_dir: str | Path) -> dict[str, float] | None:
@@ -70,8 +73,16 @@ def _valid_ranks(ranks: Any) -> bool:
     """Whether a cached ``ranks`` object is what :func:`stable_ranks_of` gives: both stable
     ranks, each a finite number >= 0 (a stable rank is 0 or at least 1)."""
     keys = ("stable_rank_wq0", "stable_rank_we")
-    return isinstance(ranks, dict) and set(ranks) == set(keys) and all(
-        isinstance(ranks[k], (int, float)) and not isinstance(ranks[k], bool) and math.isfinite(ranks[k]) and ranks[k] >= 0 for k in keys
+    return (
+        isinstance(ranks, dict)
+        and set(ranks) == set(keys)
+        and all(
+            isinstance(ranks[k], (int, float))
+            and not isinstance(ranks[k], bool)
+            and math.isfinite(ranks[k])
+            and ranks[k] >= 0
+            for k in keys
+        )
     )
 
 

@@ -41,7 +41,19 @@ RESULTS_FILE = "results.csv"
 #: Columns of the results table that depend on the machine, not on the runs' content.
 TIMING_COLUMNS = ("elapsed_s",)
 #: Config values always in the results table (the figures' axes), besides the grid keys.
-CONTEXT_COLUMNS = ("preset", "task", "gamma", "n_layers", "d_model", "n_heads", "weight_decay", "lr", "k", "epochs", "seed")
+CONTEXT_COLUMNS = (
+    "preset",
+    "task",
+    "gamma",
+    "n_layers",
+    "d_model",
+    "n_heads",
+    "weight_decay",
+    "lr",
+    "k",
+    "epochs",
+    "seed",
+)
 
 
 def epochs_to_loss(history: Sequence[EpochRecord], threshold: float = LOSS_THRESHOLD) -> float:
@@ -86,7 +98,10 @@ def run_row(
     record = RunRecord.read(run_dir, strict=False)
     cfg, run_dir = record.config, record.path
     flat = {**cfg.flat(), "preset": cfg.preset}
-    row: dict[str, Any] = {"run": run_dir.name, **{key: flat[key] for key in (*_grid_keys(run_dir.name), *CONTEXT_COLUMNS)}}
+    row: dict[str, Any] = {
+        "run": run_dir.name,
+        **{key: flat[key] for key in (*_grid_keys(run_dir.name), *CONTEXT_COLUMNS)},
+    }
     row["status"] = record.status
     row.update(dict.fromkeys(METRIC_COLUMNS, math.nan))
     row.update({k: math.nan if v is None else v for k, v in record.final_columns().items()})
@@ -106,7 +121,11 @@ def run_row(
 
 
 def collect_results(
-    out: str | Path, loss_threshold: float = LOSS_THRESHOLD, pair_threshold: float = PAIR_ACC_THRESHOLD, *, write: bool = True
+    out: str | Path,
+    loss_threshold: float = LOSS_THRESHOLD,
+    pair_threshold: float = PAIR_ACC_THRESHOLD,
+    *,
+    write: bool = True,
 ) -> pd.DataFrame:
     """Rebuild ``out/results.csv`` from the run folders under ``out`` and return it
     (``write=False``: return it without writing it; :func:`write_results` writes it later).
@@ -121,7 +140,11 @@ def collect_results(
     stable ranks of layer-0 W_Q (heads merged) and W_E, and ``elapsed_s``.
     """
     out = Path(out)
-    if isinstance(loss_threshold, bool) or not isinstance(loss_threshold, (int, float)) or not 0 < loss_threshold < math.inf:
+    if (
+        isinstance(loss_threshold, bool)
+        or not isinstance(loss_threshold, (int, float))
+        or not 0 < loss_threshold < math.inf
+    ):
         raise ValueError(f"loss_threshold must be a finite number > 0, got {loss_threshold!r}")
     if isinstance(pair_threshold, bool) or not isinstance(pair_threshold, (int, float)) or not 0 < pair_threshold <= 1:
         raise ValueError(f"pair_threshold must be a number in (0, 1], got {pair_threshold!r}")
@@ -210,8 +233,13 @@ def write_results(df: pd.DataFrame, out: str | Path) -> Path:
 
 #: The order in which :func:`problem_summary` counts what did not complete.
 PROBLEM_STATUSES: tuple[RunStatus, ...] = (
-    RunStatus.FAILED, RunStatus.DIVERGED, RunStatus.INTERRUPTED, RunStatus.PENDING, RunStatus.ABSENT, RunStatus.UNREADABLE,
-)  # fmt: skip
+    RunStatus.FAILED,
+    RunStatus.DIVERGED,
+    RunStatus.INTERRUPTED,
+    RunStatus.PENDING,
+    RunStatus.ABSENT,
+    RunStatus.UNREADABLE,
+)
 
 
 def incomplete_runs(out: str | Path, results: pd.DataFrame | None = None) -> dict[str, str]:

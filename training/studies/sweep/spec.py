@@ -73,7 +73,9 @@ class SweepOptions:
             raise ValueError(f"backend must be one of {backends}, got {self.backend!r}")
         for name in ("workers", "threads", "ensemble_size"):
             check_count(name, getattr(self, name))
-        if self.backend in ("local", "ensemble") or (self.backend == "ray" and self.address is None):  # this machine's cores
+        if self.backend in ("local", "ensemble") or (
+            self.backend == "ray" and self.address is None
+        ):  # this machine's cores
             check_cores(self.threads, "--threads", "torch threads per run")
             check_cores(self.workers, "--workers", "worker processes")
         if self.ensemble_size is not None and self.backend != "ensemble":
@@ -83,6 +85,7 @@ class SweepOptions:
 
 
 # ------------------------------------------------------------ one sweep per folder
+
 
 def _grid_names(spec: StudySpec) -> dict[str, list[str]]:
     return {key: [format_value(v) for v in values] for key, values in spec.grid.items()}
@@ -99,11 +102,15 @@ def _spec_difference(recorded: StudySpec, new: StudySpec) -> str:
     old_base, new_base = _base_of(recorded), _base_of(new)
     if old_base != new_base:
         keys = sorted(k for k in {*old_base, *new_base} if old_base.get(k, "(unset)") != new_base.get(k, "(unset)"))
-        return "base " + "; ".join(f"{k}: {old_base.get(k, '(unset)')!r} there, {new_base.get(k, '(unset)')!r} here" for k in keys[:3])
+        return "base " + "; ".join(
+            f"{k}: {old_base.get(k, '(unset)')!r} there, {new_base.get(k, '(unset)')!r} here" for k in keys[:3]
+        )
     old_names, new_names = _grid_names(recorded), _grid_names(new)
     keys = sorted(k for k in old_names if set(old_names[k]) != set(new_names[k]))
     if keys:
-        return "grid " + "; ".join(f"{k}: {list(recorded.grid[k])!r} there, {list(new.grid[k])!r} here" for k in keys[:3])
+        return "grid " + "; ".join(
+            f"{k}: {list(recorded.grid[k])!r} there, {list(new.grid[k])!r} here" for k in keys[:3]
+        )
     return ""
 
 
@@ -139,7 +146,13 @@ def check_sweep_folder(spec: StudySpec, out: str | Path, extend: bool = False) -
     if same_shape and all(set(new_names[k]) <= set(old_names[k]) for k in spec.grid):
         return recorded  # a part of the recorded sweep (a retry of some points)
     if extend and same_shape:
-        grid = {k: [*recorded.grid[k], *(v for v, n in zip(spec.grid[k], new_names[k], strict=True) if n not in old_names[k])] for k in recorded.grid}
+        grid = {
+            k: [
+                *recorded.grid[k],
+                *(v for v, n in zip(spec.grid[k], new_names[k], strict=True) if n not in old_names[k]),
+            ]
+            for k in recorded.grid
+        }
         merged = StudySpec(recorded.base, grid, description=recorded.description or spec.description)
         merged.points()  # every point of the extended grid is valid (raises naming the one that is not)
         return merged
