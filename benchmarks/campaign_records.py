@@ -30,7 +30,7 @@ from campaign_cells import CELLS, SHORT_EPOCHS, TINY_EPOCHS, Cell, Run, cell_nam
 from interp_init.runfolder import FINISHED_STATUSES, RunStatus, write_json
 from interp_init.tasks.anchor import FLIP_CRITERIA, symmetric_solution
 from training.studies.records import RunRecord
-from training.studies.selection import pick_paper
+from training.studies.records import pick_paper
 
 #: The default results folder (relative to the checkout).
 RESULTS = Path("experiments/results/campaign")

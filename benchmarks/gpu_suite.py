@@ -70,11 +70,11 @@ from training.launch.slurm_options import slurm_options_from
 from training.options import check_cores
 from training.studies.population import read_population
 from training.studies.records import RunRecord
-from training.studies.reproduce import reproduction_spec
-from training.studies.selection import PROTOCOL_TEXT, PROTOCOLS
+from training.studies.population import reproduction_spec
+from training.studies.records import PROTOCOL_TEXT, PROTOCOLS
 from training.studies.study import StudySpec
-from training.studies.study_folder import record_study, refuse_strangers
-from training.studies.summaries import check_summary_file, write_summaries
+from training.studies.study import record_study, refuse_strangers
+from training.studies.population import check_summary_file, write_summaries
 from training.trainer.preflight import check_steps
 from training.trainer.step import last_position_logits
 
@@ -85,7 +85,7 @@ from gpu_cost import RunFlops, measured_efficiency, peaks, probe_efficiency, rem
 TABLE_FILE, TABLE_PURPOSE = "gpu_suite.md", "GPU suite table"
 #: the tasks, each on its paper's own model (its default architecture: ``neurips`` for
 #: ``symmetric``, ``journal`` for ``id-ood``), each regime at its preset's gamma
-#: (:data:`training.studies.regimes.REGIMES`: at ``paper`` and ``cpu`` 0.8 small init, 0.5 large)
+#: (:data:`training.studies.study.REGIMES`: at ``paper`` and ``cpu`` 0.8 small init, 0.5 large)
 TASKS: tuple[str, ...] = ("symmetric", "id-ood")
 #: efficiencies (fractions of the peak) every plan also predicts at
 REFERENCE_EFFICIENCIES = (0.2, 0.4)
@@ -187,7 +187,7 @@ def suite_spec(
     scale: str, seeds: tuple[int, ...], precision: str = "fp32", protocol: str = "strict", lrs: str | None = None, tasks: tuple[str, ...] = TASKS
 ) -> StudySpec:
     """The suite's population: ``interp-init reproduce --preset SCALE --seeds ... --task symmetric
-    --task id-ood`` (:func:`training.studies.reproduce.reproduction_spec`), under ``protocol`` (``paper``:
+    --task id-ood`` (:func:`training.studies.population.reproduction_spec`), under ``protocol`` (``paper``:
     one run per regime, seed and lr of ``lrs``, a comma list), on ``tasks``."""
     return reproduction_spec(scale, None, ",".join(map(str, seeds)), protocol, lrs, precision=precision, tasks=tasks)
 

@@ -2,7 +2,7 @@
 
 ``python experiments/tables.py`` (which see) writes each into the pages between its markers
 and ``--check`` compares.  A table is a function of the stored studies (``records.study(NAME)``:
-a :class:`training.studies.stored.StoredStudy` under ``experiments/results/``; a study not stored yet
+a :class:`training.studies.population.StoredStudy` under ``experiments/results/``; a study not stored yet
 stops the table, which is then left as it is) returning the block's markdown, read through the
 project's one reader (:class:`training.studies.records.RunRecord`, the population, the selection
 protocols, the race).  Adding a table is a function registered here and a marker::
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Protocol
 
-from training.studies.stored import StoredStudy
+from training.studies.population import StoredStudy
 
 
 class Records(Protocol):
@@ -101,8 +101,8 @@ def _markdown(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
 
 
 def _modes(population: Any, seeds: Iterable[int], task: str, regime: str) -> str:
-    """The failing seeds grouped by their race mode (the strict protocol's, :mod:`training.studies.race`)."""
-    from training.studies.race import MODES
+    """The failing seeds grouped by their race mode (the strict protocol's, :mod:`training.studies.records`)."""
+    from training.studies.records import MODES
 
     by_mode: dict[str, list[int]] = {}
     for seed in seeds:
@@ -208,7 +208,7 @@ def paper_statistic_table(records: Records) -> str:
 @generator("paper-statistic-modes", STUDY_NAMES["paper-statistic"],
            what="docs/faithful-models.md: the sweep's runs by their mode at the last epoch (experiments/race.py), the runs that answer named")  # fmt: skip
 def paper_statistic_modes(records: Records) -> str:
-    from training.studies.race import MODES
+    from training.studies.records import MODES
 
     study = records.study(STUDY_NAMES["paper-statistic"])
     rows = [row for row in records.script("race").race_rows([study.path]) if "race" in row and row["status"] == "completed"]

@@ -35,7 +35,7 @@ from training.launch import JobReturn, PoolLauncher, SerialLauncher, run_study
 from training.options import check_cores
 from training.studies.records import RunRecord
 from training.studies.study import StudySpec
-from training.studies.study_folder import is_named, record_study, refuse_strangers, study_run_dirs
+from training.studies.study import is_named, record_study, refuse_strangers, study_run_dirs
 
 #: The search's base (2 layers, 1 head, d_head = d_model / 2, d_mlp = 3 d_model).
 BASE = dict(
@@ -231,7 +231,7 @@ def rates_command(folders: tuple[str, ...]) -> None:
     a sweep over more than seeds, e.g. ``gamma=0.4__*``)."""
     from interp_init.tasks.anchor import FLIP_CRITERIA
     from training.studies.population import exact_interval
-    from training.studies.regimes import REGIME_NAMES
+    from training.studies.study import REGIME_NAMES
 
     def rate(k: int, n: int) -> str:
         low, high = exact_interval(k, n)

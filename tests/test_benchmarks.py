@@ -90,7 +90,7 @@ def test_gpu_suite_runs_at_tiny_scale_on_cpu(tmp_path) -> None:
     rows = [line for line in table.splitlines() if line.startswith("| symmetric |") or line.startswith("| id-ood |")]
     assert len(rows) == 4 + 2  # 2 tasks x 2 regimes x 1 seed, then one speed row per task
     assert "| symmetric | neurips | small-init | 0.8 | 0.001 | 0 |" in table
-    assert "| id-ood | journal | large-init | 0.3 | 0.001 | 0 |" in table  # the tiny preset's regimes (training.studies.regimes.REGIMES)
+    assert "| id-ood | journal | large-init | 0.3 | 0.001 | 0 |" in table  # the tiny preset's regimes (training.studies.study.REGIMES)
     assert "population of 1 seeds [0], preset tiny, strict protocol" in table
     assert "shortened to 1 epochs" in table and "CPU" in table and "precision fp32" in table
     speed = [line.split("|") for line in rows if "neurips" not in line and "journal" not in line]

@@ -28,10 +28,10 @@ from training.config import SCHEDULE_FIELDS, TrainConfig, make_run_config
 from training.launch import JobReturn, Launcher
 from training.launch.base import Job
 from training.studies.records import RunRecord
-from training.studies.sweep.ranks import RANKS_FILE, run_stable_ranks
-from training.studies.reproduce import reproduce_study
+from training.studies.sweep.results import RANKS_FILE, run_stable_ranks
+from training.studies.population import reproduce_study
 from training.studies.study import StudySpec
-from training.studies.study_folder import refuse_strangers
+from training.studies.study import refuse_strangers
 from training.studies.sweep.results import collect_results
 
 _SPEC = {"base": {"preset": "tiny", "epochs": 1, "n_train": 300}, "grid": {"seed": [0, 1]}}
@@ -129,7 +129,7 @@ def test_a_sweeps_readers_read_only_the_runs_it_names(made: dict[str, Path], tmp
     assert list(collect_results(sweep)["run"]) == ["seed=0", "seed=1"]
     assert main(["phase-diagram", str(sweep), "--out", str(tmp_path / "p.html")]) == 0
     assert "holds 1 run folder(s) its sweep does not name (seed=7); the figures leave them out" in capsys.readouterr().err
-    from training.studies.report.runs import find_run_dirs
+    from training.studies.report.cells import find_run_dirs
 
     assert [p.name for p in find_run_dirs([sweep])] == ["seed=0", "seed=1"]
     assert [p.name for p in load_script("experiments/race.py").run_folders(sweep)] == ["seed=0", "seed=1"]

@@ -143,7 +143,7 @@ def test_train_help_shows_the_papers_quantities(capsys: pytest.CaptureFixture[st
 
 
 def test_reproduce_carries_every_regime_and_refuses_two_lrs() -> None:
-    from training.studies.regimes import regime_config
+    from training.studies.study import regime_config
     from training.studies.study import StudySpec
 
     small = regime_config("cpu", "small-init", "symmetric", seed=1, carry=DEFAULT_HOLD)

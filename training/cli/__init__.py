@@ -51,9 +51,9 @@ from training.launch.signals import Stopped, ignore_stopping, signals_raise
 from training.options import check_cores, check_device, default_preset, one_line, parse_workers
 from training.studies.phase.names import FIGURE_NAMES, ID_THRESHOLD, LOSS_THRESHOLD, OOD_THRESHOLD, PAIR_ACC_THRESHOLD
 from training.studies.recipe import carry_recipe, recipe_table, train_epilog
-from training.studies.regimes import REGIMES, REPRODUCE_TASKS
+from training.studies.study import REGIMES, REPRODUCE_TASKS
 from training.studies.report.config import IMAGE_FORMATS, PROJECTIONS, ReportConfig
-from training.studies.selection import LOGGED_HELP, PROTOCOLS
+from training.studies.records import LOGGED_HELP, PROTOCOLS
 from training.studies.study import VARY
 
 
@@ -126,7 +126,7 @@ def train_command(
     from training import train
     from training.launch.base import Job
     from training.studies.records import RunRecord
-    from training.studies.study_folder import refuse_strangers
+    from training.studies.study import refuse_strangers
 
     assert out is not None
     refuse_strangers([Job(out, cfg, Path(out))], out, "a run")  # a study reads only the runs it names
@@ -267,7 +267,7 @@ def reproduce_command(
     the population in OUT/summary.json.  A rerun resumes.
     """
     from training.cli.reproduce import run_reproduction_cli
-    from training.studies.reproduce import reproduction_spec
+    from training.studies.population import reproduction_spec
 
     options = backend_options(backend, device, address, slurm)
     if backend not in ("ray", "slurm") or (
@@ -571,9 +571,9 @@ def report_command(
     not complete (failed, diverged, or unfinished).
     """
     from interp_init.runfolder import RunFolder
-    from training.studies.report.images import StaticExportUnavailable
+    from training.studies.report.page import StaticExportUnavailable
     from training.studies.report.page import write_report
-    from training.studies.report.runs import find_run_dirs
+    from training.studies.report.cells import find_run_dirs
     from training.studies.sweep.results import problem_summary
 
     config = ReportConfig(per_pair=per_pair, projection=projection, seed=seed, device=device, title=title)

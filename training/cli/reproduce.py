@@ -1,4 +1,4 @@
-"""``interp-init reproduce``'s text: the runs trained (:func:`training.studies.reproduce.train_study`),
+"""``interp-init reproduce``'s text: the runs trained (:func:`training.studies.population.train_study`),
 the table or the population, the flip's verdict and ``report.html``; and what did not complete."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from interp_init.runfolder import RunStatus
 from training.launch.slurm import submitted_line
 from training.studies.population import failed_criteria
 from training.studies.report import write_report
-from training.studies.reproduce import train_study
+from training.studies.population import train_study
 from training.studies.study import StudySpec
-from training.studies.summaries import protocol_summary
+from training.studies.population import protocol_summary
 from training.studies.sweep.results import problem_summary
 
 

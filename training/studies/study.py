@@ -4,7 +4,7 @@ A :class:`StudySpec` is a ``base`` config plus either a ``grid`` (a sweep: one r
 of the product, ``DIR/gamma=0.8__n_layers=2__seed=0``, the grid values in key order) or
 ``named`` points (flat options over the base, ``DIR/<name>``: the preset search of
 experiments/search_cpu.py) over ``tasks``, ``seeds`` and an lr grid.  A reproduction is the
-spec whose named points are the regimes of :mod:`training.studies.regimes`
+spec whose named points are the regimes of :mod:`training.studies.study`
 (:meth:`StudySpec.reproduction`); a population is that spec over seeds (one seed: a
 population of one).  :meth:`StudySpec.jobs` names the runs, :func:`training.launch.run_study`
 trains them, :func:`training.studies.population.read_population` reads a reproduction's.  Its folder::
@@ -31,19 +31,102 @@ import itertools
 import math
 import re
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from interp_init.fileio import check_name_length, parse_json
+from interp_init.fileio import BadRunFile, check_name_length, config_digest, parse_json, read_json, write_json
+from interp_init.outputs import CONFIG_FILE, STUDY_FILE, STUDY_KINDS, SWEEP_SPEC_FILE, as_given, folder_kind
+from interp_init.paths import check_path_names
 from interp_init.tasks.base import DEFAULT_TASK
-from interp_init.tasks.registry import task_class
+from interp_init.tasks.registry import make_task, registered_tasks, task_class
 from training.config import OPTIONS, PRECISIONS, PRESETS, RunConfig, check_seed, make_run_config, preset_options
 from training.launch.base import Job
 from training.studies.recipe import carry_recipe, check_hold
-from training.studies.regimes import REGIME_NAMES, REPRODUCE_TASKS, regime_options
-from training.studies.selection import check_protocol, targets
+from training.studies.records import check_protocol, targets
+
+__all__ = [
+    "GridPoint",
+    "MAX_POINTS",
+    "REGIMES",
+    "REGIME_NAMES",
+    "REPRODUCE_BUSY",
+    "REPRODUCE_TASKS",
+    "StudyJob",
+    "StudySpec",
+    "VARY",
+    "format_value",
+    "is_named",
+    "named_config_problem",
+    "named_runs",
+    "record_study",
+    "refuse_strangers",
+    "regime_config",
+    "regime_options",
+    "strangers",
+    "study_run_dirs",
+]
+
+# ------------------------------------------------------------------ regimes
+# The regimes of a reproduction: small init reasons, large init memorizes (docs/science.md).
+#
+# The two regimes of a preset, ``small-init`` and ``large-init``, are data (:data:`REGIMES`:
+# per preset, per regime, flat run options over the preset's; a key that names a task holds
+# that task's options).  They share the preset's model, data and schedule and differ in their
+# init; each task trains on its paper's architecture.  On ``symmetric`` the held-out (4,3)
+# follows the inferential x - 10 under small init and the symmetric x - 6 under large init
+# (NeurIPS 2024, Fig. 2); on ``id-ood`` small init composes the unseen pairs (the journal's
+# Phase 3), large init fits the seen ones (Phase 2).  The flip's criteria live with the
+# tasks (:meth:`interp_init.tasks.base.Task.flip_checks`).  The regimes are the named points of
+# :meth:`training.studies.study.StudySpec.reproduction`; importing this module imports no torch.
+
+#: The tasks a reproduction trains by default, in order: the registered tasks with a flip
+#: (``Task.reproduces``).
+REPRODUCE_TASKS: tuple[str, ...] = tuple(name for name in registered_tasks() if task_class(name).reproduces)
+#: The regimes, in order.
+REGIME_NAMES: tuple[str, ...] = ("small-init", "large-init")
+
+#: preset -> regime -> flat run options (keys naming a task hold that task's options).
+#: ``cpu`` and ``paper``: the NeurIPS paper's two sides of the flip (gamma 0.8 small init,
+#: gamma 0.5 large init); a task may change a regime's options
+#: (:meth:`interp_init.tasks.base.Task.regime_overrides`: ``cpu`` takes gamma 0.4 for id-ood's
+#: large init); what ``cpu`` shows over seeds is in docs/faithful-models.md.
+#: ``tiny``: smoke tests only; it learns too little to show the flip.
+REGIMES: dict[str, dict[str, dict[str, Any]]] = {
+    "cpu": {"small-init": {"gamma": 0.8}, "large-init": {"gamma": 0.5}},
+    "paper": {"small-init": {"gamma": 0.8}, "large-init": {"gamma": 0.5}},
+    "tiny": {"small-init": {"gamma": 0.8}, "large-init": {"gamma": 0.3}},
+}
+
+#: What a second ``reproduce`` into a folder another process is reproducing into is told.
+REPRODUCE_BUSY = "is being reproduced into by another process ({owner}); wait for it to finish, or choose another --out"
+
+
+def regime_options(preset: str, regime: str, task: str) -> dict[str, Any]:
+    """The flat options a regime adds to ``preset`` for ``task``."""
+    if preset not in REGIMES or preset not in PRESETS:
+        known = sorted(set(REGIMES) & set(PRESETS))
+        raise ValueError(f"unknown preset {preset!r} for reproduce; choose one of {known}")
+    regimes = REGIMES[preset]
+    if regime not in regimes:
+        raise ValueError(f"unknown regime {regime!r} of preset {preset!r}; choose one of {sorted(regimes)}")
+    task_class(task)  # an unknown task is refused here
+    spec = regimes[regime]
+    shared = {k: v for k, v in spec.items() if k not in registered_tasks()}
+    return {**shared, **make_task(task).regime_overrides(preset, regime), **spec.get(task, {})}
+
+
+def regime_config(
+    preset: str, regime: str, task: str, seed: int, precision: str = "fp32", carry: Sequence[str] | None = None
+) -> RunConfig:
+    """The :class:`training.RunConfig` of one regime on one task (``precision``: ``"fp32"``,
+    or ``"bf16"`` for the forward under bfloat16 autocast); ``carry``: the recipe's
+    quantities to hold (:func:`training.studies.recipe.carry_recipe`, the regime's gamma read as
+    the paper's; None: the preset as it is)."""
+    cfg = make_run_config(preset, task=task, seed=seed, precision=precision, **regime_options(preset, regime, task))
+    return cfg if carry is None else carry_recipe(cfg, carry)
+
 
 #: Which random source a population varies: both (``seed``), the init's, or the data's.
 VARY: tuple[str, ...] = ("both", "init", "data")
@@ -244,7 +327,7 @@ class StudySpec:
         carry: tuple[str, ...] | None = None,
         logged_every: int | None = None,
     ) -> StudySpec:
-        """The flip's study: ``preset``'s regimes (:data:`training.studies.regimes.REGIMES`) as named
+        """The flip's study: ``preset``'s regimes (:data:`training.studies.study.REGIMES`) as named
         points on ``tasks`` (each with the flip: refused otherwise) for ``seeds``."""
         _check_distinct("tasks", tasks)
         for task in tasks:
@@ -470,3 +553,170 @@ class StudySpec:
             if str(path) in str(err):
                 raise
             raise ValueError(f"sweep spec {path}: {err}") from None
+
+
+# ------------------------------------------------------------------ study_folder
+# A study folder is closed to strangers: the record of the runs a study names, the runs its
+# readers read, and the refusal of a run or study written inside it that it does not name.
+#
+# A sweep names its runs in its spec, ``DIR/sweep.json``; every other study (a reproduction
+# or population, the preset search, the GPU suite) records in ``DIR/study.json``
+# (:data:`interp_init.outputs.STUDY_FILE`) its kind and the runs it names, each with the
+# digest of its config (``{"kind": "reproduction", "runs": {"symmetric/small-init": "<sha256
+# of its config.json>", ...}}``), when it holds its folder (:func:`record_study`).  Then:
+#
+# * a command that writes a run or a study inside a study folder it did not make is refused
+#   unless every run it would write is one that study names, with the same config
+#   (:func:`refuse_strangers`): ``interp-init train --out SWEEP/seed=7`` is refused,
+#   ``reproduce --seed 3 --out POP/seed-3`` (the population's own seed 3) is not;
+# * a study's readers read only the runs it names (:func:`named_runs`, :func:`study_run_dirs`):
+#   a run folder it does not name is left out and said so (:func:`strangers`), and a named
+#   folder whose ``config.json`` is not the named config is unreadable
+#   (:func:`named_config_problem`).
+#
+# A reproduction made before records existed names no runs: nothing is written inside it.
+
+
+def _digest(config: RunConfig) -> str:
+    return config_digest(config.to_dict())
+
+
+def record_study(out: str | Path, kind: str, jobs: Iterable[Any], *, merge: bool = True) -> Path:
+    """Write ``out/study.json``: ``kind`` (``reproduction`` or ``search``; a sweep's spec is
+    its record) and the runs of ``jobs`` (each with ``run_dir`` under ``out`` and
+    ``config``) by their path below ``out``.  ``merge``: keep the runs recorded before (a
+    population over more seeds, a search's next candidates); else these runs alone."""
+    if kind not in STUDY_KINDS:
+        raise ValueError(f"kind must be one of {STUDY_KINDS}, got {kind!r}")
+    out = Path(out)
+    runs = dict(_recorded_runs(out) or {}) if merge else {}
+    for job in jobs:
+        runs[Path(job.run_dir).absolute().relative_to(out.absolute()).as_posix()] = _digest(job.config)
+    return write_json(out / STUDY_FILE, {"kind": kind, "runs": dict(sorted(runs.items()))})
+
+
+def _recorded_runs(folder: Path) -> dict[str, str] | None:
+    try:
+        data = read_json(folder / STUDY_FILE, "")
+    except (BadRunFile, OSError):
+        return None
+    runs = data.get("runs") if isinstance(data, dict) else None
+    if not isinstance(runs, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in runs.items()):
+        return None
+    return runs
+
+
+def named_runs(folder: str | Path) -> dict[str, str] | None:
+    """The runs the study folder ``folder`` names (path below it -> config digest): a
+    sweep's ``sweep.json`` points, another study's record; None where it names none (not
+    a study, or its spec or record is missing or damaged)."""
+    folder = Path(folder)
+    if (folder / SWEEP_SPEC_FILE).is_file():  # a sweep's spec is its record
+        try:
+            return {p.name: _digest(p.config) for p in StudySpec.from_file(folder / SWEEP_SPEC_FILE).points()}
+        except (ValueError, OSError, UnicodeDecodeError):
+            return None
+    return _recorded_runs(folder)
+
+
+def _enclosing_studies(path: Path) -> list[tuple[Path, str]]:
+    """The study folders above ``path``, nearest first, each written as the user wrote
+    ``path`` (relative where it was)."""
+    return [
+        (as_given(path, parent), kind)
+        for parent in path.absolute().parents
+        if (kind := folder_kind(parent)) in STUDY_KINDS
+    ]
+
+
+def refuse_strangers(jobs: Iterable[Any], out: str | Path, what: str, option: str = "--out") -> None:
+    """Refuse to write ``what`` (the runs ``jobs``: each with ``run_dir`` and ``config``) at
+    ``out`` inside a study folder unless the nearest study above ``out`` that records its
+    runs names every one of them with the same config; a folder inside a study that names
+    no runs (an older reproduction) is refused.  Nothing is read beyond the records."""
+    out = Path(out)
+    check_path_names(out, option)
+    studies = _enclosing_studies(out)
+    if not studies:
+        return
+    jobs = list(jobs)
+    for study, kind in studies:
+        names = named_runs(study)
+        if names is None:
+            continue
+        for job in jobs:
+            name = Path(job.run_dir).absolute().relative_to(study.absolute()).as_posix()
+            if name not in names:
+                raise ValueError(
+                    f"{out} is inside the {kind} folder {study}, which reads only the runs it names, and {name} is not one of them "
+                    f"({what} there would be read as part of that {kind}): choose an {option} outside {study}"
+                )
+            if names[name] != _digest(job.config):
+                raise ValueError(
+                    f"{out} is inside the {kind} folder {study}, which names {name} as one of its runs with another config than this "
+                    f"one ({what} there would be read as that {kind}'s run): choose an {option} outside {study}"
+                )
+        return
+    study, kind = studies[0]
+    raise ValueError(
+        f"{out} is inside the {kind} folder {study}, whose record of its runs ({STUDY_FILE}) is missing (an older version made it) or "
+        f"damaged, so {what} there could be read as part of it: choose an {option} outside {study}"
+    )
+
+
+def study_run_dirs(folder: str | Path) -> list[Path] | None:
+    """The run folders a study folder's readers read: those it names that hold a run
+    (sorted by name); None when ``folder`` names no runs (read every run folder in it)."""
+    folder = Path(folder)
+    names = named_runs(folder)
+    if names is None:
+        return None
+    return [folder / name for name in sorted(names) if (folder / name / CONFIG_FILE).is_file()]
+
+
+def is_named(run_dir: str | Path, top: str | Path) -> bool:
+    """False if a study folder between ``run_dir`` and ``top`` (both included) names runs
+    and not this one (its readers leave it out); True otherwise."""
+    run_dir, top = Path(run_dir).absolute(), Path(top).absolute()
+    for folder in (run_dir.parent, *run_dir.parent.parents):
+        names = named_runs(folder)
+        if names is not None:
+            return run_dir.relative_to(folder).as_posix() in names
+        if folder == top or top not in folder.parents:
+            return True
+    return True
+
+
+def strangers(folder: str | Path, depth: int = 1) -> list[str]:
+    """The run folders in ``folder`` (down to ``depth`` levels) its study does not name: left
+    out by its readers (empty when ``folder`` names no runs)."""
+    folder = Path(folder)
+    names = named_runs(folder)
+    if names is None:
+        return []
+    found, level = [], [folder]
+    for _ in range(depth):
+        level = [
+            child
+            for parent in level
+            if parent.is_dir()
+            for child in sorted(parent.iterdir())
+            if child.is_dir() and not child.name.startswith(".")
+        ]
+        found += [p.relative_to(folder).as_posix() for p in level if (p / CONFIG_FILE).is_file()]
+    return [name for name in found if name not in names]
+
+
+def named_config_problem(folder: str | Path, names: Mapping[str, str], name: str) -> str | None:
+    """Why the run folder ``folder/name`` is not the run its study names (its
+    ``config.json`` has another digest), or None if it is (or the study names none)."""
+    want = names.get(name)
+    if want is None:
+        return None
+    try:
+        data = read_json(Path(folder) / name / CONFIG_FILE, "")
+    except (BadRunFile, OSError) as err:
+        return str(err)
+    if config_digest(data) != want:
+        return f"{Path(folder) / name / CONFIG_FILE} is not the config its study ({Path(folder) / STUDY_FILE}) names for it: the folder holds another run"
+    return None

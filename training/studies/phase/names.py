@@ -13,10 +13,10 @@ from __future__ import annotations
 # or above ID_THRESHOLD is good (the NeurIPS shaded zones below it), OOD accuracy above
 # OOD_THRESHOLD is Phase 3, commutativity below COMMUTATIVITY_THRESHOLD is marked in Fig. 3B.
 # The thresholds a results table's epochs_to_* columns are measured with by default live
-# with the table (training.studies.sweep.columns): training loss below LOSS_THRESHOLD, per-pair
+# with the table (training.studies.sweep.spec): training loss below LOSS_THRESHOLD, per-pair
 # training accuracy at or above PAIR_ACC_THRESHOLD.
 from interp_init.tasks.anchor import COMMUTATIVITY_THRESHOLD, ID_THRESHOLD, OOD_THRESHOLD
-from training.studies.sweep.columns import LOSS_THRESHOLD, PAIR_ACC_THRESHOLD
+from training.studies.sweep.spec import LOSS_THRESHOLD, PAIR_ACC_THRESHOLD
 
 __all__ = [
     "COMMUTATIVITY_THRESHOLD",

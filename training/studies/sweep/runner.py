@@ -24,7 +24,7 @@ from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus, write
 from training.launch import JobReturn, run_study
 from training.launch.backends import build_launcher
 from training.studies.study import StudySpec
-from training.studies.study_folder import refuse_strangers
+from training.studies.study import refuse_strangers
 from training.studies.sweep.results import check_results_file, collect_results
 from training.studies.sweep.spec import SPEC_FILE, SweepOptions, check_sweep_folder
 
@@ -56,7 +56,7 @@ class SweepSummary:
 def check_sweep_out(out: str | Path, spec: StudySpec | None = None) -> None:
     """Refuse a sweep folder inside a run folder, or one that is a run folder, naming it;
     with ``spec``, also one inside another study that does not name its runs
-    (:func:`~training.studies.study_folder.refuse_strangers`)."""
+    (:func:`~training.studies.study.refuse_strangers`)."""
     out = Path(out)
     refuse_inside_run(out, "a sweep")
     if looks_like_run(out):
