@@ -29,9 +29,8 @@ import click
 
 from interp_init.tasks.anchor import FLIP_CRITERIA
 from training.studies.population import exact_interval
-from training.studies.records import RunRecord
-from training.studies.records import LOGGED_HELP, Pick, check_protocol, pick_paper, targets
-from training.studies.sweep.results import sweep_run_dirs
+from training.studies.records import LOGGED_HELP, Pick, RunRecord, check_protocol, pick_paper, targets
+from training.studies.study import run_dirs
 
 #: The targets of the row, in the order printed.
 TARGETS = targets("symmetric")
@@ -56,7 +55,7 @@ def seed_picks(folder: Path, logged_every: int | None = None) -> tuple[dict[int,
     by_seed: dict[int, list[RunRecord]] = defaultdict(list)
     varying: set[str] = set()
     first: dict[str, object] | None = None
-    for run in sweep_run_dirs(folder):  # the runs the sweep names
+    for run in run_dirs(folder, depth=1):  # the runs the sweep names
         record = RunRecord.read(run, strict=False)
         if record.task_name != "symmetric":
             raise click.ClickException(f"{run}: a {record.task_name!r} run; this statistic reads symmetric runs (give a sweep of symmetric runs)")

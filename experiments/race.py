@@ -31,17 +31,8 @@ from typing import Any
 
 import click
 
-from training.studies.records import race_of_record
-from training.studies.records import RunRecord
-from training.studies.sweep.results import sweep_run_dirs
-
-
-def run_folders(root: Path) -> list[Path]:
-    """``root`` itself if it is a run folder, else the run folders its sweep names (every
-    run folder in it where it names none; sorted)."""
-    if (root / "config.json").is_file():
-        return [root]
-    return sweep_run_dirs(root)
+from training.studies.records import RunRecord, race_of_record
+from training.studies.study import run_dirs
 
 
 def _grid_keys(root: Path) -> list[str] | None:
@@ -69,7 +60,7 @@ def race_rows(roots: list[Path], knobs: tuple[str, ...] = ()) -> list[dict[str, 
     a row with the race also carries it under ``"race"`` and its epochs under ``"epochs run"``."""
     rows: list[dict[str, Any]] = []
     for root in roots:
-        folders = run_folders(root)
+        folders = run_dirs(root, depth=1)  # root itself if it is a run folder, else the runs its sweep names
         records = {f: RunRecord.read(f, strict=False) for f in folders}
         flats = {f: record.config.flat() for f, record in records.items()}
         keys = list(knobs) or _grid_keys(root)

@@ -55,7 +55,8 @@ from interp_init.stored import STORED_FILE, STORED_FORMAT, STORED_STUDY_FILE, ST
 from training.config import RunConfig
 from training.studies.sweep.results import RANKS_FILE, cached_stable_ranks, ranks_record, stable_ranks_of
 from training.studies.records import RunRecord
-from training.studies.population import REPRODUCTION_FILE, StoredStudy, reproduction_record, run_folders
+from training.studies.population import REPRODUCTION_FILE, StoredStudy, reproduction_record
+from training.studies.study import run_dirs as run_folders
 from training.studies.study import StudySpec
 
 #: The files kept from a run folder as they are (besides ``ranks.json`` and ``stored.json``).

@@ -51,10 +51,9 @@ from training.launch.signals import Stopped, ignore_stopping, signals_raise
 from training.options import check_cores, check_device, default_preset, one_line, parse_workers
 from training.studies.phase.names import FIGURE_NAMES, ID_THRESHOLD, LOSS_THRESHOLD, OOD_THRESHOLD, PAIR_ACC_THRESHOLD
 from training.studies.recipe import carry_recipe, recipe_table, train_epilog
-from training.studies.study import REGIMES, REPRODUCE_TASKS
-from training.studies.report.config import IMAGE_FORMATS, PROJECTIONS, ReportConfig
 from training.studies.records import LOGGED_HELP, PROTOCOLS
-from training.studies.study import VARY
+from training.studies.report.config import IMAGE_FORMATS, PROJECTIONS, ReportConfig
+from training.studies.study import REGIMES, REPRODUCE_TASKS, VARY
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -571,9 +570,8 @@ def report_command(
     not complete (failed, diverged, or unfinished).
     """
     from interp_init.runfolder import RunFolder
-    from training.studies.report.page import StaticExportUnavailable
-    from training.studies.report.page import write_report
     from training.studies.report.cells import find_run_dirs
+    from training.studies.report.page import StaticExportUnavailable, write_report
     from training.studies.sweep.results import problem_summary
 
     config = ReportConfig(per_pair=per_pair, projection=projection, seed=seed, device=device, title=title)

@@ -9,11 +9,9 @@ from typing import Any
 
 from interp_init.runfolder import RunStatus
 from training.launch.slurm import submitted_line
-from training.studies.population import failed_criteria
+from training.studies.population import failed_criteria, protocol_summary, train_study
 from training.studies.report import write_report
-from training.studies.population import train_study
 from training.studies.study import StudySpec
-from training.studies.population import protocol_summary
 from training.studies.sweep.results import problem_summary
 
 

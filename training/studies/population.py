@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from interp_init.fileio import BadRunFile, read_json
-from interp_init.outputs import CONFIG_FILE, SUMMARY_FILE, SWEEP_SPEC_FILE, check_output_file, refuse_nested, study_kind
+from interp_init.outputs import SUMMARY_FILE, SWEEP_SPEC_FILE, check_output_file, refuse_nested, study_kind
 from interp_init.runfolder import RunStatus, write_json
 from interp_init.stored import STORED_STUDY_FILE, STUDY_FORMAT, STUDY_PAGE
 from interp_init.tasks.anchor import FLIP_CRITERIA
@@ -54,6 +54,7 @@ from training.studies.study import (
     StudySpec,
     record_study,
     refuse_strangers,
+    run_dirs,
 )
 
 __all__ = [
@@ -79,7 +80,6 @@ __all__ = [
     "reproduction_from_record",
     "reproduction_record",
     "reproduction_spec",
-    "run_folders",
     "write_summaries",
 ]
 
@@ -699,21 +699,6 @@ def reproduction_from_record(data: Mapping[str, Any], where: str = REPRODUCTION_
     )
 
 
-def run_folders(root: str | Path, depth: int = RUN_DEPTH) -> list[Path]:
-    """The run folders (folders with ``config.json``) at or below ``root``, ``depth`` levels
-    down at most, sorted; a run folder's own subfolders are not searched."""
-    root = Path(root)
-    if (root / CONFIG_FILE).is_file():
-        return [root]
-    if depth == 0 or not root.is_dir():
-        return []
-    return [
-        run
-        for child in sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink())
-        for run in run_folders(child, depth - 1)
-    ]
-
-
 @dataclass(frozen=True)
 class StoredStudy:
     """A stored study folder (``stored-study.json``, see the module docstring): its path and manifest."""
@@ -771,7 +756,7 @@ class StoredStudy:
 
     def run_dirs(self) -> list[Path]:
         """Every run folder of the study."""
-        return run_folders(self.path)
+        return run_dirs(self.path, RUN_DEPTH)
 
     def records(self) -> list[RunRecord]:
         """Every run of the study, read by the one reader."""

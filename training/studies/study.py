@@ -65,7 +65,7 @@ __all__ = [
     "regime_config",
     "regime_options",
     "strangers",
-    "study_run_dirs",
+    "run_dirs",
 ]
 
 # ------------------------------------------------------------------ regimes
@@ -569,7 +569,7 @@ class StudySpec:
 #   unless every run it would write is one that study names, with the same config
 #   (:func:`refuse_strangers`): ``interp-init train --out SWEEP/seed=7`` is refused,
 #   ``reproduce --seed 3 --out POP/seed-3`` (the population's own seed 3) is not;
-# * a study's readers read only the runs it names (:func:`named_runs`, :func:`study_run_dirs`):
+# * a study's readers read only the runs it names (:func:`named_runs`, :func:`run_dirs`):
 #   a run folder it does not name is left out and said so (:func:`strangers`), and a named
 #   folder whose ``config.json`` is not the named config is unreadable
 #   (:func:`named_config_problem`).
@@ -664,14 +664,49 @@ def refuse_strangers(jobs: Iterable[Any], out: str | Path, what: str, option: st
     )
 
 
-def study_run_dirs(folder: str | Path) -> list[Path] | None:
-    """The run folders a study folder's readers read: those it names that hold a run
-    (sorted by name); None when ``folder`` names no runs (read every run folder in it)."""
-    folder = Path(folder)
-    names = named_runs(folder)
-    if names is None:
-        return None
-    return [folder / name for name in sorted(names) if (folder / name / CONFIG_FILE).is_file()]
+def run_dirs(root: str | Path, depth: int | None = None) -> list[Path]:
+    """The run folders a reader reads at ``root``, sorted: the one lister of run folders, which
+    every reader calls (the results table, the phase diagrams, the report, a stored study,
+    ``experiments/``).
+
+    ``root`` itself where it is a run folder (it holds ``config.json``); the runs a study
+    folder names that hold a run (a sweep's ``sweep.json`` points, another study's record:
+    :func:`named_runs`); in any other folder every run folder below it, ``depth`` levels
+    down at most (None: any depth), never into a run folder's own subfolders, a hidden
+    folder or a link, leaving out those a study folder between names not (:func:`is_named`).
+
+    Example::
+
+        >>> from training.studies.study import run_dirs
+        >>> [p.name for p in run_dirs("runs/sweep-gamma")]  # doctest: +SKIP
+        ['gamma=0.5__seed=0', 'gamma=0.8__seed=0']
+    """
+    root = Path(root)
+    if (root / CONFIG_FILE).is_file():
+        return [root]
+    names = named_runs(root)
+    if names is not None:
+        return [root / name for name in sorted(names) if (root / name / CONFIG_FILE).is_file()]
+    return [run for run in _run_folders_below(root, depth) if is_named(run, root)]
+
+
+def _run_folders_below(root: Path, depth: int | None) -> list[Path]:
+    """Every run folder below ``root`` (``depth`` levels at most, None: any), sorted; a run
+    folder's own subfolders, hidden folders and links are not searched."""
+    found, level = [], [root]
+    while level and depth != 0:
+        below = []
+        for parent in level:
+            try:
+                children = sorted(
+                    c for c in parent.iterdir() if c.is_dir() and not c.is_symlink() and not c.name.startswith(".")
+                )
+            except OSError:
+                continue
+            for child in children:
+                (found if (child / CONFIG_FILE).is_file() else below).append(child)
+        level, depth = below, None if depth is None else depth - 1
+    return sorted(found)
 
 
 def is_named(run_dir: str | Path, top: str | Path) -> bool:
@@ -694,16 +729,7 @@ def strangers(folder: str | Path, depth: int = 1) -> list[str]:
     names = named_runs(folder)
     if names is None:
         return []
-    found, level = [], [folder]
-    for _ in range(depth):
-        level = [
-            child
-            for parent in level
-            if parent.is_dir()
-            for child in sorted(parent.iterdir())
-            if child.is_dir() and not child.name.startswith(".")
-        ]
-        found += [p.relative_to(folder).as_posix() for p in level if (p / CONFIG_FILE).is_file()]
+    found = [p.relative_to(folder).as_posix() for p in _run_folders_below(folder, depth)]
     return [name for name in found if name not in names]
 
 

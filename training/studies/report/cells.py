@@ -33,7 +33,7 @@ from interp_init.tasks.data import AnchorDataset
 from interp_init.tasks.registry import registered_tasks, task_class
 from training.studies.records import RunRecord
 from training.studies.report.config import ReportConfig
-from training.studies.study import is_named, study_run_dirs
+from training.studies.study import run_dirs
 
 # ------------------------------------------------------------------ runs
 # The runs a report compares: :func:`find_run_dirs` expands the folders given on the command
@@ -71,8 +71,8 @@ MAX_REPORT_RUNS = 100
 
 def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
     """Run folders among ``paths``: a folder with ``config.json`` is a run; a study folder
-    stands for the runs it names (:func:`~training.studies.study.study_run_dirs`), any
-    other folder for every run folder below it (sorted) that no study in it leaves out.
+    stands for the runs it names, any other folder for every run folder below it (sorted)
+    that no study in it leaves out (:func:`~training.studies.study.run_dirs`).
     One run given twice (the same folder, or a folder and one that holds it) is refused."""
     given: dict[Path, str] = {}
     for raw in paths:
@@ -81,19 +81,7 @@ def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
             raise ValueError(
                 f"{path} is not a folder; pass run folders (each with {CONFIG_FILE}) or a folder that holds them"
             )
-        if (path / CONFIG_FILE).is_file():
-            below = [path]
-        else:
-            named = study_run_dirs(path)
-            below = (
-                named
-                if named is not None
-                else [
-                    p.parent
-                    for p in sorted(path.rglob(CONFIG_FILE))
-                    if not any(part.startswith(".") for part in p.relative_to(path).parts) and is_named(p.parent, path)
-                ]
-            )
+        below = run_dirs(path)
         if not below:
             raise ValueError(
                 f"{path} holds no run folder (no {CONFIG_FILE} in it or below it); train a run first (interp-init train --out DIR)"

@@ -24,7 +24,7 @@ from interp_init.tasks.anchor_pairs import AnchorPair
 from interp_init.tasks.base import EpochRecord
 from training.config import OPTIONS
 from training.studies.records import RunRecord
-from training.studies.study import StudySpec, named_config_problem, named_runs, study_run_dirs
+from training.studies.study import StudySpec, named_config_problem, named_runs, run_dirs
 from training.studies.sweep.spec import (
     LOSS_THRESHOLD,
     PAIR_ACC_THRESHOLD,
@@ -131,7 +131,7 @@ def collect_results(
     """Rebuild ``out/results.csv`` from the run folders under ``out`` and return it
     (``write=False``: return it without writing it; :func:`write_results` writes it later).
 
-    One row per run folder the sweep names (:func:`sweep_run_dirs`: a point of its
+    One row per run folder the sweep names (:func:`~training.studies.study.run_dirs`: a point of its
     ``sweep.json`` holding a ``config.json``; a folder holding another config than its point's
     is ``unreadable``), sorted by the grid
     values: the folder name, its grid parameters and the configs' :data:`CONTEXT_COLUMNS`,
@@ -153,7 +153,7 @@ def collect_results(
         raise ValueError(f"sweep folder {out} does not exist")
     rows = []
     names = named_runs(out) or {}
-    for folder in sweep_run_dirs(out):
+    for folder in run_dirs(out, depth=1):
         problem = named_config_problem(out, names, folder.name)
         if problem is not None:  # a folder at a point's name holding another run is not that point
             rows.append({"run": folder.name, "status": RunStatus.UNREADABLE, "error": f"ValueError: {problem}"})
@@ -176,18 +176,6 @@ def collect_results(
     if write:
         write_results(df, out)
     return _typed(df)
-
-
-def sweep_run_dirs(out: str | Path) -> list[Path]:
-    """The run folders of the sweep folder ``out`` its readers read: the points its record
-    (or ``sweep.json``) names that hold a run; in a folder that names none, every run folder
-    in it.  A run folder the sweep does not name is left out
-    (:func:`training.studies.study.strangers` lists them)."""
-    out = Path(out)
-    named = study_run_dirs(out)
-    if named is not None:
-        return named
-    return [folder for folder in sorted(out.iterdir()) if RunFolder(folder).is_run()]
 
 
 def check_sweep_spec(out: str | Path) -> None:

@@ -23,8 +23,7 @@ from interp_init.outputs import looks_like_run, refuse_inside_run, refuse_nested
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus, write_json
 from training.launch import JobReturn, run_study
 from training.launch.backends import build_launcher
-from training.studies.study import StudySpec
-from training.studies.study import refuse_strangers
+from training.studies.study import StudySpec, refuse_strangers
 from training.studies.sweep.results import check_results_file, collect_results
 from training.studies.sweep.spec import SPEC_FILE, SweepOptions, check_sweep_folder
 
