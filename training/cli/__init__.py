@@ -50,7 +50,7 @@ from training.launch.backends import backend_names
 from training.launch.signals import Stopped, ignore_stopping, signals_raise
 from training.options import check_cores, check_device, default_preset, one_line, parse_workers
 from training.studies.phase.names import FIGURE_NAMES, ID_THRESHOLD, LOSS_THRESHOLD, OOD_THRESHOLD, PAIR_ACC_THRESHOLD
-from training.studies.recipe import carry_recipe, recipe_table, train_epilog
+from training.studies.recipe import recipe_table, train_epilog
 from training.studies.records import LOGGED_HELP, PROTOCOLS
 from training.studies.report.config import IMAGE_FORMATS, PROJECTIONS, ReportConfig
 from training.studies.study import REGIMES, REPRODUCE_TASKS, VARY
@@ -106,7 +106,7 @@ def train_command(
     **kwargs: Any,
 ) -> None:
     """Train one model into a run folder (config.json, metrics.json, model.safetensors)."""
-    from training.config import make_run_config
+    from training.studies.study import resolve_run
 
     if out is None and not show_recipe:
         raise click.UsageError("Missing option '--out'.")
@@ -116,11 +116,13 @@ def train_command(
         preset, why = default_preset(device)
         click.echo(f"interp-init: no --preset given: using --preset {preset} ({why})", err=True)
     given = {k: v for k, v in kwargs.items() if v is not None}  # the config flags given (the others take the preset's)
-    cfg = make_run_config(preset, task=task, seed=seed, init_seed=init_seed, data_seed=data_seed, **given)
-    hold, paper_gamma = parse_carry(carry), cfg.init.gamma
-    cfg = cfg if hold is None else carry_recipe(cfg, hold)
+    given.update(seed=seed, init_seed=init_seed, data_seed=data_seed)
+    run = resolve_run(preset, task, given, carry=parse_carry(carry))  # the one place a run's settings are decided
+    cfg, paper_gamma = run.config, run.uncarried.init.gamma
     if show_recipe:
         click.echo(recipe_table(cfg, paper_gamma=paper_gamma))
+        click.echo()
+        click.echo(run.table())
         return
     from training import train
     from training.launch.base import Job

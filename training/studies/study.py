@@ -63,6 +63,9 @@ __all__ = [
     "record_study",
     "refuse_strangers",
     "regime_config",
+    "resolve_run",
+    "ResolvedRun",
+    "SETTING_LAYERS",
     "regime_options",
     "strangers",
     "run_dirs",
@@ -117,15 +120,106 @@ def regime_options(preset: str, regime: str, task: str) -> dict[str, Any]:
     return {**shared, **make_task(task).regime_overrides(preset, regime), **spec.get(task, {})}
 
 
+#: Where a run's settings come from, in the order they apply, each layer overriding those
+#: before it (:func:`resolve_run`, the one function that applies them; ``--show-recipe``
+#: names each value's layer): the dataclass defaults (the papers' values,
+#: :class:`training.config.RunConfig`), the task's own (its paper's architecture, its
+#: vocabulary and context: ``Task.default_architecture``, ``vocab_size``, ``seq_len``), the
+#: named preset (:data:`training.config.PRESETS`), the task's changes to that preset
+#: (``Task.preset_overrides``), the regime of a reproduction (:data:`REGIMES`), the task's
+#: changes to that regime (``Task.regime_overrides``), the options given (the command
+#: line's flags, a spec's options), and last the papers' recipe carried to this run's width
+#: and length (``--carry-recipe``, :func:`training.studies.recipe.carry_recipe`: it reads
+#: the resolved gamma as the paper's and rescales lr, epochs or weight decay).
+SETTING_LAYERS: tuple[str, ...] = (
+    "default",
+    "task",
+    "preset",
+    "task's preset",
+    "regime",
+    "task's regime",
+    "given",
+    "recipe",
+)
+
+
+@dataclass(frozen=True)
+class ResolvedRun:
+    """A run's config, per flat option the layer of :data:`SETTING_LAYERS` it came from, and
+    the config before the recipe's layer (``uncarried``: its gamma is the paper's gamma the
+    recipe was carried from; the config itself where nothing was carried)."""
+
+    config: RunConfig
+    sources: Mapping[str, str]
+    uncarried: RunConfig
+
+    def table(self) -> str:
+        """Each flat option, its value and its layer, one a line (what ``--show-recipe`` prints
+        below the recipe)."""
+        flat = self.config.flat()
+        width = max(map(len, flat))
+        values = {name: repr(value) if isinstance(value, str) else str(value) for name, value in flat.items()}
+        vwidth = max(map(len, values.values()))
+        head = "settings: each option's value and the layer it came from (" + " < ".join(SETTING_LAYERS) + ")"
+        return "\n".join([head, *(f"{n.ljust(width)}  {values[n].ljust(vwidth)}  {self.sources[n]}" for n in flat)])
+
+
+def resolve_run(
+    preset: str,
+    task: str,
+    options: Mapping[str, Any] | None = None,
+    regime: str | None = None,
+    carry: Sequence[str] | None = None,
+) -> ResolvedRun:
+    """The one place that decides a run's settings: ``preset`` on ``task``, in ``regime``
+    (None: no regime), with the flat ``options`` given, the recipe's quantities ``carry``
+    held (None: none), through the layers of :data:`SETTING_LAYERS` in their order.
+
+    Example::
+
+        >>> from training.studies.study import resolve_run
+        >>> run = resolve_run("cpu", "symmetric", {"gamma": 0.8})
+        >>> run.config.train.lr == run.config.flat()["lr"], run.sources["gamma"], run.sources["d_model"]
+        (True, 'given', 'preset')
+    """
+    given = {k: v for k, v in (options or {}).items() if k != "task"}
+    cls = task_class(task)
+    regime_layers: dict[str, dict[str, Any]] = {"regime": {}, "task's regime": {}}
+    if regime is not None:
+        regime_options(preset, regime, task)  # an unknown preset or regime is refused here
+        spec = REGIMES[preset][regime]
+        regime_layers["regime"] = {k: v for k, v in spec.items() if k not in registered_tasks()}
+        regime_layers["task's regime"] = {**make_task(task).regime_overrides(preset, regime), **spec.get(task, {})}
+    layers = {
+        "task": {
+            "task": task,
+            "architecture": cls.default_architecture,
+            "d_vocab": cls.vocab_size,
+            "n_ctx": cls.seq_len,
+        },
+        "preset": PRESETS[preset]() if preset in PRESETS else {},
+        "task's preset": cls().preset_overrides(preset) if preset in PRESETS else {},
+        **regime_layers,
+        "given": given,
+    }
+    cfg = make_run_config(preset, task=task, **{**regime_layers["regime"], **regime_layers["task's regime"], **given})
+    flat = cfg.flat()
+    sources = {name: next((layer for layer in reversed(layers) if name in layers[layer]), "default") for name in flat}
+    if carry is None:
+        return ResolvedRun(cfg, sources, cfg)
+    carried = carry_recipe(cfg, carry)
+    sources.update({name: "recipe" for name, value in carried.flat().items() if value != flat[name]})
+    return ResolvedRun(carried, sources, cfg)
+
+
 def regime_config(
     preset: str, regime: str, task: str, seed: int, precision: str = "fp32", carry: Sequence[str] | None = None
 ) -> RunConfig:
     """The :class:`training.RunConfig` of one regime on one task (``precision``: ``"fp32"``,
     or ``"bf16"`` for the forward under bfloat16 autocast); ``carry``: the recipe's
     quantities to hold (:func:`training.studies.recipe.carry_recipe`, the regime's gamma read as
-    the paper's; None: the preset as it is)."""
-    cfg = make_run_config(preset, task=task, seed=seed, precision=precision, **regime_options(preset, regime, task))
-    return cfg if carry is None else carry_recipe(cfg, carry)
+    the paper's; None: the preset as it is): :func:`resolve_run`."""
+    return resolve_run(preset, task, {"seed": seed, "precision": precision}, regime, carry).config
 
 
 #: Which random source a population varies: both (``seed``), the init's, or the data's.
