@@ -51,7 +51,7 @@ from campaign_profile import profiler_for  # noqa: E402
 from interp_init import resolve_device  # noqa: E402
 from interp_init.outputs import check_output_file, check_output_folder, enclosing_study, write_output  # noqa: E402
 from training.launch import Job, execute  # noqa: E402
-from training.options import check_cores  # noqa: E402
+from training.config import check_cores  # noqa: E402
 from training.trainer.loop import RunData, make_run_data  # noqa: E402
 from training.trainer.step import last_position_logits  # noqa: E402
 

@@ -64,17 +64,12 @@ from interp_init.fileio import atomic_write
 from interp_init.outputs import check_output_file, record_output, refuse_nested, write_output
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder
 from training.cli import slurm_options
-from training.config import RunConfig, make_run_config
+from training.config import RunConfig, check_cores, make_run_config
 from training.launch import Job, JobReturn, Launcher, execute, make_launcher, run_study
-from training.launch.slurm_options import slurm_options_from
-from training.options import check_cores
-from training.studies.population import read_population
-from training.studies.records import RunRecord
-from training.studies.population import reproduction_spec
-from training.studies.records import PROTOCOL_TEXT, PROTOCOLS
-from training.studies.study import StudySpec
-from training.studies.study import record_study, refuse_strangers
-from training.studies.population import check_summary_file, write_summaries
+from training.launch.slurm import slurm_options_from
+from training.studies.population import check_summary_file, read_population, reproduction_spec, write_summaries
+from training.studies.records import PROTOCOL_TEXT, PROTOCOLS, RunRecord
+from training.studies.study import StudySpec, record_study, refuse_strangers
 from training.trainer.preflight import check_steps
 from training.trainer.step import last_position_logits
 

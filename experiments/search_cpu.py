@@ -32,8 +32,8 @@ from pathlib import Path
 import click
 
 from interp_init.outputs import refuse_nested
+from training.config import check_cores
 from training.launch import JobReturn, PoolLauncher, SerialLauncher, run_study
-from training.options import check_cores
 from training.studies.records import RunRecord
 from training.studies.study import StudySpec, record_study, refuse_strangers, run_dirs
 

@@ -512,7 +512,7 @@ def test_a_full_disk_quota_or_size_limit_names_the_path_and_says_run_again(code:
 
     with pytest.raises(OSError) as info:
         atomic_write(tmp_path / "metrics.json", full)
-    from training.options import one_line
+    from training.config import one_line
 
     line = one_line(info.value)
     assert str(tmp_path / "metrics.json") in line and "run the same command again to resume" in line, line

@@ -16,8 +16,8 @@ Every command lives here; their shared options in :mod:`training.cli.flags`, and
 package is the only one that imports click.  The ``train``
 command has one flag per run-config field (``--d-model``, ``--weight-decay``, ...), named
 like a sweep spec's keys (with underscores), its help and choices read from the config
-dataclasses' fields (:data:`FIELDS`, :mod:`training.options`).  SIGTERM, SIGINT and
-SIGHUP end a command cleanly (:mod:`training.launch.signals`).  The modules imported at the top (the configs, the
+dataclasses' fields (:data:`FIELDS`, :mod:`training.config`).  SIGTERM, SIGINT and
+SIGHUP end a command cleanly (:mod:`training.launch.executor`).  The modules imported at the top (the configs, the
 task definitions, the sweep spec, the report's and phase diagrams' choices) import
 neither torch nor TransformerLens, so ``--help`` is fast; every module that needs torch
 is imported inside the command that uses it.  Without ``--preset``, ``train`` and
@@ -45,10 +45,9 @@ from training.cli.flags import (
     run_options,
     slurm_options,
 )
-from training.config import PRECISIONS
+from training.config import PRECISIONS, check_cores, check_device, default_preset, one_line, parse_workers
 from training.launch.backends import backend_names
-from training.launch.signals import Stopped, ignore_stopping, signals_raise
-from training.options import check_cores, check_device, default_preset, one_line, parse_workers
+from training.launch.executor import Stopped, ignore_stopping, signals_raise
 from training.studies.phase.names import FIGURE_NAMES, ID_THRESHOLD, LOSS_THRESHOLD, OOD_THRESHOLD, PAIR_ACC_THRESHOLD
 from training.studies.recipe import recipe_table, train_epilog
 from training.studies.records import LOGGED_HELP, PROTOCOLS
@@ -618,7 +617,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(args: list[str]) -> int:
     code: int | None = None  # set once the command has finished
     try:
-        # SIGTERM, SIGINT and SIGHUP raise (training.launch.signals): locks, temporary files and
+        # SIGTERM, SIGINT and SIGHUP raise (training.launch.executor): locks, temporary files and
         # worker processes are cleaned up, then one line and the exit code 128 + signal.
         with signals_raise():
             rv = cli.main(args=args, prog_name="interp-init", standalone_mode=False, obj={"argv": args})

@@ -11,8 +11,7 @@ import click
 
 from interp_init.tasks.base import DEFAULT_TASK
 from interp_init.tasks.registry import registered_tasks
-from training.config import PRESETS
-from training.options import FIELDS, check_device
+from training.config import FIELDS, PRESETS, check_device
 from training.studies.recipe import CARRY_HELP, DEFAULT_HOLD, check_hold
 
 #: The registered tasks and the run presets, as the options list them (a task of one's own
@@ -118,9 +117,9 @@ _SLURM_TYPES: dict[str, Any] = {
 
 
 def slurm_options(func: Any) -> Any:
-    """Decorate a command with the ``--slurm-*`` options (:data:`training.launch.slurm_options.SLURM_FLAGS`;
-    read back by :func:`training.launch.slurm_options.slurm_options_from`)."""
-    from training.launch.slurm_options import SLURM_FLAGS
+    """Decorate a command with the ``--slurm-*`` options (:data:`training.launch.slurm.SLURM_FLAGS`;
+    read back by :func:`training.launch.slurm.slurm_options_from`)."""
+    from training.launch.slurm import SLURM_FLAGS
 
     func = click.option(
         "--slurm-cluster",
@@ -161,7 +160,7 @@ def slurm_options(func: Any) -> Any:
 def backend_options(backend: str | None, device: str, address: str | None, slurm: dict[str, Any]) -> dict[str, Any]:
     """The chosen launcher's own options (``--address``, the ``--slurm-*`` ones, each refused
     for another backend); ``--device`` is checked here unless the runs train on a cluster."""
-    from training.launch.slurm_options import slurm_options_from
+    from training.launch.slurm import slurm_options_from
 
     if backend not in ("ray", "slurm") or (
         backend == "ray" and address is None

@@ -36,8 +36,7 @@ from training.launch.base import (
     run_study,
 )
 from training.launch.executor import execute, record_failure
-from training.launch.slurm import SlurmLauncher
-from training.launch.slurm_options import SlurmOptions
+from training.launch.slurm import SlurmLauncher, SlurmOptions
 
 __all__ = [
     "EnsembleLauncher",

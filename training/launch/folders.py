@@ -22,9 +22,8 @@ import torch
 from interp_init.model import build_model, empty_model, load_weights, resolve_device
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus
 from training.config import RunConfig
-from training.trainer.accuracy import LogitsFn
 from training.trainer.ensemble import StepFactory, check_ensemble, fit_ensemble
-from training.trainer.loop import RunData, Sinks, TrainResult, check_deadline, fit
+from training.trainer.loop import LogitsFn, RunData, Sinks, TrainResult, check_deadline, fit
 from training.trainer.preflight import check_fits, check_train_arguments
 
 __all__ = ["finish_in_folder", "folder_sinks", "open_run_folder", "train", "train_ensemble"]

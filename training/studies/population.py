@@ -33,7 +33,7 @@ from interp_init.tasks.registry import make_task, task_class
 from training.config import make_run_config
 from training.launch import JobReturn, Launcher, run_study
 from training.launch.backends import build_launcher, local_launcher
-from training.options import parse_list
+from training.config import parse_list
 from training.studies.records import (
     Pick,
     Race,

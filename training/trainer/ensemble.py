@@ -51,14 +51,15 @@ from interp_init.config import InitConfig
 from interp_init.model import empty_model, resolve_device
 from interp_init.runfolder import RunStatus
 from training.config import RunConfig
-from training.trainer.accuracy import LogitsFn, full_forward_last
 from training.trainer.loop import (
+    LogitsFn,
     Member,
     RunData,
     Sinks,
     Step,
     TrainResult,
     check_deadline,
+    full_forward_last,
     make_run_data,
     new_member,
     run_epochs,

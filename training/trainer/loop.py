@@ -9,7 +9,7 @@ the deadline and the end of each run; what differs is the step (:data:`Step`), w
 
 Like SAELens' ``SAETrainer``, the loop is handed what it needs and writes nothing itself:
 each run's data (:class:`RunData`), its evaluation (the task's metrics,
-:func:`training.trainer.accuracy.evaluate`), the state to resume from (a checkpoint's), and
+:func:`training.trainer.loop.evaluate`), the state to resume from (a checkpoint's), and
 its :class:`Sinks`: where its checkpoints go (the training state and the metrics so far,
 after each epoch on the checkpoint cadence and at a deadline) and where its history goes
 (each epoch's record as it is made).  The run folder (``config.json``, ``metrics.json``,
@@ -49,12 +49,82 @@ from transformer_lens import HookedTransformer
 
 from interp_init.model import build_model, resolve_device
 from interp_init.runfolder import RunStatus
-from interp_init.tasks.base import RECORD_KEYS, Samples, Task
-from interp_init.tasks.checks import checked_split
+from interp_init.tasks.base import RECORD_KEYS, Samples, Task, TaskMetrics
+from interp_init.tasks.checks import checked_evaluation, checked_split
 from training.config import RunConfig
-from training.trainer.accuracy import LogitsFn, evaluate, full_forward_last
 from training.trainer.preflight import check_fits, check_train_arguments
 from training.trainer.step import flush_denormals, last_position_logits, make_optimizer, train_step
+
+__all__ = [
+    "LogitsFn",
+    "Member",
+    "RunData",
+    "Sinks",
+    "Step",
+    "TrainResult",
+    "check_deadline",
+    "evaluate",
+    "finish_run",
+    "fit",
+    "full_forward_last",
+    "hand_checkpoint",
+    "make_run_data",
+    "new_member",
+    "predict",
+    "progress_metrics",
+    "run_epochs",
+    "start_of",
+]
+
+# ------------------------------------------------------------------ accuracy
+# A model's metrics on a task's splits: the task's own (:meth:`interp_init.tasks.base.Task.evaluate`)
+# on the model's argmax predictions at the last position.
+#
+# * :func:`predict`: the argmax token at the last position of every input, in batches;
+# * :func:`evaluate`: the task's typed metrics (:class:`~interp_init.tasks.base.TaskMetrics`) of
+#   a model on a training subset, the ID test set and the held-out set.
+
+LogitsFn = Callable[[HookedTransformer, Tensor], Tensor]
+
+
+def full_forward_last(model: HookedTransformer, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch vocab"]:
+    """``model(tokens)[:, -1]``: the plain hooked forward, last position."""
+    return model(tokens)[:, -1]
+
+
+@torch.inference_mode()
+def predict(
+    model: HookedTransformer,
+    tokens: Int[Tensor, "n pos"],
+    batch_size: int = 4096,
+    logits_fn: LogitsFn = full_forward_last,
+) -> Int[Tensor, " n"]:
+    """The argmax token at the last position for every input, computed in batches."""
+    out = [logits_fn(model, tokens[i : i + batch_size]).argmax(-1) for i in range(0, len(tokens), batch_size)]
+    return torch.cat(out)
+
+
+def evaluate(
+    model: HookedTransformer,
+    task: Task,
+    train: Any,
+    id_test: Any,
+    heldout: Any | None = None,
+    logits_fn: LogitsFn = full_forward_last,
+) -> TaskMetrics:
+    """The metrics of ``model`` on a train subset, the ID test set and the held-out set, as
+    ``task`` defines them (e.g. the ``symmetric`` task's
+    :class:`~interp_init.tasks.anchor.SymmetricMetrics`); ``to_json()`` gives what
+    ``metrics.json`` records.  The model is evaluated in eval mode and left as it was."""
+    was_training = model.training
+    model.eval()
+    try:
+        return checked_evaluation(
+            task,
+            lambda: task.evaluate(lambda tokens: predict(model, tokens, logits_fn=logits_fn), train, id_test, heldout),
+        )
+    finally:
+        model.train(was_training)
 
 
 @dataclass

@@ -23,7 +23,7 @@ from typing import Any
 from interp_init.tasks.registry import registered_tasks, task_class
 from training.launch.backends import backend_names
 from training.launch.base import check_count
-from training.options import check_cores
+from training.config import check_cores
 from training.studies.study import StudySpec, format_value
 
 #: The file of a sweep folder that records its spec.
