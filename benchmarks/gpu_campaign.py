@@ -28,7 +28,6 @@ import json
 import platform
 import shutil
 import subprocess
-import sys
 import tarfile
 import time
 from dataclasses import dataclass
@@ -38,7 +37,6 @@ from typing import Any
 import click
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from campaign_cells import CELLS, SCALES  # noqa: E402
 from campaign_plan import (AIM_EFFICIENCY, GPUS, LEASE_BUDGET_S, MARGIN_S, MEASURED_EFFICIENCY, SETUP_PRIOR_S, Costs, Part, Rate,  # noqa: E402
                            cell_seconds, next_part, precision_of, simulate)  # fmt: skip

@@ -49,7 +49,6 @@ apply to training here only::
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -73,7 +72,6 @@ from training.studies.study import StudySpec, record_study, refuse_strangers
 from training.trainer.preflight import check_steps
 from training.trainer.step import last_position_logits
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_cost import RunFlops, measured_efficiency, peaks, probe_efficiency, remaining_flops, run_flops  # noqa: E402
 
 #: The suite's table in ``--out``, and the purpose it is recorded with (a later chunk replaces it).
