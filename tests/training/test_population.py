@@ -312,11 +312,12 @@ def test_reproduce_population_bad_input(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 def test_single_seed_says_it_is_one_draw(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    import training.cli.reproduce as rep
+    import training.cli as rep
+    import training.studies.report as report
 
     fake = Population("tiny", "strict", (_seed_row(5, 0.9, 0.9, 0.6, 0.1),))
     monkeypatch.setattr(rep, "train_study", lambda *a, **k: (fake, []))
-    monkeypatch.setattr(rep, "write_report", lambda dirs, path: path)
+    monkeypatch.setattr(report, "write_report", lambda dirs, path: path)
     assert main(["reproduce", "--preset", "tiny", "--seed", "5", "--out", str(tmp_path), "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "this is one draw (seed 5)" in out and "--seeds" in out

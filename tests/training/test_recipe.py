@@ -166,7 +166,7 @@ def test_reproduce_carries_every_regime_and_refuses_two_lrs() -> None:
 
 def test_reproduce_cli_threads_the_carry(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     """reproduce --carry-recipe [QUANTITIES] reaches the study's spec, for one seed and for --seeds."""
-    import training.cli.reproduce as rep
+    import training.cli as rep
     from training.cli import main
 
     specs = []

@@ -28,6 +28,7 @@ is imported inside the command that uses it.  Without ``--preset``, ``train`` an
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from typing import Any
 import click
 
 import interp_init
+from interp_init.runfolder import RunStatus
 from training.cli.flags import (
     PRESET_CHOICES,
     RegistryChoice,
@@ -48,11 +50,13 @@ from training.cli.flags import (
 from training.config import PRECISIONS, check_cores, check_device, default_preset, one_line, parse_workers
 from training.launch.backends import backend_names
 from training.launch.executor import Stopped, ignore_stopping, signals_raise
+from training.launch.slurm import submitted_line
 from training.studies.phase.names import FIGURE_NAMES, ID_THRESHOLD, LOSS_THRESHOLD, OOD_THRESHOLD, PAIR_ACC_THRESHOLD
+from training.studies.population import failed_criteria, protocol_summary, train_study
 from training.studies.recipe import recipe_table, train_epilog
 from training.studies.records import LOGGED_HELP, PROTOCOLS
 from training.studies.report.config import IMAGE_FORMATS, PROJECTIONS, ReportConfig
-from training.studies.study import REGIMES, REPRODUCE_TASKS, VARY
+from training.studies.study import REGIMES, REPRODUCE_TASKS, VARY, StudySpec
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -266,7 +270,6 @@ def reproduce_command(
     offline report of the four runs); with --seeds, OUT/seed-S/<task>/<regime> per seed and
     the population in OUT/summary.json.  A rerun resumes.
     """
-    from training.cli.reproduce import run_reproduction_cli
     from training.studies.population import reproduction_spec
 
     options = backend_options(backend, device, address, slurm)
@@ -655,3 +658,62 @@ def _main(args: list[str]) -> int:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
+
+
+# ------------------------------------------------------------------ reproduce
+# ``interp-init reproduce``'s text: the runs trained (:func:`training.studies.population.train_study`),
+# the table or the population, the flip's verdict and ``report.html``; and what did not complete.
+
+
+def run_reproduction_cli(
+    spec: StudySpec,
+    out: str | Path,
+    device: str,
+    workers: int | None,
+    progress: bool,
+    backend: str | None = None,
+    rerun: str = "the same command",
+    **options: Any,
+) -> tuple[str, str | None]:
+    """``interp-init reproduce``: train ``spec`` with ``backend`` (a launcher's name; None: the
+    default) and its ``options``, read, write the summary and the report; return the text to
+    print (one seed: its table and the flip's verdict on this one draw; several: the
+    population) and one line on the runs that did not complete (None if all did).  Runs only
+    submitted (``--slurm-no-wait``) are not a failure: the text says how many and that
+    ``rerun`` (the command line) collects them."""
+    from training.studies.report import write_report  # imports torch: only when a reproduction runs
+    from training.studies.sweep.results import problem_summary  # pandas, likewise
+
+    start = time.perf_counter()
+    population, returns = train_study(spec, out, device, workers, progress, backend, **options)
+    if population is None:
+        return submitted_line(sum(r.status == RunStatus.RUNNING for r in returns), len(returns), out, rerun), None
+    first = list(dict.fromkeys(str(r.run_dir) for r in spec.jobs(out) if r.seed == spec.seeds[0]))
+    report = write_report(first, Path(out) / "report.html")
+    summary = Path(out) / "summary.json"
+    if spec.single:
+        checks, seed = population.rows[0].checks, spec.seeds[0]
+        lines = [
+            f"preset {spec.preset}, seed {seed}, {spec.precision}, {time.perf_counter() - start:.0f} s in this call",
+            population.format_regimes(),
+            "flip reproduced (all criteria met)"
+            if checks["all"]
+            else f"flip NOT reproduced; failed: {failed_criteria(checks)}",
+            f"this is one draw (seed {seed}): how often each criterion holds over seeds is what --seeds 31,32,33,... measures (docs/faithful-models.md)",
+            f"summary: {summary}",
+            f"report: {report}",
+        ]
+    else:
+        lines = [
+            f"preset {spec.preset}, seeds {list(spec.seeds)}, {spec.precision}, {time.perf_counter() - start:.0f} s in this call",
+            population.format(),
+            f"summary: {summary} (this protocol's also kept as {protocol_summary(spec, out)})",
+            f"report: {report} (the runs of seed {spec.seeds[0]}; the population in its verdict)",
+        ]
+    # the sweep's line on what did not complete, naming the runs
+    line = problem_summary({r.name: r.status for r in returns}, len(returns), summary)
+    bad = [f"{r.name}: {r.status}" for r in returns if r.status != "completed"]
+    problem = (
+        None if line is None else f"{line} ({'; '.join(bad[:3])}{'; ...' if len(bad) > 3 else ''}); a rerun resumes"
+    )
+    return "\n".join(lines), problem
