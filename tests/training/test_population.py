@@ -208,6 +208,25 @@ def test_a_spec_is_a_grid_or_named_points(tmp_path: Path) -> None:
         StudySpec({"preset": "tiny"}, named={"a": {"gamma": -1.0}}).jobs(tmp_path)
 
 
+def test_a_spec_is_one_of_two_forms_each_with_only_its_own_fields() -> None:
+    """``StudySpec(base, grid)`` is a ``GridSpec``, ``StudySpec(base, named=...)`` a ``NamedSpec``;
+    neither form has the other's fields (a grid cannot be given seeds), and each reads the
+    other's as not given."""
+    from dataclasses import fields
+
+    from training.studies.study import NAMED_ONLY, GridSpec, NamedSpec
+
+    grid = StudySpec({"preset": "tiny"}, {"gamma": [0.5, 0.8]})
+    named = StudySpec.reproduction("tiny", (1,))
+    assert type(grid) is GridSpec and type(named) is NamedSpec and isinstance(named, StudySpec)
+    assert {f.name for f in fields(GridSpec)} == {"base", "grid", "description"}
+    assert {f.name for f in fields(NamedSpec)} == {"base", "named", "description", *NAMED_ONLY}
+    assert (grid.seeds, grid.protocol, dict(named.grid)) == ((), "strict", {})
+    assert StudySpec.from_dict(grid.to_dict()) == grid and grid.smoke_test() == StudySpec({"preset": "tiny"}, {"gamma": [0.5]})
+    with pytest.raises(TypeError, match="seeds"):
+        GridSpec({"preset": "tiny"}, {"gamma": [0.5]}, seeds=(1,))
+
+
 def test_plan_layout_puts_a_seed_where_reproduce_seed_puts_it(tmp_path: Path) -> None:
     plan = StudySpec.reproduction("tiny", (4, 5), protocol="paper", lrs=(1e-3, 2e-3))
     jobs = plan.jobs(tmp_path)

@@ -34,6 +34,7 @@ import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from interp_init.fileio import BadRunFile, check_name_length, config_digest, parse_json, read_json, write_json
@@ -55,6 +56,9 @@ __all__ = [
     "REPRODUCE_TASKS",
     "StudyJob",
     "StudySpec",
+    "GridSpec",
+    "NamedSpec",
+    "NAMED_ONLY",
     "VARY",
     "format_value",
     "is_named",
@@ -267,23 +271,69 @@ class StudyJob(Job):
     lr: float | None = None
 
 
-@dataclass(frozen=True)
-class StudySpec:
-    """A study: ``base`` options shared by every run (flat options and ``preset``, default
-    ``"paper"``), plus either a ``grid`` (option -> list of distinct values, none of them in
-    ``base``) or ``named`` points (name -> flat options; a key that is one of ``tasks`` holds
-    that task's options).  Named points only: ``seeds`` and ``tasks`` (each run once per seed
-    and task; empty: the points as they are), ``lrs`` (the ``paper`` protocol's lr grid,
-    required there and refused under ``strict``, which reads each preset's own lr;
-    ``logged_every``: it reads only the epochs the released scripts log), ``vary``
-    (``both``: each seed seeds everything; ``init`` or ``data``: the other source seeded by
-    ``fixed_seed``), ``single`` (one seed whose runs lie in the study folder itself:
-    ``reproduce --seed S``), ``carry`` (the paper's recipe quantities every run holds,
-    :func:`training.studies.recipe.carry_recipe`, applied after the lr; None: the preset as it is)."""
+#: The options only named points take (a grid varies its own keys), with their values when not given.
+NAMED_ONLY: dict[str, Any] = {
+    "seeds": (),
+    "tasks": (),
+    "lrs": None,
+    "protocol": "strict",
+    "logged_every": None,
+    "vary": "both",
+    "fixed_seed": None,
+    "single": False,
+    "carry": None,
+}
 
-    base: Mapping[str, Any] = field(default_factory=dict)
-    grid: Mapping[str, Sequence[Any]] = field(default_factory=dict)
-    named: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+class _OneOfTwoForms(type):
+    """``StudySpec(...)`` makes the form its arguments name: a :class:`GridSpec` for a ``grid``,
+    a :class:`NamedSpec` for ``named`` points."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        if cls is not StudySpec:
+            return super().__call__(*args, **kwargs)
+        names = ("base", "grid", "named", *NAMED_ONLY, "description")
+        if len(args) > len(names):
+            raise TypeError(f"StudySpec takes at most {len(names)} arguments ({len(args)} given)")
+        given = dict(zip(names, args))
+        twice = sorted(set(given) & set(kwargs))
+        unknown = sorted(set(kwargs) - set(names))
+        if twice or unknown:
+            raise TypeError(
+                f"StudySpec got {'multiple values for' if twice else 'unexpected'} argument(s) {twice or unknown}"
+            )
+        given.update(kwargs)
+        base = given.pop("base", {})
+        if not isinstance(base, Mapping):
+            raise ValueError(f"spec 'base' must be a mapping of options, got {type(base).__name__}")
+        grid, named = given.pop("grid", {}), given.pop("named", {})
+        if not isinstance(grid, Mapping) or not isinstance(named, Mapping) or bool(grid) == bool(named):
+            raise ValueError(
+                "spec 'grid' must be a non-empty mapping of option -> list of values, e.g. {\"gamma\": [0.3, 0.8]} (or give 'named' points instead, not both)"
+            )
+        if named:
+            return NamedSpec(base, named, **given)
+        if any(given.get(key, value) != value for key, value in NAMED_ONLY.items()):
+            raise ValueError(
+                "spec: seeds, tasks, lrs, fixed_seed, carry, protocol, logged_every, vary and single describe named points; a grid varies its own keys"
+            )
+        return GridSpec(base, grid, given.get("description", ""))
+
+
+class StudySpec(metaclass=_OneOfTwoForms):
+    """A study: ``base`` options shared by every run (flat options and ``preset``, default
+    ``"paper"``), plus either a ``grid`` (:class:`GridSpec`: option -> list of distinct values,
+    none of them in ``base``) or ``named`` points (:class:`NamedSpec`: name -> flat options; a
+    key that is one of ``tasks`` holds that task's options).  The two forms are two types, each
+    with its own fields: ``StudySpec(base, grid)`` makes a :class:`GridSpec`,
+    ``StudySpec(base, named=...)`` a :class:`NamedSpec` (both are ``StudySpec``\\ s); a form
+    read for the other's fields gives their values when not given (a grid's ``seeds`` are
+    ``()``, a named study's ``grid`` is empty: :data:`NAMED_ONLY`)."""
+
+    base: Mapping[str, Any]
+    description: str
+    grid: Mapping[str, Sequence[Any]] = MappingProxyType({})
+    named: Mapping[str, Mapping[str, Any]] = MappingProxyType({})
     seeds: tuple[int, ...] = ()
     tasks: tuple[str, ...] = ()
     lrs: tuple[float, ...] | None = None
@@ -293,19 +343,10 @@ class StudySpec:
     fixed_seed: int | None = None
     single: bool = False
     carry: tuple[str, ...] | None = None
-    description: str = ""
 
-    def __post_init__(self) -> None:
+    def _check_base(self) -> list[str]:
         if not isinstance(self.base, Mapping):
             raise ValueError(f"spec 'base' must be a mapping of options, got {type(self.base).__name__}")
-        if (
-            not isinstance(self.grid, Mapping)
-            or not isinstance(self.named, Mapping)
-            or bool(self.grid) == bool(self.named)
-        ):
-            raise ValueError(
-                "spec 'grid' must be a non-empty mapping of option -> list of values, e.g. {\"gamma\": [0.3, 0.8]} (or give 'named' points instead, not both)"
-            )
         allowed = sorted(OPTIONS)
         for key in self.base:
             if key not in OPTIONS and key != "preset":
@@ -314,25 +355,12 @@ class StudySpec:
             raise ValueError(f"spec base: unknown preset {self.preset!r}; choose one of {sorted(PRESETS)}")
         if not isinstance(self.description, str):
             raise ValueError(f"spec 'description' must be a string, got {self.description!r}")
-        if self.grid:
-            self._check_grid(allowed)
-        else:
-            self._check_named(allowed)
+        return allowed
 
     def _check_grid(self, allowed: list[str]) -> None:
-        if (
-            self.seeds,
-            self.tasks,
-            self.lrs,
-            self.fixed_seed,
-            self.carry,
-            self.protocol,
-            self.logged_every,
-            self.vary,
-            self.single,
-        ) != ((), (), None, None, None, "strict", None, "both", False):
+        if not isinstance(self.grid, Mapping) or not self.grid:
             raise ValueError(
-                "spec: seeds, tasks, lrs, fixed_seed, carry, protocol, logged_every, vary and single describe named points; a grid varies its own keys"
+                "spec 'grid' must be a non-empty mapping of option -> list of values, e.g. {\"gamma\": [0.3, 0.8]}"
             )
         for key, values in self.grid.items():
             if key not in OPTIONS:
@@ -358,6 +386,8 @@ class StudySpec:
             )
 
     def _check_named(self, allowed: list[str]) -> None:
+        if not isinstance(self.named, Mapping) or not self.named:
+            raise ValueError("spec 'named' must be a non-empty mapping of point name -> options")
         for name, value in (("seeds", self.seeds), ("tasks", self.tasks)):
             if value != ():
                 _check_distinct(name, value)
@@ -429,7 +459,7 @@ class StudySpec:
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
         named = {regime: {task: regime_options(preset, regime, task) for task in tasks} for regime in REGIME_NAMES}
-        return cls(
+        return NamedSpec(
             {"preset": preset, "precision": precision},
             named=named,
             seeds=seeds,
@@ -618,7 +648,7 @@ class StudySpec:
                 raise ValueError(
                     f"{where}: '{key}' must be a table of option -> value such as {example}, got {type(data[key]).__name__} {data[key]!r:.60}"
                 )
-        return cls(dict(data.get("base", {})), dict(data["grid"]), description=data.get("description", ""))
+        return GridSpec(dict(data.get("base", {})), dict(data["grid"]), description=data.get("description", ""))
 
     @classmethod
     def from_file(cls, path: str | Path) -> StudySpec:
@@ -756,6 +786,48 @@ def refuse_strangers(jobs: Iterable[Any], out: str | Path, what: str, option: st
         f"{out} is inside the {kind} folder {study}, whose record of its runs ({STUDY_FILE}) is missing (an older version made it) or "
         f"damaged, so {what} there could be read as part of it: choose an {option} outside {study}"
     )
+
+
+@dataclass(frozen=True)
+class GridSpec(StudySpec):
+    """A sweep: ``base`` options and a ``grid`` (option -> list of distinct values), one run per
+    point of the product (see :class:`StudySpec`)."""
+
+    base: Mapping[str, Any] = field(default_factory=dict)
+    grid: Mapping[str, Sequence[Any]] = field(default_factory=dict)
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        self._check_grid(self._check_base())
+
+
+@dataclass(frozen=True)
+class NamedSpec(StudySpec):
+    """Named points over ``base`` (name -> flat options; a key that is one of ``tasks`` holds
+    that task's options): ``seeds`` and ``tasks`` (each run once per seed and task; empty: the
+    points as they are), ``lrs`` (the ``paper`` protocol's lr grid, required there and refused
+    under ``strict``, which reads each preset's own lr; ``logged_every``: it reads only the
+    epochs the released scripts log), ``vary`` (``both``: each seed seeds everything; ``init``
+    or ``data``: the other source seeded by ``fixed_seed``), ``single`` (one seed whose runs
+    lie in the study folder itself: ``reproduce --seed S``), ``carry`` (the paper's recipe
+    quantities every run holds, :func:`training.studies.recipe.carry_recipe`, applied after
+    the lr; None: the preset as it is)."""
+
+    base: Mapping[str, Any] = field(default_factory=dict)
+    named: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    seeds: tuple[int, ...] = ()
+    tasks: tuple[str, ...] = ()
+    lrs: tuple[float, ...] | None = None
+    protocol: str = "strict"
+    logged_every: int | None = None
+    vary: str = "both"
+    fixed_seed: int | None = None
+    single: bool = False
+    carry: tuple[str, ...] | None = None
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        self._check_named(self._check_base())
 
 
 def run_dirs(root: str | Path, depth: int | None = None) -> list[Path]:
