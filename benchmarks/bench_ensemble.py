@@ -16,9 +16,7 @@ medians, samples/s summed over the models::
 from __future__ import annotations
 
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import click
 import torch
@@ -29,7 +27,6 @@ from training.trainer.ensemble import VmapStep
 from training.trainer.step import last_position_logits, make_optimizer, train_step
 from training.trainer.loop import make_run_data, new_member
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from campaign_step import BatchedStep  # noqa: E402
 
 

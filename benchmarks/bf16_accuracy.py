@@ -25,9 +25,9 @@ import torch
 
 from interp_init.outputs import refuse_nested
 from training import RunRecord, StudySpec, run_study
+from training.config import one_line
 from training.launch import SerialLauncher
-from training.options import one_line
-from training.studies.study_folder import record_study, refuse_strangers
+from training.studies.study import record_study, refuse_strangers
 
 
 def _configs(epochs_128: int, gamma_128: float) -> dict[str, dict]:

@@ -27,10 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from campaign_cells import CELLS, SHORT_EPOCHS, TINY_EPOCHS, Cell, Run, cell_named, extended, grid_runs
+
 from interp_init.runfolder import FINISHED_STATUSES, RunStatus, write_json
 from interp_init.tasks.anchor import FLIP_CRITERIA, symmetric_solution
-from training.studies.records import RunRecord
-from training.studies.selection import pick_paper
+from training.studies.records import RunRecord, pick_paper
+from training.studies.study import run_dirs
 
 #: The default results folder (relative to the checkout).
 RESULTS = Path("experiments/results/campaign")
@@ -77,7 +78,7 @@ class CampaignResults:
         with the whole-schedule record of each run the extension retrained in its place."""
         out: dict[str, RunRecord] = {}
         for part in self.part_dirs(cell):
-            for run in sorted(p for p in part.iterdir() if (p / "config.json").is_file()):
+            for run in run_dirs(part, depth=1):
                 record = stored(RunRecord.read(run))
                 if record.recorded_status in FINISHED_STATUSES and run.name not in out:
                     out[run.name] = record

@@ -28,7 +28,6 @@ import json
 import platform
 import shutil
 import subprocess
-import sys
 import tarfile
 import time
 from dataclasses import dataclass
@@ -38,7 +37,6 @@ from typing import Any
 import click
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from campaign_cells import CELLS, SCALES  # noqa: E402
 from campaign_plan import (AIM_EFFICIENCY, GPUS, LEASE_BUDGET_S, MARGIN_S, MEASURED_EFFICIENCY, SETUP_PRIOR_S, Costs, Part, Rate,  # noqa: E402
                            cell_seconds, next_part, precision_of, simulate)  # fmt: skip
@@ -51,7 +49,7 @@ from campaign_profile import profiler_for  # noqa: E402
 from interp_init import resolve_device  # noqa: E402
 from interp_init.outputs import check_output_file, check_output_folder, enclosing_study, write_output  # noqa: E402
 from training.launch import Job, execute  # noqa: E402
-from training.options import check_cores  # noqa: E402
+from training.config import check_cores  # noqa: E402
 from training.trainer.loop import RunData, make_run_data  # noqa: E402
 from training.trainer.step import last_position_logits  # noqa: E402
 
@@ -245,16 +243,6 @@ def plan_text(results: CampaignResults, costs: Costs, peaks: dict[str, float], l
     lines.append(f"\nThe next lease, at {rate.efficiency.get('bf16', MEASURED_EFFICIENCY):.1%} of the bf16 peak: "
                  + ("; ".join(p.describe() for p in nxt[0]) if nxt else "nothing (every known cell finished)"))  # fmt: skip
     return "\n".join(lines)
-
-
-def registered_plan(root: Path | None = None, gpu: str = "h200", budget: float = LEASE_BUDGET_S) -> str:
-    """The plan docs/campaign.md shows (``python experiments/tables.py`` writes it there): the dry
-    run's text at ``gpu``'s recorded peaks, over the campaign's records at ``root``."""
-    store = CampaignResults(root or ROOT / RESULTS, "paper")
-    figures = GPUS[gpu]
-    peaks = {"bf16": figures.bf16, "fp32": figures.fp32, "tf32": figures.tf32}
-    rate = _rate_for(peaks, None, store, figures.name, None)
-    return plan_text(store, Costs(), peaks, f"{figures.name} ({figures.source})", rate, budget)
 
 
 def status_text(results: CampaignResults) -> str:

@@ -24,7 +24,6 @@ dense bf16 peaks and 20% or 40% of them, so that a user knows what to ask a clus
 
 from __future__ import annotations
 
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -37,11 +36,11 @@ from interp_init import build_model
 from interp_init.tasks.anchor_pairs import task_spec
 from training.config import RunConfig
 from training.launch import Job, execute
+from training.studies.population import reproduction_spec
 from training.studies.records import RunRecord
 from training.trainer.step import last_position_logits, make_optimizer, train_step
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_train_step import matmul_peak, step_flops  # noqa: E402  (a sibling script)
+from bench_train_step import matmul_peak, step_flops  # a sibling script (its folder is on the path of a script run)
 
 
 @dataclass(frozen=True)
@@ -148,15 +147,17 @@ EFFICIENCIES = (0.2, 0.4)
 
 
 def population_cost(seeds: tuple[int, ...] = (0, 1, 2)) -> tuple[float, int]:
-    """FLOPs of the GPU suite's paper-scale population (bf16, every epoch and evaluation) and its run count."""
-    from gpu_suite import suite_configs, suite_spec
-
-    total, runs = 0.0, 0
-    for task_runs in suite_configs(suite_spec("paper", seeds, "bf16"), Path("/nonexistent-gpu-cost"), None).values():
-        flops = run_flops(task_runs[0].cfg, torch.device("cpu"))
-        total += sum(remaining_flops(run.cfg, flops, 0) for run in task_runs)
-        runs += len(task_runs)
-    return total, runs
+    """FLOPs of the GPU suite's paper-scale population (``interp-init reproduce --preset paper``
+    in bf16 on the flip's tasks, every epoch and evaluation) and its run count."""
+    spec = reproduction_spec("paper", None, ",".join(map(str, seeds)), "strict", None, precision="bf16")
+    by_task: dict[str, list[RunConfig]] = {}
+    for job in spec.jobs(Path("/nonexistent-gpu-cost")):
+        by_task.setdefault(job.task, []).append(job.config)
+    total = 0.0
+    for configs in by_task.values():
+        flops = run_flops(configs[0], torch.device("cpu"))
+        total += sum(remaining_flops(cfg, flops, 0) for cfg in configs)
+    return total, sum(map(len, by_task.values()))
 
 
 def cost_table(total: float, runs: int) -> str:

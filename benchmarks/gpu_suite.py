@@ -49,7 +49,6 @@ apply to training here only::
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -64,28 +63,22 @@ from interp_init.fileio import atomic_write
 from interp_init.outputs import check_output_file, record_output, refuse_nested, write_output
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder
 from training.cli import slurm_options
-from training.config import RunConfig, make_run_config
+from training.config import RunConfig, check_cores, make_run_config
 from training.launch import Job, JobReturn, Launcher, execute, make_launcher, run_study
-from training.launch.slurm_options import slurm_options_from
-from training.options import check_cores
-from training.studies.population import read_population
-from training.studies.records import RunRecord
-from training.studies.reproduce import reproduction_spec
-from training.studies.selection import PROTOCOL_TEXT, PROTOCOLS
-from training.studies.study import StudySpec
-from training.studies.study_folder import record_study, refuse_strangers
-from training.studies.summaries import check_summary_file, write_summaries
+from training.launch.slurm import slurm_options_from
+from training.studies.population import check_summary_file, read_population, reproduction_spec, write_summaries
+from training.studies.records import PROTOCOL_TEXT, PROTOCOLS, RunRecord
+from training.studies.study import StudySpec, record_study, refuse_strangers
 from training.trainer.preflight import check_steps
 from training.trainer.step import last_position_logits
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_cost import RunFlops, measured_efficiency, peaks, probe_efficiency, remaining_flops, run_flops  # noqa: E402
 
 #: The suite's table in ``--out``, and the purpose it is recorded with (a later chunk replaces it).
 TABLE_FILE, TABLE_PURPOSE = "gpu_suite.md", "GPU suite table"
 #: the tasks, each on its paper's own model (its default architecture: ``neurips`` for
 #: ``symmetric``, ``journal`` for ``id-ood``), each regime at its preset's gamma
-#: (:data:`training.studies.regimes.REGIMES`: at ``paper`` and ``cpu`` 0.8 small init, 0.5 large)
+#: (:data:`training.studies.study.REGIMES`: at ``paper`` and ``cpu`` 0.8 small init, 0.5 large)
 TASKS: tuple[str, ...] = ("symmetric", "id-ood")
 #: efficiencies (fractions of the peak) every plan also predicts at
 REFERENCE_EFFICIENCIES = (0.2, 0.4)
@@ -187,7 +180,7 @@ def suite_spec(
     scale: str, seeds: tuple[int, ...], precision: str = "fp32", protocol: str = "strict", lrs: str | None = None, tasks: tuple[str, ...] = TASKS
 ) -> StudySpec:
     """The suite's population: ``interp-init reproduce --preset SCALE --seeds ... --task symmetric
-    --task id-ood`` (:func:`training.studies.reproduce.reproduction_spec`), under ``protocol`` (``paper``:
+    --task id-ood`` (:func:`training.studies.population.reproduction_spec`), under ``protocol`` (``paper``:
     one run per regime, seed and lr of ``lrs``, a comma list), on ``tasks``."""
     return reproduction_spec(scale, None, ",".join(map(str, seeds)), protocol, lrs, precision=precision, tasks=tasks)
 

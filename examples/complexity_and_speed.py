@@ -25,7 +25,7 @@ import pandas as pd
 from interp_init.tasks.anchor_pairs import SYMMETRIC_GROUPS
 from training import PRESETS, train
 from training.studies.records import RunRecord
-from training.studies.regimes import REGIME_NAMES, regime_config
+from training.studies.study import REGIME_NAMES, regime_config
 from training.studies.report import ReportConfig, write_report
 from training.studies.sweep.results import LOSS_THRESHOLD, PAIR_ACC_THRESHOLD, epochs_to_loss, epochs_to_pair_accuracy
 

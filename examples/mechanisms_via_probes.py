@@ -23,7 +23,7 @@ import torch
 import probes
 from interp_init.tasks.anchor import balanced_inputs
 from training import PRESETS, train
-from training.studies.regimes import REGIME_NAMES, regime_config
+from training.studies.study import REGIME_NAMES, regime_config
 from training.studies.report import ReportConfig, write_report
 
 DEFAULT_PRESET = "cpu" if "cpu" in PRESETS else "paper"

@@ -22,7 +22,7 @@ import click
 import pandas as pd
 
 from training import PRESETS, train
-from training.studies.regimes import REGIME_NAMES, regime_config
+from training.studies.study import REGIME_NAMES, regime_config
 from training.studies.report import ReportConfig, write_report
 
 DEFAULT_PRESET = "cpu" if "cpu" in PRESETS else "paper"

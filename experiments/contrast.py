@@ -37,11 +37,9 @@ import click
 
 from interp_init.tasks.anchor import FLIP_CRITERIA, ID_THRESHOLD
 from training.studies.population import exact_interval
-from training.studies.records import RunRecord
-from training.studies.selection import Pick, pick_paper
-from training.studies.study import StudySpec
+from training.studies.records import Pick, RunRecord, pick_paper
+from training.studies.study import StudySpec, run_dirs
 from training.studies.sweep.spec import SPEC_FILE
-from training.studies.sweep.results import sweep_run_dirs
 
 #: Fig. 2's panels: its letter, the (4,3) share it reads, its name, and which init the papers
 #: put higher on it.
@@ -69,7 +67,7 @@ def _completed(folders: Iterable[Path]) -> tuple[list[RunRecord], set[float]]:
         folder = Path(folder)
         if (folder / SPEC_FILE).is_file():
             lrs |= {float(lr) for lr in StudySpec.from_file(folder / SPEC_FILE).grid.get("lr", ())}
-        for run in sweep_run_dirs(folder):
+        for run in run_dirs(folder):
             record = RunRecord.read(run, strict=False)
             if record.task_name != "symmetric":
                 raise click.ClickException(f"{run}: a {record.task_name!r} run; the contrast reads symmetric runs (give sweeps of symmetric runs)")

@@ -2,7 +2,7 @@
 
 NeurIPS 2024 reports, per gamma, the best test accuracy over 9 learning rates (and over the
 epochs it logged), averaged over 3 seeds: the ``paper`` protocol of
-:func:`training.studies.selection.pick_paper`, each target picked separately.  This reads a sweep
+:func:`training.studies.records.pick_paper`, each target picked separately.  This reads a sweep
 folder whose grid is the seed and the peak lr (every other option equal) and prints, per
 seed, each target's best with the lr and epoch it was read at, the (3,4) training accuracy
 at the epoch of the best inferential share (the papers never check it; this project's
@@ -13,7 +13,7 @@ inferential share >= 0.8 at any lr and epoch, with its 95% exact interval::
 
 ``--logged-every 3`` reads only the epochs the released scripts log (their ``-pae 3``: epochs
 3, 6, ... and the next-to-last, never the last epoch's end;
-:func:`training.studies.selection.logged_epochs`), so the best over epochs is taken where the
+:func:`training.studies.records.logged_epochs`), so the best over epochs is taken where the
 papers could take it: over a third of the epochs this project evaluates.
 
 It writes nothing and takes no lock, so it can read a sweep that is being trained (runs not
@@ -29,9 +29,8 @@ import click
 
 from interp_init.tasks.anchor import FLIP_CRITERIA
 from training.studies.population import exact_interval
-from training.studies.records import RunRecord
-from training.studies.selection import LOGGED_HELP, Pick, check_protocol, pick_paper, targets
-from training.studies.sweep.results import sweep_run_dirs
+from training.studies.records import LOGGED_HELP, Pick, RunRecord, check_protocol, pick_paper, targets
+from training.studies.study import run_dirs
 
 #: The targets of the row, in the order printed.
 TARGETS = targets("symmetric")
@@ -56,7 +55,7 @@ def seed_picks(folder: Path, logged_every: int | None = None) -> tuple[dict[int,
     by_seed: dict[int, list[RunRecord]] = defaultdict(list)
     varying: set[str] = set()
     first: dict[str, object] | None = None
-    for run in sweep_run_dirs(folder):  # the runs the sweep names
+    for run in run_dirs(folder, depth=1):  # the runs the sweep names
         record = RunRecord.read(run, strict=False)
         if record.task_name != "symmetric":
             raise click.ClickException(f"{run}: a {record.task_name!r} run; this statistic reads symmetric runs (give a sweep of symmetric runs)")

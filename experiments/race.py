@@ -2,7 +2,7 @@
 
 For every ``symmetric`` run folder under the given folders (a sweep folder's runs, or a
 folder that is itself a run), finished or still training, prints one markdown row from its
-history (read by :class:`training.studies.records.RunRecord`; :func:`training.studies.race.race_of`): the seed, the knobs (a sweep's
+history (read by :class:`training.studies.records.RunRecord`; :func:`training.studies.records.race_of`): the seed, the knobs (a sweep's
 grid keys other than the seed; else the options that differ between the runs listed), the
 epoch (3,4) is fitted (training accuracy >= 0.9), the (4,3) inferential / symmetric shares
 at that epoch and at the last evaluated one, the epoch the shares stopped moving and the
@@ -31,17 +31,8 @@ from typing import Any
 
 import click
 
-from training.studies.race import race_of_record
-from training.studies.records import RunRecord
-from training.studies.sweep.results import sweep_run_dirs
-
-
-def run_folders(root: Path) -> list[Path]:
-    """``root`` itself if it is a run folder, else the run folders its sweep names (every
-    run folder in it where it names none; sorted)."""
-    if (root / "config.json").is_file():
-        return [root]
-    return sweep_run_dirs(root)
+from training.studies.records import RunRecord, race_of_record
+from training.studies.study import run_dirs
 
 
 def _grid_keys(root: Path) -> list[str] | None:
@@ -69,7 +60,7 @@ def race_rows(roots: list[Path], knobs: tuple[str, ...] = ()) -> list[dict[str, 
     a row with the race also carries it under ``"race"`` and its epochs under ``"epochs run"``."""
     rows: list[dict[str, Any]] = []
     for root in roots:
-        folders = run_folders(root)
+        folders = run_dirs(root, depth=1)  # root itself if it is a run folder, else the runs its sweep names
         records = {f: RunRecord.read(f, strict=False) for f in folders}
         flats = {f: record.config.flat() for f, record in records.items()}
         keys = list(knobs) or _grid_keys(root)
@@ -116,7 +107,7 @@ def cell_rows(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
     """One row per cell (the rows' ``knobs``, in first-seen order) over its completed runs:
     the copy rate with its exact interval, the modes, and each seed's ``fit -> copy``."""
     from training.studies.population import exact_interval
-    from training.studies.race import MODES
+    from training.studies.records import MODES
 
     cells: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
@@ -145,7 +136,7 @@ def race_diagram(rows: list[dict[str, Any]]) -> Any:
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    from training.studies.race import MODES
+    from training.studies.records import MODES
 
     done = [r for r in rows if r.get("status") == "completed" and "race" in r]
     cells = list(dict.fromkeys(r["knobs"] for r in done))
@@ -208,7 +199,7 @@ def main(folders: tuple[Path, ...], knobs: tuple[str, ...], cells: bool, figure:
     if figure is not None:
         from interp_init.outputs import check_output_folder
         from interp_init.paths import check_path_names
-        from training.studies.report.images import IMAGE_PURPOSE, slug
+        from training.studies.report.page import IMAGE_PURPOSE, slug
 
         try:  # the one output guard, before any work: not in a run folder, nor a study's, nor where it cannot be written
             check_path_names(figure, "--figure")

@@ -2,7 +2,7 @@
 
 ``python experiments/tables.py`` (which see) writes each into the pages between its markers
 and ``--check`` compares.  A table is a function of the stored studies (``records.study(NAME)``:
-a :class:`training.studies.stored.StoredStudy` under ``experiments/results/``; a study not stored yet
+a :class:`training.studies.population.StoredStudy` under ``experiments/results/``; a study not stored yet
 stops the table, which is then left as it is) returning the block's markdown, read through the
 project's one reader (:class:`training.studies.records.RunRecord`, the population, the selection
 protocols, the race).  Adding a table is a function registered here and a marker::
@@ -22,7 +22,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
 
-from training.studies.stored import StoredStudy
+from training.studies.population import StoredStudy
 
 
 class Records(Protocol):
@@ -112,8 +112,8 @@ def _markdown(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
 
 
 def _modes(population: Any, seeds: Iterable[int], task: str, regime: str) -> str:
-    """The failing seeds grouped by their race mode (the strict protocol's, :mod:`training.studies.race`)."""
-    from training.studies.race import MODES
+    """The failing seeds grouped by their race mode (the strict protocol's, :mod:`training.studies.records`)."""
+    from training.studies.records import MODES
 
     by_mode: dict[str, list[int]] = {}
     for seed in seeds:
@@ -219,7 +219,7 @@ def paper_statistic_table(records: Records) -> str:
 @generator("paper-statistic-modes", STUDY_NAMES["paper-statistic"],
            what="docs/faithful-models.md: the sweep's runs by their mode at the last epoch (experiments/race.py), the runs that answer named")  # fmt: skip
 def paper_statistic_modes(records: Records) -> str:
-    from training.studies.race import MODES
+    from training.studies.records import MODES
 
     study = records.study(STUDY_NAMES["paper-statistic"])
     rows = [row for row in records.script("race").race_rows([study.path]) if "race" in row and row["status"] == "completed"]
@@ -544,26 +544,20 @@ def pc_depth2_inits(records: Records) -> str:
             f"and small init infers strictly on {s.infers} of {s.n} against large init's {l.infers} of {l.n} (p = {p_inf:.3f})")  # fmt: skip
 
 
-# -- the GPU campaign's plan (docs/campaign.md): printed by its code, so that the page cannot disagree with it
-
-
-def _campaign() -> ModuleType:
-    """benchmarks/gpu_campaign.py as a module (benchmarks/ is not a package)."""
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    if "gpu_campaign" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("gpu_campaign", Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_campaign.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["gpu_campaign"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["gpu_campaign"]
+# -- the GPU campaign's plan (docs/campaign.md): what its dry run prints, so that the page cannot disagree with the code
 
 
 @generator("campaign-plan", what="docs/campaign.md: each cell's runs, FLOPs, device seconds and the leases, as `python benchmarks/gpu_campaign.py --dry-run --gpu h200` prints them over the stored campaign records")
 def campaign_plan(records: Records) -> str:
-    return _campaign().registered_plan(records.root / "campaign")
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_campaign.py"
+    command = [sys.executable, str(script), "--dry-run", "--gpu", "h200", "--results", str(records.root / "campaign")]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode:
+        raise ValueError(f"{' '.join(command[1:])} failed (exit {done.returncode}): {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else 'no message'}")
+    return done.stdout.strip()
 
 
 @generator("campaign-data", what="docs/campaign.md: the paper preset's training samples per task (the released loaders' counts)")

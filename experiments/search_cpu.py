@@ -26,16 +26,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from fnmatch import fnmatch
 from pathlib import Path
 
 import click
 
 from interp_init.outputs import refuse_nested
+from training.config import check_cores
 from training.launch import JobReturn, PoolLauncher, SerialLauncher, run_study
-from training.options import check_cores
 from training.studies.records import RunRecord
-from training.studies.study import StudySpec
-from training.studies.study_folder import is_named, record_study, refuse_strangers, study_run_dirs
+from training.studies.study import StudySpec, record_study, refuse_strangers, run_dirs
 
 #: The search's base (2 layers, 1 head, d_head = d_model / 2, d_mlp = 3 d_model).
 BASE = dict(
@@ -89,8 +89,7 @@ def read(folder: Path) -> RunRecord | None:
 def folders(root: str | Path) -> list[Path]:
     """The run folders of a search (those its record names), oldest first; every folder in
     a root made before searches recorded their runs."""
-    named = study_run_dirs(root)
-    return sorted(Path(root).glob("*") if named is None else named, key=lambda p: p.stat().st_mtime)
+    return sorted(run_dirs(root, depth=1), key=lambda p: p.stat().st_mtime)
 
 
 def line(name: str, record: RunRecord | None) -> str:
@@ -231,7 +230,7 @@ def rates_command(folders: tuple[str, ...]) -> None:
     a sweep over more than seeds, e.g. ``gamma=0.4__*``)."""
     from interp_init.tasks.anchor import FLIP_CRITERIA
     from training.studies.population import exact_interval
-    from training.studies.regimes import REGIME_NAMES
+    from training.studies.study import REGIME_NAMES
 
     def rate(k: int, n: int) -> str:
         low, high = exact_interval(k, n)
@@ -248,7 +247,7 @@ def rates_command(folders: tuple[str, ...]) -> None:
             raise click.BadParameter(f"{item!r}: give SWEEP_DIR:small-init or SWEEP_DIR:large-init (and optionally :GLOB, a pattern of run-folder names)")
         label = Path(path).name if pattern == "*" else f"{Path(path).name} ({pattern})"
         rows = []
-        for folder in (f for f in sorted(Path(path).glob(pattern)) if is_named(f, path)):  # the runs its sweep names
+        for folder in (f for f in run_dirs(path, depth=1) if fnmatch(f.name, pattern)):  # the runs its sweep names
             record = read(folder)
             if record is not None and record.recorded_status == "completed":
                 final = record.final_columns()

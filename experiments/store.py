@@ -24,7 +24,7 @@ Before anything is written, it refuses a study still training (a held folder or 
 that did not finish (``--partial`` stores them as they are, and says so), a ``DEST`` it did
 not make (``--replace`` replaces one it made, and nothing else), and any file over
 ``--max-file-mb``.  The copy is made beside ``DEST`` and renamed into place, then read back
-through the project's reader (:class:`training.studies.stored.StoredStudy`): every run must read with
+through the project's reader (:class:`training.studies.population.StoredStudy`): every run must read with
 its status, and a reproduction's population must equal the source's.  It prints the total size.
 
 ``--mark DIR`` marks records stored before this command existed (run folders that already
@@ -53,9 +53,10 @@ from interp_init.outputs import CHECKPOINT_FILE, CONFIG_FILE, ERROR_FILE, METRIC
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder
 from interp_init.stored import STORED_FILE, STORED_FORMAT, STORED_STUDY_FILE, STUDY_FORMAT, STUDY_PAGE, stored_study_root
 from training.config import RunConfig
-from training.studies.sweep.ranks import RANKS_FILE, cached_stable_ranks, ranks_record, stable_ranks_of
+from training.studies.sweep.results import RANKS_FILE, cached_stable_ranks, ranks_record, stable_ranks_of
 from training.studies.records import RunRecord
-from training.studies.stored import REPRODUCTION_FILE, StoredStudy, reproduction_record, run_folders
+from training.studies.population import REPRODUCTION_FILE, StoredStudy, reproduction_record
+from training.studies.study import run_dirs as run_folders
 from training.studies.study import StudySpec
 
 #: The files kept from a run folder as they are (besides ``ranks.json`` and ``stored.json``).
@@ -273,7 +274,7 @@ def study_page(data: dict[str, Any]) -> str:
     lines = [
         f"# {data['name']}", "", *([data["description"], ""] if data["description"] else []),
         f"The records of a {data['kind']} study: {runs['count']} runs ({statuses}), kept without weights or checkpoints.",
-        "Read them with `training.studies.stored.StoredStudy` (a stored run reads as finished through `training.studies.records.RunRecord`);",
+        "Read them with `training.studies.population.StoredStudy` (a stored run reads as finished through `training.studies.records.RunRecord`);",
         "`python experiments/tables.py` writes the docs' tables from them.", "",
         f"- **Command**: `{data['command']}`", f"- **Commit**: {data['commit']}", f"- **Machine**: {data['machine']}",
         f"- **Beside it**: {data['beside']}", f"- **Dates**: {when}",

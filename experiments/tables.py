@@ -4,7 +4,7 @@ Every results table (and every number a sentence of README.md states) lies betwe
 comments in its page, and is written here from the stored studies under
 ``experiments/results/`` (``experiments/store.py``) through the project's one reader
 (:class:`training.studies.records.RunRecord`, :func:`training.studies.population.read_population`, the
-selection protocols, :mod:`training.studies.race`)::
+selection protocols, :mod:`training.studies.records`)::
 
     python experiments/tables.py            # write every table whose records are stored
     python experiments/tables.py --check    # exit 1 naming the table and the cell where a typed number differs
@@ -46,7 +46,7 @@ from typing import Any
 import click
 
 from interp_init.stored import STORED_STUDY_FILE
-from training.studies.stored import StoredStudy
+from training.studies.population import StoredStudy
 
 #: The repository this script lies in, and where its stored studies are.
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,7 +16,7 @@ folder a path is, and the guards every command calls before it writes.
   naming the flag (:func:`interp_init.fileio.check_folder_path`).
 * A study folder (a sweep, a reproduction, a search) is marked by its record
   (:data:`STUDY_FILE`, or a sweep's ``sweep.json``); what may be written inside one is
-  decided by :mod:`training.studies.study_folder`.
+  decided by :mod:`training.studies.study`.
 
 :mod:`interp_init.runfolder` builds on this module (and re-exports its names).
 """
@@ -45,7 +45,7 @@ SWEEP_SPEC_FILE = "sweep.json"
 #: A ``reproduce`` folder's summary (one seed's, or a population's).
 SUMMARY_FILE = "summary.json"
 #: A study folder's record: its kind and the runs it names, each with its config's digest
-#: (:mod:`training.studies.study_folder` writes and reads it).
+#: (:mod:`training.studies.study` writes and reads it).
 STUDY_FILE = "study.json"
 #: A folder's record of the files written into it by :func:`write_output` (purpose, digest).
 OUTPUTS_RECORD = ".interp-init-outputs.json"

@@ -12,7 +12,7 @@ whose weights were lost never does::
 
 A run folder with ``stored.json`` whose recorded weights are those ``metrics.json`` was
 finished with reads as finished (:meth:`interp_init.runfolder.RunFolder.status`) and keeps
-its cached stable ranks (``ranks.json``, :func:`training.studies.sweep.ranks.run_stable_ranks`); one
+its cached stable ranks (``ranks.json``, :func:`training.studies.sweep.results.run_stable_ranks`); one
 without it and without weights reads as unfinished, as before.  Nothing is trained,
 resumed or written inside a stored study (:func:`refuse_stored`), and loading a stored
 run's model says that its weights were left behind (:func:`refuse_stored_weights`).

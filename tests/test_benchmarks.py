@@ -90,7 +90,7 @@ def test_gpu_suite_runs_at_tiny_scale_on_cpu(tmp_path) -> None:
     rows = [line for line in table.splitlines() if line.startswith("| symmetric |") or line.startswith("| id-ood |")]
     assert len(rows) == 4 + 2  # 2 tasks x 2 regimes x 1 seed, then one speed row per task
     assert "| symmetric | neurips | small-init | 0.8 | 0.001 | 0 |" in table
-    assert "| id-ood | journal | large-init | 0.3 | 0.001 | 0 |" in table  # the tiny preset's regimes (training.studies.regimes.REGIMES)
+    assert "| id-ood | journal | large-init | 0.3 | 0.001 | 0 |" in table  # the tiny preset's regimes (training.studies.study.REGIMES)
     assert "population of 1 seeds [0], preset tiny, strict protocol" in table
     assert "shortened to 1 epochs" in table and "CPU" in table and "precision fp32" in table
     speed = [line.split("|") for line in rows if "neurips" not in line and "journal" not in line]
@@ -112,3 +112,25 @@ def test_bf16_accuracy_prints_the_difference_to_fp32() -> None:
     for i in range(2, 6):  # train, ID, inferential, symmetric accuracies
         assert float(diff[i]) == pytest.approx(float(bf16[i]) - float(fp32[i]), abs=1.5e-3)
     assert float(diff[-1]) == pytest.approx(max(abs(float(diff[i])) for i in range(2, 6)), abs=1.5e-3)
+
+
+def test_the_scripts_edit_no_import_path_and_import_no_circle() -> None:
+    """benchmarks/ and experiments/ import their siblings by name (a script run has its folder
+    on the path; the tests put benchmarks/ there through pyproject's pytest ``pythonpath``),
+    never by editing ``sys.path``, and no two of them import each other, even inside a function."""
+    import ast
+
+    from helpers import ROOT
+    from test_layout import cycles
+
+    for folder in ("benchmarks", "experiments"):
+        scripts = {p.stem: p for p in (ROOT / folder).glob("*.py")}
+        graph: dict[str, set[str]] = {}
+        for name, path in scripts.items():
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            edits = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "path" and getattr(n.value, "id", None) == "sys"]
+            assert edits == [], f"{folder}/{path.name}:{edits[0]} reads or edits sys.path"
+            imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+            imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and n.level == 0}
+            graph[name] = (imported & set(scripts)) - {name}
+        assert cycles(graph) == [], f"{folder}: scripts in an import circle"

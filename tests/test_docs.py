@@ -18,6 +18,16 @@ def test_bad_input_table_matches_the_cli(tmp_path: Path) -> None:
         assert module.run_case(case, tmp_path) == (int(code), message), case
 
 
+def test_the_layout_table_is_what_its_generator_writes(tmp_path: Path) -> None:
+    """docs/layout.md's table of what stands on what is docs/make_layout_table.py's output; a
+    planted row is rewritten."""
+    module = load_script("docs/make_layout_table.py")
+    text = (ROOT / "docs" / "layout.md").read_text(encoding="utf-8")
+    assert module.rewritten(text) == text, "run python docs/make_layout_table.py"
+    planted = text.replace("| `probes` | `interp_init/tasks` |", "| `probes` | `training` |")
+    assert planted != text and module.rewritten(planted) == text
+
+
 def test_damaged_file_table_matches_the_cli(tmp_path: Path) -> None:
     module = load_script("docs/make_bad_input_table.py")
     rows = re.findall(r"^\| `([\w.]+)` \| (.+?) \| (\d+) \| `(.+)` \|$", (ROOT / "docs" / "bad-input.md").read_text(), re.M)

@@ -10,21 +10,19 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import torch
 from click.testing import CliRunner
-from helpers import ROOT, load_script
+from helpers import load_script
 
 from training import make_run_config
 from training import train_ensemble
 from training.trainer.loop import new_member
 from training.trainer.step import last_position_logits
 
-sys.path.insert(0, str(ROOT / "benchmarks"))
 import campaign_cells as cells  # noqa: E402
 import campaign_plan as plan  # noqa: E402
 import campaign_records as records  # noqa: E402

@@ -1,11 +1,13 @@
 """The layout of the code, checked from the source: packages that stand on each other in one
-direction, no string look-ups of the project's own modules, short modules, one command line."""
+direction, no string look-ups of the project's own modules, one concept a module (a warning
+past :data:`LONG_MODULE` lines, never a forced split), one command line."""
 
 from __future__ import annotations
 
 import ast
 import importlib
 import re
+import warnings
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,9 @@ PACKAGES = ("interp_init", "probes", "training")
 #: What each package may import of the project: the base stands alone, the analyses on the
 #: base, training on both.
 ALLOWED = {"interp_init": {"interp_init"}, "probes": {"interp_init", "probes"}, "training": {"interp_init", "probes", "training"}}
-MAX_LINES = 400
+#: A module holds one concept however long that takes; past this many lines the layout check
+#: warns (read it: is it still one concept?), it never fails.
+LONG_MODULE = 900
 
 
 def _modules() -> list[Path]:
@@ -55,10 +59,20 @@ def test_no_string_look_up_of_the_projects_modules(path: Path) -> None:
             pytest.fail(f"{path.relative_to(ROOT)}:{node.lineno} imports a module by its name as a string")
 
 
-@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(ROOT)))
-def test_modules_are_short(path: Path) -> None:
-    lines = len(path.read_text(encoding="utf-8").splitlines())
-    assert lines <= MAX_LINES, f"{path.relative_to(ROOT)} has {lines} lines; split it by concern"
+def long_modules(paths: list[Path], limit: int = LONG_MODULE) -> dict[str, int]:
+    """The modules of ``paths`` longer than ``limit`` lines, with their lengths."""
+    lengths = {p.as_posix(): len(p.read_text(encoding="utf-8").splitlines()) for p in paths}
+    return {name: n for name, n in lengths.items() if n > limit}
+
+
+def test_long_modules_are_named_in_a_warning_never_split(tmp_path: Path) -> None:
+    """Past :data:`LONG_MODULE` lines a module is named in a warning (is it still one concept?);
+    the check sees a planted long module and passes over a short one."""
+    (tmp_path / "long.py").write_text("x = 1\n" * (LONG_MODULE + 1))
+    (tmp_path / "short.py").write_text("x = 1\n")
+    assert long_modules(sorted(tmp_path.glob("*.py"))) == {(tmp_path / "long.py").as_posix(): LONG_MODULE + 1}
+    for name, lines in long_modules(_modules()).items():
+        warnings.warn(f"{Path(name).relative_to(ROOT)} has {lines} lines: does it still hold one concept?", stacklevel=1)
 
 
 def test_only_the_command_line_imports_click() -> None:
@@ -338,7 +352,7 @@ def test_the_layout_table_names_every_module() -> None:
 #: benchmarks, the results tables), which lie in tests/ itself; every other test module tests one package and lies
 #: in that package's folder, tests/<package>/.
 PROJECT_CHECKS = frozenset(
-    ("test_benchmarks.py", "test_docs.py", "test_docstrings.py", "test_examples.py", "test_gpu_campaign.py", "test_gpu_suite.py", "test_gpu_wheels.py")
+    ("test_benchmarks.py", "test_contrast.py", "test_docs.py", "test_docstrings.py", "test_examples.py", "test_gpu_campaign.py", "test_gpu_suite.py", "test_gpu_wheels.py")
     + ("test_layout.py", "test_notebook.py", "test_packaging.py", "test_plugins.py", "test_readme.py", "test_release.py", "test_site.py", "test_tables.py")
 )
 

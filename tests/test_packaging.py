@@ -63,7 +63,7 @@ def test_the_wheel_holds_the_licence_and_the_type_markers(tmp_path: Path) -> Non
     names = zipfile.ZipFile(next(tmp_path.glob("interp_init-*.whl"))).namelist()
     assert {f"{p}/py.typed" for p in PACKAGES} <= set(names)
     assert any(n.endswith("LICENSE") for n in names)
-    # the report's plotly.js bundle and its licence (training/studies/report/inline.py)
+    # the report's plotly.js bundle and its licence (training/studies/report/cells.py)
     assert {"training/studies/report/vendor/plotly-cartesian.min.js", "training/studies/report/vendor/plotly-LICENSE"} <= set(names)
 
 

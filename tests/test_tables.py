@@ -11,7 +11,7 @@ from helpers import ROOT, load_script
 
 from interp_init.stored import STORED_FILE, STORED_FORMAT, STORED_STUDY_FILE, STUDY_FORMAT
 from training.studies.population import exact_interval
-from training.studies.stored import REPRODUCTION_FILE, reproduction_record
+from training.studies.population import REPRODUCTION_FILE, reproduction_record
 from training.studies.study import StudySpec
 
 tables = load_script("experiments/tables.py")

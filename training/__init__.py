@@ -12,7 +12,7 @@ What a user calls (each name's own docstring says more):
 * ``RunRecord``: the one reader of a run folder (config, typed metrics and history, status);
 * ``StudySpec``, ``run_study``: a study (a base config and a grid or named points: a sweep,
   a reproduction over seeds, a search), trained by one launcher (:mod:`training.launch`;
-  ``training.studies.reproduce.reproduce`` is ``interp-init reproduce``); sweeps are
+  ``training.studies.population.reproduce`` is ``interp-init reproduce``); sweeps are
   :mod:`training.studies.sweep`, phase diagrams :mod:`training.studies.phase`, the report :mod:`training.studies.report`.
 
 The names are imported on first use (PEP 562 ``__getattr__``), so that ``import
@@ -27,10 +27,18 @@ from types import ModuleType
 from interp_init.lazy import lazy_attributes
 
 _WHERE = {
-    "PRESETS": "config", "RunConfig": "config", "make_run_config": "config", "make_dataset": "data",
-    "TrainResult": "loop", "train": "folders", "train_ensemble": "folders", "last_position_logits": "step",
-    "RunRecord": "records", "StudySpec": "study", "run_study": "launch",
-}  # fmt: skip
+    "PRESETS": "config",
+    "RunConfig": "config",
+    "make_run_config": "config",
+    "make_dataset": "data",
+    "TrainResult": "loop",
+    "train": "folders",
+    "train_ensemble": "folders",
+    "last_position_logits": "step",
+    "RunRecord": "records",
+    "StudySpec": "study",
+    "run_study": "launch",
+}
 __all__ = sorted(_WHERE)
 
 

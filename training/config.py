@@ -10,12 +10,22 @@ run from a preset plus such overrides.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import math
+import os
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, get_args
 
-from interp_init.config import InitConfig, ModelConfig, check_init_scale, check_positive_finite, config_from_dict, config_to_dict, option
+from interp_init.config import (
+    InitConfig,
+    ModelConfig,
+    check_init_scale,
+    check_positive_finite,
+    config_from_dict,
+    config_to_dict,
+    option,
+)
 from interp_init.tasks.anchor_pairs import DATA_VERSION
 from interp_init.tasks.base import DEFAULT_TASK, Task
 from interp_init.tasks.registry import make_task, task_class, tasks_taking
@@ -39,25 +49,44 @@ class DataConfig:
     with ``balanced_pairs``, a multiple of each split's pairs)."""
 
     task: str = DEFAULT_TASK
-    n_train: int = option(900_000, 'Number of training samples.')
-    n_test: int = option(10_000, 'Number of samples in each test split (in-distribution test, held-out pairs; see --n-heldout).')
-    n_heldout: int | None = option(None, 'Number of held-out samples, where the task has a held-out split [default: --n-test].')
-    balanced_pairs: bool = option(False, "anchor tasks only: draw each split's samples in equal numbers per anchor pair (the released code), not each sample's pair at random; each split's size must then be a multiple of its number of pairs.")
-    k: int = option(0, 'complexity task only: how many of the 6 symmetric anchor-pair groups get a non-inferential target, shifted by --offset (0..6).')
-    offset: int = option(4, 'complexity task only: the shift (non-zero) of a non-inferential target from the composite x + s(a1) + s(a2).')
+    n_train: int = option(900_000, "Number of training samples.")
+    n_test: int = option(
+        10_000, "Number of samples in each test split (in-distribution test, held-out pairs; see --n-heldout)."
+    )
+    n_heldout: int | None = option(
+        None, "Number of held-out samples, where the task has a held-out split [default: --n-test]."
+    )
+    balanced_pairs: bool = option(
+        False,
+        "anchor tasks only: draw each split's samples in equal numbers per anchor pair (the released code), not each sample's pair at random; each split's size must then be a multiple of its number of pairs.",
+    )
+    k: int = option(
+        0,
+        "complexity task only: how many of the 6 symmetric anchor-pair groups get a non-inferential target, shifted by --offset (0..6).",
+    )
+    offset: int = option(
+        4,
+        "complexity task only: the shift (non-zero) of a non-inferential target from the composite x + s(a1) + s(a2).",
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.task, str):
             raise ValueError(f"task must be a task's name or package.module:ClassName, got {self.task!r}")
         for name in ("n_train", "n_test", "n_heldout"):
             value = getattr(self, name)
-            if (value is not None or name != "n_heldout") and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise ValueError(f"{name} must be an integer >= 1{' (or unset: --n-test)' if name == 'n_heldout' else ''}, got {value!r}")
+            if (value is not None or name != "n_heldout") and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                raise ValueError(
+                    f"{name} must be an integer >= 1{' (or unset: --n-test)' if name == 'n_heldout' else ''}, got {value!r}"
+                )
         if not isinstance(self.balanced_pairs, bool):
             raise ValueError(f"balanced_pairs must be true or false, got {self.balanced_pairs!r}")
         task = self.make_task()  # validates the task and its options
         if self.n_heldout is not None and not task.has_heldout:
-            raise ValueError(f"n_heldout sizes a held-out split, and task {self.task!r} has none: leave --n-heldout unset")
+            raise ValueError(
+                f"n_heldout sizes a held-out split, and task {self.task!r} has none: leave --n-heldout unset"
+            )
         if self.n_heldout == self.n_test:  # one config, one form: as unset (a folder written before the option matches)
             object.__setattr__(self, "n_heldout", None)
         task.check_split_sizes(self.split_sizes(task))
@@ -85,7 +114,9 @@ class DataConfig:
                 options[f.name] = value
             elif value != f.default:
                 names = " or ".join(repr(n) for n in tasks_taking(f.name))
-                raise ValueError(f"{f.name} applies to the {names} task only; task {self.task!r} takes {f.name}={f.default!r}")
+                raise ValueError(
+                    f"{f.name} applies to the {names} task only; task {self.task!r} takes {f.name}={f.default!r}"
+                )
         return make_task(self.task, **options)
 
 
@@ -103,26 +134,46 @@ class TrainConfig:
     (``stop_below_loss``, off unless given): docs/science.md#where-the-papers-the-released-code-and-this-toolkit-differ.
     """
 
-    epochs: int = option(210, 'Passes over the training set.')
-    batch_size: int = option(2048, 'Samples per optimizer step.')
-    lr: float = option(2.5e-4, 'Peak learning rate of AdamW, reached at the end of the warmup.')
-    warmup_start_lr: float = option(1e-5, 'Learning rate at the start of the linear warmup.')
-    min_lr: float = option(1e-5, 'Learning rate at the end of the cosine decay, and after it.')
-    warmup_epochs: float = option(10.0, 'Epochs of linear warmup from --warmup-start-lr to --lr (may be fractional).')
-    cosine_epochs: float = option(200.0, 'Epochs of cosine decay from --lr to --min-lr after the warmup (0: --lr throughout).')
-    weight_decay: float = option(0.01, 'AdamW weight decay.')
+    epochs: int = option(210, "Passes over the training set.")
+    batch_size: int = option(2048, "Samples per optimizer step.")
+    lr: float = option(2.5e-4, "Peak learning rate of AdamW, reached at the end of the warmup.")
+    warmup_start_lr: float = option(1e-5, "Learning rate at the start of the linear warmup.")
+    min_lr: float = option(1e-5, "Learning rate at the end of the cosine decay, and after it.")
+    warmup_epochs: float = option(10.0, "Epochs of linear warmup from --warmup-start-lr to --lr (may be fractional).")
+    cosine_epochs: float = option(
+        200.0, "Epochs of cosine decay from --lr to --min-lr after the warmup (0: --lr throughout)."
+    )
+    weight_decay: float = option(0.01, "AdamW weight decay.")
     beta1: float = option(0.9, "AdamW decay rate of the gradient's running mean, in [0, 1).")
     beta2: float = option(0.999, "AdamW decay rate of the squared gradient's running mean, in [0, 1).")
-    eps: float = option(1e-8, 'AdamW epsilon (added to the denominator).')
+    eps: float = option(1e-8, "AdamW epsilon (added to the denominator).")
     grad_clip: float = option(1.0, "Clip the gradient's norm to this value (0: no clipping).")
-    eval_every: int = option(1, 'Evaluate every this many epochs (and after the last one).')
-    eval_dense_epochs: int = option(0, 'Evaluate after each of the first this many epochs, then every --eval-every (0: --eval-every from the start).')
-    eval_samples: int = option(10_000, 'Training samples on which each evaluation measures the training accuracy.')
-    checkpoint_every: int = option(1, 'Write checkpoint.pt, the point a killed run resumes from, every this many epochs.')
-    fast_forward: bool = option(True, 'Train through the forward restricted to the last position (the same function, faster), or, with --no-fast-forward, through the full hooked forward.')
-    precision: Precision = option("fp32", 'Forward precision: fp32, or bf16 (bfloat16 autocast; weights, optimizer and evaluation stay fp32).', choices=PRECISIONS)
-    drop_last: bool = option(False, "Drop each epoch's last, partial batch (the released code's loader: n_train // batch_size steps an epoch), or, with --no-drop-last, train on it too.")
-    stop_below_loss: float = option(0.0, "End the run, completed, after the first epoch whose mean training loss is below this (the released code's 1e-7; 0: never).")
+    eval_every: int = option(1, "Evaluate every this many epochs (and after the last one).")
+    eval_dense_epochs: int = option(
+        0,
+        "Evaluate after each of the first this many epochs, then every --eval-every (0: --eval-every from the start).",
+    )
+    eval_samples: int = option(10_000, "Training samples on which each evaluation measures the training accuracy.")
+    checkpoint_every: int = option(
+        1, "Write checkpoint.pt, the point a killed run resumes from, every this many epochs."
+    )
+    fast_forward: bool = option(
+        True,
+        "Train through the forward restricted to the last position (the same function, faster), or, with --no-fast-forward, through the full hooked forward.",
+    )
+    precision: Precision = option(
+        "fp32",
+        "Forward precision: fp32, or bf16 (bfloat16 autocast; weights, optimizer and evaluation stay fp32).",
+        choices=PRECISIONS,
+    )
+    drop_last: bool = option(
+        False,
+        "Drop each epoch's last, partial batch (the released code's loader: n_train // batch_size steps an epoch), or, with --no-drop-last, train on it too.",
+    )
+    stop_below_loss: float = option(
+        0.0,
+        "End the run, completed, after the first epoch whose mean training loss is below this (the released code's 1e-7; 0: never).",
+    )
 
     def __post_init__(self) -> None:
         for name in ("fast_forward", "drop_last"):
@@ -134,8 +185,14 @@ class TrainConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-        if isinstance(self.eval_dense_epochs, bool) or not isinstance(self.eval_dense_epochs, int) or self.eval_dense_epochs < 0:
-            raise ValueError(f"eval_dense_epochs must be an integer >= 0 (0: evaluate every --eval-every epochs from the start), got {self.eval_dense_epochs!r}")
+        if (
+            isinstance(self.eval_dense_epochs, bool)
+            or not isinstance(self.eval_dense_epochs, int)
+            or self.eval_dense_epochs < 0
+        ):
+            raise ValueError(
+                f"eval_dense_epochs must be an integer >= 0 (0: evaluate every --eval-every epochs from the start), got {self.eval_dense_epochs!r}"
+            )
         for name in ("lr", "warmup_start_lr", "min_lr", "eps"):
             check_positive_finite(name, getattr(self, name))
         for name in ("warmup_epochs", "cosine_epochs", "weight_decay", "grad_clip", "stop_below_loss"):
@@ -148,7 +205,9 @@ class TrainConfig:
                 raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")
         self._check_schedule()
         if self.eps > 1:  # above, eps swamps the gradient's scale and AdamW's steps vanish: nothing trains
-            raise ValueError(f"eps must be a number in (0, 1] (AdamW's denominator term; default 1e-8), got {self.eps!r}")
+            raise ValueError(
+                f"eps must be a number in (0, 1] (AdamW's denominator term; default 1e-8), got {self.eps!r}"
+            )
 
     def _check_schedule(self) -> None:
         """The schedule as a whole (:data:`SCHEDULE_FIELDS`): its phases' bounds ordered (the
@@ -160,8 +219,10 @@ class TrainConfig:
                 f"warmup_epochs ({self.warmup_epochs!r}) is longer than the run's {self.epochs} epochs: the learning rate would never reach "
                 f"--lr; give --warmup-epochs at most {self.epochs} (or more --epochs)"
             )
-        for name, phase, used in (("warmup_start_lr", "the warmup would start at", self.warmup_epochs > 0),
-                                  ("min_lr", "the cosine would climb to", self.cosine_epochs > 0)):  # fmt: skip
+        for name, phase, used in (
+            ("warmup_start_lr", "the warmup would start at", self.warmup_epochs > 0),
+            ("min_lr", "the cosine would climb to", self.cosine_epochs > 0),
+        ):
             value, flag = getattr(self, name), "--" + name.replace("_", "-")
             if used and value > self.lr:
                 raise ValueError(
@@ -222,7 +283,13 @@ def derive_seed(seed: int, name: str) -> int:
 #: Options added after runs were recorded, with the default that reads as the behaviour
 #: before them: ``config.json`` holds one only when it differs, so a folder written before
 #: it existed keeps its config digest and resumes (:meth:`RunConfig.to_dict`).
-LATER_OPTIONS: dict[str, Any] = {"eval_dense_epochs": 0, "n_heldout": None, "balanced_pairs": False, "drop_last": False, "stop_below_loss": 0.0}
+LATER_OPTIONS: dict[str, Any] = {
+    "eval_dense_epochs": 0,
+    "n_heldout": None,
+    "balanced_pairs": False,
+    "drop_last": False,
+    "stop_below_loss": 0.0,
+}
 
 #: The random sources of a run: the init's draw, and the data's (the three sample sets and the order).
 INIT_SOURCES: tuple[str, ...] = ("init",)
@@ -270,7 +337,9 @@ class RunConfig:
                 f"targets reach {needed - 1}: use d_vocab >= {needed} (the task's default is {task.vocab_size})"
             )
         if self.model.n_ctx < task.seq_len:
-            raise ValueError(f"n_ctx {self.model.n_ctx} is shorter than the task's {task.seq_len}-token sequences: use n_ctx >= {task.seq_len}")
+            raise ValueError(
+                f"n_ctx {self.model.n_ctx} is shorter than the task's {task.seq_len}-token sequences: use n_ctx >= {task.seq_len}"
+            )
         check_init_scale(self.model, self.init)
         if self.train.drop_last and self.data.n_train < self.train.batch_size:
             raise ValueError(
@@ -310,7 +379,11 @@ class RunConfig:
         if unknown:
             raise ValueError(f"{where}: unknown section(s) {unknown}")
         try:
-            parts = {name: config_from_dict(cls_, data.get(name, {}), f"{where} [{name}]") for name, cls_ in SECTIONS.items() if name != "model"}
+            parts = {
+                name: config_from_dict(cls_, data.get(name, {}), f"{where} [{name}]")
+                for name, cls_ in SECTIONS.items()
+                if name != "model"
+            }
             parts["model"] = ModelConfig.from_dict(data.get("model", {}), f"{where} [model]")
             seeds = {name: data.get(name) for name in ("init_seed", "data_seed")}
             return cls(**parts, seed=data.get("seed", 0), preset=data.get("preset"), **seeds)
@@ -352,10 +425,21 @@ def _paper() -> dict[str, Any]:
 def _tiny() -> dict[str, Any]:
     # Seconds on a CPU: for tests and smoke runs; learns little.
     return dict(
-        d_model=32, n_heads=2, d_head=16, d_mlp=64, n_train=2_000, n_test=500,
-        epochs=3, batch_size=256, lr=1e-3, warmup_start_lr=1e-4, min_lr=1e-4, warmup_epochs=1.0, cosine_epochs=2.0,
+        d_model=32,
+        n_heads=2,
+        d_head=16,
+        d_mlp=64,
+        n_train=2_000,
+        n_test=500,
+        epochs=3,
+        batch_size=256,
+        lr=1e-3,
+        warmup_start_lr=1e-4,
+        min_lr=1e-4,
+        warmup_epochs=1.0,
+        cosine_epochs=2.0,
         eval_samples=500,
-    )  # fmt: skip
+    )
 
 
 def _cpu() -> dict[str, Any]:
@@ -363,10 +447,20 @@ def _cpu() -> dict[str, Any]:
     # 200,000 samples and 12 epochs at d_model 128; lr 5e-4 (a task may change it: id-ood's is 1e-3).
     lr = 5e-4
     return dict(
-        d_model=128, d_head=64, d_mlp=384, n_train=200_000, n_test=2_000,
-        epochs=12, batch_size=512, lr=lr, warmup_start_lr=lr / 20, min_lr=lr / 20, warmup_epochs=1.0, cosine_epochs=11.0,
+        d_model=128,
+        d_head=64,
+        d_mlp=384,
+        n_train=200_000,
+        n_test=2_000,
+        epochs=12,
+        batch_size=512,
+        lr=lr,
+        warmup_start_lr=lr / 20,
+        min_lr=lr / 20,
+        warmup_epochs=1.0,
+        cosine_epochs=11.0,
         eval_samples=2_000,
-    )  # fmt: skip
+    )
 
 
 PRESETS: dict[str, Any] = {"paper": _paper, "tiny": _tiny, "cpu": _cpu}
@@ -398,3 +492,123 @@ def make_run_config(preset: str = "paper", **options: Any) -> RunConfig:
     own = {"architecture": cls.default_architecture, "d_vocab": cls.vocab_size, "n_ctx": cls.seq_len}
     merged = {**own, **preset_options(preset, task), **options}
     return base.with_options(**merged)
+
+
+# ------------------------------------------------------------------ options
+# The command line's option values, without click: the table of run options (one per
+# config field), the default preset, and the parsing and checking of option values
+# (``training.cli`` builds the options and commands from them).
+#
+# It imports neither torch nor click at import time (``--help`` stays fast).
+
+#: The click type of a config field, by its annotation (fields with choices are strings).
+_KINDS: dict[str, str] = {
+    "int": "int",
+    "int | None": "int",
+    "float": "float",
+    "float | None": "float",
+    "bool": "bool",
+    "str": "str",
+}
+
+
+def _option_table() -> dict[str, tuple[str, str, str, tuple[str, ...] | None]]:
+    """Every run-config field but ``task`` (its own option): flat name -> (section, type,
+    what it means, choices or None), read from the config dataclasses' fields
+    (:func:`interp_init.config.option`)."""
+    table = {}
+    for section, cls in SECTIONS.items():
+        for f in fields(cls):
+            if f.name == "task":
+                continue
+            choices = f.metadata.get("choices")
+            kind = "str" if choices else _KINDS[str(f.type)]
+            table[f.name] = (section, kind, f.metadata["help"], tuple(choices) if choices else None)
+    return table
+
+
+FIELDS = _option_table()
+
+
+def check_device(device: str) -> None:
+    """Refuse a device this machine lacks (or ``meta``) before anything is written."""
+    from interp_init.model import resolve_device  # torch: only here, --help must not pay for it
+
+    resolve_device(device)
+
+
+def default_preset(device: str) -> tuple[str, str]:
+    """The run preset ``train`` uses without ``--preset``, and why: ``paper`` on a CUDA GPU,
+    ``cpu`` otherwise (never a paper-scale run on a CPU by default)."""
+    if device == "cpu":
+        return "cpu", "--device cpu"
+    if device.startswith("cuda"):
+        return "paper", f"--device {device}"
+    import torch  # only here: --help must not pay for it
+
+    if torch.cuda.is_available():
+        return "paper", "a CUDA GPU is available"
+    return "cpu", "no CUDA GPU found; --preset paper would take hours on a CPU"
+
+
+def parse_workers(value: str) -> int | None:
+    """``--workers``: a positive integer, or ``auto`` (None: one per core)."""
+    if value == "auto":
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        raise ValueError(f"--workers must be a positive integer or 'auto', got {value!r}") from None
+    if number < 1:
+        raise ValueError(f"--workers must be a positive integer or 'auto', got {value!r}")
+    return number
+
+
+def machine_cores() -> int:
+    """The CPU cores this process may run on (its affinity; every core where that is not known)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def check_cores(value: int | None, option: str, what: str) -> None:
+    """Refuse a count of ``what`` (``torch threads per run``, ``worker processes``) above
+    this machine's cores, before any work: more only contend for them (and a huge one
+    exhausts the OpenMP runtime or the process table, leaving the command half done)."""
+    cores = machine_cores()
+    if value is not None and not isinstance(value, bool) and isinstance(value, int) and value > cores:
+        raise ValueError(
+            f"{option} {value:,} asks for more {what} than this machine's {cores} CPU core(s); give {option} at most {cores}"
+        )
+
+
+def parse_list(text: str, kind: type, name: str) -> tuple[Any, ...]:
+    """A comma-separated command-line list (``31,32,33``, ``1e-4,2e-4``) as a tuple of ``kind``."""
+    parts = [p.strip() for p in text.split(",")]
+    if any(not p for p in parts) and any(parts):
+        raise ValueError(
+            f"{name} has an empty entry in {text!r} (two commas in a row, or one at an end); give each value once, e.g. {'31,32,33' if kind is int else '1e-4,2e-4,3e-4'}"
+        )
+    try:
+        values = tuple(kind(p) for p in parts if p)
+    except ValueError:
+        raise ValueError(
+            f"{name} must be a comma-separated list of {kind.__name__}s, e.g. {'31,32,33' if kind is int else '1e-4,2e-4,3e-4'}; got {text!r}"
+        ) from None
+    if not values:
+        raise ValueError(f"{name} is empty; give at least one value")
+    return values
+
+
+def one_line(exc: BaseException) -> str:
+    """An error as the one line ``interp-init: error: ...`` prints."""
+    from interp_init.fileio import temporary_target
+
+    if isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG:
+        name = str(exc.filename or "")
+        return f"the path {name[:60]}{'...' if len(name) > 60 else ''} is longer than the file system takes (a name over 255 bytes, or the whole over 4,096); choose a shorter one"
+    if isinstance(exc, OSError) and exc.filename is not None:
+        name = temporary_target(exc.filename) or exc.filename  # never a temporary file's name
+        return f"cannot write or read {name}: {exc.strerror or exc}"
+    return " ".join(str(exc).split())

@@ -245,7 +245,7 @@ class SymmetricTask(AnchorTask):
 
     metrics_class: ClassVar[type[TaskMetrics]] = SymmetricMetrics
     family: ClassVar[str] = "symmetric"
-    #: Adds the race of (3,4) against (4,3) (training/studies/race.py, training/studies/report/race.py).
+    #: Adds the race of (3,4) against (4,3) (training/studies/records.py, training/studies/report/outcomes.py).
     report_sections: ClassVar[tuple[str, ...]] = (*ANCHOR_SECTIONS, "race")
     has_race: ClassVar[bool] = True
     expected: ClassVar[str] = (

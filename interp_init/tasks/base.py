@@ -236,7 +236,7 @@ class Task:
     #: Whether the task has the papers' small-init / large-init flip (``interp-init reproduce``).
     reproduces: ClassVar[bool] = False
     #: Whether the race of a seen exception against a held-out pair's two answers applies
-    #: (``symmetric``'s (3,4) against (4,3): training/studies/race.py).
+    #: (``symmetric``'s (3,4) against (4,3): training/studies/records.py).
     has_race: ClassVar[bool] = False
 
     def flip_checks(self, small: Mapping[str, Any], large: Mapping[str, Any], criteria: Mapping[str, float]) -> dict[str, bool]:

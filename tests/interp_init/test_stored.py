@@ -14,7 +14,7 @@ from interp_init.fileio import BadRunFile, file_sha256
 from interp_init.runfolder import RunFolder, RunStatus
 from interp_init.stored import STORED_FILE, STORED_FORMAT, STORED_STUDY_FILE, is_stored, refuse_stored, stored_marker
 from training import make_run_config, train
-from training.studies.sweep.ranks import run_stable_ranks
+from training.studies.sweep.results import run_stable_ranks
 from training.studies.records import RunRecord
 
 

@@ -17,7 +17,7 @@ from helpers import ROOT
 from interp_init.tasks.anchor import SymmetricMetrics
 from interp_init.tasks.base import EpochRecord, Task, TaskMetrics, read_run_metrics
 from interp_init.tasks.registry import make_task, register_task, registered_tasks, task_class
-from training.trainer.accuracy import evaluate
+from training.trainer.loop import evaluate
 
 FIXTURES = ROOT / "tests" / "fixtures"
 
@@ -65,7 +65,7 @@ def _rule_logits(model, tokens):
 
 @pytest.mark.parametrize("name", ["symmetric", "id-ood", "complexity"])
 def test_anchor_tasks_measure_the_same_metrics_as_before(name: str) -> None:
-    # tests/fixtures/anchor_metrics_before.json: training.trainer.accuracy.evaluate's dict before
+    # tests/fixtures/anchor_metrics_before.json: training.trainer.loop.evaluate's dict before
     # tasks were classes, for _rule_logits on these samples
     before = json.loads((FIXTURES / "anchor_metrics_before.json").read_text())[name]
     task = make_task(name, **({"k": 2} if name == "complexity" else {}))

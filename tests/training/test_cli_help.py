@@ -15,7 +15,7 @@ from helpers import ROOT
 
 from training.cli import cli, main
 from training.cli.flags import PRESET_CHOICES, TASK_CHOICES
-from training.options import FIELDS, default_preset
+from training.config import FIELDS, default_preset
 
 HEAVY = ("torch", "transformer_lens")
 

@@ -23,7 +23,7 @@ import pytest
 from interp_init.runfolder import RunFolder
 from training.launch import make_launcher
 from training.launch.slurm import JOBS_FILE, SLURM_FOLDER, SlurmOptions, job_end_state, live_jobs
-from training.studies.reproduce import reproduce_study
+from training.studies.population import reproduce_study
 from training.studies.study import StudySpec
 from training.studies.sweep import SweepOptions, run_sweep
 

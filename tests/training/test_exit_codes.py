@@ -173,7 +173,7 @@ def test_phase_diagram_over_completed_runs_exits_0(failed_sweep: tuple[Path, int
 
 
 def test_reproduce_with_a_diverged_run_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    from training.studies import regimes as module
+    from training.studies import study as module
 
     small = {"n_train": 256, "n_test": 64, "eval_samples": 64, "epochs": 1}
     monkeypatch.setitem(

@@ -26,7 +26,7 @@ from interp_init.fileio import atomic_write
 from interp_init.outputs import OUTPUTS_RECORD, check_output_file, write_output
 from training.cli import cli, main
 from training.config import make_run_config
-from training.options import one_line
+from training.config import one_line
 
 #: Path-valued options a command reads, never writes (``command option``).
 INPUTS = {

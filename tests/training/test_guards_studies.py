@@ -28,10 +28,10 @@ from training.config import SCHEDULE_FIELDS, TrainConfig, make_run_config
 from training.launch import JobReturn, Launcher
 from training.launch.base import Job
 from training.studies.records import RunRecord
-from training.studies.sweep.ranks import RANKS_FILE, run_stable_ranks
-from training.studies.reproduce import reproduce_study
+from training.studies.sweep.results import RANKS_FILE, run_stable_ranks
+from training.studies.population import reproduce_study
 from training.studies.study import StudySpec
-from training.studies.study_folder import refuse_strangers
+from training.studies.study import refuse_strangers
 from training.studies.sweep.results import collect_results
 
 _SPEC = {"base": {"preset": "tiny", "epochs": 1, "n_train": 300}, "grid": {"seed": [0, 1]}}
@@ -120,6 +120,25 @@ def test_a_populations_own_seed_may_be_reproduced_into_it(tmp_path: Path) -> Non
         refuse_strangers(StudySpec.reproduction("tiny", (9,), single=True).jobs(pop / "seed-9"), pop / "seed-9", "a reproduction")
 
 
+def test_the_one_lister_finds_the_runs_a_reader_reads(tmp_path: Path) -> None:
+    """``run_dirs``: a run folder is itself; a study folder is the runs it names that hold a
+    run; any other folder is every run folder below it, to a depth, never into a run folder,
+    a hidden folder or a link, without the runs a study in it does not name."""
+    from training.studies.study import run_dirs
+
+    for rel in ("a", "b", "b/inner", ".hidden/x", "deep/x/y", "study/r1", "study/r2"):
+        (tmp_path / rel).mkdir(parents=True)
+        (tmp_path / rel / "config.json").write_text("{}")
+    (tmp_path / "link").symlink_to(tmp_path / "a")
+    (tmp_path / "study" / "study.json").write_text(json.dumps({"kind": "search", "runs": {"r1": "d", "gone": "d"}}))
+    names = lambda paths: [p.relative_to(tmp_path).as_posix() for p in paths]  # noqa: E731
+    assert names(run_dirs(tmp_path)) == ["a", "b", "deep/x/y", "study/r1"]
+    assert names(run_dirs(tmp_path, depth=2)) == ["a", "b", "study/r1"]
+    assert names(run_dirs(tmp_path / "study")) == ["study/r1"]
+    assert run_dirs(tmp_path / "b") == [tmp_path / "b"]
+    assert run_dirs(tmp_path / "nothing") == []
+
+
 def test_a_sweeps_readers_read_only_the_runs_it_names(made: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A run folder put into a sweep by other means (a copy) is left out of results.csv, the
     phase diagram (which says so), the report and the experiments' readers; a point folder
@@ -129,10 +148,11 @@ def test_a_sweeps_readers_read_only_the_runs_it_names(made: dict[str, Path], tmp
     assert list(collect_results(sweep)["run"]) == ["seed=0", "seed=1"]
     assert main(["phase-diagram", str(sweep), "--out", str(tmp_path / "p.html")]) == 0
     assert "holds 1 run folder(s) its sweep does not name (seed=7); the figures leave them out" in capsys.readouterr().err
-    from training.studies.report.runs import find_run_dirs
+    from training.studies.report.cells import find_run_dirs
+    from training.studies.study import run_dirs
 
     assert [p.name for p in find_run_dirs([sweep])] == ["seed=0", "seed=1"]
-    assert [p.name for p in load_script("experiments/race.py").run_folders(sweep)] == ["seed=0", "seed=1"]
+    assert [p.name for p in run_dirs(sweep)] == [p.name for p in run_dirs(sweep, depth=1)] == ["seed=0", "seed=1"]
     (sweep / "seed=0" / "config.json").write_text((sweep / "seed=7" / "config.json").read_text())  # seed 1's config at seed=0
     row = collect_results(sweep, write=False).set_index("run").loc["seed=0"]
     assert row["status"] == "unreadable" and "not the config its study" in row["error"]

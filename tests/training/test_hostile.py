@@ -153,7 +153,7 @@ def test_a_second_sweep_on_a_held_folder_is_refused_up_front(extra: list[str], t
 
 @pytest.mark.parametrize("seeds", [["--seed", "1"], ["--seeds", "1,2"]], ids=["one-seed", "population"])
 def test_a_second_reproduce_into_a_held_folder_is_refused_up_front(seeds: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from training.studies.regimes import REPRODUCE_BUSY
+    from training.studies.study import REPRODUCE_BUSY
 
     out = tmp_path / "R"
     out.mkdir()

@@ -491,7 +491,7 @@ def test_nonsense_is_refused_in_one_line(case: str, tmp_path: Path, capsys: pyte
 
 
 def test_a_report_of_too_many_runs_is_refused_before_reading_them(finished: Path, tmp_path: Path) -> None:
-    from training.studies.report.runs import MAX_REPORT_RUNS, find_run_dirs
+    from training.studies.report.cells import MAX_REPORT_RUNS, find_run_dirs
 
     for i in range(MAX_REPORT_RUNS + 1):
         (tmp_path / f"r{i}").mkdir()
@@ -512,7 +512,7 @@ def test_a_full_disk_quota_or_size_limit_names_the_path_and_says_run_again(code:
 
     with pytest.raises(OSError) as info:
         atomic_write(tmp_path / "metrics.json", full)
-    from training.options import one_line
+    from training.config import one_line
 
     line = one_line(info.value)
     assert str(tmp_path / "metrics.json") in line and "run the same command again to resume" in line, line

@@ -14,7 +14,7 @@ import pytest
 from interp_init.runfolder import RunFolder
 from training.cli import main
 from training.launch import Job, JobReturn, Launcher, launcher_class, make_launcher, register_launcher
-from training.studies.regimes import regime_config
+from training.studies.study import regime_config
 
 _TINY = ["--preset", "tiny", "--device", "cpu", "--quiet", "--workers", "1"]
 
@@ -67,7 +67,7 @@ def test_another_runs_folder_is_refused_before_anything_trains(command: str, tmp
 def test_the_paper_protocol_reads_every_target_of_addition_at_its_best_epoch(tmp_path: Path) -> None:
     """``phase-diagram --protocol paper`` on an addition sweep: id_acc AND square_acc each at
     its best evaluated epoch (computed here from metrics.json by hand)."""
-    from training.studies.phase.diagram import protocol_table
+    from training.studies.phase.figures import protocol_table
     from training.studies.study import StudySpec
     from training.studies.sweep import SweepOptions, collect_results, run_sweep
 
@@ -112,7 +112,7 @@ def test_launchers_are_registered_by_name(monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_a_single_seed_summary_written_before_one_schema_reads_as_a_population_of_one(tmp_path: Path) -> None:
     from training.studies.population import check_flip
-    from training.studies.summaries import read_summary
+    from training.studies.population import read_summary
 
     def row(gamma: float, **numbers: float) -> dict:
         return {"gamma": gamma, **numbers, "status": "completed", "seconds": 1.0, "run_dir": str(tmp_path / "run")}

@@ -16,12 +16,12 @@ from interp_init.runfolder import RunStatus
 from interp_init.tasks.base import read_run_metrics
 from training.cli import main
 from training.config import RunConfig, make_run_config
-from training.studies.phase.diagram import protocol_table
+from training.studies.phase.figures import protocol_table
 from training.studies.population import Population, RegimeResult, SeedRow, exact_interval, read_population
 from training.studies.records import RunRecord
-from training.studies.regimes import REGIME_NAMES, REPRODUCE_TASKS
-from training.studies.reproduce import reproduce
-from training.studies.selection import PROTOCOL_TEXT, Pick, logged_epochs, pick_paper, pick_strict, protocol_text
+from training.studies.study import REGIME_NAMES, REPRODUCE_TASKS
+from training.studies.population import reproduce
+from training.studies.records import PROTOCOL_TEXT, Pick, logged_epochs, pick_paper, pick_strict, protocol_text
 from training.studies.study import StudySpec
 
 # ---------------------------------------------------------------- the interval
@@ -208,6 +208,25 @@ def test_a_spec_is_a_grid_or_named_points(tmp_path: Path) -> None:
         StudySpec({"preset": "tiny"}, named={"a": {"gamma": -1.0}}).jobs(tmp_path)
 
 
+def test_a_spec_is_one_of_two_forms_each_with_only_its_own_fields() -> None:
+    """``StudySpec(base, grid)`` is a ``GridSpec``, ``StudySpec(base, named=...)`` a ``NamedSpec``;
+    neither form has the other's fields (a grid cannot be given seeds), and each reads the
+    other's as not given."""
+    from dataclasses import fields
+
+    from training.studies.study import NAMED_ONLY, GridSpec, NamedSpec
+
+    grid = StudySpec({"preset": "tiny"}, {"gamma": [0.5, 0.8]})
+    named = StudySpec.reproduction("tiny", (1,))
+    assert type(grid) is GridSpec and type(named) is NamedSpec and isinstance(named, StudySpec)
+    assert {f.name for f in fields(GridSpec)} == {"base", "grid", "description"}
+    assert {f.name for f in fields(NamedSpec)} == {"base", "named", "description", *NAMED_ONLY}
+    assert (grid.seeds, grid.protocol, dict(named.grid)) == ((), "strict", {})
+    assert StudySpec.from_dict(grid.to_dict()) == grid and grid.smoke_test() == StudySpec({"preset": "tiny"}, {"gamma": [0.5]})
+    with pytest.raises(TypeError, match="seeds"):
+        GridSpec({"preset": "tiny"}, {"gamma": [0.5]}, seeds=(1,))
+
+
 def test_plan_layout_puts_a_seed_where_reproduce_seed_puts_it(tmp_path: Path) -> None:
     plan = StudySpec.reproduction("tiny", (4, 5), protocol="paper", lrs=(1e-3, 2e-3))
     jobs = plan.jobs(tmp_path)
@@ -216,7 +235,7 @@ def test_plan_layout_puts_a_seed_where_reproduce_seed_puts_it(tmp_path: Path) ->
     assert tmp_path / "seed-4" / "symmetric" / "small-init" in base
     assert tmp_path / "seed-5" / "id-ood" / "large-init__lr=0.002" in {j.run_dir for j in jobs}
     job = next(j for j in jobs if j.run_dir == tmp_path / "seed-4" / "symmetric" / "small-init")
-    from training.studies.regimes import regime_config
+    from training.studies.study import regime_config
 
     assert job.config == regime_config("tiny", "small-init", "symmetric", 4)
 
@@ -286,7 +305,7 @@ def test_both_protocols_read_one_folder_and_keep_their_summaries(population_out:
 def test_population_report_shows_the_population(population_out: Path) -> None:
     page = (population_out / "report.html").read_text()
     assert "a population of 3 seeds" in page and PROTOCOL_TEXT["strict"] in page
-    from training.studies.report.inline import unpack_scripts
+    from training.studies.report.cells import unpack_scripts
 
     assert "Population of 3 seeds" in unpack_scripts(page)["figures"]  # the dot figure's title, in the page's packed figures
     assert "small-init inferential &gt;= 0.8 whatever (3,4) does" in page  # the reading beside the strict criterion (escaped by to_html)
@@ -312,11 +331,12 @@ def test_reproduce_population_bad_input(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 def test_single_seed_says_it_is_one_draw(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    import training.cli.reproduce as rep
+    import training.cli as rep
+    import training.studies.report as report
 
     fake = Population("tiny", "strict", (_seed_row(5, 0.9, 0.9, 0.6, 0.1),))
     monkeypatch.setattr(rep, "train_study", lambda *a, **k: (fake, []))
-    monkeypatch.setattr(rep, "write_report", lambda dirs, path: path)
+    monkeypatch.setattr(report, "write_report", lambda dirs, path: path)
     assert main(["reproduce", "--preset", "tiny", "--seed", "5", "--out", str(tmp_path), "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "this is one draw (seed 5)" in out and "--seeds" in out
@@ -468,7 +488,7 @@ def test_the_gpu_path_trains_each_tasks_runs_as_one_ensemble(tmp_path: Path, mon
 def test_report_parts_say_one_draw_outside_a_population(population_out: Path, tmp_path: Path) -> None:
     import shutil
 
-    from training.studies.report.population import population_parts
+    from training.studies.report.outcomes import population_parts
 
     class _Run:  # population_parts reads only where a run sits
         def __init__(self, path: Path) -> None:
@@ -484,7 +504,7 @@ def test_report_parts_say_one_draw_outside_a_population(population_out: Path, tm
 
 
 def test_a_population_takes_the_tasks_it_is_given(tmp_path: Path) -> None:
-    from training.studies.reproduce import reproduction_spec
+    from training.studies.population import reproduction_spec
 
     plan = reproduction_spec("tiny", None, "1,2", tasks=("symmetric",))
     assert {j.task for j in plan.jobs(tmp_path)} == {"symmetric"} and len(plan.jobs(tmp_path)) == 4

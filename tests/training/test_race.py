@@ -1,4 +1,4 @@
-"""The race of (3,4) against (4,3) on synthetic histories (training/studies/race.py)."""
+"""The race of (3,4) against (4,3) on synthetic histories (training/studies/records.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from interp_init.tasks.base import EpochRecord, read_run_metrics
 from interp_init.tasks.registry import make_task
-from training.studies.race import Race, epoch_shares, race_of, race_of_record
+from training.studies.records import Race, epoch_shares, race_of, race_of_record
 from training.studies.records import RunRecord
 
 

@@ -114,9 +114,14 @@ def test_cli_show_and_carry_recipe(capsys: pytest.CaptureFixture[str], tmp_path)
     from training.cli import main
 
     assert main(["train", "--task", "symmetric", "--preset", "cpu", "--gamma", "0.8", "--show-recipe", "--carry-recipe"]) == 0
-    out = capsys.readouterr().out
+    out, settings = capsys.readouterr().out.split("\n\nsettings: ")
     lines = {line[:32].strip(): line[32:].split() for line in out.splitlines()}
     assert lines["forward scale std*sqrt(d)"] == ["0.1657", "0.1657"]  # carried: the paper's forward scale at width 128
+    # below the recipe, each setting with the layer it came from
+    layers = {line.split()[0]: (line.split()[1], line.split()[-1]) for line in settings.splitlines()[1:]}
+    assert layers["gamma"] == ("0.8705", "recipe") and layers["weight_decay"] == ("0.08201", "recipe")
+    assert layers["d_model"] == ("128", "preset") and layers["lr"] == ("0.0005", "preset") and layers["seed"] == ("0", "given")
+    assert layers["d_vocab"][1] == "task" and layers["beta1"] == ("0.9", "default")
     assert lines["summed lr x weight decay"] == ["0.101", "0.101"]
     assert lines["gamma"] == ["0.8705", "0.8"] and lines["weight decay"] == ["0.08201", "0.01"]
     assert main(["train", "--preset", "cpu", "--show-recipe", "--carry-recipe", "forward-scale,speed"]) == 2
@@ -124,7 +129,7 @@ def test_cli_show_and_carry_recipe(capsys: pytest.CaptureFixture[str], tmp_path)
 
     # the paper preset is the released run: each of its quantities equals the paper's
     assert main(["train", "--preset", "paper", "--gamma", "0.8", "--show-recipe"]) == 0
-    out = capsys.readouterr().out
+    out = capsys.readouterr().out.split("\n\nsettings: ")[0]
     lines = {line[:32].strip(): line[32:].split() for line in out.splitlines() if not line.startswith(("quantity", "paper:", "this run:"))}
     assert all(mine == paper for mine, paper in lines.values()) and len(lines) == 11
     assert lines["steps per epoch"] == ["370", "370"] and lines["training samples per seen pair"] == ["50,625", "50,625"]
@@ -143,7 +148,7 @@ def test_train_help_shows_the_papers_quantities(capsys: pytest.CaptureFixture[st
 
 
 def test_reproduce_carries_every_regime_and_refuses_two_lrs() -> None:
-    from training.studies.regimes import regime_config
+    from training.studies.study import regime_config
     from training.studies.study import StudySpec
 
     small = regime_config("cpu", "small-init", "symmetric", seed=1, carry=DEFAULT_HOLD)
@@ -161,7 +166,7 @@ def test_reproduce_carries_every_regime_and_refuses_two_lrs() -> None:
 
 def test_reproduce_cli_threads_the_carry(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     """reproduce --carry-recipe [QUANTITIES] reaches the study's spec, for one seed and for --seeds."""
-    import training.cli.reproduce as rep
+    import training.cli as rep
     from training.cli import main
 
     specs = []
@@ -171,3 +176,23 @@ def test_reproduce_cli_threads_the_carry(monkeypatch: pytest.MonkeyPatch, tmp_pa
     assert main(["reproduce", "--preset", "tiny", "--seed", "1", "--out", str(tmp_path)]) == 0
     assert [s.carry for s in specs] == [DEFAULT_HOLD, ("summed_lr_wd",), None]
     assert specs[0].single and not specs[1].single
+
+
+def test_one_function_resolves_a_runs_settings_layer_by_layer() -> None:
+    """``resolve_run``: each option from the last layer that set it, in the documented order
+    (a task's regime over the regime, an option given over both, the recipe last)."""
+    from training.studies.study import SETTING_LAYERS, resolve_run
+
+    assert SETTING_LAYERS == ("default", "task", "preset", "task's preset", "regime", "task's regime", "given", "recipe")
+    large = resolve_run("cpu", "symmetric", {"seed": 3}, regime="large-init")
+    assert large.config == make_run_config("cpu", task="symmetric", seed=3, gamma=0.5)
+    assert (large.sources["gamma"], large.sources["seed"], large.sources["d_model"], large.sources["beta1"]) == ("regime", "given", "preset", "default")
+    id_ood = resolve_run("cpu", "id-ood", {}, regime="large-init")  # cpu takes gamma 0.4 for id-ood's large init
+    assert id_ood.config.init.gamma == 0.4 and id_ood.sources["gamma"] == "task's regime"
+    given = resolve_run("cpu", "id-ood", {"gamma": 0.45}, regime="large-init")
+    assert given.config.init.gamma == 0.45 and given.sources["gamma"] == "given"
+    carried = resolve_run("cpu", "symmetric", {"gamma": 0.8}, carry=DEFAULT_HOLD)
+    assert carried.config == carry_recipe(make_run_config("cpu", task="symmetric", gamma=0.8), DEFAULT_HOLD)
+    assert carried.uncarried.init.gamma == 0.8 and carried.sources["gamma"] == "recipe" and carried.sources["lr"] == "preset"
+    with pytest.raises(ValueError, match="unknown regime"):
+        resolve_run("cpu", "symmetric", {}, regime="medium-init")

@@ -20,10 +20,10 @@ from interp_init.tasks.anchor_pairs import SHIFTS, composite, task_spec
 from training.cli import main
 from training.config import make_run_config
 from training.studies.report import ReportConfig, StaticExportUnavailable, load_runs, write_images
-from training.studies.report.images import static_export_problem
-from training.studies.report.inline import circuitsvis_view, unpack_scripts
+from training.studies.report.page import static_export_problem
+from training.studies.report.cells import circuitsvis_view, unpack_scripts
 from training.studies.report.outcomes import accuracy_table
-from training.studies.report.runs import find_run_dirs
+from training.studies.report.cells import find_run_dirs
 from training import train
 
 TINY = dict(n_train=300, n_test=64, epochs=2, eval_samples=64, batch_size=128, eval_every=1)
@@ -137,7 +137,7 @@ def test_sections_number_layers_from_zero(report: tuple[Path, str]) -> None:
 
 def test_eigenvalue_caption_states_the_measured_shares(report: tuple[Path, str], runs_root: Path) -> None:
     from probes.geometry import embedding_pca
-    from training.studies.report.weights import variance_shares
+    from training.studies.report.mechanisms import variance_shares
 
     page = report[0].read_text(encoding="utf-8")
     (sentence,) = re.findall(r'<section id="embedding-eigenvalues"><h2>[^<]*</h2><p class="what">([^<]*)</p>', page)
@@ -443,7 +443,7 @@ def test_two_circuitsvis_views_on_one_page_both_render(browser, tmp_path: Path) 
     """Our fragments both mount; circuitsvis' own fragments (self-closed div) lose the second view."""
     import circuitsvis.attention
 
-    from training.studies.report.inline import circuitsvis_bundle
+    from training.studies.report.cells import circuitsvis_bundle
 
     pattern = torch.softmax(torch.randn(2, 4, 4), -1).tril()
     tokens = ["a", "b", "c", "d"]
@@ -541,7 +541,7 @@ def test_missing_values_read_as_a_dash_or_in_words(runs_root: Path) -> None:
     import pandas as pd
 
     from training.studies.report.cells import MISSING, html_table, table_cell
-    from training.studies.report.race import race_table
+    from training.studies.report.outcomes import race_table
 
     assert [table_cell(v) for v in (None, float("nan"), pd.NA, np.float32(0.25), True, "x")] == [MISSING, MISSING, MISSING, "0.250", "yes", "x"]
     frame = pd.DataFrame({"epoch": pd.array([3, None], dtype="Int64"), "share": [0.5, None], "word": [None, "x"]})
@@ -554,7 +554,7 @@ def test_missing_values_read_as_a_dash_or_in_words(runs_root: Path) -> None:
 
 
 def test_packed_scripts_round_trip_and_plotly_falls_back_to_the_full_bundle(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from training.studies.report import inline
+    from training.studies.report import cells as inline
 
     packed = inline.packed_script("let a = '</script>';", "one")
     assert packed == inline.packed_script("let a = '</script>';", "one")  # the same bytes each time

@@ -9,8 +9,8 @@ import pytest
 
 from training.cli import main
 from training.studies.population import check_flip
-from training.studies.regimes import REGIMES, regime_config, regime_options
-from training.studies.reproduce import reproduce
+from training.studies.study import REGIMES, regime_config, regime_options
+from training.studies.population import reproduce
 
 SYMMETRIC_KEYS = {"gamma", "id_acc", "heldout_inferential", "heldout_symmetric", "exception_acc"}
 OOD_KEYS = {"gamma", "id_acc", "ood_acc", "commutativity"}

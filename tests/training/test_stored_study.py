@@ -13,10 +13,10 @@ from interp_init.runfolder import RunStatus
 from interp_init.stored import STORED_FILE, STORED_STUDY_FILE, STUDY_PAGE
 from training.launch import SerialLauncher
 from training.studies.population import read_population
-from training.studies.sweep.ranks import RANKS_FILE, run_stable_ranks
+from training.studies.sweep.results import RANKS_FILE, run_stable_ranks
 from training.studies.records import RunRecord
-from training.studies.reproduce import reproduce_study
-from training.studies.stored import REPRODUCTION_FILE, StoredStudy
+from training.studies.population import reproduce_study
+from training.studies.population import REPRODUCTION_FILE, StoredStudy
 from training.studies.study import StudySpec
 
 INFO = ["--command", "interp-init reproduce --preset tiny --seeds 3 --task symmetric --out SRC", "--commit", "f84dd73",

@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 from interp_init import load_model
 from training import make_dataset, make_run_config, train
 from training.config import TrainConfig
-from training.trainer.accuracy import full_forward_last
+from training.trainer.loop import full_forward_last
 from training.trainer.step import last_position_logits
 
 

@@ -1,10 +1,10 @@
-"""training.studies.verdict: a run's solution in the papers' terms, from its final metrics."""
+"""training.studies.records: a run's solution in the papers' terms, from its final metrics."""
 
 from __future__ import annotations
 
 import pytest
 
-from training.studies.verdict import run_verdict
+from training.studies.records import run_verdict
 
 
 @pytest.mark.parametrize(
@@ -36,7 +36,7 @@ def test_verdict_word_race_mode_and_flip_criteria_agree() -> None:
     from interp_init.tasks.base import read_run_metrics
     from interp_init.tasks.registry import make_task
     from training.studies.population import check_flip
-    from training.studies.race import race_of
+    from training.studies.records import race_of
 
     def record(epoch: int, inf: float, sym: float, exception: float) -> dict:
         return {"epoch": epoch, "step": epoch, "loss": 0.1, "lr": 1e-3, "id_acc": 0.99, "train_acc": 0.99,

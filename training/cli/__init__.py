@@ -16,8 +16,8 @@ Every command lives here; their shared options in :mod:`training.cli.flags`, and
 package is the only one that imports click.  The ``train``
 command has one flag per run-config field (``--d-model``, ``--weight-decay``, ...), named
 like a sweep spec's keys (with underscores), its help and choices read from the config
-dataclasses' fields (:data:`FIELDS`, :mod:`training.options`).  SIGTERM, SIGINT and
-SIGHUP end a command cleanly (:mod:`training.launch.signals`).  The modules imported at the top (the configs, the
+dataclasses' fields (:data:`FIELDS`, :mod:`training.config`).  SIGTERM, SIGINT and
+SIGHUP end a command cleanly (:mod:`training.launch.executor`).  The modules imported at the top (the configs, the
 task definitions, the sweep spec, the report's and phase diagrams' choices) import
 neither torch nor TransformerLens, so ``--help`` is fast; every module that needs torch
 is imported inside the command that uses it.  Without ``--preset``, ``train`` and
@@ -28,6 +28,7 @@ is imported inside the command that uses it.  Without ``--preset``, ``train`` an
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from typing import Any
 import click
 
 import interp_init
+from interp_init.runfolder import RunStatus
 from training.cli.flags import (
     PRESET_CHOICES,
     RegistryChoice,
@@ -45,20 +47,26 @@ from training.cli.flags import (
     run_options,
     slurm_options,
 )
-from training.config import PRECISIONS
+from training.config import PRECISIONS, check_cores, check_device, default_preset, one_line, parse_workers
 from training.launch.backends import backend_names
-from training.launch.signals import Stopped, ignore_stopping, signals_raise
-from training.options import check_cores, check_device, default_preset, one_line, parse_workers
+from training.launch.executor import Stopped, ignore_stopping, signals_raise
+from training.launch.slurm import submitted_line
 from training.studies.phase.names import FIGURE_NAMES, ID_THRESHOLD, LOSS_THRESHOLD, OOD_THRESHOLD, PAIR_ACC_THRESHOLD
-from training.studies.recipe import carry_recipe, recipe_table, train_epilog
-from training.studies.regimes import REGIMES, REPRODUCE_TASKS
+from training.studies.population import failed_criteria, protocol_summary, train_study
+from training.studies.recipe import recipe_table, train_epilog
+from training.studies.records import LOGGED_HELP, PROTOCOLS
 from training.studies.report.config import IMAGE_FORMATS, PROJECTIONS, ReportConfig
-from training.studies.selection import LOGGED_HELP, PROTOCOLS
-from training.studies.study import VARY
+from training.studies.study import REGIMES, REPRODUCE_TASKS, VARY, StudySpec
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(interp_init.__version__, "--version", prog_name="interp-init", message="%(prog)s %(version)s", help="Print the installed version (from the package metadata) and exit.")
+@click.version_option(
+    interp_init.__version__,
+    "--version",
+    prog_name="interp-init",
+    message="%(prog)s %(version)s",
+    help="Print the installed version (from the package metadata) and exit.",
+)
 def cli() -> None:
     """Train gamma-initialized transformers on anchor functions and probe what they learned.
 
@@ -70,18 +78,38 @@ def cli() -> None:
 @cli.command(
     "train",
     short_help="Train one model into a run folder.",
-    epilog="Options not given take the --preset's value. A diverged run (non-finite loss) exits with code 1.\n\n" + train_epilog(),
+    epilog="Options not given take the --preset's value. A diverged run (non-finite loss) exits with code 1.\n\n"
+    + train_epilog(),
 )
 @run_options
 @config_options
 @carry_option
-@click.option("--show-recipe", is_flag=True, help="Print the recipe's quantities of the resolved run (after --carry-recipe) beside the paper's, and exit; trains nothing.")
-@click.option("--out", type=click.Path(file_okay=False), metavar="DIR", help="Run folder to write (resumed if it holds an unfinished run of the same config). Required unless --show-recipe.")
+@click.option(
+    "--show-recipe",
+    is_flag=True,
+    help="Print the recipe's quantities of the resolved run (after --carry-recipe) beside the paper's, and exit; trains nothing.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    metavar="DIR",
+    help="Run folder to write (resumed if it holds an unfinished run of the same config). Required unless --show-recipe.",
+)
 def train_command(
-    task: str, preset: str | None, seed: int, init_seed: int | None, data_seed: int | None, device: str, quiet: bool, carry: str | None, show_recipe: bool, out: str | None, **kwargs: Any
-) -> None:  # fmt: skip
+    task: str,
+    preset: str | None,
+    seed: int,
+    init_seed: int | None,
+    data_seed: int | None,
+    device: str,
+    quiet: bool,
+    carry: str | None,
+    show_recipe: bool,
+    out: str | None,
+    **kwargs: Any,
+) -> None:
     """Train one model into a run folder (config.json, metrics.json, model.safetensors)."""
-    from training.config import make_run_config
+    from training.studies.study import resolve_run
 
     if out is None and not show_recipe:
         raise click.UsageError("Missing option '--out'.")
@@ -91,16 +119,18 @@ def train_command(
         preset, why = default_preset(device)
         click.echo(f"interp-init: no --preset given: using --preset {preset} ({why})", err=True)
     given = {k: v for k, v in kwargs.items() if v is not None}  # the config flags given (the others take the preset's)
-    cfg = make_run_config(preset, task=task, seed=seed, init_seed=init_seed, data_seed=data_seed, **given)
-    hold, paper_gamma = parse_carry(carry), cfg.init.gamma
-    cfg = cfg if hold is None else carry_recipe(cfg, hold)
+    given.update(seed=seed, init_seed=init_seed, data_seed=data_seed)
+    run = resolve_run(preset, task, given, carry=parse_carry(carry))  # the one place a run's settings are decided
+    cfg, paper_gamma = run.config, run.uncarried.init.gamma
     if show_recipe:
         click.echo(recipe_table(cfg, paper_gamma=paper_gamma))
+        click.echo()
+        click.echo(run.table())
         return
     from training import train
     from training.launch.base import Job
     from training.studies.records import RunRecord
-    from training.studies.study_folder import refuse_strangers
+    from training.studies.study import refuse_strangers
 
     assert out is not None
     refuse_strangers([Job(out, cfg, Path(out))], out, "a run")  # a study reads only the runs it names
@@ -109,7 +139,11 @@ def train_command(
     summary = {k: round(v, 4) for k, v in record.final_columns().items() if v is not None}
     status = record.recorded_status
     stop = None if record.metrics is None else record.metrics.stopped_early
-    ended = "" if stop is None else f" (stopped after epoch {stop['epoch']}: training loss {stop['loss']:.3g} < --stop-below-loss {stop['stop_below_loss']:g})"
+    ended = (
+        ""
+        if stop is None
+        else f" (stopped after epoch {stop['epoch']}: training loss {stop['loss']:.3g} < --stop-below-loss {stop['stop_below_loss']:g})"
+    )
     click.echo(f"{status}{ended}: {out}  {summary}")
     if status != "completed":
         step = None if record.metrics is None else record.metrics.diverged_at_step
@@ -126,45 +160,129 @@ def train_command(
 
 
 @cli.command("reproduce")
-@click.option("--preset", default=None, metavar="[" + "|".join(sorted(REGIMES)) + "]", help="Run size of the four runs. Default: paper where a CUDA GPU is used, else cpu.")
-@click.option("--seed", type=int, default=None, help="Run seed of all four runs: one draw [default: 0]. Not with --seeds.")
-@click.option("--seeds", default=None, metavar="S1,S2,...", help="A population: the four runs for each of these seeds (in OUT/seed-S), and per criterion how many seeds meet it, with a 95% exact binomial interval.")
-@click.option("--protocol", type=click.Choice(PROTOCOLS), default="strict", show_default=True, help="With --seeds: strict (final epoch, the preset's lr, each seed on its own) or paper (per seed the best over --lrs and over epochs, each target separately; then the mean over seeds).")
-@click.option("--lrs", default=None, metavar="LR1,LR2,...", help="The paper protocol's learning-rate grid (one more run per regime, seed and lr), e.g. 1e-4,2e-4,3e-4.")
+@click.option(
+    "--preset",
+    default=None,
+    metavar="[" + "|".join(sorted(REGIMES)) + "]",
+    help="Run size of the four runs. Default: paper where a CUDA GPU is used, else cpu.",
+)
+@click.option(
+    "--seed", type=int, default=None, help="Run seed of all four runs: one draw [default: 0]. Not with --seeds."
+)
+@click.option(
+    "--seeds",
+    default=None,
+    metavar="S1,S2,...",
+    help="A population: the four runs for each of these seeds (in OUT/seed-S), and per criterion how many seeds meet it, with a 95% exact binomial interval.",
+)
+@click.option(
+    "--protocol",
+    type=click.Choice(PROTOCOLS),
+    default="strict",
+    show_default=True,
+    help="With --seeds: strict (final epoch, the preset's lr, each seed on its own) or paper (per seed the best over --lrs and over epochs, each target separately; then the mean over seeds).",
+)
+@click.option(
+    "--lrs",
+    default=None,
+    metavar="LR1,LR2,...",
+    help="The paper protocol's learning-rate grid (one more run per regime, seed and lr), e.g. 1e-4,2e-4,3e-4.",
+)
 @click.option("--logged-every", type=int, default=None, metavar="K", help=LOGGED_HELP)
-@click.option("--vary", type=click.Choice(VARY), default="both", show_default=True, help="With --seeds, which random source the seeds draw: both, init (the data seeded by --fixed-seed) or data (the init seeded by --fixed-seed).")
-@click.option("--fixed-seed", type=int, default=None, help="With --vary init|data: the seed of the source held fixed [default: the first of --seeds].")
-@click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder: one run per task and regime (per seed with --seeds), summary.json, report.html.")
+@click.option(
+    "--vary",
+    type=click.Choice(VARY),
+    default="both",
+    show_default=True,
+    help="With --seeds, which random source the seeds draw: both, init (the data seeded by --fixed-seed) or data (the init seeded by --fixed-seed).",
+)
+@click.option(
+    "--fixed-seed",
+    type=int,
+    default=None,
+    help="With --vary init|data: the seed of the source held fixed [default: the first of --seeds].",
+)
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Folder: one run per task and regime (per seed with --seeds), summary.json, report.html.",
+)
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
-@click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True, help="bf16: the forward under bfloat16 autocast.")
-@click.option("--workers", type=int, default=None, help="Runs trained at once, each in its own process with one torch thread [default: one per CPU core (up to 4) on a CPU; on a GPU one at a time, or with --seeds as ensembles of same-shape runs].")
-@click.option("--backend", type=RegistryChoice(backend_names), default=None, help="The launcher that trains the runs (as sweep's --backend; slurm: one Slurm job per run through submitit, the --slurm-* options, docs/clusters.md) [default: on a GPU ensembles of same-shape runs; else --workers processes].")
-@click.option("--task", "tasks", multiple=True, metavar="TASK", help=f"A task to reproduce the flip on (repeatable): one with a small-init / large-init flip, registered or package.module:ClassName [default: {', '.join(REPRODUCE_TASKS)}].")
+@click.option(
+    "--precision",
+    type=click.Choice(PRECISIONS),
+    default="fp32",
+    show_default=True,
+    help="bf16: the forward under bfloat16 autocast.",
+)
+@click.option(
+    "--workers",
+    type=int,
+    default=None,
+    help="Runs trained at once, each in its own process with one torch thread [default: one per CPU core (up to 4) on a CPU; on a GPU one at a time, or with --seeds as ensembles of same-shape runs].",
+)
+@click.option(
+    "--backend",
+    type=RegistryChoice(backend_names),
+    default=None,
+    help="The launcher that trains the runs (as sweep's --backend; slurm: one Slurm job per run through submitit, the --slurm-* options, docs/clusters.md) [default: on a GPU ensembles of same-shape runs; else --workers processes].",
+)
+@click.option(
+    "--task",
+    "tasks",
+    multiple=True,
+    metavar="TASK",
+    help=f"A task to reproduce the flip on (repeatable): one with a small-init / large-init flip, registered or package.module:ClassName [default: {', '.join(REPRODUCE_TASKS)}].",
+)
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @carry_option
-@click.option("--address", default=None, metavar="ADDRESS", help="--backend ray: the Ray cluster's address (e.g. 'auto' or 127.0.0.1:6379); default: start a local Ray.")
+@click.option(
+    "--address",
+    default=None,
+    metavar="ADDRESS",
+    help="--backend ray: the Ray cluster's address (e.g. 'auto' or 127.0.0.1:6379); default: start a local Ray.",
+)
 @slurm_options
 def reproduce_command(
-    preset: str | None, seed: int | None, seeds: str | None, protocol: str, lrs: str | None, logged_every: int | None, vary: str, fixed_seed: int | None,
-    out: str, device: str, precision: str, workers: int | None, backend: str | None, tasks: tuple[str, ...], quiet: bool, carry: str | None,
-    address: str | None, **slurm: Any,
-) -> None:  # fmt: skip
+    preset: str | None,
+    seed: int | None,
+    seeds: str | None,
+    protocol: str,
+    lrs: str | None,
+    logged_every: int | None,
+    vary: str,
+    fixed_seed: int | None,
+    out: str,
+    device: str,
+    precision: str,
+    workers: int | None,
+    backend: str | None,
+    tasks: tuple[str, ...],
+    quiet: bool,
+    carry: str | None,
+    address: str | None,
+    **slurm: Any,
+) -> None:
     """Train small-init and large-init on the symmetric and id-ood tasks; print the flip.
 
     Writes OUT/<task>/<regime> run folders, OUT/summary.json and OUT/report.html (the
     offline report of the four runs); with --seeds, OUT/seed-S/<task>/<regime> per seed and
     the population in OUT/summary.json.  A rerun resumes.
     """
-    from training.cli.reproduce import run_reproduction_cli
-    from training.studies.reproduce import reproduction_spec
+    from training.studies.population import reproduction_spec
 
     options = backend_options(backend, device, address, slurm)
-    if backend not in ("ray", "slurm") or (backend == "ray" and address is None):  # a cluster's cores are not this machine's
+    if backend not in ("ray", "slurm") or (
+        backend == "ray" and address is None
+    ):  # a cluster's cores are not this machine's
         check_cores(workers, "--workers", "worker processes")
     if preset is None:
         preset, why = default_preset(device)
         click.echo(f"interp-init: no --preset given: using --preset {preset} ({why})", err=True)
-    spec = reproduction_spec(preset, seed, seeds, protocol, lrs, vary, fixed_seed, precision, tasks or None, parse_carry(carry), logged_every)
+    spec = reproduction_spec(
+        preset, seed, seeds, protocol, lrs, vary, fixed_seed, precision, tasks or None, parse_carry(carry), logged_every
+    )
     text, problem = run_reproduction_cli(spec, out, device, workers, not quiet, backend, command_line(), **options)
     click.echo(text)
     # Not reproducing the flip is a result; a run that did not complete is a failure.
@@ -175,27 +293,91 @@ def reproduce_command(
 
 # ---------------------------------------------------------------- sweep
 
+
 @cli.command("sweep")
 @click.argument("spec", required=False, type=click.Path(dir_okay=False))
-@click.option("--out", type=click.Path(file_okay=False), metavar="DIR", help="Sweep folder: one run folder per grid point, sweep.json (the spec), results.csv. One sweep per folder.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    metavar="DIR",
+    help="Sweep folder: one run folder per grid point, sweep.json (the spec), results.csv. One sweep per folder.",
+)
 @click.option("--preset-name", metavar="NAME", help="A shipped sweep preset instead of SPEC (names: --list-presets).")
-@click.option("--run-preset", metavar="[" + "|".join(PRESET_CHOICES) + "]", help="Replace the spec's base run preset (tiny: a smoke test in seconds).")
-@click.option("--extend", is_flag=True, help="Add this spec's grid values to the sweep already in --out (same base and grid keys only); without it a folder holding another sweep is refused.")
-@click.option("--backend", type=RegistryChoice(backend_names), default="local", show_default=True, help="local: this machine (in this process or a process pool); ray: one Ray task per run; ensemble: same-shape runs trained together (for GPUs); slurm: one Slurm job per run through submitit (the --slurm-* options; docs/clusters.md).")
-@click.option("--workers", default=None, metavar="[N|auto]", help="local: 1 = sequential (default), N = process pool, 'auto' = one per core; ray without --address: the local Ray's CPUs (default: all).")
-@click.option("--threads", type=int, default=None, metavar="N", help="Torch threads per run (default: cores // workers; 1 per Ray task).")
-@click.option("--address", default=None, metavar="ADDRESS", help="Ray cluster address (e.g. 'auto' or 'ray://head:10001'); default: start a local Ray.")
-@click.option("--device", default="auto", show_default=True, metavar="[auto|cpu|cuda|cuda:N]", help="Where to train: auto (CUDA when available, else CPU), cpu, cuda or cuda:N.")
-@click.option("--ensemble-size", type=int, default=None, metavar="N", help="ensemble backend: at most this many models trained at once (default: all same-shape points).")
-@click.option("--dry-run", is_flag=True, help="Validate the spec (and, with --out, that the folder takes it) and list the runs; train nothing, write nothing.")
+@click.option(
+    "--run-preset",
+    metavar="[" + "|".join(PRESET_CHOICES) + "]",
+    help="Replace the spec's base run preset (tiny: a smoke test in seconds).",
+)
+@click.option(
+    "--extend",
+    is_flag=True,
+    help="Add this spec's grid values to the sweep already in --out (same base and grid keys only); without it a folder holding another sweep is refused.",
+)
+@click.option(
+    "--backend",
+    type=RegistryChoice(backend_names),
+    default="local",
+    show_default=True,
+    help="local: this machine (in this process or a process pool); ray: one Ray task per run; ensemble: same-shape runs trained together (for GPUs); slurm: one Slurm job per run through submitit (the --slurm-* options; docs/clusters.md).",
+)
+@click.option(
+    "--workers",
+    default=None,
+    metavar="[N|auto]",
+    help="local: 1 = sequential (default), N = process pool, 'auto' = one per core; ray without --address: the local Ray's CPUs (default: all).",
+)
+@click.option(
+    "--threads",
+    type=int,
+    default=None,
+    metavar="N",
+    help="Torch threads per run (default: cores // workers; 1 per Ray task).",
+)
+@click.option(
+    "--address",
+    default=None,
+    metavar="ADDRESS",
+    help="Ray cluster address (e.g. 'auto' or 'ray://head:10001'); default: start a local Ray.",
+)
+@click.option(
+    "--device",
+    default="auto",
+    show_default=True,
+    metavar="[auto|cpu|cuda|cuda:N]",
+    help="Where to train: auto (CUDA when available, else CPU), cpu, cuda or cuda:N.",
+)
+@click.option(
+    "--ensemble-size",
+    type=int,
+    default=None,
+    metavar="N",
+    help="ensemble backend: at most this many models trained at once (default: all same-shape points).",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Validate the spec (and, with --out, that the folder takes it) and list the runs; train nothing, write nothing.",
+)
 @click.option("--list-presets", is_flag=True, help="List the shipped sweep presets and exit.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @slurm_options
 def sweep_command(
-    spec: str | None, out: str | None, preset_name: str | None, run_preset: str | None, extend: bool, backend: str,
-    workers: str | None, threads: int | None, address: str | None, device: str, ensemble_size: int | None, dry_run: bool,
-    list_presets: bool, quiet: bool, **slurm: Any,
-) -> None:  # fmt: skip
+    spec: str | None,
+    out: str | None,
+    preset_name: str | None,
+    run_preset: str | None,
+    extend: bool,
+    backend: str,
+    workers: str | None,
+    threads: int | None,
+    address: str | None,
+    device: str,
+    ensemble_size: int | None,
+    dry_run: bool,
+    list_presets: bool,
+    quiet: bool,
+    **slurm: Any,
+) -> None:
     """Train every point of a grid SPEC (JSON or TOML) into --out; resumable; writes results.csv.
 
     Exits with code 1, after a line saying how many, when any run failed or diverged.
@@ -229,11 +411,23 @@ def sweep_command(
     from training.studies.sweep.runner import run_sweep
 
     extra = {k: v for k, v in backend_options(backend, device, address, slurm).items() if k == "slurm"}
-    options = SweepOptions(backend=backend, address=address, device=device, threads=threads, progress=not quiet, ensemble_size=ensemble_size, extra=extra,
-                           workers=parse_workers(workers) if workers is not None else (1 if backend == "local" else None))  # fmt: skip
+    options = SweepOptions(
+        backend=backend,
+        address=address,
+        device=device,
+        threads=threads,
+        progress=not quiet,
+        ensemble_size=ensemble_size,
+        extra=extra,
+        workers=parse_workers(workers) if workers is not None else (1 if backend == "local" else None),
+    )
     summary = run_sweep(sweep_spec, out, options, extend=extend)
-    counts = ", ".join(f"{summary.count(s)} {s}" for s in ("completed", "diverged", "failed", "interrupted") if summary.count(s))
-    click.echo(f"{len(points)} runs ({len(summary.skipped)} already done): {counts}; results: {Path(out) / RESULTS_FILE}")
+    counts = ", ".join(
+        f"{summary.count(s)} {s}" for s in ("completed", "diverged", "failed", "interrupted") if summary.count(s)
+    )
+    click.echo(
+        f"{len(points)} runs ({len(summary.skipped)} already done): {counts}; results: {Path(out) / RESULTS_FILE}"
+    )
     statuses = summary.statuses
     if summary.submitted:  # runs only submitted (--slurm-no-wait) are not a failure
         from training.launch.slurm import submitted_line
@@ -248,20 +442,60 @@ def sweep_command(
 
 # ---------------------------------------------------------------- phase-diagram
 
+
 @cli.command("phase-diagram")
 @click.argument("sweep_dir", type=click.Path(file_okay=False))
-@click.option("--out", default=None, help="An .html file (all figures on one page) or a folder (one file per figure). Default: SWEEP_DIR/phase_diagram.html.")
-@click.option("--figure", "figure_names", multiple=True, type=click.Choice(list(FIGURE_NAMES)), help="Only these figures (repeatable). Default: every figure the table supports.")
-@click.option("--id-threshold", type=float, default=ID_THRESHOLD, show_default=True, help="Good ID accuracy (hatching, phases).")
-@click.option("--ood-threshold", type=float, default=OOD_THRESHOLD, show_default=True, help="OOD accuracy above which good ID is phase 3.")
-@click.option("--loss-threshold", type=float, default=LOSS_THRESHOLD, show_default=True, help="Training loss for epochs_to_loss.")
-@click.option("--pair-threshold", type=float, default=PAIR_ACC_THRESHOLD, show_default=True, help="Per-pair training accuracy for epochs_to_acc_*.")
-@click.option("--protocol", type=click.Choice(PROTOCOLS), default="strict", show_default=True, help="strict: each run's final epoch, one lr per cell and seed; paper: per seed the best over lrs and evaluated epochs, each metric separately. Then the mean over seeds.")
+@click.option(
+    "--out",
+    default=None,
+    help="An .html file (all figures on one page) or a folder (one file per figure). Default: SWEEP_DIR/phase_diagram.html.",
+)
+@click.option(
+    "--figure",
+    "figure_names",
+    multiple=True,
+    type=click.Choice(list(FIGURE_NAMES)),
+    help="Only these figures (repeatable). Default: every figure the table supports.",
+)
+@click.option(
+    "--id-threshold", type=float, default=ID_THRESHOLD, show_default=True, help="Good ID accuracy (hatching, phases)."
+)
+@click.option(
+    "--ood-threshold",
+    type=float,
+    default=OOD_THRESHOLD,
+    show_default=True,
+    help="OOD accuracy above which good ID is phase 3.",
+)
+@click.option(
+    "--loss-threshold", type=float, default=LOSS_THRESHOLD, show_default=True, help="Training loss for epochs_to_loss."
+)
+@click.option(
+    "--pair-threshold",
+    type=float,
+    default=PAIR_ACC_THRESHOLD,
+    show_default=True,
+    help="Per-pair training accuracy for epochs_to_acc_*.",
+)
+@click.option(
+    "--protocol",
+    type=click.Choice(PROTOCOLS),
+    default="strict",
+    show_default=True,
+    help="strict: each run's final epoch, one lr per cell and seed; paper: per seed the best over lrs and evaluated epochs, each metric separately. Then the mean over seeds.",
+)
 @click.option("--logged-every", type=int, default=None, metavar="K", help=LOGGED_HELP)
 def phase_diagram_command(
-    sweep_dir: str, out: str | None, figure_names: tuple[str, ...], id_threshold: float, ood_threshold: float,
-    loss_threshold: float, pair_threshold: float, protocol: str, logged_every: int | None,
-) -> None:  # fmt: skip
+    sweep_dir: str,
+    out: str | None,
+    figure_names: tuple[str, ...],
+    id_threshold: float,
+    ood_threshold: float,
+    loss_threshold: float,
+    pair_threshold: float,
+    protocol: str,
+    logged_every: int | None,
+) -> None:
     """Rebuild SWEEP_DIR/results.csv and write the papers' figures it supports as offline HTML.
 
     Exits with code 1, after the figures and a line saying how many, when any run of the
@@ -269,12 +503,22 @@ def phase_diagram_command(
     """
     from training.studies.phase import phase_diagrams
 
-    thresholds = dict(id_threshold=id_threshold, ood_threshold=ood_threshold, loss_threshold=loss_threshold, pair_threshold=pair_threshold)
+    thresholds = dict(
+        id_threshold=id_threshold,
+        ood_threshold=ood_threshold,
+        loss_threshold=loss_threshold,
+        pair_threshold=pair_threshold,
+    )
     done = phase_diagrams(sweep_dir, out, figure_names, **thresholds, protocol=protocol, logged_every=logged_every)
-    click.echo(f"{len(done.figures)} figure(s) ({', '.join(done.figures)}) from {done.n_runs} runs, {protocol} protocol: {', '.join(map(str, done.paths))}")
+    click.echo(
+        f"{len(done.figures)} figure(s) ({', '.join(done.figures)}) from {done.n_runs} runs, {protocol} protocol: {', '.join(map(str, done.paths))}"
+    )
     if done.strangers:
         names = ", ".join(done.strangers[:3]) + (", ..." if len(done.strangers) > 3 else "")
-        click.echo(f"interp-init: note: {sweep_dir} holds {len(done.strangers)} run folder(s) its sweep does not name ({names}); the figures leave them out", err=True)
+        click.echo(
+            f"interp-init: note: {sweep_dir} holds {len(done.strangers)} run folder(s) its sweep does not name ({names}); the figures leave them out",
+            err=True,
+        )
     if done.problem:
         click.echo(f"interp-init: {done.problem}; the figures leave them out", err=True)
         raise click.exceptions.Exit(1)
@@ -282,26 +526,56 @@ def phase_diagram_command(
 
 # ---------------------------------------------------------------- report
 
+
 @cli.command("report")
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
-@click.option("--out", "out", default="report.html", show_default=True, type=click.Path(dir_okay=False), help="The HTML file to write.")
-@click.option("--per-pair", default=ReportConfig.per_pair, show_default=True, type=int, help="Probe inputs per anchor pair.")
-@click.option("--projection", default=ReportConfig.projection, show_default=True, type=click.Choice(PROJECTIONS), help="2-D projection of the masked outputs.")
+@click.option(
+    "--out",
+    "out",
+    default="report.html",
+    show_default=True,
+    type=click.Path(dir_okay=False),
+    help="The HTML file to write.",
+)
+@click.option(
+    "--per-pair", default=ReportConfig.per_pair, show_default=True, type=int, help="Probe inputs per anchor pair."
+)
+@click.option(
+    "--projection",
+    default=ReportConfig.projection,
+    show_default=True,
+    type=click.Choice(PROJECTIONS),
+    help="2-D projection of the masked outputs.",
+)
 @click.option("--seed", default=ReportConfig.seed, show_default=True, type=int, help="Seed of the probe inputs.")
 @click.option("--device", default=ReportConfig.device, show_default=True, help="Device for the probes.")
 @click.option("--title", default=ReportConfig.title, show_default=True, help="Page title.")
-@click.option("--images", default=None, type=click.Path(file_okay=False), help="Also write every figure into this folder (needs kaleido and Chromium).")
+@click.option(
+    "--images",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="Also write every figure into this folder (needs kaleido and Chromium).",
+)
 @click.option("--image-format", default="png", show_default=True, type=click.Choice(IMAGE_FORMATS))
-def report_command(run_dirs: tuple[str, ...], out: str, per_pair: int, projection: str, seed: int, device: str, title: str, images: str | None, image_format: str) -> None:
+def report_command(
+    run_dirs: tuple[str, ...],
+    out: str,
+    per_pair: int,
+    projection: str,
+    seed: int,
+    device: str,
+    title: str,
+    images: str | None,
+    image_format: str,
+) -> None:
     """Write one offline HTML page comparing RUN_DIRS (run folders, or folders that hold them).
 
     Exits with code 1, after writing the page and a line saying which, when any run did
     not complete (failed, diverged, or unfinished).
     """
     from interp_init.runfolder import RunFolder
-    from training.studies.report.images import StaticExportUnavailable
-    from training.studies.report.page import write_report
-    from training.studies.report.runs import find_run_dirs
+    from training.studies.report.cells import find_run_dirs
+    from training.studies.report.page import StaticExportUnavailable, write_report
     from training.studies.sweep.results import problem_summary
 
     config = ReportConfig(per_pair=per_pair, projection=projection, seed=seed, device=device, title=title)
@@ -315,7 +589,9 @@ def report_command(run_dirs: tuple[str, ...], out: str, per_pair: int, projectio
     bad = {run: status for run, status in statuses.items() if status != "completed"}
     problem = problem_summary(bad, len(statuses), path)
     if problem:
-        names = "; ".join(f"{run}: {status}" for run, status in list(bad.items())[:3]) + ("; ..." if len(bad) > 3 else "")
+        names = "; ".join(f"{run}: {status}" for run, status in list(bad.items())[:3]) + (
+            "; ..." if len(bad) > 3 else ""
+        )
         click.echo(f"interp-init: {problem} ({names})", err=True)
         raise click.exceptions.Exit(1)
 
@@ -344,14 +620,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(args: list[str]) -> int:
     code: int | None = None  # set once the command has finished
     try:
-        # SIGTERM, SIGINT and SIGHUP raise (training.launch.signals): locks, temporary files and
+        # SIGTERM, SIGINT and SIGHUP raise (training.launch.executor): locks, temporary files and
         # worker processes are cleaned up, then one line and the exit code 128 + signal.
         with signals_raise():
             rv = cli.main(args=args, prog_name="interp-init", standalone_mode=False, obj={"argv": args})
             code = rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
     except Stopped as exc:
         if code is not None:  # the signal came after the command had finished: its work is whole
-            click.echo(f"interp-init: {exc.message.split(' (')[0]} after the command had finished; its work is complete", err=True)
+            click.echo(
+                f"interp-init: {exc.message.split(' (')[0]} after the command had finished; its work is complete",
+                err=True,
+            )
             return code
         click.echo(f"interp-init: {exc.message}", err=True)
         return exc.exit_code
@@ -379,3 +658,62 @@ def _main(args: list[str]) -> int:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
+
+
+# ------------------------------------------------------------------ reproduce
+# ``interp-init reproduce``'s text: the runs trained (:func:`training.studies.population.train_study`),
+# the table or the population, the flip's verdict and ``report.html``; and what did not complete.
+
+
+def run_reproduction_cli(
+    spec: StudySpec,
+    out: str | Path,
+    device: str,
+    workers: int | None,
+    progress: bool,
+    backend: str | None = None,
+    rerun: str = "the same command",
+    **options: Any,
+) -> tuple[str, str | None]:
+    """``interp-init reproduce``: train ``spec`` with ``backend`` (a launcher's name; None: the
+    default) and its ``options``, read, write the summary and the report; return the text to
+    print (one seed: its table and the flip's verdict on this one draw; several: the
+    population) and one line on the runs that did not complete (None if all did).  Runs only
+    submitted (``--slurm-no-wait``) are not a failure: the text says how many and that
+    ``rerun`` (the command line) collects them."""
+    from training.studies.report import write_report  # imports torch: only when a reproduction runs
+    from training.studies.sweep.results import problem_summary  # pandas, likewise
+
+    start = time.perf_counter()
+    population, returns = train_study(spec, out, device, workers, progress, backend, **options)
+    if population is None:
+        return submitted_line(sum(r.status == RunStatus.RUNNING for r in returns), len(returns), out, rerun), None
+    first = list(dict.fromkeys(str(r.run_dir) for r in spec.jobs(out) if r.seed == spec.seeds[0]))
+    report = write_report(first, Path(out) / "report.html")
+    summary = Path(out) / "summary.json"
+    if spec.single:
+        checks, seed = population.rows[0].checks, spec.seeds[0]
+        lines = [
+            f"preset {spec.preset}, seed {seed}, {spec.precision}, {time.perf_counter() - start:.0f} s in this call",
+            population.format_regimes(),
+            "flip reproduced (all criteria met)"
+            if checks["all"]
+            else f"flip NOT reproduced; failed: {failed_criteria(checks)}",
+            f"this is one draw (seed {seed}): how often each criterion holds over seeds is what --seeds 31,32,33,... measures (docs/faithful-models.md)",
+            f"summary: {summary}",
+            f"report: {report}",
+        ]
+    else:
+        lines = [
+            f"preset {spec.preset}, seeds {list(spec.seeds)}, {spec.precision}, {time.perf_counter() - start:.0f} s in this call",
+            population.format(),
+            f"summary: {summary} (this protocol's also kept as {protocol_summary(spec, out)})",
+            f"report: {report} (the runs of seed {spec.seeds[0]}; the population in its verdict)",
+        ]
+    # the sweep's line on what did not complete, naming the runs
+    line = problem_summary({r.name: r.status for r in returns}, len(returns), summary)
+    bad = [f"{r.name}: {r.status}" for r in returns if r.status != "completed"]
+    problem = (
+        None if line is None else f"{line} ({'; '.join(bad[:3])}{'; ...' if len(bad) > 3 else ''}); a rerun resumes"
+    )
+    return "\n".join(lines), problem

@@ -11,14 +11,14 @@ import click
 
 from interp_init.tasks.base import DEFAULT_TASK
 from interp_init.tasks.registry import registered_tasks
-from training.config import PRESETS
-from training.options import FIELDS, check_device
+from training.config import FIELDS, PRESETS, check_device
 from training.studies.recipe import CARRY_HELP, DEFAULT_HOLD, check_hold
 
 #: The registered tasks and the run presets, as the options list them (a task of one's own
 #: is given as package.module:ClassName).
 TASK_CHOICES: tuple[str, ...] = registered_tasks()
 PRESET_CHOICES: tuple[str, ...] = tuple(sorted(PRESETS))
+
 
 class RegistryChoice(click.Choice):
     """A ``click.Choice`` of the names a registry holds when the command runs (``names()``), so
@@ -72,41 +72,99 @@ _DEVICE_HELP = "Where to train: auto (CUDA when available, else CPU), cpu, cuda 
 def run_options(func: Any) -> Any:
     """The options every training command shares: task, preset, seed, device, progress."""
     func = click.option("--quiet", is_flag=True, help="No progress bar.")(func)
-    func = click.option("--device", default="auto", show_default=True, metavar="[auto|cpu|cuda|cuda:N]", help=_DEVICE_HELP)(func)
-    func = click.option("--data-seed", type=int, default=None, metavar="INTEGER", help="Seed of the data alone (sample sets and order) [default: derived from --seed].")(func)
-    func = click.option("--init-seed", type=int, default=None, metavar="INTEGER", help="Seed of the init's draw alone [default: derived from --seed].")(func)
-    func = click.option("--seed", type=int, default=0, show_default=True, metavar="INTEGER", help="Run seed; every random source (init, data, shuffling) derives from it.")(func)
+    func = click.option(
+        "--device", default="auto", show_default=True, metavar="[auto|cpu|cuda|cuda:N]", help=_DEVICE_HELP
+    )(func)
+    func = click.option(
+        "--data-seed",
+        type=int,
+        default=None,
+        metavar="INTEGER",
+        help="Seed of the data alone (sample sets and order) [default: derived from --seed].",
+    )(func)
+    func = click.option(
+        "--init-seed",
+        type=int,
+        default=None,
+        metavar="INTEGER",
+        help="Seed of the init's draw alone [default: derived from --seed].",
+    )(func)
+    func = click.option(
+        "--seed",
+        type=int,
+        default=0,
+        show_default=True,
+        metavar="INTEGER",
+        help="Run seed; every random source (init, data, shuffling) derives from it.",
+    )(func)
     func = click.option("--preset", default=None, metavar="[" + "|".join(PRESET_CHOICES) + "]", help=_PRESET_HELP)(func)
-    func = click.option("--task", default=DEFAULT_TASK, show_default=True, metavar="[" + "|".join(TASK_CHOICES) + "|package.module:ClassName]", help=_TASK_HELP)(func)
+    func = click.option(
+        "--task",
+        default=DEFAULT_TASK,
+        show_default=True,
+        metavar="[" + "|".join(TASK_CHOICES) + "|package.module:ClassName]",
+        help=_TASK_HELP,
+    )(func)
     return func
 
 
 _SLURM_TYPES: dict[str, Any] = {
-    "str": str, "int0": click.IntRange(min=0), "int1": click.IntRange(min=1), "float": click.FloatRange(min=0, min_open=True),
-}  # fmt: skip
+    "str": str,
+    "int0": click.IntRange(min=0),
+    "int1": click.IntRange(min=1),
+    "float": click.FloatRange(min=0, min_open=True),
+}
 
 
 def slurm_options(func: Any) -> Any:
-    """Decorate a command with the ``--slurm-*`` options (:data:`training.launch.slurm_options.SLURM_FLAGS`;
-    read back by :func:`training.launch.slurm_options.slurm_options_from`)."""
-    from training.launch.slurm_options import SLURM_FLAGS
+    """Decorate a command with the ``--slurm-*`` options (:data:`training.launch.slurm.SLURM_FLAGS`;
+    read back by :func:`training.launch.slurm.slurm_options_from`)."""
+    from training.launch.slurm import SLURM_FLAGS
 
-    func = click.option("--slurm-cluster", type=click.Choice(["slurm", "local"]), default="slurm", show_default=True, help="local: submitit's local executor (this machine, the time limit simulated), to try the Slurm path without a cluster.")(func)
-    func = click.option("--slurm-no-wait", is_flag=True, help="Submit the jobs and return without waiting (run the same command again to see where they stand).")(func)
-    func = click.option("--slurm-setup", multiple=True, metavar="LINE", help="A shell line each job runs first, e.g. 'module load cuda' (repeatable).")(func)
-    func = click.option("--slurm-sbatch", multiple=True, metavar="OPTION=VALUE", help="Any other sbatch option, e.g. reservation=gpu-day for --reservation=gpu-day (repeatable).")(func)
+    func = click.option(
+        "--slurm-cluster",
+        type=click.Choice(["slurm", "local"]),
+        default="slurm",
+        show_default=True,
+        help="local: submitit's local executor (this machine, the time limit simulated), to try the Slurm path without a cluster.",
+    )(func)
+    func = click.option(
+        "--slurm-no-wait",
+        is_flag=True,
+        help="Submit the jobs and return without waiting (run the same command again to see where they stand).",
+    )(func)
+    func = click.option(
+        "--slurm-setup",
+        multiple=True,
+        metavar="LINE",
+        help="A shell line each job runs first, e.g. 'module load cuda' (repeatable).",
+    )(func)
+    func = click.option(
+        "--slurm-sbatch",
+        multiple=True,
+        metavar="OPTION=VALUE",
+        help="Any other sbatch option, e.g. reservation=gpu-day for --reservation=gpu-day (repeatable).",
+    )(func)
     for name, (kind, default, meaning) in reversed(SLURM_FLAGS.items()):
-        func = click.option("--slurm-" + name.replace("_", "-"), "slurm_" + name, type=_SLURM_TYPES[kind], default=default, show_default=default is not None, help=meaning)(func)
+        func = click.option(
+            "--slurm-" + name.replace("_", "-"),
+            "slurm_" + name,
+            type=_SLURM_TYPES[kind],
+            default=default,
+            show_default=default is not None,
+            help=meaning,
+        )(func)
     return func
-
 
 
 def backend_options(backend: str | None, device: str, address: str | None, slurm: dict[str, Any]) -> dict[str, Any]:
     """The chosen launcher's own options (``--address``, the ``--slurm-*`` ones, each refused
     for another backend); ``--device`` is checked here unless the runs train on a cluster."""
-    from training.launch.slurm_options import slurm_options_from
+    from training.launch.slurm import slurm_options_from
 
-    if backend not in ("ray", "slurm") or (backend == "ray" and address is None):  # a cluster's devices are not this machine's
+    if backend not in ("ray", "slurm") or (
+        backend == "ray" and address is None
+    ):  # a cluster's devices are not this machine's
         check_device(device)
     slurm_opts = slurm_options_from(backend or "", device, slurm)
     if address is not None and backend != "ray":
@@ -117,7 +175,15 @@ def backend_options(backend: str | None, device: str, address: str | None, slurm
 def carry_option(func: Any) -> Any:
     """``--carry-recipe [QUANTITIES]`` (train and reproduce; training/studies/recipe.py)."""
     default = ",".join(h.replace("_", "-") for h in DEFAULT_HOLD)
-    return click.option("--carry-recipe", "carry", is_flag=False, flag_value=default, default=None, metavar="[QUANTITIES]", help=CARRY_HELP)(func)
+    return click.option(
+        "--carry-recipe",
+        "carry",
+        is_flag=False,
+        flag_value=default,
+        default=None,
+        metavar="[QUANTITIES]",
+        help=CARRY_HELP,
+    )(func)
 
 
 def parse_carry(carry: str | None) -> tuple[str, ...] | None:

@@ -36,10 +36,28 @@ from training.launch.base import (
     run_study,
 )
 from training.launch.executor import execute, record_failure
-from training.launch.slurm import SlurmLauncher
-from training.launch.slurm_options import SlurmOptions
+from training.launch.slurm import SlurmLauncher, SlurmOptions
 
 __all__ = [
-    "EnsembleLauncher", "PoolLauncher", "RayLauncher", "SerialLauncher", "ensemble_key", "STUDY_BUSY", "Job", "JobReturn", "Launcher", "check_jobs", "launch", "launcher_class", "launcher_names",
-    "make_launcher", "register_launcher", "run_study", "SubmissionError", "execute", "record_failure", "SlurmLauncher", "SlurmOptions",
-]  # fmt: skip
+    "EnsembleLauncher",
+    "PoolLauncher",
+    "RayLauncher",
+    "SerialLauncher",
+    "ensemble_key",
+    "STUDY_BUSY",
+    "Job",
+    "JobReturn",
+    "Launcher",
+    "check_jobs",
+    "launch",
+    "launcher_class",
+    "launcher_names",
+    "make_launcher",
+    "register_launcher",
+    "run_study",
+    "SubmissionError",
+    "execute",
+    "record_failure",
+    "SlurmLauncher",
+    "SlurmOptions",
+]

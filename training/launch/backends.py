@@ -9,10 +9,15 @@ This module imports no torch: a launcher imports what it needs when it launches.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
+import sys
+import threading
+import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future, as_completed
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -20,8 +25,17 @@ from typing import Any, ClassVar
 from interp_init.fileio import is_disk_full
 from interp_init.runfolder import RunFolder
 from training.config import RunConfig
-from training.launch.base import Job, JobReturn, Launcher, SubmissionError, check_count, launcher_names, make_launcher, register_launcher
-from training.launch.executor import execute, record_failure
+from training.launch.base import (
+    Job,
+    JobReturn,
+    Launcher,
+    SubmissionError,
+    check_count,
+    launcher_names,
+    make_launcher,
+    register_launcher,
+)
+from training.launch.executor import Terminated, execute, record_failure, signals_raise
 
 _RAY_MISSING = "the ray backend needs Ray: pip install 'interp-init[ray]'"
 
@@ -76,7 +90,6 @@ class PoolLauncher(Launcher):
         check_count("threads", self.threads)
 
     def launch(self, jobs: Sequence[Job]) -> list[JobReturn]:
-        from training.launch.pool import worker_pool
 
         cores = os.cpu_count() or 1
         workers = min(self.workers or cores, len(jobs))  # no idle process
@@ -125,15 +138,23 @@ class EnsembleLauncher(Launcher):
         try:  # refused before anything is written when the ensemble trainer is missing
             from training.trainer.ensemble import fit_ensemble  # noqa: F401
         except ImportError as err:
-            raise ValueError("the ensemble backend needs training.trainer.ensemble.fit_ensemble, which this install does not have; use another --backend") from err
+            raise ValueError(
+                "the ensemble backend needs training.trainer.ensemble.fit_ensemble, which this install does not have; use another --backend"
+            ) from err
 
     def launch(self, jobs: Sequence[Job]) -> list[JobReturn]:
         groups: dict[Any, list[Job]] = {}
         for job in jobs:
             groups.setdefault(ensemble_key(job.config, job.run_dir), []).append(job)
         size = self.ensemble_size
-        chunks = [g[i : i + size] for g in groups.values() for i in range(0, len(g), size)] if size else list(groups.values())
-        returns = {r.name: self.returned(r) for group in chunks for r in execute(group, self.device, progress=self.progress)}
+        chunks = (
+            [g[i : i + size] for g in groups.values() for i in range(0, len(g), size)]
+            if size
+            else list(groups.values())
+        )
+        returns = {
+            r.name: self.returned(r) for group in chunks for r in execute(group, self.device, progress=self.progress)
+        }
         return [returns[job.name] for job in jobs]
 
 
@@ -177,20 +198,33 @@ class RayLauncher(Launcher):
                 ray.init(**kwargs)
             except (ConnectionError, RuntimeError, TimeoutError) as err:
                 words = " ".join(str(err).split())[:400]
-                raise SubmissionError(f'Ray did not take the jobs: "{words}"; nothing was started; {_RAY_CHECK}') from None
+                raise SubmissionError(
+                    f'Ray did not take the jobs: "{words}"; nothing was started; {_RAY_CHECK}'
+                ) from None
             started = True
         try:
             threads = self.threads or 1
-            task = ray.remote(num_cpus=threads, num_gpus=1 if self.device.startswith("cuda") else 0, max_retries=0)(execute)
-            return gathered(self, {task.remote([Job(j.name, j.config, j.run_dir.absolute())], self.device, threads).future(): [j] for j in jobs}, jobs)
+            task = ray.remote(num_cpus=threads, num_gpus=1 if self.device.startswith("cuda") else 0, max_retries=0)(
+                execute
+            )
+            return gathered(
+                self,
+                {
+                    task.remote([Job(j.name, j.config, j.run_dir.absolute())], self.device, threads).future(): [j]
+                    for j in jobs
+                },
+                jobs,
+            )
         finally:
             if started:
                 ray.shutdown()
 
 
 #: What a user checks when Ray does not answer.
-_RAY_CHECK = ("start the cluster (ray start --head on its head node) or give the address it prints; a cluster with token "
-              "authentication also needs RAY_AUTH_MODE=token and its token here (docs/clusters.md); then run the command again")
+_RAY_CHECK = (
+    "start the cluster (ray start --head on its head node) or give the address it prints; a cluster with token "
+    "authentication also needs RAY_AUTH_MODE=token and its token here (docs/clusters.md); then run the command again"
+)
 
 
 def check_ray_answers(address: str, timeout_s: float = 10.0) -> None:
@@ -205,7 +239,9 @@ def check_ray_answers(address: str, timeout_s: float = 10.0) -> None:
         with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
             pass
     except OSError as err:
-        raise SubmissionError(f'Ray at {address} does not answer (connecting to it: "{err.strerror or err}"); nothing was started; {_RAY_CHECK}') from None
+        raise SubmissionError(
+            f'Ray at {address} does not answer (connecting to it: "{err.strerror or err}"); nothing was started; {_RAY_CHECK}'
+        ) from None
 
 
 def on_gpu(device: str) -> bool:
@@ -247,3 +283,140 @@ def local_launcher(device: str, workers: int | None, progress: bool) -> Launcher
     if workers == 1:
         return SerialLauncher(device=device, progress=progress)
     return PoolLauncher(device=device, workers=workers, threads=1)
+
+
+# ------------------------------------------------------------------ pool
+# Worker processes that never outlive the study: a process pool that SIGKILL, SIGTERM or
+# SIGINT of the sweep process leaves no worker behind.
+#
+# :func:`worker_pool` is the pool (spawned processes, ``threads`` torch threads each); its
+# workers watch the process that started them (:func:`watch_parent`) and ignore SIGINT,
+# and within the pool's block SIGTERM raises :class:`Terminated`, so that the pool's
+# cleanup stops the workers before the process exits.  A worker stopped by SIGTERM (the
+# pool's clean-up, or its parent's death) first lets the run it trains remove its lock
+# and temporary files.  The ``pool`` launcher (:mod:`training.launch.backends`) uses it.
+
+#: How often a pool worker checks that the sweep process that started it is still alive.
+PARENT_POLL_S = 0.5
+
+
+def watch_parent(parent_pid: int, poll_s: float = PARENT_POLL_S, grace_s: float = 30.0) -> None:
+    """Make this (worker) process stop as soon as ``parent_pid`` is no longer its parent.
+
+    A parent killed by SIGKILL cannot stop its workers; they would be re-parented and
+    finish the queue.  On Linux ``prctl(PR_SET_PDEATHSIG, SIGTERM)`` has the kernel send
+    this process SIGTERM when its parent dies (a pool worker then removes its run's lock
+    and temporary files and exits: :func:`_worker_sigterm`); everywhere a daemon thread
+    also polls ``os.getppid()`` every ``poll_s`` seconds and sends the same SIGTERM when
+    it changes, then calls ``os._exit`` if the process still lives ``grace_s`` later (the
+    check right after ``prctl`` covers a parent that died before it).
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+        except (OSError, AttributeError):  # pragma: no cover - no libc prctl: the thread below still watches
+            pass
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+    def poll() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(poll_s)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(grace_s)
+        os._exit(1)
+
+    threading.Thread(target=poll, name="interp-init-watch-parent", daemon=True).start()
+
+
+#: In a pool worker: whether it is running a submitted call now (see :func:`_worker_sigterm`).
+_IN_CALL = [False]
+
+
+def _worker_sigterm(signum: int, frame: Any) -> None:
+    """A worker's SIGTERM (from the pool's clean-up, or from the kernel when the sweep
+    process died): an idle worker exits at once; a busy one raises :class:`Terminated` in
+    its call, so that the run's ``finally`` blocks release and remove its lock and
+    temporary files, and :func:`_call` then exits."""
+    if not _IN_CALL[0]:
+        os._exit(128 + signal.SIGTERM)
+    raise Terminated()
+
+
+def _call(fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+    """Run a submitted call in a worker; a SIGTERM during it ends the worker after clean-up."""
+    _IN_CALL[0] = True
+    try:
+        return fn(*args, **kwargs)
+    except Terminated:
+        os._exit(128 + signal.SIGTERM)
+    finally:
+        _IN_CALL[0] = False
+
+
+def _pool_init(threads: int, parent_pid: int | None = None) -> None:
+    # Ctrl-C reaches the whole process group: the sweep process handles it and stops the
+    # workers (SIGTERM), which then clean up what they hold and exit.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _worker_sigterm)
+    # tqdm's default lock is a multiprocessing semaphore, registered with the parent's
+    # resource tracker: a worker stopped mid-run would leave it "leaked" (a warning at
+    # the sweep's exit).  The workers print no progress bar, so a thread lock does.
+    from tqdm import tqdm
+
+    tqdm.set_lock(threading.RLock())
+    if parent_pid is not None:
+        watch_parent(parent_pid)
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+class _WorkerPool(ProcessPoolExecutor):
+    """A ``ProcessPoolExecutor`` whose workers run each call through :func:`_call`."""
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        return super().submit(_call, fn, *args, **kwargs)
+
+
+def _stop_pool(pool: ProcessPoolExecutor, timeout_s: float = 10.0) -> None:
+    """Cancel what has not started, terminate the running workers and reap them."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    for process in processes:
+        with contextlib.suppress(Exception):
+            process.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
+    deadline = time.monotonic() + timeout_s
+    for process in processes:
+        with contextlib.suppress(Exception):
+            process.join(max(0.0, deadline - time.monotonic()))
+            if process.is_alive():  # pragma: no cover - SIGTERM is not ignored by the workers
+                process.kill()
+                process.join(1.0)
+
+
+@contextlib.contextmanager
+def worker_pool(workers: int, threads: int) -> Any:
+    """A ``ProcessPoolExecutor`` (spawn) of ``workers`` processes with ``threads`` torch
+    threads each, whose workers never outlive this process.
+
+    The workers watch this process (:func:`watch_parent`: they exit when it is killed, by
+    SIGKILL too) and ignore SIGINT; within the block SIGTERM raises :class:`Terminated`;
+    on any exception (``KeyboardInterrupt`` from Ctrl-C or SIGINT, :class:`Terminated`,
+    an error) the pending work is cancelled and the workers are terminated before the
+    exception goes on.  On a normal exit it waits for the work as ``with`` does.
+    """
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    pool = _WorkerPool(max_workers=workers, mp_context=context, initializer=_pool_init, initargs=(threads, os.getpid()))
+    try:
+        with signals_raise((signal.SIGTERM,)):
+            yield pool
+    except BaseException:
+        _stop_pool(pool)
+        raise
+    pool.shutdown(wait=True)

@@ -137,8 +137,10 @@ def check_jobs(jobs: Sequence[Job]) -> None:
         if folder.config_path.exists():
             diffs = folder.config_differences(job.config.to_dict())
             if diffs:
-                raise ValueError(f"{job.run_dir} holds a run with another config than this study's {job.name} ({'; '.join(diffs[:3])}); "
-                                 "use another --out, or remove that folder")  # fmt: skip
+                raise ValueError(
+                    f"{job.run_dir} holds a run with another config than this study's {job.name} ({'; '.join(diffs[:3])}); "
+                    "use another --out, or remove that folder"
+                )
         elif folder.path.is_dir():
             folder.check_holds(job.config.to_dict())  # the finished files of another run, config.json missing
 
@@ -147,7 +149,11 @@ def launch(jobs: Sequence[Job], launcher: Launcher) -> list[JobReturn]:
     """Train ``jobs`` with ``launcher``, the ended ones (``completed`` or ``diverged``: read,
     never trained again) skipped; one return per job, in order.  (The caller holds the study
     folder: :func:`run_study`.)"""
-    returns = {j.name: JobReturn(j.name, str(status)) for j in jobs if (status := RunFolder(j.run_dir).status()) in FINISHED_STATUSES}
+    returns = {
+        j.name: JobReturn(j.name, str(status))
+        for j in jobs
+        if (status := RunFolder(j.run_dir).status()) in FINISHED_STATUSES
+    }
     todo = [j for j in jobs if j.name not in returns]
     if todo:
         returns.update((r.name, r) for r in launcher.launch(todo))
@@ -155,7 +161,12 @@ def launch(jobs: Sequence[Job], launcher: Launcher) -> list[JobReturn]:
 
 
 def run_study(
-    jobs: Sequence[Job], out: str | Path, launcher: Launcher, busy: str = STUDY_BUSY, held: Callable[[], Any] | None = None, kind: str = "reproduction"
+    jobs: Sequence[Job],
+    out: str | Path,
+    launcher: Launcher,
+    busy: str = STUDY_BUSY,
+    held: Callable[[], Any] | None = None,
+    kind: str = "reproduction",
 ) -> list[JobReturn]:
     """Train ``jobs`` into the study folder ``out`` with ``launcher``: refuse a folder that
     holds another run before anything trains, create and hold ``out`` (a ``kind`` folder:
@@ -184,7 +195,11 @@ _RESTORED_BYTES = 2**20
 def _study_files(folder: Path) -> dict[str, bytes | None]:
     """The study folder's own files (its top level; not its run folders) and their bytes
     (None above :data:`_RESTORED_BYTES`)."""
-    return {p.name: p.read_bytes() if p.stat().st_size <= _RESTORED_BYTES else None for p in folder.iterdir() if p.is_file() and not p.is_symlink()}
+    return {
+        p.name: p.read_bytes() if p.stat().st_size <= _RESTORED_BYTES else None
+        for p in folder.iterdir()
+        if p.is_file() and not p.is_symlink()
+    }
 
 
 def _restore_study_files(folder: Path, before: dict[str, bytes | None]) -> None:

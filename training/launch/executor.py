@@ -16,15 +16,108 @@ launchers all call one ``run_job``).  The policy:
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 import traceback
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, ClassVar
 
 from interp_init.fileio import is_disk_full
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunFolderBusy, RunStatus, atomic_write
 from training.launch.base import Job, JobReturn
 
-__all__ = ["execute", "record_failure"]
+__all__ = [
+    "HungUp",
+    "Interrupted",
+    "STOPPING",
+    "Stopped",
+    "Terminated",
+    "execute",
+    "ignore_stopping",
+    "record_failure",
+    "signals_raise",
+]
+
+# ------------------------------------------------------------------ signals
+# Signals that end a command, turned into exceptions so that every clean-up runs.
+#
+# Python's default SIGTERM (and SIGHUP) kills the process at once: ``finally`` blocks do
+# not run, so a run folder's ``.lock`` and a half-written temporary file would stay.
+# Within :func:`signals_raise` (the command line's whole command) SIGTERM, SIGINT and
+# SIGHUP raise a :class:`Stopped` exception instead: the locks are released and removed,
+# temporary files unlinked, process pools stopped, and ``interp-init`` then prints one line
+# and exits with ``128 + signal``.  :class:`Stopped` is a ``BaseException`` (like
+# ``KeyboardInterrupt``), so ``except Exception`` never swallows it.
+#
+# This module imports neither torch nor click.
+
+
+class Stopped(BaseException):  # noqa: N818 - a signal, not an error
+    """A signal ended the command; :attr:`exit_code` is ``128 + signal``."""
+
+    signum: ClassVar[int] = signal.SIGTERM
+    #: The one line ``interp-init`` prints (after ``interp-init: ``).
+    message: ClassVar[str] = "terminated (SIGTERM)"
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+class Terminated(Stopped):
+    """SIGTERM (``kill PID``, a job scheduler's stop)."""
+
+
+class Interrupted(Stopped):
+    """SIGINT (Ctrl-C)."""
+
+    signum = signal.SIGINT
+    message = "aborted"
+
+
+class HungUp(Stopped):
+    """SIGHUP (the terminal closed)."""
+
+    signum = signal.SIGHUP
+    message = "terminated (SIGHUP)"
+
+
+#: The signals :func:`signals_raise` turns into exceptions.
+STOPPING: dict[int, type[Stopped]] = {signal.SIGTERM: Terminated, signal.SIGINT: Interrupted, signal.SIGHUP: HungUp}
+
+
+@contextlib.contextmanager
+def signals_raise(which: tuple[int, ...] = tuple(STOPPING)) -> Iterator[None]:
+    """Within the block, the signals ``which`` raise their :class:`Stopped` exception in the
+    main thread; the previous handlers are restored after it (elsewhere than the main
+    thread the block changes nothing).  A signal whose handler is ``SIG_IGN`` (a process
+    started with SIGINT ignored, ``nohup``) stays ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise STOPPING[signum]()
+
+    previous = {}
+    for signum in which:
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            previous[signum] = signal.signal(signum, handler)
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
+def ignore_stopping() -> None:
+    """Ignore the stopping signals from now on (in the main thread): a process whose work
+    is done and whose exit code is decided is not turned into a false 130 by a late Ctrl-C."""
+    if threading.current_thread() is threading.main_thread():
+        for signum in STOPPING:
+            signal.signal(signum, signal.SIG_IGN)
+
 
 #: What a run a deadline stopped says.
 STOPPED = "stopped at its deadline, its checkpoint written; a later launch resumes it"
@@ -44,9 +137,15 @@ def record_failure(job: Job, err: BaseException | str, tb: str | None = None) ->
 
 
 def execute(
-    jobs: Sequence[Job], device: str = "auto", threads: int | None = None, deadline: float | None = None, progress: bool = False,
-    logits_fn: Any = None, step: Any = None, data_fn: Any = None,
-) -> list[JobReturn]:  # fmt: skip
+    jobs: Sequence[Job],
+    device: str = "auto",
+    threads: int | None = None,
+    deadline: float | None = None,
+    progress: bool = False,
+    logits_fn: Any = None,
+    step: Any = None,
+    data_fn: Any = None,
+) -> list[JobReturn]:
     """Train ``jobs`` into their folders under the one failure policy (see the module): one
     job alone (:func:`training.train`), several same-shape jobs as one ensemble
     (:func:`training.train_ensemble`); one :class:`~training.launch.base.JobReturn` per job,
@@ -64,7 +163,9 @@ def execute(
     for job in jobs:
         folder = RunFolder(job.run_dir)
         if folder.is_busy():
-            returns[job.name] = JobReturn(job.name, RunStatus.RUNNING, f"{job.run_dir} is being trained by another process")
+            returns[job.name] = JobReturn(
+                job.name, RunStatus.RUNNING, f"{job.run_dir} is being trained by another process"
+            )
         elif (status := folder.status()) in FINISHED_STATUSES:
             returns[job.name] = JobReturn(job.name, str(status))
         else:
@@ -78,16 +179,28 @@ def execute(
             results = [train(todo[0].config, todo[0].run_dir, **options)]
         else:
             ensemble = {"step": step, "data_fn": data_fn}
-            results = train_ensemble([j.config for j in todo], [j.run_dir for j in todo], **options, **ensemble) if todo else []
+            results = (
+                train_ensemble([j.config for j in todo], [j.run_dir for j in todo], **options, **ensemble)
+                if todo
+                else []
+            )
         for job, result in zip(todo, results, strict=True):
             stopped = not result.finished
-            returns[job.name] = JobReturn(job.name, RunStatus.INTERRUPTED, STOPPED) if stopped else JobReturn(job.name, str(result.metrics["status"]))
+            returns[job.name] = (
+                JobReturn(job.name, RunStatus.INTERRUPTED, STOPPED)
+                if stopped
+                else JobReturn(job.name, str(result.metrics["status"]))
+            )
     except RunFolderBusy as err:  # another process took a folder meanwhile: not a failure, and not ours to record
         for job in todo:
             busy = RunFolder(job.run_dir).is_busy()
-            returns[job.name] = JobReturn(job.name, RunStatus.RUNNING if busy else str(RunFolder(job.run_dir).status()), str(err))
+            returns[job.name] = JobReturn(
+                job.name, RunStatus.RUNNING if busy else str(RunFolder(job.run_dir).status()), str(err)
+            )
     except Exception as err:  # noqa: BLE001 - a failed run is recorded, the study goes on
-        if is_disk_full(err):  # every run would fail alike: the study stops, as train does (exit 2), and resumes once space is freed
+        if is_disk_full(
+            err
+        ):  # every run would fail alike: the study stops, as train does (exit 2), and resumes once space is freed
             raise
         tb = traceback.format_exc()
         returns.update((job.name, record_failure(job, err, tb)) for job in todo)

@@ -22,9 +22,8 @@ import torch
 from interp_init.model import build_model, empty_model, load_weights, resolve_device
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus
 from training.config import RunConfig
-from training.trainer.accuracy import LogitsFn
 from training.trainer.ensemble import StepFactory, check_ensemble, fit_ensemble
-from training.trainer.loop import RunData, Sinks, TrainResult, check_deadline, fit
+from training.trainer.loop import LogitsFn, RunData, Sinks, TrainResult, check_deadline, fit
 from training.trainer.preflight import check_fits, check_train_arguments
 
 __all__ = ["finish_in_folder", "folder_sinks", "open_run_folder", "train", "train_ensemble"]
@@ -79,9 +78,11 @@ def finish_in_folder(folder: RunFolder, result: TrainResult, dev: torch.device) 
 
 
 def in_folders(
-    cfgs: Sequence[RunConfig], folders: Sequence[RunFolder], dev: torch.device,
+    cfgs: Sequence[RunConfig],
+    folders: Sequence[RunFolder],
+    dev: torch.device,
     fit_todo: Callable[[list[RunConfig], list[dict | None], list[Sinks]], list[TrainResult]],
-) -> list[TrainResult]:  # fmt: skip
+) -> list[TrainResult]:
     """Hold ``folders``, open each for its config, train the unfinished ones with ``fit_todo``
     (their configs, checkpoints and sinks) and write each one that ended."""
     with contextlib.ExitStack() as locks:
@@ -92,10 +93,14 @@ def in_folders(
         todo = [i for i, result in enumerate(results) if result is None]
         try:
             if todo:
-                trained = fit_todo([cfgs[i] for i in todo], [opened[i][1] for i in todo], [folder_sinks(folders[i]) for i in todo])
+                trained = fit_todo(
+                    [cfgs[i] for i in todo], [opened[i][1] for i in todo], [folder_sinks(folders[i]) for i in todo]
+                )
                 for i, result in zip(todo, trained, strict=True):
                     results[i] = finish_in_folder(folders[i], result, dev)
-        except BaseException:  # a signal (SIGTERM, Ctrl-C, a cancelled Slurm job) or an error: the runs it stopped say so
+        except (
+            BaseException
+        ):  # a signal (SIGTERM, Ctrl-C, a cancelled Slurm job) or an error: the runs it stopped say so
             for i in todo:
                 folders[i].mark_interrupted()
             raise
@@ -103,8 +108,13 @@ def in_folders(
 
 
 def train(
-    cfg: RunConfig, out_dir: str | Path | None = None, *, device: str | torch.device | None = "auto", progress: bool = True,
-    logits_fn: LogitsFn | None = None, deadline: float | None = None
+    cfg: RunConfig,
+    out_dir: str | Path | None = None,
+    *,
+    device: str | torch.device | None = "auto",
+    progress: bool = True,
+    logits_fn: LogitsFn | None = None,
+    deadline: float | None = None,
 ) -> TrainResult:
     """Train the run ``cfg``; with ``out_dir``, write (or resume) its run folder.
 
@@ -126,15 +136,31 @@ def train(
     check_fits(cfg, dev)  # a run that cannot fit is refused before its folder is written
 
     def fit_one(cfgs: list[RunConfig], states: list[dict | None], sinks: list[Sinks]) -> list[TrainResult]:
-        return [fit(cfgs[0], device=dev, progress=progress, logits_fn=logits_fn, deadline=deadline, state=states[0], sinks=sinks[0])]
+        return [
+            fit(
+                cfgs[0],
+                device=dev,
+                progress=progress,
+                logits_fn=logits_fn,
+                deadline=deadline,
+                state=states[0],
+                sinks=sinks[0],
+            )
+        ]
 
     return in_folders([cfg], [RunFolder(out_dir)], dev, fit_one)[0]
 
 
 def train_ensemble(
-    cfgs: Sequence[RunConfig], out_dirs: Sequence[str | Path] | None = None, device: str | torch.device | None = "auto",
-    progress: bool = True, *, logits_fn: LogitsFn | None = None, deadline: float | None = None, step: StepFactory | None = None,
-    data_fn: Callable[[RunConfig, torch.device], RunData] | None = None
+    cfgs: Sequence[RunConfig],
+    out_dirs: Sequence[str | Path] | None = None,
+    device: str | torch.device | None = "auto",
+    progress: bool = True,
+    *,
+    logits_fn: LogitsFn | None = None,
+    deadline: float | None = None,
+    step: StepFactory | None = None,
+    data_fn: Callable[[RunConfig, torch.device], RunData] | None = None,
 ) -> list[TrainResult]:
     """Train the same-shape runs ``cfgs`` together (:func:`training.trainer.ensemble.fit_ensemble`);
     with ``out_dirs`` (one per run), write or resume their folders.
@@ -163,6 +189,16 @@ def train_ensemble(
     dev = resolve_device(device)
 
     def fit_todo(todo: list[RunConfig], states: list[dict | None], sinks: list[Sinks]) -> list[TrainResult]:
-        return fit_ensemble(todo, dev, progress, logits_fn=logits_fn, deadline=deadline, states=states, sinks=sinks, step=step, data_fn=data_fn)
+        return fit_ensemble(
+            todo,
+            dev,
+            progress,
+            logits_fn=logits_fn,
+            deadline=deadline,
+            states=states,
+            sinks=sinks,
+            step=step,
+            data_fn=data_fn,
+        )
 
     return in_folders(cfgs, folders, dev, fit_todo)

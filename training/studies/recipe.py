@@ -129,12 +129,19 @@ def _recipe(train: TrainConfig, d_model: int, gamma: float, n_train: int, task: 
     spec = getattr(task_class(task)(), "spec", None)
     pairs = len(spec.train_pairs) if spec is not None and getattr(spec, "train_pairs", None) else None
     return Recipe(
-        d_model=d_model, gamma=gamma, lr=train.lr, weight_decay=train.weight_decay,
-        forward_scale=d_model ** (0.5 - gamma), adam_step=train.lr * d_model ** (0.5 + gamma),
-        summed_lr=total, summed_lr_wd=total * train.weight_decay,
-        steps=spe * train.epochs, steps_per_epoch=spe, samples_per_step=train.batch_size,
+        d_model=d_model,
+        gamma=gamma,
+        lr=train.lr,
+        weight_decay=train.weight_decay,
+        forward_scale=d_model ** (0.5 - gamma),
+        adam_step=train.lr * d_model ** (0.5 + gamma),
+        summed_lr=total,
+        summed_lr_wd=total * train.weight_decay,
+        steps=spe * train.epochs,
+        steps_per_epoch=spe,
+        samples_per_step=train.batch_size,
         samples_per_pair=None if pairs is None else n_train / pairs,
-    )  # fmt: skip
+    )
 
 
 def recipe_of(cfg: RunConfig) -> Recipe:
@@ -168,7 +175,9 @@ def check_hold(hold: Sequence[str]) -> tuple[str, ...]:
     names = tuple(h.strip().replace("-", "_") for h in hold)
     unknown = [h for h in names if h not in HOLDABLE]
     if unknown:
-        raise ValueError(f"--carry-recipe: unknown quantity {unknown[0]!r}; hold any of {', '.join(h.replace('_', '-') for h in HOLDABLE)} (comma-separated)")
+        raise ValueError(
+            f"--carry-recipe: unknown quantity {unknown[0]!r}; hold any of {', '.join(h.replace('_', '-') for h in HOLDABLE)} (comma-separated)"
+        )
     return tuple(h for h in HOLDABLE if h in names)
 
 
@@ -218,7 +227,11 @@ def carry_recipe(cfg: RunConfig, hold: Sequence[str] = DEFAULT_HOLD, reference_d
     if "adam_step" in held:
         factor = ref.adam_step / (out.train.lr * d ** (0.5 + gamma))
         tc = out.train
-        out = out.with_options(lr=_round(tc.lr * factor), warmup_start_lr=_round(tc.warmup_start_lr * factor), min_lr=_round(tc.min_lr * factor))
+        out = out.with_options(
+            lr=_round(tc.lr * factor),
+            warmup_start_lr=_round(tc.warmup_start_lr * factor),
+            min_lr=_round(tc.min_lr * factor),
+        )
     if "summed_lr" in held:
         out = _stretch(out, ref.summed_lr)
     if "summed_lr_wd" in held:
@@ -246,7 +259,9 @@ def _stretch(cfg: RunConfig, target: float) -> RunConfig:
     while summed_lr(at(hi).train, cfg.data.n_train) < target:
         lo, hi = hi, hi * 2
         if hi > 1_000_000:
-            raise ValueError(f"summed lr {target:.3g} is out of reach of this schedule's lr {tc.lr:g}: raise --lr or hold fewer quantities")
+            raise ValueError(
+                f"summed lr {target:.3g} is out of reach of this schedule's lr {tc.lr:g}: raise --lr or hold fewer quantities"
+            )
     while lo < hi:
         mid = (lo + hi) // 2
         if summed_lr(at(mid).train, cfg.data.n_train) >= target:
@@ -282,7 +297,12 @@ def recipe_columns(cfg: RunConfig) -> dict[str, str]:
     """The report's run-table cells of ``cfg``'s recipe: each quantity, and the paper's at the
     same gamma in parentheses."""
     mine, ref = recipe_of(cfg), paper_recipe(cfg.init.gamma)
-    names = {"forward_scale": "std*sqrt(d)", "adam_step": "lr*sqrt(d)/std", "summed_lr": "summed lr", "summed_lr_wd": "summed lr x wd"}
+    names = {
+        "forward_scale": "std*sqrt(d)",
+        "adam_step": "lr*sqrt(d)/std",
+        "summed_lr": "summed lr",
+        "summed_lr_wd": "summed lr x wd",
+    }
     return {label: f"{getattr(mine, name):.3g} (paper {getattr(ref, name):.3g})" for name, label in names.items()}
 
 
@@ -292,11 +312,21 @@ def recipe_table(cfg: RunConfig, paper_gamma: float | None = None) -> str:
     mine = recipe_of(cfg)
     ref = paper_recipe(cfg.init.gamma if paper_gamma is None else paper_gamma)
     heads = ("quantity", f"this run (d_model {mine.d_model})", f"paper (d_model {ref.d_model})")
-    rows = [(label, *("-" if getattr(r, name) is None else fmt.format(getattr(r, name)) for r in (mine, ref))) for name, label, fmt in _ROWS]
+    rows = [
+        (label, *("-" if getattr(r, name) is None else fmt.format(getattr(r, name)) for r in (mine, ref)))
+        for name, label, fmt in _ROWS
+    ]
     widths = [max(len(row[i]) for row in (heads, *rows)) for i in range(3)]
-    lines = ["  ".join((row[0].ljust(widths[0]), row[1].rjust(widths[1]), row[2].rjust(widths[2]))) for row in (heads, *rows)]
-    paper = (f"paper: the released code's symmetric run (sjtuzzw/complexity_control) at gamma {ref.gamma:g}: {PAPER_N_TRAIN:,} samples "
-             f"balanced per pair, drop_last ({ref.steps_per_epoch} steps an epoch)")  # fmt: skip
-    this = f"this run: {cfg.data.n_train:,} samples, " + ("balanced per pair" if cfg.data.balanced_pairs else "pairs drawn at random") + (
-        ", drop_last" if cfg.train.drop_last else ", each epoch's last, partial batch kept")
+    lines = [
+        "  ".join((row[0].ljust(widths[0]), row[1].rjust(widths[1]), row[2].rjust(widths[2]))) for row in (heads, *rows)
+    ]
+    paper = (
+        f"paper: the released code's symmetric run (sjtuzzw/complexity_control) at gamma {ref.gamma:g}: {PAPER_N_TRAIN:,} samples "
+        f"balanced per pair, drop_last ({ref.steps_per_epoch} steps an epoch)"
+    )
+    this = (
+        f"this run: {cfg.data.n_train:,} samples, "
+        + ("balanced per pair" if cfg.data.balanced_pairs else "pairs drawn at random")
+        + (", drop_last" if cfg.train.drop_last else ", each epoch's last, partial batch kept")
+    )
     return "\n".join([*lines, paper, this])

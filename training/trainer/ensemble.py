@@ -51,8 +51,20 @@ from interp_init.config import InitConfig
 from interp_init.model import empty_model, resolve_device
 from interp_init.runfolder import RunStatus
 from training.config import RunConfig
-from training.trainer.accuracy import LogitsFn, full_forward_last
-from training.trainer.loop import Member, RunData, Sinks, Step, TrainResult, check_deadline, make_run_data, new_member, run_epochs, start_of
+from training.trainer.loop import (
+    LogitsFn,
+    Member,
+    RunData,
+    Sinks,
+    Step,
+    TrainResult,
+    check_deadline,
+    full_forward_last,
+    make_run_data,
+    new_member,
+    run_epochs,
+    start_of,
+)
 from training.trainer.step import autocast_context, last_position_logits
 
 __all__ = ["ENSEMBLE_VARYING", "StepFactory", "VmapStep", "check_ensemble", "fit_ensemble"]
@@ -60,7 +72,18 @@ __all__ = ["ENSEMBLE_VARYING", "StepFactory", "VmapStep", "check_ensemble", "fit
 #: The options in which the runs of one ensemble may differ (all else must be equal).
 ENSEMBLE_VARYING: frozenset[str] = frozenset(
     {f.name for f in fields(InitConfig)}
-    | {"lr", "warmup_start_lr", "min_lr", "warmup_epochs", "cosine_epochs", "weight_decay", "grad_clip", "seed", "init_seed", "data_seed"}
+    | {
+        "lr",
+        "warmup_start_lr",
+        "min_lr",
+        "warmup_epochs",
+        "cosine_epochs",
+        "weight_decay",
+        "grad_clip",
+        "seed",
+        "init_seed",
+        "data_seed",
+    }
 )
 
 
@@ -105,10 +128,17 @@ def _data_key(cfg: RunConfig) -> tuple[int, ...]:
 
 
 def fit_ensemble(
-    cfgs: Sequence[RunConfig], device: str | torch.device | None = "auto", progress: bool = True, *, logits_fn: LogitsFn | None = None,
-    deadline: float | None = None, states: Sequence[dict | None] | None = None, sinks: Sequence[Sinks | None] | None = None,
-    step: StepFactory | None = None, data_fn: Callable[[RunConfig, torch.device], RunData] | None = None,
-) -> list[TrainResult]:  # fmt: skip
+    cfgs: Sequence[RunConfig],
+    device: str | torch.device | None = "auto",
+    progress: bool = True,
+    *,
+    logits_fn: LogitsFn | None = None,
+    deadline: float | None = None,
+    states: Sequence[dict | None] | None = None,
+    sinks: Sequence[Sinks | None] | None = None,
+    step: StepFactory | None = None,
+    data_fn: Callable[[RunConfig, torch.device], RunData] | None = None,
+) -> list[TrainResult]:
     """Train the runs ``cfgs`` together, each from its ``states`` entry (a checkpoint's, if
     given) and handing its progress to its ``sinks`` entry; writes nothing.  The runs must
     resume from the same epoch; ``logits_fn``, ``deadline`` (here it needs every run's
@@ -124,20 +154,34 @@ def fit_ensemble(
     states = list(states) if states is not None else [None] * len(cfgs)
     sinks = [s or Sinks() for s in sinks] if sinks is not None else [Sinks()] * len(cfgs)
     if len(states) != len(cfgs) or len(sinks) != len(cfgs):
-        raise ValueError(f"give one state and one sink per config: {len(cfgs)} configs, {len(states)} states, {len(sinks)} sinks")
+        raise ValueError(
+            f"give one state and one sink per config: {len(cfgs)} configs, {len(states)} states, {len(sinks)} sinks"
+        )
     check_deadline(deadline, all(s.checkpoint is not None for s in sinks))
     starts = {start_of(state) for state in states}
     if len(starts) > 1:
-        raise ValueError(f"the runs stopped at different epochs ({[start_of(s)[0] for s in states]}); finish them one by one with train()")
+        raise ValueError(
+            f"the runs stopped at different epochs ({[start_of(s)[0] for s in states]}); finish them one by one with train()"
+        )
     if logits_fn is None:
         logits_fn = last_position_logits if cfgs[0].train.fast_forward else full_forward_last
     dev = resolve_device(device)
     first = {_data_key(cfg): cfg for cfg in reversed(cfgs)}  # runs drawing the same data share the first one's
     datas = {key: (data_fn or make_run_data)(cfg, dev) for key, cfg in first.items()}
-    members = [new_member(cfg, dev, datas[_data_key(cfg)], state, sink) for cfg, state, sink in zip(cfgs, states, sinks)]
+    members = [
+        new_member(cfg, dev, datas[_data_key(cfg)], state, sink) for cfg, state, sink in zip(cfgs, states, sinks)
+    ]
     eager_fn = getattr(logits_fn, "_torchdynamo_orig_callable", logits_fn)  # the function a torch.compile wraps
-    return run_epochs(members, (step or VmapStep)(members, logits_fn, dev), *starts.pop(), dev, eager_fn,
-                      progress=progress, deadline=deadline, desc=f"ensemble of {len(members)}")  # fmt: skip
+    return run_epochs(
+        members,
+        (step or VmapStep)(members, logits_fn, dev),
+        *starts.pop(),
+        dev,
+        eager_fn,
+        progress=progress,
+        deadline=deadline,
+        desc=f"ensemble of {len(members)}",
+    )
 
 
 class VmapStep:
@@ -161,7 +205,9 @@ class VmapStep:
                 for name, p in named:
                     p.data = params[name].detach()[j]
         plain_fn = getattr(logits_fn, "_torchdynamo_orig_callable", None)  # set on a torch.compile'd function
-        self.module = _LogitsModule(empty_model(members[0].cfg.model, dev), plain_fn or logits_fn)  # a template: its own weights are never read
+        self.module = _LogitsModule(
+            empty_model(members[0].cfg.model, dev), plain_fn or logits_fn
+        )  # a template: its own weights are never read
         # one static graph per batch shape (the last batch of an epoch may be smaller): vmap
         # cannot run on tensors with symbolic sizes
         self.forward = vmap(self._one) if plain_fn is None else torch.compile(vmap(self._one), dynamic=False)
@@ -170,7 +216,9 @@ class VmapStep:
         self.train_tokens = torch.stack([d.train.token_ids for d in datas])  # compact; widened per batch
         self.train_targets = torch.stack([d.train.targets for d in datas])
 
-    def loss(self, tokens: Int[Tensor, "model batch pos"], targets: Int[Tensor, "model batch"]) -> Float[Tensor, " model"]:
+    def loss(
+        self, tokens: Int[Tensor, "model batch pos"], targets: Int[Tensor, "model batch"]
+    ) -> Float[Tensor, " model"]:
         """Each member's mean last-position cross-entropy on its batch, in one vectorized call."""
         params = {f"model.{k}": v for k, v in self.params.items()}
         buffers = {f"model.{k}": v for k, v in self.buffers.items()}
@@ -194,7 +242,9 @@ class VmapStep:
                 grad = self.params[name].grad
                 p.grad = None if grad is None else grad[j]
             if m.cfg.train.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_([p for _, p in self.member_params[j]], m.cfg.train.grad_clip, foreach=True)
+                torch.nn.utils.clip_grad_norm_(
+                    [p for _, p in self.member_params[j]], m.cfg.train.grad_clip, foreach=True
+                )
             m.optimizer.step()
             m.optimizer.zero_grad(set_to_none=True)
         for p in self.params.values():

@@ -9,7 +9,7 @@ the deadline and the end of each run; what differs is the step (:data:`Step`), w
 
 Like SAELens' ``SAETrainer``, the loop is handed what it needs and writes nothing itself:
 each run's data (:class:`RunData`), its evaluation (the task's metrics,
-:func:`training.trainer.accuracy.evaluate`), the state to resume from (a checkpoint's), and
+:func:`training.trainer.loop.evaluate`), the state to resume from (a checkpoint's), and
 its :class:`Sinks`: where its checkpoints go (the training state and the metrics so far,
 after each epoch on the checkpoint cadence and at a deadline) and where its history goes
 (each epoch's record as it is made).  The run folder (``config.json``, ``metrics.json``,
@@ -35,8 +35,8 @@ from __future__ import annotations
 import math
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,12 +49,82 @@ from transformer_lens import HookedTransformer
 
 from interp_init.model import build_model, resolve_device
 from interp_init.runfolder import RunStatus
-from interp_init.tasks.base import RECORD_KEYS, Samples, Task
-from interp_init.tasks.checks import checked_split
+from interp_init.tasks.base import RECORD_KEYS, Samples, Task, TaskMetrics
+from interp_init.tasks.checks import checked_evaluation, checked_split
 from training.config import RunConfig
-from training.trainer.accuracy import LogitsFn, evaluate, full_forward_last
 from training.trainer.preflight import check_fits, check_train_arguments
 from training.trainer.step import flush_denormals, last_position_logits, make_optimizer, train_step
+
+__all__ = [
+    "LogitsFn",
+    "Member",
+    "RunData",
+    "Sinks",
+    "Step",
+    "TrainResult",
+    "check_deadline",
+    "evaluate",
+    "finish_run",
+    "fit",
+    "full_forward_last",
+    "hand_checkpoint",
+    "make_run_data",
+    "new_member",
+    "predict",
+    "progress_metrics",
+    "run_epochs",
+    "start_of",
+]
+
+# ------------------------------------------------------------------ accuracy
+# A model's metrics on a task's splits: the task's own (:meth:`interp_init.tasks.base.Task.evaluate`)
+# on the model's argmax predictions at the last position.
+#
+# * :func:`predict`: the argmax token at the last position of every input, in batches;
+# * :func:`evaluate`: the task's typed metrics (:class:`~interp_init.tasks.base.TaskMetrics`) of
+#   a model on a training subset, the ID test set and the held-out set.
+
+LogitsFn = Callable[[HookedTransformer, Tensor], Tensor]
+
+
+def full_forward_last(model: HookedTransformer, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch vocab"]:
+    """``model(tokens)[:, -1]``: the plain hooked forward, last position."""
+    return model(tokens)[:, -1]
+
+
+@torch.inference_mode()
+def predict(
+    model: HookedTransformer,
+    tokens: Int[Tensor, "n pos"],
+    batch_size: int = 4096,
+    logits_fn: LogitsFn = full_forward_last,
+) -> Int[Tensor, " n"]:
+    """The argmax token at the last position for every input, computed in batches."""
+    out = [logits_fn(model, tokens[i : i + batch_size]).argmax(-1) for i in range(0, len(tokens), batch_size)]
+    return torch.cat(out)
+
+
+def evaluate(
+    model: HookedTransformer,
+    task: Task,
+    train: Any,
+    id_test: Any,
+    heldout: Any | None = None,
+    logits_fn: LogitsFn = full_forward_last,
+) -> TaskMetrics:
+    """The metrics of ``model`` on a train subset, the ID test set and the held-out set, as
+    ``task`` defines them (e.g. the ``symmetric`` task's
+    :class:`~interp_init.tasks.anchor.SymmetricMetrics`); ``to_json()`` gives what
+    ``metrics.json`` records.  The model is evaluated in eval mode and left as it was."""
+    was_training = model.training
+    model.eval()
+    try:
+        return checked_evaluation(
+            task,
+            lambda: task.evaluate(lambda tokens: predict(model, tokens, logits_fn=logits_fn), train, id_test, heldout),
+        )
+    finally:
+        model.train(was_training)
 
 
 @dataclass
@@ -71,13 +141,23 @@ class RunData:
 def make_run_data(cfg: RunConfig, device: torch.device | str = "cpu") -> RunData:
     """Generate a run's train, ID-test, held-out and train-evaluation sets from its seeds."""
     d, seeds, task = cfg.data, cfg.seeds, cfg.data.make_task()
-    train = checked_split(task, "train", d.n_train, seeds["data.train"], cfg.model.d_vocab)  # a task's output is checked where it enters
+    train = checked_split(
+        task, "train", d.n_train, seeds["data.train"], cfg.model.d_vocab
+    )  # a task's output is checked where it enters
     id_test = checked_split(task, "id_test", d.n_test, seeds["data.id_test"], cfg.model.d_vocab)
-    heldout = checked_split(task, "heldout", d.heldout_size, seeds["data.heldout"], cfg.model.d_vocab) if task.has_heldout else None
+    heldout = (
+        checked_split(task, "heldout", d.heldout_size, seeds["data.heldout"], cfg.model.d_vocab)
+        if task.has_heldout
+        else None
+    )
     n_eval = min(cfg.train.eval_samples, d.n_train)
     train_eval = train.subset(slice(0, n_eval))
     return RunData(
-        train.to(device), id_test.to(device), heldout.to(device) if heldout is not None else None, train_eval.to(device), task
+        train.to(device),
+        id_test.to(device),
+        heldout.to(device) if heldout is not None else None,
+        train_eval.to(device),
+        task,
     )
 
 
@@ -97,10 +177,18 @@ class TrainResult:
         """In Jupyter, a one-row table: task, architecture, gamma, seed, status and the final numbers."""
         import pandas as pd
 
-        final = {k: v for k, v in (self.metrics.get("final") or {}).items() if k != "per_pair"}  # per pair: metrics["final"]["per_pair"]
+        final = {
+            k: v for k, v in (self.metrics.get("final") or {}).items() if k != "per_pair"
+        }  # per pair: metrics["final"]["per_pair"]
         final = pd.json_normalize(final, sep=" ").to_dict("records")
-        row = {"task": self.config.data.task, "architecture": self.config.model.architecture, "gamma": self.config.init.gamma,
-               "seed": self.config.seed, "status": self.metrics.get("status"), **(final[0] if final else {})}  # fmt: skip
+        row = {
+            "task": self.config.data.task,
+            "architecture": self.config.model.architecture,
+            "gamma": self.config.init.gamma,
+            "seed": self.config.seed,
+            "status": self.metrics.get("status"),
+            **(final[0] if final else {}),
+        }
         return f"<p><b>TrainResult</b></p>\n{pd.DataFrame([row]).to_html(index=False)}"
 
 
@@ -158,9 +246,16 @@ def start_of(state: dict | None) -> tuple[int, int]:
 
 
 def fit(
-    cfg: RunConfig, *, device: str | torch.device | None = "auto", progress: bool = True, logits_fn: LogitsFn | None = None,
-    deadline: float | None = None, state: dict | None = None, sinks: Sinks | None = None, data: RunData | None = None,
-) -> TrainResult:  # fmt: skip
+    cfg: RunConfig,
+    *,
+    device: str | torch.device | None = "auto",
+    progress: bool = True,
+    logits_fn: LogitsFn | None = None,
+    deadline: float | None = None,
+    state: dict | None = None,
+    sinks: Sinks | None = None,
+    data: RunData | None = None,
+) -> TrainResult:
     """Train the run ``cfg`` (from ``state``, a checkpoint's, if given), handing its progress
     to ``sinks``; writes nothing.  ``logits_fn``, ``deadline`` (here it needs a checkpoint
     sink) and the result are :func:`training.train`'s, which opens the run folder around
@@ -176,20 +271,41 @@ def fit(
 
     def single_step(members: list[Member], idx: Int[Tensor, "model batch"]) -> Float[Tensor, " model"]:
         m, tc = members[0], members[0].cfg.train
-        loss = train_step(m.model, m.optimizer, m.data.train.batch_tokens(idx[0]), m.data.train.targets[idx[0]],
-                          logits_fn=logits_fn, grad_clip=tc.grad_clip, precision=tc.precision)  # fmt: skip
+        loss = train_step(
+            m.model,
+            m.optimizer,
+            m.data.train.batch_tokens(idx[0]),
+            m.data.train.targets[idx[0]],
+            logits_fn=logits_fn,
+            grad_clip=tc.grad_clip,
+            precision=tc.precision,
+        )
         return loss[None]
 
     desc = f"{cfg.data.task} gamma={cfg.init.gamma}"
-    return run_epochs([member], single_step, *start_of(state), dev, logits_fn, progress=progress, deadline=deadline, desc=desc)[0]
+    return run_epochs(
+        [member], single_step, *start_of(state), dev, logits_fn, progress=progress, deadline=deadline, desc=desc
+    )[0]
 
 
-def new_member(cfg: RunConfig, dev: torch.device, data: RunData | None = None, state: dict | None = None, sinks: Sinks | None = None) -> Member:
+def new_member(
+    cfg: RunConfig,
+    dev: torch.device,
+    data: RunData | None = None,
+    state: dict | None = None,
+    sinks: Sinks | None = None,
+) -> Member:
     """A run's :class:`Member`: its model built from its seed, its optimizer
     (:func:`training.trainer.step.make_optimizer`), its data (default: drawn from its seeds),
     the training ``state`` of a checkpoint if given, and its ``sinks``."""
     model = build_model(cfg.model, cfg.init, cfg.seeds["init"], device=dev)
-    member = Member(cfg, model, make_optimizer(model, cfg.train), data if data is not None else make_run_data(cfg, dev), sinks or Sinks())
+    member = Member(
+        cfg,
+        model,
+        make_optimizer(model, cfg.train),
+        data if data is not None else make_run_data(cfg, dev),
+        sinks or Sinks(),
+    )
     if state is not None:
         member.model.load_state_dict(state["model"])
         member.optimizer.load_state_dict(state["optimizer"])
@@ -199,8 +315,16 @@ def new_member(cfg: RunConfig, dev: torch.device, data: RunData | None = None, s
 
 @flush_denormals()
 def run_epochs(
-    members: list[Member], step_fn: Step, start_epoch: int, step: int, dev: torch.device, logits_fn: LogitsFn, *, progress: bool,
-    deadline: float | None, desc: str
+    members: list[Member],
+    step_fn: Step,
+    start_epoch: int,
+    step: int,
+    dev: torch.device,
+    logits_fn: LogitsFn,
+    *,
+    progress: bool,
+    deadline: float | None,
+    desc: str,
 ) -> list[TrainResult]:
     """The epoch loop of one run or of an ensemble (see the module docstring); returns one
     :class:`TrainResult` per member, in order.  The members share the shape of the schedule
@@ -208,7 +332,14 @@ def run_epochs(
     tc = members[0].cfg.train
     n = len(members[0].data.train)
     steps_per_epoch = tc.steps_per_epoch(n)  # with drop_last, the last partial batch of each epoch's order is dropped
-    bar = tqdm(range(start_epoch, tc.epochs), initial=start_epoch, total=tc.epochs, desc=desc, disable=not progress, unit="epoch")
+    bar = tqdm(
+        range(start_epoch, tc.epochs),
+        initial=start_epoch,
+        total=tc.epochs,
+        desc=desc,
+        disable=not progress,
+        unit="epoch",
+    )
     for m in members:
         m.model.train()
     stopped, done = False, {}  # done: the results of runs the early stop finished
@@ -232,15 +363,23 @@ def run_epochs(
             if m.status != RunStatus.RUNNING:
                 continue
             if not bool(finite[j].all()):
-                m.diverged_step = step - steps_per_epoch + int((~finite[j]).nonzero()[0]) + 1  # 1-based, like history's step counts
+                m.diverged_step = (
+                    step - steps_per_epoch + int((~finite[j]).nonzero()[0]) + 1
+                )  # 1-based, like history's step counts
                 m.status = RunStatus.DIVERGED
                 m.elapsed += time.perf_counter() - t0
                 continue
-            loss = float(losses[j].mean())  # the epoch's mean training loss (equal batches with drop_last: the sample mean)
+            loss = float(
+                losses[j].mean()
+            )  # the epoch's mean training loss (equal batches with drop_last: the sample mean)
             stops = not last and m.cfg.train.stops_at(loss)  # --stop-below-loss: the run ends here, completed
             evaluation = None
-            if tc.evaluates(epoch + 1) or stops:  # the cadence (eval_every, eval_dense_epochs), the last epoch, an early stop
-                evaluation = evaluate(m.model, m.data.task, m.data.train_eval, m.data.id_test, m.data.heldout, logits_fn=logits_fn)
+            if (
+                tc.evaluates(epoch + 1) or stops
+            ):  # the cadence (eval_every, eval_dense_epochs), the last epoch, an early stop
+                evaluation = evaluate(
+                    m.model, m.data.task, m.data.train_eval, m.data.id_test, m.data.heldout, logits_fn=logits_fn
+                )
             # metrics.json's history entry (read back as interp_init.tasks.base.EpochRecord): the epoch's numbers and its evaluation
             record = {"epoch": epoch + 1, "step": step, "loss": loss, "lr": lrs[j]}
             m.history.append(record if evaluation is None else record | evaluation.to_json())
@@ -248,14 +387,21 @@ def run_epochs(
             if m.sinks.history is not None:
                 m.sinks.history(m.history[-1])
             if stops:  # --stop-below-loss: the run ends here, completed; an ensemble's other members train on
-                m.status, m.stopped_early = RunStatus.COMPLETED, {"epoch": epoch + 1, "loss": loss, "stop_below_loss": m.cfg.train.stop_below_loss}
+                m.status, m.stopped_early = (
+                    RunStatus.COMPLETED,
+                    {"epoch": epoch + 1, "loss": loss, "stop_below_loss": m.cfg.train.stop_below_loss},
+                )
                 done[j] = finish_run(m, dev)
             elif on_cadence:
                 hand_checkpoint(m, epoch + 1, step, dev)
         running = [m for m in members if m.status == RunStatus.RUNNING]
         if len(running) == 1 and running[0].history:
             latest = running[0].history[-1]  # the progress bar shows its loss and its measures
-            shown = {k.replace("_acc", ""): f"{v:.2f}" for k, v in latest.items() if k not in RECORD_KEYS and isinstance(v, float)}
+            shown = {
+                k.replace("_acc", ""): f"{v:.2f}"
+                for k, v in latest.items()
+                if k not in RECORD_KEYS and isinstance(v, float)
+            }
             bar.set_postfix({"loss": f"{latest['loss']:.3f}", **shown})
         # stop before an epoch that, as long as this one, would end past the deadline
         if deadline is not None and not last and running and time.monotonic() + (time.perf_counter() - t0) >= deadline:
@@ -266,8 +412,14 @@ def run_epochs(
     bar.close()
     # a run a deadline stopped has handed its checkpoint and ``running`` metrics to its sink
     unfinished = [stopped and m.status == RunStatus.RUNNING for m in members]
-    return [done[j] if j in done else TrainResult(m.model.eval(), progress_metrics(m, dev), m.cfg, False) if u else finish_run(m, dev)
-            for j, (m, u) in enumerate(zip(members, unfinished))]  # fmt: skip
+    return [
+        done[j]
+        if j in done
+        else TrainResult(m.model.eval(), progress_metrics(m, dev), m.cfg, False)
+        if u
+        else finish_run(m, dev)
+        for j, (m, u) in enumerate(zip(members, unfinished))
+    ]
 
 
 def _shuffles(seeds: list[int], n: int) -> Int[Tensor, "model n"]:
@@ -290,7 +442,10 @@ def finish_run(member: Member, dev: torch.device) -> TrainResult:
     status = RunStatus.COMPLETED if member.status == RunStatus.RUNNING else member.status
     # ``final``: the last history record (a completed run's last epoch is always evaluated;
     # a diverged run's is its last good epoch's)
-    metrics = progress_metrics(member, dev) | {"status": str(status), "final": dict(member.history[-1]) if member.history else {}}
+    metrics = progress_metrics(member, dev) | {
+        "status": str(status),
+        "final": dict(member.history[-1]) if member.history else {},
+    }
     if member.diverged_step is not None:
         metrics["diverged_at_step"] = member.diverged_step
     if member.stopped_early is not None:  # why a completed run ended before its last epoch
@@ -300,7 +455,13 @@ def finish_run(member: Member, dev: torch.device) -> TrainResult:
 
 def progress_metrics(member: Member, dev: torch.device) -> dict:
     """The ``metrics.json`` of a run still training (its checkpoint beside it)."""
-    return {"status": str(RunStatus.RUNNING), "final": {}, "history": member.history, "device": str(dev), "elapsed_s": round(member.elapsed, 3)}
+    return {
+        "status": str(RunStatus.RUNNING),
+        "final": {},
+        "history": member.history,
+        "device": str(dev),
+        "elapsed_s": round(member.elapsed, 3),
+    }
 
 
 def hand_checkpoint(member: Member, epoch: int, step: int, dev: torch.device) -> None:
@@ -311,5 +472,13 @@ def hand_checkpoint(member: Member, epoch: int, step: int, dev: torch.device) ->
     # storage torch.save would otherwise write
     model = {k: v.detach().to("cpu", copy=True) for k, v in member.model.state_dict().items()}
     optimizer = tree_map(lambda v: v.detach().to("cpu") if isinstance(v, Tensor) else v, member.optimizer.state_dict())
-    state = {"config": member.cfg.to_dict(), "model": model, "optimizer": optimizer, "epoch": epoch, "step": step, "history": member.history, "elapsed_s": member.elapsed}
+    state = {
+        "config": member.cfg.to_dict(),
+        "model": model,
+        "optimizer": optimizer,
+        "epoch": epoch,
+        "step": step,
+        "history": member.history,
+        "elapsed_s": member.elapsed,
+    }
     member.sinks.checkpoint(state, progress_metrics(member, dev))

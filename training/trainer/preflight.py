@@ -62,7 +62,9 @@ def estimate(cfg: RunConfig) -> MemoryEstimate:
     per_sample = cfg.data.make_task().seq_len + SAMPLE_EXTRA_BYTES
     per_position = m.n_layers * (4 * m.d_model + 2 * m.d_mlp + 2 * m.n_heads * (m.d_head + m.n_ctx))
     activations = 4 * t.batch_size * (m.n_ctx * per_position + m.d_vocab)
-    return MemoryEstimate(TRAIN_BYTES_PER_PARAM * n_parameters(cfg), activations, per_sample * sum(d.split_sizes().values()))
+    return MemoryEstimate(
+        TRAIN_BYTES_PER_PARAM * n_parameters(cfg), activations, per_sample * sum(d.split_sizes().values())
+    )
 
 
 def device_memory(device: torch.device) -> int | None:
@@ -119,13 +121,24 @@ def check_fits(cfg: RunConfig, device: torch.device) -> None:
         return
     m, d, t = cfg.model, cfg.data, cfg.train
     parts = {
-        "model": (need.model, f"the model ({n_parameters(cfg):,} parameters, with gradients and AdamW state; "
-                  f"d_model {m.d_model}, d_mlp {m.d_mlp}, n_layers {m.n_layers}, n_heads x d_head {m.n_heads} x {m.d_head}, "
-                  f"d_vocab {m.d_vocab})", "--d-model, --d-mlp, --n-layers, --n-heads, --d-head, --d-vocab or --n-ctx"),
-        "activations": (need.activations, f"one batch's activations and logits (batch_size {t.batch_size}, n_ctx {m.n_ctx}, n_layers {m.n_layers})",
-                        "--batch-size, or the model's sizes (--d-model, --d-mlp, --n-layers, --n-heads, --d-head, --d-vocab, --n-ctx)"),
-        "data": (need.data, f"the data sets ({' + '.join(f'{_SPLIT_NAMES[k]} {n:,}' for k, n in d.split_sizes().items())} samples)", "--n-train, --n-test or --n-heldout"),
-    }  # fmt: skip
+        "model": (
+            need.model,
+            f"the model ({n_parameters(cfg):,} parameters, with gradients and AdamW state; "
+            f"d_model {m.d_model}, d_mlp {m.d_mlp}, n_layers {m.n_layers}, n_heads x d_head {m.n_heads} x {m.d_head}, "
+            f"d_vocab {m.d_vocab})",
+            "--d-model, --d-mlp, --n-layers, --n-heads, --d-head, --d-vocab or --n-ctx",
+        ),
+        "activations": (
+            need.activations,
+            f"one batch's activations and logits (batch_size {t.batch_size}, n_ctx {m.n_ctx}, n_layers {m.n_layers})",
+            "--batch-size, or the model's sizes (--d-model, --d-mlp, --n-layers, --n-heads, --d-head, --d-vocab, --n-ctx)",
+        ),
+        "data": (
+            need.data,
+            f"the data sets ({' + '.join(f'{_SPLIT_NAMES[k]} {n:,}' for k, n in d.split_sizes().items())} samples)",
+            "--n-train, --n-test or --n-heldout",
+        ),
+    }
     size, what, lower = max(parts.values(), key=lambda part: part[0])
     raise ValueError(
         f"this run needs at least {_gb(need.total)} of memory, more than the {device.type} device's {_gb(have)} free: "
@@ -133,7 +146,9 @@ def check_fits(cfg: RunConfig, device: torch.device) -> None:
     )
 
 
-def check_ensemble_fits(cfgs: Sequence[RunConfig], device: torch.device, size: int | None, option: str = "--ensemble-size") -> None:
+def check_ensemble_fits(
+    cfgs: Sequence[RunConfig], device: torch.device, size: int | None, option: str = "--ensemble-size"
+) -> None:
     """Refuse an ensemble size (``size`` same-shape runs trained at once; None: all of a
     shape) whose runs need more memory together than ``device`` has free, naming the
     largest size that fits."""
@@ -155,7 +170,9 @@ def out_of_memory_message(err: BaseException) -> str | None:
     """One line for an allocation failure (``MemoryError``, torch's out-of-memory errors),
     or None for any other exception."""
     text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-    if isinstance(err, MemoryError) or (isinstance(err, RuntimeError) and ("out of memory" in text.lower() or "can't allocate memory" in text)):
+    if isinstance(err, MemoryError) or (
+        isinstance(err, RuntimeError) and ("out of memory" in text.lower() or "can't allocate memory" in text)
+    ):
         return f"out of memory ({text[:200]}): lower the model's sizes (--d-model, --d-mlp, --n-layers), --batch-size or --n-train"
     return None
 
@@ -168,4 +185,6 @@ def check_train_arguments(cfg: object, out_dir: object) -> None:
             "make one with training.make_run_config('tiny', gamma=0.8, ...) or RunConfig.from_dict(config)"
         )
     if out_dir is not None and not isinstance(out_dir, str | os.PathLike):
-        raise ValueError(f"out_dir must be a folder path (str or pathlib.Path) or None, got {type(out_dir).__name__} {out_dir!r:.80}")
+        raise ValueError(
+            f"out_dir must be a folder path (str or pathlib.Path) or None, got {type(out_dir).__name__} {out_dir!r:.80}"
+        )

@@ -103,7 +103,10 @@ def fast_forward_unsupported(model: HookedTransformer) -> str | None:
         (cfg.n_devices != 1, f"n_devices={cfg.n_devices}"),
         (bool(cfg.load_in_4bit), "load_in_4bit=True"),
         (cfg.dtype not in _FLOAT_DTYPES, f"dtype={cfg.dtype}"),
-        (cfg.original_architecture not in (None, "GPT2LMHeadModel", "neel"), f"original_architecture={cfg.original_architecture!r}"),
+        (
+            cfg.original_architecture not in (None, "GPT2LMHeadModel", "neel"),
+            f"original_architecture={cfg.original_architecture!r}",
+        ),
         (model.tokenizer is not None and model.tokenizer.padding_side == "left", "a left-padding tokenizer"),
     )
     for failed, reason in checks:
@@ -163,8 +166,14 @@ def make_optimizer(model: torch.nn.Module, train_cfg: TrainConfig) -> torch.opti
     (CPU and CUDA, float parameters), which does the same update in one pass."""
     params = list(model.parameters())
     fused = all(p.device.type in ("cpu", "cuda") and p.dtype.is_floating_point for p in params)
-    return torch.optim.AdamW(params, lr=train_cfg.lr, betas=(train_cfg.beta1, train_cfg.beta2), eps=train_cfg.eps, weight_decay=train_cfg.weight_decay,
-                             fused=fused or None)  # fmt: skip
+    return torch.optim.AdamW(
+        params,
+        lr=train_cfg.lr,
+        betas=(train_cfg.beta1, train_cfg.beta2),
+        eps=train_cfg.eps,
+        weight_decay=train_cfg.weight_decay,
+        fused=fused or None,
+    )
 
 
 @contextlib.contextmanager
@@ -194,8 +203,14 @@ def autocast_context(device: torch.device | str, precision: str) -> contextlib.A
 
 
 def train_step(
-    model: HookedTransformer, optimizer: torch.optim.Optimizer, tokens: Int[Tensor, "batch pos"], targets: Int[Tensor, " batch"], *,
-    logits_fn: Callable[[HookedTransformer, Tensor], Tensor] = last_position_logits, grad_clip: float = 1.0, precision: str = "fp32"
+    model: HookedTransformer,
+    optimizer: torch.optim.Optimizer,
+    tokens: Int[Tensor, "batch pos"],
+    targets: Int[Tensor, " batch"],
+    *,
+    logits_fn: Callable[[HookedTransformer, Tensor], Tensor] = last_position_logits,
+    grad_clip: float = 1.0,
+    precision: str = "fp32",
 ) -> Float[Tensor, ""]:
     """One optimization step on the last-position cross-entropy; returns the loss (detached,
     on the device: reading it is left to the caller, so the step never waits on the device)."""

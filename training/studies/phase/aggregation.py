@@ -27,7 +27,9 @@ LOWER_IS_BETTER_PREFIXES = ("epochs_to", "final_loss")
 def param_columns(df: pd.DataFrame) -> list[str]:
     """The configuration columns of a results table (those between ``run`` and ``status``)."""
     if "status" not in df.columns:
-        raise ValueError("not a results table: it has no 'status' column (load it with training.studies.sweep.load_results)")
+        raise ValueError(
+            "not a results table: it has no 'status' column (load it with training.studies.sweep.load_results)"
+        )
     cols = list(df.columns[: df.columns.get_loc("status")])
     return [c for c in cols if c != "run"]
 
@@ -49,12 +51,19 @@ def task_rows(df: pd.DataFrame, task_cls: type[Task], keep: Sequence[str], what:
         raise ValueError(f"{what} needs completed runs of the {task!r} task; the table has none")
     varying = [c for c in param_columns(rows) if c not in keep and rows[c].nunique(dropna=False) > 1]
     if varying:
-        raise ValueError(f"{what}: {varying} vary in the table besides {list(keep)}; filter the table first (e.g. df[df.{varying[0]} == ...])")
+        raise ValueError(
+            f"{what}: {varying} vary in the table besides {list(keep)}; filter the table first (e.g. df[df.{varying[0]} == ...])"
+        )
     return rows
 
 
 def best_over(
-    df: pd.DataFrame, metrics: Sequence[str], cell: Sequence[str], over: str = "lr", seed: str = "seed", target: str | None = None
+    df: pd.DataFrame,
+    metrics: Sequence[str],
+    cell: Sequence[str],
+    over: str = "lr",
+    seed: str = "seed",
+    target: str | None = None,
 ) -> pd.DataFrame:
     """Per ``cell`` and ``seed``, the best of each metric over the values of ``over`` (learning rates).
 
@@ -83,8 +92,13 @@ def best_over(
 
 
 def aggregate(
-    df: pd.DataFrame, metrics: Sequence[str], cell: Sequence[str] | None = None, over: str = "lr", seed: str = "seed",
-    target: str | None = None, statuses: Sequence[str] | None = ("completed",)
+    df: pd.DataFrame,
+    metrics: Sequence[str],
+    cell: Sequence[str] | None = None,
+    over: str = "lr",
+    seed: str = "seed",
+    target: str | None = None,
+    statuses: Sequence[str] | None = ("completed",),
 ) -> pd.DataFrame:
     """The papers' aggregation: best over ``over`` (learning rates), then mean and spread over seeds.
 
@@ -129,8 +143,11 @@ def classify_phase(
 
 
 def add_phase(
-    agg: pd.DataFrame, id_col: str = "id_acc_mean", ood_col: str | None = None, id_threshold: float = ID_THRESHOLD,
-    ood_threshold: float = OOD_THRESHOLD
+    agg: pd.DataFrame,
+    id_col: str = "id_acc_mean",
+    ood_col: str | None = None,
+    id_threshold: float = ID_THRESHOLD,
+    ood_threshold: float = OOD_THRESHOLD,
 ) -> pd.DataFrame:
     """``agg`` with a ``phase`` column from its ID and OOD columns.
 

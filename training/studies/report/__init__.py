@@ -6,15 +6,14 @@ and writes one self-contained HTML file that makes no request to any network add
 :func:`write_images` writes its figures as PNG, SVG or PDF.  Modules:
 
 * :mod:`training.studies.report.config`: :class:`ReportConfig` and the command's choices (no torch);
-* :mod:`training.studies.report.runs`: the run folders and the probes' inputs;
-* :mod:`training.studies.report.cells`: what a section is made of (:class:`Section`, :class:`Cell`);
-* :mod:`training.studies.report.header`: the first screen: what the runs' preset means, the one table of the runs;
-* :mod:`training.studies.report.outcomes`: what each run learned (verdict, curves, accuracies);
-* :mod:`training.studies.report.mechanisms`: how it computes (attention, flow, masking, similarity);
-* :mod:`training.studies.report.weights`: its weights (condensation, embeddings, ranks, spectra);
-* :mod:`training.studies.report.page`: the page's assembly and :func:`write_report`;
-* :mod:`training.studies.report.inline`: plotly.js, circuitsvis' bundle and the figures, each inlined once, gzip-packed;
-* :mod:`training.studies.report.images`: static images through kaleido.
+* :mod:`training.studies.report.cells`: the run folders and the probes' inputs (:class:`Run`),
+  and what a section is made of (:class:`Section`, :class:`Cell`);
+* :mod:`training.studies.report.outcomes`: what the runs learned: the first screen (what the
+  runs' preset means, the one table of the runs), verdict, curves, accuracies, populations, races;
+* :mod:`training.studies.report.mechanisms`: how they compute (attention, flow, masking,
+  similarity) and their weights (condensation, embeddings, ranks, spectra);
+* :mod:`training.studies.report.page`: the page's assembly and :func:`write_report`, plotly.js,
+  circuitsvis' bundle and the figures each inlined once (gzip-packed), static images through kaleido.
 
 What a user calls: :func:`write_report` (:class:`ReportConfig`), :func:`build_page`,
 :func:`write_images`, :func:`load_runs` (:class:`Run`), and, for a section of one's own,
@@ -34,24 +33,18 @@ from types import ModuleType
 from interp_init.lazy import lazy_attributes
 
 _CONFIG = ("IMAGE_FORMATS", "PROJECTIONS", "ReportConfig")
-_RUNS = ("Run", "load_runs")
-_CELLS = ("Cell", "Context", "NotApplicable", "Section")
-_PAGE = ("SECTIONS", "build_page", "write_report")
-_IMAGES = ("StaticExportUnavailable", "write_images")
-__all__ = sorted((*_CONFIG, *_RUNS, *_CELLS, *_PAGE, *_IMAGES))
+_CELLS = ("Cell", "Context", "NotApplicable", "Run", "Section", "load_runs")
+_PAGE = ("SECTIONS", "StaticExportUnavailable", "build_page", "write_images", "write_report")
+__all__ = sorted((*_CONFIG, *_CELLS, *_PAGE))
 
 
 def _module_of(name: str) -> ModuleType:
     if name in _CONFIG:
         from training.studies.report import config as module
-    elif name in _RUNS:
-        from training.studies.report import runs as module
     elif name in _CELLS:
         from training.studies.report import cells as module
     elif name in _PAGE:
         from training.studies.report import page as module
-    elif name in _IMAGES:
-        from training.studies.report import images as module
     else:
         raise AttributeError(f"module 'training.studies.report' has no attribute {name!r}")
     return module

@@ -50,7 +50,9 @@ class ReportConfig:
             raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
         if not isinstance(self.title, str) or not self.title.strip():
             raise ValueError(f"title must be a non-empty string, got {self.title!r}")
-        if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1):
+        if self.threads is not None and (
+            isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1
+        ):
             raise ValueError(f"threads must be None or an integer >= 1, got {self.threads!r}")
 
 
@@ -81,9 +83,13 @@ def check_per_pair(per_pair: int, runs: Sequence[Any], option: str = "--per-pair
     have = device_memory(torch.device("cpu"))
     if not generic or have is None:
         return
-    worst = max(generic, key=lambda run: run.task.seq_len * run.record.config.model.d_model * run.record.config.model.n_layers)
+    worst = max(
+        generic, key=lambda run: run.task.seq_len * run.record.config.model.d_model * run.record.config.model.n_layers
+    )
     model, task = worst.record.config.model, worst.task
-    per_input = _PROBE_BYTES * task.seq_len * model.d_model * (model.n_layers + 1) * 8  # a task's probe inputs: 8 per group
+    per_input = (
+        _PROBE_BYTES * task.seq_len * model.d_model * (model.n_layers + 1) * 8
+    )  # a task's probe inputs: 8 per group
     limit = max(2, have // (2 * per_input))
     if per_pair > limit:
         raise ValueError(

@@ -8,11 +8,12 @@ A sweep is a :class:`training.studies.study.StudySpec` with a grid (a ``base`` o
 Modules by concern:
 
 * :mod:`training.studies.sweep.spec`: :class:`SweepOptions`, the shipped presets
-  (``training/studies/sweep/presets/*.json``) and the one-sweep-per-folder rule (imports neither
-  torch nor TransformerLens);
+  (``training/studies/sweep/presets/*.json``), the one-sweep-per-folder rule and the results
+  table's column names (imports neither torch nor TransformerLens);
 * :mod:`training.studies.sweep.runner`: :func:`run_sweep`, through the one launcher
   (:mod:`training.launch`: ``local``, ``ray``, ``ensemble`` or any registered backend);
-* :mod:`training.studies.sweep.results`: the results table.
+* :mod:`training.studies.sweep.results`: the results table, and the weights' stable ranks
+  (computed on first read, cached in ``ranks.json``).
 
 The names below are imported on first use (PEP 562 ``__getattr__``): importing
 :mod:`training.studies.sweep.spec` (the command line's ``--backend`` choices) imports no torch.

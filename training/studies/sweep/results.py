@@ -8,40 +8,53 @@ and :func:`problem_summary` say what did not complete.
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from interp_init.fileio import folder_is_held
 from interp_init.outputs import record_output, recorded_purpose
-from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus, atomic_write
+from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus, atomic_write, write_json
 from interp_init.tasks.anchor_pairs import AnchorPair
 from interp_init.tasks.base import EpochRecord
 from training.config import OPTIONS
 from training.studies.records import RunRecord
-from training.studies.study import StudySpec
-from training.studies.study_folder import named_config_problem, named_runs, study_run_dirs
-from training.studies.sweep.columns import (
+from training.studies.study import StudySpec, named_config_problem, named_runs, run_dirs
+from training.studies.sweep.spec import (
     LOSS_THRESHOLD,
     PAIR_ACC_THRESHOLD,
     RUN_COLUMNS,
+    SPEC_FILE,
     group_column,
     task_group_columns,
     task_metric_columns,
 )
-from training.studies.sweep.ranks import run_stable_ranks
-from training.studies.sweep.spec import SPEC_FILE
+
+__all__ = ["RANKS_FILE", "cached_stable_ranks", "ranks_record", "run_stable_ranks", "stable_ranks_of"]
 
 #: The results table of a sweep folder.
 RESULTS_FILE = "results.csv"
 #: Columns of the results table that depend on the machine, not on the runs' content.
 TIMING_COLUMNS = ("elapsed_s",)
 #: Config values always in the results table (the figures' axes), besides the grid keys.
-CONTEXT_COLUMNS = ("preset", "task", "gamma", "n_layers", "d_model", "n_heads", "weight_decay", "lr", "k", "epochs", "seed")
+CONTEXT_COLUMNS = (
+    "preset",
+    "task",
+    "gamma",
+    "n_layers",
+    "d_model",
+    "n_heads",
+    "weight_decay",
+    "lr",
+    "k",
+    "epochs",
+    "seed",
+)
 
 
 def epochs_to_loss(history: Sequence[EpochRecord], threshold: float = LOSS_THRESHOLD) -> float:
@@ -86,7 +99,10 @@ def run_row(
     record = RunRecord.read(run_dir, strict=False)
     cfg, run_dir = record.config, record.path
     flat = {**cfg.flat(), "preset": cfg.preset}
-    row: dict[str, Any] = {"run": run_dir.name, **{key: flat[key] for key in (*_grid_keys(run_dir.name), *CONTEXT_COLUMNS)}}
+    row: dict[str, Any] = {
+        "run": run_dir.name,
+        **{key: flat[key] for key in (*_grid_keys(run_dir.name), *CONTEXT_COLUMNS)},
+    }
     row["status"] = record.status
     row.update(dict.fromkeys(METRIC_COLUMNS, math.nan))
     row.update({k: math.nan if v is None else v for k, v in record.final_columns().items()})
@@ -106,12 +122,16 @@ def run_row(
 
 
 def collect_results(
-    out: str | Path, loss_threshold: float = LOSS_THRESHOLD, pair_threshold: float = PAIR_ACC_THRESHOLD, *, write: bool = True
+    out: str | Path,
+    loss_threshold: float = LOSS_THRESHOLD,
+    pair_threshold: float = PAIR_ACC_THRESHOLD,
+    *,
+    write: bool = True,
 ) -> pd.DataFrame:
     """Rebuild ``out/results.csv`` from the run folders under ``out`` and return it
     (``write=False``: return it without writing it; :func:`write_results` writes it later).
 
-    One row per run folder the sweep names (:func:`sweep_run_dirs`: a point of its
+    One row per run folder the sweep names (:func:`~training.studies.study.run_dirs`: a point of its
     ``sweep.json`` holding a ``config.json``; a folder holding another config than its point's
     is ``unreadable``), sorted by the grid
     values: the folder name, its grid parameters and the configs' :data:`CONTEXT_COLUMNS`,
@@ -121,7 +141,11 @@ def collect_results(
     stable ranks of layer-0 W_Q (heads merged) and W_E, and ``elapsed_s``.
     """
     out = Path(out)
-    if isinstance(loss_threshold, bool) or not isinstance(loss_threshold, (int, float)) or not 0 < loss_threshold < math.inf:
+    if (
+        isinstance(loss_threshold, bool)
+        or not isinstance(loss_threshold, (int, float))
+        or not 0 < loss_threshold < math.inf
+    ):
         raise ValueError(f"loss_threshold must be a finite number > 0, got {loss_threshold!r}")
     if isinstance(pair_threshold, bool) or not isinstance(pair_threshold, (int, float)) or not 0 < pair_threshold <= 1:
         raise ValueError(f"pair_threshold must be a number in (0, 1], got {pair_threshold!r}")
@@ -129,7 +153,7 @@ def collect_results(
         raise ValueError(f"sweep folder {out} does not exist")
     rows = []
     names = named_runs(out) or {}
-    for folder in sweep_run_dirs(out):
+    for folder in run_dirs(out, depth=1):
         problem = named_config_problem(out, names, folder.name)
         if problem is not None:  # a folder at a point's name holding another run is not that point
             rows.append({"run": folder.name, "status": RunStatus.UNREADABLE, "error": f"ValueError: {problem}"})
@@ -152,18 +176,6 @@ def collect_results(
     if write:
         write_results(df, out)
     return _typed(df)
-
-
-def sweep_run_dirs(out: str | Path) -> list[Path]:
-    """The run folders of the sweep folder ``out`` its readers read: the points its record
-    (or ``sweep.json``) names that hold a run; in a folder that names none, every run folder
-    in it.  A run folder the sweep does not name is left out
-    (:func:`training.studies.study_folder.strangers` lists them)."""
-    out = Path(out)
-    named = study_run_dirs(out)
-    if named is not None:
-        return named
-    return [folder for folder in sorted(out.iterdir()) if RunFolder(folder).is_run()]
 
 
 def check_sweep_spec(out: str | Path) -> None:
@@ -210,8 +222,13 @@ def write_results(df: pd.DataFrame, out: str | Path) -> Path:
 
 #: The order in which :func:`problem_summary` counts what did not complete.
 PROBLEM_STATUSES: tuple[RunStatus, ...] = (
-    RunStatus.FAILED, RunStatus.DIVERGED, RunStatus.INTERRUPTED, RunStatus.PENDING, RunStatus.ABSENT, RunStatus.UNREADABLE,
-)  # fmt: skip
+    RunStatus.FAILED,
+    RunStatus.DIVERGED,
+    RunStatus.INTERRUPTED,
+    RunStatus.PENDING,
+    RunStatus.ABSENT,
+    RunStatus.UNREADABLE,
+)
 
 
 def incomplete_runs(out: str | Path, results: pd.DataFrame | None = None) -> dict[str, str]:
@@ -259,3 +276,94 @@ def load_results(out: str | Path) -> pd.DataFrame:
     if not path.exists():
         return collect_results(out)
     return _typed(pd.read_csv(path, keep_default_na=True))
+
+
+# ------------------------------------------------------------------ ranks
+# The stable ranks a run folder caches, an analysis read after a study, never in the job path.
+#
+# The results table (:mod:`training.studies.sweep.results`) and the report read the stable
+# ranks of a run's first-layer W_Q (heads merged) and of its W_E (journal Fig. 5C's
+# complexity measure, :func:`probes.stable_rank`) through :func:`run_stable_ranks`: computed
+# from the run's weights on first read and cached in the folder's ``ranks.json``, keyed by the
+# weights file's size and modification time, so the model is loaded again only when the
+# weights changed since.  A stored record (kept without its weights, :mod:`interp_init.stored`)
+# gives the ranks it was stored with; any other folder without weights gives none.
+#
+# Example::
+#
+#     >>> from training.studies.sweep.results import run_stable_ranks
+#     >>> run_stable_ranks("runs/first-minute/symmetric/small-init")  # doctest: +SKIP
+#     {'stable_rank_wq0': 1.9, 'stable_rank_we': 3.2}
+
+if TYPE_CHECKING:
+    from transformer_lens import HookedTransformer
+
+
+#: A run folder's cached stable ranks (:func:`run_stable_ranks`).
+RANKS_FILE = "ranks.json"
+
+
+def _weights_stamp(folder: RunFolder) -> dict[str, int]:
+    stat = folder.weights_path.stat()
+    return {"weights_size": stat.st_size, "weights_mtime_ns": stat.st_mtime_ns}
+
+
+def ranks_record(run_dir: str | Path, ranks: dict[str, float]) -> dict[str, Any]:
+    """What ``ranks.json`` holds: ``ranks`` keyed by the run folder's weights as they are now."""
+    return {"stamp": _weights_stamp(RunFolder(run_dir)), "ranks": ranks}
+
+
+def stable_ranks_of(model: HookedTransformer) -> dict[str, float]:
+    """The stable ranks a run folder caches: the first layer's W_Q (heads merged) and W_E."""
+    from probes import merged_weight, stable_rank
+
+    return {
+        "stable_rank_wq0": stable_rank(merged_weight(model, "W_Q", 0)),
+        "stable_rank_we": stable_rank(merged_weight(model, "W_E")),
+    }
+
+
+def cached_stable_ranks(run_dir: str | Path) -> dict[str, float] | None:
+    """The ranks ``ranks.json`` holds for the run folder's weights as they are now (None:
+    no cache, a damaged one, or one of other weights).  A stored record
+    (:mod:`interp_init.stored`) keeps the ranks of the weights it was stored without."""
+    folder = RunFolder(run_dir)
+    try:
+        data: Any = json.loads((folder.path / RANKS_FILE).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    if not isinstance(data, dict) or not _valid_ranks(data.get("ranks")):
+        return None  # a damaged or invalid cache is computed again, never read
+    if folder.weights_path.exists():
+        return data["ranks"] if data.get("stamp") == _weights_stamp(folder) else None
+    return data["ranks"] if folder.status() in FINISHED_STATUSES else None  # without weights: finished only if stored
+
+
+def _valid_ranks(ranks: Any) -> bool:
+    """Whether a cached ``ranks`` object is what :func:`stable_ranks_of` gives: both stable
+    ranks, each a finite number >= 0 (a stable rank is 0 or at least 1)."""
+    keys = ("stable_rank_wq0", "stable_rank_we")
+    return (
+        isinstance(ranks, dict)
+        and set(ranks) == set(keys)
+        and all(
+            isinstance(ranks[k], (int, float))
+            and not isinstance(ranks[k], bool)
+            and math.isfinite(ranks[k])
+            and ranks[k] >= 0
+            for k in keys
+        )
+    )
+
+
+def run_stable_ranks(run_dir: str | Path) -> dict[str, float]:
+    """Stable ranks of the first layer's W_Q (heads merged) and of W_E, cached in
+    ``ranks.json`` (see the module docstring); empty for a folder without weights that is
+    not a stored record."""
+    folder = RunFolder(run_dir)
+    cached = cached_stable_ranks(folder.path)
+    if cached is not None or not folder.weights_path.exists():
+        return cached or {}
+    ranks = stable_ranks_of(folder.load_model(device="cpu"))
+    write_json(folder.path / RANKS_FILE, ranks_record(folder.path, ranks))
+    return ranks

@@ -23,8 +23,7 @@ from interp_init.outputs import looks_like_run, refuse_inside_run, refuse_nested
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus, write_json
 from training.launch import JobReturn, run_study
 from training.launch.backends import build_launcher
-from training.studies.study import StudySpec
-from training.studies.study_folder import refuse_strangers
+from training.studies.study import StudySpec, refuse_strangers
 from training.studies.sweep.results import check_results_file, collect_results
 from training.studies.sweep.spec import SPEC_FILE, SweepOptions, check_sweep_folder
 
@@ -56,18 +55,22 @@ class SweepSummary:
 def check_sweep_out(out: str | Path, spec: StudySpec | None = None) -> None:
     """Refuse a sweep folder inside a run folder, or one that is a run folder, naming it;
     with ``spec``, also one inside another study that does not name its runs
-    (:func:`~training.studies.study_folder.refuse_strangers`)."""
+    (:func:`~training.studies.study.refuse_strangers`)."""
     out = Path(out)
     refuse_inside_run(out, "a sweep")
     if looks_like_run(out):
-        raise ValueError(f"{out} is a run folder, not a sweep folder; a run folder holds one run and nothing else: choose another --out")
+        raise ValueError(
+            f"{out} is a run folder, not a sweep folder; a run folder holds one run and nothing else: choose another --out"
+        )
     refuse_nested(out, "a sweep", "sweep")  # nor a reproduction's folder, nor one holding other sweeps
     if spec is not None:
         refuse_strangers(spec.jobs(out), out, "a sweep")
     check_results_file(out)  # a results.csv of one's own in a folder that is not yet a sweep's
 
 
-def run_sweep(spec: StudySpec, out: str | Path, options: SweepOptions | None = None, *, extend: bool = False) -> SweepSummary:
+def run_sweep(
+    spec: StudySpec, out: str | Path, options: SweepOptions | None = None, *, extend: bool = False
+) -> SweepSummary:
     """Run every point of ``spec`` under ``out`` (skipping finished ones), then rebuild the table.
 
     Validates the whole spec first (nothing trains if any point is invalid), refuses a
@@ -87,8 +90,15 @@ def run_sweep(spec: StudySpec, out: str | Path, options: SweepOptions | None = N
         from training.trainer.preflight import check_ensemble_fits
 
         check_ensemble_fits([job.config for job in jobs], resolve_device(options.device), options.ensemble_size)
-    launcher = build_launcher(options.backend, device=options.device, workers=options.workers, threads=options.threads,
-                              address=options.address, ensemble_size=options.ensemble_size, **dict(options.extra))  # fmt: skip
+    launcher = build_launcher(
+        options.backend,
+        device=options.device,
+        workers=options.workers,
+        threads=options.threads,
+        address=options.address,
+        ensemble_size=options.ensemble_size,
+        **dict(options.extra),
+    )
     done_before = {j.name for j in jobs if RunFolder(j.run_dir).status() in FINISHED_STATUSES}
     bar = tqdm(total=len(jobs), initial=len(done_before), desc="sweep", unit="run", disable=not options.progress)
     counts: dict[str, int] = {}
@@ -101,7 +111,9 @@ def run_sweep(spec: StudySpec, out: str | Path, options: SweepOptions | None = N
             bar.write(f"run {ret.name} {'failed' if ret.status == RunStatus.FAILED else 'not trained'}: {ret.error}")
 
     def held() -> None:  # the spec is checked again now that this process holds the folder
-        write_json(out / SPEC_FILE, check_sweep_folder(spec, out, extend=extend).to_dict())  # also the runs its readers read
+        write_json(
+            out / SPEC_FILE, check_sweep_folder(spec, out, extend=extend).to_dict()
+        )  # also the runs its readers read
 
     launcher.notify(returned)
     try:
@@ -113,5 +125,9 @@ def run_sweep(spec: StudySpec, out: str | Path, options: SweepOptions | None = N
     results = collect_results(out)
     # a run its folder calls finished but whose files do not hold (metrics past its epochs, another run's
     # files) is what the table says, never counted completed
-    statuses |= {str(r): RunStatus.UNREADABLE for r, s in zip(results["run"], results["status"], strict=True) if s == RunStatus.UNREADABLE and r in statuses}
+    statuses |= {
+        str(r): RunStatus.UNREADABLE
+        for r, s in zip(results["run"], results["status"], strict=True)
+        if s == RunStatus.UNREADABLE and r in statuses
+    }
     return SweepSummary(statuses, tuple(n for n in statuses if n in done_before), results, submitted)

@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from interp_init.tasks.registry import registered_tasks, task_class
 from training.launch.backends import backend_names
 from training.launch.base import check_count
-from training.options import check_cores
+from training.config import check_cores
 from training.studies.study import StudySpec, format_value
 
 #: The file of a sweep folder that records its spec.
@@ -73,7 +74,9 @@ class SweepOptions:
             raise ValueError(f"backend must be one of {backends}, got {self.backend!r}")
         for name in ("workers", "threads", "ensemble_size"):
             check_count(name, getattr(self, name))
-        if self.backend in ("local", "ensemble") or (self.backend == "ray" and self.address is None):  # this machine's cores
+        if self.backend in ("local", "ensemble") or (
+            self.backend == "ray" and self.address is None
+        ):  # this machine's cores
             check_cores(self.threads, "--threads", "torch threads per run")
             check_cores(self.workers, "--workers", "worker processes")
         if self.ensemble_size is not None and self.backend != "ensemble":
@@ -83,6 +86,7 @@ class SweepOptions:
 
 
 # ------------------------------------------------------------ one sweep per folder
+
 
 def _grid_names(spec: StudySpec) -> dict[str, list[str]]:
     return {key: [format_value(v) for v in values] for key, values in spec.grid.items()}
@@ -99,11 +103,15 @@ def _spec_difference(recorded: StudySpec, new: StudySpec) -> str:
     old_base, new_base = _base_of(recorded), _base_of(new)
     if old_base != new_base:
         keys = sorted(k for k in {*old_base, *new_base} if old_base.get(k, "(unset)") != new_base.get(k, "(unset)"))
-        return "base " + "; ".join(f"{k}: {old_base.get(k, '(unset)')!r} there, {new_base.get(k, '(unset)')!r} here" for k in keys[:3])
+        return "base " + "; ".join(
+            f"{k}: {old_base.get(k, '(unset)')!r} there, {new_base.get(k, '(unset)')!r} here" for k in keys[:3]
+        )
     old_names, new_names = _grid_names(recorded), _grid_names(new)
     keys = sorted(k for k in old_names if set(old_names[k]) != set(new_names[k]))
     if keys:
-        return "grid " + "; ".join(f"{k}: {list(recorded.grid[k])!r} there, {list(new.grid[k])!r} here" for k in keys[:3])
+        return "grid " + "; ".join(
+            f"{k}: {list(recorded.grid[k])!r} there, {list(new.grid[k])!r} here" for k in keys[:3]
+        )
     return ""
 
 
@@ -139,7 +147,13 @@ def check_sweep_folder(spec: StudySpec, out: str | Path, extend: bool = False) -
     if same_shape and all(set(new_names[k]) <= set(old_names[k]) for k in spec.grid):
         return recorded  # a part of the recorded sweep (a retry of some points)
     if extend and same_shape:
-        grid = {k: [*recorded.grid[k], *(v for v, n in zip(spec.grid[k], new_names[k], strict=True) if n not in old_names[k])] for k in recorded.grid}
+        grid = {
+            k: [
+                *recorded.grid[k],
+                *(v for v, n in zip(spec.grid[k], new_names[k], strict=True) if n not in old_names[k]),
+            ]
+            for k in recorded.grid
+        }
         merged = StudySpec(recorded.base, grid, description=recorded.description or spec.description)
         merged.points()  # every point of the extended grid is valid (raises naming the one that is not)
         return merged
@@ -152,3 +166,38 @@ def check_sweep_folder(spec: StudySpec, out: str | Path, extend: bool = False) -
         f"{out} holds another sweep ({difference}; see {path}): one sweep per folder, so that results.csv "
         f"describes one grid; use another --out, or pass --extend to add grid values to that sweep (same base and grid keys)"
     )
+
+
+# ------------------------------------------------------------------ columns
+# The metric columns of a sweep's results table and the thresholds of its ``epochs_to_*``
+# columns: plain constants and the tasks' column names, no pandas, no torch.
+#
+# The metric columns are every registered task's (:meth:`interp_init.tasks.base.TaskMetrics.column_names`,
+# in registration order) and, per group a task's metrics name (the anchor pairs: ``"4,3"``),
+# the first epoch its training accuracy reaches :data:`PAIR_ACC_THRESHOLD`
+# (``epochs_to_acc_4_3``).  A user's task adds its own columns to the tables of its sweeps.
+
+#: Training loss below which a run counts as fitted (``epochs_to_loss``).
+LOSS_THRESHOLD = 0.05
+#: Per-group training accuracy at or above which a group counts as learned (``epochs_to_acc_*``).
+PAIR_ACC_THRESHOLD = 0.6
+#: Columns from the run's history and weights, after the tasks' metric columns.
+RUN_COLUMNS = ("final_loss", "epochs_run", "epochs_to_loss", "stable_rank_wq0", "stable_rank_we")
+
+
+def task_metric_columns(tasks: tuple[str, ...] | None = None) -> tuple[str, ...]:
+    """The metric columns of ``tasks`` (default: every registered task), in order, without repeats."""
+    names = registered_tasks() if tasks is None else tasks
+    return tuple(dict.fromkeys(c for name in names for c in task_class(name).metrics_class.column_names()))
+
+
+def group_column(group: str) -> str:
+    """The results-table column of a group's epochs to :data:`PAIR_ACC_THRESHOLD` (``"4,3"`` -> ``epochs_to_acc_4_3``)."""
+    return "epochs_to_acc_" + group.replace(",", "_")
+
+
+def task_group_columns(tasks: tuple[str, ...] | None = None) -> tuple[str, ...]:
+    """The ``epochs_to_acc_*`` columns of ``tasks`` (default: every registered task)."""
+    names = registered_tasks() if tasks is None else tasks
+    groups = (g for name in names for g in task_class(name).group_names)
+    return tuple(dict.fromkeys(group_column(g) for g in groups))
