@@ -11,7 +11,7 @@ that the symmetric solution fuses the two anchors at the last position in layer 
 the inferential solution first moves the key onto each anchor (Fig. 3a vs 3c).
 
 Shapes: ``tokens [batch, pos]`` (or ``[pos]``); :func:`information_flow` returns a
-DataFrame with one row per (layer, head or "sum", source, query) that the attention can read
+DataFrame with one row per (layer, attn_head: a head or "sum", source, query) that the attention can read
 (``source <= query`` when causal, every pair in a bidirectional encoder), for the
 ``layers`` asked for (default all: at GPT-2 small's 12 layers, 12 heads and 128 positions
 that is 1.29M rows; ``layers=[l]`` gives one layer's 107k), the inputs run ``batch_size``
@@ -34,11 +34,11 @@ Example::
     >>> tokens = torch.randint(20, 100, (4, 9), generator=torch.Generator().manual_seed(0))
     >>> edges = information_flow(model, tokens)
     >>> list(edges.columns), len(edges)  # 2 layers x (2 heads + sum) x 45 causal pairs
-    (['layer', 'head', 'source', 'query', 'weight', 'std'], 270)
+    (['layer', 'attn_head', 'source', 'query', 'weight', 'std'], 270)
     >>> last = information_flow(model, tokens, layers=-1, batch_size=2)  # the last layer, two inputs at a time
     >>> len(last), bool((last.to_numpy() == edges[edges["layer"] == 1].reset_index(drop=True).to_numpy()).all())
     (135, True)
-    >>> paths = top_paths(edges, threshold=0.0, top=3)
+    >>> paths = top_paths(edges, threshold=0.0, k=3)
     >>> len(paths), paths["path"].iloc[0][-1]  # every path ends at the last position, 8
     (3, 8)
 """
@@ -48,7 +48,7 @@ from __future__ import annotations
 import ast
 import numbers
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import einops
@@ -60,11 +60,14 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from probes._common import allowed_pairs, check_finite, check_index, check_indices, check_int, check_number, run_hooked
-from probes.inputs import Inputs, as_inputs
+from probes.inputs import Inputs, _as_mask, as_inputs
 from probes.protocol import HookedModel, check_fired, check_model, require_hooks
 
-EDGE_COLUMNS = ["layer", "head", "source", "query", "weight", "std"]
-#: The ``head`` value of the rows that sum the heads' patterns.
+EDGE_COLUMNS = ["layer", "attn_head", "source", "query", "weight", "std"]
+#: What the head column was called before 0.1.x (it hid ``DataFrame.head``): a table read
+#: back with it (an older Parquet or CSV file) is still taken by :func:`top_paths` and :func:`plot_flow`.
+OLD_HEAD_COLUMN = "head"
+#: The ``attn_head`` value of the rows that sum the heads' patterns.
 SUM = "sum"
 
 
@@ -84,6 +87,40 @@ def _finite_stop(model: HookedModel, seen: set[str]) -> tuple[str, Callable]:
         check_finite(resid, "the model's last residual stream on these tokens", " (check the model's weights with probes.weight_stable_ranks)")
 
     return name, check
+
+
+def is_cache(source: object) -> bool:
+    """Whether ``source`` is a TransformerLens ``ActivationCache`` or a mapping of hook names
+    to activations (rather than token ids, strings or a task's samples)."""
+    if isinstance(source, (Tensor, np.ndarray, str, Inputs, pd.DataFrame)):
+        return False
+    if type(source).__name__ == "ActivationCache":
+        return True
+    return isinstance(source, Mapping) and all(isinstance(key, str) for key in source)
+
+
+def cache_patterns(cache: object, model: HookedModel, layers: list[int], probe: str) -> list[Float[Tensor, "batch head query source"]]:
+    """Each of ``layers``' attention pattern ``[batch, head, query, source]`` from ``cache``
+    (one of ``cache.remove_batch_dim()``'s ``[head, query, source]`` gets its batch of one)."""
+    names = [f"blocks.{layer}.attn.hook_pattern" for layer in layers]
+    held = set(cache.keys())
+    missing = [name for name in names if name not in held]
+    if missing:
+        raise ValueError(
+            f"{probe}: the cache holds no {missing[0]} ({len(missing)} of the {len(names)} patterns needed are missing); "
+            "cache them with model.run_with_cache(tokens) or names_filter=lambda name: name.endswith('hook_pattern'), or pass the tokens"
+        )
+    out = []
+    for name in names:
+        pattern = cache[name]
+        pattern = pattern[None] if pattern.ndim == 3 else pattern
+        if pattern.ndim != 4 or pattern.shape[1] != model.cfg.n_heads or pattern.shape[-1] != pattern.shape[-2]:
+            raise ValueError(f"{probe}: the cache's {name} has shape {tuple(pattern.shape)}, not [batch, {model.cfg.n_heads} heads, pos, pos]: pass the cache this model's run_with_cache gave")
+        check_finite(pattern, f"the cache's {name}", " (a pattern of a run that was not finite)")
+        out.append(pattern)
+    if len({p.shape[0] for p in out}) > 1 or len({p.shape[-1] for p in out}) > 1:
+        raise ValueError(f"{probe}: the cache's patterns differ in batch or positions: pass the cache of one run_with_cache")
+    return out
 
 
 def _run_patterns(model: HookedModel, inputs: Inputs, layers: list[int], probe: str, take: Callable[[int, Tensor], None]) -> None:
@@ -115,11 +152,16 @@ def attention_patterns(
 ) -> Float[Tensor, "layer batch head query source"]:
     """The attention patterns of ``layers`` (default all), stacked: ``[n_layers, batch, n_heads, pos, pos]``.
 
-    Each pattern is copied once into the result as its layer runs (no second copy, no run
-    past the last block).  A model whose run is not finite is refused: TransformerLens sets
+    ``tokens`` may be an ``ActivationCache`` (from ``model.run_with_cache(tokens)``) that
+    holds the layers' ``hook_pattern``: they are read from it, with no run.  Each pattern is
+    copied once into the result as its layer runs (no second copy, no run past the last block).  A model whose run is not finite is refused: TransformerLens sets
     NaN attention weights to 0, so its patterns would look valid while its logits are NaN."""
-    inputs = as_inputs(tokens, check_model(model), attention_mask=attention_mask)
+    check_model(model)
     layers = check_indices(layers, model.cfg.n_layers, "layers", f"layer of this {model.cfg.n_layers}-layer model")
+    if is_cache(tokens):
+        patterns = cache_patterns(tokens, model, layers, "attention_patterns")
+        return torch.stack([pattern.detach().cpu() for pattern in patterns])
+    inputs = as_inputs(tokens, model, attention_mask=attention_mask)
     out: list[Tensor] = []
 
     def take(i: int, pattern: Tensor) -> None:
@@ -139,39 +181,57 @@ def information_flow(
     batch_size: int | None = None,
     attention_mask: Int[Tensor, "batch pos"] | None = None,
 ) -> pd.DataFrame:
-    """Edges (layer, head, source, query, weight, std) of the attention graph.
+    """Edges (layer, attn_head, source, query, weight, std) of the attention graph.
 
-    ``head`` is a string column: a head index (``"0"``, ``"1"``, ...) or ``"sum"`` (the
+    ``attn_head`` (named so that ``edges.attn_head`` is the column, where ``head`` would be
+    ``DataFrame.head``; called ``head`` before 0.1.x) is a string column: a head index (``"0"``, ``"1"``, ...) or ``"sum"`` (the
     heads' patterns summed per input, so its rows sum to n_heads); ``weight`` is the mean
     over the inputs and ``std`` the population standard deviation over them (0 for a single
     input); with an ``attention_mask`` only inputs where both positions are real tokens
     count.  The pairs listed are those the attention can read: ``source <= query`` in a
     causal model, every pair in a bidirectional one (an encoder).
 
-    ``layers``: the layers whose edges are returned (an int or ints, negative ones from
+    ``tokens``: token ids (or strings, or a task's samples), or an ``ActivationCache`` that
+    holds the layers' ``hook_pattern`` (``_, cache = model.run_with_cache(tokens)``): the
+    patterns are then read from it, with no run (its ``attention_mask`` is the one given
+    here, if any).  ``layers``: the layers whose edges are returned (an int or ints, negative ones from
     the end; default all); :func:`top_paths` and :func:`plot_flow` need the layers from 0
     up to the last they follow.  ``batch_size``: how many inputs run at a time (default
     all at once); the result is the same, to float32 rounding.  The means are accumulated
     layer by layer as the model runs: no pattern is kept."""
-    inputs = as_inputs(tokens, check_model(model), attention_mask=attention_mask)
+    check_model(model)
     layers = check_indices(layers, model.cfg.n_layers, "layers", f"layer of this {model.cfg.n_layers}-layer model")
     size = None if batch_size is None else check_int(batch_size, "batch_size (inputs per forward pass; None for all at once)", low=1)
-    n_heads, n_pos = model.cfg.n_heads, inputs.tokens.shape[1]
+    cached = cache_patterns(tokens, model, layers, "information_flow") if is_cache(tokens) else None
+    inputs = None if cached is not None else as_inputs(tokens, model, attention_mask=attention_mask)
+    n_heads = model.cfg.n_heads
+    n_pos = cached[0].shape[-1] if cached is not None else inputs.tokens.shape[1]
     count = torch.zeros(n_pos, n_pos, dtype=torch.float64)
     total = torch.zeros(len(layers), n_heads + 1, n_pos, n_pos, dtype=torch.float64)
     squares = torch.zeros_like(total)
-    for chunk in inputs.batches(size):
-        real = (chunk.attention_mask if chunk.attention_mask is not None else torch.ones_like(chunk.tokens)).double().cpu()
+
+    def weigh(real: Tensor) -> Tensor:
         both = einops.einsum(real, real, "batch q, batch k -> batch q k")  # [batch, q, k]: 1 where both are real tokens
-        count += both.sum(0)
+        count.add_(both.sum(0))
+        return both
 
-        def take(i: int, pattern: Tensor, both: Tensor = both) -> None:
-            values = pattern.cpu().double() * both[:, None]
-            values = torch.cat([values, values.sum(1, keepdim=True)], dim=1)  # [batch, head + sum, q, k]
-            total[i] += values.sum(0)
-            squares[i] += values.pow(2).sum(0)
+    def add(i: int, pattern: Tensor, both: Tensor) -> None:
+        values = pattern.cpu().double() * both[:, None]
+        values = torch.cat([values, values.sum(1, keepdim=True)], dim=1)  # [batch, head + sum, q, k]
+        total[i] += values.sum(0)
+        squares[i] += values.pow(2).sum(0)
 
-        _run_patterns(model, chunk, layers, "information_flow", take)
+    if cached is not None:
+        batch = cached[0].shape[0]
+        real = torch.ones(batch, n_pos, dtype=torch.float64) if attention_mask is None else _as_mask(attention_mask, (batch, n_pos)).double().cpu()
+        both = weigh(real)
+        for i, pattern in enumerate(cached):
+            add(i, pattern.detach(), both)
+    else:
+        for chunk in inputs.batches(size):
+            real = (chunk.attention_mask if chunk.attention_mask is not None else torch.ones_like(chunk.tokens)).double().cpu()
+            both = weigh(real)
+            _run_patterns(model, chunk, layers, "information_flow", lambda i, pattern, both=both: add(i, pattern, both))
     count = count.clamp_min(1.0)
     mean = total / count
     std = (squares / count - mean.pow(2)).clamp_min(0.0).sqrt()
@@ -181,7 +241,7 @@ def information_flow(
     return pd.DataFrame(
         {
             "layer": np.asarray(layers, dtype=np.int64)[index.ravel()[keep]],
-            "head": pd.array(head_labels[head.ravel()[keep]], dtype="string"),
+            "attn_head": pd.array(head_labels[head.ravel()[keep]], dtype="string"),
             "source": source.ravel()[keep].astype(np.int64),
             "query": query.ravel()[keep].astype(np.int64),
             "weight": mean.numpy().ravel()[keep],
@@ -193,6 +253,8 @@ def information_flow(
 
 def _edge_tensor(edges: pd.DataFrame, head: int | str) -> tuple[np.ndarray, np.ndarray]:
     """``[layer, query, source]`` weights of head ``head`` and whether each edge is listed (an attention pair)."""
+    if "attn_head" not in edges.columns and OLD_HEAD_COLUMN in edges.columns:  # a table written before the rename
+        edges = edges.rename(columns={OLD_HEAD_COLUMN: "attn_head"})
     missing = [c for c in EDGE_COLUMNS[:5] if c not in edges.columns]
     if missing:
         raise ValueError(f"edges lacks column(s) {missing}: pass the DataFrame returned by information_flow")
@@ -201,9 +263,9 @@ def _edge_tensor(edges: pd.DataFrame, head: int | str) -> tuple[np.ndarray, np.n
             head = str(operator.index(head)) if not isinstance(head, bool) else repr(head)
         except TypeError:
             raise ValueError(f"head must be a head index or 'sum', got {head!r}") from None
-    chosen = edges[edges["head"].astype(str) == head]
+    chosen = edges[edges["attn_head"].astype(str) == head]
     if chosen.empty:
-        raise ValueError(f"no edges for head {head!r}; the edges have heads {sorted(edges['head'].astype(str).unique())}")
+        raise ValueError(f"no edges for head {head!r}; the edges have heads {sorted(edges['attn_head'].astype(str).unique())}")
     present = sorted({int(layer) for layer in chosen["layer"]})
     if present != list(range(present[-1] + 1)):
         raise ValueError(
@@ -220,15 +282,23 @@ def _edge_tensor(edges: pd.DataFrame, head: int | str) -> tuple[np.ndarray, np.n
     return weights, listed
 
 
+_UNSET = object()
+
+
 def top_paths(
     edges: pd.DataFrame,
     threshold: float = 0.05,
     head: int | str = "sum",
     query: int | None = None,
-    top: int | None = 10,
+    k: int | None = 10,
     max_paths: int = 200_000,
+    *,
+    top: int | None = _UNSET,  # type: ignore[assignment]
 ) -> pd.DataFrame:
-    """The ``top`` best paths through all layers that end at ``query`` (default the last position).
+    """The ``k`` best paths through all layers that end at ``query`` (default the last position).
+
+    ``k`` is ``torch.topk``'s name; ``top=``, its earlier name, is the same argument and
+    keeps working (both at once is refused).
 
     A path is ``(p_0, ..., p_L)``: input position ``p_0``, then the query position
     ``p_{l+1}`` that layer l's edge from ``p_l`` reaches.  Its ``score`` is the product
@@ -238,14 +308,19 @@ def top_paths(
     cells back as numpy arrays and CSV as text; :func:`read_paths` restores the tuples).
     ``query`` may count from the end (``-1``: the last position).
 
-    With ``top`` set, the search keeps the ``top`` best partial paths per position and
+    With ``k`` set, the search keeps the ``k`` best partial paths per position and
     layer (a k-best dynamic programme, from ``query`` back to the inputs): exact, in time
-    ``n_layers * pos^2 * top``, so a 12-layer model at 128 positions takes well under a
-    second.  ``top=None`` lists every path, refused beyond ``max_paths``.
+    ``n_layers * pos^2 * k``, so a 12-layer model at 128 positions takes well under a
+    second.  ``k=None`` lists every path, refused beyond ``max_paths``.
     """
+    if top is not _UNSET:
+        if k != 10:
+            raise ValueError("top_paths got both k= and top=, the same argument: pass k= only")
+        k = top
+    top = k
     if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or not np.isfinite(threshold) or threshold < 0:
         raise ValueError(f"threshold must be a finite weight >= 0, got {threshold!r}")
-    top = None if top is None else check_int(top, "top (how many paths to keep; None for all)", low=1)
+    top = None if top is None else check_int(top, "k (how many paths to keep; None for all)", low=1)
     max_paths = check_int(max_paths, "max_paths", low=1)
     weights, listed = _edge_tensor(edges, head)
     n_layers, n_pos, _ = weights.shape
@@ -267,7 +342,7 @@ def _every_path(passes: np.ndarray, query: int, max_paths: int, threshold: float
     for layer in reversed(range(passes.shape[0])):  # extend each path backwards by one layer
         grown = [(int(source), *path) for path in partial for source in np.flatnonzero(passes[layer, path[0]])]
         if len(grown) > max_paths:
-            raise ValueError(f"more than {max_paths} paths pass threshold={threshold}; raise the threshold or pass top=<k> for the k best")
+            raise ValueError(f"more than {max_paths} paths pass threshold={threshold}; raise the threshold or pass k=<n> for the n best")
         partial = grown
     return partial
 

@@ -116,7 +116,7 @@ def test_a_padded_batch_reads_its_attention_mask(model):
     residual = probes.residual_similarity(model, tokens, [0, 1, 0], attention_mask=mask)  # "last": each sample's last real token
     torch.testing.assert_close(residual.similarity, cosines(cache["resid_mid", 2][torch.arange(3), torch.tensor([11, 7, 4])]), atol=1e-6, rtol=1e-6)
     edges = probes.information_flow(model, tokens, attention_mask=mask)
-    row = edges[(edges["layer"] == 1) & (edges["head"] == "sum") & (edges["query"] == 6) & (edges["source"] == 2)].iloc[0]
+    row = edges[(edges["layer"] == 1) & (edges["attn_head"] == "sum") & (edges["query"] == 6) & (edges["source"] == 2)].iloc[0]
     summed = cache["pattern", 1].sum(1)[:2, 6, 2].double()  # only samples 0 and 1 have query 6 and source 2 as real tokens
     assert row["weight"] == pytest.approx(float(summed.mean()), abs=1e-6) and row["std"] == pytest.approx(float(summed.std(correction=0)), abs=1e-6)
     patterns = probes.attention_patterns(model, tokens, attention_mask=mask, layers=[1])
@@ -196,7 +196,7 @@ def test_flow_on_an_encoder_keeps_every_pair():
     edges = probes.information_flow(enc, tokens)
     _, cache = enc.run_with_cache(tokens)
     assert len(edges) == 2 * 4 * 8 * 8  # layers x (heads + sum) x every (query, source)
-    query0 = edges[(edges["layer"] == 0) & (edges["head"] == "0") & (edges["query"] == 0)]
+    query0 = edges[(edges["layer"] == 0) & (edges["attn_head"] == "0") & (edges["query"] == 0)]
     assert query0["weight"].sum() == pytest.approx(1.0) and query0[query0["source"] > 0]["weight"].sum() > 0.5
     np.testing.assert_allclose(query0.sort_values("source")["weight"], cache["pattern", 0][:, 0, 0].double().mean(0).numpy(), atol=1e-6)
     paths = probes.top_paths(edges, threshold=0.0, query=0, top=3)
@@ -328,7 +328,7 @@ def _random_edges(n_layers: int, n_pos: int, seed: int) -> pd.DataFrame:
     for layer in range(n_layers):
         weights = np.tril(gen.random((n_pos, n_pos)) ** 4)
         weights /= weights.sum(1, keepdims=True)
-        rows += [{"layer": layer, "head": "sum", "source": k, "query": q, "weight": weights[q, k], "std": 0.0} for q in range(n_pos) for k in range(q + 1)]
+        rows += [{"layer": layer, "attn_head": "sum", "source": k, "query": q, "weight": weights[q, k], "std": 0.0} for q in range(n_pos) for k in range(q + 1)]
     return pd.DataFrame(rows)
 
 
@@ -345,7 +345,7 @@ def test_top_paths_on_twelve_layers():
     paths = probes.top_paths(edges, threshold=0.0, top=10)
     assert len(paths) == 10 and all(len(p) == 13 and p[-1] == 23 for p in paths["path"])
     assert paths["score"].is_monotonic_decreasing
-    with pytest.raises(ValueError, match="top=<k>"):
+    with pytest.raises(ValueError, match="k=<n>"):
         probes.top_paths(edges, threshold=0.0, top=None)
 
 

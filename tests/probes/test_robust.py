@@ -133,7 +133,7 @@ def test_attention_patterns_are_the_softmax_of_the_scaled_scores(kind: str) -> N
     patterns = attention_patterns(model, tokens)
     torch.testing.assert_close(patterns, torch.stack(expected))
     edges = information_flow(model, tokens)
-    summed = edges[edges["head"] == "sum"]
+    summed = edges[edges["attn_head"] == "sum"]
     mean_sum = torch.stack(expected).sum(2).mean(1).double()  # [layer, query, source]
     torch.testing.assert_close(torch.tensor(summed["weight"].to_numpy()), mean_sum[tuple(torch.tensor(summed[c].to_numpy(int)) for c in ("layer", "query", "source"))])
     paths = top_paths(edges, threshold=0.0, top=3)
@@ -276,11 +276,11 @@ def test_models_that_cannot_read_anchor_inputs_are_refused(overrides: dict, mess
         probe(foreign_model(**overrides), anchor_data())
 
 
-@pytest.mark.parametrize("probe", [mask_key, mask_second_anchor, candidate_labelings], ids=lambda f: f.__name__)
-def test_raw_tokens_where_an_anchor_dataset_is_needed_are_refused(probe) -> None:
-    args = (anchor_data().tokens,) if probe is candidate_labelings else (kind_model("standard"), anchor_data().tokens)
+def test_raw_tokens_where_an_anchor_dataset_is_needed_are_refused() -> None:
+    """candidate_labelings reads each sample's target, which token ids do not hold (mask_key
+    and mask_second_anchor take token ids: tests/probes/test_user_calls.py)."""
     with pytest.raises(ValueError, match="must be an AnchorDataset .*make_dataset or probes.input_grid"):
-        probe(*args)
+        candidate_labelings(anchor_data().tokens)
 
 
 # --- integer-like arguments: accepted as their integer (negative: from the end), or refused naming the argument
@@ -320,8 +320,8 @@ def test_integer_like_arguments_are_their_integer(given, plain) -> None:
 
 
 REFUSED = [
-    ("top float", lambda: top_paths(_edges(), top=2.5), r"top \(how many paths to keep; None for all\) must be an integer >= 1, got 2\.5"),
-    ("top negative", lambda: top_paths(_edges(), top=-1), r"top .* must be an integer >= 1, got -1"),
+    ("top float", lambda: top_paths(_edges(), top=2.5), r"k \(how many paths to keep; None for all\) must be an integer >= 1, got 2\.5"),
+    ("top negative", lambda: top_paths(_edges(), top=-1), r"k .* must be an integer >= 1, got -1"),
     ("max_paths float", lambda: top_paths(_edges(), max_paths=1.5), "max_paths must be an integer >= 1"),
     ("threshold string", lambda: top_paths(_edges(), threshold="0.1"), "threshold must be a finite weight >= 0, got '0.1'"),
     ("head float", lambda: top_paths(_edges(), head=0.5), "head must be a head index or 'sum', got 0.5"),
