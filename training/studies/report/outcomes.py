@@ -150,7 +150,8 @@ def section_accuracies(ctx: Context) -> Section:
         values = [row[m] for m in measures]
         fig.add_trace(go.Bar(x=measures, y=values, name=row["run"], marker_color=RUN_COLOURS[i % len(RUN_COLOURS)], text=[None if pd.isna(v) else f"{v:.2f}" for v in values], textposition="outside"))
     fig.update_layout(barmode="group", yaxis=dict(range=[0, 1.12], title="accuracy"))
-    compact(fig, 420)
-    # the runs' legend in rows above the plot: long run names would squeeze it from the side
-    fig.update_layout(margin=dict(t=30 + 20 * len(ctx.runs)), legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0, font=dict(size=11)))
-    return Section("accuracies", "Accuracies", sentence, [Cell(figure=fig, html=html_table(table), height=420 + 20 * len(ctx.runs))], combined=True)
+    compact(fig, 440)
+    # the runs' legend in rows above the plot (long run names would squeeze it from the side):
+    # plotly widens the top margin by the rows the legend takes, so no band is left empty
+    fig.update_layout(margin=dict(t=10), legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0, font=dict(size=11), maxheight=0.4))
+    return Section("accuracies", "Accuracies", sentence, [Cell(figure=fig, html=html_table(table), height=440)], combined=True)

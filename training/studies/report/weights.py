@@ -170,9 +170,11 @@ def top_share(spectra: pd.DataFrame, top: int = SPECTRA_TOP) -> float:
 def spectra_cell(run: Run, ctx: Context) -> Cell:
     fig = plot_spectra(_spectra(run, ctx), normalized=True, title=None)
     fig.update_traces(marker=dict(size=3), line=dict(width=1.5))
-    # the matrices' legend in rows under the plot, so that it does not squeeze the plot
-    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.22, x=0, font=dict(size=9), entrywidth=62, title=dict(text="matrix", side="top left")), yaxis_title="s_i / s_max")
-    return Cell(figure=compact(fig, 470), height=470)
+    # the matrices' legend in rows under the plot, so that it does not squeeze the plot; as
+    # tall as its entries need (maxheight 1: the whole figure's height), never scrolled
+    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.22, x=0, font=dict(size=9), entrywidth=62, maxheight=1,
+                                  title=dict(text="matrix", side="top left")), yaxis_title="s_i / s_max")  # fmt: skip
+    return Cell(figure=compact(fig, 520), height=520)
 
 
 def section_spectra(ctx: Context) -> Section:
