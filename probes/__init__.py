@@ -54,7 +54,7 @@ takes the ``ActivationCache`` of ``model.run_with_cache(tokens)``:
 """
 
 from probes.anchors import anchor_positions, candidate_labelings, mask_key, mask_second_anchor
-from probes.flow import attention_patterns, information_flow, plot_flow, read_paths, token_labels, top_paths
+from probes.flow import attention_patterns, information_flow, plot_flow, token_labels, top_paths
 from probes.geometry import (
     condensation,
     embedding_pca,
@@ -78,7 +78,7 @@ from probes.similarity import (
     residual_similarity,
     value_similarity,
 )
-from probes.views import attention_html
+from probes.views import attention_html, read_paths
 
 __all__ = [
     "HookedModel",

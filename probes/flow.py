@@ -16,7 +16,7 @@ DataFrame with one row per (layer, attn_head: a head or "sum", source, query) th
 ``layers`` asked for (default all: at GPT-2 small's 12 layers, 12 heads and 128 positions
 that is 1.29M rows; ``layers=[l]`` gives one layer's 107k), the inputs run ``batch_size``
 at a time; :func:`top_paths` a DataFrame with one row per path (``path``: positions at
-levels 0..n_layers, a tuple; :func:`read_paths` gives the tuples back from a Parquet or
+levels 0..n_layers, a tuple; :func:`~probes.views.read_paths` gives the tuples back from a Parquet or
 CSV file).  :func:`~probes.views.attention_html` draws one input's patterns with
 circuitsvis as a :class:`~probes.views.CircuitView`: it displays itself in Jupyter and
 saves as a self-contained HTML file, both with the JavaScript inlined (it renders with no
@@ -48,8 +48,7 @@ from __future__ import annotations
 import ast
 import numbers
 import operator
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Callable, Sequence
 
 import einops
 import numpy as np
@@ -59,14 +58,12 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from probes._common import allowed_pairs, check_finite, check_index, check_indices, check_int, check_number, run_hooked
-from probes.inputs import Inputs, _as_mask, as_inputs
+from probes._common import allowed_pairs, check_finite, check_index, check_indices, check_int, check_number, renamed_keyword, run_hooked
+from probes.inputs import Inputs, _as_mask, as_inputs, cache_patterns, is_cache
 from probes.protocol import HookedModel, check_fired, check_model, require_hooks
 
 EDGE_COLUMNS = ["layer", "attn_head", "source", "query", "weight", "std"]
-#: What the head column was called before 0.1.x (it hid ``DataFrame.head``): a table read
-#: back with it (an older Parquet or CSV file) is still taken by :func:`top_paths` and :func:`plot_flow`.
-OLD_HEAD_COLUMN = "head"
+OLD_HEAD_COLUMN = "head"  #: the head column's name before 0.1.x (it hid DataFrame.head), still read back
 #: The ``attn_head`` value of the rows that sum the heads' patterns.
 SUM = "sum"
 
@@ -87,40 +84,6 @@ def _finite_stop(model: HookedModel, seen: set[str]) -> tuple[str, Callable]:
         check_finite(resid, "the model's last residual stream on these tokens", " (check the model's weights with probes.weight_stable_ranks)")
 
     return name, check
-
-
-def is_cache(source: object) -> bool:
-    """Whether ``source`` is a TransformerLens ``ActivationCache`` or a mapping of hook names
-    to activations (rather than token ids, strings or a task's samples)."""
-    if isinstance(source, (Tensor, np.ndarray, str, Inputs, pd.DataFrame)):
-        return False
-    if type(source).__name__ == "ActivationCache":
-        return True
-    return isinstance(source, Mapping) and all(isinstance(key, str) for key in source)
-
-
-def cache_patterns(cache: object, model: HookedModel, layers: list[int], probe: str) -> list[Float[Tensor, "batch head query source"]]:
-    """Each of ``layers``' attention pattern ``[batch, head, query, source]`` from ``cache``
-    (one of ``cache.remove_batch_dim()``'s ``[head, query, source]`` gets its batch of one)."""
-    names = [f"blocks.{layer}.attn.hook_pattern" for layer in layers]
-    held = set(cache.keys())
-    missing = [name for name in names if name not in held]
-    if missing:
-        raise ValueError(
-            f"{probe}: the cache holds no {missing[0]} ({len(missing)} of the {len(names)} patterns needed are missing); "
-            "cache them with model.run_with_cache(tokens) or names_filter=lambda name: name.endswith('hook_pattern'), or pass the tokens"
-        )
-    out = []
-    for name in names:
-        pattern = cache[name]
-        pattern = pattern[None] if pattern.ndim == 3 else pattern
-        if pattern.ndim != 4 or pattern.shape[1] != model.cfg.n_heads or pattern.shape[-1] != pattern.shape[-2]:
-            raise ValueError(f"{probe}: the cache's {name} has shape {tuple(pattern.shape)}, not [batch, {model.cfg.n_heads} heads, pos, pos]: pass the cache this model's run_with_cache gave")
-        check_finite(pattern, f"the cache's {name}", " (a pattern of a run that was not finite)")
-        out.append(pattern)
-    if len({p.shape[0] for p in out}) > 1 or len({p.shape[-1] for p in out}) > 1:
-        raise ValueError(f"{probe}: the cache's patterns differ in batch or positions: pass the cache of one run_with_cache")
-    return out
 
 
 def _run_patterns(model: HookedModel, inputs: Inputs, layers: list[int], probe: str, take: Callable[[int, Tensor], None]) -> None:
@@ -152,9 +115,8 @@ def attention_patterns(
 ) -> Float[Tensor, "layer batch head query source"]:
     """The attention patterns of ``layers`` (default all), stacked: ``[n_layers, batch, n_heads, pos, pos]``.
 
-    ``tokens`` may be an ``ActivationCache`` (from ``model.run_with_cache(tokens)``) that
-    holds the layers' ``hook_pattern``: they are read from it, with no run.  Each pattern is
-    copied once into the result as its layer runs (no second copy, no run past the last block).  A model whose run is not finite is refused: TransformerLens sets
+    ``tokens`` may be the ``ActivationCache`` of ``model.run_with_cache(tokens)`` (its
+    patterns read, no run).  Each pattern is copied once as its layer runs (no run past the last block).  A model whose run is not finite is refused: TransformerLens sets
     NaN attention weights to 0, so its patterns would look valid while its logits are NaN."""
     check_model(model)
     layers = check_indices(layers, model.cfg.n_layers, "layers", f"layer of this {model.cfg.n_layers}-layer model")
@@ -183,55 +145,47 @@ def information_flow(
 ) -> pd.DataFrame:
     """Edges (layer, attn_head, source, query, weight, std) of the attention graph.
 
-    ``attn_head`` (named so that ``edges.attn_head`` is the column, where ``head`` would be
-    ``DataFrame.head``; called ``head`` before 0.1.x) is a string column: a head index (``"0"``, ``"1"``, ...) or ``"sum"`` (the
-    heads' patterns summed per input, so its rows sum to n_heads); ``weight`` is the mean
-    over the inputs and ``std`` the population standard deviation over them (0 for a single
-    input); with an ``attention_mask`` only inputs where both positions are real tokens
-    count.  The pairs listed are those the attention can read: ``source <= query`` in a
-    causal model, every pair in a bidirectional one (an encoder).
+    ``attn_head`` (``head`` before 0.1.x, which hid ``DataFrame.head``) is a string column: a
+    head index (``"0"``, ``"1"``, ...) or ``"sum"`` (the heads' patterns summed per input, so
+    its rows sum to n_heads); ``weight`` is the mean over the inputs and ``std`` the
+    population standard deviation over them (0 for a single input); with an
+    ``attention_mask`` only inputs where both positions are real tokens count.  The pairs
+    listed are those the attention can read: ``source <= query`` in a causal model, every
+    pair in a bidirectional one (an encoder).
 
-    ``tokens``: token ids (or strings, or a task's samples), or an ``ActivationCache`` that
-    holds the layers' ``hook_pattern`` (``_, cache = model.run_with_cache(tokens)``): the
-    patterns are then read from it, with no run (its ``attention_mask`` is the one given
-    here, if any).  ``layers``: the layers whose edges are returned (an int or ints, negative ones from
-    the end; default all); :func:`top_paths` and :func:`plot_flow` need the layers from 0
-    up to the last they follow.  ``batch_size``: how many inputs run at a time (default
-    all at once); the result is the same, to float32 rounding.  The means are accumulated
-    layer by layer as the model runs: no pattern is kept."""
+    ``tokens``: token ids (or strings, or a task's samples), or the ``ActivationCache`` of
+    ``model.run_with_cache(tokens)``, whose ``hook_pattern`` s are read with no run.
+    ``layers``: the layers whose edges are returned (ints, negative ones from the end;
+    default all); :func:`top_paths` and :func:`plot_flow` need the layers from 0 up to the
+    last they follow.  ``batch_size``: how many inputs run at a time (default all at once);
+    the result is the same, to float32 rounding.  The means are accumulated layer by layer
+    as the model runs: no pattern is kept."""
     check_model(model)
     layers = check_indices(layers, model.cfg.n_layers, "layers", f"layer of this {model.cfg.n_layers}-layer model")
     size = None if batch_size is None else check_int(batch_size, "batch_size (inputs per forward pass; None for all at once)", low=1)
     cached = cache_patterns(tokens, model, layers, "information_flow") if is_cache(tokens) else None
     inputs = None if cached is not None else as_inputs(tokens, model, attention_mask=attention_mask)
-    n_heads = model.cfg.n_heads
-    n_pos = cached[0].shape[-1] if cached is not None else inputs.tokens.shape[1]
+    n_heads, n_pos = model.cfg.n_heads, cached[0].shape[-1] if cached is not None else inputs.tokens.shape[1]
     count = torch.zeros(n_pos, n_pos, dtype=torch.float64)
     total = torch.zeros(len(layers), n_heads + 1, n_pos, n_pos, dtype=torch.float64)
     squares = torch.zeros_like(total)
-
-    def weigh(real: Tensor) -> Tensor:
-        both = einops.einsum(real, real, "batch q, batch k -> batch q k")  # [batch, q, k]: 1 where both are real tokens
-        count.add_(both.sum(0))
-        return both
-
-    def add(i: int, pattern: Tensor, both: Tensor) -> None:
-        values = pattern.cpu().double() * both[:, None]
-        values = torch.cat([values, values.sum(1, keepdim=True)], dim=1)  # [batch, head + sum, q, k]
-        total[i] += values.sum(0)
-        squares[i] += values.pow(2).sum(0)
-
-    if cached is not None:
-        batch = cached[0].shape[0]
-        real = torch.ones(batch, n_pos, dtype=torch.float64) if attention_mask is None else _as_mask(attention_mask, (batch, n_pos)).double().cpu()
-        both = weigh(real)
-        for i, pattern in enumerate(cached):
-            add(i, pattern.detach(), both)
+    if cached is not None:  # one chunk: the cache's patterns, handed over as a run would
+        real = _as_mask(attention_mask, (cached[0].shape[0], n_pos)) if attention_mask is not None else torch.ones(cached[0].shape[0], n_pos)
+        chunks = [(real, lambda take: [take(i, pattern.detach()) for i, pattern in enumerate(cached)])]
     else:
-        for chunk in inputs.batches(size):
-            real = (chunk.attention_mask if chunk.attention_mask is not None else torch.ones_like(chunk.tokens)).double().cpu()
-            both = weigh(real)
-            _run_patterns(model, chunk, layers, "information_flow", lambda i, pattern, both=both: add(i, pattern, both))
+        chunks = ((c.attention_mask if c.attention_mask is not None else torch.ones_like(c.tokens), lambda take, c=c: _run_patterns(model, c, layers, "information_flow", take))
+                  for c in inputs.batches(size))  # fmt: skip
+    for real, feed in chunks:
+        both = einops.einsum(real.double().cpu(), real.double().cpu(), "batch q, batch k -> batch q k")  # [batch, q, k]: 1 where both are real tokens
+        count += both.sum(0)
+
+        def take(i: int, pattern: Tensor, both: Tensor = both) -> None:
+            values = pattern.cpu().double() * both[:, None]
+            values = torch.cat([values, values.sum(1, keepdim=True)], dim=1)  # [batch, head + sum, q, k]
+            total[i] += values.sum(0)
+            squares[i] += values.pow(2).sum(0)
+
+        feed(take)
     count = count.clamp_min(1.0)
     mean = total / count
     std = (squares / count - mean.pow(2)).clamp_min(0.0).sqrt()
@@ -282,9 +236,7 @@ def _edge_tensor(edges: pd.DataFrame, head: int | str) -> tuple[np.ndarray, np.n
     return weights, listed
 
 
-_UNSET = object()
-
-
+@renamed_keyword("top", "k", old_none=None)
 def top_paths(
     edges: pd.DataFrame,
     threshold: float = 0.05,
@@ -292,20 +244,17 @@ def top_paths(
     query: int | None = None,
     k: int | None = 10,
     max_paths: int = 200_000,
-    *,
-    top: int | None = _UNSET,  # type: ignore[assignment]
 ) -> pd.DataFrame:
     """The ``k`` best paths through all layers that end at ``query`` (default the last position).
 
-    ``k`` is ``torch.topk``'s name; ``top=``, its earlier name, is the same argument and
-    keeps working (both at once is refused).
+    ``k`` is ``torch.topk``'s name; ``top=``, its earlier name, still works and warns.
 
     A path is ``(p_0, ..., p_L)``: input position ``p_0``, then the query position
     ``p_{l+1}`` that layer l's edge from ``p_l`` reaches.  Its ``score`` is the product
     of its L edge weights (of head ``head``, default the sum over heads); paths with an
     edge below ``threshold`` are dropped.  Returns columns ``rank, score, path,
     weights``: ``path`` a tuple of ints, ``weights`` a tuple of floats (Parquet gives such
-    cells back as numpy arrays and CSV as text; :func:`read_paths` restores the tuples).
+    cells back as numpy arrays and CSV as text; :func:`~probes.views.read_paths` restores the tuples).
     ``query`` may count from the end (``-1``: the last position).
 
     With ``k`` set, the search keeps the ``k`` best partial paths per position and
@@ -313,14 +262,9 @@ def top_paths(
     ``n_layers * pos^2 * k``, so a 12-layer model at 128 positions takes well under a
     second.  ``k=None`` lists every path, refused beyond ``max_paths``.
     """
-    if top is not _UNSET:
-        if k != 10:
-            raise ValueError("top_paths got both k= and top=, the same argument: pass k= only")
-        k = top
-    top = k
     if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or not np.isfinite(threshold) or threshold < 0:
         raise ValueError(f"threshold must be a finite weight >= 0, got {threshold!r}")
-    top = None if top is None else check_int(top, "k (how many paths to keep; None for all)", low=1)
+    top = None if k is None else check_int(k, "k (how many paths to keep; None for all)", low=1)
     max_paths = check_int(max_paths, "max_paths", low=1)
     weights, listed = _edge_tensor(edges, head)
     n_layers, n_pos, _ = weights.shape
@@ -367,26 +311,6 @@ def _best_paths(weights: np.ndarray, passes: np.ndarray, query: int, k: int) -> 
     flat = scores.reshape(-1)
     order = [i for i in np.argsort(-flat, kind="stable")[:k] if flat[i] >= 0]
     return [tuple(int(p) for p in paths.reshape(-1, n_layers + 1)[i]) for i in order]
-
-
-def read_paths(source: str | Path | pd.DataFrame) -> pd.DataFrame:
-    """A :func:`top_paths` table read back from a ``.parquet`` or ``.csv`` file (or the
-    DataFrame read from one), with ``path`` a tuple of ints and ``weights`` a tuple of
-    floats again, as :func:`top_paths` returned them."""
-    if isinstance(source, pd.DataFrame):
-        frame = source.copy()
-    else:
-        file = Path(source)
-        if file.suffix not in (".parquet", ".csv"):
-            raise ValueError(f"read_paths reads a .parquet or .csv file written from top_paths, got {file}")
-        frame = pd.read_parquet(file) if file.suffix == ".parquet" else pd.read_csv(file)
-    missing = [c for c in ("path", "weights") if c not in frame.columns]
-    if missing:
-        raise ValueError(f"the table has no column(s) {missing}: read_paths reads what top_paths returned")
-    for column, kind in (("path", int), ("weights", float)):
-        cells = [ast.literal_eval(v) if isinstance(v, str) else v for v in frame[column]]
-        frame[column] = [tuple(kind(x) for x in np.atleast_1d(np.asarray(v, dtype=object))) for v in cells]
-    return frame
 
 
 def token_labels(tokens: Sequence[int] | Tensor) -> list[str]:

@@ -130,7 +130,7 @@ def test_attention_patterns_and_information_flow(model, tokens):
     row = edges[(edges["layer"] == 1) & (edges["attn_head"].astype(str) == "sum") & (edges["query"] == 8) & (edges["source"] == 3)].iloc[0]
     assert row["weight"] == pytest.approx(float(summed[:, 8, 3].mean()), abs=1e-5)
     assert row["std"] == pytest.approx(float(summed[:, 8, 3].std(correction=0)), abs=1e-5)
-    assert probes.top_paths(edges, threshold=0.0, top=1)["path"].iloc[0][-1] == 8
+    assert probes.top_paths(edges, threshold=0.0, k=1)["path"].iloc[0][-1] == 8
     assert n_hooks(model) == 0
 
 

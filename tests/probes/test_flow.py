@@ -89,13 +89,13 @@ def test_top_paths_rank_by_product_of_weights():
         (((p0, p1, 2), w[0, p1, p0] * w[1, 2, p1]) for p0, p1 in itertools.product(range(3), repeat=2) if p0 <= p1),
         key=lambda item: -item[1],
     )
-    paths = top_paths(edges, threshold=0.0, top=None)
+    paths = top_paths(edges, threshold=0.0, k=None)
     assert [tuple(p) for p in paths["path"]] == [p for p, _ in brute]
     np.testing.assert_allclose(paths["score"].to_numpy(), [s for _, s in brute])
     assert paths["path"].iloc[0] == (1, 1, 2) and paths["score"].iloc[0] == pytest.approx(0.7 * 0.6)
-    kept = top_paths(edges, threshold=0.3, top=None)
+    kept = top_paths(edges, threshold=0.3, k=None)
     assert all(min(ws) >= 0.3 for ws in kept["weights"]) and len(kept) == 4
-    assert top_paths(edges, threshold=0.0, top=2)["rank"].tolist() == [1, 2]
+    assert top_paths(edges, threshold=0.0, k=2)["rank"].tolist() == [1, 2]
     assert top_paths(edges, threshold=0.0, query=1)["path"].tolist() == [(0, 0, 1), (1, 1, 1), (0, 1, 1)]  # 0.6, 0.28, 0.12
     with pytest.raises(ValueError, match="query"):
         top_paths(edges, query=3)

@@ -68,7 +68,8 @@ def test_information_flow_takes_an_activation_cache(model, data) -> None:
 def test_top_paths_takes_k_and_the_edges_keep_head_free(model, data) -> None:
     flow = probes.information_flow(model, data.tokens[:6])
     paths = probes.top_paths(flow, k=3)
-    assert len(paths) <= 3 and paths.equals(probes.top_paths(flow, top=3))  # the earlier name still works
+    with pytest.warns(DeprecationWarning, match=r"top_paths\(top=...\) is deprecated .*pass k="):
+        assert len(paths) <= 3 and paths.equals(probes.top_paths(flow, top=3))  # the earlier name still works
     scores = {(a, b, 8): _weight(flow, 0, b, a) * _weight(flow, 1, 8, b) for a in range(9) for b in range(a, 9)}
     passing = {path: score for path, score in scores.items() if _weight(flow, 0, path[1], path[0]) >= 0.05 and _weight(flow, 1, 8, path[1]) >= 0.05}
     assert paths["path"].iloc[0] == max(passing, key=passing.get)

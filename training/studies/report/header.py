@@ -31,7 +31,7 @@ PRESET_MEANINGS: dict[str, str] = {
         "and \u201cflip NOT reproduced\u201d below is its expected outcome, not a failure."
     ),
     "cpu": (
-        "the papers' own models, scaled down for a CPU ({size}; about 4 minutes a model on one CPU core): a small "
+        "the papers' own models, scaled down for a CPU ({size}{time}): a small "
         "end-to-end reproduction; docs/faithful-models.md says what it shows over seeds."
     ),
     "paper": "the papers' recipe as published ({size}): the full reproduction, for a GPU.",
@@ -47,9 +47,19 @@ def preset_size(preset: str) -> str:
     return f"d_model {cfg.model.d_model}, {cfg.train.epochs} epochs on {cfg.data.n_train:,} samples"
 
 
+def preset_time(preset: str) -> str:
+    """How long a model of ``preset`` trains, from the records of the models shipped with the
+    package (:func:`interp_init.pretrained.training_time`), with their machine and what ran
+    beside it; empty where none of that preset is shipped."""
+    from interp_init.pretrained import training_time
+
+    time = training_time(preset)
+    return "" if time is None else f"; the shipped models of this preset trained in {time.span} on {time.machine}, beside {time.beside}"
+
+
 def preset_meaning(preset: str) -> str:
     """What ``preset`` is for, in a sentence or three."""
-    return PRESET_MEANINGS[preset].format(size=preset_size(preset))
+    return PRESET_MEANINGS[preset].format(size=preset_size(preset), time=preset_time(preset))
 
 
 def preset_lead(runs: Sequence[Run]) -> str:

@@ -75,7 +75,7 @@ def _flow(run: Run, ctx: Context) -> tuple[pd.DataFrame, pd.DataFrame]:
 
     def make() -> tuple[pd.DataFrame, pd.DataFrame]:
         edges = information_flow(run.model, ctx.sample(run).tokens)
-        return edges, top_paths(edges, threshold=0.05, top=5)
+        return edges, top_paths(edges, threshold=0.05, k=5)
 
     return ctx.cached(("flow", run.name), make)
 
