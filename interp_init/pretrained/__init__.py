@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import re
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -164,11 +165,17 @@ class TrainingTime:
 
     @property
     def span(self) -> str:
-        """``"4.6-9.9 minutes a model (median 6.1)"``, or ``"4.6 minutes a model"`` for one value."""
+        """``"4.6-9.9 minutes a model, median 6.1"``, or ``"4.6 minutes a model"`` for one value."""
         low, high = min(self.minutes), max(self.minutes)
         if f"{low:.1f}" == f"{high:.1f}":
             return f"{low:.1f} minutes a model"
-        return f"{low:.1f}-{high:.1f} minutes a model (median {statistics.median(self.minutes):.1f})"
+        return f"{low:.1f}-{high:.1f} minutes a model, median {statistics.median(self.minutes):.1f}"
+
+    @property
+    def where(self) -> str:
+        """The machine in a few words, with the load the record names: ``"a 2-core x86-64 CPU at load average 4-7"``."""
+        load = re.search(r"load average [0-9.]+(?:-[0-9.]+)?", self.beside)
+        return f"a {self.machine.split(' (')[0].split(',')[0]}" + (f" at {load.group()}" if load else "")
 
 
 def training_time(preset: str = "cpu") -> TrainingTime | None:

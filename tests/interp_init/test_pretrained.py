@@ -110,3 +110,14 @@ def test_the_example_script_prints_the_answer_and_writes_the_page(tmp_path: Path
     model = interp_init.from_pretrained("symmetric-small-init")
     assert answer == int(model(torch.tensor([[35, 63, 99, 4, 3, 38, 42, 36, 62]]))[0, -1].argmax())
     assert (tmp_path / "symmetric-small-init-attention.html").is_file()
+
+
+def test_the_times_the_help_and_the_report_say_are_the_shipped_records() -> None:
+    from interp_init.pretrained import training_time
+    from training.cli.flags import _PRESET_HELP
+    from training.studies.report.header import preset_meaning
+
+    time = training_time("cpu")
+    assert sorted(time.minutes) == sorted(pretrained_info(name).metrics()["elapsed_s"] / 60 for name in NAMES)
+    assert time.span in _PRESET_HELP and time.where in _PRESET_HELP and time.span in preset_meaning("cpu")
+    assert "load average" in time.where and training_time("tiny") is None  # no tiny model is shipped: no time said

@@ -66,7 +66,7 @@ def _cpu_time() -> str:
     from interp_init.pretrained import training_time
 
     time = training_time("cpu")
-    return "minutes a model" if time is None else f"{time.span} on {time.machine.split(',')[0]}, as the shipped models trained"
+    return "minutes a model" if time is None else f"{time.span}, on {time.where}, as the shipped models trained"
 
 
 _PRESET_HELP = (

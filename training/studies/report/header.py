@@ -54,7 +54,7 @@ def preset_time(preset: str) -> str:
     from interp_init.pretrained import training_time
 
     time = training_time(preset)
-    return "" if time is None else f"; the shipped models of this preset trained in {time.span} on {time.machine}, beside {time.beside}"
+    return "" if time is None else f"; the models shipped with the package trained in {time.span}, on {time.where}"
 
 
 def preset_meaning(preset: str) -> str:

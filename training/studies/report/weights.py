@@ -174,7 +174,7 @@ def spectra_cell(run: Run, ctx: Context) -> Cell:
     # tall as its entries need (maxheight 1: the whole figure's height), never scrolled
     fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.22, x=0, font=dict(size=9), entrywidth=62, maxheight=1,
                                   title=dict(text="matrix", side="top left")), yaxis_title="s_i / s_max")  # fmt: skip
-    return Cell(figure=compact(fig, 520), height=520)
+    return Cell(figure=compact(fig, 560), height=560)
 
 
 def section_spectra(ctx: Context) -> Section:
