@@ -32,8 +32,8 @@ What a researcher calls, each documented on its module's page (the helpers below
 :func:`~probes.masking.source_mask` or :func:`~probes.inputs.as_inputs`, stay importable
 from their modules).  Where a probe takes inputs it takes token ids as TransformerLens
 models do (the anchor tasks' too: :func:`mask_key` finds each key); where it needs only
-the attention patterns (:func:`information_flow`, :func:`attention_patterns`) it also
-takes the ``ActivationCache`` of ``model.run_with_cache(tokens)``:
+the activations (:func:`information_flow`, :func:`attention_patterns`,
+:func:`activation_stable_ranks`) it also takes the ``ActivationCache`` of ``model.run_with_cache(tokens)``:
 
 * masking: :func:`masked_run`, :func:`mask_key` and :func:`mask_second_anchor` (the anchor
   tasks' cases, on a dataset or on token ids: :func:`anchor_positions`), :func:`project`,

@@ -89,3 +89,15 @@ def test_similarity_result_is_exported_with_the_block_score(model, data) -> None
     sim = probes.residual_similarity(model, data.tokens, labels=data.targets % 3)
     assert isinstance(sim, probes.SimilarityResult)
     assert sim.score == pytest.approx(probes.block_score(sim.similarity, probes.equal_mask(data.targets % 3)))
+
+
+def test_activation_stable_ranks_read_an_activation_cache(model, data) -> None:
+    _, cache = model.run_with_cache(data.tokens)
+    from_cache = probes.activation_stable_ranks(model, cache, "resid_post", position="last")
+    pd.testing.assert_frame_equal(from_cache, probes.activation_stable_ranks(model, data.tokens, "resid_post", position="last"))
+    last = cache["resid_post", 1][:, -1].double()  # by hand: ||A||_F^2 / ||A||_2^2 of the last positions
+    by_hand = float(torch.linalg.matrix_norm(last) ** 2 / torch.linalg.matrix_norm(last, ord=2) ** 2)
+    assert from_cache.set_index("name").loc["blocks.1.hook_resid_post", "stable_rank"] == pytest.approx(by_hand, rel=1e-4)
+    _, partial = model.run_with_cache(data.tokens, names_filter="blocks.0.hook_resid_post")
+    with pytest.raises(ValueError, match="the cache holds no blocks.1.hook_resid_post"):
+        probes.activation_stable_ranks(model, partial, "resid_post")
