@@ -244,8 +244,8 @@ def main(batches: tuple[int, ...], seq: int, layers: int, d_model: int, heads: i
     if only and not any(o in "top_paths" for o in only):
         return
     edges = probes.information_flow(model, tokens[:1])
-    seconds, _, paths = measure(lambda: probes.top_paths(edges, threshold=0.0, top=10))
-    print(f"\ntop_paths on the {layers}-layer, {seq}-position flow (top=10, threshold 0): {seconds:.2f} s, best score {paths['score'].iloc[0]:.3g}")
+    seconds, _, paths = measure(lambda: probes.top_paths(edges, threshold=0.0, k=10))
+    print(f"\ntop_paths on the {layers}-layer, {seq}-position flow (k=10, threshold 0): {seconds:.2f} s, best score {paths['score'].iloc[0]:.3g}")
 
 
 if __name__ == "__main__":

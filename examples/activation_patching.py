@@ -43,6 +43,7 @@ import torch
 from transformer_lens import patching
 
 import probes
+from interp_init.architectures.neurips import PostLNBlock
 from training import PRESETS, make_run_config, train
 
 #: Seen pairs of both tasks (neither holds them out), each with its composite target.
@@ -156,6 +157,13 @@ def main(argv: list[str] | None = None) -> int:
     table.to_csv(out / "activation_patching.csv", index=False)
     print(f"{args.task}, {config.model.architecture} model, preset {args.preset}, {len(tokens[0])} clean and corrupted inputs (keys +{args.delta})")
     print(pd.Series(summary).to_string())
+    post_ln = any(isinstance(block, PostLNBlock) for block in model.blocks)
+    adds_up = summary["decompose_resid adds up to the last residual stream"]
+    if post_ln:  # the line above reads False there, and should
+        print(f"decompose_resid {'adds up' if adds_up else 'does not add up'}: expected not to for this post-LN model, whose blocks "
+              "normalize the stream after adding to it, so its parts are rescaled and no longer sum to the final stream")  # fmt: skip
+    else:
+        print(f"decompose_resid {'adds up' if adds_up else 'does not add up'}: expected to, for a block that adds its output to the stream")
     print(f"written: {out / 'activation_patching.csv'}")
     return 0
 

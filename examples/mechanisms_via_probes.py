@@ -45,7 +45,7 @@ def main(preset: str, out: Path, seed: int, device: str, per_pair: int) -> None:
     for regime in REGIME_NAMES:
         run_dir = out / "symmetric" / regime
         model = train(regime_config(preset, regime, "symmetric", seed), run_dir, device=device, progress=False).model
-        paths = probes.top_paths(probes.information_flow(model, FIG3_INPUT), threshold=0.05, top=1)
+        paths = probes.top_paths(probes.information_flow(model, FIG3_INPUT), threshold=0.05, k=1)
         masked = probes.mask_key(model, data).last_position(f"blocks.{model.cfg.n_layers - 1}.hook_resid_post")
         clusters = probes.cluster_scores(masked, probes.candidate_labelings(data), method="agglomerative").set_index("labeling")
         rows.append({

@@ -89,7 +89,7 @@ def probe(model: HookedTransformer, tokens: torch.Tensor, topics: torch.Tensor, 
     patterns = probes.attention_patterns(model, tokens)  # [layer, batch, head, query, source]
     on_topic = patterns[:, torch.arange(len(tokens)), :, -1, positions]  # [layer, batch, head]: last position -> topic
     edges = probes.information_flow(model, tokens[:16])
-    paths = probes.top_paths(edges, threshold=0.0, top=3)
+    paths = probes.top_paths(edges, threshold=0.0, k=3)
     probes.plot_flow(edges, probes.token_labels(tokens[0]), paths).write_html(out / "own_model_flow.html", include_plotlyjs="cdn")
     similarity = probes.residual_similarity(model, tokens, labels=topics.tolist())  # the last layer, the last position
     ranks = probes.weight_stable_ranks(model)

@@ -494,7 +494,7 @@ def figure_(small: tuple[Path, ...], large: tuple[Path, ...], slices: tuple[Path
     import os
     import tempfile
 
-    from training.studies.report.images import StaticExportUnavailable, write_images
+    from training.studies.report.page import StaticExportUnavailable, write_images
 
     if out.suffix != ".png":
         raise click.BadParameter(f"{out}: give a .png path", param_hint="--out")

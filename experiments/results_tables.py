@@ -15,6 +15,7 @@ protocols, the race).  Adding a table is a function registered here and a marker
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -67,6 +68,9 @@ def generator(name: str, *studies: str, what: str) -> Callable[[Callable[[Record
 
 
 
+#: Where the stored studies lie, from the repository's root (README's links to them).
+RESULTS_DIR = "experiments/results"
+
 #: The stored studies the tables read, by role: the folder names under experiments/results/.
 STUDY_NAMES = {
     "verification": "verify-cpu-201-208",  # interp-init reproduce --preset cpu --seeds 201,...,208
@@ -84,6 +88,7 @@ STUDY_NAMES = {
     "gamma-slice-d2": "gamma-slice-d2",
     "gamma-slice-d3": "gamma-slice-d3",
     "gamma-slice-g1.2": "gamma-slice-g1.2",
+    "first-minute": "first-minute-tiny-0",  # interp-init reproduce --preset tiny --seed 0: README's first minute
 }
 
 
@@ -181,6 +186,53 @@ def paper_statistic_row(records: Records) -> list[str]:
     return [f"the papers' statistic: small init's best inferential share over {lrs} lrs and epochs, mean of {n} seeds ({_seeds(picks)})",
             f"{_num(mean)} (per seed {per_seed}; {_num(logged)} on the epochs the released scripts log, -pae {every}); "
             f">= 0.8 at the pick: {_rate(reach, n)}; with (3,4) fitted at the pick: **{_rate(fitted, n)}**", ""]  # fmt: skip
+
+
+def _rate_of(population: Any, start: str) -> Any:
+    """The population's rate whose criterion name starts with ``start`` (the flip's criteria, :mod:`interp_init.tasks.anchor`)."""
+    return next(r for r in population.rates if r.name.startswith(start) and r.beside is None)
+
+
+@generator("readme-answer", STUDY_NAMES["verification"], STUDY_NAMES["paper-statistic"], STUDY_NAMES["gpu"],
+           what="README's and docs/index.md's answer: each flip with its rate, interval and scale, and the papers' statistic reconciled with the strict reading")  # fmt: skip
+def readme_answer(records: Records) -> str:
+    study = records.study(STUDY_NAMES["verification"])
+    population, config = study.population(), RecordsConfig.of(study)
+    model = study.records()[0].config.model
+    seeds = _seeds({r.config.seed for r in study.records()})
+    ood_small, ood_large = _rate_of(population, "id-ood: small-init OOD"), _rate_of(population, "id-ood: large-init OOD")
+    infers, copies = _rate_of(population, "symmetric: small-init inferential"), _rate_of(population, "symmetric: large-init symmetric")
+    gpu = [r for r in _gpu_races(records) if r["gamma"] == "0.8"]
+    gpu_config = RecordsConfig.of(records.study(STUDY_NAMES["gpu"]))
+    gpu_infers = sum(r["race"].mode == "infers" for r in gpu)
+    lines = [
+        f"- **The journal's flip (`id-ood`) holds**: small init composes the unseen pairs (OOD accuracy >= 0.5) on "
+        f"{_rate(ood_small.met, ood_small.of)} seeds; large init does not (OOD <= 0.3) on {_rate(ood_large.met, ood_large.of)}.",
+        f"- **The NeurIPS flip (`symmetric`) does not show at this scale**: small init infers the unseen pair (4,3) on "
+        f"{_rate(infers.met, infers.of)} seeds, large init copies the seen answer on {_rate(copies.met, copies.of)}; at the "
+        f"papers' scale on a GPU small init inferred on {_rate(gpu_infers, len(gpu))} after {gpu[0]['race'].last_epoch} of "
+        f"{gpu_config.epochs} epochs.",
+    ]  # fmt: skip
+    if records.stored(STUDY_NAMES["paper-statistic"]):
+        paper_statistic = records.script("paper_statistic")
+        ps = records.study(STUDY_NAMES["paper-statistic"])
+        picks, exception, _, _ = paper_statistic.seed_picks(ps.path)
+        mean = paper_statistic.mean_picks(picks)["heldout_inferential"]
+        _, fitted = paper_statistic.reaching(picks, exception)
+        runs = [r for r in ps.records() if r.status == "completed" and r.config.init.gamma > 0.5]
+        final = sum(_answers(r)[0] for r in runs)
+        lrs = len(ps.spec().grid.get("lr", ()))
+        lines.append(
+            f"- **The papers' statistic agrees**: read their way (each seed's best inferential share over {lrs} lrs and every "
+            f"epoch, mean of {len(picks)} seeds: {_num(mean)}; {fitted} of {len(picks)} seeds reach 0.8) it finds the moments a "
+            f"run infers, yet only {final} of those {len(runs)} runs infers at its final epoch."
+        )  # fmt: skip
+    lines.append(
+        f"- Scale: the `{config.preset}` preset (the papers' models at d_model {config.d_model}, theirs {gpu_config.d_model}; "
+        f"{model.n_layers} layers, {config.n_train:,} samples, {config.epochs} epochs), seeds {seeds}, each seed's final model, "
+        f"95% exact intervals."
+    )  # fmt: skip
+    return "\n".join(lines)
 
 
 @generator("readme-verification", STUDY_NAMES["verification"], STUDY_NAMES["paper-statistic"],
@@ -314,6 +366,35 @@ def gpu_fit_epochs(records: Records) -> str:
     small = [r["race"].fit_epoch for r in rows if r["gamma"] == "0.8" and r["race"].fit_epoch is not None]
     large = [r["race"].fit_epoch for r in rows if r["gamma"] != "0.8" and r["race"].fit_epoch is not None]
     return f"epochs {_span(small)} against {_span(large)}"
+
+
+@generator("first-minute-output", STUDY_NAMES["first-minute"],
+           what="docs/getting-started.md: what the first minute prints (its table and verdict), from its stored runs; the call's own seconds are not recorded")  # fmt: skip
+def first_minute_output(records: Records) -> str:
+    from training.studies.population import failed_criteria
+
+    study = records.study(STUDY_NAMES["first-minute"])
+    population, spec = study.population(), study.spec()
+    checks, seed = population.rows[0].checks, spec.seeds[0]
+    lines = [
+        f"preset {spec.preset}, seed {seed}, {spec.precision}, ... s in this call",
+        population.format_regimes(),
+        "flip reproduced (all criteria met)" if checks["all"] else f"flip NOT reproduced; failed: {failed_criteria(checks)}",
+        f"this is one draw (seed {seed}): how often each criterion holds over seeds is what --seeds 31,32,33,... measures (docs/faithful-models.md)",
+        "summary: runs/first-minute/summary.json",
+        "report: runs/first-minute/report.html",
+    ]
+    return "```\n" + "\n".join(lines) + "\n```"
+
+
+@generator("first-minute-seconds", STUDY_NAMES["first-minute"], what="README and docs/getting-started.md: the seconds the first minute's four runs trained, with the machine and its load")
+def first_minute_seconds(records: Records) -> str:
+    study = records.study(STUDY_NAMES["first-minute"])
+    seconds = [r.elapsed_s for r in study.records() if r.elapsed_s is not None]
+    load = re.search(r"load average [0-9.]+(?:-[0-9.]+)?", study.get("beside") or "")
+    machine = (study.get("machine") or "").split(" (")[0].split(",")[0]
+    return (f"its four runs trained in {_span(seconds, '{:.1f}')} s each on a {machine}"
+            f"{' at ' + load.group() if load else ''}, as `{RESULTS_DIR}/{study.name}/STUDY.md` records")
 
 
 @generator("readme-minutes", STUDY_NAMES["verification"], what="README's time of the main job: the verification's models' training minutes")
@@ -566,3 +647,28 @@ def campaign_data(records: Records) -> str:
 
     symmetric, id_ood = (make_run_config("paper", task=t).data.n_train for t in ("symmetric", "id-ood"))
     return f"{symmetric:,} training samples on `symmetric`, {id_ood:,} on `id-ood`"
+# -- the models shipped with the package (interp_init/pretrained/, experiments/package_pretrained.py)
+
+
+@generator("pretrained-models", what="docs/pretrained.md: the shipped models, what each learned (its final metrics), how long it trained and whether it equals the stored record of the same run")
+def pretrained_models(records: Records) -> str:
+    from interp_init.pretrained import list_pretrained, pretrained_info
+    from interp_init.tasks.anchor import symmetric_solution
+    from training.studies.records import RunRecord
+
+    rows = []
+    for name in list_pretrained():
+        info = pretrained_info(name)
+        record = RunRecord.read(info.path)
+        final = record.final_columns()
+        if final.get("heldout_inferential") is not None:
+            learned = (f"{symmetric_solution(final['id_acc'], final['heldout_inferential'], final['heldout_symmetric'], final['exception_acc'])}: "
+                       f"(4,3) inferential {_num(final['heldout_inferential'])}, symmetric {_num(final['heldout_symmetric'])}, (3,4) {_num(final['exception_acc'])}")  # fmt: skip
+        else:
+            learned = f"OOD {_num(final.get('ood_acc'))}, commutativity {_num(final.get('commutativity'))}"
+        compared = info.compared
+        same = "-" if compared is None else ("weights and final metrics equal" if compared["weights_sha256_equal"] and compared["final_equal"]
+                                             else f"final metrics differ by up to {compared['largest_final_difference']:.3g}")  # fmt: skip
+        rows.append([f"`{name}`", f"{info.task}, gamma {info.gamma:g}, seed {info.seed}", _num(final["id_acc"]), learned,
+                     f"{info.elapsed_s / 60:.1f}", f"{same} (`{compared['record']}`)" if compared else same])  # fmt: skip
+    return _markdown(("name", "task, init, seed", "ID accuracy", "what it learned (final)", "training minutes", "against the stored record"), rows)

@@ -12,13 +12,16 @@ importable from its module, e.g. :func:`interp_init.model.save_weights` or
 * gamma init of any ``HookedTransformer``: :func:`gamma_init_` (std = d_in ** -gamma) and
   :func:`init_stds` (the std each weight gets);
 * a trained run: :func:`load_model` (the model of a run folder, identical logits);
+* trained models shipped with the package (:mod:`interp_init.pretrained`): :func:`from_pretrained`
+  (a ``HookedTransformer`` in one line, offline, its files checked against their SHA-256),
+  :func:`list_pretrained` (their names) and :func:`pretrained_info` (task, init, seed, config, metrics);
 * tasks: :func:`make_task` and :func:`registered_tasks`; your own task is a :class:`Task`
   subclass with a :class:`TaskMetrics` dataclass, returning :class:`Samples`, named by its
   import path or registered with :func:`register_task` (docs/tasks.md);
 * :func:`quiet_deprecation`: TransformerLens' deprecation warnings silenced, for scripts.
 
 Modules: :mod:`interp_init.config`, :mod:`interp_init.architectures`, :mod:`interp_init.init`,
-:mod:`interp_init.model`, :mod:`interp_init.runfolder` (a run's folder), the tasks
+:mod:`interp_init.model`, :mod:`interp_init.runfolder` (a run's folder), :mod:`interp_init.pretrained` (the shipped models), the tasks
 (:mod:`interp_init.tasks.base`: what a task is and typed ``metrics.json``;
 :mod:`interp_init.tasks.registry`; :mod:`interp_init.tasks.anchor_pairs` and
 :mod:`interp_init.tasks.anchor`, the anchor-function tasks, whose samples
@@ -32,10 +35,15 @@ neither torch nor TransformerLens, so the command line's ``--help`` stays fast.
 
 from __future__ import annotations
 
+import warnings
 from importlib.metadata import PackageNotFoundError, version
 from types import ModuleType
 
 from interp_init.lazy import lazy_attributes
+
+# tqdm.auto (which TransformerLens and the training loop import) warns "IProgress not found" in a
+# Jupyter kernel without ipywidgets, then draws text bars anyway: a red box in every notebook, for nothing.
+warnings.filterwarnings("ignore", message="IProgress not found", category=Warning)
 
 try:
     #: The installed distribution's version (``interp-init --version`` prints the same).
@@ -47,11 +55,12 @@ _ARCHITECTURES = ("architecture_names",)
 _CONFIG = ("InitConfig", "ModelConfig")
 _INIT = ("gamma_init_", "init_stds")
 _MODEL = ("build_model", "quiet_deprecation", "resolve_device")
+_PRETRAINED = ("from_pretrained", "list_pretrained", "pretrained_info")
 _RUNFOLDER = ("load_model",)
 _TASK = ("Samples", "Task", "TaskMetrics")
 _TASK_REGISTRY = ("make_task", "register_task", "registered_tasks")
 
-__all__ = sorted((*_ARCHITECTURES, *_CONFIG, *_INIT, *_MODEL, *_RUNFOLDER, *_TASK, *_TASK_REGISTRY))
+__all__ = sorted((*_ARCHITECTURES, *_CONFIG, *_INIT, *_MODEL, *_PRETRAINED, *_RUNFOLDER, *_TASK, *_TASK_REGISTRY))
 
 
 def _module_of(name: str) -> ModuleType:
@@ -63,6 +72,8 @@ def _module_of(name: str) -> ModuleType:
         from interp_init import init as module
     elif name in _MODEL:
         from interp_init import model as module
+    elif name in _PRETRAINED:
+        from interp_init import pretrained as module
     elif name in _RUNFOLDER:
         from interp_init import runfolder as module
     elif name in _TASK:

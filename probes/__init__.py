@@ -28,19 +28,23 @@ helpers), :mod:`probes.protocol` (what a model must offer) and
 :mod:`probes.views` (circuitsvis views of attention for Jupyter and files; results as tables).
 Only the anchor-task helpers (``mask_key``, ``input_grid``, ``candidate_labelings``) read :mod:`interp_init`'s tasks.
 
-What a researcher calls, each documented on its module's page (the result types, such as
-:class:`~probes.masking.MaskedRun`, and the helpers below them, such as
+What a researcher calls, each documented on its module's page (the helpers below them, such as
 :func:`~probes.masking.source_mask` or :func:`~probes.inputs.as_inputs`, stay importable
-from their modules):
+from their modules).  Where a probe takes inputs it takes token ids as TransformerLens
+models do (the anchor tasks' too: :func:`mask_key` finds each key); where it needs only
+the activations (:func:`information_flow`, :func:`attention_patterns`,
+:func:`activation_stable_ranks`) it also takes the ``ActivationCache`` of ``model.run_with_cache(tokens)``:
 
 * masking: :func:`masked_run`, :func:`mask_key` and :func:`mask_second_anchor` (the anchor
-  tasks' cases), :func:`project`, :func:`plot_projection`, :func:`cluster_scores`,
-  :func:`candidate_labelings`;
-* information flow: :func:`information_flow`, :func:`top_paths`, :func:`read_paths`,
+  tasks' cases, on a dataset or on token ids: :func:`anchor_positions`), :func:`project`,
+  :func:`plot_projection`, :func:`cluster_scores`, :func:`candidate_labelings`; the result
+  :class:`MaskedRun` (indexed like logits: ``masked[:, -1]``);
+* information flow: :func:`information_flow`, :func:`top_paths` (``k=`` best), :func:`read_paths`,
   :func:`plot_flow`, :func:`attention_patterns`, :func:`attention_html`, :func:`token_labels`;
 * similarity: :func:`residual_similarity`, :func:`value_similarity`,
   :func:`activation_similarity`, :func:`cosine_similarity_matrix`, :func:`equal_mask`,
-  :func:`block_score`, :func:`plot_similarity`, :func:`input_grid`;
+  :func:`block_score`, :func:`plot_similarity`, :func:`input_grid`; the result
+  :class:`SimilarityResult` (``.score``: the block score);
 * geometry: :func:`condensation`, :func:`plot_condensation`, :func:`embedding_pca`,
   :func:`plot_embedding_pca`, :func:`singular_value_spectra`, :func:`plot_spectra`,
   :func:`plot_eigenvalues`;
@@ -49,8 +53,8 @@ from their modules):
 * :class:`HookedModel`, the protocol of what a model must offer (for type annotations).
 """
 
-from probes.anchors import candidate_labelings, mask_key, mask_second_anchor
-from probes.flow import attention_patterns, information_flow, plot_flow, read_paths, token_labels, top_paths
+from probes.anchors import anchor_positions, candidate_labelings, mask_key, mask_second_anchor
+from probes.flow import attention_patterns, information_flow, plot_flow, token_labels, top_paths
 from probes.geometry import (
     condensation,
     embedding_pca,
@@ -60,7 +64,7 @@ from probes.geometry import (
     plot_spectra,
     singular_value_spectra,
 )
-from probes.masking import cluster_scores, masked_run, plot_projection, project
+from probes.masking import MaskedRun, cluster_scores, masked_run, plot_projection, project
 from probes.protocol import HookedModel
 from probes.rank import activation_stable_ranks, circuit_stable_ranks, head_circuits, merged_weight, stable_rank, weight_stable_ranks
 from probes.similarity import (
@@ -69,16 +73,20 @@ from probes.similarity import (
     cosine_similarity_matrix,
     equal_mask,
     input_grid,
+    SimilarityResult,
     plot_similarity,
     residual_similarity,
     value_similarity,
 )
-from probes.views import attention_html
+from probes.views import attention_html, read_paths
 
 __all__ = [
     "HookedModel",
+    "MaskedRun",
+    "SimilarityResult",
     "activation_similarity",
     "activation_stable_ranks",
+    "anchor_positions",
     "attention_html",
     "attention_patterns",
     "block_score",

@@ -11,12 +11,12 @@ that the symmetric solution fuses the two anchors at the last position in layer 
 the inferential solution first moves the key onto each anchor (Fig. 3a vs 3c).
 
 Shapes: ``tokens [batch, pos]`` (or ``[pos]``); :func:`information_flow` returns a
-DataFrame with one row per (layer, head or "sum", source, query) that the attention can read
+DataFrame with one row per (layer, attn_head: a head or "sum", source, query) that the attention can read
 (``source <= query`` when causal, every pair in a bidirectional encoder), for the
 ``layers`` asked for (default all: at GPT-2 small's 12 layers, 12 heads and 128 positions
 that is 1.29M rows; ``layers=[l]`` gives one layer's 107k), the inputs run ``batch_size``
 at a time; :func:`top_paths` a DataFrame with one row per path (``path``: positions at
-levels 0..n_layers, a tuple; :func:`read_paths` gives the tuples back from a Parquet or
+levels 0..n_layers, a tuple; :func:`~probes.views.read_paths` gives the tuples back from a Parquet or
 CSV file).  :func:`~probes.views.attention_html` draws one input's patterns with
 circuitsvis as a :class:`~probes.views.CircuitView`: it displays itself in Jupyter and
 saves as a self-contained HTML file, both with the JavaScript inlined (it renders with no
@@ -34,11 +34,11 @@ Example::
     >>> tokens = torch.randint(20, 100, (4, 9), generator=torch.Generator().manual_seed(0))
     >>> edges = information_flow(model, tokens)
     >>> list(edges.columns), len(edges)  # 2 layers x (2 heads + sum) x 45 causal pairs
-    (['layer', 'head', 'source', 'query', 'weight', 'std'], 270)
+    (['layer', 'attn_head', 'source', 'query', 'weight', 'std'], 270)
     >>> last = information_flow(model, tokens, layers=-1, batch_size=2)  # the last layer, two inputs at a time
     >>> len(last), bool((last.to_numpy() == edges[edges["layer"] == 1].reset_index(drop=True).to_numpy()).all())
     (135, True)
-    >>> paths = top_paths(edges, threshold=0.0, top=3)
+    >>> paths = top_paths(edges, threshold=0.0, k=3)
     >>> len(paths), paths["path"].iloc[0][-1]  # every path ends at the last position, 8
     (3, 8)
 """
@@ -49,7 +49,6 @@ import ast
 import numbers
 import operator
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import einops
 import numpy as np
@@ -59,12 +58,13 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from probes._common import allowed_pairs, check_finite, check_index, check_indices, check_int, check_number, run_hooked
-from probes.inputs import Inputs, as_inputs
+from probes._common import allowed_pairs, check_finite, check_index, check_indices, check_int, check_number, renamed_keyword, run_hooked
+from probes.inputs import Inputs, _as_mask, as_inputs, cache_patterns, is_cache
 from probes.protocol import HookedModel, check_fired, check_model, require_hooks
 
-EDGE_COLUMNS = ["layer", "head", "source", "query", "weight", "std"]
-#: The ``head`` value of the rows that sum the heads' patterns.
+EDGE_COLUMNS = ["layer", "attn_head", "source", "query", "weight", "std"]
+OLD_HEAD_COLUMN = "head"  #: the head column's name before 0.1.x (it hid DataFrame.head), still read back
+#: The ``attn_head`` value of the rows that sum the heads' patterns.
 SUM = "sum"
 
 
@@ -115,11 +115,15 @@ def attention_patterns(
 ) -> Float[Tensor, "layer batch head query source"]:
     """The attention patterns of ``layers`` (default all), stacked: ``[n_layers, batch, n_heads, pos, pos]``.
 
-    Each pattern is copied once into the result as its layer runs (no second copy, no run
-    past the last block).  A model whose run is not finite is refused: TransformerLens sets
+    ``tokens`` may be the ``ActivationCache`` of ``model.run_with_cache(tokens)`` (its
+    patterns read, no run).  Each pattern is copied once as its layer runs (no run past the last block).  A model whose run is not finite is refused: TransformerLens sets
     NaN attention weights to 0, so its patterns would look valid while its logits are NaN."""
-    inputs = as_inputs(tokens, check_model(model), attention_mask=attention_mask)
+    check_model(model)
     layers = check_indices(layers, model.cfg.n_layers, "layers", f"layer of this {model.cfg.n_layers}-layer model")
+    if is_cache(tokens):
+        patterns = cache_patterns(tokens, model, layers, "attention_patterns")
+        return torch.stack([pattern.detach().cpu() for pattern in patterns])
+    inputs = as_inputs(tokens, model, attention_mask=attention_mask)
     out: list[Tensor] = []
 
     def take(i: int, pattern: Tensor) -> None:
@@ -139,30 +143,40 @@ def information_flow(
     batch_size: int | None = None,
     attention_mask: Int[Tensor, "batch pos"] | None = None,
 ) -> pd.DataFrame:
-    """Edges (layer, head, source, query, weight, std) of the attention graph.
+    """Edges (layer, attn_head, source, query, weight, std) of the attention graph.
 
-    ``head`` is a string column: a head index (``"0"``, ``"1"``, ...) or ``"sum"`` (the
-    heads' patterns summed per input, so its rows sum to n_heads); ``weight`` is the mean
-    over the inputs and ``std`` the population standard deviation over them (0 for a single
-    input); with an ``attention_mask`` only inputs where both positions are real tokens
-    count.  The pairs listed are those the attention can read: ``source <= query`` in a
-    causal model, every pair in a bidirectional one (an encoder).
+    ``attn_head`` (``head`` before 0.1.x, which hid ``DataFrame.head``) is a string column: a
+    head index (``"0"``, ``"1"``, ...) or ``"sum"`` (the heads' patterns summed per input, so
+    its rows sum to n_heads); ``weight`` is the mean over the inputs and ``std`` the
+    population standard deviation over them (0 for a single input); with an
+    ``attention_mask`` only inputs where both positions are real tokens count.  The pairs
+    listed are those the attention can read: ``source <= query`` in a causal model, every
+    pair in a bidirectional one (an encoder).
 
-    ``layers``: the layers whose edges are returned (an int or ints, negative ones from
-    the end; default all); :func:`top_paths` and :func:`plot_flow` need the layers from 0
-    up to the last they follow.  ``batch_size``: how many inputs run at a time (default
-    all at once); the result is the same, to float32 rounding.  The means are accumulated
-    layer by layer as the model runs: no pattern is kept."""
-    inputs = as_inputs(tokens, check_model(model), attention_mask=attention_mask)
+    ``tokens``: token ids (or strings, or a task's samples), or the ``ActivationCache`` of
+    ``model.run_with_cache(tokens)``, whose ``hook_pattern`` s are read with no run.
+    ``layers``: the layers whose edges are returned (ints, negative ones from the end;
+    default all); :func:`top_paths` and :func:`plot_flow` need the layers from 0 up to the
+    last they follow.  ``batch_size``: how many inputs run at a time (default all at once);
+    the result is the same, to float32 rounding.  The means are accumulated layer by layer
+    as the model runs: no pattern is kept."""
+    check_model(model)
     layers = check_indices(layers, model.cfg.n_layers, "layers", f"layer of this {model.cfg.n_layers}-layer model")
     size = None if batch_size is None else check_int(batch_size, "batch_size (inputs per forward pass; None for all at once)", low=1)
-    n_heads, n_pos = model.cfg.n_heads, inputs.tokens.shape[1]
+    cached = cache_patterns(tokens, model, layers, "information_flow") if is_cache(tokens) else None
+    inputs = None if cached is not None else as_inputs(tokens, model, attention_mask=attention_mask)
+    n_heads, n_pos = model.cfg.n_heads, cached[0].shape[-1] if cached is not None else inputs.tokens.shape[1]
     count = torch.zeros(n_pos, n_pos, dtype=torch.float64)
     total = torch.zeros(len(layers), n_heads + 1, n_pos, n_pos, dtype=torch.float64)
     squares = torch.zeros_like(total)
-    for chunk in inputs.batches(size):
-        real = (chunk.attention_mask if chunk.attention_mask is not None else torch.ones_like(chunk.tokens)).double().cpu()
-        both = einops.einsum(real, real, "batch q, batch k -> batch q k")  # [batch, q, k]: 1 where both are real tokens
+    if cached is not None:  # one chunk: the cache's patterns, handed over as a run would
+        real = _as_mask(attention_mask, (cached[0].shape[0], n_pos)) if attention_mask is not None else torch.ones(cached[0].shape[0], n_pos)
+        chunks = [(real, lambda take: [take(i, pattern.detach()) for i, pattern in enumerate(cached)])]
+    else:
+        chunks = ((c.attention_mask if c.attention_mask is not None else torch.ones_like(c.tokens), lambda take, c=c: _run_patterns(model, c, layers, "information_flow", take))
+                  for c in inputs.batches(size))  # fmt: skip
+    for real, feed in chunks:
+        both = einops.einsum(real.double().cpu(), real.double().cpu(), "batch q, batch k -> batch q k")  # [batch, q, k]: 1 where both are real tokens
         count += both.sum(0)
 
         def take(i: int, pattern: Tensor, both: Tensor = both) -> None:
@@ -171,7 +185,7 @@ def information_flow(
             total[i] += values.sum(0)
             squares[i] += values.pow(2).sum(0)
 
-        _run_patterns(model, chunk, layers, "information_flow", take)
+        feed(take)
     count = count.clamp_min(1.0)
     mean = total / count
     std = (squares / count - mean.pow(2)).clamp_min(0.0).sqrt()
@@ -181,7 +195,7 @@ def information_flow(
     return pd.DataFrame(
         {
             "layer": np.asarray(layers, dtype=np.int64)[index.ravel()[keep]],
-            "head": pd.array(head_labels[head.ravel()[keep]], dtype="string"),
+            "attn_head": pd.array(head_labels[head.ravel()[keep]], dtype="string"),
             "source": source.ravel()[keep].astype(np.int64),
             "query": query.ravel()[keep].astype(np.int64),
             "weight": mean.numpy().ravel()[keep],
@@ -193,6 +207,8 @@ def information_flow(
 
 def _edge_tensor(edges: pd.DataFrame, head: int | str) -> tuple[np.ndarray, np.ndarray]:
     """``[layer, query, source]`` weights of head ``head`` and whether each edge is listed (an attention pair)."""
+    if "attn_head" not in edges.columns and OLD_HEAD_COLUMN in edges.columns:  # a table written before the rename
+        edges = edges.rename(columns={OLD_HEAD_COLUMN: "attn_head"})
     missing = [c for c in EDGE_COLUMNS[:5] if c not in edges.columns]
     if missing:
         raise ValueError(f"edges lacks column(s) {missing}: pass the DataFrame returned by information_flow")
@@ -201,9 +217,9 @@ def _edge_tensor(edges: pd.DataFrame, head: int | str) -> tuple[np.ndarray, np.n
             head = str(operator.index(head)) if not isinstance(head, bool) else repr(head)
         except TypeError:
             raise ValueError(f"head must be a head index or 'sum', got {head!r}") from None
-    chosen = edges[edges["head"].astype(str) == head]
+    chosen = edges[edges["attn_head"].astype(str) == head]
     if chosen.empty:
-        raise ValueError(f"no edges for head {head!r}; the edges have heads {sorted(edges['head'].astype(str).unique())}")
+        raise ValueError(f"no edges for head {head!r}; the edges have heads {sorted(edges['attn_head'].astype(str).unique())}")
     present = sorted({int(layer) for layer in chosen["layer"]})
     if present != list(range(present[-1] + 1)):
         raise ValueError(
@@ -220,32 +236,35 @@ def _edge_tensor(edges: pd.DataFrame, head: int | str) -> tuple[np.ndarray, np.n
     return weights, listed
 
 
+@renamed_keyword("top", "k", old_none=None)
 def top_paths(
     edges: pd.DataFrame,
     threshold: float = 0.05,
     head: int | str = "sum",
     query: int | None = None,
-    top: int | None = 10,
+    k: int | None = 10,
     max_paths: int = 200_000,
 ) -> pd.DataFrame:
-    """The ``top`` best paths through all layers that end at ``query`` (default the last position).
+    """The ``k`` best paths through all layers that end at ``query`` (default the last position).
+
+    ``k`` is ``torch.topk``'s name; ``top=``, its earlier name, still works and warns.
 
     A path is ``(p_0, ..., p_L)``: input position ``p_0``, then the query position
     ``p_{l+1}`` that layer l's edge from ``p_l`` reaches.  Its ``score`` is the product
     of its L edge weights (of head ``head``, default the sum over heads); paths with an
     edge below ``threshold`` are dropped.  Returns columns ``rank, score, path,
     weights``: ``path`` a tuple of ints, ``weights`` a tuple of floats (Parquet gives such
-    cells back as numpy arrays and CSV as text; :func:`read_paths` restores the tuples).
+    cells back as numpy arrays and CSV as text; :func:`~probes.views.read_paths` restores the tuples).
     ``query`` may count from the end (``-1``: the last position).
 
-    With ``top`` set, the search keeps the ``top`` best partial paths per position and
+    With ``k`` set, the search keeps the ``k`` best partial paths per position and
     layer (a k-best dynamic programme, from ``query`` back to the inputs): exact, in time
-    ``n_layers * pos^2 * top``, so a 12-layer model at 128 positions takes well under a
-    second.  ``top=None`` lists every path, refused beyond ``max_paths``.
+    ``n_layers * pos^2 * k``, so a 12-layer model at 128 positions takes well under a
+    second.  ``k=None`` lists every path, refused beyond ``max_paths``.
     """
     if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or not np.isfinite(threshold) or threshold < 0:
         raise ValueError(f"threshold must be a finite weight >= 0, got {threshold!r}")
-    top = None if top is None else check_int(top, "top (how many paths to keep; None for all)", low=1)
+    top = None if k is None else check_int(k, "k (how many paths to keep; None for all)", low=1)
     max_paths = check_int(max_paths, "max_paths", low=1)
     weights, listed = _edge_tensor(edges, head)
     n_layers, n_pos, _ = weights.shape
@@ -267,7 +286,7 @@ def _every_path(passes: np.ndarray, query: int, max_paths: int, threshold: float
     for layer in reversed(range(passes.shape[0])):  # extend each path backwards by one layer
         grown = [(int(source), *path) for path in partial for source in np.flatnonzero(passes[layer, path[0]])]
         if len(grown) > max_paths:
-            raise ValueError(f"more than {max_paths} paths pass threshold={threshold}; raise the threshold or pass top=<k> for the k best")
+            raise ValueError(f"more than {max_paths} paths pass threshold={threshold}; raise the threshold or pass k=<n> for the n best")
         partial = grown
     return partial
 
@@ -292,26 +311,6 @@ def _best_paths(weights: np.ndarray, passes: np.ndarray, query: int, k: int) -> 
     flat = scores.reshape(-1)
     order = [i for i in np.argsort(-flat, kind="stable")[:k] if flat[i] >= 0]
     return [tuple(int(p) for p in paths.reshape(-1, n_layers + 1)[i]) for i in order]
-
-
-def read_paths(source: str | Path | pd.DataFrame) -> pd.DataFrame:
-    """A :func:`top_paths` table read back from a ``.parquet`` or ``.csv`` file (or the
-    DataFrame read from one), with ``path`` a tuple of ints and ``weights`` a tuple of
-    floats again, as :func:`top_paths` returned them."""
-    if isinstance(source, pd.DataFrame):
-        frame = source.copy()
-    else:
-        file = Path(source)
-        if file.suffix not in (".parquet", ".csv"):
-            raise ValueError(f"read_paths reads a .parquet or .csv file written from top_paths, got {file}")
-        frame = pd.read_parquet(file) if file.suffix == ".parquet" else pd.read_csv(file)
-    missing = [c for c in ("path", "weights") if c not in frame.columns]
-    if missing:
-        raise ValueError(f"the table has no column(s) {missing}: read_paths reads what top_paths returned")
-    for column, kind in (("path", int), ("weights", float)):
-        cells = [ast.literal_eval(v) if isinstance(v, str) else v for v in frame[column]]
-        frame[column] = [tuple(kind(x) for x in np.atleast_1d(np.asarray(v, dtype=object))) for v in cells]
-    return frame
 
 
 def token_labels(tokens: Sequence[int] | Tensor) -> list[str]:

@@ -141,21 +141,31 @@ def condensation(weight: Float[Tensor, "neurons inputs"], threshold: float = 0.7
 
 
 def plot_condensation(result: Condensation, title: str | None = "Cosine similarity of neurons' input weights") -> go.Figure:
-    """Heatmap of the reordered similarity, with the group boundaries drawn (one trace of squares, however many groups)."""
+    """Heatmap of the reordered similarity, with the group boundaries drawn (one trace of squares, however many groups).
+
+    The heatmap and the squares share one pair of axes (cell ``i`` of the grouped order at
+    ``i``, the neuron ids as tick labels), so the outlines stay on their cells however the
+    axes are later constrained (``scaleanchor``, ``constrain="domain"``)."""
     order = result.order
-    fig = go.Figure(go.Heatmap(z=result.reordered, x=[str(i) for i in order], y=[str(i) for i in order], zmin=-1, zmax=1, colorscale="RdBu_r", colorbar={"title": "cosine"}))
+    n = len(order)
+    cells = list(range(n))
+    fig = go.Figure(
+        go.Heatmap(
+            z=result.reordered, x=cells, y=cells, zmin=-1, zmax=1, colorscale="RdBu_r", colorbar={"title": "cosine"},
+            hovertemplate="cells %{y} and %{x} of the grouped order: cosine %{z:.2f}<extra></extra>",
+        )
+    )  # fmt: skip
     starts = np.concatenate([[0], np.cumsum(result.group_sizes)[:-1]]) - 0.5
     ends = starts + np.asarray(result.group_sizes)
     gap = np.full(len(starts), np.nan)
     xs = np.stack([starts, ends, ends, starts, starts, gap], 1).ravel()  # every group's square in one trace
     ys = np.stack([starts, starts, ends, ends, starts, gap], 1).ravel()
-    fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line={"color": "black", "width": 1.5}, xaxis="x2", yaxis="y2", showlegend=False, hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line={"color": "black", "width": 1.5}, showlegend=False, hoverinfo="skip"))
+    ticks = {"tickmode": "array", "tickvals": cells, "ticktext": [str(i) for i in order]}
     fig.update_layout(
         title=f"{title + ': ' if title else ''}{result.n_groups} groups at > {result.threshold:g} (sizes {list(result.group_sizes[:8])}{'...' if result.n_groups > 8 else ''})",
-        xaxis={"type": "category", "title": "neuron"},
-        yaxis={"type": "category", "autorange": "reversed", "title": "neuron"},
-        xaxis2={"overlaying": "x", "range": [-0.5, len(order) - 0.5], "visible": False},
-        yaxis2={"overlaying": "y", "range": [len(order) - 0.5, -0.5], "visible": False},
+        xaxis={**ticks, "title": "neuron", "range": [-0.5, n - 0.5], "showgrid": False, "zeroline": False},
+        yaxis={**ticks, "title": "neuron", "range": [n - 0.5, -0.5], "showgrid": False, "zeroline": False},
     )
     return fig
 

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 import torch
-from jaxtyping import Int
+from jaxtyping import Float, Int
 from torch import Tensor
 
 #: The names :meth:`Inputs.position` knows for every input; a task adapter adds its own.
@@ -273,4 +273,39 @@ def check_tokens(tokens: Tensor, model: object) -> Int[Tensor, "batch pos"]:
     if tokens.shape[1] > cfg.n_ctx:
         raise ValueError(f"sequences of {tokens.shape[1]} tokens exceed the model's context n_ctx={cfg.n_ctx}")
     return tokens.long().to(cfg.device)
+
+
+def is_cache(source: object) -> bool:
+    """Whether ``source`` is a TransformerLens ``ActivationCache`` or a mapping of hook names
+    to activations (rather than token ids, strings or a task's samples)."""
+    if isinstance(source, (Tensor, np.ndarray, str, Inputs, pd.DataFrame)):
+        return False
+    if type(source).__name__ == "ActivationCache":
+        return True
+    return isinstance(source, Mapping) and all(isinstance(key, str) for key in source)
+
+
+def cache_patterns(cache: object, model: object, layers: list[int], probe: str) -> list[Float[Tensor, "batch head query source"]]:
+    """Each of ``layers``' attention pattern ``[batch, head, query, source]`` from ``cache``
+    (one of ``cache.remove_batch_dim()``'s ``[head, query, source]`` gets its batch of one)."""
+    names = [f"blocks.{layer}.attn.hook_pattern" for layer in layers]
+    held = set(cache.keys())
+    missing = [name for name in names if name not in held]
+    if missing:
+        raise ValueError(
+            f"{probe}: the cache holds no {missing[0]} ({len(missing)} of the {len(names)} patterns needed are missing); "
+            "cache them with model.run_with_cache(tokens) or names_filter=lambda name: name.endswith('hook_pattern'), or pass the tokens"
+        )
+    out = []
+    for name in names:
+        pattern = cache[name]
+        pattern = pattern[None] if pattern.ndim == 3 else pattern
+        if pattern.ndim != 4 or pattern.shape[1] != model.cfg.n_heads or pattern.shape[-1] != pattern.shape[-2]:
+            raise ValueError(f"{probe}: the cache's {name} has shape {tuple(pattern.shape)}, not [batch, {model.cfg.n_heads} heads, pos, pos]: pass the cache this model's run_with_cache gave")
+        if not bool(torch.isfinite(pattern).all()):
+            raise ValueError(f"{probe}: NaN or infinite entries in the cache's {name} (a run that was not finite): no analysis of them is defined")
+        out.append(pattern)
+    if len({p.shape[0] for p in out}) > 1 or len({p.shape[-1] for p in out}) > 1:
+        raise ValueError(f"{probe}: the cache's patterns differ in batch or positions: pass the cache of one run_with_cache")
+    return out
 

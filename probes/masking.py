@@ -92,6 +92,8 @@ SourcePositions = int | Sequence[int] | Sequence[Sequence[int]] | Tensor
 class MaskedRun(TableDisplay):
     """Result of :func:`masked_run`.
 
+    Indexed like the logits a model returns (``masked[:, -1]`` is ``masked.logits[:, -1]``).
+
     Attributes:
         logits: ``[batch, pos, d_vocab]`` logits of the masked run.
         cache: the activations asked for, a TransformerLens ``ActivationCache`` where the
@@ -104,6 +106,19 @@ class MaskedRun(TableDisplay):
     logits: Float[Tensor, "batch pos d_vocab"]
     cache: Mapping[str, Tensor] = field(default_factory=dict)
     mask: Bool[Tensor, "batch query source"] | None = None
+
+    def __getitem__(self, index: object) -> Tensor:
+        """The logits indexed as a tensor is: ``masked[:, -1]`` is ``masked.logits[:, -1]``, as
+        with the logits ``model(tokens)`` returns.  A captured activation is read from
+        :attr:`cache` (``masked.cache["resid_post", 1]``)."""
+        if isinstance(index, str) or (isinstance(index, tuple) and index and isinstance(index[0], str)):
+            raise KeyError(f"MaskedRun[...] indexes the logits; read the activation {index!r} from its cache: masked.cache[{index!r}]")
+        return self.logits[index]
+
+    @property
+    def shape(self) -> torch.Size:
+        """The logits' shape ``[batch, pos, d_vocab]``."""
+        return self.logits.shape
 
     def table(self) -> pd.DataFrame:
         """One row per tensor returned (the logits, then each captured activation): its shape."""

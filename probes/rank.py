@@ -55,7 +55,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from probes._common import capture_hooks, is_filter_function, run_hooked
-from probes.inputs import Inputs, as_inputs
+from probes.inputs import Inputs, as_inputs, is_cache
 from probes.protocol import HookedModel, check_fired, check_model, read_weight
 
 
@@ -272,15 +272,28 @@ def activation_stable_ranks(
     head, query, key]`` with a row per (input, query) and a column per (head, key).  Under
     an ``attention_mask`` only real tokens' rows count; ``position`` (``"last"``, an int,
     one per input) keeps one row per input.  Columns: ``name, rows, cols, stable_rank,
-    spectral_norm, frobenius_norm`` (float32, as :func:`stable_rank`)."""
-    inputs = as_inputs(tokens, check_model(model), attention_mask=attention_mask)
+    spectral_norm, frobenius_norm`` (float32, as :func:`stable_rank`).  ``tokens`` may be the
+    ``ActivationCache`` of ``model.run_with_cache(tokens)`` (with its batch dimension): the
+    activations are read from it, with no run."""
+    check_model(model)
     store: dict[str, Tensor] = {}
     captures = capture_hooks(names_filter, model, store)
     if not captures:
         raise ValueError("names_filter picks no hook point: give one, e.g. 'resid_post' or ('resid_post', -1)")
-    run_hooked(model, inputs, captures)
-    if not is_filter_function(names_filter):
-        check_fired(store, [name for name, _ in captures], "activation_stable_ranks (capturing activations)")
+    if is_cache(tokens):  # the activations a user already has: read, not run
+        missing = [name for name, _ in captures if name not in set(tokens.keys())]
+        if missing and not is_filter_function(names_filter):
+            raise ValueError(f"activation_stable_ranks: the cache holds no {missing[0]} ({len(missing)} of those names_filter picks are missing); "
+                             "cache them with model.run_with_cache(tokens, names_filter=...) or pass the tokens")  # fmt: skip
+        store = {name: tokens[name] for name, _ in captures if name not in missing}
+        first = next(iter(store.values()))
+        n_pos = first.shape[2] if next(iter(store)).endswith(("hook_pattern", "hook_attn_scores")) else first.shape[1]
+        inputs = as_inputs(torch.zeros(first.shape[0], n_pos, dtype=torch.long), attention_mask=attention_mask)
+    else:
+        inputs = as_inputs(tokens, model, attention_mask=attention_mask)
+        run_hooked(model, inputs, captures)
+        if not is_filter_function(names_filter):
+            check_fired(store, [name for name, _ in captures], "activation_stable_ranks (capturing activations)")
     batch, n_pos = inputs.tokens.shape
     real = torch.ones(batch, n_pos, dtype=torch.bool) if inputs.attention_mask is None else inputs.attention_mask.cpu().bool()
     if position is not None:

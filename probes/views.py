@@ -9,6 +9,8 @@
   (the bundle inlined once) and ``view.html()`` returns that page.
 * :class:`TableDisplay` makes a result dataclass print as a table (``print(result)``) and
   display as an HTML table in Jupyter, from its ``table()`` DataFrame.
+* :func:`read_paths` reads a :func:`probes.top_paths` table back from a Parquet or CSV file,
+  its paths tuples again.
 
 "Once per notebook" is remembered on the IPython shell that runs the notebook (one per
 kernel): a new kernel, or ``CircuitView.bundle_again()``, inlines it again.  Outside
@@ -36,6 +38,7 @@ Example::
 
 from __future__ import annotations
 
+import ast
 import html as html_lib
 import re
 import sys
@@ -244,3 +247,24 @@ def attention_html(
     if path is not None:
         view.save(path)
     return view
+
+
+def read_paths(source: str | Path | pd.DataFrame) -> pd.DataFrame:
+    """A :func:`top_paths` table read back from a ``.parquet`` or ``.csv`` file (or the
+    DataFrame read from one), with ``path`` a tuple of ints and ``weights`` a tuple of
+    floats again, as :func:`top_paths` returned them."""
+    if isinstance(source, pd.DataFrame):
+        frame = source.copy()
+    else:
+        file = Path(source)
+        if file.suffix not in (".parquet", ".csv"):
+            raise ValueError(f"read_paths reads a .parquet or .csv file written from top_paths, got {file}")
+        frame = pd.read_parquet(file) if file.suffix == ".parquet" else pd.read_csv(file)
+    missing = [c for c in ("path", "weights") if c not in frame.columns]
+    if missing:
+        raise ValueError(f"the table has no column(s) {missing}: read_paths reads what top_paths returned")
+    for column, kind in (("path", int), ("weights", float)):
+        cells = [ast.literal_eval(v) if isinstance(v, str) else v for v in frame[column]]
+        frame[column] = [tuple(kind(x) for x in np.atleast_1d(np.asarray(v, dtype=object))) for v in cells]
+    return frame
+

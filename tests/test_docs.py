@@ -3,6 +3,7 @@ API reference reads the docstrings' reST as Markdown (docs/griffe_rest.py)."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -102,3 +103,105 @@ def test_the_reference_reads_rest_docstrings_as_markdown() -> None:
         "",
         "Done.",
     ]  # fmt: skip
+
+
+# ------------------------------------------------------- pages that stay right (issue 57)
+
+#: The pages a reader meets: README and the site's hand-written pages.
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+#: Folders of the machine a page was written on, never of a reader's checkout (``/tmp`` is left
+#: out: commands write there on purpose).
+MACHINE_FOLDERS = re.compile(r"(?<![\w.~$-])/(?:work|home|Users|root|mnt|scratch|data)/[\w./-]+")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+def _prose_lines(page: Path) -> list[tuple[int, str]]:
+    """The lines of ``page`` outside fenced code blocks, numbered from 1."""
+    lines, fenced = [], False
+    for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), start=1):
+        if _FENCE.match(line):
+            fenced = not fenced
+            continue
+        if not fenced:
+            lines.append((number, line))
+    return lines
+
+
+def outside_paths(page: Path) -> list[str]:
+    """Where ``page`` points a reader outside the repository: a link or a code span whose relative
+    path climbs out of it, or a path of the machine the page was written on."""
+    found = []
+    for number, line in _prose_lines(page):
+        for match in MACHINE_FOLDERS.finditer(line):
+            found.append(f"{page.relative_to(ROOT)}:{number}: {match.group().rstrip('.,;:')}")
+        # a link resolves from its page; a path in a code span from the repository's root, where commands run
+        targets = [(page.parent, t) for t in re.findall(r"\]\(([^)\s#]+)", line)] + [(ROOT, t) for t in re.findall(r"`(\.\./[^`\s]+)`", line)]
+        for base, target in targets:
+            if "://" in target or target.startswith(("mailto:", "/")):
+                continue
+            if not (base / target).resolve().is_relative_to(ROOT):
+                found.append(f"{page.relative_to(ROOT)}:{number}: {target}")
+    return found
+
+
+def unintended_blockquotes(page: Path) -> list[str]:
+    """Lines that Markdown renders as a blockquote although they do not mean one: a line
+    (or a list item's continuation) that starts with ``>`` followed by no space, e.g. ``>= 6 of 8``."""
+    return [f"{page.relative_to(ROOT)}:{number}: {line.strip()}" for number, line in _prose_lines(page) if re.match(r"^\s*>[^\s>]", line)]
+
+
+def _stored_presets_on_a_gpu() -> set[str]:
+    """The presets of which a stored study holds runs trained on a GPU (their metrics' ``device``)."""
+    presets = set()
+    for metrics in (ROOT / "experiments" / "results").glob("**/metrics.json"):
+        config = metrics.parent / "config.json"
+        if config.is_file() and str(json.loads(metrics.read_text()).get("device", "")).startswith("cuda"):
+            presets.add(json.loads(config.read_text()).get("preset"))
+    return presets
+
+
+def contradicted_not_yet(page: Path, on_gpu: set[str], stored: set[str]) -> list[str]:
+    """Lines saying "not yet" of what the stored records show done: a preset "not yet run" on a
+    GPU where a stored study trained it on one, or a stored study named as not yet trained or stored."""
+    found = []
+    for number, line in _prose_lines(page):
+        if "not yet" not in line or "<!--" in line:
+            continue
+        for preset in re.findall(r"`(\w+)` preset", line):
+            if preset in on_gpu and "GPU" in line and re.search(r"not yet (?:been )?(?:run|trained)", line):
+                found.append(f"{page.relative_to(ROOT)}:{number}: the `{preset}` preset is stored as run on a GPU: {line.strip()}")
+        for study in stored:
+            if re.search(rf"\b{re.escape(study)}\b[^.]*not yet (?:been )?(?:run|trained|stored)", line):
+                found.append(f"{page.relative_to(ROOT)}:{number}: {study} is stored: {line.strip()}")
+    return found
+
+
+def test_no_page_points_outside_the_repository() -> None:
+    assert [f for page in PAGES for f in outside_paths(page)] == []
+
+
+def test_no_line_renders_as_an_unintended_blockquote() -> None:
+    assert [f for page in PAGES for f in unintended_blockquotes(page)] == []
+
+
+def test_no_not_yet_that_the_records_contradict() -> None:
+    on_gpu = _stored_presets_on_a_gpu()
+    assert "paper" in on_gpu  # the GPU suite's records: what the check compares against
+    stored = {p.parent.name for p in (ROOT / "experiments" / "results").glob("*/stored-study.json")}
+    assert [f for page in PAGES for f in contradicted_not_yet(page, on_gpu, stored)] == []
+
+
+def test_the_page_checks_catch_what_they_are_for(tmp_path: Path) -> None:
+    page = ROOT / "docs" / "_page_check_tmp.md"
+    page.write_text(
+        "A lead (`../shared/FINDINGS.md`) and [notes](../../elsewhere.md), run in /work/exp/run-1.\n"
+        "1. a rule (the flip: small init infers on\n   >= 6 of 8 seeds)\n> a real quote\n"
+        "```\n>= in a code block is fine\n```\n"
+        "The `paper` preset, for a GPU, not yet run on one; pc-depth2-const is not yet trained.\n"
+    )
+    try:
+        assert [f.split(": ", 1)[1] for f in outside_paths(page)] == ["/work/exp/run-1", "../../elsewhere.md", "../shared/FINDINGS.md"]
+        assert [f.split(": ", 1)[1] for f in unintended_blockquotes(page)] == [">= 6 of 8 seeds)"]
+        assert len(contradicted_not_yet(page, {"paper"}, {"pc-depth2-const"})) == 2
+    finally:
+        page.unlink()

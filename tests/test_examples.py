@@ -44,10 +44,11 @@ def run_script(path: Path, args: list[str], monkeypatch: pytest.MonkeyPatch) -> 
 
 #: Walkthroughs run by other test modules: the phase sweeps (tests/training/test_phase.py), the
 #: probes walkthrough (tests/probes/test_api.py), the custom architecture
-#: (tests/interp_init/test_architectures.py) and the custom task (tests/interp_init/test_user_task.py); and the
+#: (tests/interp_init/test_architectures.py), the custom task (tests/interp_init/test_user_task.py) and the
+#: shipped models' attention (tests/interp_init/test_pretrained.py); and the
 #: probes on a model of one's own and TransformerLens' activation patching, which write no report
 #: (test_own_model_walkthrough and test_activation_patching_walkthrough below).
-ELSEWHERE = {"phase_neurips_fig2.py", "phase_journal_fig3.py", "phase_complexity.py", "probes_walkthrough.py", "custom_architecture.py", "custom_task.py", "own_model.py", "activation_patching.py"}
+ELSEWHERE = {"phase_neurips_fig2.py", "phase_journal_fig3.py", "phase_complexity.py", "probes_walkthrough.py", "custom_architecture.py", "custom_task.py", "own_model.py", "activation_patching.py", "pretrained_attention.py"}
 
 
 def test_every_example_is_covered() -> None:
@@ -94,6 +95,7 @@ def test_activation_patching_walkthrough(tmp_path: Path, monkeypatch: pytest.Mon
     for line in ("run_with_hooks key ablation equals probes.masked_run", "generate's next token is the argmax"):
         assert re.search(rf"^{re.escape(line)}\s+True$", stdout, re.MULTILINE), stdout
     assert re.search(r"^decompose_resid adds up to the last residual stream\s+False$", stdout, re.MULTILINE), stdout  # post-LN: it does not
+    assert "decompose_resid does not add up: expected not to for this post-LN model" in stdout  # said, not left to puzzle over
 
 
 def readme_walkthrough_options() -> dict[str, list[str]]:
@@ -115,13 +117,14 @@ def parsed(script: str, args: list[str]) -> dict:
 
 
 #: The walkthroughs that reproduce the papers' figures; ``custom_*.py`` show how to extend the toolkit.
-FIGURE_WALKTHROUGHS = sorted(p.name for p in EXAMPLES.glob("*.py") if not p.name.startswith("custom_"))
+#: The walkthroughs that train (the custom_* examples add to the toolkit; pretrained_attention.py opens a shipped model).
+FIGURE_WALKTHROUGHS = sorted(p.name for p in EXAMPLES.glob("*.py") if not p.name.startswith("custom_") and p.name != "pretrained_attention.py")
 
 
 def test_the_walkthroughs_are_the_ones_the_docs_list() -> None:
     readme = (ROOT / "docs" / "examples.md").read_text(encoding="utf-8")
     listed = readme.split("Every walkthrough in `examples/`", 1)[1].split("\n\n", 1)[0]
-    assert set(FIGURE_WALKTHROUGHS) == set(re.findall(r"`(\w+\.py)`", listed)) - {"custom_*.py"}
+    assert set(FIGURE_WALKTHROUGHS) == set(re.findall(r"`(\w+\.py)`", listed)) - {"custom_*.py", "pretrained_attention.py"}
 
 
 @pytest.mark.parametrize("script", FIGURE_WALKTHROUGHS)

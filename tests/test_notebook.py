@@ -4,6 +4,7 @@ bottom: its results display as tables and its two circuit views share one inline
 from __future__ import annotations
 
 import os
+import subprocess
 
 import pytest
 from helpers import ROOT
@@ -42,3 +43,12 @@ def test_the_notebook_runs_headless(tmp_path) -> None:
     views = [h for h in html if "CircuitsVis.render(" in h]
     assert len(views) == 2 and [v.count("data-circuitsvis-bundle") for v in views] == [1, 0]  # the bundle once per notebook
     assert any("stable_rank" in h for h in html)  # weight_stable_ranks' DataFrame
+    # no red warning box (tqdm.auto's "IProgress not found" where ipywidgets is missing)
+    stderr = "\n".join(o.get("text", "") for c in code for o in c.outputs if o.get("output_type") == "stream" and o.get("name") == "stderr")
+    assert "Warning" not in stderr, stderr
+    assert "cpu preset: " in text and "minutes a model" in text  # the time, from the shipped models' records
+
+
+def test_the_notebook_writes_under_an_ignored_folder() -> None:
+    ignored = subprocess.run(["git", "check-ignore", "-q", "examples/runs/quickstart-notebook/gamma0.8/model.safetensors"], cwd=ROOT, check=False)
+    assert ignored.returncode == 0, "examples/runs/ (where the notebook writes when run from examples/) is not ignored: add it to .gitignore"

@@ -65,6 +65,9 @@ def test_the_wheel_holds_the_licence_and_the_type_markers(tmp_path: Path) -> Non
     assert any(n.endswith("LICENSE") for n in names)
     # the report's plotly.js bundle and its licence (training/studies/report/cells.py)
     assert {"training/studies/report/vendor/plotly-cartesian.min.js", "training/studies/report/vendor/plotly-LICENSE"} <= set(names)
+    # the shipped models interp_init.from_pretrained opens: each run folder and the index of their SHA-256
+    shipped = {f"interp_init/pretrained/{name}/{file}" for name in ("symmetric-small-init", "id-ood-large-init") for file in ("config.json", "metrics.json", "model.safetensors")}
+    assert shipped | {"interp_init/pretrained/index.json"} <= set(names)
 
 
 def test_citation_file_cites_both_papers_and_the_readme_links_them() -> None:

@@ -46,12 +46,12 @@ def test_an_edited_number_fails_the_check_naming_its_table_and_cell(tmp_path: Pa
     text = page.read_text()
     row = next(line for line in text.splitlines() if line.startswith("| small init (0.8), seed 1 |"))
     page.write_text(text.replace(row, row.replace("| 0.00 / 0.97 |", "| 0.00 / 0.98 |")))
-    readme = root / "README.md"
-    readme.write_text(readme.read_text().replace("for 94 of its 210 epochs", "for 95 of its 210 epochs", 1))
+    results = root / "docs" / "results.md"
+    results.write_text(results.read_text().replace("for 94 of its 210 epochs", "for 95 of its 210 epochs", 1))
     code, _, err = _check(root, capsys, "--check")
     assert code == 1
     assert 'docs/faithful-models.md: table gpu-race: row "small init (0.8), seed 1", column "inf / sym at epoch 94": typed "0.00 / 0.98", the records give "0.00 / 0.97"' in err
-    said = next(line for line in err.splitlines() if "README.md: text readme-gpu: line 1: typed" in line)
+    said = next(line for line in err.splitlines() if "docs/results.md: text readme-gpu: line 1: typed" in line)
     assert "0-2 for 95 of its 210 epochs" in said.split("the records give")[0] and "0-2 for 94 of its 210 epochs" in said.split("the records give")[1]
     assert _check(root, capsys)[0] == 0  # the generator writes them back
     assert _check(root, capsys, "--check")[0] == 0 and page.read_text() == text

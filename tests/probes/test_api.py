@@ -50,7 +50,7 @@ def test_every_probe_runs_on_a_foreign_three_layer_multi_head_model(tmp_path):
     assert list(scores["labeling"]) == ["ordered_pair", "unordered_pair", "composite_shift"]
 
     edges = probes.information_flow(model, data.tokens[:8])
-    assert set(edges["layer"]) == {0, 1, 2} and set(edges["head"].astype(str)) == {"0", "1", "2", "3", "sum"}
+    assert set(edges["layer"]) == {0, 1, 2} and set(edges["attn_head"].astype(str)) == {"0", "1", "2", "3", "sum"}
     paths = probes.top_paths(edges, threshold=0.1)
     assert all(len(p) == 4 and p[-1] == 8 for p in paths["path"])
     assert probes.plot_flow(edges, probes.token_labels(data.tokens[0]), paths).data

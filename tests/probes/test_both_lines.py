@@ -127,10 +127,10 @@ def test_attention_patterns_and_information_flow(model, tokens):
         torch.testing.assert_close(patterns[layer], hand[f"blocks.{layer}.attn.hook_pattern"], atol=1e-5, rtol=1e-5)
     edges = probes.information_flow(model, tokens)
     summed = hand["blocks.1.attn.hook_pattern"].double().sum(1)  # [batch, q, k], heads summed
-    row = edges[(edges["layer"] == 1) & (edges["head"].astype(str) == "sum") & (edges["query"] == 8) & (edges["source"] == 3)].iloc[0]
+    row = edges[(edges["layer"] == 1) & (edges["attn_head"].astype(str) == "sum") & (edges["query"] == 8) & (edges["source"] == 3)].iloc[0]
     assert row["weight"] == pytest.approx(float(summed[:, 8, 3].mean()), abs=1e-5)
     assert row["std"] == pytest.approx(float(summed[:, 8, 3].std(correction=0)), abs=1e-5)
-    assert probes.top_paths(edges, threshold=0.0, top=1)["path"].iloc[0][-1] == 8
+    assert probes.top_paths(edges, threshold=0.0, k=1)["path"].iloc[0][-1] == 8
     assert n_hooks(model) == 0
 
 

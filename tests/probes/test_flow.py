@@ -35,11 +35,11 @@ def test_edges_equal_run_with_cache_patterns(model, tokens):
         pattern = cache["pattern", layer].double()  # [batch, head, q, k]
         for head in [0, 1, 2, "sum"]:
             values = pattern.sum(1) if head == "sum" else pattern[:, head]
-            chosen = edges[(edges["layer"] == layer) & (edges["head"].astype(str) == str(head))]
+            chosen = edges[(edges["layer"] == layer) & (edges["attn_head"].astype(str) == str(head))]
             q, k = chosen["query"].to_numpy(), chosen["source"].to_numpy()
             np.testing.assert_allclose(chosen["weight"].to_numpy(), values.mean(0).numpy()[q, k], atol=1e-6)
             np.testing.assert_allclose(chosen["std"].to_numpy(), values.std(0, correction=0).numpy()[q, k], atol=1e-6)
-    sums = edges[edges["head"] == "sum"].groupby(["layer", "query"])["weight"].sum()
+    sums = edges[edges["attn_head"] == "sum"].groupby(["layer", "query"])["weight"].sum()
     np.testing.assert_allclose(sums.to_numpy(), 3.0, atol=1e-5)  # each head's row sums to 1
     assert n_hooks(model) == 0
 
@@ -77,7 +77,7 @@ def _toy_edges() -> pd.DataFrame:
     w[0] = [[1.0, 0, 0], [0.3, 0.7, 0], [0.2, 0.5, 0.3]]
     w[1] = [[1.0, 0, 0], [0.6, 0.4, 0], [0.1, 0.6, 0.3]]
     rows = [
-        {"layer": l, "head": "sum", "source": k, "query": q, "weight": w[l, q, k], "std": 0.0}
+        {"layer": l, "attn_head": "sum", "source": k, "query": q, "weight": w[l, q, k], "std": 0.0}
         for l in range(2) for q in range(3) for k in range(q + 1)
     ]  # fmt: skip
     return pd.DataFrame(rows), w
@@ -89,13 +89,13 @@ def test_top_paths_rank_by_product_of_weights():
         (((p0, p1, 2), w[0, p1, p0] * w[1, 2, p1]) for p0, p1 in itertools.product(range(3), repeat=2) if p0 <= p1),
         key=lambda item: -item[1],
     )
-    paths = top_paths(edges, threshold=0.0, top=None)
+    paths = top_paths(edges, threshold=0.0, k=None)
     assert [tuple(p) for p in paths["path"]] == [p for p, _ in brute]
     np.testing.assert_allclose(paths["score"].to_numpy(), [s for _, s in brute])
     assert paths["path"].iloc[0] == (1, 1, 2) and paths["score"].iloc[0] == pytest.approx(0.7 * 0.6)
-    kept = top_paths(edges, threshold=0.3, top=None)
+    kept = top_paths(edges, threshold=0.3, k=None)
     assert all(min(ws) >= 0.3 for ws in kept["weights"]) and len(kept) == 4
-    assert top_paths(edges, threshold=0.0, top=2)["rank"].tolist() == [1, 2]
+    assert top_paths(edges, threshold=0.0, k=2)["rank"].tolist() == [1, 2]
     assert top_paths(edges, threshold=0.0, query=1)["path"].tolist() == [(0, 0, 1), (1, 1, 1), (0, 1, 1)]  # 0.6, 0.28, 0.12
     with pytest.raises(ValueError, match="query"):
         top_paths(edges, query=3)

@@ -116,7 +116,7 @@ def test_a_padded_batch_reads_its_attention_mask(model):
     residual = probes.residual_similarity(model, tokens, [0, 1, 0], attention_mask=mask)  # "last": each sample's last real token
     torch.testing.assert_close(residual.similarity, cosines(cache["resid_mid", 2][torch.arange(3), torch.tensor([11, 7, 4])]), atol=1e-6, rtol=1e-6)
     edges = probes.information_flow(model, tokens, attention_mask=mask)
-    row = edges[(edges["layer"] == 1) & (edges["head"] == "sum") & (edges["query"] == 6) & (edges["source"] == 2)].iloc[0]
+    row = edges[(edges["layer"] == 1) & (edges["attn_head"] == "sum") & (edges["query"] == 6) & (edges["source"] == 2)].iloc[0]
     summed = cache["pattern", 1].sum(1)[:2, 6, 2].double()  # only samples 0 and 1 have query 6 and source 2 as real tokens
     assert row["weight"] == pytest.approx(float(summed.mean()), abs=1e-6) and row["std"] == pytest.approx(float(summed.std(correction=0)), abs=1e-6)
     patterns = probes.attention_patterns(model, tokens, attention_mask=mask, layers=[1])
@@ -196,10 +196,10 @@ def test_flow_on_an_encoder_keeps_every_pair():
     edges = probes.information_flow(enc, tokens)
     _, cache = enc.run_with_cache(tokens)
     assert len(edges) == 2 * 4 * 8 * 8  # layers x (heads + sum) x every (query, source)
-    query0 = edges[(edges["layer"] == 0) & (edges["head"] == "0") & (edges["query"] == 0)]
+    query0 = edges[(edges["layer"] == 0) & (edges["attn_head"] == "0") & (edges["query"] == 0)]
     assert query0["weight"].sum() == pytest.approx(1.0) and query0[query0["source"] > 0]["weight"].sum() > 0.5
     np.testing.assert_allclose(query0.sort_values("source")["weight"], cache["pattern", 0][:, 0, 0].double().mean(0).numpy(), atol=1e-6)
-    paths = probes.top_paths(edges, threshold=0.0, query=0, top=3)
+    paths = probes.top_paths(edges, threshold=0.0, query=0, k=3)
     assert len(paths) == 3 and all(p[-1] == 0 for p in paths["path"]) and any(p[0] > 0 for p in paths["path"])
     view = probes.attention_html(enc, tokens[0])
     assert view.props["maskUpperTri"] is False
@@ -273,7 +273,7 @@ def test_every_table_survives_parquet(model, tokens, tmp_path):
     vectors = masked.last_position("blocks.2.hook_resid_post")
     tables = {
         "information_flow": edges,
-        "top_paths": probes.top_paths(edges, threshold=0.0, top=5),
+        "top_paths": probes.top_paths(edges, threshold=0.0, k=5),
         "weight_stable_ranks": probes.weight_stable_ranks(model),
         "circuit_stable_ranks": probes.circuit_stable_ranks(model),
         "singular_value_spectra": probes.singular_value_spectra(model),
@@ -304,7 +304,7 @@ def test_every_table_survives_parquet(model, tokens, tmp_path):
 
 
 def test_top_paths_come_back_as_tuples_from_parquet_and_csv(model, tokens, tmp_path):
-    paths = probes.top_paths(probes.information_flow(model, tokens), threshold=0.0, top=5)
+    paths = probes.top_paths(probes.information_flow(model, tokens), threshold=0.0, k=5)
     assert all(type(p) is tuple and type(p[0]) is int for p in paths["path"]) and all(type(w[0]) is float for w in paths["weights"])
     paths.to_parquet(tmp_path / "paths.parquet")
     paths.to_csv(tmp_path / "paths.csv", index=False)
@@ -312,7 +312,7 @@ def test_top_paths_come_back_as_tuples_from_parquet_and_csv(model, tokens, tmp_p
     for back in (probes.read_paths(tmp_path / "paths.parquet"), probes.read_paths(tmp_path / "paths.csv"), probes.read_paths(pd.read_parquet(tmp_path / "paths.parquet"))):
         pd.testing.assert_frame_equal(back, paths, check_exact=False, rtol=1e-15)
         assert all(type(p) is tuple for p in back["path"]) and back["path"].tolist() == paths["path"].tolist()
-    one_layer = probes.top_paths(probes.information_flow(decoder(n_layers=1), tokens), threshold=0.0, top=2)
+    one_layer = probes.top_paths(probes.information_flow(decoder(n_layers=1), tokens), threshold=0.0, k=2)
     one_layer.to_csv(tmp_path / "one.csv", index=False)  # a 1-layer model's weights: one-element tuples, "(0.5,)"
     pd.testing.assert_frame_equal(probes.read_paths(tmp_path / "one.csv"), one_layer)
     with pytest.raises(ValueError, match=r"read_paths reads a \.parquet or \.csv file"):
@@ -328,25 +328,25 @@ def _random_edges(n_layers: int, n_pos: int, seed: int) -> pd.DataFrame:
     for layer in range(n_layers):
         weights = np.tril(gen.random((n_pos, n_pos)) ** 4)
         weights /= weights.sum(1, keepdims=True)
-        rows += [{"layer": layer, "head": "sum", "source": k, "query": q, "weight": weights[q, k], "std": 0.0} for q in range(n_pos) for k in range(q + 1)]
+        rows += [{"layer": layer, "attn_head": "sum", "source": k, "query": q, "weight": weights[q, k], "std": 0.0} for q in range(n_pos) for k in range(q + 1)]
     return pd.DataFrame(rows)
 
 
 def test_top_paths_best_k_equals_every_path_ranked():
     edges = _random_edges(4, 7, seed=0)
-    every = probes.top_paths(edges, threshold=0.0, top=None)
-    best = probes.top_paths(edges, threshold=0.0, top=12)
+    every = probes.top_paths(edges, threshold=0.0, k=None)
+    best = probes.top_paths(edges, threshold=0.0, k=12)
     pd.testing.assert_frame_equal(best, every.head(12))
-    assert probes.top_paths(edges, threshold=0.2, top=5)["score"].tolist() == probes.top_paths(edges, threshold=0.2, top=None)["score"].head(5).tolist()
+    assert probes.top_paths(edges, threshold=0.2, k=5)["score"].tolist() == probes.top_paths(edges, threshold=0.2, k=None)["score"].head(5).tolist()
 
 
 def test_top_paths_on_twelve_layers():
     edges = _random_edges(12, 24, seed=1)
-    paths = probes.top_paths(edges, threshold=0.0, top=10)
+    paths = probes.top_paths(edges, threshold=0.0, k=10)
     assert len(paths) == 10 and all(len(p) == 13 and p[-1] == 23 for p in paths["path"])
     assert paths["score"].is_monotonic_decreasing
-    with pytest.raises(ValueError, match="top=<k>"):
-        probes.top_paths(edges, threshold=0.0, top=None)
+    with pytest.raises(ValueError, match="k=<n>"):
+        probes.top_paths(edges, threshold=0.0, k=None)
 
 
 def test_views_stay_small():

@@ -133,10 +133,10 @@ def test_attention_patterns_are_the_softmax_of_the_scaled_scores(kind: str) -> N
     patterns = attention_patterns(model, tokens)
     torch.testing.assert_close(patterns, torch.stack(expected))
     edges = information_flow(model, tokens)
-    summed = edges[edges["head"] == "sum"]
+    summed = edges[edges["attn_head"] == "sum"]
     mean_sum = torch.stack(expected).sum(2).mean(1).double()  # [layer, query, source]
     torch.testing.assert_close(torch.tensor(summed["weight"].to_numpy()), mean_sum[tuple(torch.tensor(summed[c].to_numpy(int)) for c in ("layer", "query", "source"))])
-    paths = top_paths(edges, threshold=0.0, top=3)
+    paths = top_paths(edges, threshold=0.0, k=3)
     assert len(paths) == 3 and all(len(p) == model.cfg.n_layers + 1 and p[-1] == n_pos - 1 for p in paths["path"])
     assert f"L{model.cfg.n_layers - 1}H{model.cfg.n_heads - 1}" in attention_html(model, tokens[0]).html()
     assert n_hooks(model) == 0
@@ -276,11 +276,11 @@ def test_models_that_cannot_read_anchor_inputs_are_refused(overrides: dict, mess
         probe(foreign_model(**overrides), anchor_data())
 
 
-@pytest.mark.parametrize("probe", [mask_key, mask_second_anchor, candidate_labelings], ids=lambda f: f.__name__)
-def test_raw_tokens_where_an_anchor_dataset_is_needed_are_refused(probe) -> None:
-    args = (anchor_data().tokens,) if probe is candidate_labelings else (kind_model("standard"), anchor_data().tokens)
+def test_raw_tokens_where_an_anchor_dataset_is_needed_are_refused() -> None:
+    """candidate_labelings reads each sample's target, which token ids do not hold (mask_key
+    and mask_second_anchor take token ids: tests/probes/test_user_calls.py)."""
     with pytest.raises(ValueError, match="must be an AnchorDataset .*make_dataset or probes.input_grid"):
-        probe(*args)
+        candidate_labelings(anchor_data().tokens)
 
 
 # --- integer-like arguments: accepted as their integer (negative: from the end), or refused naming the argument
@@ -296,7 +296,7 @@ ACCEPTED = [
     ("heads 0-d tensor", lambda: masked_run(kind_model("standard"), anchor_data().tokens, 2, heads=torch.tensor(0)).logits, lambda: masked_run(kind_model("standard"), anchor_data().tokens, 2, heads=0).logits),
     ("query tensor", lambda: top_paths(_edges(), query=torch.tensor(7))["score"], lambda: top_paths(_edges(), query=7)["score"]),
     ("head numpy", lambda: top_paths(_edges(), head=np.int64(1))["score"], lambda: top_paths(_edges(), head=1)["score"]),
-    ("top numpy", lambda: top_paths(_edges(), top=np.int64(2))["score"], lambda: top_paths(_edges(), top=2)["score"]),
+    ("top numpy", lambda: top_paths(_edges(), k=np.int64(2))["score"], lambda: top_paths(_edges(), k=2)["score"]),
     ("tokens array", lambda: embedding_pca(kind_model("standard"), np.arange(20, 100)).eigenvalues, lambda: embedding_pca(kind_model("standard"), range(20, 100)).eigenvalues),
     ("keys tensor", lambda: input_grid(torch.arange(30, 33), [(1, 2)]).tokens, lambda: input_grid(range(30, 33), [(1, 2)]).tokens),
     ("pairs arrays", lambda: input_grid(range(30, 33), [np.array([1, 2])]).tokens, lambda: input_grid(range(30, 33), [(1, 2)]).tokens),
@@ -320,8 +320,8 @@ def test_integer_like_arguments_are_their_integer(given, plain) -> None:
 
 
 REFUSED = [
-    ("top float", lambda: top_paths(_edges(), top=2.5), r"top \(how many paths to keep; None for all\) must be an integer >= 1, got 2\.5"),
-    ("top negative", lambda: top_paths(_edges(), top=-1), r"top .* must be an integer >= 1, got -1"),
+    ("k float", lambda: top_paths(_edges(), k=2.5), r"k \(how many paths to keep; None for all\) must be an integer >= 1, got 2\.5"),
+    ("k negative", lambda: top_paths(_edges(), k=-1), r"k .* must be an integer >= 1, got -1"),
     ("max_paths float", lambda: top_paths(_edges(), max_paths=1.5), "max_paths must be an integer >= 1"),
     ("threshold string", lambda: top_paths(_edges(), threshold="0.1"), "threshold must be a finite weight >= 0, got '0.1'"),
     ("head float", lambda: top_paths(_edges(), head=0.5), "head must be a head index or 'sum', got 0.5"),

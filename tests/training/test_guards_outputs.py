@@ -34,6 +34,7 @@ INPUTS = {
     "experiments/race.py folders", "experiments/paper_statistic.py folder", "benchmarks/bench_denormal.py run_dir",
     "experiments/search_cpu.py status root", "experiments/search_cpu.py json root", "experiments/search_cpu.py table root",
     "experiments/search_cpu.py rates folders", "experiments/store.py source", "experiments/tables.py records",
+    "experiments/package_pretrained.py source", "experiments/package_pretrained.py records",  # it writes only interp_init/pretrained/, its own
 }  # fmt: skip
 #: Path-valued options whose command edits files it did not make, and why that is its job.
 IN_PLACE = {

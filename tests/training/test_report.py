@@ -204,7 +204,7 @@ def test_captions_state_what_the_papers_expect_and_what_the_runs_measured(report
         # attention: layer 0, a1 (position 3) and a2 (position 4) on the key (position 2)
         layer0 = attention_patterns(model, tokens)[0, 0]  # [head, query, source]
         assert f"{name} {float(layer0[:, 3, 2].max()):.2f} / {float(layer0[:, 4, 2].max()):.2f}" in measured["attention"]
-        best = top_paths(information_flow(model, tokens), threshold=0.05, top=1).iloc[0]
+        best = top_paths(information_flow(model, tokens), threshold=0.05, k=1).iloc[0]
         assert f"{name} {' -> '.join(FIG3_LABELS[p] for p in best['path'])} ({best['score']:.2f})" in measured["flow"]
         # key masking: Ward clusters of the masked outputs against unordered and ordered pairs
         data = balanced_inputs(task, per_pair=4, seed=0)

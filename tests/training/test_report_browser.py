@@ -1,7 +1,8 @@
 """The report in a real headless Chromium (no network).  Its layout at 1400 px and 900 px
 wide: the verdict comes first and names each run's solution, the console stays clean, every
-plotly figure is drawn, circuitsvis' head selector is not clipped, and no table cell breaks
-a number or a word over two lines.  The first minute's report at 1,280 px (slow: it runs
+plotly figure is drawn, circuitsvis' head selector is not clipped, no table cell breaks
+a number or a word over two lines, the W_Q condensation outlines lie on their heatmap,
+every legend shows every entry and no empty band lies above the accuracies.  The first minute's report at 1,280 px (slow: it runs
 ``interp-init reproduce --preset tiny --seed 0``): the preset and what it means on the first
 screen, each run named once by a short label with its settings in one table, no ``None`` or
 ``<NA>`` cell, no table wider than the page, a readable zoomed attention pattern, under
@@ -68,6 +69,27 @@ for (const td of document.querySelectorAll('table.scores td, table.scores th, ta
   }
 }
 out.broken_words = broken;
+// the condensation heatmaps: the group outlines (one line trace) span the heatmap's image, corner to corner
+out.condensation = [...document.querySelectorAll('section#condensation .js-plotly-plot')].map(f => {
+  const image = f.querySelector('g.hm image');
+  const lines = [...f.querySelectorAll('g.scatterlayer path.js-line')].map(box);  // one path per group's square
+  const outline = lines.length ? {left: Math.min(...lines.map(b => b.left)), right: Math.max(...lines.map(b => b.right)),
+                                  top: Math.min(...lines.map(b => b.top)), bottom: Math.max(...lines.map(b => b.bottom)), squares: lines.length} : null;
+  return {image: image ? box(image) : null, outline};
+});
+// every legend shows every entry: none lies outside the legend's box (hidden behind a scrollbar)
+out.legends = [...document.querySelectorAll('.js-plotly-plot')].flatMap(f => [...f.querySelectorAll('g.legend')].map(g => {
+  const bg = box(g.querySelector('rect.bg'));
+  const entries = [...g.querySelectorAll('g.traces')];
+  const hidden = entries.filter(e => { const b = box(e); return b.top < bg.top - 1 || b.bottom > bg.bottom + 1; });
+  return {id: (f.closest('section') || {}).id, entries: entries.length, hidden: hidden.length};
+}));
+// the space above each figure's plot area: the title and the legend's rows, no empty band
+out.top_gaps = [...document.querySelectorAll('section#accuracies .js-plotly-plot')].map(f => {
+  const plot = box(f.querySelector('g.cartesianlayer .bg, rect.nsewdrag'));
+  const legend = f.querySelector('g.legend');
+  return {above_plot: legend ? plot.top - box(legend).bottom : null};
+});
 return out;
 """
 
@@ -107,6 +129,17 @@ def test_report_layout_in_headless_chromium(browser, report: tuple[Path, str], t
         assert all(v["n_outside"] == 0 and v["scroll"] <= 1 for v in page["views"]), page["views"]
         # no number or word in a table broken over two lines
         assert page["broken_words"] == [], page["broken_words"]
+        # W_Q condensation: the group outlines lie on their heatmap (the first group's square
+        # starts at its top-left corner, the last one's ends at its bottom-right corner)
+        assert len(page["condensation"]) == 3, page["condensation"]
+        for figure in page["condensation"]:
+            image, outline = figure["image"], figure["outline"]
+            assert image and outline and image["width"] > 50, figure
+            assert all(abs(outline[side] - image[side]) <= 2.5 for side in ("left", "right", "top", "bottom")), figure
+        # every legend shows all its entries; none is scrolled out of sight
+        assert page["legends"] and all(legend["hidden"] == 0 for legend in page["legends"]), [g for g in page["legends"] if g["hidden"]]
+        # the accuracies' legend sits just above the plot: no empty band between them
+        assert page["top_gaps"] and all(0 <= g["above_plot"] <= 30 for g in page["top_gaps"]), page["top_gaps"]
     finally:
         browser.set_window_size(1400, 1000)
     if width == 1400:

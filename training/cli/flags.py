@@ -61,9 +61,17 @@ _TASK_HELP = (
     "k groups with non-inferential targets), addition (a + b = c with a held-out square of (a, b) pairs), "
     "or your own task class as package.module:ClassName (importable; see docs/tasks.md)."
 )
+def _cpu_time() -> str:
+    """The cpu preset's minutes a model, from the shipped models' records (interp_init.pretrained)."""
+    from interp_init.pretrained import training_time
+
+    time = training_time("cpu")
+    return "minutes a model" if time is None else f"{time.span}, on {time.where}, as the shipped models trained"
+
+
 _PRESET_HELP = (
-    "Run size, the defaults of every option below: tiny (seconds, for smoke tests), cpu (about 4 minutes per model on "
-    "one CPU core) or paper (the papers' scale: d_model 400, 210 epochs, the released code's sets, e.g. 759,375 training samples on symmetric; hours, for a GPU). "
+    f"Run size, the defaults of every option below: tiny (seconds, for smoke tests), cpu ({_cpu_time()}) "
+    "or paper (the papers' scale: d_model 400, 210 epochs, the released code's sets, e.g. 759,375 training samples on symmetric; hours, for a GPU). "
     "Default: paper where a CUDA GPU is used, else cpu."
 )
 _DEVICE_HELP = "Where to train: auto (CUDA when available, else CPU), cpu, cuda or cuda:N."

@@ -792,8 +792,8 @@ class StoredStudy:
 #
 # Runs train one per CPU core (worker processes of one torch thread), on a CUDA GPU as
 # ensembles of same-shape runs (:func:`training.launch.backends.local_launcher`).  Example
-# (CPU: four runs of about 4 minutes each, two at a time on 2 cores; see
-# docs/faithful-models.md for what it shows)::
+# (CPU: four runs of minutes each, two at a time on 2 cores: ``interp_init.pretrained.training_time()``
+# says how long the shipped models took; see docs/faithful-models.md for what it shows)::
 #
 #     interp-init reproduce --preset cpu --seed 31 --out runs/reproduce/cpu-31
 

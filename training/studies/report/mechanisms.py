@@ -105,7 +105,7 @@ def _flow(run: Run, ctx: Context) -> tuple[pd.DataFrame, pd.DataFrame]:
 
     def make() -> tuple[pd.DataFrame, pd.DataFrame]:
         edges = information_flow(run.model, ctx.sample(run).tokens)
-        return edges, top_paths(edges, threshold=0.05, top=5)
+        return edges, top_paths(edges, threshold=0.05, k=5)
 
     return ctx.cached(("flow", run.name), make)
 
@@ -524,7 +524,8 @@ def top_share(spectra: pd.DataFrame, top: int = SPECTRA_TOP) -> float:
 def spectra_cell(run: Run, ctx: Context) -> Cell:
     fig = plot_spectra(_spectra(run, ctx), normalized=True, title=None)
     fig.update_traces(marker=dict(size=3), line=dict(width=1.5))
-    # the matrices' legend in rows under the plot, so that it does not squeeze the plot
+    # the matrices' legend in rows under the plot, so that it does not squeeze the plot; as
+    # tall as its entries need (maxheight 1: the whole figure's height), never scrolled
     fig.update_layout(
         legend=dict(
             orientation="h",
@@ -533,11 +534,12 @@ def spectra_cell(run: Run, ctx: Context) -> Cell:
             x=0,
             font=dict(size=9),
             entrywidth=62,
+            maxheight=1,
             title=dict(text="matrix", side="top left"),
         ),
         yaxis_title="s_i / s_max",
     )
-    return Cell(figure=compact(fig, 470), height=470)
+    return Cell(figure=compact(fig, 560), height=560)
 
 
 def section_spectra(ctx: Context) -> Section:

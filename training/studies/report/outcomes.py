@@ -57,7 +57,7 @@ PRESET_MEANINGS: dict[str, str] = {
         "and \u201cflip NOT reproduced\u201d below is its expected outcome, not a failure."
     ),
     "cpu": (
-        "the papers' own models, scaled down for a CPU ({size}; about 4 minutes a model on one CPU core): a small "
+        "the papers' own models, scaled down for a CPU ({size}{time}): a small "
         "end-to-end reproduction; docs/faithful-models.md says what it shows over seeds."
     ),
     "paper": "the papers' recipe as published ({size}): the full reproduction, for a GPU.",
@@ -73,9 +73,19 @@ def preset_size(preset: str) -> str:
     return f"d_model {cfg.model.d_model}, {cfg.train.epochs} epochs on {cfg.data.n_train:,} samples"
 
 
+def preset_time(preset: str) -> str:
+    """How long a model of ``preset`` trains, from the records of the models shipped with the
+    package (:func:`interp_init.pretrained.training_time`), with their machine and what ran
+    beside it; empty where none of that preset is shipped."""
+    from interp_init.pretrained import training_time
+
+    time = training_time(preset)
+    return "" if time is None else f"; the models shipped with the package trained in {time.span}, on {time.where}"
+
+
 def preset_meaning(preset: str) -> str:
     """What ``preset`` is for, in a sentence or three."""
-    return PRESET_MEANINGS[preset].format(size=preset_size(preset))
+    return PRESET_MEANINGS[preset].format(size=preset_size(preset), time=preset_time(preset))
 
 
 def preset_lead(runs: Sequence[Run]) -> str:
@@ -509,19 +519,14 @@ def section_accuracies(ctx: Context) -> Section:
             )
         )
     fig.update_layout(barmode="group", yaxis=dict(range=[0, 1.12], title="accuracy"))
-    compact(fig, 420)
-    # the runs' legend in rows above the plot: long run names would squeeze it from the side
+    compact(fig, 440)
+    # the runs' legend in rows above the plot (long run names would squeeze it from the side):
+    # plotly widens the top margin by the rows the legend takes, so no band is left empty
     fig.update_layout(
-        margin=dict(t=30 + 20 * len(ctx.runs)),
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0, font=dict(size=11)),
+        margin=dict(t=10),
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0, font=dict(size=11), maxheight=0.4),
     )
-    return Section(
-        "accuracies",
-        "Accuracies",
-        sentence,
-        [Cell(figure=fig, html=html_table(table), height=420 + 20 * len(ctx.runs))],
-        combined=True,
-    )
+    return Section("accuracies", "Accuracies", sentence, [Cell(figure=fig, html=html_table(table), height=440)], combined=True)
 
 
 # ------------------------------------------------------------------ race
