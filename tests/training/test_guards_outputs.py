@@ -25,6 +25,7 @@ from interp_init import fileio
 from interp_init.fileio import atomic_write
 from interp_init.outputs import OUTPUTS_RECORD, check_output_file, write_output
 from training.cli import cli, main
+from training.cli.errors import run_command
 from training.config import make_run_config
 from training.options import one_line
 
@@ -163,15 +164,8 @@ def _argv(option: str, target: str) -> tuple[Callable[[list[str]], int], list[st
     command = load_script(script)
     group = command.cli if hasattr(command, "cli") else command.main
 
-    def run(args: list[str]) -> int:
-        try:
-            group.main(args=args, standalone_mode=False)
-        except click.UsageError as err:
-            print(f"Error: {err.format_message()}", file=sys.stderr)
-            return 2
-        except SystemExit as exit_:  # a script that says its error itself (experiments/store.py)
-            return int(exit_.code or 0)
-        return 0
+    def run(args: list[str]) -> int:  # as the script's process runs it: through the one error layer
+        return run_command(group, args, script)
 
     return run, argv
 
