@@ -340,6 +340,8 @@ REFUSED = [
     ("cluster seed float", lambda: cluster_scores(torch.randn(6, 3), {"a": [0, 0, 1, 1, 2, 2]}, columns=None, seed=1.5), "seed must be an integer >= 0"),
     ("key_position from the end", lambda: input_grid([30, 31], [(1, 2)], key_position=-1), r"key_position=-1 is not a key position \(anchors follow at \+1, \+2\): use 0\.\.6$"),
     ("names not names", lambda: masked_run(kind_model("standard"), anchor_data().tokens, 2, names_filter=3), "names_filter must be hook names"),
+    ("masked_run without layers", lambda: masked_run(foreign_model(n_layers=0), torch.tensor([[1, 2, 3, 4]]), [0, 1, 2]), "masked_run: the model has 0 layers, so it has no attention to mask"),
+    ("tokens on the meta device", lambda: masked_run(kind_model("standard"), anchor_data().tokens.to("meta"), 2), r"tokens are on the meta device \(a shape without data\)"),
 ]
 
 
