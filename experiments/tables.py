@@ -54,7 +54,7 @@ from typing import Any
 
 import click
 
-from interp_init.fileio import atomic_write, hold_folder
+from interp_init.fileio import BadRunFile, MissingRunFile, atomic_write, file_sha256, hold_folder
 from interp_init.stored import STORED_STUDY_FILE
 from training.cli.errors import Script
 from training.options import one_line
@@ -99,12 +99,19 @@ class Records:
     root: Path
     #: The studies a table asked for with :meth:`stored` and found missing (a table made in part).
     missed: set[str] = field(default_factory=set, compare=False)
+    #: The studies whose files were found whole (:func:`check_whole`), read once per run.
+    whole: set[str] = field(default_factory=set, compare=False)
 
     def study(self, name: str) -> StoredStudy:
-        """The stored study ``name``; :class:`MissingRecords` where it is not stored."""
+        """The stored study ``name``, its files checked against its manifest
+        (:func:`check_whole`); :class:`MissingRecords` where it is not stored."""
         if not (self.root / name / STORED_STUDY_FILE).is_file():
             raise MissingRecords(name)
-        return StoredStudy.read(self.root / name)
+        study = StoredStudy.read(self.root / name)
+        if name not in self.whole:
+            check_whole(study)
+            self.whole.add(name)
+        return study
 
     def stored(self, name: str) -> bool:
         """Whether the study ``name`` is stored (a table that reads it where it is); a study
@@ -117,6 +124,21 @@ class Records:
     def script(self, name: str) -> ModuleType:
         """The script ``experiments/<name>.py`` (``race``, ``paper_statistic``) as a module."""
         return _sibling(name)
+
+
+def check_whole(study: StoredStudy) -> None:
+    """Refuse a stored study whose files are not the ones its manifest (``stored-study.json``)
+    lists with their SHA-256: a file cut, edited or gone (a seed folder moved away) is a
+    :class:`~interp_init.fileio.BadRunFile` naming it, never a table of fewer or other runs."""
+    files = study.get("files")
+    if not isinstance(files, dict):
+        return  # a manifest without its file list (records marked by hand): nothing to check against
+    for rel, entry in files.items():
+        path = study.path / rel
+        if not path.is_file():
+            raise MissingRunFile(path, "is missing, though stored-study.json lists it", "restore it (git checkout), or store the study again")
+        if isinstance(entry, dict) and entry.get("sha256") not in (None, file_sha256(path)):
+            raise BadRunFile(path, "is not the file that was stored (its SHA-256 differs from stored-study.json's: cut or edited)", "restore it (git checkout), or store the study again")
 
 
 # ----------------------------------------------------------------------------- blocks
