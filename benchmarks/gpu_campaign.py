@@ -50,7 +50,7 @@ from gpu_cost import remaining_flops  # noqa: E402
 from campaign_profile import profiler_for  # noqa: E402
 
 from interp_init import resolve_device  # noqa: E402
-from interp_init.fileio import atomic_write, hold_folder  # noqa: E402
+from interp_init.fileio import BadRunFile, atomic_write, hold_folder  # noqa: E402
 from interp_init.outputs import check_output_file, check_output_folder, enclosing_study, write_output  # noqa: E402
 from training.cli.errors import Script  # noqa: E402
 from training.cli.flags import Number  # noqa: E402
@@ -369,7 +369,9 @@ def main(action: str, out: Path | None, results: Path | None, budget_seconds: fl
     for cell in CELLS:  # a registered cell is never changed: refused before anything is written
         try:
             store.check_spec(cell)
-        except ValueError as err:
+        except BadRunFile:  # a damaged cell.json: bad input, exit 2
+            raise
+        except ValueError as err:  # another spec recorded: the campaign's rule, exit 1
             raise click.ClickException(str(err)) from err
     made = [p for folder in (out, root) for p in (folder, *folder.parents) if not p.exists()]
     for folder in (root, out):
