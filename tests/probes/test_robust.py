@@ -414,3 +414,14 @@ def test_a_diverged_model_is_refused_not_analysed(call, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         call(model)
     assert n_hooks(model) == 0
+
+
+def test_the_doubtful_cases_decided_in_issue_56(tmp_path) -> None:
+    """Decided (docs/reliability.md): a labeling with one class scores NaN (undefined), one row
+    kept; ``read_paths`` of a missing file is Python's FileNotFoundError naming it."""
+    import probes
+
+    row = cluster_scores(torch.randn(6, 3), {"a": [0] * 6}, columns=None).iloc[0]
+    assert row["n_labels"] == 1 and np.isnan(row["silhouette"]) and np.isnan(row["ari"])
+    with pytest.raises(FileNotFoundError, match="paths.csv"):
+        probes.read_paths(tmp_path / "paths.csv")
