@@ -82,7 +82,9 @@ class CampaignResults:
         with the whole-schedule record of each run the extension retrained in its place."""
         out: dict[str, RunRecord] = {}
         for part in self.part_dirs(cell):
-            for run in sorted(p for p in part.iterdir() if (p / "config.json").is_file() and not p.is_symlink()):
+            for run in sorted(p for p in part.iterdir() if (p / "config.json").is_file()):
+                if run.is_symlink():  # records are plain files and folders (one rule, as experiments/store.py's)
+                    raise ValueError(f"{run} is a symlink (to {run.readlink()}); the campaign's records are plain files and folders: replace the link by a copy of the run's records")
                 record = stored(RunRecord.read(run))
                 if record.recorded_status in FINISHED_STATUSES and run.name not in out:
                     out[run.name] = record

@@ -158,6 +158,8 @@ def _as_mask(attention_mask: object, shape: torch.Size) -> Tensor | None:
     if attention_mask is None:
         return None
     mask = torch.as_tensor(np.asarray(attention_mask) if not isinstance(attention_mask, Tensor) else attention_mask).detach()
+    if mask.is_meta:
+        raise ValueError("attention_mask is on the meta device (a shape without data): give it on a real device (attention_mask.to('cpu'))")
     if mask.ndim == 1:
         mask = mask[None]
     if tuple(mask.shape) != tuple(shape):

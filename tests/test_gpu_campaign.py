@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -313,7 +314,8 @@ def test_a_second_next_on_the_same_folders_is_refused_by_name(tmp_path: Path) ->
 
 def test_a_damaged_part_or_cell_record_is_one_line_naming_it(tmp_path: Path) -> None:
     """Issue 56, class 4: ``status`` and ``next`` on a cut ``part.json`` or run record, ``next``
-    on a cut ``cell.json``: one line naming the file, exit 2, nothing written."""
+    on a cut ``cell.json``: one line naming the file, exit 2, nothing written; a run folder that
+    is a symlink is refused by name (class 5)."""
     assert _next(tmp_path, "--max-parts", "1").exit_code == 0
     part = tmp_path / "results" / "01-fig2-small-init" / "part-1"
     for damaged in (part / "part.json", part / "seed=9001__lr=0.0001" / "metrics.json", part.parent / "cell.json"):
@@ -327,3 +329,8 @@ def test_a_damaged_part_or_cell_record_is_one_line_naming_it(tmp_path: Path) -> 
             assert done.exit_code == 2 and len(lines) == 1 and str(damaged) in lines[0] and "Traceback" not in done.output, (damaged, done.output)
         assert _visible(tmp_path / "results") == before
         damaged.write_bytes(whole)
+    run = part / "seed=9001__lr=0.0001"  # symlinks, one rule (as experiments/store.py's): a linked run is refused, never skipped
+    shutil.move(str(run), str(tmp_path / "moved"))
+    run.symlink_to(tmp_path / "moved")
+    done = CliRunner().invoke(_main(), ["status", "--scale", "tiny", "--results", str(tmp_path / "results")])
+    assert done.exit_code == 2 and f"{run} is a symlink" in done.output, done.output

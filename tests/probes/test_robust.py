@@ -341,6 +341,8 @@ REFUSED = [
     ("key_position from the end", lambda: input_grid([30, 31], [(1, 2)], key_position=-1), r"key_position=-1 is not a key position \(anchors follow at \+1, \+2\): use 0\.\.6$"),
     ("names not names", lambda: masked_run(kind_model("standard"), anchor_data().tokens, 2, names_filter=3), "names_filter must be hook names"),
     ("masked_run without layers", lambda: masked_run(foreign_model(n_layers=0), torch.tensor([[1, 2, 3, 4]]), [0, 1, 2]), "masked_run: the model has 0 layers, so it has no attention to mask"),
+    ("attention patterns without layers", lambda: attention_patterns(foreign_model(n_layers=0), torch.tensor([[1, 2, 3, 4]])), "layers: there is no layer of this 0-layer model"),
+    ("attention_mask on the meta device", lambda: masked_run(kind_model("standard"), torch.tensor([[1, 2, 3, 4]]), 1, attention_mask=torch.ones(1, 4, dtype=torch.long, device="meta")), "attention_mask is on the meta device"),
     ("tokens on the meta device", lambda: masked_run(kind_model("standard"), anchor_data().tokens.to("meta"), 2), r"tokens are on the meta device \(a shape without data\)"),
 ]
 
