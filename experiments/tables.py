@@ -55,7 +55,7 @@ from typing import Any
 import click
 
 from interp_init.fileio import BadRunFile, MissingRunFile, atomic_write, file_sha256, hold_folder
-from interp_init.stored import STORED_STUDY_FILE
+from interp_init.stored import STORED_STUDY_FILE, STUDY_PAGE
 from training.cli.errors import Script
 from training.options import one_line
 from training.studies.stored import StoredStudy
@@ -128,8 +128,9 @@ class Records:
 
 def check_whole(study: StoredStudy) -> None:
     """Refuse a stored study whose files are not the ones its manifest (``stored-study.json``)
-    lists with their SHA-256: a file cut, edited or gone (a seed folder moved away) is a
-    :class:`~interp_init.fileio.BadRunFile` naming it, never a table of fewer or other runs."""
+    lists with their SHA-256: a file cut, edited, gone (a seed folder moved away) or added
+    (hidden files aside) is a :class:`~interp_init.fileio.BadRunFile` naming it, never a table
+    of fewer or other runs."""
     files = study.get("files")
     if not isinstance(files, dict):
         return  # a manifest without its file list (records marked by hand): nothing to check against
@@ -139,6 +140,11 @@ def check_whole(study: StoredStudy) -> None:
             raise MissingRunFile(path, "is missing, though stored-study.json lists it", "restore it (git checkout), or store the study again")
         if isinstance(entry, dict) and entry.get("sha256") not in (None, file_sha256(path)):
             raise BadRunFile(path, "is not the file that was stored (its SHA-256 differs from stored-study.json's: cut or edited)", "restore it (git checkout), or store the study again")
+    listed = set(files) | {STORED_STUDY_FILE, STUDY_PAGE}
+    for path in sorted(study.path.rglob("*")):
+        rel = path.relative_to(study.path)
+        if path.is_file() and rel.as_posix() not in listed and not any(part.startswith(".") for part in rel.parts):
+            raise BadRunFile(path, "is not one of the stored files (stored-study.json does not list it: a run or file added by hand would change the tables)", "move it out of the stored records, or store the study again")
 
 
 # ----------------------------------------------------------------------------- blocks

@@ -290,6 +290,7 @@ DAMAGES = {
     "stored-study.json cut": (lambda root, study: _cut(study / STORED_STUDY_FILE), "stored-study.json is not valid JSON"),
     "a seed folder moved away": (lambda root, study: shutil.move(str(study / "seed-2"), str(root.parent / "seed-2")), "seed-2/id-ood/large-init/config.json is missing, though stored-study.json lists it"),
     "README not UTF-8": (lambda root, study: (root / "README.md").write_bytes(b"# r \xff\xfe\n"), "README.md is not UTF-8 text (byte 4)"),
+    "a run added by hand": (lambda root, study: shutil.copytree(study / "seed-1", study / "seed-9"), "seed-9/id-ood/large-init/config.json is not one of the stored files"),
     "a folder named like a page": (lambda root, study: (root / "docs" / "dir.md").mkdir(), "docs/dir.md is a folder, not a page"),
 }
 
