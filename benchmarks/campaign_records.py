@@ -70,7 +70,7 @@ class CampaignResults:
                  for p in self.part_dirs(cell) if (p / "part.json").is_file()]  # fmt: skip
         for path, part in zip((p / "part.json" for p in self.part_dirs(cell) if (p / "part.json").is_file()), parts, strict=True):
             if not isinstance(part, dict):
-                raise ValueError(f"{path} holds {json_kind(part)}, not a part's record; restore it from the archive, or remove the part's folder to train it again")
+                raise ValueError(f"{path} holds {json_kind(part)}, not a part's record; restore it from the archive, or remove the part's folder to train it again")  # noqa: TRY004 - bad input: one line, exit 2
         return parts
 
     def next_part(self, cell: Cell) -> int:

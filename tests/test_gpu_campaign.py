@@ -286,7 +286,7 @@ def test_a_kill_mid_copy_leaves_the_records_as_they_were_and_the_next_call_clean
     argv = [sys.executable, str(ROOT / "benchmarks" / "gpu_campaign.py"), "next", *TINY, "--results", str(results), "--out", str(tmp_path / "runs"),
             "--budget-seconds", "300", "--efficiency", "0.5", "--max-parts", "1"]  # fmt: skip
     env = {**os.environ, "INTERP_INIT_KILL_AT": "before:part.json:1", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    killed = subprocess.run(argv, env=env, capture_output=True, text=True)
+    killed = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
     assert killed.returncode == -9, killed.stderr
     cell = results / "01-fig2-small-init"
     assert [p.name for p in cell.iterdir() if p.name.startswith(".part-1.storing-")] and not (cell / "part-1").exists()

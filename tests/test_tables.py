@@ -263,7 +263,7 @@ def test_a_nested_block_is_reported_and_never_erased(tmp_path: Path, capsys: pyt
     text = "# p\n\n<!-- table:gpu-race -->\n| a |\n<!-- text:readme-gpu -->x<!-- /text:readme-gpu -->\n<!-- /table:gpu-race -->\n"
     page.write_text(text)
     for args in ((), ("--check",)):
-        code, out, err = _check(root, capsys, *args)
+        code, _, err = _check(root, capsys, *args)
         assert code == 1 and "docs/page.md:5: the marker <!-- text:readme-gpu --> lies inside the block table:gpu-race; blocks do not nest" in err, err
         assert page.read_text() == text
 

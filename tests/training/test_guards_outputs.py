@@ -371,7 +371,7 @@ def test_every_scripts_number_refuses_nan_inf_and_out_of_bounds(option: str, val
     from training.cli.errors import run_command
 
     monkeypatch.chdir(tmp_path)
-    script, *sub, name = option.split()
+    script, *sub, _name = option.split()
     command = _scripts()[script]
     param = _number_options()[option]
     flag = max(param.opts, key=len)

@@ -35,6 +35,7 @@ from typing import Any
 import click
 
 import interp_init
+from training.cli.errors import run_command
 from training.cli.flags import (
     PRESET_CHOICES,
     RegistryChoice,
@@ -47,7 +48,6 @@ from training.cli.flags import (
 )
 from training.config import PRECISIONS
 from training.launch.backends import backend_names
-from training.cli.errors import run_command
 from training.launch.signals import ignore_stopping
 from training.options import check_cores, check_device, default_preset, parse_workers
 from training.studies.phase.names import FIGURE_NAMES, ID_THRESHOLD, LOSS_THRESHOLD, OOD_THRESHOLD, PAIR_ACC_THRESHOLD
