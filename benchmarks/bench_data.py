@@ -40,6 +40,7 @@ import torch
 
 from interp_init.tasks.anchor_pairs import KEY_HIGH, KEY_LOW, N_KEY_POSITIONS, SEQ_LEN, SHIFTS, TASKS, task_spec
 from interp_init.tasks.data import make_dataset
+from training.cli.errors import Script
 
 
 def loop_dataset(task: str, split: str, n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -125,7 +126,7 @@ def _time(fn) -> float:
     return time.perf_counter() - t0
 
 
-@click.command()
+@click.command(cls=Script)
 @click.option("-n", "--samples", type=int, default=900_000, show_default=True, help="Samples per task and split.")
 @click.option("--reps", type=int, default=1, show_default=True, help="Interleaved repetitions (median reported).")
 @click.option("--threads", type=int, default=1, show_default=True, help="torch CPU threads (make_dataset draws its blocks on them).")

@@ -28,6 +28,7 @@ from interp_init.runfolder import RunFolder
 from training.config import RunConfig
 from training.trainer.step import last_position_logits, make_optimizer, train_step
 from training.trainer.loop import make_run_data
+from training.cli.errors import Script
 
 
 def _model_and_optimizer(folder: RunFolder, cfg: RunConfig) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
@@ -46,7 +47,7 @@ def _model_and_optimizer(folder: RunFolder, cfg: RunConfig) -> tuple[torch.nn.Mo
     return model, optimizer
 
 
-@click.command()
+@click.command(cls=Script)
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--steps", default=10, show_default=True, help="Training steps per timing.")
 @click.option("--reps", default=3, show_default=True, help="Timings of each setting (interleaved).")

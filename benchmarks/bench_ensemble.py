@@ -26,6 +26,7 @@ from training.config import make_run_config
 from training.trainer.ensemble import VmapStep
 from training.trainer.step import last_position_logits, make_optimizer, train_step
 from training.trainer.loop import make_run_data, new_member
+from training.cli.errors import Script
 
 from campaign_step import BatchedStep  # noqa: E402
 
@@ -79,7 +80,7 @@ def bench(d_model: int, n_models: int, batch: int, reps: int, steps: int, dev: t
     return {name: n_models * batch / statistics.median(t) for name, t in times.items()}
 
 
-@click.command()
+@click.command(cls=Script)
 @click.option("--d-model", "d_models", type=int, multiple=True, default=(64, 128), show_default=True)
 @click.option("--models", "model_counts", type=int, multiple=True, default=(4, 8), show_default=True)
 @click.option("--batch", type=int, default=512, show_default=True)

@@ -38,6 +38,7 @@ from transformer_lens import HookedTransformer, HookedTransformerConfig
 
 import probes
 from interp_init import quiet_deprecation
+from training.cli.errors import Script
 
 
 def rss_mib(field: str) -> float:
@@ -207,7 +208,7 @@ def row(name: str, probe: Callable, hand: Callable, reps: int, size_of: Callable
             "probe MiB": m["probe"], "hand MiB": m["hand"], "memory ratio": m["probe"] / max(m["hand"], 1e-9)}  # fmt: skip
 
 
-@click.command()
+@click.command(cls=Script)
 @click.option("--batch", "batches", type=int, multiple=True, default=(8, 32), show_default=True, help="batch sizes (repeat the option)")
 @click.option("--seq", type=int, default=128, show_default=True)
 @click.option("--layers", type=int, default=12, show_default=True)

@@ -43,6 +43,7 @@ from transformer_lens import HookedTransformer
 from interp_init import InitConfig, architecture_names, ModelConfig, build_model, resolve_device
 from training.config import TrainConfig
 from training.trainer.step import last_position_logits, make_optimizer, train_step
+from training.cli.errors import Script
 
 
 class PlainBlock(nn.Module):
@@ -205,7 +206,7 @@ def bench(
     return {name: batch / statistics.median(t) for name, t in times.items()}, flops
 
 
-@click.command()
+@click.command(cls=Script)
 @click.option("--d-model", "d_models", type=int, multiple=True, default=(64, 128, 400), show_default=True)
 @click.option("--architecture", "architectures", type=click.Choice(architecture_names()), multiple=True, default=architecture_names(), show_default=True, help="The blocks to measure (repeat the option for several).")
 @click.option("--batch", type=int, default=512, show_default=True)

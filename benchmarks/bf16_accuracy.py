@@ -25,6 +25,8 @@ import torch
 
 from interp_init.outputs import refuse_nested
 from training import RunRecord, StudySpec, run_study
+from training.cli.errors import Script
+from training.cli.flags import Number
 from training.config import one_line
 from training.launch import SerialLauncher
 from training.studies.study import record_study, refuse_strangers
@@ -42,10 +44,10 @@ def _configs(epochs_128: int, gamma_128: float) -> dict[str, dict]:
     }  # fmt: skip
 
 
-@click.command()
+@click.command(cls=Script)
 @click.option("--only", type=click.Choice(["tiny", "d128"]), default=None, help="Run one configuration only.")
 @click.option("--epochs-128", type=int, default=12, show_default=True)
-@click.option("--gamma-128", type=float, default=0.7, show_default=True)
+@click.option("--gamma-128", type=Number(0, min_open=True), default=0.7, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--threads", type=int, default=1, show_default=True)
 @click.option("--out", type=click.Path(file_okay=False), default=None, help="Folder of the runs (resumable) [default: a temporary folder, removed after].")

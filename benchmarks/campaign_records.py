@@ -18,7 +18,6 @@ runs are trained again, from the start, by a later part.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import defaultdict
 from collections.abc import Sequence
@@ -28,6 +27,7 @@ from typing import Any
 
 from campaign_cells import CELLS, SHORT_EPOCHS, TINY_EPOCHS, Cell, Run, cell_named, extended, grid_runs
 
+from interp_init.fileio import json_kind, read_json
 from interp_init.runfolder import FINISHED_STATUSES, RunStatus, write_json
 from interp_init.tasks.anchor import FLIP_CRITERIA, symmetric_solution
 from training.studies.records import RunRecord, pick_paper
@@ -67,7 +67,12 @@ class CampaignResults:
 
     def parts(self, cell: Cell) -> list[dict[str, Any]]:
         """Every part's ``part.json``, in order."""
-        return [json.loads((p / "part.json").read_text()) for p in self.part_dirs(cell) if (p / "part.json").is_file()]
+        parts = [read_json(p / "part.json", "a part's record is damaged: restore it from the archive the lease brought back, or remove the part's folder to train it again")
+                 for p in self.part_dirs(cell) if (p / "part.json").is_file()]  # fmt: skip
+        for path, part in zip((p / "part.json" for p in self.part_dirs(cell) if (p / "part.json").is_file()), parts, strict=True):
+            if not isinstance(part, dict):
+                raise ValueError(f"{path} holds {json_kind(part)}, not a part's record; restore it from the archive, or remove the part's folder to train it again")  # noqa: TRY004 - bad input: one line, exit 2
+        return parts
 
     def next_part(self, cell: Cell) -> int:
         dirs = self.part_dirs(cell)
@@ -78,6 +83,9 @@ class CampaignResults:
         with the whole-schedule record of each run the extension retrained in its place."""
         out: dict[str, RunRecord] = {}
         for part in self.part_dirs(cell):
+            for link in sorted(p for p in part.iterdir() if p.is_symlink() and (p / "config.json").is_file()):
+                # records are plain files and folders (one rule, as experiments/store.py's)
+                raise ValueError(f"{link} is a symlink (to {link.readlink()}); the campaign's records are plain files and folders: replace the link by a copy of the run's records")
             for run in run_dirs(part, depth=1):
                 record = stored(RunRecord.read(run))
                 if record.recorded_status in FINISHED_STATUSES and run.name not in out:
@@ -122,7 +130,7 @@ class CampaignResults:
         """Refuse to add parts to a cell whose recorded spec differs from the code's: the rules
         were registered for that spec (docs/campaign.md), results only add rows."""
         path = self.cell_dir(cell) / "cell.json"
-        if path.is_file() and json.loads(path.read_text()) != self.spec(cell):
+        if path.is_file() and read_json(path, "restore the cell's spec from the archive, or give another --results") != self.spec(cell):
             raise ValueError(f"{path} records another spec (or scale) than the campaign's code for cell {cell.name}: a registered cell is never changed; "
                              "add a new cell instead, or give another --results")  # fmt: skip
 

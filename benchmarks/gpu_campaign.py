@@ -25,6 +25,7 @@ import contextlib
 import gc
 import io
 import json
+import os
 import platform
 import shutil
 import subprocess
@@ -47,7 +48,10 @@ from gpu_cost import remaining_flops  # noqa: E402
 from campaign_profile import profiler_for  # noqa: E402
 
 from interp_init import resolve_device  # noqa: E402
+from interp_init.fileio import BadRunFile, atomic_write, hold_folder  # noqa: E402
 from interp_init.outputs import check_output_file, check_output_folder, enclosing_study, write_output  # noqa: E402
+from training.cli.errors import Script  # noqa: E402
+from training.cli.flags import Number  # noqa: E402
 from training.launch import Job, execute  # noqa: E402
 from training.config import check_cores  # noqa: E402
 from training.trainer.loop import RunData, make_run_data  # noqa: E402
@@ -181,15 +185,42 @@ def part_record(part: Part, number: int, run: PartRun, rate: Rate, costs: Costs,
             "profile": run.profile, "written": time.strftime("%Y-%m-%dT%H:%M:%S%z")}  # fmt: skip
 
 
+#: The folder a part's records are copied into before it is renamed into place (``.part-K.storing-<pid>``).
+STORING = ".{name}.storing-"
+
+
+def remove_stale_copies(results: CampaignResults) -> list[Path]:
+    """Remove the part folders a killed copy left (``<cell>/.part-K.storing-<pid>``), whoever
+    left them: called under the lock on ``--results``, which every copy holds while one exists."""
+    removed = []
+    for cell in CELLS:
+        folder = results.cell_dir(cell)
+        for stale in sorted(folder.glob(".part-*.storing-*")) if folder.is_dir() else []:
+            shutil.rmtree(stale)
+            removed.append(stale)
+    return removed
+
+
+def _place_part(out: Path, files: dict[str, bytes]) -> None:
+    """Write a part's record files into a temporary folder beside ``out`` through the atomic
+    writer, then rename it to ``out`` in one step: a kill leaves the part whole or absent."""
+    work = out.with_name(STORING.format(name=out.name) + str(os.getpid()))
+    shutil.rmtree(work, ignore_errors=True)
+    try:
+        for rel, data in files.items():
+            (work / rel).parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(work / rel, data)
+        work.rename(out)  # refused if a part of that number exists: never over a record
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def write_records(results: CampaignResults, part: Part, number: int, run: PartRun, record: dict) -> Path:
     """Copy each run's config and metrics (never weights or checkpoints) and write ``part.json``."""
     results.write_cell(part.cell)
     out = results.cell_dir(part.cell) / f"part-{number}"
-    for r, folder in zip(part.runs, run.folders):
-        (out / r.name).mkdir(parents=True, exist_ok=False)
-        for name in ("config.json", "metrics.json"):
-            shutil.copyfile(folder / name, out / r.name / name)
-    (out / "part.json").write_text(json.dumps(record, indent=1) + "\n")
+    files = {f"{r.name}/{name}": (folder / name).read_bytes() for r, folder in zip(part.runs, run.folders, strict=True) for name in ("config.json", "metrics.json")}
+    _place_part(out, {**files, "part.json": (json.dumps(record, indent=1) + "\n").encode()})
     if results.size(part.cell) > MAX_CELL_BYTES:
         click.echo(f"warning: {results.cell_dir(part.cell)} holds {results.size(part.cell) / 2**20:.1f} MiB, more than a lease brings back", err=True)
     return out
@@ -265,24 +296,28 @@ def status_text(results: CampaignResults) -> str:
     return "\n".join(lines)
 
 
-@click.command()
+#: The most seconds a budget, a set-up or a margin may state (a year: a number no lease means).
+MAX_SECONDS = 3.2e7
+
+
+@click.command(cls=Script)
 @click.argument("action", type=click.Choice(["next", "status"]), default="next")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Folder for the run folders being trained (weights, checkpoints); it stays where it is, only records go to --results.")
 @click.option("--results", type=click.Path(file_okay=False, path_type=Path), default=None, help=f"The campaign's records [default: {RESULTS} in the checkout; with --scale tiny, give another].")
-@click.option("--budget-seconds", type=click.FloatRange(min=0, min_open=True), default=None, help="Train parts until this many seconds are spent (needed by next).")
+@click.option("--budget-seconds", type=Number(0, MAX_SECONDS, min_open=True), default=None, help="Train parts until this many seconds are spent (needed by next).")
 @click.option("--scale", type=click.Choice(SCALES), default="paper", show_default=True, help="paper: the cells as registered; tiny: the same cells at toy size, for tests.")
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
 @click.option("--dry-run", is_flag=True, help="Print the plan (each cell's estimated device seconds, the next lease's parts) and train nothing.")
 @click.option("--gpu", type=click.Choice(sorted(GPUS)), default=None, help="The GPU a dry run plans for, with its recorded peaks [default: the device's measured peaks on CUDA, else h200].")
 @click.option("--step", "path", type=click.Choice(PATHS), default=None, help="The fastest step path to try; each falls back to the next down to plain [default: graphs on CUDA, else batched].")
 @click.option("--profile", is_flag=True, help="Record a torch.profiler summary of 20 steps of the call's first part (around the end of its second epoch) into its part.json.")
-@click.option("--peak-tflops", type=click.FloatRange(min=0, min_open=True), default=None, help="State the device's dense matmul peak, TFLOP/s, for every precision [default: measured].")
-@click.option("--efficiency", type=click.FloatRange(min=0, max=1, min_open=True), default=None, help="Fraction of the peak to plan with [default: what this campaign's parts realized on this device, else the first GPU run's 11.4%].")
-@click.option("--setup-seconds", type=click.FloatRange(min=0), default=None, help=f"A part's set-up to plan with [default: the latest part's, else {SETUP_PRIOR_S:g}].")
-@click.option("--margin-seconds", type=click.FloatRange(min=0), default=MARGIN_S, show_default=True, help="Seconds kept free at the end for the records.")
-@click.option("--max-parts", type=click.IntRange(min=1), default=None, help="Train at most this many parts [default: while one fits].")
+@click.option("--peak-tflops", type=Number(0, 1e6, min_open=True), default=None, help="State the device's dense matmul peak, TFLOP/s, for every precision [default: measured].")
+@click.option("--efficiency", type=Number(0, 1, min_open=True), default=None, help="Fraction of the peak to plan with [default: what this campaign's parts realized on this device, else the first GPU run's 11.4%].")
+@click.option("--setup-seconds", type=Number(0, MAX_SECONDS), default=None, help=f"A part's set-up to plan with [default: the latest part's, else {SETUP_PRIOR_S:g}].")
+@click.option("--margin-seconds", type=Number(0, MAX_SECONDS), default=MARGIN_S, show_default=True, help="Seconds kept free at the end for the records.")
+@click.option("--max-parts", type=Number(1, 1e6, integer=True), default=None, help="Train at most this many parts [default: while one fits].")
 @click.option("--archive", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write the records of the cells this call trained into this .tar.gz (one file to bring back).")
-@click.option("--threads", type=click.IntRange(min=1), default=None, help="torch CPU threads [default: torch's].")
+@click.option("--threads", type=Number(1, 1e6, integer=True), default=None, help="torch CPU threads [default: torch's].")
 def main(action: str, out: Path | None, results: Path | None, budget_seconds: float | None, scale: str, device: str, dry_run: bool, gpu: str | None,
          path: str | None, profile: bool, peak_tflops: float | None, efficiency: float | None, setup_seconds: float | None, margin_seconds: float,
          max_parts: int | None, archive: Path | None, threads: int | None) -> None:  # fmt: skip
@@ -326,8 +361,31 @@ def main(action: str, out: Path | None, results: Path | None, budget_seconds: fl
         raise click.UsageError("next needs --out (where the runs train) and --budget-seconds (or give --dry-run)")
     if out.resolve().is_relative_to(root.resolve()):
         raise click.UsageError(f"--out {out} is inside --results {root}: weights and checkpoints never go into the records; choose another --out")
-    run_next(store, costs, dev, out, start + budget_seconds, budget_seconds, path or ("graphs" if dev.type == "cuda" else "batched"),
-             profile, peak_tflops, efficiency, setup_seconds, margin_seconds, max_parts, archive)  # fmt: skip
+    if root.resolve().is_relative_to(out.resolve()):
+        raise click.UsageError(f"--results {root} is inside --out {out}: the records never lie among the runs being trained; choose another --results")
+    # Both folders under the project's lock (a second `next` on either is refused by name before
+    # it trains), and what a killed copy left is removed first, whoever left it.
+    for cell in CELLS:  # a registered cell is never changed: refused before anything is written
+        try:
+            store.check_spec(cell)
+        except BadRunFile:  # a damaged cell.json: bad input, exit 2
+            raise
+        except ValueError as err:  # another spec recorded: the campaign's rule, exit 1
+            raise click.ClickException(str(err)) from err
+    made = [p for folder in (out, root) for p in (folder, *folder.parents) if not p.exists()]
+    for folder in (root, out):
+        folder.mkdir(parents=True, exist_ok=True)
+    busy = "is in use by another gpu_campaign.py next ({owner}); wait for it to finish, or give another {option}"
+    try:
+        with hold_folder(root, busy.format(owner="{owner}", option="--results")), hold_folder(out, busy.format(owner="{owner}", option="--out")):
+            for stale in remove_stale_copies(store):
+                click.echo(f"removed {stale}, the copy of a part a killed call left", err=True)
+            run_next(store, costs, dev, out, start + budget_seconds, budget_seconds, path or ("graphs" if dev.type == "cuda" else "batched"),
+                     profile, peak_tflops, efficiency, setup_seconds, margin_seconds, max_parts, archive)  # fmt: skip
+    finally:
+        for folder in sorted(made, key=lambda p: len(p.parts), reverse=True):  # what this call made and left empty
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
 
 def _measured(dev: torch.device) -> dict[str, float]:
@@ -345,12 +403,8 @@ def _measured(dev: torch.device) -> dict[str, float]:
 
 def run_next(store: CampaignResults, costs: Costs, dev: torch.device, out: Path, end: float, budget: float, path: str, profile: bool,
              peak_tflops: float | None, efficiency: float | None, setup: float | None, margin: float, max_parts: int | None, archive: Path | None) -> None:  # fmt: skip
-    """``next``: parts of the first unfinished cells while one fits before ``end`` (a ``time.monotonic()`` value)."""
-    for cell in CELLS:  # a registered cell is never changed: refused before anything trains
-        try:
-            store.check_spec(cell)
-        except ValueError as err:
-            raise click.ClickException(str(err)) from err
+    """``next``: parts of the first unfinished cells while one fits before ``end`` (a ``time.monotonic()`` value);
+    the registered cells' specs are checked by the caller, before anything is written."""
     peaks = dict.fromkeys(("bf16", "fp32", "tf32"), peak_tflops * 1e12) if peak_tflops else _measured(dev)
     name = device_info(dev)["name"]
     rate = _rate_for(peaks, efficiency, store, name, setup)
@@ -371,10 +425,9 @@ def run_next(store: CampaignResults, costs: Costs, dev: torch.device, out: Path,
         try:
             done = train_part(part, out / part.cell.name / f"part-{number}", dev, path, end - margin, data, profile and not trained)
         except Exception as err:
-            failed = store.cell_dir(part.cell) / f"part-{number}"
-            failed.mkdir(parents=True)
-            (failed / "part.json").write_text(json.dumps({"cell": part.cell.name, "part": number, "status": "failed", "runs": [r.name for r in part.runs],
-                                                         "error": f"{type(err).__name__}: {err}"[:2000], "device": device_info(dev), "versions": versions()}, indent=1) + "\n")  # fmt: skip
+            failed = {"cell": part.cell.name, "part": number, "status": "failed", "runs": [r.name for r in part.runs],
+                      "error": f"{type(err).__name__}: {err}"[:2000], "device": device_info(dev), "versions": versions()}  # fmt: skip
+            _place_part(store.cell_dir(part.cell) / f"part-{number}", {"part.json": (json.dumps(failed, indent=1) + "\n").encode()})
             raise click.ClickException(f"part {number} of {part.cell.name} failed on every step path: {type(err).__name__}: {err}") from err
         record = part_record(part, number, done, rate, costs, dev, peaks, budget)
         folder = write_records(store, part, number, done, record)

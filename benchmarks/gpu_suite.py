@@ -63,6 +63,8 @@ from interp_init.fileio import atomic_write
 from interp_init.outputs import check_output_file, record_output, refuse_nested, write_output
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder
 from training.cli import slurm_options
+from training.cli.errors import Script
+from training.cli.flags import Number
 from training.config import RunConfig, check_cores, make_run_config
 from training.launch import Job, JobReturn, Launcher, execute, make_launcher, run_study
 from training.launch.slurm import slurm_options_from
@@ -274,7 +276,7 @@ def _clock() -> float:
     return time.monotonic()
 
 
-@click.command()
+@click.command(cls=Script)
 @click.option("--out", type=click.Path(file_okay=False), default=None, help="Folder for the run folders and gpu_suite.md (needed unless --dry-run).")
 @click.option("--scale", type=click.Choice(["paper", "cpu", "tiny"]), default=None, help="Preset of every run [default: paper on CUDA, else tiny].")
 @click.option("--seeds", type=int, multiple=True, default=(0, 1, 2), show_default=True, help="Run seeds (repeat the option).")
@@ -287,12 +289,12 @@ def _clock() -> float:
 @click.option("--precision", type=click.Choice(["fp32", "bf16"]), default=None, help="Training forward precision: bf16 autocast or fp32 (part of each run's config) [default: bf16 on CUDA, else fp32].")
 @click.option("--tf32/--no-tf32", default=None, help="Let fp32 matrix products use TF32 (torch.set_float32_matmul_precision('high')) [default: on CUDA only].")
 @click.option("--compile/--no-compile", "compile_", default=None, help="torch.compile the ensemble's vectorized training step (with --ensemble) [default: on CUDA with --ensemble].")
-@click.option("--budget-seconds", type=click.FloatRange(min=0, min_open=True), default=None, help="Stop training when this many seconds are spent (checkpoints kept); the same command resumes [default: no limit].")
+@click.option("--budget-seconds", type=Number(0, min_open=True), default=None, help="Stop training when this many seconds are spent (checkpoints kept); the same command resumes [default: no limit].")
 @click.option("--dry-run", is_flag=True, help="Print the plan (FLOPs, peak, predicted minutes) and exit without training.")
-@click.option("--peak-tflops", type=click.FloatRange(min=0, min_open=True), default=None, help="The device's dense matmul peak in the training precision, TFLOP/s, for the predictions [default: measured here].")
-@click.option("--efficiency", type=click.FloatRange(min=0, max=1, min_open=True), default=None, help="Fraction of the peak to predict with [default: measured: in the task's earlier chunks, else on --probe-steps throwaway steps; in a dry run only 20% and 40% unless --probe-steps].")
-@click.option("--probe-steps", type=click.IntRange(min=0), default=None, help="Throwaway training steps timed per task that has not trained yet, to measure the efficiency (after a warm-up) [default: 3, in a dry run 0].")
-@click.option("--threads", type=click.IntRange(min=1), default=None, help="torch CPU threads [default: torch's].")
+@click.option("--peak-tflops", type=Number(0, min_open=True), default=None, help="The device's dense matmul peak in the training precision, TFLOP/s, for the predictions [default: measured here].")
+@click.option("--efficiency", type=Number(0, 1, min_open=True), default=None, help="Fraction of the peak to predict with [default: measured: in the task's earlier chunks, else on --probe-steps throwaway steps; in a dry run only 20% and 40% unless --probe-steps].")
+@click.option("--probe-steps", type=Number(0, integer=True), default=None, help="Throwaway training steps timed per task that has not trained yet, to measure the efficiency (after a warm-up) [default: 3, in a dry run 0].")
+@click.option("--threads", type=Number(1, integer=True), default=None, help="torch CPU threads [default: torch's].")
 @click.option("--backend", type=click.Choice(["local", "slurm"]), default="local", show_default=True, help="local: train here; slurm: in Slurm jobs through submitit (the --slurm-* options; docs/clusters.md).")
 @slurm_options
 def main(

@@ -28,6 +28,8 @@ from pathlib import Path
 import click
 
 from interp_init.tasks.anchor import FLIP_CRITERIA
+from training.cli.errors import Script
+from training.cli.flags import Number
 from training.studies.population import exact_interval
 from training.studies.records import LOGGED_HELP, Pick, RunRecord, check_protocol, pick_paper, targets
 from training.studies.study import run_dirs
@@ -125,9 +127,9 @@ def reaching(picks: dict[int, dict[str, Pick]], exception: dict[int, float | Non
     return reach, fitted
 
 
-@click.command()
+@click.command(cls=Script)
 @click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--logged-every", type=click.IntRange(min=1), default=None, metavar="K", help=LOGGED_HELP.replace("With --protocol paper: r", "R"))
+@click.option("--logged-every", type=Number(1, integer=True), default=None, metavar="K", help=LOGGED_HELP.replace("With --protocol paper: r", "R"))
 def main(folder: Path, logged_every: int | None) -> None:
     """Print the papers' statistic (best over lrs and epochs per seed, mean over seeds) of the symmetric sweep FOLDER."""
     click.echo(statistic_text(folder, logged_every))

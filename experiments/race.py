@@ -31,6 +31,7 @@ from typing import Any
 
 import click
 
+from training.cli.errors import Script
 from training.studies.records import RunRecord, race_of_record
 from training.studies.study import run_dirs
 
@@ -187,7 +188,7 @@ def _print_table(columns: tuple[str, ...], rows: list[dict[str, Any]]) -> None:
         click.echo("| " + " | ".join(str(row.get(c, "")) for c in columns) + " |")
 
 
-@click.command()
+@click.command(cls=Script)
 @click.argument("folders", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--knob", "knobs", multiple=True, metavar="KEY", help="A config option that names a run's cell (repeat for several; default: each sweep's grid keys but the seed).")
 @click.option("--cells", is_flag=True, help="Also print one row per cell: the copy rate with its exact interval, the modes, each seed's fit -> copy epochs.")

@@ -227,6 +227,10 @@ def readme_answer(records: Records) -> str:
             f"epoch, mean of {len(picks)} seeds: {_num(mean)}; {fitted} of {len(picks)} seeds reach 0.8) it finds the moments a "
             f"run infers, yet only {final} of those {len(runs)} runs infers at its final epoch."
         )  # fmt: skip
+    if records.stored(STUDY_NAMES["fig2-large-401-403"]):
+        lines.append(f"- {fig2_sentence(records)}")
+    if records.stored(STUDY_NAMES["gamma-slice-d2"]):
+        lines.append(f"- {slice_sentence(records)}")
     lines.append(
         f"- Scale: the `{config.preset}` preset (the papers' models at d_model {config.d_model}, theirs {gpu_config.d_model}; "
         f"{model.n_layers} layers, {config.n_train:,} samples, {config.epochs} epochs), seeds {seeds}, each seed's final model, "
@@ -672,3 +676,36 @@ def pretrained_models(records: Records) -> str:
         rows.append([f"`{name}`", f"{info.task}, gamma {info.gamma:g}, seed {info.seed}", _num(final["id_acc"]), learned,
                      f"{info.elapsed_s / 60:.1f}", f"{same} (`{compared['record']}`)" if compared else same])  # fmt: skip
     return _markdown(("name", "task, init, seed", "ID accuracy", "what it learned (final)", "training minutes", "against the stored record"), rows)
+
+
+def fig2_sentence(records: Records) -> str:
+    """README's line on Fig. 2's contrast (docs/fig2-contrast.md): both panels, both inits, the
+    pre-registered test's word, the logged reading and the spikes."""
+    contrast, small, large = _fig2(records)
+    every, logged = contrast.panel_rows(small, large), contrast.panel_rows(small, large, 3)
+    panels = []
+    for row, again in zip(every, logged, strict=True):
+        (ms, ml), (ls, ll) = row.means, again.means
+        p = "-" if row.p is None else f"{row.p:.2f}"
+        panels.append(f"panel ({row.panel}) {row.name} small init {_num(ms)} against large init {_num(ml)} (p = {p}; {_num(ls)} against {_num(ll)} on the logged epochs)")
+    spikes = sum(s.spike for s in small.picks("heldout_inferential"))
+    return (f"**Fig. 2 read as the contrast it is** (both inits under the papers' statistic, seeds "
+            f"{_seeds(small.finished)} small and {_seeds(large.finished)} large, every lr finished): {'; '.join(panels)}: "
+            f"{contrast.contrast_word(every)} (two-sided exact Mann-Whitney, pre-registered in "
+            f"`docs/fig2-contrast.md`); {spikes} of small init's {len(small.finished)} inferential picks are one-epoch spikes.")  # fmt: skip
+
+
+def slice_sentence(records: Records) -> str:
+    """README's line on the gamma slice: gamma 1.0 (the paper's init std at width 128) against 0.5, per depth stored."""
+    contrast = records.script("contrast")
+    folders = [records.study(STUDY_NAMES[r]).path for r in SLICE if records.stored(STUDY_NAMES[r])]
+    cells = contrast.slice_cells(folders)
+    parts = []
+    for depth in sorted({d for d, _ in cells}):
+        small, large = cells.get((depth, 1.0)), cells.get((depth, 0.5))
+        if not small or not large:
+            continue
+        ids = [r.final_columns().get("id_acc") or 0.0 for r in small.runs]
+        parts.append(f"at depth {depth} gamma 1.0 infers on {small.strict.rate('infers')} (final ID {_span(ids, '{:.2f}')}) and gamma 0.5 copies on {large.strict.rate('copies')}")
+    return (f"**Gamma where the paper's init scale lies** (gamma 1.0 gives width 128 the paper's init std; the `cpu` preset's schedule, seeds 701-704, "
+            f"finished seeds only): {'; '.join(parts) or 'no cell with both gammas finished yet'} (`docs/fig2-contrast.md`).")  # fmt: skip

@@ -32,6 +32,7 @@ from pathlib import Path
 import click
 
 from interp_init.outputs import refuse_nested
+from training.cli.errors import ScriptGroup
 from training.config import check_cores
 from training.launch import JobReturn, PoolLauncher, SerialLauncher, run_study
 from training.studies.records import RunRecord
@@ -108,7 +109,7 @@ def line(name: str, record: RunRecord | None) -> str:
     )
 
 
-@click.group()
+@click.group(cls=ScriptGroup)
 def cli() -> None:
     """CPU preset search."""
 

@@ -27,6 +27,16 @@ not make (``--replace`` replaces one it made, and nothing else), and any file ov
 through the project's reader (:class:`training.studies.population.StoredStudy`): every run must read with
 its status, and a reproduction's population must equal the source's.  It prints the total size.
 
+It works under the project's lock (:func:`interp_init.fileio.hold_folder` on ``DEST``'s parent: a
+second ``store.py`` into the same place is refused by name), writes every file through the
+atomic writer, and replaces a stored study in one exchange of the two folders (``renameat2``
+on Linux).  The temporary folders a killed store leaves beside ``DEST`` (``.DEST.storing-<pid>``,
+``.DEST.replaced-<pid>``) are found and removed by the next store into that place, whoever
+left them (a ``.replaced-`` folder is put back first where ``DEST`` is missing).  Symlinks,
+one rule: records are plain files and folders, so a symlink inside ``SOURCE`` (or inside a
+folder ``--mark`` marks) and a ``DEST`` that is a symlink are refused by name before anything
+is written; ``SOURCE`` itself and ``DEST``'s parents may be reached through links.
+
 ``--mark DIR`` marks records stored before this command existed (run folders that already
 lie in the repository without weights, such as the GPU suite's) the same way, adding only
 ``stored.json``, ``stored-study.json`` and ``STUDY.md``; ``--dates`` then says when they ran.
@@ -34,13 +44,16 @@ lie in the repository without weights, such as the GPU suite's) the same way, ad
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import datetime as dt
+import errno
+import glob
 import hashlib
 import json
 import os
 import re
 import shutil
-import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,7 +61,7 @@ from typing import Any
 
 import click
 
-from interp_init.fileio import file_sha256, folder_is_held, read_json
+from interp_init.fileio import LOCK_FILE, atomic_write, file_sha256, folder_is_held, hold_folder, read_json
 from interp_init.outputs import CHECKPOINT_FILE, CONFIG_FILE, ERROR_FILE, METRICS_FILE, SUMMARY_FILE, SWEEP_SPEC_FILE, refuse_inside_run
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder
 from interp_init.stored import STORED_FILE, STORED_FORMAT, STORED_STUDY_FILE, STUDY_FORMAT, STUDY_PAGE, stored_study_root
@@ -57,6 +70,8 @@ from training.studies.sweep.results import RANKS_FILE, cached_stable_ranks, rank
 from training.studies.records import RunRecord
 from training.studies.population import REPRODUCTION_FILE, StoredStudy, reproduction_record
 from training.studies.study import run_dirs as run_folders
+from training.cli.errors import Script
+from training.cli.flags import Number
 from training.studies.study import StudySpec
 
 #: The files kept from a run folder as they are (besides ``ranks.json`` and ``stored.json``).
@@ -136,12 +151,17 @@ def reproduction_spec(source: Path, carry: tuple[str, ...] | None = None) -> Stu
     summary = read_json(source / SUMMARY_FILE, "give the folder `interp-init reproduce` wrote")
     if not isinstance(summary, dict) or "per_seed" not in summary:
         raise ValueError(f"{source / SUMMARY_FILE} is not a population's summary (written before one schema); it cannot name the runs' spec")
-    rows = summary["per_seed"][0]["runs"]
-    precision = next(iter(next(iter(rows.values())).values())).get("precision") or "fp32"
-    single = len(summary["seeds"]) == 1 and (source / next(iter(rows))).is_dir()
-    lrs = summary.get("lrs")
-    spec = StudySpec.reproduction(summary["preset"], tuple(summary["seeds"]), summary["protocol"], None if lrs is None else tuple(lrs),
-                                  summary.get("vary", "both"), summary.get("fixed_seed"), precision, tuple(rows), single, carry)  # fmt: skip
+    try:
+        rows = summary["per_seed"][0]["runs"]
+        precision = next(iter(next(iter(rows.values())).values())).get("precision") or "fp32"
+        single = len(summary["seeds"]) == 1 and (source / next(iter(rows))).is_dir()
+        lrs = summary.get("lrs")
+        preset, seeds, protocol = summary["preset"], tuple(summary["seeds"]), summary["protocol"]
+        lrs = None if lrs is None else tuple(lrs)
+    except (KeyError, IndexError, TypeError, AttributeError, StopIteration) as err:
+        what = f"has no {err.args[0]!r}" if isinstance(err, KeyError) else "has an empty or misshapen per_seed, seeds or runs"
+        raise ValueError(f"{source / SUMMARY_FILE} {what}: it is not a whole population's summary; run the reproduce command again (it rewrites the summary from the run folders)") from None
+    spec = StudySpec.reproduction(preset, seeds, protocol, lrs, summary.get("vary", "both"), summary.get("fixed_seed"), precision, tuple(rows), single, carry)
     for job in spec.jobs(source):
         if not (job.run_dir / CONFIG_FILE).is_file():
             raise ValueError(f"{job.run_dir} has no {CONFIG_FILE}: {SUMMARY_FILE} names a run the folder does not hold; store the finished study")
@@ -152,6 +172,17 @@ def reproduction_spec(source: Path, carry: tuple[str, ...] | None = None) -> Stu
             raise ValueError(f"{job.run_dir} is not the run {SUMMARY_FILE} names ({'; '.join(diffs[:4])}); "
                              "if the reproduction held the paper's recipe, give its quantities with --carry")  # fmt: skip
     return spec
+
+
+def refuse_links(folder: Path, what: str) -> None:
+    """The one rule on symlinks: records are plain files and folders, so a symlink anywhere
+    inside ``folder`` is refused by name (storing what it points to would keep files that are
+    not the study's; skipping it would drop a run without a word)."""
+    for top, dirs, files in os.walk(folder, followlinks=False):
+        for name in sorted(dirs + files):
+            path = Path(top) / name
+            if path.is_symlink():
+                raise ValueError(f"{path} is a symlink (to {os.readlink(path)}); {what} holds plain files and folders only: replace the link by a copy of what it points to, or remove it")
 
 
 def _plan_run(plan: Plan, source: Path, run: Path, partial: bool) -> None:
@@ -194,6 +225,7 @@ def plan_study(source: Path, partial: bool = False, carry: tuple[str, ...] | Non
         raise ValueError(f"{source} is already stored records ({stored_study_root(source)}); give the study folder its command trained")
     if folder_is_held(source):
         raise ValueError(f"{source} is held by a running command (its .lock); store the study once it has finished")
+    refuse_links(source, "a stored study")
     plan = Plan(study_kind(source))
     runs = run_folders(source)
     if plan.kind == "reproduction":
@@ -225,10 +257,15 @@ def _check_dest(dest: Path, replace: bool) -> StoredStudy | None:
     """The stored study ``dest`` holds that ``--replace`` may replace, or None where ``dest``
     is free; refuses anything else."""
     refuse_inside_run(dest, "stored records")
+    if dest.is_symlink():
+        raise ValueError(f"DEST {dest} is a symlink (to {os.readlink(dest)}); stored records are written into a plain folder: give the folder itself, or a new path")
     if not dest.exists():
         return None
+    if not dest.is_dir():
+        raise ValueError(f"DEST {dest} exists and is not a folder; it is never overwritten: choose another DEST")
+    refuse_links(dest, "stored records")
     if not (dest / STORED_STUDY_FILE).is_file():
-        if dest.is_dir() and not any(dest.iterdir()):
+        if not [p for p in dest.iterdir() if p.name != LOCK_FILE]:
             return None
         raise ValueError(f"{dest} exists and was not made by {MADE_BY} (it has no {STORED_STUDY_FILE}); it is never overwritten: choose another DEST")
     old = StoredStudy.read(dest)
@@ -237,7 +274,7 @@ def _check_dest(dest: Path, replace: bool) -> StoredStudy | None:
     if not replace:
         raise ValueError(f"{dest} holds stored records already (made {old.get('stored', {}).get('at')}); give --replace to store the study there again")
     made = set(old.get("files", {})) | {STORED_STUDY_FILE, STUDY_PAGE}
-    foreign = sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file() and p.relative_to(dest).as_posix() not in made)
+    foreign = sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file() and p.relative_to(dest).as_posix() not in made and p.name != LOCK_FILE)
     if foreign:
         raise ValueError(f"{dest} holds {foreign[0]}, which {MADE_BY} did not make ({len(foreign)} such files); it is never overwritten: move it away first")
     return old
@@ -316,7 +353,43 @@ def _write_files(folder: Path, files: dict[str, bytes]) -> None:
     for rel, data in files.items():
         path = folder / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
+        atomic_write(path, data)
+
+
+#: The temporary folders beside DEST: the copy being made, and the records it replaces.
+_WORK, _TRASH = ".{name}.storing-", ".{name}.replaced-"
+
+
+def remove_stale(dest: Path) -> list[Path]:
+    """Remove the temporary folders a killed store left beside ``dest``, whoever left them
+    (called under the lock on ``dest``'s parent, which every store into that place holds
+    while such folders exist); a ``.replaced-`` folder is put back first where ``dest`` is
+    missing (a store killed between the two renames of a replacement). Returns what was removed."""
+    removed = []
+    for trash in sorted(dest.parent.glob(glob.escape(_TRASH.format(name=dest.name)) + "*")):
+        if not dest.exists() and (trash / STORED_STUDY_FILE).is_file():
+            trash.rename(dest)
+            continue
+        shutil.rmtree(trash)
+        removed.append(trash)
+    for work in sorted(dest.parent.glob(glob.escape(_WORK.format(name=dest.name)) + "*")):
+        shutil.rmtree(work)
+        removed.append(work)
+    return removed
+
+
+def exchange(a: Path, b: Path) -> bool:
+    """Swap the folders ``a`` and ``b`` in one step (Linux ``renameat2(RENAME_EXCHANGE)``);
+    False where the system or the file system cannot (the caller then renames twice)."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+        if renameat2(-100, os.fsencode(a), -100, os.fsencode(b), 2) == 0:  # AT_FDCWD, RENAME_EXCHANGE
+            return True
+        code = ctypes.get_errno()
+        if code not in (errno.EINVAL, errno.ENOSYS, errno.EPERM, errno.ENOTSUP):
+            raise OSError(code, os.strerror(code), str(b))
+    return False
 
 
 def store(source: str | Path, dest: str | Path, info: StudyInfo, *, replace: bool = False, partial: bool = False,
@@ -325,27 +398,46 @@ def store(source: str | Path, dest: str | Path, info: StudyInfo, *, replace: boo
     source, dest = Path(source).absolute(), Path(dest).absolute()
     if source == dest or source in dest.parents or dest in source.parents:
         raise ValueError(f"{dest} and {source} lie in one another; store the study in a folder outside it")
+    if not isinstance(max_file_mb, (int, float)) or isinstance(max_file_mb, bool) or not 0 < max_file_mb <= 1e6:
+        raise ValueError(f"--max-file-mb {max_file_mb!r} is not a finite number > 0 and <= 1e+06; give the largest file to keep, in MB")
+    _check_dest(dest, replace)  # refused before the lock: nothing of this call is written
+    made = [p for p in (dest.parent, *dest.parent.parents) if not p.exists()]
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with hold_folder(dest.parent, "is being stored into by another experiments/store.py ({owner}); wait for it to finish, or choose another DEST"):
+            remove_stale(dest)
+            return _store_held(source, dest, info, replace, partial, carry, max_file_mb, made_by)
+    except ValueError:
+        for folder in made:  # refused input leaves no folder behind
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
+
+
+def _store_held(source: Path, dest: Path, info: StudyInfo, replace: bool, partial: bool, carry: tuple[str, ...] | None, max_file_mb: float, made_by: str) -> dict[str, Any]:
+    """:func:`store`, under the lock on ``dest``'s parent."""
     old = _check_dest(dest, replace)
     plan = plan_study(source, partial, carry)
     _refuse_big(plan.files, int(max_file_mb * 1e6))
     data = manifest(plan, dest.name, info, str(source), made_by, partial)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    work = dest.parent / f".{dest.name}.storing-{os.getpid()}"
-    shutil.rmtree(work, ignore_errors=True)
+    work = dest.parent / (_WORK.format(name=dest.name) + str(os.getpid()))
     try:
         _write_files(work, {**plan.files, STORED_STUDY_FILE: _json_bytes(data), STUDY_PAGE: study_page(data).encode()})
         verify(work, source)
-        if old is not None:
-            trash = dest.parent / f".{dest.name}.replaced-{os.getpid()}"
+        if dest.exists() and exchange(work, dest):  # one step: DEST holds the old records or the new, never neither
+            pass
+        elif old is not None:
+            trash = dest.parent / (_TRASH.format(name=dest.name) + str(os.getpid()))
             dest.rename(trash)
             work.rename(dest)
             shutil.rmtree(trash)
         else:
             if dest.exists():
+                (dest / LOCK_FILE).unlink(missing_ok=True)
                 dest.rmdir()  # an empty folder
             work.rename(dest)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)  # the copy, or after the exchange the records it replaced
     return data
 
 
@@ -354,8 +446,17 @@ def mark(folder: str | Path, info: StudyInfo, kind: str) -> dict[str, Any]:
     in ``folder``) as a stored study of ``kind``: add ``stored.json`` per run, ``stored-study.json``
     and ``STUDY.md``; nothing else is written or changed."""
     folder = Path(folder).absolute()
+    if not folder.is_dir():
+        raise ValueError(f"{folder} is not a folder; give a folder of stored runs")
     if (folder / STORED_STUDY_FILE).exists():
         raise ValueError(f"{folder} is marked already (it has {STORED_STUDY_FILE}); nothing to do")
+    refuse_links(folder, "a marked study")
+    with hold_folder(folder, "is being marked by another experiments/store.py ({owner}); wait for it to finish"):
+        return _mark_held(folder, info, kind)
+
+
+def _mark_held(folder: Path, info: StudyInfo, kind: str) -> dict[str, Any]:
+    """:func:`mark`, under the lock on ``folder``."""
     runs = run_folders(folder)
     if not runs:
         raise ValueError(f"{folder} holds no run folders (folders with {CONFIG_FILE}); give a folder of stored runs")
@@ -372,7 +473,7 @@ def mark(folder: str | Path, info: StudyInfo, kind: str) -> dict[str, Any]:
                                                        "weights_bytes": None, "left_behind": []})  # fmt: skip
         plan.statuses[status] += 1
         plan.seconds += record.elapsed_s or 0.0
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and p != folder / LOCK_FILE):
         plan.files[path.relative_to(folder).as_posix()] = path.read_bytes()
     plan.files.update(markers)
     data = manifest(plan, folder.name, info, str(folder), f"{MADE_BY} --mark", False)
@@ -384,7 +485,7 @@ def mark(folder: str | Path, info: StudyInfo, kind: str) -> dict[str, Any]:
     return data
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(cls=Script, context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("source", type=click.Path(path_type=Path))
 @click.argument("dest", type=click.Path(path_type=Path), required=False)
 @click.option("--command", "command_", required=True, help="The exact command that trained the study.")
@@ -395,28 +496,25 @@ def mark(folder: str | Path, info: StudyInfo, kind: str) -> dict[str, Any]:
 @click.option("--replace", is_flag=True, help="Replace records this command stored in DEST before (and nothing else).")
 @click.option("--partial", is_flag=True, help="Store runs that did not finish as they are (said in STUDY.md).")
 @click.option("--carry", default=None, help="A reproduction made with --carry-recipe: its quantities, comma-separated.")
-@click.option("--max-file-mb", type=float, default=MAX_FILE_MB, show_default=True, help="Refuse any file larger than this.")
+@click.option("--max-file-mb", type=Number(0, 1e6, min_open=True), default=MAX_FILE_MB, show_default=True, help="Refuse any file larger than this many MB (a number > 0, at most 1e6).")
 @click.option("--mark", "mark_kind", type=click.Choice(["reproduction", "sweep", "runs", "gpu-suite"]), default=None,
               help="Mark SOURCE, records already kept without weights, as a stored study of this kind (no DEST).")
 @click.option("--dates", default="", help="When the study ran (with --mark: the files' own times are the checkout's).")
 def main(source: Path, dest: Path | None, command_: str, commit: str, machine: str, beside: str, note: str, replace: bool, partial: bool,
          carry: str | None, max_file_mb: float, mark_kind: str | None, dates: str) -> None:  # fmt: skip
     """Store the finished study SOURCE in DEST (experiments/results/<study>) without weights; or --mark SOURCE."""
-    try:
-        info = StudyInfo(command_, commit, machine, beside, note, dates)
-        if mark_kind is not None:
-            if dest is not None:
-                raise ValueError("--mark marks SOURCE where it lies; give no DEST")
-            data = mark(source, info, mark_kind)
-            where = source
-        else:
-            if dest is None:
-                raise ValueError("give SOURCE and DEST (experiments/results/<study>), or --mark KIND SOURCE")
-            data = store(source, dest, info, replace=replace, partial=partial, carry=None if carry is None else tuple(carry.split(",")), max_file_mb=max_file_mb)
-            where = dest
-    except ValueError as err:
-        click.echo(f"error: {err}", err=True)
-        sys.exit(2)
+    # Errors go through the command line's one layer (training.cli.errors): one line, exit 2.
+    info = StudyInfo(command_, commit, machine, beside, note, dates)
+    if mark_kind is not None:
+        if dest is not None:
+            raise ValueError("--mark marks SOURCE where it lies; give no DEST")
+        data = mark(source, info, mark_kind)
+        where = source
+    else:
+        if dest is None:
+            raise ValueError("give SOURCE and DEST (experiments/results/<study>), or --mark KIND SOURCE")
+        data = store(source, dest, info, replace=replace, partial=partial, carry=None if carry is None else tuple(carry.split(",")), max_file_mb=max_file_mb)
+        where = dest
     statuses = ", ".join(f"{n} {s}" for s, n in data["runs"]["statuses"].items())
     click.echo(f"stored {data['runs']['count']} runs ({statuses}) of the {data['kind']} study in {where}: "
                f"{len(data['files'])} files, {_size(data['total_bytes'])} in all (besides {STORED_STUDY_FILE} and {STUDY_PAGE})")  # fmt: skip

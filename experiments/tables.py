@@ -30,10 +30,19 @@ by hand from run folders that were not kept are marked as history::
 
 The generator writes the note that opens such a block and nothing else in it; ``--check``
 lists them as not checkable instead of passing them silently.
+
+Blocks do not nest: a marker inside another block is reported (as an unpaired one is) and its
+page is left as it is.  Exit codes: 0 every block agrees (or was written); 1 a block differs,
+or a marker is unpaired or nested; 2 bad input: damaged records (a cut ``metrics.json`` or
+``stored-study.json``, a stored run folder gone), a page that is not UTF-8 or a folder named
+like a page, a ``--records`` that is not a folder, a ``--root`` with no pages; each is one
+line, and every other block is still checked.  Pages are rewritten through the atomic writer,
+under the lock on ``--root`` (a second writer is refused by name).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import re
 import sys
@@ -45,7 +54,10 @@ from typing import Any
 
 import click
 
-from interp_init.stored import STORED_STUDY_FILE
+from interp_init.fileio import BadRunFile, MissingRunFile, atomic_write, file_sha256, hold_folder
+from interp_init.stored import STORED_STUDY_FILE, STUDY_PAGE
+from training.cli.errors import Script
+from training.config import one_line
 from training.studies.population import StoredStudy
 
 #: The repository this script lies in, and where its stored studies are.
@@ -87,12 +99,19 @@ class Records:
     root: Path
     #: The studies a table asked for with :meth:`stored` and found missing (a table made in part).
     missed: set[str] = field(default_factory=set, compare=False)
+    #: The studies whose files were found whole (:func:`check_whole`), read once per run.
+    whole: set[str] = field(default_factory=set, compare=False)
 
     def study(self, name: str) -> StoredStudy:
-        """The stored study ``name``; :class:`MissingRecords` where it is not stored."""
+        """The stored study ``name``, its files checked against its manifest
+        (:func:`check_whole`); :class:`MissingRecords` where it is not stored."""
         if not (self.root / name / STORED_STUDY_FILE).is_file():
             raise MissingRecords(name)
-        return StoredStudy.read(self.root / name)
+        study = StoredStudy.read(self.root / name)
+        if name not in self.whole:
+            check_whole(study)
+            self.whole.add(name)
+        return study
 
     def stored(self, name: str) -> bool:
         """Whether the study ``name`` is stored (a table that reads it where it is); a study
@@ -105,6 +124,27 @@ class Records:
     def script(self, name: str) -> ModuleType:
         """The script ``experiments/<name>.py`` (``race``, ``paper_statistic``) as a module."""
         return _sibling(name)
+
+
+def check_whole(study: StoredStudy) -> None:
+    """Refuse a stored study whose files are not the ones its manifest (``stored-study.json``)
+    lists with their SHA-256: a file cut, edited, gone (a seed folder moved away) or added
+    (hidden files aside) is a :class:`~interp_init.fileio.BadRunFile` naming it, never a table
+    of fewer or other runs."""
+    files = study.get("files")
+    if not isinstance(files, dict):
+        return  # a manifest without its file list (records marked by hand): nothing to check against
+    for rel, entry in files.items():
+        path = study.path / rel
+        if not path.is_file():
+            raise MissingRunFile(path, "is missing, though stored-study.json lists it", "restore it (git checkout), or store the study again")
+        if isinstance(entry, dict) and entry.get("sha256") not in (None, file_sha256(path)):
+            raise BadRunFile(path, "is not the file that was stored (its SHA-256 differs from stored-study.json's: cut or edited)", "restore it (git checkout), or store the study again")
+    listed = set(files) | {STORED_STUDY_FILE, STUDY_PAGE}
+    for path in sorted(study.path.rglob("*")):
+        rel = path.relative_to(study.path)
+        if path.is_file() and rel.as_posix() not in listed and not any(part.startswith(".") for part in rel.parts):
+            raise BadRunFile(path, "is not one of the stored files (stored-study.json does not list it: a run or file added by hand would change the tables)", "move it out of the stored records, or store the study again")
 
 
 # ----------------------------------------------------------------------------- blocks
@@ -138,6 +178,11 @@ class Block:
 def page_blocks(text: str, page: str) -> list[Block]:
     """The blocks of one page; a ``ValueError`` naming a marker without its pair."""
     blocks = [Block(page, m["kind"], m["name"], m["attrs"] or "", m["body"], m.start(), m.end()) for m in _BLOCK.finditer(text)]
+    for block in blocks:
+        nested = _MARKER.search(block.body)
+        if nested is not None:  # written, the outer block's body would erase the inner block
+            line = text.count("\n", 0, text.index("-->", block.start) + 3 + nested.start()) + 1
+            raise ValueError(f"{page}:{line}: the marker {nested.group()} lies inside the block {block.kind}:{block.name}; blocks do not nest: move it out of that block")
     inside = [(b.start, b.end) for b in blocks]
     for stray in _MARKER.finditer(text):
         if not any(start <= stray.start() < end for start, end in inside):
@@ -211,6 +256,8 @@ class Outcome:
     written: list[str]
     agreed: list[str]
     unplaced: list[str]
+    #: Bad input, one line each (exit 2): damaged records, a page that cannot be read.
+    damaged: list[str] = field(default_factory=list)
 
 
 def _pages(root: Path) -> list[Path]:
@@ -223,8 +270,15 @@ def run(root: Path, records: Records, write: bool) -> Outcome:
     made: dict[str, str | None] = {}
     placed: set[str] = set()
     for page in _pages(root):
-        text = page.read_text(encoding="utf-8")
         rel = page.relative_to(root).as_posix()
+        if page.is_dir():
+            outcome.damaged.append(f"{rel} is a folder, not a page (the pages are {' and '.join(PAGES)}); rename it")
+            continue
+        try:
+            text = page.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as err:
+            outcome.damaged.append(f"{rel} is not UTF-8 text (byte {err.start}); save it as UTF-8 (its blocks are not checked)")
+            continue
         try:
             blocks = page_blocks(text, rel)
         except ValueError as err:
@@ -259,6 +313,10 @@ def run(root: Path, records: Records, write: bool) -> Outcome:
                 except MissingRecords as missing:
                     made[block.name] = None
                     outcome.awaiting.append(f"{block.name} (awaits {RESULTS / str(missing)})")
+                except (ValueError, OSError, LookupError) as err:  # damaged records: BadRunFile, MissingRunFile, a shape the table cannot read
+                    made[block.name] = None
+                    what = one_line(err) if isinstance(err, (ValueError, OSError)) else f"{type(err).__name__}: {err}"
+                    outcome.damaged.append(f"{where}: its records cannot be read: {what}")
             content = made[block.name]
             if content is None:
                 continue
@@ -274,22 +332,26 @@ def run(root: Path, records: Records, write: bool) -> Outcome:
             else:
                 outcome.agreed.append(where)
         if write and new != text:
-            page.write_text(new, encoding="utf-8")
+            atomic_write(page, new)
     outcome.awaiting = sorted(set(outcome.awaiting))
     outcome.unplaced = sorted(set(_tables()) - placed)
     return outcome
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(cls=Script, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 naming each table and cell that differs from the records.")
 @click.option("--list", "listing", is_flag=True, help="Write nothing; list the tables, then every marked block and whether it agrees with its records.")
 @click.option("--root", type=click.Path(exists=True, file_okay=False, path_type=Path), default=ROOT, show_default=True, help="The repository whose pages are read.")
-@click.option("--records", type=click.Path(file_okay=False, path_type=Path), default=None, help="The stored studies (default ROOT/experiments/results).")
+@click.option("--records", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None, help="The stored studies (default ROOT/experiments/results).")
 @click.option("--require-records", is_flag=True, help="Fail (exit 1) where a table's records are not stored.")
 def main(check: bool, listing: bool, root: Path, records: Path | None, require_records: bool) -> None:
     """Write (or --check) every results table of README.md and docs/ from the stored records."""
     stored = Records(root / RESULTS if records is None else records)
-    outcome = run(root, stored, write=not (check or listing))
+    if not _pages(root):
+        raise ValueError(f"--root {root} holds no page ({' or '.join(PAGES)}); give the repository's root")
+    write = not (check or listing)
+    with hold_folder(root, "is having its tables written by another experiments/tables.py ({owner}); wait for it to finish") if write else contextlib.nullcontext():
+        outcome = run(root, stored, write=write)
     if listing:
         for table in _tables().values():
             click.echo(f"table {table.name}: {table.what} (reads {', '.join(str(RESULTS / s) for s in table.studies)})")
@@ -310,9 +372,12 @@ def main(check: bool, listing: bool, root: Path, records: Path | None, require_r
     problems = outcome.problems + ([f"records not stored: {a}" for a in outcome.awaiting] if require_records else [])
     for line in problems:
         click.echo(line, err=True)
+    for line in outcome.damaged:
+        click.echo(f"tables.py: error: {line}", err=True)
     done = len(outcome.agreed) if check or listing else len(outcome.written)
-    click.echo(f"{done} blocks {'written from' if not (check or listing) else 'agree with'} the records; {len(problems)} problems")
-    sys.exit(1 if problems else 0)
+    click.echo(f"{done} blocks {'written from' if not (check or listing) else 'agree with'} the records; {len(problems)} problems"
+               + (f"; {len(outcome.damaged)} damaged inputs (exit 2)" if outcome.damaged else ""))
+    raise click.exceptions.Exit(2 if outcome.damaged else 1 if problems else 0)
 
 
 if __name__ == "__main__":

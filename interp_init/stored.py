@@ -71,9 +71,25 @@ def stored_study_root(path: str | Path) -> Path | None:
     return next((p for p in (path, *path.parents) if (p / STORED_STUDY_FILE).is_file()), None)
 
 
+#: The file that marks a cell of the GPU campaign's records (``benchmarks/gpu_campaign.py``).
+CAMPAIGN_CELL_FILE = "cell.json"
+
+
+def campaign_cell_root(path: str | Path) -> Path | None:
+    """The GPU campaign's cell folder (holding :data:`CAMPAIGN_CELL_FILE`) that ``path`` is or lies inside, or None."""
+    path = Path(path).absolute()
+    return next((p for p in (path, *path.parents) if (p / CAMPAIGN_CELL_FILE).is_file()), None)
+
+
 def refuse_stored(path: str | Path, what: str, option: str = "--out") -> None:
-    """Refuse to write ``what`` at ``path`` in a stored study (or a run folder stored alone):
-    stored records are read, never trained, resumed or written into."""
+    """Refuse to write ``what`` at ``path`` in a stored study (or a run folder stored alone),
+    or in the GPU campaign's records: records are read, never trained, resumed or written into."""
+    cell = campaign_cell_root(path)
+    if cell is not None:
+        raise ValueError(
+            f"{path} is in the GPU campaign's records {cell} (benchmarks/gpu_campaign.py wrote them, without weights), "
+            f"so {what} cannot be written there: they are read, never trained or written into; choose another {option}"
+        )
     root = stored_study_root(path)
     if root is None and (Path(path) / STORED_FILE).is_file():
         root = Path(path)
@@ -95,4 +111,4 @@ def refuse_stored_weights(run_dir: str | Path) -> None:
         )  # fmt: skip
 
 
-__all__ = ["STORED_FILE", "STORED_STUDY_FILE", "STUDY_PAGE", "is_stored", "refuse_stored", "refuse_stored_weights", "stored_marker", "stored_study_root"]
+__all__ = ["CAMPAIGN_CELL_FILE", "STORED_FILE", "STORED_STUDY_FILE", "STUDY_PAGE", "campaign_cell_root", "is_stored", "refuse_stored", "refuse_stored_weights", "stored_marker", "stored_study_root"]

@@ -39,6 +39,8 @@ def check_index(value: int, size: int, name: str, what: str, from_end: bool = Tr
     ``size - 1``), unless ``from_end=False``.  Integer-like values (``numpy.int64(1)``, a
     one-element integer tensor or array) are accepted; floats (even ``1.0``), bools and
     strings are refused."""
+    if size == 0:
+        raise ValueError(f"{name}={value!r} cannot be chosen: there is no {what}")
     span = f"0..{size - 1}" + (f" (or -{size}..-1 from the end)" if from_end else "")
     try:
         if isinstance(value, bool):
@@ -55,6 +57,8 @@ def check_indices(values: int | Iterable[int] | None, size: int, name: str, what
     """``None`` -> all of ``0..size-1``; an int or iterable of ints (negative ones counted
     from the end) -> their sorted unique list."""
     if values is None:
+        if size == 0:
+            raise ValueError(f"{name}: there is no {what} (none to choose from)")
         return list(range(size))
     if not isinstance(values, Iterable) or (isinstance(values, (Tensor, np.ndarray)) and values.ndim == 0):
         return [check_index(values, size, name, what)]

@@ -45,7 +45,6 @@ Example::
 
 from __future__ import annotations
 
-import ast
 import numbers
 import operator
 from collections.abc import Callable, Sequence

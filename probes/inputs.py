@@ -158,6 +158,8 @@ def _as_mask(attention_mask: object, shape: torch.Size) -> Tensor | None:
     if attention_mask is None:
         return None
     mask = torch.as_tensor(np.asarray(attention_mask) if not isinstance(attention_mask, Tensor) else attention_mask).detach()
+    if mask.is_meta:
+        raise ValueError("attention_mask is on the meta device (a shape without data): give it on a real device (attention_mask.to('cpu'))")
     if mask.ndim == 1:
         mask = mask[None]
     if tuple(mask.shape) != tuple(shape):
@@ -256,6 +258,8 @@ def _as_token_tensor(tokens: object) -> Tensor:
         tokens = torch.as_tensor(tokens) if not isinstance(tokens, Tensor) else tokens
     except (TypeError, ValueError, RuntimeError) as error:
         raise ValueError(f"tokens must be [batch, pos] token ids of one length (pad them and pass attention_mask), or strings: {error}") from None
+    if tokens.is_meta:
+        raise ValueError("tokens are on the meta device (a shape without data): nothing can be probed; give token ids on a real device (tokens.to('cpu'))")
     if tokens.ndim == 1:
         tokens = tokens[None]
     if tokens.ndim != 2 or tokens.shape[0] == 0 or tokens.shape[1] == 0:

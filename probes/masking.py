@@ -206,7 +206,8 @@ def masked_run(
     or before it, so only those pairs are masked; in a bidirectional one (a
     ``HookedEncoder``, ``cfg.attention_dir == "bidirectional"``) every query's attention to
     a masked source is zeroed.  A model whose run is not finite (NaN or infinite logits,
-    e.g. a ``HookedEncoder`` never initialized) is refused, as every forward probe does.
+    e.g. a ``HookedEncoder`` never initialized) is refused, as every forward probe does; so
+    is a model without layers (``n_layers=0``: nothing to mask) and tokens on the meta device.
 
     Args:
         model: any TransformerLens model (:class:`~probes.protocol.HookedModel`: 3.x
@@ -231,6 +232,8 @@ def masked_run(
     """
     inputs = as_inputs(tokens, check_model(model), attention_mask=attention_mask)
     batch, n_pos = inputs.tokens.shape
+    if model.cfg.n_layers < 1:  # no attention to mask: the run would be the plain forward under a mask that claims otherwise
+        raise ValueError(f"masked_run: the model has {model.cfg.n_layers} layers, so it has no attention to mask; give a model with at least one layer")
     layers = check_indices(layers, model.cfg.n_layers, "layers", f"layer of this {model.cfg.n_layers}-layer model")
     heads = check_indices(heads, model.cfg.n_heads, "heads", f"head of this {model.cfg.n_heads}-head model")
     queries = check_indices(query_positions, n_pos, "query_positions", f"position of the {n_pos}-token sequence")

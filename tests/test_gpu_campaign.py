@@ -9,14 +9,17 @@ planned it makes each step sleep.
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import sys
 import time
 from pathlib import Path
 
 import pytest
 import torch
 from click.testing import CliRunner
-from helpers import load_script
+from helpers import ROOT, load_script
 
 from training import make_run_config
 from training import train_ensemble
@@ -288,3 +291,72 @@ def test_bad_use_is_refused_with_a_line(tmp_path: Path) -> None:
     changed = CliRunner().invoke(main, ["next", *TINY, "--results", str(tmp_path / "c"), "--out", str(tmp_path / "r"), "--budget-seconds", "60"])
     assert changed.exit_code == 1 and "a registered cell is never changed" in changed.output
     assert not (tmp_path / "r").exists()
+
+
+# ------------------------------------------------------------------ issue 56: the lock, the record copy, damaged records
+
+
+def _visible(results: Path) -> dict[str, bytes]:
+    """The records as a reader sees them (no hidden temporary folder, no lock)."""
+    return {p.relative_to(results).as_posix(): p.read_bytes() for p in sorted(results.rglob("*"))
+            if p.is_file() and not any(part.startswith(".") for part in p.relative_to(results).parts)}  # fmt: skip
+
+
+def test_a_kill_mid_copy_leaves_the_records_as_they_were_and_the_next_call_cleans_up(tmp_path: Path) -> None:
+    """Issue 56, class 3: a part's records are written into ``.part-K.storing-<pid>`` through
+    the atomic writer and renamed into place; SIGKILL before the rename leaves the records as
+    they were (no part, nothing finished), and the next call removes the copy and trains the part."""
+    import subprocess
+
+    results = tmp_path / "results"
+    argv = [sys.executable, str(ROOT / "benchmarks" / "gpu_campaign.py"), "next", *TINY, "--results", str(results), "--out", str(tmp_path / "runs"),
+            "--budget-seconds", "300", "--efficiency", "0.5", "--max-parts", "1"]  # fmt: skip
+    env = {**os.environ, "INTERP_INIT_KILL_AT": "before:part.json:1", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    killed = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    assert killed.returncode == -9, killed.stderr
+    cell = results / "01-fig2-small-init"
+    assert [p.name for p in cell.iterdir() if p.name.startswith(".part-1.storing-")] and not (cell / "part-1").exists()
+    assert set(_visible(results)) == {"01-fig2-small-init/cell.json"}
+    status = CliRunner().invoke(_main(), ["status", "--scale", "tiny", "--results", str(results)])
+    assert status.exit_code == 0 and "## 01-fig2-small-init: 0 of 27 runs finished" in status.output
+    again = _next(tmp_path, "--max-parts", "1")
+    assert again.exit_code == 0 and "the copy of a part a killed call left" in again.output, again.output
+    assert not list(results.rglob(".part-*")) and not list(results.rglob(".lock")) and _part(tmp_path, "01-fig2-small-init", 1)["status"] == "complete"
+
+
+def test_a_second_next_on_the_same_folders_is_refused_by_name(tmp_path: Path) -> None:
+    """Issue 56, class 2: ``next`` holds the project's lock on --results and --out; a second
+    one meanwhile is one line, exit 2, before it trains anything."""
+    from interp_init.fileio import hold_folder
+
+    for held in ("results", "runs"):
+        (tmp_path / held).mkdir(exist_ok=True)
+        with hold_folder(tmp_path / held, "is held by the test ({owner})"):
+            second = _next(tmp_path, "--max-parts", "1")
+        option = "--results" if held == "results" else "--out"
+        assert second.exit_code == 2 and f"is in use by another gpu_campaign.py next (pid {os.getpid()}); wait for it to finish, or give another {option}" in second.output, second.output
+        assert not list((tmp_path / "results").rglob("part.json")) and not list((tmp_path / "runs").rglob("*.json"))
+
+
+def test_a_damaged_part_or_cell_record_is_one_line_naming_it(tmp_path: Path) -> None:
+    """Issue 56, class 4: ``status`` and ``next`` on a cut ``part.json`` or run record, ``next``
+    on a cut ``cell.json``: one line naming the file, exit 2, nothing written; a run folder that
+    is a symlink is refused by name (class 5)."""
+    assert _next(tmp_path, "--max-parts", "1").exit_code == 0
+    part = tmp_path / "results" / "01-fig2-small-init" / "part-1"
+    for damaged in (part / "part.json", part / "seed=9001__lr=0.0001" / "metrics.json", part.parent / "cell.json"):
+        whole = damaged.read_bytes()
+        damaged.write_bytes(whole[: len(whole) // 2])
+        before = _visible(tmp_path / "results")
+        status = ["status", "--scale", "tiny", "--results", str(tmp_path / "results")]
+        for argv in ([status] if damaged.name != "cell.json" else []) + [None]:  # status reads no cell.json
+            done = CliRunner().invoke(_main(), argv) if argv else _next(tmp_path, "--max-parts", "1")
+            lines = [line for line in done.output.splitlines() if "error" in line.lower()]
+            assert done.exit_code == 2 and len(lines) == 1 and str(damaged) in lines[0] and "Traceback" not in done.output, (damaged, done.output)
+        assert _visible(tmp_path / "results") == before
+        damaged.write_bytes(whole)
+    run = part / "seed=9001__lr=0.0001"  # symlinks, one rule (as experiments/store.py's): a linked run is refused, never skipped
+    shutil.move(str(run), str(tmp_path / "moved"))
+    run.symlink_to(tmp_path / "moved")
+    done = CliRunner().invoke(_main(), ["status", "--scale", "tiny", "--results", str(tmp_path / "results")])
+    assert done.exit_code == 2 and f"{run} is a symlink" in done.output, done.output

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -251,3 +252,73 @@ def test_where_the_strict_answer_appears_lists_each_stored_study_with_its_closes
     rows = _rows(root / "README.md")[1:]
     assert rows[1][0].startswith("paper-statistic-401-403: `tiny`, depth 2, peak lr 0.001-0.002 (2 lrs), ")
     assert rows[1][1:] == ["1, 2 x 2 lrs (4 runs)", _rate(1, 4), _rate(1, 4), "0.90 (seed 1, lr 0.001, (3,4) 0.95)"]
+
+
+def test_a_nested_block_is_reported_and_never_erased(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 56, class 6: a text block inside a table block would vanish when the outer one is
+    written; it is reported as an unpaired marker is (exit 1), and the page is left as it is."""
+    root = tmp_path / "repo"
+    (root / "docs").mkdir(parents=True)
+    page = root / "docs" / "page.md"
+    text = "# p\n\n<!-- table:gpu-race -->\n| a |\n<!-- text:readme-gpu -->x<!-- /text:readme-gpu -->\n<!-- /table:gpu-race -->\n"
+    page.write_text(text)
+    for args in ((), ("--check",)):
+        code, _, err = _check(root, capsys, *args)
+        assert code == 1 and "docs/page.md:5: the marker <!-- text:readme-gpu --> lies inside the block table:gpu-race; blocks do not nest" in err, err
+        assert page.read_text() == text
+
+
+def _verification_root(tmp_path: Path) -> tuple[Path, Path]:
+    root, records = tmp_path / "repo", tmp_path / "records"
+    (root / "docs").mkdir(parents=True)
+    _stored_verification(records)
+    _stored_paper_statistic(records)
+    study = records / results_tables.STUDY_NAMES["verification"]  # its manifest lists every file, as store.py writes it
+    files = {p.relative_to(study).as_posix(): {"sha256": hashlib.sha256(p.read_bytes()).hexdigest()} for p in sorted(study.rglob("*")) if p.is_file() and p.name != STORED_STUDY_FILE}
+    (study / STORED_STUDY_FILE).write_text(json.dumps({"format": STUDY_FORMAT, "kind": "reproduction", "files": files}))
+    (root / "README.md").write_text("# r\n\n<!-- table:readme-verification -->\n<!-- /table:readme-verification -->\n")
+    (root / "docs" / "other.md").write_text("# o\n\n<!-- table:gpu-race -->\nkept\n<!-- /table:gpu-race -->\n")
+    return root, records
+
+
+def _cut(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2])
+
+
+DAMAGES = {
+    "metrics.json cut": (lambda root, study: _cut(next(study.rglob("metrics.json"))), "metrics.json is not the file that was stored"),
+    "stored-study.json cut": (lambda root, study: _cut(study / STORED_STUDY_FILE), "stored-study.json is not valid JSON"),
+    "a seed folder moved away": (lambda root, study: shutil.move(str(study / "seed-2"), str(root.parent / "seed-2")), "seed-2/id-ood/large-init/config.json is missing, though stored-study.json lists it"),
+    "README not UTF-8": (lambda root, study: (root / "README.md").write_bytes(b"# r \xff\xfe\n"), "README.md is not UTF-8 text (byte 4)"),
+    "a run added by hand": (lambda root, study: shutil.copytree(study / "seed-1", study / "seed-9"), "seed-9/id-ood/large-init/config.json is not one of the stored files"),
+    "a folder named like a page": (lambda root, study: (root / "docs" / "dir.md").mkdir(), "docs/dir.md is a folder, not a page"),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+def test_damaged_records_and_pages_are_one_line_each_and_exit_2(damage: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 56, class 4: a damaged record or page is one line naming it (exit 2), the other
+    blocks are still checked, and no page is rewritten from damaged records."""
+    root, records = _verification_root(tmp_path)
+    assert _check(root, capsys, "--records", str(records))[0] == 0
+    pages = {p: p.read_bytes() for p in (root / "README.md", root / "docs" / "other.md")}
+    make, said = DAMAGES[damage]
+    make(root, records / results_tables.STUDY_NAMES["verification"])
+    pages = {p: p.read_bytes() for p in pages}
+    for args in (("--check",), ()):
+        code, out, err = _check(root, capsys, "--records", str(records), *args)
+        errors = [line for line in err.splitlines() if line.startswith("tables.py: error:")]
+        assert code == 2 and len(errors) == 1 and said in errors[0] and "Traceback" not in err, err
+        assert "damaged inputs (exit 2)" in out
+        assert {p: p.read_bytes() for p in pages} == pages
+
+
+def test_a_mistyped_records_folder_or_a_root_without_pages_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Decided (issue 56): a ``--records`` that is not a folder, or a ``--root`` holding no page,
+    is bad input (exit 2), not a check of 0 blocks that passes."""
+    root, records = _verification_root(tmp_path)
+    code, _, err = _check(root, capsys, "--records", str(records) + "-typo", "--check")
+    assert code == 2 and "--records" in err and "does not exist" in err
+    (tmp_path / "empty").mkdir()
+    code, _, err = _check(tmp_path / "empty", capsys, "--check")
+    assert code == 2 and err.count("\n") == 1 and "holds no page (README.md or docs/*.md); give the repository's root" in err, err

@@ -77,3 +77,20 @@ def test_nothing_is_trained_loaded_or_written_in_stored_records(finished: Path, 
         err = capsys.readouterr().err
         assert "stored records" in err and err.count("\n") == 1, err
     assert sorted(p.name for p in study.iterdir()) == ["run", STORED_STUDY_FILE]  # nothing made
+
+
+def test_nothing_is_trained_or_written_in_the_campaigns_records(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Decided (issue 56): the GPU campaign's records (a cell folder, marked by its cell.json,
+    and its parts) are records as stored studies are: ``train --out`` there is refused, so no
+    weights or checkpoints land among them."""
+    from training.cli import main
+
+    cell = tmp_path / "campaign" / "01-fig2-small-init"
+    (cell / "part-1" / "seed=1").mkdir(parents=True)
+    (cell / "cell.json").write_text("{}")
+    before = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*"))
+    for out in (cell / "part-1" / "new", cell / "new", cell / "part-1" / "seed=1"):
+        assert main(["train", "--preset", "tiny", "--epochs", "1", "--device", "cpu", "--out", str(out), "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert f"is in the GPU campaign's records {cell}" in err and err.count("\n") == 1, err
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == before

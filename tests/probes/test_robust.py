@@ -340,6 +340,10 @@ REFUSED = [
     ("cluster seed float", lambda: cluster_scores(torch.randn(6, 3), {"a": [0, 0, 1, 1, 2, 2]}, columns=None, seed=1.5), "seed must be an integer >= 0"),
     ("key_position from the end", lambda: input_grid([30, 31], [(1, 2)], key_position=-1), r"key_position=-1 is not a key position \(anchors follow at \+1, \+2\): use 0\.\.6$"),
     ("names not names", lambda: masked_run(kind_model("standard"), anchor_data().tokens, 2, names_filter=3), "names_filter must be hook names"),
+    ("masked_run without layers", lambda: masked_run(foreign_model(n_layers=0), torch.tensor([[1, 2, 3, 4]]), [0, 1, 2]), "masked_run: the model has 0 layers, so it has no attention to mask"),
+    ("attention patterns without layers", lambda: attention_patterns(foreign_model(n_layers=0), torch.tensor([[1, 2, 3, 4]])), "layers: there is no layer of this 0-layer model"),
+    ("attention_mask on the meta device", lambda: masked_run(kind_model("standard"), torch.tensor([[1, 2, 3, 4]]), 1, attention_mask=torch.ones(1, 4, dtype=torch.long, device="meta")), "attention_mask is on the meta device"),
+    ("tokens on the meta device", lambda: masked_run(kind_model("standard"), anchor_data().tokens.to("meta"), 2), r"tokens are on the meta device \(a shape without data\)"),
 ]
 
 
@@ -412,3 +416,14 @@ def test_a_diverged_model_is_refused_not_analysed(call, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         call(model)
     assert n_hooks(model) == 0
+
+
+def test_the_doubtful_cases_decided_in_issue_56(tmp_path) -> None:
+    """Decided (docs/reliability.md): a labeling with one class scores NaN (undefined), one row
+    kept; ``read_paths`` of a missing file is Python's FileNotFoundError naming it."""
+    import probes
+
+    row = cluster_scores(torch.randn(6, 3), {"a": [0] * 6}, columns=None).iloc[0]
+    assert row["n_labels"] == 1 and np.isnan(row["silhouette"]) and np.isnan(row["ari"])
+    with pytest.raises(FileNotFoundError, match="paths.csv"):
+        probes.read_paths(tmp_path / "paths.csv")

@@ -25,6 +25,7 @@ from interp_init import fileio
 from interp_init.fileio import atomic_write
 from interp_init.outputs import OUTPUTS_RECORD, check_output_file, write_output
 from training.cli import cli, main
+from training.cli.errors import run_command
 from training.config import make_run_config
 from training.config import one_line
 
@@ -164,15 +165,8 @@ def _argv(option: str, target: str) -> tuple[Callable[[list[str]], int], list[st
     command = load_script(script)
     group = command.cli if hasattr(command, "cli") else command.main
 
-    def run(args: list[str]) -> int:
-        try:
-            group.main(args=args, standalone_mode=False)
-        except click.UsageError as err:
-            print(f"Error: {err.format_message()}", file=sys.stderr)
-            return 2
-        except SystemExit as exit_:  # a script that says its error itself (experiments/store.py)
-            return int(exit_.code or 0)
-        return 0
+    def run(args: list[str]) -> int:  # as the script's process runs it: through the one error layer
+        return run_command(group, args, script)
 
     return run, argv
 
@@ -305,3 +299,84 @@ def test_every_input_path_too_long_is_one_line_naming_it(places: Path, capsys: p
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert "Traceback" not in err and "metrics.json" not in err and "config.json" not in err, err
+
+
+# ------------------------------------------------------------------ issue 56: every script's numbers and errors
+
+
+#: Number options of ``interp-init`` validated by the dataclass they fill, which refuses a
+#: non-finite or out-of-range value naming the field (tests/training/test_hostile.py).
+VALIDATED_BY_THEIR_DATACLASS = {
+    **{f"interp-init train {name}": "RunConfig" for name in ("gamma", "gamma_embed", "gamma_qk", "gamma_vo", "gamma_mlp", "gamma_unembed", "lr", "warmup_start_lr", "min_lr",
+                                                            "warmup_epochs", "cosine_epochs", "weight_decay", "beta1", "beta2", "eps", "grad_clip", "stop_below_loss")},
+    **{f"interp-init phase-diagram {name}": "the phase diagram's thresholds" for name in ("id_threshold", "ood_threshold", "loss_threshold", "pair_threshold")},
+}  # fmt: skip
+
+
+def _scripts() -> dict[str, click.Command]:
+    """Each click script's own top-level command or group, by path."""
+    found = {}
+    for path in sorted([*ROOT.glob("experiments/*.py"), *ROOT.glob("benchmarks/*.py")]):
+        if "import click" in path.read_text():
+            module = load_script(path.relative_to(ROOT).as_posix())
+            commands = [o for o in vars(module).values() if isinstance(o, click.Command) and getattr(o.callback, "__module__", None) == module.__name__]
+            grouped = {id(sub) for group in commands if isinstance(group, click.Group) for sub in group.commands.values()}
+            found |= {path.relative_to(ROOT).as_posix(): c for c in commands if id(c) not in grouped}
+    return found
+
+
+def test_every_script_runs_through_the_one_error_layer() -> None:
+    """Every click script of experiments/ and benchmarks/ is a ``Script`` (or ``ScriptGroup``):
+    its errors are one line and exit 2, SIGINT/SIGTERM 130/143, as ``interp-init``'s."""
+    from training.cli.errors import Script, ScriptGroup
+
+    scripts = _scripts()
+    assert len(scripts) >= 13 and {name: type(c).__name__ for name, c in scripts.items() if not isinstance(c, (Script, ScriptGroup))} == {}
+
+
+def _number_options() -> dict[str, click.Parameter]:
+    return {f"{name} {p.name}": p for name, command in _commands().items() for p in command.params
+            if isinstance(p.type, (click.types.FloatParamType, click.types.IntParamType)) or type(p.type).__name__ == "Number"}  # fmt: skip
+
+
+def test_every_number_option_is_finite_and_bounded_by_the_projects_type() -> None:
+    """Every float option of every command (and every integer option of the scripts that are
+    not speed benchmarks) is a :class:`training.cli.flags.Number` (finite, bounded, named in the
+    message), or is validated by the dataclass it fills; click's ``FloatRange`` lets nan through."""
+    from training.cli.flags import Number
+
+    loose = {name for name, p in _number_options().items() if not isinstance(p.type, Number) and name not in VALIDATED_BY_THEIR_DATACLASS
+             and (isinstance(p.type, click.types.FloatParamType) or not name.startswith(("interp-init", "benchmarks/bench", "benchmarks/bf16")))}  # fmt: skip
+    counted = {name for name in loose if isinstance(_number_options()[name].type, click.types.IntParamType) and not name.split()[-1].startswith("slurm_")}
+    from test_guards_studies import COUNTS, NOT_COUNTS
+
+    scheduler = {name for name in loose if name.split()[-1].startswith("slurm_")}  # the --slurm-* counts: the scheduler's own refusal bounds them
+    assert loose - counted - scheduler == set() and counted <= set(COUNTS) | set(NOT_COUNTS)  # the other integers: bounded by the counts test
+
+
+def _script_numbers() -> list[tuple[str, str]]:
+    from training.cli.flags import Number
+
+    out = []
+    for option, p in sorted(_number_options().items()):
+        if isinstance(p.type, Number) and not option.startswith("interp-init"):
+            for value in ("nan", "inf", "-inf", "1e300") + (("2.5",) if p.type.integer else ()):
+                out.append((option, value))
+    return out
+
+
+@pytest.mark.parametrize(("option", "value"), _script_numbers(), ids=[f"{o.split('/')[-1]}={v}" for o, v in _script_numbers()])
+def test_every_scripts_number_refuses_nan_inf_and_out_of_bounds(option: str, value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 56, class 1: nan, inf, -inf, a huge number (and a fraction for an integer) at any
+    number option of any script: exit 2, the flag named, no traceback, nothing written."""
+    from training.cli.errors import run_command
+
+    monkeypatch.chdir(tmp_path)
+    script, *sub, _name = option.split()
+    command = _scripts()[script]
+    param = _number_options()[option]
+    flag = max(param.opts, key=len)
+    assert run_command(command, [*sub, flag, value], script.split("/")[-1]) == 2
+    err = capsys.readouterr().err
+    assert f"'{flag}'" in err and ("finite" in err or "out of bounds" in err or "is not an integer" in err) and "Traceback" not in err, err
+    assert list(tmp_path.iterdir()) == []

@@ -134,3 +134,114 @@ def test_the_gpu_suite_records_read_as_stored() -> None:
     assert study.kind == "gpu-suite" and len(records) == 6 and {r.status for r in records} == {RunStatus.INTERRUPTED}
     assert {r.epochs_run for r in records} == {94} and study.get("commit") == "dc2ea08"
     assert all((r.path / STORED_FILE).is_file() for r in records)
+
+
+# ------------------------------------------------------------------ issue 56: the lock, kills, symlinks, damaged input
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_second_store_into_the_same_place_is_refused_by_name(study: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 56, class 2: every store holds the project's lock on DEST's parent; a second one
+    meanwhile is one line, exit 2, and writes nothing."""
+    from interp_init.fileio import hold_folder
+
+    (tmp_path / "results").mkdir()
+    with hold_folder(tmp_path / "results", "is held by the test ({owner})"):
+        code, _, err = _store([str(study), str(tmp_path / "results" / "d"), *INFO], capsys)
+    assert code == 2 and err.count("\n") == 1 and "is being stored into by another experiments/store.py (pid" in err, err
+    assert [p.name for p in (tmp_path / "results").iterdir()] == []
+
+
+@pytest.mark.parametrize(("signum", "code", "line"), [(15, 143, "terminated (SIGTERM)"), (2, 130, "aborted")], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_mid_store_leaves_the_records_as_they_were(signum: int, code: int, line: str, study: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 56, class 3 (and a doubtful case, decided: SIGINT is 130, as ``interp-init``'s):
+    SIGTERM or SIGINT while the copy is written: one line, exit 143 or 130, no temporary
+    folder, and the records DEST held before (a ``--replace``) unchanged."""
+    import os
+
+    dest = tmp_path / "dest"
+    assert _store([str(study), str(dest), *INFO], capsys)[0] == 0
+    before = _tree(dest)
+    store = load_script("experiments/store.py")
+    real, calls = store.atomic_write, []
+
+    def write_then_stop(path, data):
+        calls.append(path)
+        if len(calls) == 3:
+            os.kill(os.getpid(), signum)
+        return real(path, data)
+
+    monkeypatch.setattr(store, "atomic_write", write_then_stop)
+    with pytest.raises(SystemExit) as done:
+        store.main([str(study), str(dest), *INFO, "--replace", "--note", "second"])
+    err = capsys.readouterr().err
+    assert done.value.code == code and err == f"store.py: {line}\n", err
+    assert _tree(dest) == before and sorted(p.name for p in tmp_path.iterdir()) == ["dest"]
+
+
+def test_a_store_killed_mid_copy_is_cleaned_up_by_the_next(study: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 56, class 3: SIGKILL while the copy is written leaves ``.DEST.storing-<pid>``
+    beside the records, which stay as they were; the next store removes it, whoever left it."""
+    import os
+    import subprocess
+    import sys
+
+    from helpers import ROOT
+
+    dest = tmp_path / "dest"
+    assert _store([str(study), str(dest), *INFO], capsys)[0] == 0
+    before = _tree(dest)
+    env = {**os.environ, "INTERP_INIT_KILL_AT": "before:metrics.json:2", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    killed = subprocess.run([sys.executable, str(ROOT / "experiments" / "store.py"), str(study), str(dest), *INFO, "--replace"], env=env, capture_output=True, text=True, check=False)
+    assert killed.returncode == -9, killed.stderr
+    left = [p.name for p in tmp_path.iterdir() if p.name not in ("dest", ".lock")]  # the dead store's lock, no longer held
+    assert len(left) == 1 and left[0].startswith(".dest.storing-") and _tree(dest) == before
+    code, _, err = _store([str(study), str(dest), *INFO, "--replace", "--note", "after the kill"], capsys)
+    assert code == 0, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dest"] and json.loads((dest / STORED_STUDY_FILE).read_text())["note"] == "after the kill"
+
+
+def test_symlinks_are_refused_by_one_rule(study: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 56, class 5: records are plain files and folders: a symlinked run in SOURCE, a
+    symlinked file for --mark, a DEST that is a dangling link or a link to an empty folder are
+    refused by name before anything is written (no run is dropped without a word)."""
+    linked = tmp_path / "linked"
+    shutil.copytree(study, linked)
+    run = linked / "seed-3" / "symmetric" / "large-init"
+    shutil.move(str(run), str(tmp_path / "elsewhere"))
+    run.symlink_to(tmp_path / "elsewhere")
+    code, _, err = _store([str(linked), str(tmp_path / "a"), *INFO], capsys)
+    assert code == 2 and f"{run} is a symlink" in err and not (tmp_path / "a").exists()
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "to-empty").symlink_to(tmp_path / "empty")
+    for name in ("dangling", "to-empty"):
+        code, _, err = _store([str(study), str(tmp_path / name), *INFO], capsys)
+        assert code == 2 and err.count("\n") == 1 and f"DEST {tmp_path / name} is a symlink" in err, err
+    assert not (tmp_path / "nowhere").exists() and list((tmp_path / "empty").iterdir()) == []
+    old = tmp_path / "old"
+    shutil.copytree(study / "seed-3", old)
+    for weights in old.rglob("model.safetensors"):
+        weights.unlink()
+    (old / "symmetric" / "small-init" / "notes.txt").symlink_to(tmp_path / "outside.txt")
+    (tmp_path / "outside.txt").write_text("not the run's")
+    code, _, err = _store(["--mark", "runs", str(old), *INFO], capsys)
+    assert code == 2 and "notes.txt is a symlink" in err and not (old / STORED_STUDY_FILE).exists()
+
+
+@pytest.mark.parametrize(("damage", "said"), [({"per_seed": []}, "has an empty or misshapen per_seed"), ({"preset": None}, "has no 'preset'")])
+def test_a_damaged_summary_is_one_line(damage: dict, said: str, study: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 56, class 4: a summary without seeds' rows or without its preset: one line, exit 2."""
+    source = tmp_path / "source"
+    shutil.copytree(study, source)
+    summary = json.loads((source / "summary.json").read_text())
+    summary.update({k: v for k, v in damage.items() if v is not None})
+    for key in (k for k, v in damage.items() if v is None):
+        del summary[key]
+    (source / "summary.json").write_text(json.dumps(summary))
+    code, _, err = _store([str(source), str(tmp_path / "d"), *INFO], capsys)
+    assert code == 2 and err.count("\n") == 1 and said in err and "summary.json" in err, err
+    assert not (tmp_path / "d").exists()

@@ -280,3 +280,15 @@ def test_the_trainer_hands_its_history_and_checkpoints_to_its_sinks_and_resumes_
         assert torch.equal(a, b)
     with pytest.raises(ValueError, match="a deadline needs a run folder"):
         fit(cfg, device="cpu", progress=False, deadline=time.monotonic())  # nowhere to hand the checkpoint
+
+
+def test_eval_samples_is_an_upper_bound_recorded_as_asked(tmp_path: Path) -> None:
+    """Decided (issue 56, docs/reliability.md): ``eval_samples`` above the training set is kept
+    in the config as asked (its digest does not depend on the data's size) and measures on
+    every training sample, as ``eval_samples = n_train`` does."""
+    big = make_run_config("tiny", epochs=1, n_train=256, eval_samples=10**9)
+    same = make_run_config("tiny", epochs=1, n_train=256, eval_samples=256)
+    train(big, tmp_path / "big", device="cpu", progress=False)
+    train(same, tmp_path / "same", device="cpu", progress=False)
+    assert json.loads((tmp_path / "big" / "config.json").read_text())["train"]["eval_samples"] == 10**9
+    assert read_metrics(tmp_path / "big")["final"]["train_acc"] == read_metrics(tmp_path / "same")["final"]["train_acc"]

@@ -37,6 +37,7 @@ import click
 
 import interp_init
 from interp_init.runfolder import RunStatus
+from training.cli.errors import run_command
 from training.cli.flags import (
     PRESET_CHOICES,
     RegistryChoice,
@@ -47,9 +48,9 @@ from training.cli.flags import (
     run_options,
     slurm_options,
 )
-from training.config import PRECISIONS, check_cores, check_device, default_preset, one_line, parse_workers
+from training.config import PRECISIONS, check_cores, check_device, default_preset, parse_workers
 from training.launch.backends import backend_names
-from training.launch.executor import Stopped, ignore_stopping, signals_raise
+from training.launch.executor import ignore_stopping
 from training.launch.slurm import submitted_line
 from training.studies.phase.names import FIGURE_NAMES, ID_THRESHOLD, LOSS_THRESHOLD, OOD_THRESHOLD, PAIR_ACC_THRESHOLD
 from training.studies.population import failed_criteria, protocol_summary, train_study
@@ -618,42 +619,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(args: list[str]) -> int:
-    code: int | None = None  # set once the command has finished
-    try:
-        # SIGTERM, SIGINT and SIGHUP raise (training.launch.executor): locks, temporary files and
-        # worker processes are cleaned up, then one line and the exit code 128 + signal.
-        with signals_raise():
-            rv = cli.main(args=args, prog_name="interp-init", standalone_mode=False, obj={"argv": args})
-            code = rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
-    except Stopped as exc:
-        if code is not None:  # the signal came after the command had finished: its work is whole
-            click.echo(
-                f"interp-init: {exc.message.split(' (')[0]} after the command had finished; its work is complete",
-                err=True,
-            )
-            return code
-        click.echo(f"interp-init: {exc.message}", err=True)
-        return exc.exit_code
-    except click.exceptions.Exit as exc:  # pragma: no cover - click returns it in non-standalone mode
-        return int(exc.exit_code)
-    except click.ClickException as exc:
-        exc.show()
-        return exc.exit_code
-    except click.exceptions.Abort:  # a KeyboardInterrupt raised by other means than SIGINT
-        click.echo("interp-init: aborted", err=True)
-        return 130
-    except (ValueError, OSError) as exc:
-        click.echo(f"interp-init: error: {one_line(exc)}", err=True)
-        return 2
-    except (RuntimeError, MemoryError) as exc:
-        from training.trainer.preflight import out_of_memory_message
-
-        message = out_of_memory_message(exc)
-        if message is None:
-            raise
-        click.echo(f"interp-init: error: {message}", err=True)
-        return 2
-    return code
+    # SIGTERM, SIGINT and SIGHUP raise (training.launch.executor): locks, temporary files and
+    # worker processes are cleaned up, then one line and the exit code 128 + signal.
+    return run_command(cli, args, "interp-init", obj={"argv": args})
 
 
 if __name__ == "__main__":  # pragma: no cover

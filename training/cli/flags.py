@@ -37,6 +37,45 @@ class RegistryChoice(click.Choice):
         pass
 
 
+class Number(click.ParamType):
+    """A finite number (``float``, or ``int`` with ``integer=True``) within bounds, the type of
+    every number option of ``interp-init`` and of the scripts in ``experiments/`` and
+    ``benchmarks/``: ``nan``, ``inf`` and a value out of bounds are refused naming the flag, the
+    bounds and the value (click's ``FloatRange`` lets ``nan`` through, which no comparison
+    refuses).  ``minimum``/``maximum`` are inclusive unless ``min_open``/``max_open``; ``maximum``
+    defaults to 1e12 (a number no option means), so every number is bounded."""
+
+    def __init__(self, minimum: float | None = None, maximum: float = 1e12, *, min_open: bool = False, max_open: bool = False, integer: bool = False) -> None:
+        self.minimum, self.maximum, self.min_open, self.max_open, self.integer = minimum, maximum, min_open, max_open, integer
+        self.name = "integer" if integer else "number"
+
+    def bounds(self) -> str:
+        """The bounds as a message states them (``a number > 0 and <= 1``)."""
+        low = "" if self.minimum is None else f"{'>' if self.min_open else '>='} {self.minimum:g}"
+        high = f"{'<' if self.max_open else '<='} {self.maximum:g}"
+        return f"{'an integer' if self.integer else 'a finite number'} {low + ' and ' if low else ''}{high}"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        import math
+
+        if isinstance(value, bool):
+            self.fail(f"{value!r} is not {self.bounds()}", param, ctx)
+        try:
+            number = (int(value) if isinstance(value, int) else int(str(value).strip())) if self.integer else float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not {self.bounds()}", param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number: give {self.bounds()}", param, ctx)
+        low_bad = self.minimum is not None and (number <= self.minimum if self.min_open else number < self.minimum)
+        high_bad = number >= self.maximum if self.max_open else number > self.maximum
+        if low_bad or high_bad:
+            self.fail(f"{value!r} is out of bounds: give {self.bounds()}", param, ctx)
+        return number
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:  # type: ignore[override]
+        return "INTEGER" if self.integer else "NUMBER"
+
+
 _CLICK_TYPES: dict[str, Any] = {"int": int, "float": float, "str": str}
 _METAVARS: dict[str, str] = {"int": "INTEGER", "float": "NUMBER", "str": "NAME"}
 
@@ -120,7 +159,7 @@ _SLURM_TYPES: dict[str, Any] = {
     "str": str,
     "int0": click.IntRange(min=0),
     "int1": click.IntRange(min=1),
-    "float": click.FloatRange(min=0, min_open=True),
+    "float": Number(0, min_open=True),
 }
 
 
