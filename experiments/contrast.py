@@ -36,6 +36,7 @@ from pathlib import Path
 import click
 
 from interp_init.tasks.anchor import FLIP_CRITERIA, ID_THRESHOLD
+from training.cli.errors import ScriptGroup
 from training.studies.population import exact_interval
 from training.studies.records import Pick, RunRecord, pick_paper
 from training.studies.study import StudySpec, run_dirs
@@ -463,7 +464,7 @@ def figure(small: InitSweep, large: InitSweep, cells: dict[tuple[int, float], Ce
 # ----------------------------------------------------------------------------- the command
 
 
-@click.group()
+@click.group(cls=ScriptGroup)
 def main() -> None:
     """The Fig. 2 contrast and the gamma slice (docs/fig2-contrast.md), read from sweep folders."""
 
@@ -488,24 +489,28 @@ def slice_(folders: tuple[Path, ...]) -> None:
 @click.option("--small", "small", multiple=True, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path), help="A small-init seed x lr sweep folder.")
 @click.option("--large", "large", multiple=True, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path), help="A large-init seed x lr sweep folder.")
 @click.option("--slice", "slices", multiple=True, type=click.Path(exists=True, file_okay=False, path_type=Path), help="A gamma-slice sweep folder (adds the heatmaps).")
-@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="The PNG to write (replaced only if this command wrote it: a .png made by it).")
+@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="The .png to write: a new file, or one this figure command wrote before and nobody changed.")
 def figure_(small: tuple[Path, ...], large: tuple[Path, ...], slices: tuple[Path, ...], out: Path) -> None:
     """Fig. 2 at CPU scale as a PNG (through kaleido and a headless Chromium)."""
-    import os
-    import tempfile
-
-    from training.studies.report.page import StaticExportUnavailable, write_images
+    from interp_init.outputs import check_output_folder
+    from interp_init.paths import check_path_names
+    from training.studies.report.page import IMAGE_PURPOSE, StaticExportUnavailable, slug, write_images
 
     if out.suffix != ".png":
-        raise click.BadParameter(f"{out}: give a .png path", param_hint="--out")
+        raise click.UsageError(f"--out {out}: name a .png file")
+    try:  # the one output guard, before any work: not in a run or study folder, nor over a file it did not write
+        check_path_names(out, "--out")
+        check_output_folder(out.parent, IMAGE_PURPOSE, [out.name], "--out")
+    except ValueError as err:
+        raise click.UsageError(str(err)) from err
+    if slug(out.stem) != out.stem:
+        raise click.UsageError(f"--out {out}: name the file with letters, digits and _ . - only (e.g. {slug(out.stem)}.png)")
     fig = figure(InitSweep.read(small), InitSweep.read(large), slice_cells(slices) if slices else None)
-    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
-        try:
-            (written,) = write_images({out.stem: fig}, Path(tmp) / "images", width=1000, scale=1.5)
-        except StaticExportUnavailable as err:
-            raise click.ClickException(str(err)) from None
-        os.replace(written, out)
-    click.echo(f"wrote {out}")
+    try:
+        (written,) = write_images({out.stem: fig}, out.parent, "png", width=1000, scale=1.5, option="--out")
+    except StaticExportUnavailable as err:
+        raise click.ClickException(str(err)) from None
+    click.echo(f"wrote {written}")
 
 
 if __name__ == "__main__":

@@ -23,17 +23,16 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from interp_init.fileio import file_sha256
+from interp_init.pretrained import INDEX_FILE, MODEL_FILES, PRETRAINED_DIR
+from training.cli.errors import Script
 
-from interp_init.fileio import file_sha256  # noqa: E402
-from interp_init.pretrained import INDEX_FILE, MODEL_FILES, PRETRAINED_DIR  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 #: The index's format; and the mark of a model folder this script made.
 FORMAT = 1
@@ -58,7 +57,7 @@ def _compare(run: Path, record: Path) -> dict[str, Any]:
     }
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(cls=Script, context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("source", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--command", "command_", required=True, help="The exact command that trained SOURCE.")
 @click.option("--commit", required=True, help="The commit of the code that trained it.")

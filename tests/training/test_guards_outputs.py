@@ -36,6 +36,8 @@ INPUTS = {
     "experiments/search_cpu.py status root", "experiments/search_cpu.py json root", "experiments/search_cpu.py table root",
     "experiments/search_cpu.py rates folders", "experiments/store.py source", "experiments/tables.py records",
     "experiments/package_pretrained.py source", "experiments/package_pretrained.py records",  # it writes only interp_init/pretrained/, its own
+    "experiments/contrast.py fig2 small", "experiments/contrast.py fig2 large", "experiments/contrast.py slice folders",
+    "experiments/contrast.py figure small", "experiments/contrast.py figure large", "experiments/contrast.py figure slices",
 }  # fmt: skip
 #: Path-valued options whose command edits files it did not make, and why that is its job.
 IN_PLACE = {
@@ -53,6 +55,7 @@ OUTPUTS: dict[str, list[str]] = {
     "interp-init report out": ["R/x.html", "mine.html", "S/sweep.json", "ro/x.html", "x.png", "long"],
     "interp-init report images": ["R", "S", "R/sub", "imgs", "ro/imgs", "r.html", "long"],
     "experiments/race.py figure": ["R/x.png", "S/x.png", "ro/x.png", "imgs/curves.png", "long.png"],
+    "experiments/contrast.py figure out": ["R/x.png", "S/x.png", "ro/x.png", "imgs/curves.png", "long.png"],
     "experiments/search_cpu.py run root": ["R", "S", "S/sub", "R/sub", "ro/root", "long"],
     "benchmarks/gpu_suite.py out": ["R", "S", "S/sub", "R/sub", "ro/x", "long"],
     "benchmarks/gpu_campaign.py out": ["R", "S", "S/sub", "R/sub", "ro/x", "long"],
@@ -151,6 +154,7 @@ def _argv(option: str, target: str) -> tuple[Callable[[list[str]], int], list[st
         "interp-init report out": ["report", "R", "--out", target, "--per-pair", "2"],
         "interp-init report images": ["report", "R", "--out", "r.html", "--images", target, "--per-pair", "2"],  # r.html: both at one path
         "experiments/race.py figure": ["S", "--figure", target],
+        "experiments/contrast.py figure out": ["figure", "--small", "S", "--large", "S", "--out", target],
         "experiments/search_cpu.py run root": ["run", "--root", target, "task=symmetric,d_model=16,n_train=300,epochs=1"],
         "benchmarks/gpu_suite.py out": ["--out", target, "--scale", "tiny", "--device", "cpu", "--seeds", "0", "--task", "symmetric", "--peak-tflops", "1", "--efficiency", "0.5", "--probe-steps", "0"],
         **{f"benchmarks/gpu_campaign.py {name}": ["next", "--scale", "tiny", "--device", "cpu", "--peak-tflops", "1", "--budget-seconds", "1",
