@@ -11,6 +11,10 @@ importable from its module, e.g. :func:`interp_init.model.save_weights` or
   own), :func:`resolve_device`;
 * gamma init of any ``HookedTransformer``: :func:`gamma_init_` (std = d_in ** -gamma) and
   :func:`init_stds` (the std each weight gets);
+* gamma init of any other ``torch.nn.Module`` (a CNN, an MLP, a diffusion U-Net, an
+  ``nn.Transformer``): :func:`gamma_init_module_` (scale = fan_in ** -gamma, normal or
+  uniform, each layer type's fan-in stated), :class:`ModuleInitConfig` and
+  :func:`module_init_plan` (each parameter's fan-in and scale);
 * a trained run: :func:`load_model` (the model of a run folder, identical logits);
 * tasks: :func:`make_task` and :func:`registered_tasks`; your own task is a :class:`Task`
   subclass with a :class:`TaskMetrics` dataclass, returning :class:`Samples`, named by its
@@ -18,6 +22,7 @@ importable from its module, e.g. :func:`interp_init.model.save_weights` or
 * :func:`quiet_deprecation`: TransformerLens' deprecation warnings silenced, for scripts.
 
 Modules: :mod:`interp_init.config`, :mod:`interp_init.architectures`, :mod:`interp_init.init`,
+:mod:`interp_init.module_init`,
 :mod:`interp_init.model`, :mod:`interp_init.runfolder` (a run's folder), the tasks
 (:mod:`interp_init.tasks.base`: what a task is and typed ``metrics.json``;
 :mod:`interp_init.tasks.registry`; :mod:`interp_init.tasks.anchor_pairs` and
@@ -46,12 +51,13 @@ except PackageNotFoundError:  # a source tree that was never installed (pip inst
 _ARCHITECTURES = ("architecture_names",)
 _CONFIG = ("InitConfig", "ModelConfig")
 _INIT = ("gamma_init_", "init_stds")
+_MODULE_INIT = ("ModuleInitConfig", "gamma_init_module_", "module_init_plan")
 _MODEL = ("build_model", "quiet_deprecation", "resolve_device")
 _RUNFOLDER = ("load_model",)
 _TASK = ("Samples", "Task", "TaskMetrics")
 _TASK_REGISTRY = ("make_task", "register_task", "registered_tasks")
 
-__all__ = sorted((*_ARCHITECTURES, *_CONFIG, *_INIT, *_MODEL, *_RUNFOLDER, *_TASK, *_TASK_REGISTRY))
+__all__ = sorted((*_ARCHITECTURES, *_CONFIG, *_INIT, *_MODULE_INIT, *_MODEL, *_RUNFOLDER, *_TASK, *_TASK_REGISTRY))
 
 
 def _module_of(name: str) -> ModuleType:
@@ -61,6 +67,8 @@ def _module_of(name: str) -> ModuleType:
         from interp_init import config as module
     elif name in _INIT:
         from interp_init import init as module
+    elif name in _MODULE_INIT:
+        from interp_init import module_init as module
     elif name in _MODEL:
         from interp_init import model as module
     elif name in _RUNFOLDER:
