@@ -206,6 +206,8 @@ def test_models_it_cannot_take_are_refused() -> None:
         gamma_init_module_(foreign_model(n_layers=1, d_model=16, n_heads=2, n_ctx=8), gamma=0.5, seed=0)
     with pytest.raises(ValueError, match="lazy module"):
         gamma_init_module_(nn.LazyLinear(3), gamma=0.5, seed=0)
+    with pytest.raises(ValueError, match=r"'weight' is on the meta device"):
+        gamma_init_module_(nn.Linear(3, 3, device="meta"), gamma=0.5, seed=0)
     with pytest.raises(ValueError, match="must be a torch.nn.Module"):
         gamma_init_module_("net", gamma=0.5)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="gamma_init_module_"):
