@@ -27,7 +27,7 @@ Convention = Literal["reference", "fan_in"]
 CONVENTIONS: tuple[Convention, ...] = get_args(Convention)
 
 
-def option(default: Any, help: str, choices: tuple[str, ...] | None = None) -> Any:  # noqa: A002 - click's word
+def option(default: Any, help: str, choices: tuple[str, ...] | None = None) -> Any:
     """A config field with its default, what it means, and its allowed values (if a list):
     the command line's ``--flag`` and help are made from these."""
     return field(default=default, metadata={"help": help, "choices": choices})

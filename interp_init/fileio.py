@@ -29,13 +29,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import glob
 import hashlib
 import json
 import os
 import re
-import contextlib
 import secrets
 import signal
 import time
@@ -44,7 +44,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from interp_init.paths import NAME_MAX, check_folder_path, check_name_length  # also the names this module has always offered
+from interp_init.paths import (  # also the names this module has always offered
+    NAME_MAX,
+    check_folder_path,
+    check_name_length,
+)
 
 try:
     import fcntl

@@ -134,7 +134,10 @@ def check_model(model: object, where: str) -> None:
     """Refuse what is not a ``HookedTransformer`` with data: a meta-device model holds
     shapes only, so nothing could be drawn into it or read from it."""
     if not isinstance(model, HookedTransformer):
-        raise ValueError(f"{where}: model must be a transformer_lens HookedTransformer, got {type(model).__name__}")
+        raise ValueError(
+            f"{where}: model must be a transformer_lens HookedTransformer, got {type(model).__name__} "
+            "(any other torch.nn.Module: interp_init.gamma_init_module_)"
+        )
     if any(param.is_meta for param in model.parameters()):
         raise ValueError(
             f"{where}: the model is on the meta device (shapes without data); build it on a real device "

@@ -22,8 +22,8 @@ from transformer_lens import HookedTransformer, HookedTransformerConfig
 
 from interp_init.architectures import install_blocks
 from interp_init.config import InitConfig, ModelConfig, config_to_dict
-from interp_init.init import gamma_init_
 from interp_init.fileio import BadRunFile, MissingRunFile, atomic_write
+from interp_init.init import gamma_init_
 
 __all__ = ["build_model", "empty_model", "load_weights", "quiet_deprecation",
            "resolve_device", "save_weights", "weights_metadata"]  # fmt: skip

@@ -29,7 +29,16 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from interp_init.fileio import LOCK_FILE, BadRunFile, atomic_write, file_sha256, hold_folder, new_folder, read_json, write_json
+from interp_init.fileio import (
+    LOCK_FILE,
+    BadRunFile,
+    atomic_write,
+    file_sha256,
+    hold_folder,
+    new_folder,
+    read_json,
+    write_json,
+)
 from interp_init.paths import check_folder_path, check_name_length, check_path_names
 from interp_init.stored import STORED_FILE, STORED_STUDY_FILE, STUDY_PAGE, refuse_stored
 

@@ -54,12 +54,32 @@ from typing import TYPE_CHECKING, Any
 
 from interp_init.config import ModelConfig
 from interp_init.fileio import (  # fmt: skip
-    BadRunFile, MissingRunFile, RunFolderBusy, atomic_write, check_folder_path, config_digest, file_sha256, folder_is_held, hold_folder,
-    json_kind, read_json, remove_made_folders, remove_stale_temporaries, write_json,
+    BadRunFile,
+    MissingRunFile,
+    RunFolderBusy,
+    atomic_write,
+    check_folder_path,
+    config_digest,
+    file_sha256,
+    folder_is_held,
+    hold_folder,
+    json_kind,
+    read_json,
+    remove_made_folders,
+    remove_stale_temporaries,
+    write_json,
 )
 from interp_init.metrics_values import check_metrics_values
 from interp_init.outputs import (  # fmt: skip
-    CHECKPOINT_FILE, CHECKPOINT_FORMAT, CONFIG_FILE, ERROR_FILE, METRICS_FILE, WEIGHTS_FILE, looks_like_run, refuse_inside_run, refuse_non_run_folder,
+    CHECKPOINT_FILE,
+    CHECKPOINT_FORMAT,
+    CONFIG_FILE,
+    ERROR_FILE,
+    METRICS_FILE,
+    WEIGHTS_FILE,
+    looks_like_run,
+    refuse_inside_run,
+    refuse_non_run_folder,
 )
 from interp_init.stored import is_stored, refuse_stored_weights
 

@@ -19,8 +19,27 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from interp_init.tasks.anchor_pairs import ALL_PAIRS, KEY_INPUTS, RELEASED_COMPLEXITY_PER_PAIR, SEQ_LEN, VOCAB_SIZE, AnchorPair, composite, highest_token, task_spec
-from interp_init.tasks.base import FIT_THRESHOLD, GENERIC_SECTIONS, Predict, Task, TaskMetrics, Verdict, num, status_solution
+from interp_init.tasks.anchor_pairs import (
+    ALL_PAIRS,
+    KEY_INPUTS,
+    RELEASED_COMPLEXITY_PER_PAIR,
+    SEQ_LEN,
+    VOCAB_SIZE,
+    AnchorPair,
+    composite,
+    highest_token,
+    task_spec,
+)
+from interp_init.tasks.base import (
+    FIT_THRESHOLD,
+    GENERIC_SECTIONS,
+    Predict,
+    Task,
+    TaskMetrics,
+    Verdict,
+    num,
+    status_solution,
+)
 
 if TYPE_CHECKING:
     from torch import Tensor

@@ -22,7 +22,7 @@ def _call(task: Task, method: str, args: str, call: Callable[[], Any]) -> Any:
         return call()
     except BadTaskOutput:
         raise
-    except Exception as err:  # noqa: BLE001 - a task's own code: any fault is named, as one line
+    except Exception as err:
         text = " ".join(str(err).split())[:200]
         raise BadTaskOutput(f"task {task.name}: {type(task).__qualname__}.{method}({args}) raised {type(err).__name__}: {text}; fix the task (docs/tasks.md)") from err
 

@@ -1,0 +1,177 @@
+"""Concept-graph images: each tuple renders what it says (colour by its exact pixels, size by
+the recovered coverage against the stated area, shape by a geometric check of its own), the
+renders are seeded, and read_concepts reads every tuple of the cube back."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from interp_init.concept_graphs import (
+    ALL_CODES,
+    COLOURS,
+    TRAIN_CODES,
+    UNSEEN_CODES,
+    ConceptGraphConfig,
+    Concepts,
+    concept_graph_images,
+    read_concepts,
+    render_concepts,
+)
+
+
+def test_the_coding_is_the_journals() -> None:
+    assert sorted(ALL_CODES) == [f"{i:03b}" for i in range(8)]
+    assert set(TRAIN_CODES) | set(UNSEEN_CODES) < set(ALL_CODES) and not set(TRAIN_CODES) & set(UNSEEN_CODES)
+    # the journal: "010 (representing a small red circle)"; the training set's only small object is a triangle
+    assert Concepts.from_code("010").describe() == "small red circle"
+    assert Concepts.from_code("011").describe() == "small blue circle"
+    assert [Concepts.from_code(c).describe() for c in TRAIN_CODES if Concepts.from_code(c).size] == [
+        "small blue triangle"
+    ]
+    assert Concepts(1, 0, 1).code == "101"
+    for bad in ("01", "012", "abc", 10):
+        with pytest.raises(ValueError, match="three binary digits"):
+            Concepts.from_code(bad)  # type: ignore[arg-type]
+
+
+def _coverage(image: np.ndarray, colour: int) -> np.ndarray:
+    """The object's coverage of each pixel from the channel its colour keeps lowest (green for
+    both colours: 1 - 0.9 coverage)."""
+    assert COLOURS[colour][1] == pytest.approx(0.1)
+    return (1.0 - image[1].astype(np.float64)) / 0.9
+
+
+@pytest.mark.parametrize("image_size", [28, 32])
+@pytest.mark.parametrize("code", ALL_CODES)
+def test_each_tuple_renders_what_it_says(code: str, image_size: int) -> None:
+    config = ConceptGraphConfig(image_size=image_size)
+    concepts = Concepts.from_code(code)
+    data = concept_graph_images([code], per_code=20, seed=3, config=config)
+    assert data.images.shape == (20, 3, image_size, image_size) and data.images.dtype == torch.float32
+    assert data.codes == [code] * 20
+    for image in data.images.numpy():
+        assert image.min() >= 0 and image.max() <= 1
+        # colour: fully covered pixels are exactly the colour, and no pixel leans to the other one
+        rgb = image.reshape(3, -1).T
+        full = np.all(np.isclose(rgb, COLOURS[concepts.colour], atol=1e-6), axis=1)
+        assert full.sum() > 10
+        red, blue = rgb[:, 0], rgb[:, 2]
+        assert np.all(red >= blue - 1e-6) if concepts.colour == 0 else np.all(blue >= red - 1e-6)
+        # size: the covered area is the nominal circle's area times the jitter's square, to the sub-pixel grid
+        cover = _coverage(image, concepts.colour)
+        radius = (config.large if concepts.size == 0 else config.small) * image_size
+        low, high = (math.pi * (radius * (1 + s * config.size_jitter)) ** 2 for s in (-1, 1))
+        grid = 4 * radius * math.pi / config.supersample  # the boundary's length times a sub-pixel's width
+        assert low - grid <= cover.sum() <= high + grid
+        # shape, against the disc of the object's area (radius r) about its centroid: a circle is
+        # that disc (every touched pixel centre within half a pixel's diagonal of it, every pixel
+        # a pixel inside it fully covered); an equilateral triangle reaches to its circumradius,
+        # sqrt(pi / (3 sqrt(3) / 4)) r (about 1.56 r), more than 1.5 pixels past the disc here
+        touched = cover > 1e-6
+        ys, xs = np.nonzero(touched)
+        cy, cx = np.average(ys, weights=cover[touched]), np.average(xs, weights=cover[touched])
+        r = math.sqrt(cover.sum() / math.pi)
+        dist = np.hypot(*np.mgrid[:image_size, :image_size] - np.array([cy, cx])[:, None, None])
+        beyond = dist[touched].max() - r
+        if concepts.shape == 0:
+            assert beyond <= math.sqrt(2) / 2 and cover[dist <= r - 1].min() == pytest.approx(1.0), beyond
+        else:
+            assert beyond > 1.5, beyond
+        # an upright triangle: its top row is narrower than its bottom row
+        if concepts.shape == 1:
+            rows = (cover > 0.5).sum(axis=1)
+            filled = np.flatnonzero(rows)
+            assert rows[filled[0]] < rows[filled[-1]]
+        # inside the frame, margin kept
+        margin = config.margin
+        assert cover[:margin].max() < 1e-6 and cover[-margin:].max() < 1e-6
+        assert cover[:, :margin].max() < 1e-6 and cover[:, -margin:].max() < 1e-6
+
+
+def test_renders_are_seeded_and_jittered() -> None:
+    a = concept_graph_images(["000", "111"], per_code=5, seed=7)
+    b = concept_graph_images(["000", "111"], per_code=5, seed=7)
+    assert torch.equal(a.images, b.images) and torch.equal(a.concepts, b.concepts)
+    assert not torch.equal(a.images, concept_graph_images(["000", "111"], per_code=5, seed=8).images)
+    # image i of a tuple does not depend on which other tuples or how many images are asked for
+    more = concept_graph_images(["111", "010", "000"], per_code=9, seed=7)
+    assert torch.equal(more.images[18:23], a.images[:5]) and torch.equal(more.images[:5], a.images[5:])
+    assert torch.equal(a.images[0], torch.from_numpy(render_concepts("000", np.random.default_rng([7, 0, 0]))))
+    # jitter: no two images of a tuple alike, in position and in area
+    images = a.images[:5].numpy()
+    covers = [_coverage(image, 0) for image in images]
+    centres = {(round(float(np.average(np.nonzero(c)[0], weights=c[c > 0])), 3)) for c in covers}
+    areas = {round(float(c.sum()), 3) for c in covers}
+    assert len(centres) == 5 and len(areas) == 5
+
+
+def test_a_torch_dataset() -> None:
+    data = concept_graph_images(TRAIN_CODES, per_code=3, seed=0, config=ConceptGraphConfig(image_size=28))
+    assert len(data) == 12 and data.concepts.tolist()[3] == [1, 0, 0]
+    images, concepts = next(iter(torch.utils.data.DataLoader(data, batch_size=12)))
+    assert images.shape == (12, 3, 28, 28) and concepts.tolist() == data.concepts.tolist()
+
+
+@pytest.mark.parametrize("image_size", [28, 32])
+def test_the_judge_reads_every_tuple_of_the_cube(image_size: int) -> None:
+    config = ConceptGraphConfig(image_size=image_size)
+    data = concept_graph_images(ALL_CODES, per_code=100, seed=11, config=config)
+    read = [read_concepts(image, config) for image in data.images.numpy()]
+    wrong = [(code, got) for code, got in zip(data.codes, read) if got is None or got.code != code]
+    assert not wrong, f"{len(wrong)} of {len(read)} misread: {wrong[:5]}"
+    assert read_concepts(np.ones((3, image_size, image_size), dtype=np.float32)) is None  # a blank image has no object
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"image_size": 8}, r"image_size must be an integer in \[16, 256\]"),
+        ({"image_size": 32.0}, "image_size must be an integer"),
+        ({"supersample": 0}, "supersample must be an integer"),
+        ({"small": 0.3}, "small must be a positive radius below large"),
+        ({"size_jitter": 0.5}, r"size_jitter must be in \[0, 0.3\]"),
+        ({"large": float("nan")}, "large must be a finite number"),
+        ({"large": 0.45}, "does not fit a 32-pixel image"),
+    ],
+)
+def test_bad_config_is_refused_in_one_line(kwargs: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match) as info:
+        ConceptGraphConfig(**kwargs)
+    assert "\n" not in str(info.value)
+
+
+def test_bad_requests_are_refused() -> None:
+    with pytest.raises(ValueError, match="a list of codes"):
+        concept_graph_images("000")
+    with pytest.raises(ValueError, match="distinct"):
+        concept_graph_images(["000", "000"])
+    with pytest.raises(ValueError, match="per_code must be an integer >= 1"):
+        concept_graph_images(["000"], per_code=0)
+    with pytest.raises(ValueError, match="seed must be a non-negative integer"):
+        concept_graph_images(["000"], seed=-1)
+    with pytest.raises(ValueError, match=r"an image is \[3, H, W\]"):
+        read_concepts(np.ones((32, 32)))
+
+
+def test_the_docs_example_and_the_docstring_example_run() -> None:
+    import doctest
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import interp_init.concept_graphs as module
+
+    root = Path(__file__).resolve().parents[2]
+    page = (root / "docs" / "science.md").read_text()
+    code = re.search(r"<!-- example:concept_graphs -->\n```python\n(.*?)```", page, re.DOTALL)
+    assert code, "docs/science.md lost its concept-graph example"
+    done = subprocess.run([sys.executable, "-c", code.group(1)], capture_output=True, text=True, cwd=root, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "200 torch.Size([200, 3, 28, 28])" in done.stdout and "20 of 20 read back" in done.stdout
+    result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0
