@@ -438,7 +438,7 @@ def figure(small: InitSweep, large: InitSweep, cells: dict[tuple[int, float], Ce
     rows = 2 if cells else 1
     titles = [f"({letter}) {name}, best over {len(small.lrs)} lrs and epochs" for letter, _, name, _ in PANELS[::-1]]
     if cells:
-        titles += [f"({letter}) {name} over epochs, lr {PRESET_LR:g}: the gamma slice" for letter, _, name, _ in PANELS[::-1]]
+        titles += [f"({letter}) the gamma slice: {name.split(' ', 1)[1]}, lr {PRESET_LR:g}" for letter, _, name, _ in PANELS[::-1]]
     fig = make_subplots(rows=rows, cols=2, subplot_titles=titles, vertical_spacing=0.18)
     colours = {"small": "#1f77b4", "large": "#d62728"}
     for col, (letter, column, name, _) in enumerate(PANELS[::-1], start=1):
@@ -456,7 +456,7 @@ def figure(small: InitSweep, large: InitSweep, cells: dict[tuple[int, float], Ce
             z = [[_mean(cells[(d, g)].best(column)) if (d, g) in cells else None for g in gammas] for d in depths]
             text = [["-" if v is None else f"{v:.2f} (n={len(cells[(d, g)].runs)})" for v, g in zip(row, gammas, strict=True)] for row, d in zip(z, depths, strict=True)]
             fig.add_trace(go.Heatmap(z=z, x=[f"gamma {g:g}" for g in gammas], y=[f"depth {d}" for d in depths], zmin=0, zmax=1, colorscale="Viridis",
-                                     text=text, texttemplate="%{text}", showscale=col == 2), row=2, col=col)  # fmt: skip
+                                     text=text, texttemplate="%{text}", showscale=col == 2, colorbar={"len": 0.42, "y": 0.21}), row=2, col=col)  # fmt: skip
     fig.update_layout(width=1000, height=420 * rows, title="NeurIPS Fig. 2 at CPU scale (the cpu preset, symmetric): small against large init", margin={"t": 90})
     return fig
 
