@@ -35,7 +35,7 @@ from pathlib import Path
 
 import click
 
-from interp_init.tasks.anchor import FLIP_CRITERIA, ID_THRESHOLD
+from interp_init.tasks.anchor import ID_THRESHOLD, heldout_answer
 from training.cli.errors import ScriptGroup
 from training.studies.population import exact_interval
 from training.studies.records import Pick, RunRecord, pick_paper
@@ -148,7 +148,7 @@ class InitSweep:
 
 @dataclass(frozen=True)
 class Strict:
-    """The strict last-epoch counts of a set of runs (``FLIP_CRITERIA``'s thresholds): how many
+    """The strict last-epoch counts of a set of runs (:func:`heldout_answer`, the flip's thresholds): how many
     infer (inferential >= 0.8 with (3,4) fitted), how many copy (symmetric >= 0.8), and of
     each how many have an ID accuracy below 0.9 (the criterion has no ID condition of its own)."""
 
@@ -163,12 +163,12 @@ class Strict:
         n = infers = infers_low = copies = copies_low = 0
         for run in runs:
             final = run.final_columns()
-            inf, sym, fit, id_acc = (final.get(k) for k in ("heldout_inferential", "heldout_symmetric", "exception_acc", "id_acc"))
-            low = id_acc is None or id_acc < ID_THRESHOLD
+            answer = heldout_answer(final.get("heldout_inferential"), final.get("heldout_symmetric"), final.get("exception_acc"))
+            low = final.get("id_acc") is None or final["id_acc"] < ID_THRESHOLD
             n += 1
-            if inf is not None and inf >= FLIP_CRITERIA["min_small_inferential"] and fit is not None and fit >= FLIP_CRITERIA["min_small_exception"]:
+            if answer == "inferential":
                 infers, infers_low = infers + 1, infers_low + low
-            if sym is not None and sym >= FLIP_CRITERIA["min_large_symmetric"]:
+            elif answer == "symmetric":
                 copies, copies_low = copies + 1, copies_low + low
         return cls(n, infers, infers_low, copies, copies_low)
 
