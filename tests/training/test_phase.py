@@ -13,6 +13,7 @@ import pytest
 from interp_init.tasks.anchor_pairs import ALL_PAIRS, task_spec
 from training.cli import main
 from training.studies.phase import (
+    FIGURE_NAMES,
     FIGURES,
     add_phase,
     aggregate,
@@ -45,6 +46,7 @@ def _table(rows: list[dict], params: list[str]) -> pd.DataFrame:
 
 # ------------------------------------------------------------------------ aggregation
 
+
 def _lr_seed_table() -> pd.DataFrame:
     rows = [
         # gamma 0.3: seed 0 best 0.6 (lr 2e-4), seed 1 best 0.5 (lr 1e-4)
@@ -61,6 +63,11 @@ def _lr_seed_table() -> pd.DataFrame:
         dict(gamma=0.8, lr=3e-4, seed=1, status="failed", acc=1.0, other=1.0, epochs_to_loss=1.0),
     ]
     return _table(rows, ["gamma", "lr", "seed"])
+
+
+def test_figure_names_list_the_figures_in_order():
+    """The command line's --figure choices (torch- and plotly-free) are the figures, in their order."""
+    assert tuple(FIGURES) == FIGURE_NAMES
 
 
 def test_aggregate_equals_a_hand_computation():
@@ -100,6 +107,7 @@ def test_single_seed_has_nan_spread_and_constant_cell():
 
 # ----------------------------------------------------------------------------- phases
 
+
 def test_phase_follows_the_spec_thresholds():
     ida = [0.0, 0.89, 0.899999, 0.9, 0.9, 0.95, 1.0, 0.5, NAN, 0.95]
     ood = [0.0, 0.9, 1.0, 0.5, 0.50001, 0.2, 1.0, NAN, 0.9, NAN]
@@ -121,6 +129,7 @@ def test_add_phase_uses_ood_or_inferential_columns():
 
 
 # ---------------------------------------------------------------------------- figures
+
 
 def _synthetic_results() -> pd.DataFrame:
     """A results table with runs of all three tasks, values chosen so each cell is known."""
@@ -144,7 +153,9 @@ def _synthetic_results() -> pd.DataFrame:
                     row = dict(task="complexity", gamma=gamma, n_layers=depth, weight_decay=0.01, k=k, seed=seed, status="completed",
                                final_loss=0.01, epochs_to_loss=10.0 * depth + 5 * k * (gamma == 0.8) + seed)  # fmt: skip
                     for a, b in ALL_PAIRS:
-                        row[pair_column((a, b))] = 3.0 + (5.0 if (a, b) in task_spec("complexity", k=k).offsets else 0.0) + seed
+                        row[pair_column((a, b))] = (
+                            3.0 + (5.0 if (a, b) in task_spec("complexity", k=k).offsets else 0.0) + seed
+                        )
                     rows.append(row)
     return _table(rows, ["gamma", "k", "n_layers", "seed", "task", "weight_decay"])
 
@@ -175,7 +186,9 @@ def test_journal_figures_values_markers_and_phases():
     bubbles = fig5c.data[0]
     phases = {(x, y): size / 14 for x, y, size in zip(bubbles.x, bubbles.y, bubbles.marker.size, strict=True)}
     assert phases == {(0, 0): 1, (1, 0): 1, (0, 1): 2, (1, 1): 2, (0, 2): 2, (1, 2): 3}
-    assert np.allclose(sorted(bubbles.marker.color), sorted(10 * (1 - g) + wd for g in (0.4, 0.6, 0.8) for wd in (0.0, 0.1)))
+    assert np.allclose(
+        sorted(bubbles.marker.color), sorted(10 * (1 - g) + wd for g in (0.4, 0.6, 0.8) for wd in (0.0, 0.1))
+    )
 
 
 def test_complexity_figures():
@@ -214,6 +227,7 @@ def test_figure_refuses_an_extra_varying_parameter():
 
 
 # ---------------------------------------------------------------- CLI on real runs
+
 
 @pytest.fixture(scope="module")
 def sweep_dir(tmp_path_factory):

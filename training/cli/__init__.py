@@ -52,7 +52,7 @@ from training.config import PRECISIONS, check_cores, check_device, default_prese
 from training.launch.backends import backend_names
 from training.launch.executor import ignore_stopping
 from training.launch.slurm import submitted_line
-from training.studies.phase.names import FIGURE_NAMES, ID_THRESHOLD, LOSS_THRESHOLD, OOD_THRESHOLD, PAIR_ACC_THRESHOLD
+from training.studies.phase import FIGURE_NAMES, ID_THRESHOLD, LOSS_THRESHOLD, OOD_THRESHOLD, PAIR_ACC_THRESHOLD
 from training.studies.population import failed_criteria, protocol_summary, train_study
 from training.studies.recipe import recipe_table, train_epilog
 from training.studies.records import LOGGED_HELP, PROTOCOLS

@@ -28,18 +28,17 @@ from interp_init.fileio import folder_is_held
 from interp_init.outputs import check_output_pages, looks_like_run, refuse_inside_run, write_page
 from interp_init.paths import check_path_names
 from interp_init.tasks.addition import AdditionTask
-from interp_init.tasks.anchor import ComplexityTask, IdOodTask, SymmetricTask
+from interp_init.tasks.anchor import (
+    COMMUTATIVITY_THRESHOLD,
+    ID_THRESHOLD,
+    OOD_THRESHOLD,
+    ComplexityTask,
+    IdOodTask,
+    SymmetricTask,
+)
 from interp_init.tasks.anchor_pairs import ALL_PAIRS
 from interp_init.tasks.base import FIT_THRESHOLD, Task, task_name
 from training.studies.phase.aggregation import add_phase, aggregate, best_over, check_columns, param_columns, task_rows
-from training.studies.phase.names import (
-    COMMUTATIVITY_THRESHOLD,
-    FIGURE_NAMES,
-    ID_THRESHOLD,
-    LOSS_THRESHOLD,
-    OOD_THRESHOLD,
-    PAIR_ACC_THRESHOLD,
-)
 from training.studies.records import RunRecord, check_protocol, pick_paper, protocol_text
 from training.studies.study import strangers
 from training.studies.sweep.results import (
@@ -52,6 +51,7 @@ from training.studies.sweep.results import (
     problem_summary,
     write_results,
 )
+from training.studies.sweep.spec import LOSS_THRESHOLD, PAIR_ACC_THRESHOLD
 
 # ------------------------------------------------------------------ square
 # The journal's Fig. 7C: the addition task's accuracy inside its held-out square over
@@ -489,8 +489,8 @@ def _has(df: pd.DataFrame, task_cls: type[Task], column: str) -> bool:
     return bool(rows[column].notna().any())
 
 
-#: Figure name (:data:`training.studies.phase.names.FIGURE_NAMES`, in its order) -> (function,
-#: does the table support it).
+#: Figure name (:data:`training.studies.phase.FIGURE_NAMES`, in its order: a test checks it)
+#: -> (function, does the table support it).
 FIGURES: dict[str, tuple[Callable[..., go.Figure], Callable[[pd.DataFrame], bool]]] = {
     "neurips_fig2": (fig_neurips_fig2, lambda df: _has(df, SymmetricTask, "heldout_symmetric")),
     "journal_fig3a": (fig_journal_fig3a, lambda df: _has(df, IdOodTask, "ood_acc")),
@@ -500,7 +500,6 @@ FIGURES: dict[str, tuple[Callable[..., go.Figure], Callable[[pd.DataFrame], bool
     "pair_epochs": (fig_pair_epochs, lambda df: _has(df, ComplexityTask, "final_loss")),
     "journal_fig7c": (fig_journal_fig7c, lambda df: _has(df, AdditionTask, "square_acc")),
 }
-assert tuple(FIGURES) == FIGURE_NAMES, "training.studies.phase.names.FIGURE_NAMES must list FIGURES in order"
 
 
 def supported_figures(df: pd.DataFrame) -> list[str]:
