@@ -53,83 +53,6 @@ from training.studies.sweep.results import (
 )
 from training.studies.sweep.spec import LOSS_THRESHOLD, PAIR_ACC_THRESHOLD
 
-# ------------------------------------------------------------------ square
-# The journal's Fig. 7C: the addition task's accuracy inside its held-out square over
-# weight decay (x) and gamma (y), from a sweep's results table (plotly).
-#
-# Each cell is the mean over seeds (best over ``over``, the learning rate, where it varies)
-# of ``square_acc``; cells whose ID accuracy is below ``id_threshold`` are hatched (the run
-# did not fit the pairs it could interpolate).  The journal: small init (large gamma) or
-# large weight decay generalizes into the square, large init with small weight decay does not.
-
-
-def _square_label(value: float) -> str:
-    return f"{value:g}"
-
-
-def fig_journal_fig7c(df: pd.DataFrame, id_threshold: float = FIT_THRESHOLD, over: str = "lr") -> go.Figure:
-    """Journal Fig. 7C: accuracy inside the held-out square, weight decay x gamma (see the module docstring)."""
-    what = "journal Fig. 7C"
-    check_columns(df, ["task", "status", "gamma", "weight_decay", "square_acc", "id_acc"], what)
-    rows = task_rows(df, AdditionTask, ["gamma", "weight_decay", over, "seed"], what)
-    agg = aggregate(rows, ["square_acc", "id_acc", "train_acc"], cell=["gamma", "weight_decay"], over=over)
-    xs, ys = sorted(agg["weight_decay"].unique()), sorted(agg["gamma"].unique())
-    z, id_z = np.full((len(ys), len(xs)), np.nan), np.full((len(ys), len(xs)), np.nan)
-    text = np.full((len(ys), len(xs)), "", dtype=object)
-    for _, r in agg.iterrows():
-        iy, ix = ys.index(r["gamma"]), xs.index(r["weight_decay"])
-        z[iy, ix], id_z[iy, ix] = r["square_acc_mean"], r["id_acc_mean"]
-        text[iy, ix] = (
-            f"weight_decay={_square_label(r['weight_decay'])}, gamma={_square_label(r['gamma'])}<br>square {r['square_acc_mean']:.3f}"
-            f"<br>ID {r['id_acc_mean']:.3f}<br>train {r['train_acc_mean']:.3f}<br>seeds: {r['n_seeds']}"
-        )
-    fig = go.Figure(
-        go.Heatmap(
-            x=list(range(len(xs))),
-            y=list(range(len(ys))),
-            z=z,
-            zmin=0,
-            zmax=1,
-            colorscale="Viridis",
-            text=text,
-            hoverinfo="text",
-            colorbar=dict(title="square acc"),
-        )
-    )
-    for iy, ix in zip(*np.nonzero(id_z < id_threshold), strict=True):
-        fig.add_shape(
-            type="rect",
-            x0=ix - 0.5,
-            x1=ix + 0.5,
-            y0=iy - 0.5,
-            y1=iy + 0.5,
-            fillcolor="rgba(90, 90, 90, 0.55)",
-            line_width=0,
-        )
-        fig.add_shape(
-            type="line", x0=ix - 0.5, y0=iy - 0.5, x1=ix + 0.5, y1=iy + 0.5, line=dict(color="white", width=1.5)
-        )
-    for iy, ix in zip(*np.nonzero(~np.isnan(z)), strict=True):
-        fig.add_annotation(
-            x=ix,
-            y=iy,
-            text=f"{z[iy, ix]:.2f}",
-            showarrow=False,
-            font=dict(color="white" if z[iy, ix] < 0.6 else "black"),
-        )
-    fig.update_xaxes(title_text="weight decay", tickvals=list(range(len(xs))), ticktext=[_square_label(x) for x in xs])
-    fig.update_yaxes(
-        title_text="γ (initialization rate)", tickvals=list(range(len(ys))), ticktext=[_square_label(y) for y in ys]
-    )
-    fig.update_layout(
-        title=f"Addition: accuracy inside the held-out square (mean over seeds); hatched: ID < {id_threshold:g}",
-        template="plotly_white",
-        width=650,
-        height=550,
-    )
-    return fig
-
-
 _SHADE = "rgba(90, 90, 90, 0.55)"
 _PHASE_COLOURS = {1: "rgba(220, 80, 60, 0.12)", 2: "rgba(240, 180, 40, 0.15)", 3: "rgba(60, 160, 90, 0.15)"}
 
@@ -164,6 +87,21 @@ def _index_axes(
     fig.update_yaxes(title_text=y_title, tickvals=list(range(len(ys))), ticktext=[_label(y) for y in ys], **subplot)
 
 
+def _heatmap(xs: Sequence, ys: Sequence, z: np.ndarray, text: np.ndarray, **extra: Any) -> go.Heatmap:
+    """A heatmap of accuracies (0 to 1) drawn at the indices of ``xs`` and ``ys`` (see :func:`_index_axes`)."""
+    return go.Heatmap(
+        x=list(range(len(xs))),
+        y=list(range(len(ys))),
+        z=z,
+        zmin=0,
+        zmax=1,
+        colorscale="Viridis",
+        text=text,
+        hoverinfo="text",
+        **extra,
+    )
+
+
 def _hover(agg: pd.DataFrame, xs: list, ys: list, xcol: str, ycol: str, cols: Sequence[str]) -> np.ndarray:
     text = np.full((len(ys), len(xs)), "", dtype=object)
     for _, r in agg.iterrows():
@@ -195,15 +133,11 @@ def fig_neurips_fig2(df: pd.DataFrame, id_threshold: float = ID_THRESHOLD, over:
     for col, metric in enumerate(("heldout_symmetric", "heldout_inferential"), start=1):
         xs, ys, z = _grid(agg, "gamma", "n_layers", f"{metric}_mean")
         fig.add_trace(
-            go.Heatmap(
-                x=list(range(len(xs))),
-                y=list(range(len(ys))),
-                z=z,
-                zmin=0,
-                zmax=1,
-                colorscale="Viridis",
-                text=_hover(agg, xs, ys, "gamma", "n_layers", metrics),
-                hoverinfo="text",
+            _heatmap(
+                xs,
+                ys,
+                z,
+                _hover(agg, xs, ys, "gamma", "n_layers", metrics),
                 colorbar=dict(title="accuracy", x=1.02) if col == 2 else None,
                 showscale=col == 2,
             ),
@@ -217,6 +151,41 @@ def fig_neurips_fig2(df: pd.DataFrame, id_threshold: float = ID_THRESHOLD, over:
         template="plotly_white",
         width=1000,
         height=450,
+    )
+    return fig
+
+
+# ------------------------------------------------------------------ square
+# The journal's Fig. 7C: the addition task's accuracy inside its held-out square over
+# weight decay (x) and gamma (y), from a sweep's results table (plotly).
+#
+# Each cell is the mean over seeds (best over ``over``, the learning rate, where it varies)
+# of ``square_acc``; cells whose ID accuracy is below ``id_threshold`` are hatched (the run
+# did not fit the pairs it could interpolate).  The journal: small init (large gamma) or
+# large weight decay generalizes into the square, large init with small weight decay does not.
+
+
+def fig_journal_fig7c(df: pd.DataFrame, id_threshold: float = FIT_THRESHOLD, over: str = "lr") -> go.Figure:
+    """Journal Fig. 7C: accuracy inside the held-out square, weight decay x gamma (see the comment above)."""
+    what = "journal Fig. 7C"
+    check_columns(df, ["task", "status", "gamma", "weight_decay", "square_acc", "id_acc"], what)
+    rows = task_rows(df, AdditionTask, ["gamma", "weight_decay", over, "seed"], what)
+    metrics = ["square_acc", "id_acc", "train_acc"]
+    agg = aggregate(rows, metrics, cell=["gamma", "weight_decay"], over=over)
+    xs, ys, z = _grid(agg, "weight_decay", "gamma", "square_acc_mean")
+    fig = go.Figure(
+        _heatmap(xs, ys, z, _hover(agg, xs, ys, "weight_decay", "gamma", metrics), colorbar=dict(title="square acc"))
+    )
+    _hatch(fig, _grid(agg, "weight_decay", "gamma", "id_acc_mean")[2] < id_threshold)
+    for iy, ix in zip(*np.nonzero(~np.isnan(z)), strict=True):
+        colour = "white" if z[iy, ix] < 0.6 else "black"
+        fig.add_annotation(x=ix, y=iy, text=f"{z[iy, ix]:.2f}", showarrow=False, font=dict(color=colour))
+    _index_axes(fig, xs, ys, "weight decay")
+    fig.update_layout(
+        title=f"Addition: accuracy inside the held-out square (mean over seeds); hatched: ID < {id_threshold:g}",
+        template="plotly_white",
+        width=650,
+        height=550,
     )
     return fig
 
@@ -290,19 +259,8 @@ def fig_journal_fig3b(
     """
     agg = _id_ood_agg(df, "journal Fig. 3B", over, ["ood_acc", "id_acc", "commutativity"])
     xs, ys, z = _grid(agg, "weight_decay", "gamma", "ood_acc_mean")
-    fig = go.Figure(
-        go.Heatmap(
-            x=list(range(len(xs))),
-            y=list(range(len(ys))),
-            z=z,
-            zmin=0,
-            zmax=1,
-            colorscale="Viridis",
-            text=_hover(agg, xs, ys, "weight_decay", "gamma", ["ood_acc", "id_acc", "commutativity"]),
-            hoverinfo="text",
-            colorbar=dict(title="OOD acc"),
-        )
-    )
+    text = _hover(agg, xs, ys, "weight_decay", "gamma", ["ood_acc", "id_acc", "commutativity"])
+    fig = go.Figure(_heatmap(xs, ys, z, text, colorbar=dict(title="OOD acc")))
     _hatch(fig, _grid(agg, "weight_decay", "gamma", "id_acc_mean")[2] < id_threshold)
     _, _, comm = _grid(agg, "weight_decay", "gamma", "commutativity_mean")
     iy, ix = np.nonzero(comm < commutativity_threshold)
