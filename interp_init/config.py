@@ -33,9 +33,13 @@ def option(default: Any, help: str, choices: tuple[str, ...] | None = None) -> A
     return field(default=default, metadata={"help": help, "choices": choices})
 
 
-def _check_int(name: str, value: Any, minimum: int = 1) -> None:
+def check_int(name: str, value: Any, minimum: int = 1, hint: str = "", *, optional: bool = False) -> None:
+    """Raise a one-line ``ValueError`` naming ``name`` unless ``value`` is an integer (not a bool)
+    >= ``minimum`` (or None, where ``optional``); ``hint`` follows the bound in the message."""
+    if optional and value is None:
+        return
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        raise ValueError(f"{name} must be an integer >= {minimum}{hint}, got {value!r}")
 
 
 def check_positive_finite(name: str, value: Any) -> None:
@@ -73,7 +77,7 @@ class ModelConfig:
     def __post_init__(self) -> None:
         arch = self.arch  # an unregistered name raises here
         for name in ("n_layers", "d_model", "n_heads", "d_head", "d_mlp", "d_vocab", "n_ctx"):
-            _check_int(name, getattr(self, name))
+            check_int(name, getattr(self, name))
         if self.act_fn is not None and self.act_fn not in ACT_FNS:
             raise ValueError(f"act_fn must be one of {ACT_FNS}, got {self.act_fn!r}")
         if self.normalization_type not in NORMALIZATIONS:

@@ -21,6 +21,7 @@ from interp_init.config import (
     InitConfig,
     ModelConfig,
     check_init_scale,
+    check_int,
     check_positive_finite,
     config_from_dict,
     config_to_dict,
@@ -72,14 +73,9 @@ class DataConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.task, str):
             raise ValueError(f"task must be a task's name or package.module:ClassName, got {self.task!r}")
-        for name in ("n_train", "n_test", "n_heldout"):
-            value = getattr(self, name)
-            if (value is not None or name != "n_heldout") and (
-                isinstance(value, bool) or not isinstance(value, int) or value < 1
-            ):
-                raise ValueError(
-                    f"{name} must be an integer >= 1{' (or unset: --n-test)' if name == 'n_heldout' else ''}, got {value!r}"
-                )
+        check_int("n_train", self.n_train)
+        check_int("n_test", self.n_test)
+        check_int("n_heldout", self.n_heldout, hint=" (or unset: --n-test)", optional=True)
         if not isinstance(self.balanced_pairs, bool):
             raise ValueError(f"balanced_pairs must be true or false, got {self.balanced_pairs!r}")
         task = self.make_task()  # validates the task and its options
@@ -182,17 +178,9 @@ class TrainConfig:
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
         for name in ("epochs", "batch_size", "eval_every", "eval_samples", "checkpoint_every"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-        if (
-            isinstance(self.eval_dense_epochs, bool)
-            or not isinstance(self.eval_dense_epochs, int)
-            or self.eval_dense_epochs < 0
-        ):
-            raise ValueError(
-                f"eval_dense_epochs must be an integer >= 0 (0: evaluate every --eval-every epochs from the start), got {self.eval_dense_epochs!r}"
-            )
+            check_int(name, getattr(self, name))
+        hint = " (0: evaluate every --eval-every epochs from the start)"
+        check_int("eval_dense_epochs", self.eval_dense_epochs, 0, hint)
         for name in ("lr", "warmup_start_lr", "min_lr", "eps"):
             check_positive_finite(name, getattr(self, name))
         for name in ("warmup_epochs", "cosine_epochs", "weight_decay", "grad_clip", "stop_below_loss"):

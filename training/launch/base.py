@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from interp_init.config import check_int
 from interp_init.outputs import output_folder
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder, atomic_write
 from training.config import RunConfig
@@ -54,8 +55,7 @@ class SubmissionError(ValueError):
 
 def check_count(name: str, value: int | None) -> None:
     """Refuse a count option (workers, threads, ensemble size) that is not an integer >= 1 or None."""
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise ValueError(f"{name} must be an integer >= 1 (or None for automatic), got {value!r}")
+    check_int(name, value, hint=" (or None for automatic)", optional=True)
 
 
 class Launcher(ABC):

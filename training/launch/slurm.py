@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from interp_init.config import check_int
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus, write_json
 from training.launch.base import Job, JobReturn, Launcher, SubmissionError, register_launcher
 from training.launch.executor import Stopped, execute, record_failure, signals_raise
@@ -201,17 +202,9 @@ class SlurmOptions:
 
     def __post_init__(self) -> None:
         for name in ("time_min", "cpus", "array_parallelism", "signal_delay_s", "max_requeues"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"slurm {name} must be an integer >= 1, got {value!r}")
-        if isinstance(self.gpus, bool) or not isinstance(self.gpus, int) or self.gpus < 0:
-            raise ValueError(f"slurm gpus must be an integer >= 0, got {self.gpus!r}")
-        if self.ensemble_size is not None and (
-            isinstance(self.ensemble_size, bool) or not isinstance(self.ensemble_size, int) or self.ensemble_size < 1
-        ):
-            raise ValueError(
-                f"slurm ensemble_size must be an integer >= 1 (or None: one run per job), got {self.ensemble_size!r}"
-            )
+            check_int(f"slurm {name}", getattr(self, name))
+        check_int("slurm gpus", self.gpus, 0)
+        check_int("slurm ensemble_size", self.ensemble_size, hint=" (or None: one run per job)", optional=True)
         for name in ("mem_gb", "chunk_seconds", "poll_s"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):

@@ -24,16 +24,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from interp_init.config import check_int
 from interp_init.fileio import BadRunFile, read_json
 from interp_init.outputs import SUMMARY_FILE, SWEEP_SPEC_FILE, check_output_file, refuse_nested, study_kind
 from interp_init.runfolder import RunStatus, write_json
 from interp_init.stored import STORED_STUDY_FILE, STUDY_FORMAT, STUDY_PAGE
 from interp_init.tasks.anchor import FLIP_CRITERIA
 from interp_init.tasks.registry import make_task, task_class
-from training.config import make_run_config
+from training.config import make_run_config, parse_list
 from training.launch import JobReturn, Launcher, run_study
 from training.launch.backends import build_launcher, local_launcher
-from training.config import parse_list
 from training.studies.records import (
     Pick,
     Race,
@@ -101,8 +101,7 @@ def exact_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, flo
     """The exact binomial (Clopper-Pearson) interval of a rate of ``k`` successes in ``n``."""
     from scipy.stats import binomtest
 
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be an integer >= 1, got {n!r}")
+    check_int("n", n)
     if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= n:
         raise ValueError(f"k must be an integer in 0..{n}, got {k!r}")
     ci = binomtest(k, n).proportion_ci(confidence_level=confidence, method="exact")

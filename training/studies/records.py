@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from interp_init.config import check_int
 from interp_init.runfolder import FINISHED_STATUSES, BadRunFile, RunFolder, RunStatus
 from interp_init.tasks.anchor import ANSWERS, EXCEPTION, FLIP_CRITERIA, HELDOUT, symmetric_solution
 from interp_init.tasks.base import FIT_THRESHOLD, EpochRecord, RunMetrics, Task, TaskMetrics, Verdict, read_run_metrics
@@ -205,10 +206,7 @@ def check_protocol(protocol: str, logged_every: int | None = None) -> str:
             f"unknown protocol {protocol!r}; choose one of {list(PROTOCOLS)} (strict: final epoch, one lr; paper: best over an lr grid and epochs)"
         )
     if logged_every is not None:
-        if isinstance(logged_every, bool) or not isinstance(logged_every, int) or logged_every < 1:
-            raise ValueError(
-                f"--logged-every must be an integer >= 1 (the released scripts log every 3rd epoch: 3), got {logged_every!r}"
-            )
+        check_int("--logged-every", logged_every, hint=" (the released scripts log every 3rd epoch: 3)")
         if protocol != "paper":
             raise ValueError(
                 "--logged-every selects the epochs the paper protocol reads; the strict protocol reads the final epoch: give --protocol paper"

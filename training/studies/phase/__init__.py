@@ -24,8 +24,8 @@ from interp_init.lazy import lazy_attributes
 # The thresholds a results table's epochs_to_* columns are measured with by default live
 # with the table (training.studies.sweep.spec): training loss below LOSS_THRESHOLD, per-pair
 # training accuracy at or above PAIR_ACC_THRESHOLD.
-from interp_init.tasks.anchor import COMMUTATIVITY_THRESHOLD, ID_THRESHOLD, OOD_THRESHOLD
-from training.studies.sweep.spec import LOSS_THRESHOLD, PAIR_ACC_THRESHOLD
+from interp_init.tasks.anchor import COMMUTATIVITY_THRESHOLD, ID_THRESHOLD, OOD_THRESHOLD  # noqa: F401 (in __all__)
+from training.studies.sweep.spec import LOSS_THRESHOLD, PAIR_ACC_THRESHOLD  # noqa: F401 (in __all__)
 
 #: The papers' figures, in the order they are drawn (keys of :data:`FIGURES`).
 FIGURE_NAMES: tuple[str, ...] = (

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from interp_init.config import check_int
+
 #: 2-D projections of the masked outputs: each is a ``method`` that
 #: :func:`probes.masking.project` draws.
 PROJECTIONS = ("pca", "tsne")
@@ -42,18 +44,14 @@ class ReportConfig:
     threads: int | None = 1
 
     def __post_init__(self) -> None:
-        if isinstance(self.per_pair, bool) or not isinstance(self.per_pair, int) or self.per_pair < 2:
-            raise ValueError(f"per_pair must be an integer >= 2 (inputs per anchor pair), got {self.per_pair!r}")
+        check_int("per_pair", self.per_pair, 2, " (inputs per anchor pair)")
         if self.projection not in PROJECTIONS:
             raise ValueError(f"projection must be one of {PROJECTIONS}, got {self.projection!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
         if not isinstance(self.title, str) or not self.title.strip():
             raise ValueError(f"title must be a non-empty string, got {self.title!r}")
-        if self.threads is not None and (
-            isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1
-        ):
-            raise ValueError(f"threads must be None or an integer >= 1, got {self.threads!r}")
+        check_int("threads", self.threads, hint=" (or None: the thread settings as they are)", optional=True)
 
 
 #: Bytes the report's probes hold per probe input and per unit of d_model x layers (the
