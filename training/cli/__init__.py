@@ -116,9 +116,7 @@ def train_command(
         raise click.UsageError("Missing option '--out'.")
     if not show_recipe:
         check_device(device)
-    if preset is None:
-        preset, why = default_preset(device)
-        click.echo(f"interp-init: no --preset given: using --preset {preset} ({why})", err=True)
+    preset = _preset_or_default(preset, device)
     given = {k: v for k, v in kwargs.items() if v is not None}  # the config flags given (the others take the preset's)
     given.update(seed=seed, init_seed=init_seed, data_seed=data_seed)
     run = resolve_run(preset, task, given, carry=parse_carry(carry))  # the one place a run's settings are decided
@@ -278,18 +276,14 @@ def reproduce_command(
         backend == "ray" and address is None
     ):  # a cluster's cores are not this machine's
         check_cores(workers, "--workers", "worker processes")
-    if preset is None:
-        preset, why = default_preset(device)
-        click.echo(f"interp-init: no --preset given: using --preset {preset} ({why})", err=True)
+    preset = _preset_or_default(preset, device)
     spec = reproduction_spec(
         preset, seed, seeds, protocol, lrs, vary, fixed_seed, precision, tasks or None, parse_carry(carry), logged_every
     )
     text, problem = run_reproduction_cli(spec, out, device, workers, not quiet, backend, command_line(), **options)
     click.echo(text)
     # Not reproducing the flip is a result; a run that did not complete is a failure.
-    if problem:
-        click.echo(f"interp-init: {problem}", err=True)
-        raise click.exceptions.Exit(1)
+    _fail_on(problem)
 
 
 # ---------------------------------------------------------------- sweep
@@ -436,9 +430,7 @@ def sweep_command(
         click.echo(submitted_line(summary.submitted, len(statuses), out, command_line()))
         statuses = {n: s for n, s in statuses.items() if s != "running"}
     problem = problem_summary(statuses, len(summary.statuses), Path(out) / RESULTS_FILE)
-    if problem:
-        click.echo(f"interp-init: {problem}", err=True)
-        raise click.exceptions.Exit(1)
+    _fail_on(problem)
 
 
 # ---------------------------------------------------------------- phase-diagram
@@ -515,14 +507,12 @@ def phase_diagram_command(
         f"{len(done.figures)} figure(s) ({', '.join(done.figures)}) from {done.n_runs} runs, {protocol} protocol: {', '.join(map(str, done.paths))}"
     )
     if done.strangers:
-        names = ", ".join(done.strangers[:3]) + (", ..." if len(done.strangers) > 3 else "")
         click.echo(
-            f"interp-init: note: {sweep_dir} holds {len(done.strangers)} run folder(s) its sweep does not name ({names}); the figures leave them out",
+            f"interp-init: note: {sweep_dir} holds {len(done.strangers)} run folder(s) its sweep does not name "
+            f"({_first_three(done.strangers, ', ')}); the figures leave them out",
             err=True,
         )
-    if done.problem:
-        click.echo(f"interp-init: {done.problem}; the figures leave them out", err=True)
-        raise click.exceptions.Exit(1)
+    _fail_on(done.problem and f"{done.problem}; the figures leave them out")
 
 
 # ---------------------------------------------------------------- report
@@ -589,12 +579,26 @@ def report_command(
     statuses = {str(run): RunFolder(run).status() for run in find_run_dirs(run_dirs)}
     bad = {run: status for run, status in statuses.items() if status != "completed"}
     problem = problem_summary(bad, len(statuses), path)
+    _fail_on(problem and f"{problem} ({_first_three([f'{run}: {status}' for run, status in bad.items()])})")
+
+
+def _preset_or_default(preset: str | None, device: str) -> str:
+    """``preset``, or where none is given the default for ``device`` (:func:`default_preset`), said on stderr."""
+    if preset is None:
+        preset, why = default_preset(device)
+        click.echo(f"interp-init: no --preset given: using --preset {preset} ({why})", err=True)
+    return preset
+
+
+def _fail_on(problem: str | None) -> None:
+    """Where ``problem`` (a command's work that failed, diverged or is missing) is given: say it, exit 1."""
     if problem:
-        names = "; ".join(f"{run}: {status}" for run, status in list(bad.items())[:3]) + (
-            "; ..." if len(bad) > 3 else ""
-        )
-        click.echo(f"interp-init: {problem} ({names})", err=True)
+        click.echo(f"interp-init: {problem}", err=True)
         raise click.exceptions.Exit(1)
+
+
+def _first_three(items: Sequence[str], sep: str = "; ") -> str:
+    return sep.join(items[:3]) + (f"{sep}..." if len(items) > 3 else "")
 
 
 def command_line() -> str:
@@ -681,7 +685,5 @@ def run_reproduction_cli(
     # the sweep's line on what did not complete, naming the runs
     line = problem_summary({r.name: r.status for r in returns}, len(returns), summary)
     bad = [f"{r.name}: {r.status}" for r in returns if r.status != "completed"]
-    problem = (
-        None if line is None else f"{line} ({'; '.join(bad[:3])}{'; ...' if len(bad) > 3 else ''}); a rerun resumes"
-    )
+    problem = None if line is None else f"{line} ({_first_three(bad)}); a rerun resumes"
     return "\n".join(lines), problem
