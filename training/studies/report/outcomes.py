@@ -249,44 +249,20 @@ def population_figure(population: Population) -> go.Figure:
                     row=1,
                     col=col,
                 )
+        # the criteria's thresholds, dashed in the colour of the regime they bound
+        small, large, at = _REGIME_COLOURS["small-init"], _REGIME_COLOURS["large-init"], dict(row=1, col=col)
         if pair:
-            fig.add_hline(
-                y=FLIP_CRITERIA["min_small_inferential"],
-                line_dash="dash",
-                line_color=_REGIME_COLOURS["small-init"],
-                row=1,
-                col=col,
-            )
-            fig.add_vline(
-                x=FLIP_CRITERIA["min_large_symmetric"],
-                line_dash="dash",
-                line_color=_REGIME_COLOURS["large-init"],
-                row=1,
-                col=col,
-            )
-            fig.update_xaxes(
-                title_text="held-out share following the symmetric target", range=[-0.05, 1.05], row=1, col=col
-            )
-            fig.update_yaxes(
-                title_text="held-out share following the inferential target", range=[-0.05, 1.05], row=1, col=col
-            )
+            fig.add_hline(FLIP_CRITERIA["min_small_inferential"], line_dash="dash", line_color=small, **at)
+            fig.add_vline(FLIP_CRITERIA["min_large_symmetric"], line_dash="dash", line_color=large, **at)
+            axis = "held-out share following the {} target"
+            fig.update_xaxes(title_text=axis.format("symmetric"), range=[-0.05, 1.05], **at)
+            fig.update_yaxes(title_text=axis.format("inferential"), range=[-0.05, 1.05], **at)
         else:
-            if column == "ood_acc":
-                fig.add_hline(
-                    y=FLIP_CRITERIA["min_small_ood"],
-                    line_dash="dash",
-                    line_color=_REGIME_COLOURS["small-init"],
-                    row=1,
-                    col=col,
-                )
-                fig.add_hline(
-                    y=FLIP_CRITERIA["max_large_ood"],
-                    line_dash="dash",
-                    line_color=_REGIME_COLOURS["large-init"],
-                    row=1,
-                    col=col,
-                )
-            fig.update_yaxes(title_text=column, range=[-0.05, 1.05], row=1, col=col)
+            for criterion, colour in (
+                (("min_small_ood", small), ("max_large_ood", large)) if column == "ood_acc" else ()
+            ):
+                fig.add_hline(FLIP_CRITERIA[criterion], line_dash="dash", line_color=colour, **at)
+            fig.update_yaxes(title_text=column, range=[-0.05, 1.05], **at)
     title = f"Population of {len(rows)} seeds, preset {population.preset}<br><sup>{html.escape(population.protocol_text)}</sup>"
     fig.update_layout(title=title, template="plotly_white", width=500 * len(tasks), height=460)
     return fig
@@ -526,7 +502,9 @@ def section_accuracies(ctx: Context) -> Section:
         margin=dict(t=10),
         legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0, font=dict(size=11), maxheight=0.4),
     )
-    return Section("accuracies", "Accuracies", sentence, [Cell(figure=fig, html=html_table(table), height=440)], combined=True)
+    return Section(
+        "accuracies", "Accuracies", sentence, [Cell(figure=fig, html=html_table(table), height=440)], combined=True
+    )
 
 
 # ------------------------------------------------------------------ race
