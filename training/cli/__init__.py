@@ -616,16 +616,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     come back as ``cli.main``'s return value (commands themselves return ``None``), so an
     integer returned there is the exit code.
     """
-    code = _main(list(sys.argv[1:] if argv is None else argv))
+    args = list(sys.argv[1:] if argv is None else argv)
+    # SIGTERM, SIGINT and SIGHUP raise (training.launch.executor): locks, temporary files and
+    # worker processes are cleaned up, then one line and the exit code 128 + signal.
+    code = run_command(cli, args, "interp-init", obj={"argv": args})
     if argv is None:  # the process itself: its work is done and its exit code decided
         ignore_stopping()
     return code
-
-
-def _main(args: list[str]) -> int:
-    # SIGTERM, SIGINT and SIGHUP raise (training.launch.executor): locks, temporary files and
-    # worker processes are cleaned up, then one line and the exit code 128 + signal.
-    return run_command(cli, args, "interp-init", obj={"argv": args})
 
 
 if __name__ == "__main__":  # pragma: no cover

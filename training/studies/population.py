@@ -770,10 +770,6 @@ class StoredStudy:
             )
         return read_population(self.spec(), self.path, seeds)
 
-    def summary_path(self) -> Path:
-        """The ``summary.json`` the study's command wrote (a reproduction's)."""
-        return self.path / SUMMARY_FILE
-
 
 # ------------------------------------------------------------------ reproduce
 # ``interp-init reproduce``: the flip on one seed (a population of one) or on several.

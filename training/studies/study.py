@@ -271,20 +271,6 @@ class StudyJob(Job):
     lr: float | None = None
 
 
-#: The options only named points take (a grid varies its own keys), with their values when not given.
-NAMED_ONLY: dict[str, Any] = {
-    "seeds": (),
-    "tasks": (),
-    "lrs": None,
-    "protocol": "strict",
-    "logged_every": None,
-    "vary": "both",
-    "fixed_seed": None,
-    "single": False,
-    "carry": None,
-}
-
-
 class _OneOfTwoForms(type):
     """``StudySpec(...)`` makes the form its arguments name: a :class:`GridSpec` for a ``grid``,
     a :class:`NamedSpec` for ``named`` points."""
@@ -786,6 +772,13 @@ def refuse_strangers(jobs: Iterable[Any], out: str | Path, what: str, option: st
         f"{out} is inside the {kind} folder {study}, whose record of its runs ({STUDY_FILE}) is missing (an older version made it) or "
         f"damaged, so {what} there could be read as part of it: choose an {option} outside {study}"
     )
+
+
+#: The options only named points take (a grid varies its own keys), with their values when not given.
+NAMED_ONLY: dict[str, Any] = {
+    name: getattr(StudySpec, name)
+    for name in ("seeds", "tasks", "lrs", "protocol", "logged_every", "vary", "fixed_seed", "single", "carry")
+}
 
 
 @dataclass(frozen=True)
