@@ -254,9 +254,8 @@ def population_figure(population: Population) -> go.Figure:
         if pair:
             fig.add_hline(FLIP_CRITERIA["min_small_inferential"], line_dash="dash", line_color=small, **at)
             fig.add_vline(FLIP_CRITERIA["min_large_symmetric"], line_dash="dash", line_color=large, **at)
-            axis = "held-out share following the {} target"
-            fig.update_xaxes(title_text=axis.format("symmetric"), range=[-0.05, 1.05], **at)
-            fig.update_yaxes(title_text=axis.format("inferential"), range=[-0.05, 1.05], **at)
+            fig.update_xaxes(title_text="held-out share following the symmetric target", range=[-0.05, 1.05], **at)
+            fig.update_yaxes(title_text="held-out share following the inferential target", range=[-0.05, 1.05], **at)
         else:
             for criterion, colour in (
                 (("min_small_ood", small), ("max_large_ood", large)) if column == "ood_acc" else ()
