@@ -152,40 +152,6 @@ def test_profile_writes_a_summary_into_the_part(tmp_path: Path) -> None:
     assert profile["wall_s"] > 0 and profile["cpu_self_s"] > 0 and "aten::" in profile["table"] and profile["schedule"]["active"] >= 1
 
 
-def test_the_batched_step_trains_as_the_plain_step_and_resumes_from_its_checkpoints(tmp_path: Path) -> None:
-    """Per-member lr, weight decay and clipping (one run clipped hard, one not at all), a last
-    batch of 88: the batched step's AdamW equals torch's to fp32 rounding; a deadline stops it
-    every epoch and each call resumes from the checkpoint it wrote, ending where one call ends."""
-    options = [dict(lr=1e-3, weight_decay=0.0, grad_clip=1.0), dict(lr=3e-3, weight_decay=0.1, grad_clip=0.01), dict(lr=2e-3, weight_decay=0.01, grad_clip=0.0)]
-    cfgs = [make_run_config("tiny", epochs=3, n_train=600, n_test=100, eval_samples=100, seed=s, **o) for s, o in enumerate(options)]
-    plain = train_ensemble(cfgs, device="cpu", progress=False)
-    batched = train_ensemble(cfgs, device="cpu", progress=False, step=step.BatchedStep)
-    for a, b in zip(plain, batched):
-        for p, q in zip(a.model.parameters(), b.model.parameters()):
-            torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5)
-        assert [h["loss"] for h in b.metrics["history"]] == pytest.approx([h["loss"] for h in a.metrics["history"]], rel=1e-4)
-    folders = [tmp_path / f"run{i}" for i in range(3)]
-    while True:
-        chunk = train_ensemble(cfgs, folders, device="cpu", progress=False, step=step.BatchedStep, deadline=time.monotonic())
-        if all(r.finished for r in chunk):
-            break
-    for a, b in zip(batched, chunk):
-        assert all(torch.equal(p, q) for p, q in zip(a.model.parameters(), b.model.parameters()))
-
-
-def test_a_diverged_member_is_no_longer_updated_by_the_batched_step() -> None:
-    cfgs = [make_run_config("tiny", n_train=512, seed=s) for s in (0, 1)]
-    members = [new_member(c, torch.device("cpu")) for c in cfgs]
-    fast = step.BatchedStep(members, last_position_logits, torch.device("cpu"))
-    before = [[p.detach().clone() for p in m.model.parameters()] for m in members]
-    members[1].status = "diverged"
-    fast(members, torch.arange(256).expand(2, -1))
-    assert all(torch.equal(p, q) for p, q in zip(before[1], members[1].model.parameters()))
-    assert not all(torch.equal(p, q) for p, q in zip(before[0], members[0].model.parameters()))
-    steps = [float(m.optimizer.state_dict()["state"][0]["step"]) for m in members]
-    assert steps == [1.0, 0.0]
-
-
 def test_the_plan_counts_every_epoch_and_evaluation_and_splits_by_whole_seeds() -> None:
     """A run's planned seconds: its FLOPs (each epoch's training samples, each evaluated
     epoch's evaluation samples: the extension's cadence evaluates epochs 1-3, 4 and 6 of 6)
