@@ -51,9 +51,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+
 
 import click
 import torch
@@ -66,7 +66,7 @@ from training.cli import slurm_options
 from training.cli.errors import Script
 from training.cli.flags import Number
 from training.config import RunConfig, check_cores, make_run_config
-from training.launch import Job, JobReturn, Launcher, execute, make_launcher, run_study
+from training.launch import EnsembleLauncher, Job, Launcher, make_launcher, run_study
 from training.launch.slurm import slurm_options_from
 from training.studies.population import check_summary_file, read_population, reproduction_spec, write_summaries
 from training.studies.records import PROTOCOL_TEXT, PROTOCOLS, RunRecord
@@ -129,53 +129,9 @@ class Group:
     def remaining(self) -> float:
         return sum(remaining_flops(r.cfg, self.flops, r.done()) for r in self.todo())
 
-    def epoch(self, together: bool) -> float:
-        """FLOPs of the next chunk's smallest step: one epoch of every run left (together) or of one."""
-        todo = self.todo()
-        work = [self.flops.epoch(r.cfg, True) for r in todo]
-        return (sum(work) if together else max(work)) if work else 0.0
-
-
-@dataclass
-class BudgetLauncher(Launcher):
-    """The suite's own launcher: each task's runs where the budget lets them train, together
-    (one ensemble) or one by one, each through the one executor
-    (:func:`training.launch.execute`, the one failure policy); a task whose one epoch is
-    predicted not to fit in what is left of the budget is not started."""
-
-    name: ClassVar[str] = "gpu-suite"
-    groups: list[Group]
-    together: bool
-    device: Any
-    peak: float
-    logits_fn: Any = None
-    end: float | None = None  #: the budget's end (a ``time.monotonic()`` value)
-    refused: list[tuple[str, float]] = field(default_factory=list)  #: (task, predicted seconds of one epoch)
-    trained: list[str] = field(default_factory=list)
-
-    def launch(self, jobs: Sequence[Job]) -> list[JobReturn]:
-        returns: dict[str, JobReturn] = {}
-        for group in self.groups:
-            names = {r.name for r in group.runs}
-            todo = [j for j in jobs if j.name in names]
-            deadline = None
-            if todo and self.end is not None:
-                epoch_s = group.epoch(self.together) / (self.peak * (group.efficiency or REFERENCE_EFFICIENCIES[0]))
-                left_s = self.end - _clock()
-                if left_s < epoch_s:
-                    self.refused.append((group.task, epoch_s))
-                    click.echo(f"[{group.task}] not started: one epoch is predicted at {epoch_s:.1f} s and {left_s:.1f} s of the budget are left")
-                    continue
-                deadline = time.monotonic() + left_s - 2 * epoch_s
-            if not todo:
-                continue
-            self.trained.append(group.task)
-            click.echo(f"[{group.task}] training {len(todo)} runs {'together' if self.together else 'one by one'} on {self.device}", err=True)
-            for batch in [todo] if self.together else [[j] for j in todo]:
-                if deadline is not None and batch[0] is not todo[0] and time.monotonic() >= deadline:
-                    break
-                returns.update((r.name, r) for r in execute(batch, self.device, deadline=deadline, logits_fn=self.logits_fn))
-        return [returns.get(j.name) or JobReturn(j.name, str(RunFolder(j.run_dir).status())) for j in jobs]
+    def epoch_seconds(self, jobs: Sequence[Job], peak: float) -> float:
+        """Predicted seconds of one epoch of ``jobs`` (runs of this task) at the task's efficiency."""
+        return sum(self.flops.epoch(job.config, True) for job in jobs) / (peak * (self.efficiency or REFERENCE_EFFICIENCIES[0]))
 
 
 def suite_spec(
@@ -410,13 +366,19 @@ def main(
         except ValueError as err:  # submitit or Slurm's commands missing
             raise click.UsageError(str(err)) from err
     else:
-        end = None if budget_seconds is None else start + budget_seconds
-        launcher = BudgetLauncher(groups, together, dev, peak, logits_fn, end)
+        group_of = {r.name: g for g in groups for r in g.runs}
+        launcher = EnsembleLauncher(device=str(dev), ensemble_size=None if together else 1, logits_fn=logits_fn,
+                                    deadline=None if budget_seconds is None else start + budget_seconds, margin_epochs=2,
+                                    epoch_seconds=lambda jobs: group_of[jobs[0].name].epoch_seconds(jobs, peak))  # fmt: skip
+        pending = {r.name for g in groups for r in g.todo()}
     try:  # the study folder held, a folder of another run refused before anything trains
         returns = run_study(jobs, root, launcher, held=lambda: record_study(root, "reproduction", jobs))  # its record: the runs its readers read
     except ValueError as err:
         raise click.UsageError(str(err)) from err
-    trained, refused = ([g.task for g in groups], []) if slurm is not None else (launcher.trained, launcher.refused)
+    refused = [] if slurm is not None else launcher.refused
+    for names, epoch_s in refused:
+        click.echo(f"[{group_of[names[0]].task}] not started: one epoch of its {len(names)} run(s) is predicted at {epoch_s:.1f} s, more than the budget has left")
+    trained = slurm is not None or bool(pending - {n for names, _ in refused for n in names})
     root.mkdir(parents=True, exist_ok=True)
     population = None
     if all(r.started() for g in groups for r in g.runs):
