@@ -134,3 +134,23 @@ def test_the_scripts_edit_no_import_path_and_import_no_circle() -> None:
             imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and n.level == 0}
             graph[name] = (imported & set(scripts)) - {name}
         assert cycles(graph) == [], f"{folder}: scripts in an import circle"
+
+
+def test_the_scripts_have_no_launcher_step_or_record_writer_of_their_own() -> None:
+    """benchmarks/ trains through the project's one path (a study: ``run_study``, a launcher of
+    ``training.launch``, the trainer's steps of ``training.trainer``) and writes its records
+    through the atomic writers: no class of theirs extends a launcher, an optimizer or a
+    trainer's step, and no file is written with ``write_text``, ``write_bytes`` or ``json.dump``."""
+    import ast
+
+    from helpers import ROOT
+
+    own = {"Launcher", "EnsembleLauncher", "SerialLauncher", "PoolLauncher", "Optimizer", "AdamW", "VmapStep", "BatchedStep"}
+    for path in sorted((ROOT / "benchmarks").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                bases = {b.id if isinstance(b, ast.Name) else b.attr for b in node.bases if isinstance(b, ast.Name | ast.Attribute)}
+                assert not bases & own, f"benchmarks/{path.name}:{node.lineno} class {node.name} extends {sorted(bases & own)}: use training's"
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("write_text", "write_bytes", "dump"):
+                raise AssertionError(f"benchmarks/{path.name}:{node.lineno} writes a file past the atomic writer ({node.func.attr})")
