@@ -328,3 +328,25 @@ def test_a_damaged_part_or_cell_record_is_one_line_naming_it(tmp_path: Path) -> 
     run.symlink_to(tmp_path / "moved")
     done = CliRunner().invoke(_main(), ["status", "--scale", "tiny", "--results", str(tmp_path / "results")])
     assert done.exit_code == 2 and f"{run} is a symlink" in done.output, done.output
+
+
+def test_parts_marked_as_stored_studies_read_as_before(tmp_path: Path) -> None:
+    """The records a lease brings back, marked in the repository by the one stored-study writer
+    (``experiments/store.py --mark runs``, docs/campaign.md): each part a stored study (its
+    runs with ``stored.json``), read by the campaign as before, and refused as an output."""
+    first = _next(tmp_path, "--max-parts", "1")
+    assert first.exit_code == 0, first.output
+    results = tmp_path / "results"
+    before = CliRunner().invoke(_main(), ["status", "--scale", "tiny", "--results", str(results)]).output
+    store = load_script("experiments/store.py")
+    part = results / "01-fig2-small-init" / "part-1"
+    info = ["--command", "python benchmarks/gpu_campaign.py next --scale tiny", "--commit", "f84dd73", "--machine", "this CPU", "--beside", "nothing"]
+    marked = CliRunner().invoke(store.main, ["--mark", "runs", str(part), *info])
+    assert marked.exit_code == 0 and "stored 27 runs (27 completed) of the runs study" in marked.output, marked.output
+    assert (part / "stored-study.json").is_file() and (part / "seed=9001__lr=0.0001" / "stored.json").is_file()
+    assert json.loads((part / "stored-study.json").read_text())["files"]["part.json"]["bytes"] == (part / "part.json").stat().st_size
+    store_results = records.CampaignResults(results, "tiny")
+    assert len(store_results.records(cells.CELLS[0])) == 27
+    assert CliRunner().invoke(_main(), ["status", "--scale", "tiny", "--results", str(results)]).output == before
+    second = _next(tmp_path, "--max-parts", "1")
+    assert second.exit_code == 0 and "[02-fp32-control] part 1" in second.output, second.output
