@@ -188,7 +188,8 @@ def test_a_custom_logits_fn_is_the_one_the_vectorized_step_runs(tmp_path: Path) 
     _assert_same_run(ens[0], train(cfgs[0], device="cpu", progress=False))
 
 
-def test_the_batched_step_trains_as_the_vmap_step_and_resumes_from_its_checkpoints(tmp_path: Path) -> None:
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"))])
+def test_the_batched_step_trains_as_the_vmap_step_and_resumes_from_its_checkpoints(tmp_path: Path, device: str) -> None:
     """Per-member lr, weight decay and clipping (one run clipped hard, one not at all), a last
     batch of 88: the batched step's one update of every member equals each member's
     ``clip_grad_norm_`` and ``torch.optim.AdamW`` (the vmap step) to fp32 rounding; a deadline
@@ -198,19 +199,20 @@ def test_the_batched_step_trains_as_the_vmap_step_and_resumes_from_its_checkpoin
 
     options = [dict(lr=1e-3, weight_decay=0.0, grad_clip=1.0), dict(lr=3e-3, weight_decay=0.1, grad_clip=0.01), dict(lr=2e-3, weight_decay=0.01, grad_clip=0.0)]
     cfgs = [make_run_config("tiny", epochs=3, n_train=600, n_test=100, eval_samples=100, seed=s, **o) for s, o in enumerate(options)]
-    plain = train_ensemble(cfgs, device="cpu", progress=False)
-    batched = train_ensemble(cfgs, device="cpu", progress=False, step="batched")
+    plain = train_ensemble(cfgs, device=device, progress=False)
+    batched = train_ensemble(cfgs, device=device, progress=False, step="batched")
     for a, b in zip(plain, batched, strict=True):
         for p, q in zip(a.model.parameters(), b.model.parameters(), strict=True):
             torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5)
         assert [h["loss"] for h in b.metrics["history"]] == pytest.approx([h["loss"] for h in a.metrics["history"]], rel=1e-4)
     folders = [tmp_path / f"run{i}" for i in range(3)]
     while True:
-        chunk = train_ensemble(cfgs, folders, device="cpu", progress=False, step=BatchedStep, deadline=time.monotonic())
+        chunk = train_ensemble(cfgs, folders, device=device, progress=False, step=BatchedStep, deadline=time.monotonic())
         if all(r.finished for r in chunk):
             break
+    same = torch.equal if device == "cpu" else lambda p, q: torch.allclose(p, q, rtol=1e-4, atol=1e-6)  # CUDA's backward is not bit-reproducible
     for a, b in zip(batched, chunk, strict=True):
-        assert all(torch.equal(p, q) for p, q in zip(a.model.parameters(), b.model.parameters(), strict=True))
+        assert all(same(p, q) for p, q in zip(a.model.parameters(), b.model.parameters(), strict=True))
 
 
 def test_a_diverged_member_is_no_longer_updated_by_the_batched_step() -> None:
