@@ -115,15 +115,21 @@ def test_bf16_accuracy_prints_the_difference_to_fp32() -> None:
 
 
 def test_the_scripts_edit_no_import_path_and_import_no_circle() -> None:
-    """benchmarks/ and experiments/ import their siblings by name (a script run has its folder
-    on the path; the tests put benchmarks/ there through pyproject's pytest ``pythonpath``),
-    never by editing ``sys.path``, and no two of them import each other, even inside a function."""
+    """benchmarks/, experiments/ and examples/ import their siblings by name (a script run has
+    its folder on the path; the tests put benchmarks/ there through pyproject's pytest
+    ``pythonpath``), never by editing ``sys.path`` (nor does any module of the packages), and
+    no two of them import each other, even inside a function."""
     import ast
 
     from helpers import ROOT
     from test_layout import cycles
 
-    for folder in ("benchmarks", "experiments"):
+    for package in ("interp_init", "probes", "training"):  # no module of the packages edits it either
+        for path in sorted((ROOT / package).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            edits = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "path" and getattr(n.value, "id", None) == "sys"]
+            assert edits == [], f"{path.relative_to(ROOT)}:{edits[0]} reads or edits sys.path"
+    for folder in ("benchmarks", "experiments", "examples"):
         scripts = {p.stem: p for p in (ROOT / folder).glob("*.py")}
         graph: dict[str, set[str]] = {}
         for name, path in scripts.items():
