@@ -23,7 +23,9 @@ one epoch as long as the last, are left (the loop stops before an epoch that wou
 deadline, which the suite sets two predicted epochs early), the table so far is written, and the
 command exits 0 saying how many runs remain; the same command resumes.  A task whose one
 epoch is predicted not to fit in what is left is not started (and if none fits, the
-command fails saying what budget would).
+command fails saying what budget would).  The suite is a study like any other: its spec run
+by :func:`training.launch.run_study` under :class:`training.launch.EnsembleLauncher` with the
+budget's deadline (one by one: ensembles of one), on the trainer's steps.
 
 **The GPU's settings** (each default on CUDA only): the runs of a task train together as
 one vectorized ensemble (``--ensemble``); bf16 autocast of the forward (``--precision``,
