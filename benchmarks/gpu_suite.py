@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -234,6 +235,67 @@ def _clock() -> float:
     return time.monotonic()
 
 
+def print_plan(groups: list[Group], dev: torch.device, precision: str, tf32: bool, together: bool, peak_tflops: float | None,
+               efficiency: float | None, probe_steps: int, logits_fn: Any) -> tuple[float, float]:  # fmt: skip
+    """Print the plan (the peak, each task's efficiency and FLOPs left, the minutes they take)
+    and set each group's FLOPs and efficiency; returns the training precision's peak and the bf16 peak."""
+    if peak_tflops is None:
+        measured = peaks(dev)
+        peak, bf16_peak = measured[precision], measured["bf16"]
+        click.echo(f"matmul peak measured: fp32{' (TF32 allowed)' if tf32 else ''} {measured['fp32'] / 1e12:.2f} TFLOP/s, bf16 {measured['bf16'] / 1e12:.2f} TFLOP/s")
+    else:
+        peak = bf16_peak = peak_tflops * 1e12
+        click.echo(f"matmul peak given: {peak_tflops:g} TFLOP/s ({precision})")
+    for group in groups:
+        group.flops = run_flops(group.runs[0].cfg, dev)
+        so_far = measured_efficiency([r.cfg for r in group.runs], [r.record() for r in group.runs], group.flops, peak, together)
+        if efficiency is not None:
+            group.efficiency = efficiency
+        elif so_far is not None and group.todo():
+            group.efficiency = so_far
+            click.echo(f"[{group.task}] {so_far:.1%} of the peak in its earlier chunks")
+        elif probe_steps and group.todo():
+            group.efficiency, warmup = probe_efficiency([r.cfg for r in group.todo()], group.flops, peak, dev, together, logits_fn, probe_steps)
+            click.echo(f"[{group.task}] probe: warm-up {warmup:.1f} s, then {group.efficiency:.1%} of the peak over {probe_steps} steps")
+    total = 0.0
+    for group in groups:
+        todo, cfg = group.todo(), group.runs[0].cfg
+        left = group.remaining()
+        total += left
+        click.echo(
+            f"[{group.task}] {len(group.runs)} runs ({cfg.model.architecture}, d_model {cfg.model.d_model}, {cfg.data.n_train:,} samples, "
+            f"{cfg.train.epochs} epochs, batch {cfg.train.batch_size}), {len(todo)} to train, {sum(cfg.train.epochs - r.done() for r in todo)} run-epochs left; "
+            f"{group.flops.train / 1e6:.2f} MFLOP per training sample, {group.flops.forward / 1e6:.2f} per evaluation sample; {left:.3g} FLOP left"
+            + ("" if group.efficiency is None else f": {_minutes(left, peak * group.efficiency)} at {group.efficiency:.1%} of the peak")
+        )
+    click.echo(f"total {total:.3g} FLOP left: " + ", ".join(f"{_minutes(total, peak * e)} at {e:.0%}" for e in REFERENCE_EFFICIENCIES) + " of the peak")
+    return peak, bf16_peak
+
+
+def say_what_remains(groups: list[Group], returns: list, refused: list[tuple[list[str], float]], trained: bool, budget_seconds: float | None, start: float) -> None:
+    """End the command truthfully: failed runs (exit 1), a budget that fit nothing (exit 1, with
+    the budget that would), the runs left for the next chunk (exit 0), runs that did not complete."""
+    failed = [r for r in returns if r.status == "failed"]
+    if failed:  # recorded in their error.txt by the executor; the next command retries them
+        raise click.ClickException(f"{len(failed)} run(s) failed, each with its error.txt ({failed[0].name}: {failed[0].error}); run the same command again to retry")
+    remaining = [r for g in groups for r in g.todo()]
+    if remaining:
+        if not trained:
+            cheapest = min(s for _, s in refused)
+            raise click.ClickException(
+                f"--budget-seconds {budget_seconds:g} cannot fit one epoch of any unfinished task (the cheapest is predicted at "
+                f"{cheapest:.1f} s); give at least {cheapest + (_clock() - start):.0f} seconds"
+            )
+        left = sum(g.remaining() for g in groups)
+        click.echo(
+            f"{len(remaining)} of {sum(len(g.runs) for g in groups)} runs remain ({left:.3g} FLOP); run the same command again to resume",
+        )
+        return
+    failed = [r for g in groups for r in g.runs if r.recorded_status() != "completed"]
+    if failed:
+        raise click.ClickException(f"{len(failed)} run(s) did not complete: see the table's status column")
+
+
 @click.command(cls=Script)
 @click.option("--out", type=click.Path(file_okay=False), default=None, help="Folder for the run folders and gpu_suite.md (needed unless --dry-run).")
 @click.option("--scale", type=click.Choice(["paper", "cpu", "tiny"]), default=None, help="Preset of every run [default: paper on CUDA, else tiny].")
@@ -326,37 +388,8 @@ def main(
         + f"runs of a task {'trained together' if together else 'one by one'}; {PROTOCOL_TEXT[protocol]}" + ("" if lrs is None else f" (lrs {lrs})") + "."
     )  # fmt: skip
     click.echo(header)
-    if peak_tflops is None:
-        measured = peaks(dev)
-        peak, bf16_peak = measured[precision], measured["bf16"]
-        click.echo(f"matmul peak measured: fp32{' (TF32 allowed)' if tf32 else ''} {measured['fp32'] / 1e12:.2f} TFLOP/s, bf16 {measured['bf16'] / 1e12:.2f} TFLOP/s")
-    else:
-        peak = bf16_peak = peak_tflops * 1e12
-        click.echo(f"matmul peak given: {peak_tflops:g} TFLOP/s ({precision})")
+    peak, bf16_peak = print_plan(groups, dev, precision, tf32, together, peak_tflops, efficiency, probe_steps, logits_fn)
     header += f" Matmul peak {'given' if peak_tflops else 'measured'}: {bf16_peak / 1e12:.2f} TFLOP/s (bf16)."
-    for group in groups:
-        group.flops = run_flops(group.runs[0].cfg, dev)
-        so_far = measured_efficiency([r.cfg for r in group.runs], [r.record() for r in group.runs], group.flops, peak, together)
-        if efficiency is not None:
-            group.efficiency = efficiency
-        elif so_far is not None and group.todo():
-            group.efficiency = so_far
-            click.echo(f"[{group.task}] {so_far:.1%} of the peak in its earlier chunks")
-        elif probe_steps and group.todo():
-            group.efficiency, warmup = probe_efficiency([r.cfg for r in group.todo()], group.flops, peak, dev, together, logits_fn, probe_steps)
-            click.echo(f"[{group.task}] probe: warm-up {warmup:.1f} s, then {group.efficiency:.1%} of the peak over {probe_steps} steps")
-    total = 0.0
-    for group in groups:
-        todo, cfg = group.todo(), group.runs[0].cfg
-        left = group.remaining()
-        total += left
-        click.echo(
-            f"[{group.task}] {len(group.runs)} runs ({cfg.model.architecture}, d_model {cfg.model.d_model}, {cfg.data.n_train:,} samples, "
-            f"{cfg.train.epochs} epochs, batch {cfg.train.batch_size}), {len(todo)} to train, {sum(cfg.train.epochs - r.done() for r in todo)} run-epochs left; "
-            f"{group.flops.train / 1e6:.2f} MFLOP per training sample, {group.flops.forward / 1e6:.2f} per evaluation sample; {left:.3g} FLOP left"
-            + ("" if group.efficiency is None else f": {_minutes(left, peak * group.efficiency)} at {group.efficiency:.1%} of the peak")
-        )
-    click.echo(f"total {total:.3g} FLOP left: " + ", ".join(f"{_minutes(total, peak * e)} at {e:.0%}" for e in REFERENCE_EFFICIENCIES) + " of the peak")
     if dry_run:
         return
     if slurm is not None:  # each task's runs as one ensemble per job when together
@@ -393,25 +426,7 @@ def main(
     else:
         write_output(table_path, text, TABLE_PURPOSE)
     click.echo(text)
-    failed = [r for r in returns if r.status == "failed"]
-    if failed:  # recorded in their error.txt by the executor; the next command retries them
-        raise click.ClickException(f"{len(failed)} run(s) failed, each with its error.txt ({failed[0].name}: {failed[0].error}); run the same command again to retry")
-    remaining = [r for g in groups for r in g.todo()]
-    if remaining:
-        if not trained:
-            cheapest = min(s for _, s in refused)
-            raise click.ClickException(
-                f"--budget-seconds {budget_seconds:g} cannot fit one epoch of any unfinished task (the cheapest is predicted at "
-                f"{cheapest:.1f} s); give at least {cheapest + (_clock() - start):.0f} seconds"
-            )
-        left = sum(g.remaining() for g in groups)
-        click.echo(
-            f"{len(remaining)} of {sum(len(g.runs) for g in groups)} runs remain ({left:.3g} FLOP); run the same command again to resume",
-        )
-        return
-    failed = [r for g in groups for r in g.runs if r.recorded_status() != "completed"]
-    if failed:
-        raise click.ClickException(f"{len(failed)} run(s) did not complete: see the table's status column")
+    say_what_remains(groups, returns, refused, trained, budget_seconds, start)
 
 
 if __name__ == "__main__":
