@@ -147,7 +147,9 @@ class EnsembleLauncher(Launcher):
     step: Any = None
     logits_fn: Any = None
     data_fn: Any = None
-    refused: list[tuple[list[str], float]] = field(default_factory=list)  #: (the group's job names, its predicted epoch seconds)
+    refused: list[tuple[list[str], float]] = field(
+        default_factory=list
+    )  #: (the group's job names, its predicted epoch seconds)
 
     def __post_init__(self) -> None:
         check_count("ensemble_size", self.ensemble_size)
@@ -181,7 +183,9 @@ class EnsembleLauncher(Launcher):
                     returns.update((j.name, JobReturn(j.name, str(RunFolder(j.run_dir).status()))) for j in group)
                     continue
                 deadline -= self.margin_epochs * epoch_s
-            returns.update((r.name, self.returned(r)) for r in execute(group, self.device, deadline=deadline, **options))
+            returns.update(
+                (r.name, self.returned(r)) for r in execute(group, self.device, deadline=deadline, **options)
+            )
         return [returns[job.name] for job in jobs]
 
 

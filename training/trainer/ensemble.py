@@ -67,7 +67,15 @@ from training.trainer.loop import (
 )
 from training.trainer.step import autocast_context, last_position_logits
 
-__all__ = ["ENSEMBLE_STEPS", "ENSEMBLE_VARYING", "BatchedStep", "StepFactory", "VmapStep", "check_ensemble", "fit_ensemble"]
+__all__ = [
+    "ENSEMBLE_STEPS",
+    "ENSEMBLE_VARYING",
+    "BatchedStep",
+    "StepFactory",
+    "VmapStep",
+    "check_ensemble",
+    "fit_ensemble",
+]
 
 #: The options in which the runs of one ensemble may differ (all else must be equal).
 ENSEMBLE_VARYING: frozenset[str] = frozenset(
@@ -295,7 +303,9 @@ class BatchedStep(VmapStep):
     def update(self, lr: Float[Tensor, " model"], running: Tensor | None) -> None:
         """Every member's clipping and AdamW step on the stacked tensors; ``running``: which
         members move (None: all)."""
-        names = [n for n in self.params if self.params[n].grad is not None]  # AdamW leaves a parameter without one alone
+        names = [
+            n for n in self.params if self.params[n].grad is not None
+        ]  # AdamW leaves a parameter without one alone
         grads = [self.params[n].grad for n in names]
         norms = torch.stack([torch.linalg.vector_norm(g.flatten(1), dim=1) for g in grads])
         total = torch.linalg.vector_norm(norms, dim=0)
