@@ -2,7 +2,7 @@
 
 ``ensemble``: ``training.trainer.ensemble.VmapStep`` (``vmap`` over ``functional_call`` of
 ``last_position_logits`` on the stacked parameters, then each model's clipping and
-``torch.optim.AdamW`` step).  ``batched``: the campaign's ``campaign_step.BatchedStep``, the
+``torch.optim.AdamW`` step).  ``batched``: the trainer's ``training.trainer.ensemble.BatchedStep``, the
 same forward and backward, then every model's clipping and AdamW as one set of operations on
 the stacked parameters.  ``one-by-one``:
 ``training.trainer.step.train_step`` on each model in turn, as ``training.train`` runs them.
@@ -23,12 +23,10 @@ import torch
 
 from interp_init import build_model, resolve_device
 from training.config import make_run_config
-from training.trainer.ensemble import VmapStep
+from training.trainer.ensemble import BatchedStep, VmapStep
 from training.trainer.step import last_position_logits, make_optimizer, train_step
 from training.trainer.loop import make_run_data, new_member
 from training.cli.errors import Script
-
-from campaign_step import BatchedStep  # noqa: E402
 
 
 def _sync(dev: torch.device) -> None:

@@ -24,7 +24,7 @@ from campaign_cells import CELLS, Cell, Run
 from campaign_records import CampaignResults
 from gpu_cost import RunFlops, remaining_flops, run_flops
 
-from training.trainer.ensemble import ENSEMBLE_VARYING
+from training.launch import ensemble_key as launcher_key
 
 #: The fraction of the bf16 peak the first GPU run realized (NVIDIA H200, 2026-11-26: six runs as
 #: one compiled bf16 ensemble, 1.15M samples/s at 77.55 MFLOP each over a measured 784.88 TFLOP/s,
@@ -82,8 +82,8 @@ def precision_of(run: Run) -> str:
 
 
 def ensemble_key(run: Run) -> tuple:
-    """Runs of one key train together (the options :data:`ENSEMBLE_VARYING` leaves equal, and TF32)."""
-    return (*sorted((k, v) for k, v in run.config.flat().items() if k not in ENSEMBLE_VARYING), run.tf32)
+    """Runs of one key train together: the ensemble launcher's groups (:func:`training.launch.ensemble_key`), and TF32."""
+    return (*launcher_key(run.config), run.tf32)
 
 
 class Costs:

@@ -7,6 +7,10 @@ Layout under the results folder (``experiments/results/campaign/`` by default)::
     <cell>/part-K/<run>/config.json     each run's config
     <cell>/part-K/<run>/metrics.json    and its metrics with the whole history (no weights, no checkpoint)
 
+Once a lease's archive is unpacked in the repository, each part is marked as a stored study by
+the one writer of stored records (``experiments/store.py --mark runs``, docs/campaign.md):
+``<cell>/part-K/stored-study.json``, ``STUDY.md`` and each run's ``stored.json``, read here as before.
+
 A run is finished when a part holds its record with a finished status (``completed`` or
 ``diverged``); a cell when all its runs are (:class:`CampaignResults`).  A part stopped by
 its deadline keeps its records (``running``, with their histories) but finishes nothing: its

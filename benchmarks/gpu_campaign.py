@@ -42,21 +42,26 @@ from campaign_cells import CELLS, SCALES  # noqa: E402
 from campaign_plan import (AIM_EFFICIENCY, GPUS, LEASE_BUDGET_S, MARGIN_S, MEASURED_EFFICIENCY, SETUP_PRIOR_S, Costs, Part, Rate,  # noqa: E402
                            cell_seconds, next_part, precision_of, simulate)  # fmt: skip
 from campaign_records import MAX_CELL_BYTES, RESULTS, CampaignResults, decide, decide_contrast  # noqa: E402
-from campaign_step import LADDERS, PATHS, self_check, timed  # noqa: E402
 from gpu_cost import peaks as measure_peaks  # noqa: E402
 from gpu_cost import remaining_flops  # noqa: E402
-from campaign_profile import profiler_for  # noqa: E402
+from campaign_profile import profiler_for, timed  # noqa: E402
 
 from interp_init import resolve_device  # noqa: E402
 from interp_init.fileio import BadRunFile, atomic_write, hold_folder  # noqa: E402
 from interp_init.outputs import check_output_file, check_output_folder, enclosing_study, write_output  # noqa: E402
 from training.cli.errors import Script  # noqa: E402
 from training.cli.flags import Number  # noqa: E402
-from training.launch import Job, execute  # noqa: E402
+from training.launch import EnsembleLauncher, Job, run_study  # noqa: E402
 from training.config import check_cores  # noqa: E402
 from training.trainer.loop import RunData, make_run_data  # noqa: E402
 from training.trainer.step import last_position_logits  # noqa: E402
 
+#: The step paths, fastest first, and what each falls back to (the plain step last): ``batched``
+#: the trainer's one AdamW update of every member (:class:`training.trainer.ensemble.BatchedStep`),
+#: ``compiled`` the same with the vectorized forward compiled, ``plain`` the trainer's
+#: :class:`~training.trainer.ensemble.VmapStep`, eager.
+LADDERS: dict[str, tuple[str, ...]] = {"compiled": ("compiled", "batched", "plain"), "batched": ("batched", "plain"), "plain": ("plain",)}
+PATHS: tuple[str, ...] = tuple(LADDERS)
 #: The purpose ``--archive`` is recorded with (a later call's archive may replace it).
 ARCHIVE_PURPOSE = "campaign archive"
 
@@ -85,43 +90,41 @@ class PartRun:
     folders: list[Path]
     finished: bool
     events: list[dict]
-    check: dict | None
     timing: dict
     samples: int
     profile: dict | None
 
 
 def train_part(part: Part, folder: Path, dev: torch.device, path: str, deadline: float, data_fn: DataCache, profile: bool) -> PartRun:
-    """The campaign's one call into training: ``part``'s runs as one ensemble through the
-    one executor (:func:`training.launch.execute` with ``deadline``), through ``path``'s step,
-    and down its ladder (:data:`campaign_step.LADDERS`) to the plain step on any failure of a
-    faster one: in its set-up and self-check (the first minute), or later (its runs then
-    start again in a fresh folder on the next path, in the time left)."""
-    cfgs = [r.config for r in part.runs]
+    """The campaign's one call into training: ``part``'s runs as one study (:func:`training.launch.run_study`)
+    under the ensemble launcher with ``deadline`` (one ensemble, through the one executor),
+    on the trainer's step of ``path``, and down its ladder (:data:`LADDERS`) to the plain step
+    on any failure of a faster one (its runs then start again in a fresh folder on the next
+    path, in the time left)."""
     tf32 = part.runs[0].tf32
     torch.set_float32_matmul_precision("high" if tf32 else "highest")
     torch.backends.cudnn.allow_tf32 = tf32
+    cfg = part.runs[0].config
     events: list[dict] = []
     for kind in LADDERS[path]:
         t0 = time.perf_counter()
         steps: list = []
-        attempt = 1 + len(list(folder.glob("attempt-*")))  # a fresh folder, whatever an earlier, killed call left
-        folders = [folder / f"attempt-{attempt}" / r.name for r in part.runs]
+        attempt = folder / f"attempt-{1 + len(list(folder.glob('attempt-*')))}"  # a fresh folder, whatever an earlier, killed call left
+        folders = [attempt / r.name for r in part.runs]
         summary: dict = {}
         try:
             logits_fn = torch.compile(last_position_logits) if kind == "compiled" else None
-            check = None if kind == "plain" else self_check(kind, cfgs, dev, logits_fn)
-            steps_per_epoch = -(-cfgs[0].data.n_train // cfgs[0].train.batch_size)
-            with profiler_for(profile, dev, steps_per_epoch, cfgs[0].train.epochs, summary) as prof:
-                jobs = [Job(r.name, r.config, f) for r, f in zip(part.runs, folders, strict=True)]
-                returns = execute(jobs, str(dev), deadline=deadline, logits_fn=logits_fn, step=timed(kind, steps, prof), data_fn=data_fn)
+            steps_per_epoch = -(-cfg.data.n_train // cfg.train.batch_size)
+            with profiler_for(profile, dev, steps_per_epoch, cfg.train.epochs, summary) as prof:
+                step = timed("vmap" if kind == "plain" else "batched", steps, prof)
+                launcher = EnsembleLauncher(device=str(dev), deadline=deadline, step=step, logits_fn=logits_fn, data_fn=data_fn)
+                returns = run_study([Job(r.name, r.config, f) for r, f in zip(part.runs, folders, strict=True)], attempt, launcher, kind="sweep")
             failed = [r for r in returns if r.status == "failed"]
             if failed:  # the executor recorded it in the run's error.txt: the next step down the ladder
                 raise RuntimeError(f"run {failed[0].name} failed: {failed[0].error}")
             end = time.perf_counter()
             timing = {"setup_s": round(steps[-1].epoch_start[0] - t0, 3), "train_s": round(end - steps[-1].epoch_start[0], 3), **steps[-1].timing(end)}
-            check = None if check is None else {**check, **getattr(steps[-1].inner, "check", {})}  # the graph's own capture check
-            return PartRun(kind, folders, all(r.status == "completed" for r in returns), events, check, timing, steps[-1].samples, summary or None)
+            return PartRun(kind, folders, all(r.status == "completed" for r in returns), events, timing, steps[-1].samples, summary or None)
         except Exception as err:  # any failure of a fast path: the next one down
             if kind == LADDERS[path][-1]:
                 raise
@@ -180,7 +183,7 @@ def part_record(part: Part, number: int, run: PartRun, rate: Rate, costs: Costs,
             "runs": {r.name: {"epochs": rec.epochs_run, "status": rec.recorded_status} for r, rec in zip(part.runs, records)},
             "evaluated_epochs": [e.epoch for e in records[0].history if e.metrics is not None],
             "precision": part.runs[0].config.train.precision, "tf32": part.runs[0].tf32, "budget_s": budget,
-            "step": {"path": run.path, "fallbacks": run.events, "self_check": run.check}, "timing": run.timing, "speed": speed,
+            "step": {"path": run.path, "fallbacks": run.events}, "timing": run.timing, "speed": speed,
             "peaks_tflops": {k: v / 1e12 for k, v in peaks.items()}, "device": device_info(dev), "versions": versions(),
             "profile": run.profile, "written": time.strftime("%Y-%m-%dT%H:%M:%S%z")}  # fmt: skip
 
@@ -309,7 +312,7 @@ MAX_SECONDS = 3.2e7
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
 @click.option("--dry-run", is_flag=True, help="Print the plan (each cell's estimated device seconds, the next lease's parts) and train nothing.")
 @click.option("--gpu", type=click.Choice(sorted(GPUS)), default=None, help="The GPU a dry run plans for, with its recorded peaks [default: the device's measured peaks on CUDA, else h200].")
-@click.option("--step", "path", type=click.Choice(PATHS), default=None, help="The fastest step path to try; each falls back to the next down to plain [default: graphs on CUDA, else batched].")
+@click.option("--step", "path", type=click.Choice(PATHS), default="batched", show_default=True, help="The fastest step path to try; each falls back to the next down to plain (compiled, batched, plain).")
 @click.option("--profile", is_flag=True, help="Record a torch.profiler summary of 20 steps of the call's first part (around the end of its second epoch) into its part.json.")
 @click.option("--peak-tflops", type=Number(0, 1e6, min_open=True), default=None, help="State the device's dense matmul peak, TFLOP/s, for every precision [default: measured].")
 @click.option("--efficiency", type=Number(0, 1, min_open=True), default=None, help="Fraction of the peak to plan with [default: what this campaign's parts realized on this device, else the first GPU run's 11.4%].")
@@ -380,7 +383,7 @@ def main(action: str, out: Path | None, results: Path | None, budget_seconds: fl
         with hold_folder(root, busy.format(owner="{owner}", option="--results")), hold_folder(out, busy.format(owner="{owner}", option="--out")):
             for stale in remove_stale_copies(store):
                 click.echo(f"removed {stale}, the copy of a part a killed call left", err=True)
-            run_next(store, costs, dev, out, start + budget_seconds, budget_seconds, path or ("graphs" if dev.type == "cuda" else "batched"),
+            run_next(store, costs, dev, out, start + budget_seconds, budget_seconds, path,
                      profile, peak_tflops, efficiency, setup_seconds, margin_seconds, max_parts, archive)  # fmt: skip
     finally:
         for folder in sorted(made, key=lambda p: len(p.parts), reverse=True):  # what this call made and left empty

@@ -9,8 +9,8 @@
 * :func:`peaks` measures the device's dense matmul rate in fp32 (TF32 where the process
   allows it) and bf16 on one large square product.
 * :func:`probe_efficiency` times a few training steps of throwaway copies of a group's
-  runs (same shapes, trained by the one executor, :func:`training.launch.execute`, into a
-  temporary folder) and returns the fraction of the peak they reached: the efficiency the
+  runs (same shapes, a throwaway study: :func:`training.launch.run_study` under the ensemble
+  launcher, into a temporary folder) and returns the fraction of the peak they reached: the efficiency the
   predictions use before a task has trained; :func:`measured_efficiency` the fraction its
   run folders record once it has (samples trained over ``elapsed_s``, evaluations included).
 
@@ -35,7 +35,7 @@ import torch
 from interp_init import build_model
 from interp_init.tasks.anchor_pairs import task_spec
 from training.config import RunConfig
-from training.launch import Job, execute
+from training.launch import EnsembleLauncher, Job, run_study
 from training.studies.population import reproduction_spec
 from training.studies.records import RunRecord
 from training.trainer.step import last_position_logits, make_optimizer, train_step
@@ -108,10 +108,11 @@ def probe_efficiency(
     def run(n: int) -> float:
         probe = probe_configs(cfgs if together else cfgs[:1], n)
         with tempfile.TemporaryDirectory(prefix="gpu-cost-probe-") as scratch:
-            jobs = [Job(f"probe-{i}", cfg, Path(scratch) / f"probe-{i}") for i, cfg in enumerate(probe)]
+            jobs = [Job(f"probe-{i}", cfg, Path(scratch) / "probe" / f"probe-{i}") for i, cfg in enumerate(probe)]
             _sync(dev)
             t0 = time.perf_counter()
-            returns = execute(jobs, str(dev), logits_fn=logits_fn)
+            launcher = EnsembleLauncher(device=str(dev), ensemble_size=None if together else 1, logits_fn=logits_fn)
+            returns = run_study(jobs, Path(scratch) / "probe", launcher, kind="sweep")
             _sync(dev)
             seconds = time.perf_counter() - t0
         failed = [r for r in returns if r.status != "completed"]

@@ -23,7 +23,9 @@ one epoch as long as the last, are left (the loop stops before an epoch that wou
 deadline, which the suite sets two predicted epochs early), the table so far is written, and the
 command exits 0 saying how many runs remain; the same command resumes.  A task whose one
 epoch is predicted not to fit in what is left is not started (and if none fits, the
-command fails saying what budget would).
+command fails saying what budget would).  The suite is a study like any other: its spec run
+by :func:`training.launch.run_study` under :class:`training.launch.EnsembleLauncher` with the
+budget's deadline (one by one: ensembles of one), on the trainer's steps.
 
 **The GPU's settings** (each default on CUDA only): the runs of a task train together as
 one vectorized ensemble (``--ensemble``); bf16 autocast of the forward (``--precision``,
@@ -51,9 +53,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from typing import Any
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+
 
 import click
 import torch
@@ -66,7 +69,7 @@ from training.cli import slurm_options
 from training.cli.errors import Script
 from training.cli.flags import Number
 from training.config import RunConfig, check_cores, make_run_config
-from training.launch import Job, JobReturn, Launcher, execute, make_launcher, run_study
+from training.launch import EnsembleLauncher, Job, Launcher, make_launcher, run_study
 from training.launch.slurm import slurm_options_from
 from training.studies.population import check_summary_file, read_population, reproduction_spec, write_summaries
 from training.studies.records import PROTOCOL_TEXT, PROTOCOLS, RunRecord
@@ -129,53 +132,9 @@ class Group:
     def remaining(self) -> float:
         return sum(remaining_flops(r.cfg, self.flops, r.done()) for r in self.todo())
 
-    def epoch(self, together: bool) -> float:
-        """FLOPs of the next chunk's smallest step: one epoch of every run left (together) or of one."""
-        todo = self.todo()
-        work = [self.flops.epoch(r.cfg, True) for r in todo]
-        return (sum(work) if together else max(work)) if work else 0.0
-
-
-@dataclass
-class BudgetLauncher(Launcher):
-    """The suite's own launcher: each task's runs where the budget lets them train, together
-    (one ensemble) or one by one, each through the one executor
-    (:func:`training.launch.execute`, the one failure policy); a task whose one epoch is
-    predicted not to fit in what is left of the budget is not started."""
-
-    name: ClassVar[str] = "gpu-suite"
-    groups: list[Group]
-    together: bool
-    device: Any
-    peak: float
-    logits_fn: Any = None
-    end: float | None = None  #: the budget's end (a ``time.monotonic()`` value)
-    refused: list[tuple[str, float]] = field(default_factory=list)  #: (task, predicted seconds of one epoch)
-    trained: list[str] = field(default_factory=list)
-
-    def launch(self, jobs: Sequence[Job]) -> list[JobReturn]:
-        returns: dict[str, JobReturn] = {}
-        for group in self.groups:
-            names = {r.name for r in group.runs}
-            todo = [j for j in jobs if j.name in names]
-            deadline = None
-            if todo and self.end is not None:
-                epoch_s = group.epoch(self.together) / (self.peak * (group.efficiency or REFERENCE_EFFICIENCIES[0]))
-                left_s = self.end - _clock()
-                if left_s < epoch_s:
-                    self.refused.append((group.task, epoch_s))
-                    click.echo(f"[{group.task}] not started: one epoch is predicted at {epoch_s:.1f} s and {left_s:.1f} s of the budget are left")
-                    continue
-                deadline = time.monotonic() + left_s - 2 * epoch_s
-            if not todo:
-                continue
-            self.trained.append(group.task)
-            click.echo(f"[{group.task}] training {len(todo)} runs {'together' if self.together else 'one by one'} on {self.device}", err=True)
-            for batch in [todo] if self.together else [[j] for j in todo]:
-                if deadline is not None and batch[0] is not todo[0] and time.monotonic() >= deadline:
-                    break
-                returns.update((r.name, r) for r in execute(batch, self.device, deadline=deadline, logits_fn=self.logits_fn))
-        return [returns.get(j.name) or JobReturn(j.name, str(RunFolder(j.run_dir).status())) for j in jobs]
+    def epoch_seconds(self, jobs: Sequence[Job], peak: float) -> float:
+        """Predicted seconds of one epoch of ``jobs`` (runs of this task) at the task's efficiency."""
+        return sum(self.flops.epoch(job.config, True) for job in jobs) / (peak * (self.efficiency or REFERENCE_EFFICIENCIES[0]))
 
 
 def suite_spec(
@@ -276,6 +235,67 @@ def _clock() -> float:
     return time.monotonic()
 
 
+def print_plan(groups: list[Group], dev: torch.device, precision: str, tf32: bool, together: bool, peak_tflops: float | None,
+               efficiency: float | None, probe_steps: int, logits_fn: Any) -> tuple[float, float]:  # fmt: skip
+    """Print the plan (the peak, each task's efficiency and FLOPs left, the minutes they take)
+    and set each group's FLOPs and efficiency; returns the training precision's peak and the bf16 peak."""
+    if peak_tflops is None:
+        measured = peaks(dev)
+        peak, bf16_peak = measured[precision], measured["bf16"]
+        click.echo(f"matmul peak measured: fp32{' (TF32 allowed)' if tf32 else ''} {measured['fp32'] / 1e12:.2f} TFLOP/s, bf16 {measured['bf16'] / 1e12:.2f} TFLOP/s")
+    else:
+        peak = bf16_peak = peak_tflops * 1e12
+        click.echo(f"matmul peak given: {peak_tflops:g} TFLOP/s ({precision})")
+    for group in groups:
+        group.flops = run_flops(group.runs[0].cfg, dev)
+        so_far = measured_efficiency([r.cfg for r in group.runs], [r.record() for r in group.runs], group.flops, peak, together)
+        if efficiency is not None:
+            group.efficiency = efficiency
+        elif so_far is not None and group.todo():
+            group.efficiency = so_far
+            click.echo(f"[{group.task}] {so_far:.1%} of the peak in its earlier chunks")
+        elif probe_steps and group.todo():
+            group.efficiency, warmup = probe_efficiency([r.cfg for r in group.todo()], group.flops, peak, dev, together, logits_fn, probe_steps)
+            click.echo(f"[{group.task}] probe: warm-up {warmup:.1f} s, then {group.efficiency:.1%} of the peak over {probe_steps} steps")
+    total = 0.0
+    for group in groups:
+        todo, cfg = group.todo(), group.runs[0].cfg
+        left = group.remaining()
+        total += left
+        click.echo(
+            f"[{group.task}] {len(group.runs)} runs ({cfg.model.architecture}, d_model {cfg.model.d_model}, {cfg.data.n_train:,} samples, "
+            f"{cfg.train.epochs} epochs, batch {cfg.train.batch_size}), {len(todo)} to train, {sum(cfg.train.epochs - r.done() for r in todo)} run-epochs left; "
+            f"{group.flops.train / 1e6:.2f} MFLOP per training sample, {group.flops.forward / 1e6:.2f} per evaluation sample; {left:.3g} FLOP left"
+            + ("" if group.efficiency is None else f": {_minutes(left, peak * group.efficiency)} at {group.efficiency:.1%} of the peak")
+        )
+    click.echo(f"total {total:.3g} FLOP left: " + ", ".join(f"{_minutes(total, peak * e)} at {e:.0%}" for e in REFERENCE_EFFICIENCIES) + " of the peak")
+    return peak, bf16_peak
+
+
+def say_what_remains(groups: list[Group], returns: list, refused: list[tuple[list[str], float]], trained: bool, budget_seconds: float | None, start: float) -> None:
+    """End the command truthfully: failed runs (exit 1), a budget that fit nothing (exit 1, with
+    the budget that would), the runs left for the next chunk (exit 0), runs that did not complete."""
+    failed = [r for r in returns if r.status == "failed"]
+    if failed:  # recorded in their error.txt by the executor; the next command retries them
+        raise click.ClickException(f"{len(failed)} run(s) failed, each with its error.txt ({failed[0].name}: {failed[0].error}); run the same command again to retry")
+    remaining = [r for g in groups for r in g.todo()]
+    if remaining:
+        if not trained:
+            cheapest = min(s for _, s in refused)
+            raise click.ClickException(
+                f"--budget-seconds {budget_seconds:g} cannot fit one epoch of any unfinished task (the cheapest is predicted at "
+                f"{cheapest:.1f} s); give at least {cheapest + (_clock() - start):.0f} seconds"
+            )
+        left = sum(g.remaining() for g in groups)
+        click.echo(
+            f"{len(remaining)} of {sum(len(g.runs) for g in groups)} runs remain ({left:.3g} FLOP); run the same command again to resume",
+        )
+        return
+    failed = [r for g in groups for r in g.runs if r.recorded_status() != "completed"]
+    if failed:
+        raise click.ClickException(f"{len(failed)} run(s) did not complete: see the table's status column")
+
+
 @click.command(cls=Script)
 @click.option("--out", type=click.Path(file_okay=False), default=None, help="Folder for the run folders and gpu_suite.md (needed unless --dry-run).")
 @click.option("--scale", type=click.Choice(["paper", "cpu", "tiny"]), default=None, help="Preset of every run [default: paper on CUDA, else tiny].")
@@ -368,37 +388,8 @@ def main(
         + f"runs of a task {'trained together' if together else 'one by one'}; {PROTOCOL_TEXT[protocol]}" + ("" if lrs is None else f" (lrs {lrs})") + "."
     )  # fmt: skip
     click.echo(header)
-    if peak_tflops is None:
-        measured = peaks(dev)
-        peak, bf16_peak = measured[precision], measured["bf16"]
-        click.echo(f"matmul peak measured: fp32{' (TF32 allowed)' if tf32 else ''} {measured['fp32'] / 1e12:.2f} TFLOP/s, bf16 {measured['bf16'] / 1e12:.2f} TFLOP/s")
-    else:
-        peak = bf16_peak = peak_tflops * 1e12
-        click.echo(f"matmul peak given: {peak_tflops:g} TFLOP/s ({precision})")
+    peak, bf16_peak = print_plan(groups, dev, precision, tf32, together, peak_tflops, efficiency, probe_steps, logits_fn)
     header += f" Matmul peak {'given' if peak_tflops else 'measured'}: {bf16_peak / 1e12:.2f} TFLOP/s (bf16)."
-    for group in groups:
-        group.flops = run_flops(group.runs[0].cfg, dev)
-        so_far = measured_efficiency([r.cfg for r in group.runs], [r.record() for r in group.runs], group.flops, peak, together)
-        if efficiency is not None:
-            group.efficiency = efficiency
-        elif so_far is not None and group.todo():
-            group.efficiency = so_far
-            click.echo(f"[{group.task}] {so_far:.1%} of the peak in its earlier chunks")
-        elif probe_steps and group.todo():
-            group.efficiency, warmup = probe_efficiency([r.cfg for r in group.todo()], group.flops, peak, dev, together, logits_fn, probe_steps)
-            click.echo(f"[{group.task}] probe: warm-up {warmup:.1f} s, then {group.efficiency:.1%} of the peak over {probe_steps} steps")
-    total = 0.0
-    for group in groups:
-        todo, cfg = group.todo(), group.runs[0].cfg
-        left = group.remaining()
-        total += left
-        click.echo(
-            f"[{group.task}] {len(group.runs)} runs ({cfg.model.architecture}, d_model {cfg.model.d_model}, {cfg.data.n_train:,} samples, "
-            f"{cfg.train.epochs} epochs, batch {cfg.train.batch_size}), {len(todo)} to train, {sum(cfg.train.epochs - r.done() for r in todo)} run-epochs left; "
-            f"{group.flops.train / 1e6:.2f} MFLOP per training sample, {group.flops.forward / 1e6:.2f} per evaluation sample; {left:.3g} FLOP left"
-            + ("" if group.efficiency is None else f": {_minutes(left, peak * group.efficiency)} at {group.efficiency:.1%} of the peak")
-        )
-    click.echo(f"total {total:.3g} FLOP left: " + ", ".join(f"{_minutes(total, peak * e)} at {e:.0%}" for e in REFERENCE_EFFICIENCIES) + " of the peak")
     if dry_run:
         return
     if slurm is not None:  # each task's runs as one ensemble per job when together
@@ -410,13 +401,19 @@ def main(
         except ValueError as err:  # submitit or Slurm's commands missing
             raise click.UsageError(str(err)) from err
     else:
-        end = None if budget_seconds is None else start + budget_seconds
-        launcher = BudgetLauncher(groups, together, dev, peak, logits_fn, end)
+        group_of = {r.name: g for g in groups for r in g.runs}
+        launcher = EnsembleLauncher(device=str(dev), ensemble_size=None if together else 1, logits_fn=logits_fn,
+                                    deadline=None if budget_seconds is None else start + budget_seconds, margin_epochs=2,
+                                    epoch_seconds=lambda jobs: group_of[jobs[0].name].epoch_seconds(jobs, peak))  # fmt: skip
+        pending = {r.name for g in groups for r in g.todo()}
     try:  # the study folder held, a folder of another run refused before anything trains
         returns = run_study(jobs, root, launcher, held=lambda: record_study(root, "reproduction", jobs))  # its record: the runs its readers read
     except ValueError as err:
         raise click.UsageError(str(err)) from err
-    trained, refused = ([g.task for g in groups], []) if slurm is not None else (launcher.trained, launcher.refused)
+    refused = [] if slurm is not None else launcher.refused
+    for names, epoch_s in refused:
+        click.echo(f"[{group_of[names[0]].task}] not started: one epoch of its {len(names)} run(s) is predicted at {epoch_s:.1f} s, more than the budget has left")
+    trained = slurm is not None or bool(pending - {n for names, _ in refused for n in names})
     root.mkdir(parents=True, exist_ok=True)
     population = None
     if all(r.started() for g in groups for r in g.runs):
@@ -429,25 +426,7 @@ def main(
     else:
         write_output(table_path, text, TABLE_PURPOSE)
     click.echo(text)
-    failed = [r for r in returns if r.status == "failed"]
-    if failed:  # recorded in their error.txt by the executor; the next command retries them
-        raise click.ClickException(f"{len(failed)} run(s) failed, each with its error.txt ({failed[0].name}: {failed[0].error}); run the same command again to retry")
-    remaining = [r for g in groups for r in g.todo()]
-    if remaining:
-        if not trained:
-            cheapest = min(s for _, s in refused)
-            raise click.ClickException(
-                f"--budget-seconds {budget_seconds:g} cannot fit one epoch of any unfinished task (the cheapest is predicted at "
-                f"{cheapest:.1f} s); give at least {cheapest + (_clock() - start):.0f} seconds"
-            )
-        left = sum(g.remaining() for g in groups)
-        click.echo(
-            f"{len(remaining)} of {sum(len(g.runs) for g in groups)} runs remain ({left:.3g} FLOP); run the same command again to resume",
-        )
-        return
-    failed = [r for g in groups for r in g.runs if r.recorded_status() != "completed"]
-    if failed:
-        raise click.ClickException(f"{len(failed)} run(s) did not complete: see the table's status column")
+    say_what_remains(groups, returns, refused, trained, budget_seconds, start)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,8 @@ never saw?  It is a :class:`interp_init.tasks.base.Task` (a frozen dataclass) wi
 vocabulary and sequence length, its splits (:meth:`ModSumTask.make_split`), its metrics
 (a frozen :class:`~interp_init.tasks.base.TaskMetrics` dataclass, written to ``metrics.json``)
 and its evaluation.  Nothing in the package is edited: the command line is given the
-class as ``custom_task:ModSumTask`` (this file's module name and the class), trains it into
-a run folder and writes the report of that run.  docs/tasks.md explains each part.
+class as ``custom_task:ModSumTask`` (this file's module name and the class; a script run has
+its folder on the import path), trains it into a run folder and writes the report of that run.  docs/tasks.md explains each part.
 
     python examples/custom_task.py --out /tmp/custom                # preset tiny: seconds
     python examples/custom_task.py --preset cpu --out runs/custom   # minutes
@@ -26,9 +26,6 @@ import numpy as np
 import torch
 
 from interp_init import Samples, Task, TaskMetrics
-
-# the command line imports the task by its path, custom_task:ModSumTask: this folder must be importable
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 MODULUS = 23
 EQUALS = MODULUS  # the token of "=", after the residues 0..22

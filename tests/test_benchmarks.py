@@ -115,15 +115,21 @@ def test_bf16_accuracy_prints_the_difference_to_fp32() -> None:
 
 
 def test_the_scripts_edit_no_import_path_and_import_no_circle() -> None:
-    """benchmarks/ and experiments/ import their siblings by name (a script run has its folder
-    on the path; the tests put benchmarks/ there through pyproject's pytest ``pythonpath``),
-    never by editing ``sys.path``, and no two of them import each other, even inside a function."""
+    """benchmarks/, experiments/ and examples/ import their siblings by name (a script run has
+    its folder on the path; the tests put benchmarks/ there through pyproject's pytest
+    ``pythonpath``), never by editing ``sys.path`` (nor does any module of the packages), and
+    no two of them import each other, even inside a function."""
     import ast
 
     from helpers import ROOT
     from test_layout import cycles
 
-    for folder in ("benchmarks", "experiments"):
+    for package in ("interp_init", "probes", "training"):  # no module of the packages edits it either
+        for path in sorted((ROOT / package).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            edits = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "path" and getattr(n.value, "id", None) == "sys"]
+            assert edits == [], f"{path.relative_to(ROOT)}:{edits[0]} reads or edits sys.path"
+    for folder in ("benchmarks", "experiments", "examples"):
         scripts = {p.stem: p for p in (ROOT / folder).glob("*.py")}
         graph: dict[str, set[str]] = {}
         for name, path in scripts.items():
@@ -134,3 +140,23 @@ def test_the_scripts_edit_no_import_path_and_import_no_circle() -> None:
             imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and n.level == 0}
             graph[name] = (imported & set(scripts)) - {name}
         assert cycles(graph) == [], f"{folder}: scripts in an import circle"
+
+
+def test_the_scripts_have_no_launcher_step_or_record_writer_of_their_own() -> None:
+    """benchmarks/ trains through the project's one path (a study: ``run_study``, a launcher of
+    ``training.launch``, the trainer's steps of ``training.trainer``) and writes its records
+    through the atomic writers: no class of theirs extends a launcher, an optimizer or a
+    trainer's step, and no file is written with ``write_text``, ``write_bytes`` or ``json.dump``."""
+    import ast
+
+    from helpers import ROOT
+
+    own = {"Launcher", "EnsembleLauncher", "SerialLauncher", "PoolLauncher", "Optimizer", "AdamW", "VmapStep", "BatchedStep"}
+    for path in sorted((ROOT / "benchmarks").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                bases = {b.id if isinstance(b, ast.Name) else b.attr for b in node.bases if isinstance(b, ast.Name | ast.Attribute)}
+                assert not bases & own, f"benchmarks/{path.name}:{node.lineno} class {node.name} extends {sorted(bases & own)}: use training's"
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("write_text", "write_bytes", "dump"):
+                raise AssertionError(f"benchmarks/{path.name}:{node.lineno} writes a file past the atomic writer ({node.func.attr})")

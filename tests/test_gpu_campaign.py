@@ -21,15 +21,11 @@ import torch
 from click.testing import CliRunner
 from helpers import ROOT, load_script
 
-from training import make_run_config
-from training import train_ensemble
-from training.trainer.loop import new_member
-from training.trainer.step import last_position_logits
 
 import campaign_cells as cells  # noqa: E402
 import campaign_plan as plan  # noqa: E402
 import campaign_records as records  # noqa: E402
-import campaign_step as step  # noqa: E402
+import campaign_profile as timing  # noqa: E402
 import gpu_cost as cost  # noqa: E402
 
 #: Tiny cells, one thread, the plan stated: each tiny run estimates a few hundredths of a second.
@@ -72,8 +68,8 @@ def test_next_trains_the_first_cell_then_the_next_and_never_one_already_finished
     for cell in ("01-fig2-small-init", "02-fp32-control", "03-large-init"):
         assert sum(p.stat().st_size for p in (results / cell).rglob("*") if p.is_file()) < 64 * 2**20
     part = _part(tmp_path, "01-fig2-small-init", 1)
-    assert part["part"] == 1 and part["status"] == "complete" and part["step"] == {"path": "batched", "fallbacks": [], "self_check": part["step"]["self_check"]}
-    assert part["step"]["self_check"]["drift"] < 0.05 and part["evaluated_epochs"] == [1, 2, 3]
+    assert part["part"] == 1 and part["status"] == "complete" and part["step"] == {"path": "batched", "fallbacks": []}
+    assert part["evaluated_epochs"] == [1, 2, 3]
     assert set(part["runs"]) == {f"seed={s}__lr={lr:g}" for s in (9001, 9002, 9003) for lr in (1e-4, 1.25e-4, 1.5e-4, 1.75e-4, 2e-4, 2.25e-4, 2.5e-4, 2.75e-4, 3e-4)}
     assert part["versions"]["torch"] == torch.__version__ and part["device"]["type"] == "cpu"
     speed = part["speed"]
@@ -110,13 +106,13 @@ def test_a_part_stopped_by_its_deadline_is_recorded_and_trained_again(tmp_path: 
     """Each step sleeps 2 s, so a tiny epoch (2 steps) takes at least 4 s: a part planned to
     fit 10 s stops before the epoch that would pass its deadline, keeps its histories, and a
     later call trains the same runs again, from the start."""
-    real = step.TimedStep.__call__
+    real = timing.TimedStep.__call__
 
     def slow(self, members, idx):
         time.sleep(2.0)
         return real(self, members, idx)
 
-    monkeypatch.setattr(step.TimedStep, "__call__", slow)
+    monkeypatch.setattr(timing.TimedStep, "__call__", slow)
     efficiency = _efficiency_for(4.0)  # each run planned at 4 s: 2 fit in 10 s
     stopped = _next(tmp_path, "--max-parts", "1", budget=10.0, efficiency=efficiency)
     assert stopped.exit_code == 0, stopped.output
@@ -125,23 +121,29 @@ def test_a_part_stopped_by_its_deadline_is_recorded_and_trained_again(tmp_path: 
     assert all(0 < r["epochs"] < 3 and r["status"] == "interrupted" for r in part["runs"].values())
     assert [p.name for p in (tmp_path / "results" / "01-fig2-small-init" / "part-1").rglob("checkpoint.pt")] == []
     assert list((tmp_path / "runs").rglob("checkpoint.pt"))  # the chunk's end: its checkpoints stay in --out
-    monkeypatch.setattr(step.TimedStep, "__call__", real)
+    monkeypatch.setattr(timing.TimedStep, "__call__", real)
     again = _next(tmp_path, "--max-parts", "1", budget=10.0, efficiency=efficiency)
     assert again.exit_code == 0, again.output
     assert _part(tmp_path, "01-fig2-small-init", 2)["status"] == "complete" and set(_part(tmp_path, "01-fig2-small-init", 2)["runs"]) == set(part["runs"])
 
 
 def test_failing_fast_steps_fall_back_to_the_plain_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``graphs`` on a CPU cannot capture (it needs CUDA) and ``batched`` is made to update
-    nothing, so its self-check fails: the part trains on the plain step, and says so."""
-    monkeypatch.setattr(step.BatchedStep, "update", lambda self, running=None: None)
-    result = _next(tmp_path, "--max-parts", "1", "--step", "graphs", budget=25, efficiency=_efficiency_for(10.0))
+    """The trainer's batched step made to fail in its update: the part trains again, in a fresh
+    folder, on the plain step, and says so."""
+    from training.trainer.ensemble import BatchedStep
+
+    def broken(self, lr, running):
+        raise RuntimeError("no kernel image is available")
+
+    monkeypatch.setattr(BatchedStep, "update", broken)
+    result = _next(tmp_path, "--max-parts", "1", budget=25, efficiency=_efficiency_for(10.0))
     assert result.exit_code == 0, result.output
     part = _part(tmp_path, "01-fig2-small-init", 1)
-    assert part["status"] == "complete" and part["step"]["path"] == "plain" and part["step"]["self_check"] is None
-    assert [(e["path"], e["error"].split(":")[0]) for e in part["step"]["fallbacks"]] == [("graphs", "RuntimeError"), ("batched", "StepCheckFailed")]
-    assert "CUDA graphs need a CUDA device" in part["step"]["fallbacks"][0]["error"]
+    assert part["status"] == "complete" and part["step"]["path"] == "plain"
+    assert [(e["path"], e["error"].split(":")[0]) for e in part["step"]["fallbacks"]] == [("batched", "RuntimeError")]
+    assert "no kernel image is available" in part["step"]["fallbacks"][0]["error"]
     assert all(r["status"] == "completed" for r in part["runs"].values())
+    assert sorted(p.name for p in (tmp_path / "runs" / "01-fig2-small-init" / "part-1").iterdir()) == ["attempt-1", "attempt-2"]
 
 
 @pytest.mark.slow
@@ -150,40 +152,6 @@ def test_profile_writes_a_summary_into_the_part(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     profile = _part(tmp_path, "01-fig2-small-init", 1)["profile"]
     assert profile["wall_s"] > 0 and profile["cpu_self_s"] > 0 and "aten::" in profile["table"] and profile["schedule"]["active"] >= 1
-
-
-def test_the_batched_step_trains_as_the_plain_step_and_resumes_from_its_checkpoints(tmp_path: Path) -> None:
-    """Per-member lr, weight decay and clipping (one run clipped hard, one not at all), a last
-    batch of 88: the batched step's AdamW equals torch's to fp32 rounding; a deadline stops it
-    every epoch and each call resumes from the checkpoint it wrote, ending where one call ends."""
-    options = [dict(lr=1e-3, weight_decay=0.0, grad_clip=1.0), dict(lr=3e-3, weight_decay=0.1, grad_clip=0.01), dict(lr=2e-3, weight_decay=0.01, grad_clip=0.0)]
-    cfgs = [make_run_config("tiny", epochs=3, n_train=600, n_test=100, eval_samples=100, seed=s, **o) for s, o in enumerate(options)]
-    plain = train_ensemble(cfgs, device="cpu", progress=False)
-    batched = train_ensemble(cfgs, device="cpu", progress=False, step=step.BatchedStep)
-    for a, b in zip(plain, batched):
-        for p, q in zip(a.model.parameters(), b.model.parameters()):
-            torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5)
-        assert [h["loss"] for h in b.metrics["history"]] == pytest.approx([h["loss"] for h in a.metrics["history"]], rel=1e-4)
-    folders = [tmp_path / f"run{i}" for i in range(3)]
-    while True:
-        chunk = train_ensemble(cfgs, folders, device="cpu", progress=False, step=step.BatchedStep, deadline=time.monotonic())
-        if all(r.finished for r in chunk):
-            break
-    for a, b in zip(batched, chunk):
-        assert all(torch.equal(p, q) for p, q in zip(a.model.parameters(), b.model.parameters()))
-
-
-def test_a_diverged_member_is_no_longer_updated_by_the_batched_step() -> None:
-    cfgs = [make_run_config("tiny", n_train=512, seed=s) for s in (0, 1)]
-    members = [new_member(c, torch.device("cpu")) for c in cfgs]
-    fast = step.BatchedStep(members, last_position_logits, torch.device("cpu"))
-    before = [[p.detach().clone() for p in m.model.parameters()] for m in members]
-    members[1].status = "diverged"
-    fast(members, torch.arange(256).expand(2, -1))
-    assert all(torch.equal(p, q) for p, q in zip(before[1], members[1].model.parameters()))
-    assert not all(torch.equal(p, q) for p, q in zip(before[0], members[0].model.parameters()))
-    steps = [float(m.optimizer.state_dict()["state"][0]["step"]) for m in members]
-    assert steps == [1.0, 0.0]
 
 
 def test_the_plan_counts_every_epoch_and_evaluation_and_splits_by_whole_seeds() -> None:
@@ -360,3 +328,25 @@ def test_a_damaged_part_or_cell_record_is_one_line_naming_it(tmp_path: Path) -> 
     run.symlink_to(tmp_path / "moved")
     done = CliRunner().invoke(_main(), ["status", "--scale", "tiny", "--results", str(tmp_path / "results")])
     assert done.exit_code == 2 and f"{run} is a symlink" in done.output, done.output
+
+
+def test_parts_marked_as_stored_studies_read_as_before(tmp_path: Path) -> None:
+    """The records a lease brings back, marked in the repository by the one stored-study writer
+    (``experiments/store.py --mark runs``, docs/campaign.md): each part a stored study (its
+    runs with ``stored.json``), read by the campaign as before, and refused as an output."""
+    first = _next(tmp_path, "--max-parts", "1")
+    assert first.exit_code == 0, first.output
+    results = tmp_path / "results"
+    before = CliRunner().invoke(_main(), ["status", "--scale", "tiny", "--results", str(results)]).output
+    store = load_script("experiments/store.py")
+    part = results / "01-fig2-small-init" / "part-1"
+    info = ["--command", "python benchmarks/gpu_campaign.py next --scale tiny", "--commit", "f84dd73", "--machine", "this CPU", "--beside", "nothing"]
+    marked = CliRunner().invoke(store.main, ["--mark", "runs", str(part), *info])
+    assert marked.exit_code == 0 and "stored 27 runs (27 completed) of the runs study" in marked.output, marked.output
+    assert (part / "stored-study.json").is_file() and (part / "seed=9001__lr=0.0001" / "stored.json").is_file()
+    assert json.loads((part / "stored-study.json").read_text())["files"]["part.json"]["bytes"] == (part / "part.json").stat().st_size
+    store_results = records.CampaignResults(results, "tiny")
+    assert len(store_results.records(cells.CELLS[0])) == 27
+    assert CliRunner().invoke(_main(), ["status", "--scale", "tiny", "--results", str(results)]).output == before
+    second = _next(tmp_path, "--max-parts", "1")
+    assert second.exit_code == 0 and "[02-fp32-control] part 1" in second.output, second.output

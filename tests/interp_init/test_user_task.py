@@ -80,6 +80,7 @@ def test_a_task_path_that_is_not_a_task_is_a_clear_error(tmp_path: Path, capsys:
 def test_the_custom_task_example_writes_a_completed_run_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from test_examples import EXAMPLES, run_script
 
+    monkeypatch.syspath_prepend(str(EXAMPLES))  # as a script run has its folder on the path (runpy's does not)
     stdout = run_script(EXAMPLES / "custom_task.py", ["--out", str(tmp_path), "--device", "cpu"], monkeypatch)
     metrics = json.loads((tmp_path / "mod-sum" / "metrics.json").read_text())
     assert metrics["status"] == "completed" and "heldout_acc" in metrics["final"]

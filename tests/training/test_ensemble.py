@@ -12,7 +12,9 @@ from helpers import read_metrics
 from interp_init import load_model
 from training import make_run_config, train
 from training import train_ensemble
-from training.trainer.ensemble import VmapStep, check_ensemble
+from training.trainer.ensemble import BatchedStep, VmapStep, check_ensemble, fit_ensemble
+from training.trainer.loop import new_member
+from training.trainer.step import last_position_logits
 
 SMALL = dict(n_train=768, n_test=200, eval_samples=200, epochs=3, batch_size=256)
 
@@ -184,3 +186,47 @@ def test_a_custom_logits_fn_is_the_one_the_vectorized_step_runs(tmp_path: Path) 
     ens = train_ensemble(cfgs, device="cpu", progress=False, logits_fn=counting)
     assert calls["n"] > 0
     _assert_same_run(ens[0], train(cfgs[0], device="cpu", progress=False))
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"))])
+def test_the_batched_step_trains_as_the_vmap_step_and_resumes_from_its_checkpoints(tmp_path: Path, device: str) -> None:
+    """Per-member lr, weight decay and clipping (one run clipped hard, one not at all), a last
+    batch of 88: the batched step's one update of every member equals each member's
+    ``clip_grad_norm_`` and ``torch.optim.AdamW`` (the vmap step) to fp32 rounding; a deadline
+    stops it every epoch and each call resumes from the checkpoint it wrote, ending where one
+    call ends."""
+    import time
+
+    options = [dict(lr=1e-3, weight_decay=0.0, grad_clip=1.0), dict(lr=3e-3, weight_decay=0.1, grad_clip=0.01), dict(lr=2e-3, weight_decay=0.01, grad_clip=0.0)]
+    cfgs = [make_run_config("tiny", epochs=3, n_train=600, n_test=100, eval_samples=100, seed=s, **o) for s, o in enumerate(options)]
+    plain = train_ensemble(cfgs, device=device, progress=False)
+    batched = train_ensemble(cfgs, device=device, progress=False, step="batched")
+    for a, b in zip(plain, batched, strict=True):
+        for p, q in zip(a.model.parameters(), b.model.parameters(), strict=True):
+            torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5)
+        assert [h["loss"] for h in b.metrics["history"]] == pytest.approx([h["loss"] for h in a.metrics["history"]], rel=1e-4)
+    folders = [tmp_path / f"run{i}" for i in range(3)]
+    while True:
+        chunk = train_ensemble(cfgs, folders, device=device, progress=False, step=BatchedStep, deadline=time.monotonic())
+        if all(r.finished for r in chunk):
+            break
+    same = torch.equal if device == "cpu" else lambda p, q: torch.allclose(p, q, rtol=1e-4, atol=1e-6)  # CUDA's backward is not bit-reproducible
+    for a, b in zip(batched, chunk, strict=True):
+        assert all(same(p, q) for p, q in zip(a.model.parameters(), b.model.parameters(), strict=True))
+
+
+def test_a_diverged_member_is_no_longer_updated_by_the_batched_step() -> None:
+    cfgs = [make_run_config("tiny", n_train=512, seed=s) for s in (0, 1)]
+    members = [new_member(c, torch.device("cpu")) for c in cfgs]
+    fast = BatchedStep(members, last_position_logits, torch.device("cpu"))
+    before = [[p.detach().clone() for p in m.model.parameters()] for m in members]
+    members[1].status = "diverged"
+    fast(members, torch.arange(256).expand(2, -1))
+    assert all(torch.equal(p, q) for p, q in zip(before[1], members[1].model.parameters(), strict=True))
+    assert not all(torch.equal(p, q) for p, q in zip(before[0], members[0].model.parameters(), strict=True))
+    assert [float(m.optimizer.state_dict()["state"][0]["step"]) for m in members] == [1.0, 0.0]
+
+
+def test_an_unknown_step_name_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown ensemble step 'graphs'.*batched"):
+        fit_ensemble([make_run_config("tiny", n_train=64)], "cpu", progress=False, step="graphs")

@@ -129,3 +129,34 @@ def test_a_single_seed_summary_written_before_one_schema_reads_as_a_population_o
     assert population.rows[0].checks == check_flip(legacy)
     assert population.rows[0].result("id-ood", "large-init").value("ood_acc") == 0.2
     assert read_summary(tmp_path / "missing.json") is None
+
+
+def test_the_ensemble_launcher_under_a_deadline_starts_no_group_it_cannot_fit_and_the_study_resumes(tmp_path: Path) -> None:
+    """A deadline that one group's predicted epoch does not fit: that group is not started (left
+    pending, named in ``refused``); the one that starts stops before an epoch that would pass
+    the deadline, checkpointed; the same study, launched again with time, ends every run
+    where one uninterrupted launch ends them."""
+    import time
+
+    from training import make_run_config
+    from training.launch import EnsembleLauncher, run_study
+
+    small = dict(epochs=3, n_train=256, n_test=64, eval_samples=64, batch_size=128)
+    cfgs = {f"d{d}-s{s}": make_run_config("tiny", n_layers=d, seed=s, **small) for d in (1, 2) for s in (0, 1)}
+
+    def jobs(root: Path) -> list[Job]:
+        return [Job(name, cfg, root / name) for name, cfg in cfgs.items()]
+
+    whole = run_study(jobs(tmp_path / "whole"), tmp_path / "whole", EnsembleLauncher(device="cpu"), kind="sweep")
+    assert {r.status for r in whole} == {"completed"}
+    predicted = {1: 30.0, 2: 1e6}  # depth 1 fits the 60 s, depth 2 does not; depth 1's runs get 60 - 2 x 30 s: none
+    launcher = EnsembleLauncher(device="cpu", deadline=time.monotonic() + 60, margin_epochs=2, epoch_seconds=lambda group: predicted[group[0].config.model.n_layers])
+    chunk = {r.name: r.status for r in run_study(jobs(tmp_path / "chunk"), tmp_path / "chunk", launcher, kind="sweep")}
+    assert launcher.refused == [(["d2-s0", "d2-s1"], 1e6)]
+    assert chunk["d1-s0"] == chunk["d1-s1"] == "interrupted"
+    assert chunk["d2-s0"] == chunk["d2-s1"] == "pending" and not (tmp_path / "chunk" / "d2-s0" / "metrics.json").exists()
+    again = run_study(jobs(tmp_path / "chunk"), tmp_path / "chunk", EnsembleLauncher(device="cpu", deadline=time.monotonic() + 1e6), kind="sweep")
+    assert {r.status for r in again} == {"completed"}
+    for name in cfgs:
+        a, b = (json.loads((tmp_path / root / name / "metrics.json").read_text()) for root in ("whole", "chunk"))
+        assert [h["loss"] for h in a["history"]] == pytest.approx([h["loss"] for h in b["history"]], rel=1e-5)

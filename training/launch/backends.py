@@ -16,9 +16,9 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -125,16 +125,36 @@ def resume_epoch(run_dir: str | Path) -> int:
 @dataclass
 class EnsembleLauncher(Launcher):
     """Same-shape jobs (:func:`ensemble_key`) trained together, one ensemble per call of
-    :func:`execute`, at most ``ensemble_size`` at once (None: all); a group that raises
-    fails each of its runs."""
+    :func:`execute`, at most ``ensemble_size`` at once (None: all; 1: one by one); a group that
+    raises fails each of its runs.
+
+    Under a ``deadline`` (a ``time.monotonic()`` value: a time budget's end) no group is
+    started that cannot train one epoch before it (``epoch_seconds``: the predicted seconds of
+    one epoch of a group; None: any time left will do): such a group is left as it is,
+    resumable, and named in :attr:`refused`; the runs that start stop before an epoch that,
+    as long as their last, would pass ``deadline`` less ``margin_epochs`` predicted epochs,
+    checkpointed (``interrupted``), so that the same study resumes them.  ``step``,
+    ``logits_fn`` and ``data_fn`` are the ensemble trainer's (:func:`training.train_ensemble`:
+    a step by name or factory, e.g. ``"batched"``; a compiled logits function; shared data)."""
 
     name: ClassVar[str] = "ensemble"
     device: str = "auto"
     ensemble_size: int | None = None
     progress: bool = False
+    deadline: float | None = None
+    epoch_seconds: Callable[[Sequence[Job]], float] | None = None
+    margin_epochs: float = 0.0
+    step: Any = None
+    logits_fn: Any = None
+    data_fn: Any = None
+    refused: list[tuple[list[str], float]] = field(
+        default_factory=list
+    )  #: (the group's job names, its predicted epoch seconds)
 
     def __post_init__(self) -> None:
         check_count("ensemble_size", self.ensemble_size)
+        if not self.margin_epochs >= 0:
+            raise ValueError(f"margin_epochs must be a number >= 0, got {self.margin_epochs!r}")
         try:  # refused before anything is written when the ensemble trainer is missing
             from training.trainer.ensemble import fit_ensemble  # noqa: F401
         except ImportError as err:
@@ -152,9 +172,20 @@ class EnsembleLauncher(Launcher):
             if size
             else list(groups.values())
         )
-        returns = {
-            r.name: self.returned(r) for group in chunks for r in execute(group, self.device, progress=self.progress)
-        }
+        options = {"progress": self.progress, "step": self.step, "logits_fn": self.logits_fn, "data_fn": self.data_fn}
+        returns = {}
+        for group in chunks:
+            deadline = self.deadline
+            if deadline is not None:
+                epoch_s = self.epoch_seconds(group) if self.epoch_seconds is not None else 0.0
+                if deadline - time.monotonic() <= epoch_s:  # not started: left resumable
+                    self.refused.append(([j.name for j in group], epoch_s))
+                    returns.update((j.name, JobReturn(j.name, str(RunFolder(j.run_dir).status()))) for j in group)
+                    continue
+                deadline -= self.margin_epochs * epoch_s
+            returns.update(
+                (r.name, self.returned(r)) for r in execute(group, self.device, deadline=deadline, **options)
+            )
         return [returns[job.name] for job in jobs]
 
 

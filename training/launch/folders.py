@@ -159,7 +159,7 @@ def train_ensemble(
     *,
     logits_fn: LogitsFn | None = None,
     deadline: float | None = None,
-    step: StepFactory | None = None,
+    step: StepFactory | str | None = None,
     data_fn: Callable[[RunConfig, torch.device], RunData] | None = None,
 ) -> list[TrainResult]:
     """Train the same-shape runs ``cfgs`` together (:func:`training.trainer.ensemble.fit_ensemble`);
