@@ -132,9 +132,7 @@ class ConceptUNet(nn.Module):
         self.up0 = nn.Sequential(nn.ConvTranspose2d(2 * f, 2 * f, pool, pool), nn.GroupNorm(8, 2 * f), nn.ReLU())
         self.up1 = self._up(4 * f, f)
         self.up2 = self._up(2 * f, f)
-        self.out = nn.Sequential(
-            nn.Conv2d(2 * f, f, 3, 1, 1), nn.GroupNorm(8, f), nn.ReLU(), nn.Conv2d(f, c, 3, 1, 1)
-        )
+        self.out = nn.Sequential(nn.Conv2d(2 * f, f, 3, 1, 1), nn.GroupNorm(8, f), nn.ReLU(), nn.Conv2d(f, c, 3, 1, 1))
 
     @staticmethod
     def _up(c_in: int, c_out: int) -> nn.Sequential:

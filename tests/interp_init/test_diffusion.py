@@ -55,7 +55,9 @@ def test_sampling_is_the_ancestral_step_by_hand() -> None:
     x = torch.randn(1, 3, 16, 16, generator=g)
     with torch.no_grad():
         eps = net(x, concepts, torch.tensor([1.0]))
-        x = (x - eps * 0.3 / math.sqrt(1 - 0.504)) / math.sqrt(0.7) + math.sqrt(0.3) * torch.randn(1, 3, 16, 16, generator=g)
+        x = (x - eps * 0.3 / math.sqrt(1 - 0.504)) / math.sqrt(0.7) + math.sqrt(0.3) * torch.randn(
+            1, 3, 16, 16, generator=g
+        )
         eps = net(x, concepts, torch.tensor([0.5]))
         x = (x - eps * 0.2 / math.sqrt(1 - 0.72)) / math.sqrt(0.8)  # no noise at the last step
     assert torch.allclose(got, x, atol=1e-5)
@@ -99,6 +101,6 @@ def test_gamma_init_draws_every_conv_and_linear_of_the_unet() -> None:
     gamma_init_module_(net, gamma=1.0, distribution="uniform", seed=0)
     for name, param in net.named_parameters():
         if plan[name].rule == "draw":
-            assert float(param.abs().max()) <= plan[name].fan_in**-1.0 + 1e-9, name
+            assert float(param.detach().abs().max()) <= plan[name].fan_in ** -1.0 + 1e-9, name
     assert plan["init_conv.conv1.0.weight"].fan_in == 3 * 3 * 3
     assert plan["up0.0.weight"].fan_in == 16 * 4 * 4  # ConvTranspose2d(16, 16, 4, 4): PyTorch's convention
