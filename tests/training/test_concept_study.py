@@ -121,7 +121,9 @@ def test_a_bad_spec_is_refused_in_one_line(
 
 
 def test_the_shipped_study_is_the_preregistered_row() -> None:
-    spec = ConceptStudySpec.from_file(Path(__file__).parents[2] / "experiments/population-specs/concept-graphs-fig6.json")
+    spec = ConceptStudySpec.from_file(
+        Path(__file__).parents[2] / "experiments/population-specs/concept-graphs-fig6.json"
+    )
     assert 0.5 in spec.gammas and spec.distribution == "uniform" and len(spec.seeds) >= 4 and spec.size == "cpu"
     configs = spec.configs()
     assert len(configs) == len(spec.gammas) * len(spec.seeds)
