@@ -102,3 +102,14 @@ def test_an_unknown_kind_of_run_fails_in_one_line(tmp_path: Path) -> None:
     for kind, trainer in (("transformer", print), ("", print), ("k", "not callable")):
         with pytest.raises(ValueError, match="run kind"):
             register_run_kind(kind, trainer)  # type: ignore[arg-type]
+
+
+def test_every_size_ends_its_forward_process_near_noise_as_the_released_schedule_does() -> None:
+    from training.trainer.diffusion import DIFFUSION_SIZES
+
+    released = float(diffusion_config("paper").schedule.alphabar()[-1])  # 500 steps, betas 1e-4 to 0.02
+    assert released < 0.01
+    for size in DIFFUSION_SIZES:
+        last = float(diffusion_config(size).schedule.alphabar()[-1])
+        assert last < 0.02, f"{size}: alphabar at the last step is {last:.3g}; x_T would not be noise"
+    assert float(diffusion_config("cpu").schedule.alphabar()[-1]) == pytest.approx(released, rel=0.2)
