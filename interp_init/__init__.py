@@ -17,7 +17,10 @@ importable from its module, e.g. :func:`interp_init.model.save_weights` or
   :func:`module_init_plan` (each parameter's fan-in and scale);
 * the journal's concept-graph images (Fig. 6): :func:`concept_graph_images` (seeded renders of
   each tuple, a ``torch`` dataset), :class:`Concepts` (the journal's coding), :class:`ConceptGraphConfig`
-  and :func:`read_concepts` (an exact rule-based reading of an image's concepts);
+  and :func:`read_concepts` (an exact rule-based reading of an image's concepts); the model
+  trained on them: :class:`ConceptUNet` (the released conditional context U-Net, its shape a
+  :class:`UNetConfig`), :class:`DDPMSchedule`, :func:`ddpm_loss` and :func:`ddpm_sample`
+  (docs/concept-graphs.md);
 * a trained run: :func:`load_model` (the model of a run folder, identical logits);
 * trained models shipped with the package (:mod:`interp_init.pretrained`): :func:`from_pretrained`
   (a ``HookedTransformer`` in one line, offline, its files checked against their SHA-256),
@@ -28,7 +31,7 @@ importable from its module, e.g. :func:`interp_init.model.save_weights` or
 * :func:`quiet_deprecation`: TransformerLens' deprecation warnings silenced, for scripts.
 
 Modules: :mod:`interp_init.config`, :mod:`interp_init.architectures`, :mod:`interp_init.init`,
-:mod:`interp_init.module_init`, :mod:`interp_init.concept_graphs`,
+:mod:`interp_init.module_init`, :mod:`interp_init.concept_graphs`, :mod:`interp_init.diffusion`,
 :mod:`interp_init.model`, :mod:`interp_init.runfolder` (a run's folder), :mod:`interp_init.pretrained` (the shipped models), the tasks
 (:mod:`interp_init.tasks.base`: what a task is and typed ``metrics.json``;
 :mod:`interp_init.tasks.registry`; :mod:`interp_init.tasks.anchor_pairs` and
@@ -62,6 +65,7 @@ except PackageNotFoundError:  # a source tree that was never installed (pip inst
 _ARCHITECTURES = ("architecture_names",)
 _CONCEPT_GRAPHS = ("ConceptGraphConfig", "Concepts", "concept_graph_images", "read_concepts")
 _CONFIG = ("InitConfig", "ModelConfig")
+_DIFFUSION = ("ConceptUNet", "DDPMSchedule", "UNetConfig", "ddpm_loss", "ddpm_sample")
 _INIT = ("gamma_init_", "init_stds")
 _MODULE_INIT = ("ModuleInitConfig", "gamma_init_module_", "module_init_plan")
 _MODEL = ("build_model", "quiet_deprecation", "resolve_device")
@@ -71,7 +75,10 @@ _TASK = ("Samples", "Task", "TaskMetrics")
 _TASK_REGISTRY = ("make_task", "register_task", "registered_tasks")
 
 __all__ = sorted(
-    (*_ARCHITECTURES, *_CONCEPT_GRAPHS, *_CONFIG, *_INIT, *_MODULE_INIT, *_MODEL, *_PRETRAINED, *_RUNFOLDER, *_TASK, *_TASK_REGISTRY)
+    (
+        *_ARCHITECTURES, *_CONCEPT_GRAPHS, *_CONFIG, *_DIFFUSION, *_INIT, *_MODULE_INIT,
+        *_MODEL, *_PRETRAINED, *_RUNFOLDER, *_TASK, *_TASK_REGISTRY,
+    )
 )
 
 
@@ -82,6 +89,8 @@ def _module_of(name: str) -> ModuleType:
         from interp_init import concept_graphs as module
     elif name in _CONFIG:
         from interp_init import config as module
+    elif name in _DIFFUSION:
+        from interp_init import diffusion as module
     elif name in _INIT:
         from interp_init import init as module
     elif name in _MODULE_INIT:

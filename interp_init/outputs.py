@@ -124,7 +124,7 @@ def refuse_non_run_folder(path: str | Path) -> None:
 FOLDER_KINDS: tuple[tuple[str, str], ...] = (("sweep", SWEEP_SPEC_FILE), ("reproduction", SUMMARY_FILE))
 #: The kinds of study folder (folders of runs that one command made and reads as a whole;
 #: the GPU suite's folder is a reproduction's).
-STUDY_KINDS: tuple[str, ...] = ("sweep", "reproduction", "search")
+STUDY_KINDS: tuple[str, ...] = ("sweep", "reproduction", "search", "concept-graphs")
 #: How deep :func:`refuse_nested` looks below a folder (a population's runs are at depth 3),
 #: and at most how many folders it reads there.
 NESTED_DEPTH = 3
@@ -169,6 +169,7 @@ _MAY_HOLD: dict[str, dict[int, tuple[str, ...]]] = {
     "sweep": {1: ("run",)},
     "reproduction": {1: ("reproduction",), 2: ("run",), 3: ("run",)},
     "search": {1: ("run",)},
+    "concept-graphs": {1: ("run",)},
     "figures": {},
 }
 

@@ -31,7 +31,7 @@ from training.config import one_line
 
 #: Path-valued options a command reads, never writes (``command option``).
 INPUTS = {
-    "interp-init sweep spec", "interp-init phase-diagram sweep_dir", "interp-init report run_dirs",
+    "interp-init sweep spec", "interp-init concept-graphs spec", "interp-init phase-diagram sweep_dir", "interp-init report run_dirs",
     "experiments/race.py folders", "experiments/paper_statistic.py folder", "benchmarks/bench_denormal.py run_dir",
     "experiments/search_cpu.py status root", "experiments/search_cpu.py json root", "experiments/search_cpu.py table root",
     "experiments/search_cpu.py rates folders", "experiments/store.py source", "experiments/tables.py records",
@@ -51,6 +51,7 @@ OUTPUTS: dict[str, list[str]] = {
     "interp-init train out": ["S", "S/seed=7", "R/sub", "ro/run", "mine.txt", "long"],
     "interp-init sweep out": ["R", "R/sub", "S/sub", "ro/s", "mine.txt", "long"],
     "interp-init reproduce out": ["R", "R/sub", "S", "S/sub", "ro/p", "mine.txt", "long"],
+    "interp-init concept-graphs out": ["R", "R/sub", "S", "S/sub", "ro/p", "mine.txt", "long"],
     "interp-init phase-diagram out": ["R/x.html", "mine.html", "S/results.csv", "ro/x.html", "out.png", "R", "S", "long"],
     "interp-init report out": ["R/x.html", "mine.html", "S/sweep.json", "ro/x.html", "x.png", "long"],
     "interp-init report images": ["R", "S", "R/sub", "imgs", "ro/imgs", "r.html", "long"],
@@ -150,6 +151,7 @@ def _argv(option: str, target: str) -> tuple[Callable[[list[str]], int], list[st
         "interp-init train out": ["train", "--preset", "tiny", "--epochs", "1", "--quiet", "--device", "cpu", "--out", target],
         "interp-init sweep out": ["sweep", "spec.json", "--out", target, "--quiet", "--device", "cpu"],
         "interp-init reproduce out": ["reproduce", "--preset", "tiny", "--out", target, "--quiet", "--device", "cpu", "--workers", "1"],
+        "interp-init concept-graphs out": ["concept-graphs", str(ROOT / "experiments/population-specs/concept-graphs-fig6.json"), "--size", "tiny", "--out", target, "--quiet"],
         "interp-init phase-diagram out": ["phase-diagram", "S", "--out", target],
         "interp-init report out": ["report", "R", "--out", target, "--per-pair", "2"],
         "interp-init report images": ["report", "R", "--out", "r.html", "--images", target, "--per-pair", "2"],  # r.html: both at one path

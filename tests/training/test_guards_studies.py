@@ -70,6 +70,12 @@ def _study(kind: str, out: Path) -> list[Job]:
         search.cli.main(["run", "--root", str(out), "task=symmetric,d_model=16,n_train=300,epochs=1"], standalone_mode=False)
         study = StudySpec({"preset": "paper"}, named={"tasksymmetric_d_model16_n_train300_epochs1": search.options_for("task=symmetric,d_model=16,n_train=300,epochs=1")})
         return study.jobs(out)
+    if kind == "concept-graphs":
+        from training.studies.concept_graphs import ConceptStudySpec, run_concept_study
+
+        spec = ConceptStudySpec(gammas=(0.5,), seeds=(0, 1), size="tiny")
+        run_concept_study(spec, out, _Submitted())
+        return spec.jobs(out)
     assert kind == "GPU suite"
     suite = load_script("benchmarks/gpu_suite.py")
     args = ["--out", str(out), "--scale", "tiny", "--device", "cpu", "--seeds", "0", "--task", "symmetric", "--peak-tflops", "1", "--efficiency", "1e-9", "--probe-steps", "0", "--budget-seconds", "1"]
@@ -79,7 +85,7 @@ def _study(kind: str, out: Path) -> list[Job]:
 
 
 #: Every kind of study folder (:data:`interp_init.outputs.STUDY_KINDS`, a population and the GPU suite's).
-KINDS = ["sweep", "reproduction", "population", "search", "GPU suite"]
+KINDS = ["sweep", "reproduction", "population", "search", "GPU suite", "concept-graphs"]
 
 
 def test_every_study_kind_is_enumerated() -> None:
@@ -97,7 +103,7 @@ def test_a_study_folder_refuses_a_stranger_and_takes_its_own_runs(kind: str, mad
         jobs = StudySpec.from_file(out / "sweep.json").jobs(out)
     else:
         jobs = _study(kind, out)
-        assert json.loads((out / STUDY_FILE).read_text())["kind"] == ("search" if kind == "search" else "reproduction")
+        assert json.loads((out / STUDY_FILE).read_text())["kind"] == (kind if kind in ("search", "concept-graphs") else "reproduction")
     before = sorted(p.relative_to(out).as_posix() for p in out.rglob("*"))
     assert main(["train", "--preset", "tiny", "--epochs", "1", "--quiet", "--device", "cpu", "--out", str(out / "seed=7")]) == 2
     assert "which reads only the runs it names, and seed=7 is not one of them" in capsys.readouterr().err
@@ -105,7 +111,7 @@ def test_a_study_folder_refuses_a_stranger_and_takes_its_own_runs(kind: str, mad
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == before
     own = jobs[0]
     refuse_strangers([own], own.run_dir, "a run")  # the study's own run, its own config: taken
-    other = Job(own.name, own.config.with_options(seed=own.config.seed + 100), own.run_dir)
+    other = Job(own.name, dataclasses.replace(own.config, seed=own.config.seed + 100), own.run_dir)
     with pytest.raises(ValueError, match="with another config than this one"):
         refuse_strangers([other], other.run_dir, "a run")
 
@@ -251,6 +257,8 @@ COUNTS = {
     ]},
     "interp-init reproduce workers": ("100000", "--workers"),
     "interp-init sweep threads": ("100000", "--threads"),
+    "interp-init concept-graphs workers": ("100000", "--workers"),
+    "interp-init concept-graphs threads": ("100000", "--threads"),
     "interp-init sweep workers": ("100000", "--workers"),
     "interp-init sweep ensemble_size": ("100000000", "--ensemble-size"),
     "interp-init report per_pair": ("100000", "--per-pair"),
@@ -298,6 +306,7 @@ def _count_argv(option: str, value: str, out: Path) -> list[str]:
         "interp-init reproduce": ["reproduce", "--preset", "tiny", "--quiet", "--device", "cpu", "--out", str(out), flag, value],
         "interp-init sweep": ["sweep", "spec.json", "--out", str(out), "--quiet", "--device", "cpu", flag, value] + (["--backend", "ensemble"] if name == "ensemble_size" else []),
         "interp-init report": ["report", "S/seed=0", "--out", str(out) + ".html", flag, value],
+        "interp-init concept-graphs": ["concept-graphs", str(Path(__file__).parents[2] / "experiments/population-specs/concept-graphs-fig6.json"), "--out", str(out), flag, value],
         "benchmarks/gpu_suite.py": ["--out", str(out), "--scale", "tiny", "--device", "cpu", "--seeds", "0", "--task", "symmetric", "--peak-tflops", "1", "--efficiency", "0.5", flag, value],
         "experiments/search_cpu.py run": ["run", "--root", str(out), flag, value, "task=symmetric,d_model=16,n_train=300,epochs=1"],
         "benchmarks/gpu_campaign.py": ["next", "--out", str(out), "--results", str(out) + "-records", "--scale", "tiny", "--device", "cpu", "--budget-seconds", "1", flag, value],

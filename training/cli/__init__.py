@@ -286,6 +286,65 @@ def reproduce_command(
     _fail_on(problem)
 
 
+# ---------------------------------------------------------------- concept-graphs
+
+
+@cli.command("concept-graphs")
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option(
+    "--out", required=True, help="The study folder: one run folder per gamma and seed, the table and the figure."
+)
+@click.option("--size", default=None, help="A diffusion size (tiny, cpu, paper) instead of the spec's.")
+@click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
+@click.option(
+    "--workers",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Runs trained at once, each in its own process with one torch thread.",
+)
+@click.option(
+    "--threads", type=int, default=None, help="Torch threads of the one process with --workers 1 [default: torch's]."
+)
+@click.option("--no-figure", is_flag=True, help="Write the table only (no sampling for the figure).")
+@click.option("--quiet", is_flag=True, help="No progress bars.")
+def concept_graphs_command(
+    spec: str, out: str, size: str | None, device: str, workers: int, threads: int | None, no_figure: bool, quiet: bool
+) -> None:
+    """The journal's Fig. 6 at CPU scale: train concept-graph diffusion runs at SPEC's gammas
+    and seeds (a JSON file, e.g. experiments/population-specs/concept-graphs-fig6.json), read
+    each run's samples of the unseen tuples 010 and 011, and write OUT/fig6-table.md,
+    OUT/fig6-summary.json and OUT/fig6b.png (docs/concept-graphs.md).  A rerun resumes.
+    """
+    from dataclasses import replace
+
+    from training.launch.backends import PoolLauncher, SerialLauncher
+    from training.studies.concept_graphs import TABLE, ConceptStudySpec, run_concept_study, summarize
+
+    check_device(device)
+    check_cores(workers, "--workers", "worker processes")
+    check_cores(threads, "--threads", "torch threads")
+    study = ConceptStudySpec.from_file(spec)
+    if size is not None:
+        study = replace(study, size=size)
+    launcher = (
+        SerialLauncher(device=device, threads=threads, progress=not quiet)
+        if workers == 1
+        else PoolLauncher(device=device, workers=workers, threads=1)
+    )
+    returns = run_concept_study(study, out, launcher)
+    summary = summarize(study, out, figure=not no_figure)
+    click.echo((Path(out) / TABLE).read_text(encoding="utf-8").rstrip())
+    bad = [f"{r.name}: {r.status}" for r in returns if r.status != RunStatus.COMPLETED]
+    if bad:
+        click.echo(
+            f"interp-init: {len(bad)} of {len(returns)} runs did not complete ({'; '.join(bad[:3])}); the table reads the others; a rerun resumes",
+            err=True,
+        )
+        raise click.exceptions.Exit(1)
+    del summary
+
+
 # ---------------------------------------------------------------- sweep
 
 

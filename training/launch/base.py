@@ -30,7 +30,7 @@ class Job:
     """One run to train: its name inside the study folder (a relative path), its config and folder."""
 
     name: str
-    config: RunConfig
+    config: RunConfig  # or another kind of run's config (:func:`run_kind`)
     run_dir: Path
 
 
@@ -119,6 +119,48 @@ def make_launcher(name: str, **options: Any) -> Launcher:
     cls = launcher_class(name)
     accepted = inspect.signature(cls).parameters
     return cls(**{k: v for k, v in options.items() if k in accepted and v is not None})
+
+
+# ------------------------------------------------------------------ kinds of run
+# What a job's config is decides which trainer the executor hands it to: a ``RunConfig``
+# (no ``kind`` attribute) is a ``transformer`` run (:func:`training.launch.folders.train`);
+# another config names its kind by a ``kind`` class attribute, and its module registers the
+# kind's trainer when it is imported (so a config that exists has its trainer registered, in
+# a worker process too): ``train(config, run_dir, *, device, progress, deadline)``, which
+# opens, trains (or resumes) and finishes the run folder and returns a result with
+# ``finished`` and ``metrics``, as ``training.train`` does.
+
+_RUN_KINDS: dict[str, Callable[..., Any]] = {}
+
+
+def register_run_kind(kind: str, trainer: Callable[..., Any]) -> None:
+    """Register a kind of run: configs whose ``kind`` attribute is ``kind`` are trained by
+    ``trainer(config, run_dir, *, device, progress, deadline)``."""
+    if not isinstance(kind, str) or not kind or kind == "transformer":
+        raise ValueError(f"a run kind is a non-empty name other than 'transformer', got {kind!r}")
+    if not callable(trainer):
+        raise ValueError(f"a run kind's trainer is a function train(config, run_dir, ...), got {trainer!r}")
+    _RUN_KINDS[kind] = trainer
+
+
+def run_kind(config: Any) -> str:
+    """The kind of run ``config`` describes (``transformer`` for a ``RunConfig``)."""
+    return getattr(config, "kind", "transformer")
+
+
+def run_kind_names() -> tuple[str, ...]:
+    """The kinds of run registered so far (``transformer`` first)."""
+    return ("transformer", *_RUN_KINDS)
+
+
+def kind_trainer(config: Any) -> Callable[..., Any]:
+    """The registered trainer of ``config``'s kind of run, other than ``transformer`` (the
+    executor's own, :func:`training.launch.folders.train`); a one-line ``ValueError`` for a
+    kind not registered."""
+    kind = run_kind(config)
+    if kind not in _RUN_KINDS:
+        raise ValueError(f"unknown kind of run {kind!r}; registered: {list(run_kind_names())}")
+    return _RUN_KINDS[kind]
 
 
 # ------------------------------------------------------------------ the study folder

@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 from interp_init.fileio import is_disk_full
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunFolderBusy, RunStatus, atomic_write
-from training.launch.base import Job, JobReturn
+from training.launch.base import Job, JobReturn, kind_trainer, run_kind
 
 __all__ = [
     "HungUp",
@@ -153,7 +153,9 @@ def execute(
     (restored after); ``deadline``: a ``time.monotonic()`` value past which the runs
     checkpoint and stop; ``logits_fn``: the trainer's (e.g. a ``torch.compile``'d one);
     ``step`` and ``data_fn``: the ensemble trainer's (:func:`training.train_ensemble`; given
-    either, even one job trains as an ensemble of one)."""
+    either, even one job trains as an ensemble of one).  A job of another kind of run
+    (:func:`training.launch.base.run_kind`, e.g. ``concept-diffusion``) is trained by its
+    kind's registered trainer, one job after another, under the same policy."""
     import torch
 
     from training.launch.folders import train, train_ensemble
@@ -175,7 +177,19 @@ def execute(
         torch.set_num_threads(threads)
     try:
         options = {"device": device, "progress": progress, "logits_fn": logits_fn, "deadline": deadline}
-        if len(todo) == 1 and step is None and data_fn is None:
+        others = [job for job in todo if run_kind(job.config) != "transformer"]
+        if others and (step is not None or data_fn is not None or logits_fn is not None):
+            raise ValueError(
+                f"{others[0].name} is a {run_kind(others[0].config)!r} run: step, data_fn and logits_fn are the transformer trainer's"
+            )
+        if others:  # another kind of run: its registered trainer, one job after another
+            results = [
+                (train if run_kind(job.config) == "transformer" else kind_trainer(job.config))(
+                    job.config, job.run_dir, device=device, progress=progress, deadline=deadline
+                )
+                for job in todo
+            ]
+        elif len(todo) == 1 and step is None and data_fn is None:
             results = [train(todo[0].config, todo[0].run_dir, **options)]
         else:
             ensemble = {"step": step, "data_fn": data_fn}

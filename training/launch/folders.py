@@ -7,7 +7,9 @@ trainer as its checkpoint sink (:func:`folder_sinks`) and finished bound togethe
 (:func:`finish_in_folder`; a diverged run keeps its last good checkpoint's weights).  A run
 stopped before its end (a deadline, a signal, an error) has ``interrupted`` in its
 ``metrics.json``.  The same call after a kill ends with the same weights and metrics as an
-uninterrupted run.
+uninterrupted run.  A concept-graph diffusion run (:mod:`training.trainer.diffusion`, the
+kind ``concept-diffusion``, registered here) has its folder opened the same way by
+:func:`train_diffusion`.
 """
 
 from __future__ import annotations
@@ -16,17 +18,30 @@ import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import torch
 
+from interp_init.diffusion import ConceptUNet
+from interp_init.fileio import atomic_write, file_sha256
 from interp_init.model import build_model, empty_model, load_weights, resolve_device
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder, RunStatus
 from training.config import RunConfig
+from training.launch.base import register_run_kind
+from training.trainer.diffusion import KIND, DiffusionResult, DiffusionRunConfig, build_diffusion_model, fit_diffusion
 from training.trainer.ensemble import StepFactory, check_ensemble, fit_ensemble
 from training.trainer.loop import LogitsFn, RunData, Sinks, TrainResult, check_deadline, fit
 from training.trainer.preflight import check_fits, check_train_arguments
 
-__all__ = ["finish_in_folder", "folder_sinks", "open_run_folder", "train", "train_ensemble"]
+__all__ = [
+    "finish_in_folder",
+    "folder_sinks",
+    "load_diffusion_run",
+    "open_run_folder",
+    "train",
+    "train_diffusion",
+    "train_ensemble",
+]
 
 
 def open_run_folder(folder: RunFolder, cfg: RunConfig, dev: torch.device) -> tuple[TrainResult | None, dict | None]:
@@ -202,3 +217,90 @@ def train_ensemble(
         )
 
     return in_folders(cfgs, folders, dev, fit_todo)
+
+
+# ------------------------------------------------------------------ concept-diffusion runs
+
+
+def _save_weights(folder: RunFolder, model: ConceptUNet) -> None:
+    from safetensors.torch import save
+
+    state = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
+    atomic_write(
+        folder.weights_path,
+        save(state, metadata={"run_digest": folder.digest(), "format": "interp-init/1", "kind": KIND}),
+    )
+
+
+def load_diffusion_run(run_dir: str | Path, device: str | torch.device = "cpu") -> DiffusionResult:
+    """A finished diffusion run's model (eval mode), metrics and config, its files checked
+    bound together (:meth:`RunFolder.check_bound`)."""
+    from safetensors.torch import load_file
+
+    folder = RunFolder(run_dir)
+    cfg = DiffusionRunConfig.from_dict(folder.read_config(), str(folder.config_path))
+    metrics = folder.read_metrics()
+    if metrics is None or metrics["status"] not in FINISHED_STATUSES or not folder.weights_path.exists():
+        raise ValueError(f"{folder.path} holds no finished run (train it first: the same command resumes it)")
+    folder.check_bound(metrics)
+    model = ConceptUNet(cfg.model)
+    model.load_state_dict(load_file(str(folder.weights_path)))
+    return DiffusionResult(model.to(device).eval(), metrics, cfg)
+
+
+def train_diffusion(
+    cfg: DiffusionRunConfig,
+    out_dir: str | Path,
+    *,
+    device: str | torch.device | None = "auto",
+    progress: bool = False,
+    deadline: float | None = None,
+) -> DiffusionResult:
+    """Train (or resume, or read) the run ``cfg`` in its folder ``out_dir``, held while it
+    trains: another run's files are refused, a finished run is read, an unfinished one
+    resumes from its checkpoint; a run stopped before its end says ``interrupted``."""
+    if not isinstance(cfg, DiffusionRunConfig):
+        raise ValueError(f"train_diffusion takes a DiffusionRunConfig, got {type(cfg).__name__}")
+    dev = resolve_device(device)
+    folder = RunFolder(out_dir)
+    with folder.lock():
+        folder.sweep_temporary()
+        folder.claim(cfg.to_dict())
+        folder.error_path.unlink(missing_ok=True)
+        metrics = folder.read_metrics()
+        if metrics is not None and metrics["status"] in FINISHED_STATUSES and folder.weights_path.exists():
+            return load_diffusion_run(out_dir, dev)
+        state = folder.load_checkpoint(cfg.to_dict()) if folder.checkpoint_path.exists() else None
+
+        def checkpoint(saved: dict[str, Any], running: dict[str, Any]) -> None:
+            folder.save_checkpoint(saved)
+            folder.write_metrics(running)
+
+        try:
+            result = fit_diffusion(
+                cfg, device=dev, progress=progress, deadline=deadline, state=state, checkpoint=checkpoint
+            )
+        except BaseException:
+            folder.mark_interrupted()
+            raise
+        if not result.finished:
+            folder.mark_interrupted()
+            return replace(result, metrics={**result.metrics, "status": str(RunStatus.INTERRUPTED)})
+        model = result.model
+        if result.metrics["status"] == RunStatus.DIVERGED:
+            model = build_diffusion_model(cfg, dev)
+            if folder.checkpoint_path.exists():
+                model.load_state_dict(folder.load_checkpoint(cfg.to_dict())["model"])
+        _save_weights(folder, model)
+        metrics = {
+            **result.metrics,
+            "config_digest": folder.digest(),
+            "weights_sha256": file_sha256(folder.weights_path),
+        }
+        folder.write_metrics(metrics)
+        if metrics["status"] == RunStatus.COMPLETED:
+            folder.checkpoint_path.unlink(missing_ok=True)
+        return DiffusionResult(model.eval(), metrics, cfg)
+
+
+register_run_kind(KIND, train_diffusion)

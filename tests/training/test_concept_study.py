@@ -1,0 +1,130 @@
+"""The concept-graph study (Fig. 6 at CPU scale): one command trains a tiny row through the
+executor and writes its table, summary and figure; the reading and the pre-registered rule
+against hand computations; the PNG against an independent decoder; bad specs refused in one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from training.cli import main
+from training.studies.concept_graphs import (
+    MIN_SEEDS,
+    VALID_ID_ACC,
+    ConceptStudySpec,
+    gamma_row,
+    png_bytes,
+)
+from training.studies.population import exact_interval
+
+
+def _final(share_010: float, share_011: float, id_acc: float = 0.9, n: int = 10) -> dict:
+    unseen = {
+        c: {"shape_acc": s, "size_acc": 1.0, "colour_acc": 1.0, "all_acc": s, "empty": 0.0, "n": n}
+        for c, s in (("010", share_010), ("011", share_011))
+    }
+    return {"id_acc": id_acc, "unseen": unseen}
+
+
+def test_one_command_trains_a_tiny_row_and_writes_its_table_and_figure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = tmp_path / "spec.json"
+    spec.write_text(
+        json.dumps({"size": "tiny", "gammas": [0.5, 1.0], "seeds": [1, 2], "figure_samples": 2, "judge_per_code": 5})
+    )
+    out = tmp_path / "study"
+    assert main(["concept-graphs", str(spec), "--out", str(out), "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    assert "| 0.5 |" in printed and "| 1 |" in printed and "The judge (read_concepts) on 40 held renders" in printed
+    summary = json.loads((out / "fig6-summary.json").read_text())
+    assert [r["gamma"] for r in summary["rows"]] == [0.5, 1.0] and all(r["completed"] == 2 for r in summary["rows"])
+    for name in ("gamma-0.5-seed-1", "gamma-0.5-seed-2", "gamma-1-seed-1", "gamma-1-seed-2"):
+        assert json.loads((out / name / "metrics.json").read_text())["status"] == "completed"
+    assert json.loads((out / "study.json").read_text())["kind"] == "concept-graphs"
+    assert (out / "fig6b.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    stamp = (out / "gamma-1-seed-2" / "model.safetensors").stat().st_mtime_ns
+    assert main(["concept-graphs", str(spec), "--out", str(out), "--quiet", "--no-figure"]) == 0  # a rerun reads
+    assert (out / "gamma-1-seed-2" / "model.safetensors").stat().st_mtime_ns == stamp
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"size": "tiny", "gammas": [0.5], "seeds": [3], "judge_per_code": 5}))
+    capsys.readouterr()
+    assert main(["concept-graphs", str(other), "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "another spec" in err or "not one of them" in err
+
+
+def test_the_reading_and_the_rule_by_hand() -> None:
+    # three counted seeds, all mostly triangles; one seed below the id_acc gate is left out
+    row = gamma_row(
+        0.5,
+        {
+            1: _final(0.1, 0.3),
+            2: _final(0.0, 0.2),
+            3: _final(0.2, 0.2),
+            4: _final(1.0, 1.0, id_acc=VALID_ID_ACC - 0.01),
+            5: None,
+        },
+    )
+    assert row.runs == 5 and row.completed == 4 and row.counted == (1, 2, 3)
+    assert row.shares[1]["mean"] == pytest.approx(0.2) and row.mean == pytest.approx((0.2 + 0.1 + 0.2) / 3)
+    assert (
+        row.bootstrap[0] >= 0.1 - 1e-12 and row.bootstrap[1] <= 0.2 + 1e-12
+    )  # the mean of resampled seeds stays between them
+    assert row.pooled == (1 + 3 + 0 + 2 + 2 + 2, 60) and row.pooled_interval == pytest.approx(exact_interval(10, 60))
+    assert row.circle_seeds == 0 and row.circle_seeds_interval == pytest.approx(exact_interval(0, 3))
+    assert row.state == "failure mode (triangles)"
+    circles = gamma_row(1.0, {s: _final(0.9, 0.8) for s in range(MIN_SEEDS)})
+    assert circles.state == "no failure mode (circles)" and circles.bootstrap == pytest.approx((0.85, 0.85))
+    assert gamma_row(1.0, {s: _final(0.9, 0.8) for s in range(MIN_SEEDS - 1)}).state == "inconclusive"
+    assert gamma_row(1.0, {1: _final(0.0, 0.0), 2: _final(1.0, 1.0), 3: _final(0.5, 0.5)}).state == "undecided"
+
+
+def test_the_figure_png_decodes_to_its_pixels() -> None:
+    image_module = pytest.importorskip("PIL.Image")
+    import io
+
+    rng = np.random.default_rng(0)
+    image = rng.random((5, 7, 3))
+    decoded = np.asarray(image_module.open(io.BytesIO(png_bytes(image))).convert("RGB"))
+    assert decoded.shape == (5, 7, 3)
+    assert np.array_equal(decoded, np.round(image * 255).astype(np.uint8))
+    with pytest.raises(ValueError, match="RGB image"):
+        png_bytes(np.zeros((4, 4)))
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"gammas": [0.5], "seeds": [1], "colour": 1}', "unknown key(s) ['colour']"),
+        ('{"gammas": [], "seeds": [1]}', "gammas must be distinct and at least one"),
+        ('{"gammas": [0.5], "seeds": [1, 1]}', "seeds must be distinct"),
+        ('{"gammas": [-1], "seeds": [1]}', "gamma must be a finite positive number"),
+        ('{"gammas": [0.5], "seeds": [1], "size": "huge"}', "unknown diffusion size"),
+        ('{"gammas": [0.5], "seeds": [1], "train": {"epoch": 2}}', "unknown training option"),
+        ("[1, 2]", "a concept-graph study spec is a JSON object"),
+    ],
+)
+def test_a_bad_spec_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, message: str
+) -> None:
+    spec = tmp_path / "spec.json"
+    spec.write_text(content)
+    with pytest.raises(ValueError, match="spec.json") as err:
+        ConceptStudySpec.from_file(spec)
+    assert message in str(err.value) and "\n" not in str(err.value)
+    assert main(["concept-graphs", str(spec), "--out", str(tmp_path / "out")]) == 2
+    assert message in capsys.readouterr().err and not (tmp_path / "out").exists()
+
+
+def test_the_shipped_study_is_the_preregistered_row() -> None:
+    spec = ConceptStudySpec.from_file(
+        Path(__file__).parents[2] / "experiments/population-specs/concept-graphs-fig6.json"
+    )
+    assert 0.5 in spec.gammas and spec.distribution == "uniform" and len(spec.seeds) >= 4 and spec.size == "cpu"
+    configs = spec.configs()
+    assert len(configs) == len(spec.gammas) * len(spec.seeds)
+    assert {c.init.gamma for c in configs.values()} == set(spec.gammas)
