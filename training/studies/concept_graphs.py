@@ -351,24 +351,18 @@ def summarize(spec: ConceptStudySpec, out: str | Path, figure: bool = True) -> d
 
 
 def png_bytes(image: Any) -> bytes:
-    """An RGB image ``[H, W, 3]`` in [0, 1] as PNG bytes (8-bit, no filter; zlib and the PNG
-    chunk layout, so that no imaging library is needed)."""
-    import struct
-    import zlib
+    """An RGB image ``[H, W, 3]`` in [0, 1] as 8-bit PNG bytes (through Pillow)."""
+    import io
 
     import numpy as np
+    from PIL import Image
 
     pixels = (np.clip(np.asarray(image, dtype=float), 0, 1) * 255 + 0.5).astype(np.uint8)
     if pixels.ndim != 3 or pixels.shape[2] != 3:
         raise ValueError(f"an RGB image is [H, W, 3], got shape {pixels.shape}")
-    h, w, _ = pixels.shape
-    raw = b"".join(b"\x00" + pixels[row].tobytes() for row in range(h))
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-
-    header = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b"")
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, format="PNG")
+    return buffer.getvalue()
 
 
 def write_figure(spec: ConceptStudySpec, out: str | Path) -> Path:
