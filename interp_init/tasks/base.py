@@ -21,7 +21,7 @@ A task predicts one token at the last position (``output = "last"``, the anchor 
 ``targets [n, seq_len]`` holds at each position the next token the model must predict there,
 or :data:`IGNORE` where the loss does not look: the loss mask).  A sequence task's
 ``evaluate`` gets ``predict(tokens, targets)``, a :class:`SequencePredictions` (the argmax
-next token and the negative log-likelihood of the target at every position); greedy decoding
+next token and the negative log-likelihood of the target at every target position); greedy decoding
 is exact-matched in one teacher-forced pass (:func:`exact_match`: a greedy decoder reproduces
 the reference, end token included, exactly when the argmax is right at every target
 position), and a language model's perplexity is :func:`perplexity`.
@@ -71,9 +71,10 @@ IGNORE = -1
 
 @dataclass(frozen=True)
 class SequencePredictions:
-    """A model's predictions on a sequence task's samples: ``argmax [n, seq]``, the most
-    likely next token at every position, and ``nll [n, seq]``, the negative log-likelihood
-    (nats) of the target at every position (0 where the target is :data:`IGNORE`)."""
+    """A model's predictions on a sequence task's samples, at its target positions:
+    ``argmax [n, seq]``, the most likely next token (:data:`IGNORE` where there is no target:
+    not computed), and ``nll [n, seq]``, the negative log-likelihood (nats) of the target (0
+    where there is none)."""
 
     argmax: Tensor
     nll: Tensor

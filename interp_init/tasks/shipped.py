@@ -41,6 +41,7 @@ class ShippedFile:
 
 
 _SCAN = "github.com/brendenlake/SCAN@c4b756cbc010d75c912f16c42c8f15dc6b7e6c8f"
+_COGS = "github.com/najoungkim/COGS@165a7b669eade971fa47bf568a2e51925360fed8"
 
 #: Every shipped file, by its path under :data:`FILES` without the ``.xz``.
 SHIPPED: dict[str, ShippedFile] = {
@@ -59,6 +60,14 @@ SHIPPED: dict[str, ShippedFile] = {
     "scan/tasks_test_addprim_jump.txt": ShippedFile(
         f"{_SCAN}:add_prim_split/tasks_test_addprim_jump.txt", "BSD", "scan/LICENSE", 7_706,
         "8147ae2651422c701162e174d9d66158daa57858a26b30317ac61797118ac7a5",
+    ),
+    "cogs/train.tsv": ShippedFile(
+        f"{_COGS}:data/train.tsv", "MIT", "cogs/LICENSE", 24_155,
+        "220b3804b562c0156ee986eff1bdd15c27e52142549362a64f57baf86e304c78",
+    ),
+    "cogs/test.tsv": ShippedFile(
+        f"{_COGS}:data/test.tsv", "MIT", "cogs/LICENSE", 3_000,
+        "68f8e51e9f6d9cd22d64efe68dd21d7ea5ba327e9a2359481030161aea757035",
     ),
 }  # fmt: skip
 

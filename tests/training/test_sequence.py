@@ -21,7 +21,7 @@ from interp_init.tasks.base import IGNORE, Samples, SequencePredictions, Task, T
 from interp_init.tasks.checks import BadTaskOutput, checked_split
 from training import make_run_config
 from training.trainer.loop import fit, predict_sequences
-from training.trainer.step import all_position_logits, make_optimizer, train_step
+from training.trainer.step import all_position_logits, make_optimizer, target_logits, train_step
 
 SEP, EOS = 1, 2
 
@@ -68,6 +68,34 @@ def test_the_step_loss_is_the_mean_cross_entropy_over_the_target_positions() -> 
         expected = torch.stack(picked).mean()
     loss = train_step(model, make_optimizer(model, make_run_config("tiny").train), tokens, targets, logits_fn=all_position_logits)
     torch.testing.assert_close(loss, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("architecture", architecture_names())
+def test_the_target_position_shortcut_equals_the_hooked_forward_in_loss_gradients_and_predictions(architecture: str) -> None:
+    model = _model(architecture, 2)
+    gen = torch.Generator().manual_seed(1)
+    tokens = torch.randint(0, 12, (6, 10), generator=gen)
+    targets = torch.randint(0, 12, (6, 10), generator=gen)
+    targets[torch.rand(6, 10, generator=gen) < 0.5] = IGNORE
+    targets[:, 7:] = IGNORE  # trailing positions without a target are cut
+    results = []
+    for compute in (
+        lambda: F.cross_entropy(model(tokens).flatten(0, 1), targets.flatten(), ignore_index=IGNORE),
+        lambda: F.cross_entropy(*target_logits(model, tokens, targets)),
+    ):
+        model.zero_grad(set_to_none=True)
+        loss = compute()
+        loss.backward()
+        results.append((loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}))
+    (ref, ref_grads), (ours, grads) = results
+    torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-6)
+    overall = max(g.abs().max().item() for g in ref_grads.values())
+    for name, g in ref_grads.items():
+        torch.testing.assert_close(grads[name], g, rtol=1e-4, atol=1e-5 * g.abs().max().item() + 1e-6 * overall, msg=name)
+    fast = predict_sequences(model, tokens, targets, batch_size=4, logits_fn=all_position_logits)
+    hooked = predict_sequences(model, tokens, targets, batch_size=4)
+    assert torch.equal(fast.argmax, hooked.argmax) and bool((fast.argmax[targets == IGNORE] == IGNORE).all())
+    torch.testing.assert_close(fast.nll, hooked.nll, rtol=1e-5, atol=1e-6)
 
 
 class _Oracle(torch.nn.Module):

@@ -61,6 +61,7 @@ from training.trainer.step import (
     flush_denormals,
     last_position_logits,
     make_optimizer,
+    target_logits,
     train_step,
 )
 
@@ -127,16 +128,21 @@ def predict_sequences(
     batch_size: int = 512,
     logits_fn: LogitsFn = full_forward_all,
 ) -> SequencePredictions:
-    """A sequence task's predictions: the argmax next token and the target's negative
-    log-likelihood at every position (0 where the target is ``IGNORE``), in batches."""
-    argmax, nll = [], []
+    """A sequence task's predictions at its target positions, in batches: the argmax next
+    token (``IGNORE`` at positions without a target: not computed) and the target's negative
+    log-likelihood (0 there); the logits come from :func:`~training.trainer.step.target_logits`."""
+    targets = targets.long()
+    mask = targets != IGNORE
+    argmax = torch.full(targets.shape, IGNORE, dtype=torch.long, device=targets.device)
+    nll = torch.zeros(targets.shape, device=targets.device)
     for i in range(0, len(tokens), batch_size):
-        logits = logits_fn(model, tokens[i : i + batch_size]).float()
-        target = targets[i : i + batch_size].long()
-        argmax.append(logits.argmax(-1))
-        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), target.flatten(), ignore_index=IGNORE, reduction="none")
-        nll.append(loss.view(target.shape))
-    return SequencePredictions(torch.cat(argmax), torch.cat(nll))
+        logits, target = target_logits(model, tokens[i : i + batch_size], targets[i : i + batch_size], logits_fn)
+        logits = logits.float()
+        where = torch.zeros_like(mask)
+        where[i : i + batch_size] = mask[i : i + batch_size]
+        argmax[where] = logits.argmax(-1)
+        nll[where] = torch.nn.functional.cross_entropy(logits, target, reduction="none")
+    return SequencePredictions(argmax, nll)
 
 
 @torch.inference_mode()
