@@ -37,7 +37,18 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from interp_init.tasks.base import PredictSequences, Samples, Task, TaskMetrics, Verdict, num, perplexity, status_solution, token_accuracy
+from interp_init.tasks.base import (
+    PredictSequences,
+    Samples,
+    Task,
+    TaskMetrics,
+    Verdict,
+    num,
+    perplexity,
+    status_solution,
+    token_accuracy,
+)
+from interp_init.tasks.seq2seq import journal_recipe
 
 #: One file in this many (by the CRC-32 of its path) is a test file.
 TEST_EVERY = 10
@@ -147,13 +158,10 @@ class CodeLmTask(Task):
 
     def preset_overrides(self, preset: str) -> dict[str, Any]:
         # tiny: fewer windows than other tasks' samples (128 positions each), to stay within
-        # seconds.  cpu: the journal's recipe (constant lr, no weight decay) at CPU width, as for scan.
+        # seconds.  paper and cpu: the journal's recipe (seq2seq.journal_recipe) on 40,000
+        # windows, 10 epochs at cpu.
         if preset == "tiny":
             return dict(n_train=1_000, n_test=250, batch_size=128, eval_samples=250)
-        if preset != "cpu":
+        if preset not in ("paper", "cpu"):
             return {}
-        return dict(
-            n_layers=2, d_model=128, n_heads=4, d_head=32, d_mlp=512, n_train=40_000, n_test=2_000,
-            epochs=10, batch_size=64, lr=5e-4, warmup_start_lr=5e-4, min_lr=5e-4, warmup_epochs=0.0, cosine_epochs=0.0,
-            weight_decay=0.0, eval_samples=2_000,
-        )  # fmt: skip
+        return journal_recipe(preset) | dict(n_train=40_000, n_test=2_000, eval_samples=2_000) | ({"epochs": 10} if preset == "cpu" else {})

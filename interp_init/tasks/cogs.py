@@ -29,7 +29,7 @@ from functools import lru_cache
 from typing import Any, ClassVar
 
 from interp_init.tasks.base import TaskMetrics
-from interp_init.tasks.seq2seq import Pair, Seq2SeqTask
+from interp_init.tasks.seq2seq import Pair, Seq2SeqTask, journal_recipe
 from interp_init.tasks.shipped import read_lines
 
 #: The shipped files, by split (keys of :data:`interp_init.tasks.shipped.SHIPPED`).
@@ -83,14 +83,10 @@ class CogsTask(Seq2SeqTask):
 
     def preset_overrides(self, preset: str) -> dict[str, Any]:
         # tiny: fewer, smaller batches than other tasks' (COGS's samples are up to 177 tokens
-        # over a vocabulary of 835), to stay within seconds.  cpu: the journal's 20,000
-        # training samples and recipe (constant lr, no weight decay, 20 epochs) at CPU width, as for scan.
+        # over a vocabulary of 835), to stay within seconds.  paper and cpu: the journal's recipe
+        # (seq2seq.journal_recipe) at its 20,000 training samples.
         if preset == "tiny":
             return dict(n_train=600, n_test=200, batch_size=64, eval_samples=200)
-        if preset != "cpu":
+        if preset not in ("paper", "cpu"):
             return {}
-        return dict(
-            n_layers=2, d_model=128, n_heads=4, d_head=32, d_mlp=512, n_train=20_000, n_test=1_000,
-            epochs=20, batch_size=64, lr=5e-4, warmup_start_lr=5e-4, min_lr=5e-4, warmup_epochs=0.0, cosine_epochs=0.0,
-            weight_decay=0.0, eval_samples=1_000,
-        )  # fmt: skip
+        return journal_recipe(preset) | dict(n_train=20_000, n_test=1_000, eval_samples=1_000)

@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from interp_init.tasks.seq2seq import Pair, Seq2SeqTask
+from interp_init.tasks.seq2seq import Pair, Seq2SeqTask, journal_recipe
 from interp_init.tasks.shipped import read_lines
 
 #: Each split's training and test file (keys of :data:`interp_init.tasks.shipped.SHIPPED`).
@@ -95,14 +95,9 @@ class ScanTask(Seq2SeqTask):
         }
 
     def preset_overrides(self, preset: str) -> dict[str, Any]:
-        # A decoder-only GPT-2-style model (the standard block) at CPU width; the journal's
-        # recipe (constant lr, no weight decay, 20 epochs, small batches) carried over with
-        # a larger lr and batch for the narrower model.  12,000 training samples fit both
-        # splits' pools (jump's is the smaller).
-        if preset != "cpu":
+        # The journal's recipe (seq2seq.journal_recipe): paper at the released script's 10,000
+        # training samples, cpu at 12,000 (both splits' pools hold them; jump's is the smaller).
+        sizes = {"paper": 10_000, "cpu": 12_000}
+        if preset not in sizes:
             return {}
-        return dict(
-            n_layers=2, d_model=128, n_heads=4, d_head=32, d_mlp=512, n_train=12_000, n_test=1_000, n_heldout=1_000,
-            epochs=20, batch_size=64, lr=5e-4, warmup_start_lr=5e-4, min_lr=5e-4, warmup_epochs=0.0, cosine_epochs=0.0,
-            weight_decay=0.0, eval_samples=1_000,
-        )  # fmt: skip
+        return journal_recipe(preset) | dict(n_train=sizes[preset], n_test=1_000, n_heldout=1_000, eval_samples=1_000)

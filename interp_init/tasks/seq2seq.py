@@ -48,6 +48,21 @@ OOD_THRESHOLD = 0.9
 Pair = tuple[tuple[str, ...], tuple[str, ...]]
 
 
+def journal_recipe(preset: str) -> dict[str, Any]:
+    """The journal's Fig. 7 recipe (the released ``fig_code/fig7``: a GPT-2 from scratch, constant
+    lr 5e-5, batch 20, no weight decay, 20 epochs) for ``paper``, and carried to CPU width for
+    ``cpu`` (2 layers, d_model 128, batch 64, constant lr 5e-4: the narrower model's); the
+    sequence tasks add their data sizes.  None for other presets."""
+    constant = dict(warmup_epochs=0.0, cosine_epochs=0.0, weight_decay=0.0)
+    if preset == "paper":
+        lr = 5e-5
+        return dict(n_layers=12, d_model=768, n_heads=12, d_head=64, d_mlp=3072, epochs=20, batch_size=20, lr=lr, warmup_start_lr=lr, min_lr=lr, **constant)
+    if preset == "cpu":
+        lr = 5e-4
+        return dict(n_layers=2, d_model=128, n_heads=4, d_head=32, d_mlp=512, epochs=20, batch_size=64, lr=lr, warmup_start_lr=lr, min_lr=lr, **constant)
+    return {}
+
+
 @dataclass(frozen=True)
 class Seq2SeqMetrics(TaskMetrics):
     """Exact-match accuracy (greedy decoding) on training samples, the ID test set and the

@@ -7,9 +7,9 @@ model, and bad input is one line with nothing left behind."""
 from __future__ import annotations
 
 import json
-from collections import Counter
 import lzma
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import numpy as np

@@ -17,7 +17,16 @@ import torch.nn.functional as F
 from interp_init import InitConfig, ModelConfig, build_model
 from interp_init.architectures import architecture_names
 from interp_init.decode import greedy_decode
-from interp_init.tasks.base import IGNORE, Samples, SequencePredictions, Task, TaskMetrics, exact_match, perplexity, token_accuracy
+from interp_init.tasks.base import (
+    IGNORE,
+    Samples,
+    SequencePredictions,
+    Task,
+    TaskMetrics,
+    exact_match,
+    perplexity,
+    token_accuracy,
+)
 from interp_init.tasks.checks import BadTaskOutput, checked_split
 from training import make_run_config
 from training.trainer.loop import fit, predict_sequences
