@@ -72,6 +72,10 @@ class DataConfig:
         "",
         "scan task only: the benchmark's split, turn-left or jump (SCAN's add-primitive splits) [default: turn-left].",
     )
+    hops: int = option(
+        0,
+        "prontoqa task only: the deepest chain of rules a training question needs, 1..5 (the held-out questions need one more) [default: 3].",
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.task, str):
@@ -115,7 +119,7 @@ class DataConfig:
                 continue
             value = getattr(self, f.name)
             if f.name in takes:
-                if f.name != "split" or value != f.default:  # an unset split: the task's own default
+                if f.name not in ("split", "hops") or value != f.default:  # unset: the task's own default
                     options[f.name] = value
             elif value != f.default:
                 names = " or ".join(repr(n) for n in tasks_taking(f.name))
@@ -295,6 +299,7 @@ LATER_OPTIONS: dict[str, Any] = {
     "drop_last": False,
     "stop_below_loss": 0.0,
     "split": "",
+    "hops": 0,
 }
 
 #: The random sources of a run: the init's draw, and the data's (the three sample sets and the order).

@@ -22,7 +22,7 @@ Example::
     >>> task = ScanTask(split="turn-left")
     >>> data = task.make_split("heldout", 2, seed=0)
     >>> task.text(data.token_ids[0].tolist()).split(" <sep> ")[0]  # a command with "turn left" in it
-    'turn left after walk around right'
+    'turn left twice and turn right'
 """
 
 from __future__ import annotations
