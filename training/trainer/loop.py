@@ -137,11 +137,9 @@ def predict_sequences(
     nll = torch.zeros(targets.shape, device=targets.device)
     for i in range(0, len(tokens), batch_size):
         logits, target = target_logits(model, tokens[i : i + batch_size], targets[i : i + batch_size], logits_fn)
-        logits = logits.float()
-        where = torch.zeros_like(mask)
-        where[i : i + batch_size] = mask[i : i + batch_size]
-        argmax[where] = logits.argmax(-1)
-        nll[where] = torch.nn.functional.cross_entropy(logits, target, reduction="none")
+        logits, where = logits.float(), mask[i : i + batch_size]
+        argmax[i : i + batch_size][where] = logits.argmax(-1)  # into the slice's view: argmax itself
+        nll[i : i + batch_size][where] = torch.nn.functional.cross_entropy(logits, target, reduction="none")
     return SequencePredictions(argmax, nll)
 
 
