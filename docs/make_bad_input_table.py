@@ -31,6 +31,8 @@ CASES = [
     "reproduce --preset tiny --seeds 0 --workers 100000",
     "sweep --preset-name neurips-fig2-cpu --backend slurm --slurm-partition gpu --slurm-sbatch partition=cpu",
     "sweep --preset-name neurips-fig2-cpu --backend slurm --slurm-sbatch output=job.log",
+    "train --task scan --split nope", "train --task scan --n-ctx 32", "train --task scan --split jump --n-train 20000",
+    "train --split jump", "train --task cogs --n-heldout 100", "train --task prontoqa --hops 9",
 ]  # fmt: skip
 
 #: The memory and the cores of the machine that printed a message (they vary from one machine to the next).

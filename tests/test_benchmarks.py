@@ -69,6 +69,14 @@ def test_bench_train_step_counts_each_variants_matmul_work() -> None:
     assert flops["ours-bf16"] == flops["ours"]
 
 
+def test_bench_sequence_step_prints_the_ratios_of_every_task() -> None:
+    bench = load_script("benchmarks/bench_sequence_step.py")
+    result = CliRunner().invoke(bench.main, ["--preset", "tiny", "--batch", "8", "--reps", "1", "--steps", "1"])
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.output.splitlines() if line.startswith("| ") and line.split("|")[1].strip() in bench.TASKS]
+    assert len(rows) == 3 and all(len(r.split("|")) == 11 for r in rows)
+
+
 def test_bench_ensemble_prints_the_ratio() -> None:
     bench = load_script("benchmarks/bench_ensemble.py")
     args = ["--d-model", "16", "--models", "2", "--batch", "8", "--reps", "1", "--steps", "1"]

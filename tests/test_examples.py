@@ -47,8 +47,9 @@ def run_script(path: Path, args: list[str], monkeypatch: pytest.MonkeyPatch) -> 
 #: (tests/interp_init/test_architectures.py), the custom task (tests/interp_init/test_user_task.py) and the
 #: shipped models' attention (tests/interp_init/test_pretrained.py); and the
 #: probes on a model of one's own and TransformerLens' activation patching, which write no report
-#: (test_own_model_walkthrough and test_activation_patching_walkthrough below).
-ELSEWHERE = {"phase_neurips_fig2.py", "phase_journal_fig3.py", "phase_complexity.py", "probes_walkthrough.py", "custom_architecture.py", "custom_task.py", "own_model.py", "activation_patching.py", "pretrained_attention.py"}
+#: (test_own_model_walkthrough and test_activation_patching_walkthrough below), and the probes on a
+#: SCAN model (test_scan_probes_walkthrough below).
+ELSEWHERE = {"scan_probes.py", "phase_neurips_fig2.py", "phase_journal_fig3.py", "phase_complexity.py", "probes_walkthrough.py", "custom_architecture.py", "custom_task.py", "own_model.py", "activation_patching.py", "pretrained_attention.py"}
 
 
 def test_every_example_is_covered() -> None:
@@ -96,6 +97,33 @@ def test_activation_patching_walkthrough(tmp_path: Path, monkeypatch: pytest.Mon
         assert re.search(rf"^{re.escape(line)}\s+True$", stdout, re.MULTILINE), stdout
     assert re.search(r"^decompose_resid adds up to the last residual stream\s+False$", stdout, re.MULTILINE), stdout  # post-LN: it does not
     assert "decompose_resid does not add up: expected not to for this post-LN model" in stdout  # said, not left to puzzle over
+
+
+def test_scan_probes_walkthrough(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The probes on a sequence task's model: the plain and the masked runs' numbers against the
+    hooked forward and TransformerLens' own attention hook (zeroing each sample's first word)."""
+    from interp_init.tasks.base import exact_match, token_accuracy
+    from interp_init.tasks.registry import make_task
+    from training.studies.report import load_runs
+
+    stdout = run_script(EXAMPLES / "scan_probes.py", ["--preset", "tiny", "--out", str(tmp_path), "--seed", "1", "--device", "cpu", "--inputs", "32"], monkeypatch)
+    row = pd.read_csv(tmp_path / "scan_probes.csv").iloc[0]
+    assert (tmp_path / "scan_probes_flow.html").is_file() and "same-first-action block score" in stdout
+    model = load_runs([tmp_path / "scan_run"])[0].model
+    data = make_task("scan").make_split("heldout", 32, 1)
+    with torch.no_grad():
+        plain = model(data.tokens)
+
+        def hide_first_word(pattern: torch.Tensor, hook: object) -> torch.Tensor:
+            pattern[..., 0] = 0.0  # every query's attention to position 0 (each command's first word)
+            return pattern
+
+        hidden = model.run_with_hooks(data.tokens, fwd_hooks=[(lambda name: name.endswith("hook_pattern"), hide_first_word)])
+    assert row["OOD exact match"] == pytest.approx(float(exact_match(plain.argmax(-1), data.targets).float().mean()))
+    assert row["OOD action accuracy"] == pytest.approx(token_accuracy(plain.argmax(-1), data.targets))
+    assert row["OOD action accuracy, first word hidden"] == pytest.approx(token_accuracy(hidden.argmax(-1), data.targets))
+    assert row["OOD action accuracy, first word hidden"] != row["OOD action accuracy"] or row["OOD action accuracy"] in (0.0, 1.0)
+    assert 1 <= row["W_Q stable rank, layer 0"] <= 32 and row["top path into <sep>"].endswith("<sep>")
 
 
 def readme_walkthrough_options() -> dict[str, list[str]]:

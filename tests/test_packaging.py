@@ -68,6 +68,11 @@ def test_the_wheel_holds_the_licence_and_the_type_markers(tmp_path: Path) -> Non
     # the shipped models interp_init.from_pretrained opens: each run folder and the index of their SHA-256
     shipped = {f"interp_init/pretrained/{name}/{file}" for name in ("symmetric-small-init", "id-ood-large-init") for file in ("config.json", "metrics.json", "model.safetensors")}
     assert shipped | {"interp_init/pretrained/index.json"} <= set(names)
+    # the sequence tasks' benchmark data (interp_init/tasks/shipped.py), each benchmark's licence beside its files
+    from interp_init.tasks.shipped import SHIPPED
+
+    data = {f"interp_init/tasks/files/{name}.xz" for name in SHIPPED} | {f"interp_init/tasks/files/{r.licence_file}" for r in SHIPPED.values()}
+    assert data <= set(names)
 
 
 def test_citation_file_cites_both_papers_and_the_readme_links_them() -> None:

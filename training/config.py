@@ -69,6 +69,14 @@ class DataConfig:
         4,
         "complexity task only: the shift (non-zero) of a non-inferential target from the composite x + s(a1) + s(a2).",
     )
+    split: str = option(
+        "",
+        "scan task only: the benchmark's split, turn-left or jump (SCAN's add-primitive splits) [default: turn-left].",
+    )
+    hops: int = option(
+        0,
+        "prontoqa task only: the deepest chain of rules a training question needs, 1..5 (the held-out questions need one more) [default: 3].",
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.task, str):
@@ -107,7 +115,8 @@ class DataConfig:
                 continue
             value = getattr(self, f.name)
             if f.name in takes:
-                options[f.name] = value
+                if f.name not in ("split", "hops") or value != f.default:  # unset: the task's own default
+                    options[f.name] = value
             elif value != f.default:
                 names = " or ".join(repr(n) for n in tasks_taking(f.name))
                 raise ValueError(
@@ -277,6 +286,8 @@ LATER_OPTIONS: dict[str, Any] = {
     "balanced_pairs": False,
     "drop_last": False,
     "stop_below_loss": 0.0,
+    "split": "",
+    "hops": 0,
 }
 
 #: The random sources of a run: the init's draw, and the data's (the three sample sets and the order).
@@ -476,9 +487,13 @@ def make_run_config(preset: str = "paper", **options: Any) -> RunConfig:
     vocabulary and context are the task's (``Task.vocab_size``, ``Task.seq_len``)."""
     task = options.get("task", DEFAULT_TASK)
     cls = task_class(task)
-    base = RunConfig(data=DataConfig(task=task), preset=preset)
     own = {"architecture": cls.default_architecture, "d_vocab": cls.vocab_size, "n_ctx": cls.seq_len}
     merged = {**own, **preset_options(preset, task), **options}
+    # the base already has the task's data sizes and context: a task whose data is finite
+    # (scan) or whose sequences are long refuses the defaults' 900,000 samples or n_ctx
+    data = {f.name: merged[f.name] for f in fields(DataConfig) if f.name in merged and f.name != "task"}
+    model = ModelConfig(d_vocab=cls.vocab_size, n_ctx=cls.seq_len)
+    base = RunConfig(model=model, data=DataConfig(task=task, **data), preset=preset)
     return base.with_options(**merged)
 
 

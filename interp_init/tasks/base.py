@@ -16,6 +16,16 @@ command.  Adding a built-in task is one new module with its class and one line i
 :data:`interp_init.tasks.registry.BUILTIN_TASKS` (or a call to ``register_task``);
 docs/tasks.md walks through one.
 
+A task predicts one token at the last position (``output = "last"``, the anchor tasks and
+``addition``: ``targets [n]``) or a token at every position (``output = "sequence"``:
+``targets [n, seq_len]`` holds at each position the next token the model must predict there,
+or :data:`IGNORE` where the loss does not look: the loss mask).  A sequence task's
+``evaluate`` gets ``predict(tokens, targets)``, a :class:`SequencePredictions` (the argmax
+next token and the negative log-likelihood of the target at every target position); greedy decoding
+is exact-matched in one teacher-forced pass (:func:`exact_match`: a greedy decoder reproduces
+the reference, end token included, exactly when the argmax is right at every target
+position), and a language model's perplexity is :func:`perplexity`.
+
 The per-epoch history of a run is read typed with :func:`read_run_metrics`: a
 :class:`RunMetrics` whose ``history`` holds one :class:`EpochRecord` per epoch (its
 ``metrics`` the task's dataclass on evaluated epochs) and whose ``final`` holds the final
@@ -53,6 +63,53 @@ DEFAULT_TASK = "symmetric"
 FIT_THRESHOLD = 0.9
 
 Predict = Callable[["Tensor"], "Tensor"]
+#: What a task predicts: one token at the last position, or the next token at every position.
+OUTPUTS: tuple[str, ...] = ("last", "sequence")
+#: A sequence task's target where the loss does not look (outside the loss mask).
+IGNORE = -1
+
+
+@dataclass(frozen=True)
+class SequencePredictions:
+    """A model's predictions on a sequence task's samples, at its target positions:
+    ``argmax [n, seq]``, the most likely next token (:data:`IGNORE` where there is no target:
+    not computed), and ``nll [n, seq]``, the negative log-likelihood (nats) of the target (0
+    where there is none)."""
+
+    argmax: Tensor
+    nll: Tensor
+
+
+def target_mask(targets: Tensor) -> Tensor:
+    """``[n, seq]`` True where a sequence task's ``targets`` has a target (the loss mask)."""
+    return targets != IGNORE
+
+
+def exact_match(argmax: Tensor, targets: Tensor) -> Tensor:
+    """``[n]`` True where the argmax is right at every target position of a sample: the
+    greedy decoder's output then equals the reference (by induction over the positions: its
+    first wrong token would be the first position where the teacher-forced argmax is wrong),
+    so exact match under greedy decoding needs one forward pass, not one per token.
+    ``tests/training/test_sequence.py`` checks it against :func:`interp_init.decode.greedy_decode`."""
+    return ((argmax == targets) | ~target_mask(targets)).all(dim=1)
+
+
+def token_accuracy(argmax: Tensor, targets: Tensor) -> float:
+    """The share of target positions whose argmax is the target."""
+    mask = target_mask(targets)
+    return float(((argmax == targets) & mask).sum() / mask.sum().clamp(min=1))
+
+
+def perplexity(nll: Tensor, targets: Tensor) -> float:
+    """``exp`` of the mean negative log-likelihood over the target positions."""
+    import math
+
+    mask = target_mask(targets)
+    return math.exp(float((nll * mask).sum() / mask.sum().clamp(min=1)))
+
+
+#: A sequence task's ``predict(tokens, targets)``.
+PredictSequences = Callable[["Tensor", "Tensor"], SequencePredictions]
 
 
 @dataclass(frozen=True)
@@ -128,7 +185,7 @@ def num(value: float | None) -> str:
 @dataclass(frozen=True)
 class Samples:
     """Encoded samples of a task's split: ``token_ids [n, seq]`` (any integer dtype),
-    ``targets [n]`` and per-sample metadata ``meta`` (name -> ``[n, ...]`` tensor).
+    ``targets [n]`` (``[n, seq]`` for a sequence task, :data:`IGNORE` outside the loss mask) and per-sample metadata ``meta`` (name -> ``[n, ...]`` tensor).
 
     The trainer reads ``batch_tokens(index)``, ``targets``, ``subset`` and ``to``;
     :class:`interp_init.tasks.data.AnchorDataset` offers the same for the anchor tasks."""
@@ -177,6 +234,11 @@ class Task:
     seq_len: ClassVar[int] = 0
     #: The architecture a run of this task gets unless one is given.
     default_architecture: ClassVar[str] = "neurips"
+    #: What the model predicts (:data:`OUTPUTS`): ``"last"``, one token at the last position
+    #: (``targets [n]``), or ``"sequence"``, the next token at every position (``targets [n,
+    #: seq_len]``, :data:`IGNORE` outside the loss mask; ``evaluate`` gets
+    #: ``predict(tokens, targets)``, a :class:`SequencePredictions`).
+    output: ClassVar[str] = "last"
     #: Whether the task has a ``heldout`` split.
     has_heldout: ClassVar[bool] = True
     #: What the papers report for the task, in one sentence (the report's verdict).
@@ -209,7 +271,8 @@ class Task:
         raise NotImplementedError
 
     def evaluate(self, predict: Predict, train: Any, id_test: Any, heldout: Any | None) -> TaskMetrics:
-        """The metrics of a model whose argmax predictions ``predict(tokens)`` gives."""
+        """The metrics of a model whose argmax predictions ``predict(tokens)`` gives (a
+        sequence task: ``predict(tokens, targets)``, a :class:`SequencePredictions`)."""
         raise NotImplementedError
 
     def verdict(self, final: TaskMetrics | None, status: str) -> Verdict:
@@ -292,6 +355,8 @@ def check_task_class(cls: Any, name: str) -> None:
         value = getattr(cls, attr)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             missing.append(f"{attr} (an int >= 1)")
+    if cls.output not in OUTPUTS:
+        missing.append(f"output (one of {OUTPUTS}, got {cls.output!r})")
     for method in ("make_split", "evaluate"):
         if getattr(cls, method) is getattr(Task, method):
             missing.append(f"{method}()")

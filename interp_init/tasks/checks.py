@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import fields
 from typing import Any
 
-from interp_init.tasks.base import Task, TaskMetrics
+from interp_init.tasks.base import IGNORE, Task, TaskMetrics
 
 
 class BadTaskOutput(ValueError):
@@ -29,7 +29,8 @@ def _call(task: Task, method: str, args: str, call: Callable[[], Any]) -> Any:
 
 def checked_split(task: Task, split: str, n: int, seed: int, d_vocab: int | None = None) -> Any:
     """``task.make_split(split, n, seed)``, checked once where it enters a run: an object
-    with ``token_ids [n, seq_len]`` and ``targets [n]`` of an integer dtype, exactly ``n``
+    with ``token_ids [n, seq_len]`` and ``targets [n]`` (a sequence task's ``[n, seq_len]``,
+    :data:`~interp_init.tasks.base.IGNORE` allowed) of an integer dtype, exactly ``n``
     samples, every token and target in ``[0, d_vocab)`` (default: the task's vocabulary).
     Anything else (or an exception) is a :class:`BadTaskOutput` naming the task class, the
     method and the value."""
@@ -43,16 +44,19 @@ def checked_split(task: Task, split: str, n: int, seed: int, d_vocab: int | None
     if not isinstance(tokens, torch.Tensor) or not isinstance(targets, torch.Tensor):
         raise BadTaskOutput(f"{where} returned {type(samples).__name__} {samples!r:.60}, not samples with token_ids and targets tensors (interp_init.tasks.base.Samples); {fix}")
     vocab = task.vocab_size if d_vocab is None else d_vocab
-    for name, value, dims in (("token_ids", tokens, 2), ("targets", targets, 1)):
+    sequence = task.output == "sequence"
+    for name, value, dims in (("token_ids", tokens, 2), ("targets", targets, 2 if sequence else 1)):
         if value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool:
             raise BadTaskOutput(f"{where} returned {name} of dtype {value.dtype}, not an integer dtype (token ids); {fix}")
         if value.dim() != dims:
             raise BadTaskOutput(f"{where} returned {name} of shape {tuple(value.shape)}, not {dims}-D ([n{', seq_len' if dims == 2 else ''}]); {fix}")
+    if sequence and targets.shape[1:] != tokens.shape[1:]:
+        raise BadTaskOutput(f"{where} returned targets of shape {tuple(targets.shape)} for token_ids of shape {tuple(tokens.shape)}; a sequence task has a target (or IGNORE) at every position; {fix}")
     if tokens.shape[0] != n or targets.shape[0] != n:
         raise BadTaskOutput(f"{where} returned {tokens.shape[0]} token sequences and {targets.shape[0]} targets, not the {n} samples asked for; {fix}")
     if tokens.shape[1] != task.seq_len:
         raise BadTaskOutput(f"{where} returned sequences of length {tokens.shape[1]}, not the task's seq_len {task.seq_len}; {fix}")
-    for name, value in (("token_ids", tokens), ("targets", targets)):
+    for name, value in (("token_ids", tokens), ("targets", targets[targets != IGNORE] if sequence else targets)):
         if value.numel() and (int(value.min()) < 0 or int(value.max()) >= vocab):
             raise BadTaskOutput(f"{where} returned {name} in [{int(value.min())}, {int(value.max())}], outside the vocabulary [0, {vocab - 1}]; {fix}")
     return samples

@@ -2,7 +2,7 @@
 (:data:`BUILTIN_TASKS`), a researcher's own named by its import path.
 
 :func:`task_class` gives the class of a registered name (``symmetric``, ``id-ood``,
-``complexity``, ``addition``) or of an import path ``package.module:ClassName``, checked
+``complexity``, ``addition``, ``scan``, ``cogs``, ``code-lm``, ``prontoqa``) or of an import path ``package.module:ClassName``, checked
 (:func:`interp_init.tasks.base.check_task_class`: a class lacking a required part is refused with
 one line naming every missing part); :func:`make_task` builds one with its options.
 Adding a built-in task is one new module with its class and one line in
@@ -12,7 +12,7 @@ Example::
 
     >>> from interp_init.tasks.registry import make_task, registered_tasks
     >>> registered_tasks()
-    ('symmetric', 'id-ood', 'complexity', 'addition')
+    ('symmetric', 'id-ood', 'complexity', 'addition', 'scan', 'cogs', 'code-lm', 'prontoqa')
     >>> make_task("addition").name
     'addition'
 """
@@ -26,9 +26,16 @@ from typing import Any
 from interp_init.tasks.addition import AdditionTask
 from interp_init.tasks.anchor import ComplexityTask, IdOodTask, SymmetricTask
 from interp_init.tasks.base import Task, check_task_class
+from interp_init.tasks.code_lm import CodeLmTask
+from interp_init.tasks.cogs import CogsTask
+from interp_init.tasks.prontoqa import PrOntoQATask
+from interp_init.tasks.scan import ScanTask
 
 #: The built-in tasks, by name: one line per task.
-BUILTIN_TASKS: dict[str, type[Task]] = {"symmetric": SymmetricTask, "id-ood": IdOodTask, "complexity": ComplexityTask, "addition": AdditionTask}
+BUILTIN_TASKS: dict[str, type[Task]] = {
+    "symmetric": SymmetricTask, "id-ood": IdOodTask, "complexity": ComplexityTask, "addition": AdditionTask, "scan": ScanTask,
+    "cogs": CogsTask, "code-lm": CodeLmTask, "prontoqa": PrOntoQATask,
+}  # fmt: skip
 
 _REGISTRY: dict[str, type[Task]] = {}
 

@@ -254,6 +254,7 @@ COUNTS = {
         ("n_layers", "--n-layers"), ("d_model", "--d-model"), ("n_heads", "--n-heads"), ("d_head", "--d-head"), ("d_mlp", "--d-mlp"),
         ("d_vocab", "--d-vocab"), ("n_ctx", "--n-ctx"), ("n_train", "--n-train"), ("n_test", "--n-test"), ("epochs", "--epochs"),
         ("batch_size", "--batch-size"), ("k", "k (inferential complexity)"), ("n_heldout", "--n-heldout"),
+        ("hops", "prontoqa task: hops must be an integer in 1..5"),
     ]},
     "interp-init reproduce workers": ("100000", "--workers"),
     "interp-init sweep threads": ("100000", "--threads"),
@@ -302,7 +303,7 @@ def _count_argv(option: str, value: str, out: Path) -> list[str]:
     command, name = option.rsplit(" ", 1)
     flag = "--" + name.replace("_", "-")
     return {
-        "interp-init train": ["train", "--preset", "tiny", "--quiet", "--device", "cpu", "--out", str(out), flag, value] + (["--task", "complexity"] if name == "k" else []),
+        "interp-init train": ["train", "--preset", "tiny", "--quiet", "--device", "cpu", "--out", str(out), flag, value] + {"k": ["--task", "complexity"], "hops": ["--task", "prontoqa"]}.get(name, []),
         "interp-init reproduce": ["reproduce", "--preset", "tiny", "--quiet", "--device", "cpu", "--out", str(out), flag, value],
         "interp-init sweep": ["sweep", "spec.json", "--out", str(out), "--quiet", "--device", "cpu", flag, value] + (["--backend", "ensemble"] if name == "ensemble_size" else []),
         "interp-init report": ["report", "S/seed=0", "--out", str(out) + ".html", flag, value],

@@ -27,7 +27,10 @@ follows the config's cadence (:meth:`training.TrainConfig.evaluates`): a history
 carries the task's metrics only on the epochs evaluated.
 
 Batches are taken by indexing a shuffled tensor on the device (no per-sample
-``DataLoader``); the loss is cross-entropy at the last position.
+``DataLoader``); the loss is cross-entropy at the last position, or, for a sequence task
+(:attr:`interp_init.tasks.base.Task.output` ``"sequence"``), over its target positions
+(:func:`training.trainer.step.sequence_loss`), whose evaluation reads every position
+(:func:`predict_sequences`).
 """
 
 from __future__ import annotations
@@ -49,11 +52,18 @@ from transformer_lens import HookedTransformer
 
 from interp_init.model import build_model, resolve_device
 from interp_init.runfolder import RunStatus
-from interp_init.tasks.base import RECORD_KEYS, Samples, Task, TaskMetrics
+from interp_init.tasks.base import IGNORE, RECORD_KEYS, Samples, SequencePredictions, Task, TaskMetrics
 from interp_init.tasks.checks import checked_evaluation, checked_split
 from training.config import RunConfig
 from training.trainer.preflight import check_fits, check_train_arguments
-from training.trainer.step import flush_denormals, last_position_logits, make_optimizer, train_step
+from training.trainer.step import (
+    all_position_logits,
+    flush_denormals,
+    last_position_logits,
+    make_optimizer,
+    target_logits,
+    train_step,
+)
 
 __all__ = [
     "LogitsFn",
@@ -63,14 +73,17 @@ __all__ = [
     "Step",
     "TrainResult",
     "check_deadline",
+    "default_logits_fn",
     "evaluate",
     "finish_run",
     "fit",
+    "full_forward_all",
     "full_forward_last",
     "hand_checkpoint",
     "make_run_data",
     "new_member",
     "predict",
+    "predict_sequences",
     "progress_metrics",
     "run_epochs",
     "start_of",
@@ -90,6 +103,44 @@ LogitsFn = Callable[[HookedTransformer, Tensor], Tensor]
 def full_forward_last(model: HookedTransformer, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch vocab"]:
     """``model(tokens)[:, -1]``: the plain hooked forward, last position."""
     return model(tokens)[:, -1]
+
+
+def full_forward_all(model: HookedTransformer, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch pos vocab"]:
+    """``model(tokens)``: the plain hooked forward, every position (a sequence task's)."""
+    return model(tokens)
+
+
+def default_logits_fn(task: Task, fast_forward: bool) -> LogitsFn:
+    """The forward a run of ``task`` trains and evaluates with: the last position's
+    (:func:`~training.trainer.step.last_position_logits`) or, for a sequence task, every
+    position's (:func:`~training.trainer.step.all_position_logits`); the plain hooked
+    forward without ``fast_forward``."""
+    if task.output == "sequence":
+        return all_position_logits if fast_forward else full_forward_all
+    return last_position_logits if fast_forward else full_forward_last
+
+
+@torch.inference_mode()
+def predict_sequences(
+    model: HookedTransformer,
+    tokens: Int[Tensor, "n pos"],
+    targets: Int[Tensor, "n pos"],
+    batch_size: int = 512,
+    logits_fn: LogitsFn = full_forward_all,
+) -> SequencePredictions:
+    """A sequence task's predictions at its target positions, in batches: the argmax next
+    token (``IGNORE`` at positions without a target: not computed) and the target's negative
+    log-likelihood (0 there); the logits come from :func:`~training.trainer.step.target_logits`."""
+    targets = targets.long()
+    mask = targets != IGNORE
+    argmax = torch.full(targets.shape, IGNORE, dtype=torch.long, device=targets.device)
+    nll = torch.zeros(targets.shape, device=targets.device)
+    for i in range(0, len(tokens), batch_size):
+        logits, target = target_logits(model, tokens[i : i + batch_size], targets[i : i + batch_size], logits_fn)
+        logits, where = logits.float(), mask[i : i + batch_size]
+        argmax[i : i + batch_size][where] = logits.argmax(-1)  # into the slice's view: argmax itself
+        nll[i : i + batch_size][where] = torch.nn.functional.cross_entropy(logits, target, reduction="none")
+    return SequencePredictions(argmax, nll)
 
 
 @torch.inference_mode()
@@ -115,14 +166,24 @@ def evaluate(
     """The metrics of ``model`` on a train subset, the ID test set and the held-out set, as
     ``task`` defines them (e.g. the ``symmetric`` task's
     :class:`~interp_init.tasks.anchor.SymmetricMetrics`); ``to_json()`` gives what
-    ``metrics.json`` records.  The model is evaluated in eval mode and left as it was."""
+    ``metrics.json`` records.  The model is evaluated in eval mode and left as it was.
+    A sequence task's ``evaluate`` gets :func:`predict_sequences` (``logits_fn`` then gives
+    every position's logits: :func:`default_logits_fn`)."""
     was_training = model.training
     model.eval()
+    if task.output == "sequence":
+        if logits_fn is full_forward_last:
+            logits_fn = full_forward_all
+
+        def predictor(tokens: Tensor, targets: Tensor) -> SequencePredictions:
+            return predict_sequences(model, tokens, targets, logits_fn=logits_fn)
+    else:
+
+        def predictor(tokens: Tensor) -> Tensor:  # type: ignore[misc]
+            return predict(model, tokens, logits_fn=logits_fn)
+
     try:
-        return checked_evaluation(
-            task,
-            lambda: task.evaluate(lambda tokens: predict(model, tokens, logits_fn=logits_fn), train, id_test, heldout),
-        )
+        return checked_evaluation(task, lambda: task.evaluate(predictor, train, id_test, heldout))
     finally:
         model.train(was_training)
 
@@ -264,7 +325,7 @@ def fit(
     sinks = sinks or Sinks()
     check_deadline(deadline, sinks.checkpoint is not None)
     if logits_fn is None:
-        logits_fn = last_position_logits if cfg.train.fast_forward else full_forward_last
+        logits_fn = default_logits_fn(cfg.data.make_task(), cfg.train.fast_forward)
     dev = resolve_device(device)
     check_fits(cfg, dev)
     member = new_member(cfg, dev, data, state, sinks)

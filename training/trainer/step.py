@@ -26,6 +26,12 @@ model.hooks(...)``), or the model's config asks for something this function does
 reproduce exactly (see :func:`fast_forward_unsupported`), it falls back to the hooked
 forward ``model(tokens)[:, -1]``: the answer is always the model's.
 
+A sequence task (:attr:`interp_init.tasks.base.Task.output` ``"sequence"``) reads every
+position: :func:`all_position_logits` is ``model(tokens)`` by the same fused blocks (every
+block at all positions, then ``ln_final`` and the unembedding), with the same fallback, and
+:func:`train_step` takes the mean cross-entropy over the target positions (the loss mask:
+targets :data:`interp_init.tasks.base.IGNORE` elsewhere).
+
 Example::
 
     >>> import torch
@@ -52,14 +58,18 @@ from transformer_lens.hook_points import HookPoint
 
 from interp_init.architectures import architecture_of, get_architecture
 from interp_init.architectures.kernels import norm
+from interp_init.tasks.base import IGNORE
 from training.config import TrainConfig
 
 __all__ = [
+    "all_position_logits",
     "autocast_context",
     "fast_forward_unsupported",
     "has_hooks",
     "last_position_logits",
     "make_optimizer",
+    "sequence_loss",
+    "target_logits",
     "train_step",
 ]
 
@@ -158,6 +168,61 @@ def last_position_logits(model: HookedTransformer, tokens: Int[Tensor, "batch po
     return torch.addmm(model.unembed.b_U, last, model.unembed.W_U)
 
 
+def all_position_logits(
+    model: HookedTransformer, tokens: Int[Tensor, "batch pos"], where: Tensor | None = None
+) -> Float[Tensor, "batch pos vocab"] | Float[Tensor, "k vocab"]:
+    """``model(tokens)``: the logits at every position, by the architectures' fused blocks
+    (the hooked forward where :func:`fast_forward_unsupported` says so).  With ``where``
+    (a ``[batch, pos]`` boolean mask), ``model(tokens)[where]``: the final norm and the
+    unembedding run at those positions only (a sequence task's target positions: the
+    unembedding over a large vocabulary at every position is most of a step's work)."""
+    if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
+        raise ValueError(f"tokens must be integer token ids, got dtype {tokens.dtype}")
+    if tokens.dtype != torch.int64:
+        tokens = tokens.long()
+    if fast_forward_unsupported(model) is not None:
+        return model(tokens) if where is None else model(tokens)[where]
+    if tokens.ndim != 2:
+        raise ValueError(f"tokens must be a [batch, pos] integer tensor, got shape {tuple(tokens.shape)}")
+    n_pos = tokens.shape[1]
+    if n_pos > model.cfg.n_ctx:
+        raise ValueError(f"tokens have {n_pos} positions but the model's n_ctx is {model.cfg.n_ctx}")
+    tokens = tokens.to(model.embed.W_E.device)
+    resid = F.embedding(tokens, model.embed.W_E) + model.pos_embed.W_pos[:n_pos]
+    arch = get_architecture(architecture_of(model))
+    for block in model.blocks:
+        resid = arch.all_positions(block, resid)
+    if where is not None:
+        resid = resid[where.to(resid.device)]
+    if arch.final_norm:
+        resid = norm(model.ln_final, resid)
+    return resid @ model.unembed.W_U + model.unembed.b_U
+
+
+def target_logits(
+    model: HookedTransformer,
+    tokens: Int[Tensor, "batch pos"],
+    targets: Int[Tensor, "batch pos"],
+    logits_fn: Callable[[HookedTransformer, Tensor], Tensor] = all_position_logits,
+) -> tuple[Float[Tensor, "k vocab"], Int[Tensor, " k"]]:
+    """The logits at a sequence task's target positions and their targets (``k`` of them).
+
+    Exact shortcuts: the positions after the batch's last target are dropped (a causal
+    model's earlier positions do not read them), and with :func:`all_position_logits` the
+    unembedding runs at the target positions only (another ``logits_fn`` gives every
+    position's logits, which are then selected)."""
+    mask = targets != IGNORE
+    keep = int(mask.any(0).nonzero().max()) + 1 if bool(mask.any()) else 1
+    tokens, mask = tokens[:, :keep], mask[:, :keep]
+    logits = all_position_logits(model, tokens, where=mask) if logits_fn is all_position_logits else logits_fn(model, tokens)[mask]
+    return logits, targets[:, :keep][mask]
+
+
+def sequence_loss(logits: Float[Tensor, "batch pos vocab"], targets: Int[Tensor, "batch pos"]) -> Float[Tensor, ""]:
+    """The mean cross-entropy over the target positions (``targets`` :data:`~interp_init.tasks.base.IGNORE` elsewhere)."""
+    return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
+
+
 # ------------------------------------------------------------------ the training step
 
 
@@ -206,16 +271,21 @@ def train_step(
     model: HookedTransformer,
     optimizer: torch.optim.Optimizer,
     tokens: Int[Tensor, "batch pos"],
-    targets: Int[Tensor, " batch"],
+    targets: Int[Tensor, " batch"] | Int[Tensor, "batch pos"],
     *,
     logits_fn: Callable[[HookedTransformer, Tensor], Tensor] = last_position_logits,
     grad_clip: float = 1.0,
     precision: str = "fp32",
 ) -> Float[Tensor, ""]:
-    """One optimization step on the last-position cross-entropy; returns the loss (detached,
-    on the device: reading it is left to the caller, so the step never waits on the device)."""
+    """One optimization step on the last-position cross-entropy (``targets [batch]``), or on
+    the target positions' (:func:`sequence_loss`, ``targets [batch, pos]`` with a ``logits_fn``
+    of every position, :func:`all_position_logits`, computed by :func:`target_logits`); returns the loss (detached, on the
+    device: reading it is left to the caller, so the step never waits on the device)."""
     with autocast_context(tokens.device, precision):
-        logits = logits_fn(model, tokens)
+        if targets.ndim == 1:
+            logits = logits_fn(model, tokens)
+        else:  # the target positions only (target_logits): the mean over them is sequence_loss's
+            logits, targets = target_logits(model, tokens, targets, logits_fn)
     loss = F.cross_entropy(logits.float(), targets)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
