@@ -98,6 +98,9 @@ _TASK_HELP = (
     "Task: symmetric (anchor pair (4,3) held out; does the model infer x - 10 or copy the symmetric x - 6?), "
     "id-ood (pairs (3,4) and (4,3) held out: in- and out-of-distribution accuracy), complexity (all 16 pairs, "
     "k groups with non-inferential targets), addition (a + b = c with a held-out square of (a, b) pairs), "
+    "scan (SCAN's turn-left or jump split, --split; exact match in and out of distribution), cogs (COGS, in "
+    "distribution only: its generalization set is not shipped), prontoqa (k-hop true/false questions, --hops), "
+    "code-lm (a byte-level language model on the standard library's sources: perplexity), "
     "or your own task class as package.module:ClassName (importable; see docs/tasks.md)."
 )
 def _cpu_time() -> str:
