@@ -140,6 +140,19 @@ def has_hooks(model: HookedTransformer) -> bool:
     )
 
 
+def _embedded(model: HookedTransformer, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch pos d_model"]:
+    """The fused forwards' residual stream after the token and position embeddings, the
+    tokens' shape and length checked against the model first."""
+    if tokens.ndim != 2:
+        raise ValueError(f"tokens must be a [batch, pos] integer tensor, got shape {tuple(tokens.shape)}")
+    n_pos = tokens.shape[1]
+    if n_pos > model.cfg.n_ctx:
+        raise ValueError(f"tokens have {n_pos} positions but the model's n_ctx is {model.cfg.n_ctx}")
+    tokens = tokens.to(model.embed.W_E.device)
+    resid = F.embedding(tokens, model.embed.W_E) + model.pos_embed.W_pos[:n_pos]
+    return resid
+
+
 def last_position_logits(model: HookedTransformer, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch vocab"]:
     """``model(tokens)[:, -1]``, computed only where the last position needs it (module docstring).
 
@@ -152,13 +165,7 @@ def last_position_logits(model: HookedTransformer, tokens: Int[Tensor, "batch po
         tokens = tokens.long()
     if fast_forward_unsupported(model) is not None:
         return model(tokens)[:, -1]
-    if tokens.ndim != 2:
-        raise ValueError(f"tokens must be a [batch, pos] integer tensor, got shape {tuple(tokens.shape)}")
-    n_pos = tokens.shape[1]
-    if n_pos > model.cfg.n_ctx:
-        raise ValueError(f"tokens have {n_pos} positions but the model's n_ctx is {model.cfg.n_ctx}")
-    tokens = tokens.to(model.embed.W_E.device)
-    resid = F.embedding(tokens, model.embed.W_E) + model.pos_embed.W_pos[:n_pos]
+    resid = _embedded(model, tokens)
     arch = get_architecture(architecture_of(model))
     for block in model.blocks[:-1]:
         resid = arch.all_positions(block, resid)
@@ -182,13 +189,7 @@ def all_position_logits(
         tokens = tokens.long()
     if fast_forward_unsupported(model) is not None:
         return model(tokens) if where is None else model(tokens)[where]
-    if tokens.ndim != 2:
-        raise ValueError(f"tokens must be a [batch, pos] integer tensor, got shape {tuple(tokens.shape)}")
-    n_pos = tokens.shape[1]
-    if n_pos > model.cfg.n_ctx:
-        raise ValueError(f"tokens have {n_pos} positions but the model's n_ctx is {model.cfg.n_ctx}")
-    tokens = tokens.to(model.embed.W_E.device)
-    resid = F.embedding(tokens, model.embed.W_E) + model.pos_embed.W_pos[:n_pos]
+    resid = _embedded(model, tokens)
     arch = get_architecture(architecture_of(model))
     for block in model.blocks:
         resid = arch.all_positions(block, resid)
@@ -214,7 +215,11 @@ def target_logits(
     mask = targets != IGNORE
     keep = int(mask.any(0).nonzero().max()) + 1 if bool(mask.any()) else 1
     tokens, mask = tokens[:, :keep], mask[:, :keep]
-    logits = all_position_logits(model, tokens, where=mask) if logits_fn is all_position_logits else logits_fn(model, tokens)[mask]
+    logits = (
+        all_position_logits(model, tokens, where=mask)
+        if logits_fn is all_position_logits
+        else logits_fn(model, tokens)[mask]
+    )
     return logits, targets[:, :keep][mask]
 
 
