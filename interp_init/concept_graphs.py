@@ -34,6 +34,24 @@ its centroid lies below the box's centre, over the box's height (a circle 0, a t
 a triangle where the two scores sum past 1 (the nearer of the two shapes' points). The fill
 alone confuses a few small triangles at 28 pixels, whose pixelated corners fill their box more.
 
+An image shows **no object** (``read_concepts`` returns ``None``, which a judge counts wrong on
+every concept) unless the pixels passing one half are one object of a size and form the
+renders have (:func:`object_problem` says which test failed):
+
+* at least :data:`MIN_AREA_SHARE` (one half) of the smallest render's area, a small circle
+  shrunk by the full jitter (``pi (small (1 - size_jitter) side)^2``): a blank image, a faint
+  smear with a few pixels past one half, or a speck is no object;
+* at most :data:`MAX_AREA_FACTOR` (twice) the largest render's area, a large circle grown by
+  the full jitter: a grey, dark or coloured field, or noise, covering the frame is no object
+  (uncapped, such a field read as a large red circle: every pixel in, the box filled);
+* its bounding box's longer side at most :data:`MAX_ASPECT` (twice) its shorter: a line or a
+  streak is no object.
+
+The thresholds come from the renders alone: their objects' pixel counts lie between 0.74 and
+1.01 times those nominal areas and their boxes' sides within a factor 1.5 of each other at every
+side from 16 to 64 pixels (1,600 renders a side), so every render keeps a margin of at least
+1.3 on each test.
+
 Example::
 
     >>> from interp_init.concept_graphs import Concepts, concept_graph_images, read_concepts
@@ -76,6 +94,12 @@ _TRIANGLE_FILL = 0.5
 #: How far below its bounding box's centre an upright triangle's centroid lies, over the box's height (2/3 - 1/2).
 _TRIANGLE_DROP = 1 / 6
 _EQUILATERAL_AREA = 3 * math.sqrt(3) / 4  # an equilateral triangle's area over its circumradius squared
+#: An object covers at least this share of the smallest render's nominal area (the module docstring).
+MIN_AREA_SHARE = 0.5
+#: An object covers at most this many times the largest render's nominal area.
+MAX_AREA_FACTOR = 2.0
+#: An object's bounding box has its longer side at most this many times its shorter.
+MAX_ASPECT = 2.0
 
 
 class Concepts(NamedTuple):
@@ -245,19 +269,45 @@ def object_mask(image: Float[np.ndarray, "3 h w"]) -> np.ndarray:
     return coverage > 0.5
 
 
-def read_concepts(image: Float[np.ndarray, "3 h w"], config: ConceptGraphConfig | None = None) -> Concepts | None:
-    """The concepts an image shows, read by rule (the module docstring); ``None`` where it has
-    no object (no pixel more than half covered)."""
+def _box(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows and the columns a non-empty mask touches."""
+    return np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))
+
+
+def object_problem(image: Float[np.ndarray, "3 h w"], config: ConceptGraphConfig | None = None) -> str | None:
+    """Why ``image`` shows no object (the module docstring's three tests, at the image's side),
+    in words; ``None`` when it shows one. ``config`` gives the sizes and jitter of the renders."""
     config = config or ConceptGraphConfig()
-    image = np.asarray(image, dtype=np.float64)
     mask = object_mask(image)
     area = int(mask.sum())
-    if area == 0:
+    side = mask.shape[-1]
+    smallest = math.pi * (config.small * (1 - config.size_jitter) * side) ** 2
+    largest = math.pi * (config.large * (1 + config.size_jitter) * side) ** 2
+    if area < MIN_AREA_SHARE * smallest:
+        return f"{area} pixel(s) past half covered, fewer than {MIN_AREA_SHARE * smallest:.1f} (half the smallest render's area)"
+    if area > MAX_AREA_FACTOR * largest:
+        return f"{area} pixels past half covered, more than {MAX_AREA_FACTOR * largest:.1f} (twice the largest render's area)"
+    rows, cols = _box(mask)
+    height, width = rows[-1] - rows[0] + 1, cols[-1] - cols[0] + 1
+    if max(height, width) > MAX_ASPECT * min(height, width):
+        return f"a {height} x {width} pixel box, one side more than {MAX_ASPECT:g} times the other"
+    return None
+
+
+def read_concepts(image: Float[np.ndarray, "3 h w"], config: ConceptGraphConfig | None = None) -> Concepts | None:
+    """The concepts an image shows, read by rule (the module docstring); ``None`` where it shows
+    no object (:func:`object_problem`: blank, a speck or faint smear, a field or noise filling
+    the frame, a streak), which is wrong on every concept."""
+    config = config or ConceptGraphConfig()
+    image = np.asarray(image, dtype=np.float64)
+    if object_problem(image, config) is not None:
         return None
+    mask = object_mask(image)
+    area = int(mask.sum())
     colour = int(image[2][mask].mean() > image[0][mask].mean())
     side = image.shape[-1]
     size = int(area < math.pi * config.large * config.small * side**2)  # the geometric mean of the two areas
-    rows, cols = np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))
+    rows, cols = _box(mask)
     height = rows[-1] - rows[0] + 1
     fill = area / (height * (cols[-1] - cols[0] + 1))
     drop = (np.nonzero(mask)[0].mean() - (rows[0] + rows[-1]) / 2) / height

@@ -17,7 +17,11 @@ from interp_init.concept_graphs import (
     UNSEEN_CODES,
     ConceptGraphConfig,
     Concepts,
+    MAX_AREA_FACTOR,
+    MAX_ASPECT,
+    MIN_AREA_SHARE,
     concept_graph_images,
+    object_problem,
     read_concepts,
     render_concepts,
 )
@@ -124,6 +128,71 @@ def test_the_judge_reads_every_tuple_of_the_cube(image_size: int) -> None:
     wrong = [(code, got) for code, got in zip(data.codes, read) if got is None or got.code != code]
     assert not wrong, f"{len(wrong)} of {len(read)} misread: {wrong[:5]}"
     assert read_concepts(np.ones((3, image_size, image_size), dtype=np.float32)) is None  # a blank image has no object
+
+
+def _field(value: float | tuple[float, float, float], side: int = 32) -> np.ndarray:
+    return np.broadcast_to(np.asarray(value, dtype=np.float32).reshape(-1, 1, 1), (3, side, side)).copy()
+
+
+def _no_object_images() -> dict[str, np.ndarray]:
+    """Hand-made images without an object, each with the test it must fail."""
+    rng = np.random.default_rng(5)
+    faint = render_concepts("000", np.random.default_rng(0))  # a large red circle, washed out to 45% coverage
+    faint = 1.0 - 0.45 * (1.0 - faint)
+    smear = np.ones((3, 32, 32), dtype=np.float32)  # a blurred smear, a few pixels past one half
+    yy, xx = np.mgrid[:32, :32]
+    bump = 0.55 * np.exp(-((yy - 12) ** 2 + (xx - 20) ** 2) / 6.0)
+    smear -= bump * (1 - np.asarray((0.9, 0.1, 0.1), dtype=np.float32))[:, None, None] / 0.9
+    speck = np.ones((3, 32, 32), dtype=np.float32)
+    speck[:, 10:12, 10:12] = np.asarray((0.9, 0.1, 0.1), dtype=np.float32)[:, None, None]
+    streak = np.ones((3, 32, 32), dtype=np.float32)
+    streak[:, 14:17, 2:30] = np.asarray((0.1, 0.1, 0.9), dtype=np.float32)[:, None, None]
+    return {
+        "blank": np.ones((3, 32, 32), dtype=np.float32),
+        "faint circle": faint.astype(np.float32),
+        "faint smear": smear,
+        "speck": speck,
+        "grey field": _field(0.5),
+        "black field": _field(0.0),
+        "red field": _field((0.9, 0.1, 0.1)),
+        "noise": np.clip(rng.normal(0.5, 0.5, (3, 32, 32)), 0, 1).astype(np.float32),
+        "streak": streak,
+    }
+
+
+@pytest.mark.parametrize("name", list(_no_object_images()))
+def test_an_image_without_an_object_reads_as_no_object(name: str) -> None:
+    image = _no_object_images()[name]
+    mask = (1.0 - image.min(axis=0)) / 0.9 > 0.5  # the pixels past half covered, computed here
+    assert read_concepts(image) is None
+    problem = object_problem(image)
+    assert problem is not None and "\n" not in problem
+    if mask.sum() == 0 or name in {"speck", "faint smear"}:
+        assert "fewer than" in problem and problem.startswith(f"{int(mask.sum())} pixel")
+    elif name == "streak":
+        assert "box" in problem
+    else:  # a field or noise filling the frame: before the cap, these read as a large red circle
+        assert "more than" in problem and mask.mean() > 0.5
+    if name == "faint smear":
+        assert 0 < mask.sum() < 35  # it does reach past one half, in a few pixels
+
+
+@pytest.mark.parametrize("image_size", [16, 28, 32, 64])
+def test_the_no_object_thresholds_leave_every_render_a_margin(image_size: int) -> None:
+    # the thresholds are fixed from the renders (the module docstring): every render's object,
+    # measured here independently, keeps a margin of 1.3 from each and reads as an object (each
+    # tuple read right: test_the_judge_reads_every_tuple_of_the_cube, at the sizes runs use)
+    config = ConceptGraphConfig(image_size=image_size)
+    data = concept_graph_images(ALL_CODES, per_code=25, seed=21, config=config)
+    smallest = math.pi * (config.small * (1 - config.size_jitter) * image_size) ** 2
+    largest = math.pi * (config.large * (1 + config.size_jitter) * image_size) ** 2
+    for image, code in zip(data.images.numpy(), data.codes):
+        mask = (1.0 - image.min(axis=0)) / 0.9 > 0.5
+        ys, xs = np.nonzero(mask)
+        height, width = np.ptp(ys) + 1, np.ptp(xs) + 1
+        assert mask.sum() >= 1.3 * MIN_AREA_SHARE * smallest and mask.sum() <= MAX_AREA_FACTOR * largest / 1.3
+        assert max(height, width) <= MAX_ASPECT * min(height, width) / 1.3
+        assert object_problem(image, config) is None and read_concepts(image, config) is not None, code
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,7 @@
 """The concept-diffusion kind of run through the one executor: a tiny run trains into its run
 folder, a finished one is read and not trained again, one stopped at a deadline resumes to the
-weights of an uninterrupted run, and bad input is refused in one line."""
+weights of an uninterrupted run, bad input is refused in one line, and the judge counts a
+sample without an object wrong on every concept."""
 
 from __future__ import annotations
 
@@ -113,3 +114,22 @@ def test_every_size_ends_its_forward_process_near_noise_as_the_released_schedule
         last = float(diffusion_config(size).schedule.alphabar()[-1])
         assert last < 0.02, f"{size}: alphabar at the last step is {last:.3g}; x_T would not be noise"
     assert float(diffusion_config("cpu").schedule.alphabar()[-1]) == pytest.approx(released, rel=0.2)
+
+
+def test_the_judge_counts_a_sample_without_an_object_wrong_on_every_concept() -> None:
+    from interp_init.concept_graphs import concept_graph_images
+    from training.trainer.diffusion import judge_samples
+
+    config = diffusion_config("cpu").images
+    side = config.image_size
+    speck = torch.ones(3, side, side)
+    speck[:, 10:12, 10:12] = torch.tensor([0.9, 0.1, 0.1])[:, None, None]
+    # blank, a grey field, a black field, a speck: before the no-object outcome the fields read
+    # as a large red circle (000) and the speck as a small red circle (010)
+    blank = torch.stack([torch.ones(3, side, side), torch.full((3, side, side), 0.5), torch.zeros(3, side, side), speck])
+    for code in ("000", "010", "011"):
+        got = judge_samples(blank, code, config)
+        assert got == {"shape_acc": 0.0, "size_acc": 0.0, "colour_acc": 0.0, "all_acc": 0.0, "empty": 1.0, "n": 4}
+    renders = concept_graph_images(["010"], per_code=4, seed=3, config=config).images
+    got = judge_samples(torch.cat([renders, blank]), "010", config)
+    assert got == {"shape_acc": 0.5, "size_acc": 0.5, "colour_acc": 0.5, "all_acc": 0.5, "empty": 0.5, "n": 8}

@@ -14,7 +14,8 @@ its runs are ``OUT/gamma-G-seed-S`` (:meth:`ConceptStudySpec.jobs`), each a
 *counts* when it completed and draws the tuples it saw (``id_acc``, the share of its samples
 of the four training tuples read right on all three concepts, at least :data:`VALID_ID_ACC`);
 its *right-shape share* is the share of its samples of the unseen tuples 010 and 011 read as
-circles (the mean of the two; an empty sample is wrong).  Per gamma: the mean over the
+circles (the mean of the two; a sample showing no object is wrong on every concept, here and
+in ``id_acc``).  Per gamma: the mean over the
 counted seeds with a 95% percentile bootstrap interval over seeds (:data:`BOOTSTRAP` resamples,
 seeded), the pooled share over all their samples with its exact (Clopper-Pearson) interval,
 and how many seeds draw mostly circles (share above one half), with its exact interval.
@@ -267,7 +268,7 @@ def _table(rows: list[GammaRow], judge: dict[str, float]) -> str:
     lines = [
         (
             "| gamma | runs counted / completed / all | right shape, 010 and 011 (mean over seeds [95% bootstrap]) "
-            "| pooled over samples [exact 95%] | seeds drawing mostly circles [exact 95%] | empty samples | id_acc | reading |"
+            "| pooled over samples [exact 95%] | seeds drawing mostly circles [exact 95%] | no-object samples | id_acc | reading |"
         ),
         "|---|---|---|---|---|---|---|---|",
     ]

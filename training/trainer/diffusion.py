@@ -18,7 +18,8 @@ At its end a completed run samples ``eval_samples`` images of each unseen tuple
 (:data:`~interp_init.concept_graphs.UNSEEN_CODES`) and each training tuple, reads each with
 :func:`interp_init.concept_graphs.read_concepts` and records in ``metrics.json``'s ``final``:
 per tuple the share of samples with the right shape, size, colour and all three
-(``unseen``/``seen``: ``{code: {shape_acc, size_acc, colour_acc, all_acc, empty, n}}``), and
+(``unseen``/``seen``: ``{code: {shape_acc, size_acc, colour_acc, all_acc, empty, n}}``; a
+sample that shows no object, ``empty``, is wrong on every concept), and
 ``id_acc``, the share right on all three over the training tuples (how well the model draws
 what it saw).  The run folder is the toolkit's (:class:`interp_init.runfolder.RunFolder`):
 ``config.json``, ``checkpoint.pt`` while unfinished, ``model.safetensors`` bound to the config
@@ -263,7 +264,9 @@ def sample_code(model: ConceptUNet, cfg: DiffusionRunConfig, code: str, n: int |
 def judge_samples(images: torch.Tensor, code: str, config: ConceptGraphConfig) -> dict[str, float | int]:
     """The share of ``images`` that :func:`~interp_init.concept_graphs.read_concepts` reads
     with the right shape, size, colour and all three, of tuple ``code``; ``empty``: the share
-    with no object; ``n``: how many."""
+    that shows no object (blank, a speck or faint smear, a field or noise filling the frame, a
+    streak: :func:`~interp_init.concept_graphs.object_problem`), each wrong on every concept;
+    ``n``: how many."""
     from interp_init.concept_graphs import read_concepts
 
     want = Concepts.from_code(code)
