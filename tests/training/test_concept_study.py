@@ -120,6 +120,19 @@ def test_a_bad_spec_is_refused_in_one_line(
     assert message in capsys.readouterr().err and not (tmp_path / "out").exists()
 
 
+def test_the_ensemble_backend_is_refused_in_one_line_before_anything_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"size": "tiny", "gammas": [0.5], "seeds": [1], "judge_per_code": 5}))
+    out = tmp_path / "out"
+    assert main(["concept-graphs", str(spec), "--out", str(out), "--backend", "ensemble", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "the ensemble backend trains 'transformer' runs only" in err and "'concept-diffusion' run" in err
+    assert "use the local backend (--backend local)" in err and len(err.splitlines()) == 1
+    assert not out.exists()
+
+
 def test_the_shipped_study_is_the_preregistered_row() -> None:
     spec = ConceptStudySpec.from_file(
         Path(__file__).parents[2] / "experiments/population-specs/concept-graphs-fig6.json"

@@ -160,3 +160,25 @@ def test_the_ensemble_launcher_under_a_deadline_starts_no_group_it_cannot_fit_an
     for name in cfgs:
         a, b = (json.loads((tmp_path / root / name / "metrics.json").read_text()) for root in ("whole", "chunk"))
         assert [h["loss"] for h in a["history"]] == pytest.approx([h["loss"] for h in b["history"]], rel=1e-5)
+
+
+def test_a_launcher_refuses_a_kind_of_run_it_does_not_train_before_anything_is_written(tmp_path: Path) -> None:
+    # the ensemble backend stacks same-shape transformer runs: a concept-diffusion job is
+    # refused in one line naming the fix, by run_study before the study folder is made, and
+    # by the launcher itself when called directly; a backend that hands each job to the
+    # executor (kinds None) takes any kind
+    from training.launch import run_study
+    from training.launch.backends import EnsembleLauncher, SerialLauncher
+    from training.trainer.diffusion import diffusion_config
+
+    job = Job("gamma-0.5-seed-1", diffusion_config("tiny", seed=1), tmp_path / "out" / "gamma-0.5-seed-1")
+    ensemble = EnsembleLauncher(device="cpu")
+    assert ensemble.kinds == ("transformer",) and SerialLauncher.kinds is None
+    for call in (lambda: run_study([job], tmp_path / "out", ensemble), lambda: ensemble.launch([job])):
+        with pytest.raises(ValueError, match="the ensemble backend trains 'transformer' runs only") as err:
+            call()
+        message = str(err.value)
+        assert "gamma-0.5-seed-1 is a 'concept-diffusion' run" in message and "--backend local" in message
+        assert "\n" not in message and not (tmp_path / "out").exists()
+    transformer = Job("t", regime_config("tiny", "small-init", "symmetric", 0), tmp_path / "t")
+    ensemble.refuse_kinds([transformer])  # its own kind passes

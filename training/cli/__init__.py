@@ -306,10 +306,34 @@ def reproduce_command(
 @click.option(
     "--threads", type=int, default=None, help="Torch threads of the one process with --workers 1 [default: torch's]."
 )
+@click.option(
+    "--backend",
+    type=RegistryChoice(backend_names),
+    default="local",
+    show_default=True,
+    help="The launcher that trains the runs: local (one process with --workers 1, else a process pool), serial, pool, ray (--address) or slurm (the --slurm-* options, docs/clusters.md); ensemble trains transformer runs only and is refused.",
+)
+@click.option(
+    "--address",
+    default=None,
+    metavar="ADDRESS",
+    help="--backend ray: the Ray cluster's address (e.g. 'auto' or 127.0.0.1:6379); default: start a local Ray.",
+)
+@slurm_options
 @click.option("--no-figure", is_flag=True, help="Write the table only (no sampling for the figure).")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 def concept_graphs_command(
-    spec: str, out: str, size: str | None, device: str, workers: int, threads: int | None, no_figure: bool, quiet: bool
+    spec: str,
+    out: str,
+    size: str | None,
+    device: str,
+    workers: int,
+    threads: int | None,
+    backend: str,
+    address: str | None,
+    no_figure: bool,
+    quiet: bool,
+    **slurm: Any,
 ) -> None:
     """The journal's Fig. 6 at CPU scale: train concept-graph diffusion runs at SPEC's gammas
     and seeds (a JSON file, e.g. experiments/population-specs/concept-graphs-fig6.json), read
@@ -318,21 +342,31 @@ def concept_graphs_command(
     """
     from dataclasses import replace
 
-    from training.launch.backends import PoolLauncher, SerialLauncher
+    from training.launch.backends import PoolLauncher, SerialLauncher, build_launcher
     from training.studies.concept_graphs import TABLE, ConceptStudySpec, run_concept_study, summarize
 
-    check_device(device)
-    check_cores(workers, "--workers", "worker processes")
-    check_cores(threads, "--threads", "torch threads")
+    options = backend_options(backend, device, address, slurm)  # --device checked unless on a cluster
+    if backend not in ("ray", "slurm") or (backend == "ray" and address is None):  # a cluster's cores are not ours
+        check_cores(workers, "--workers", "worker processes")
+        check_cores(threads, "--threads", "torch threads")
     study = ConceptStudySpec.from_file(spec)
     if size is not None:
         study = replace(study, size=size)
-    launcher = (
-        SerialLauncher(device=device, threads=threads, progress=not quiet)
-        if workers == 1
-        else PoolLauncher(device=device, workers=workers, threads=1)
-    )
+    if backend == "local":
+        launcher = (
+            SerialLauncher(device=device, threads=threads, progress=not quiet)
+            if workers == 1
+            else PoolLauncher(device=device, workers=workers, threads=1)
+        )
+    else:
+        launcher = build_launcher(
+            backend, device=device, workers=workers, threads=threads, progress=not quiet, **options
+        )
     returns = run_concept_study(study, out, launcher)
+    if not launcher.waits and any(r.status == RunStatus.RUNNING for r in returns):  # --slurm-no-wait: submitted
+        pending = sum(r.status == RunStatus.RUNNING for r in returns)
+        click.echo(submitted_line(pending, len(returns), out, command_line()))
+        return
     summary = summarize(study, out, figure=not no_figure)
     click.echo((Path(out) / TABLE).read_text(encoding="utf-8").rstrip())
     bad = [f"{r.name}: {r.status}" for r in returns if r.status != RunStatus.COMPLETED]

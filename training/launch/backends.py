@@ -135,9 +135,12 @@ class EnsembleLauncher(Launcher):
     as long as their last, would pass ``deadline`` less ``margin_epochs`` predicted epochs,
     checkpointed (``interrupted``), so that the same study resumes them.  ``step``,
     ``logits_fn`` and ``data_fn`` are the ensemble trainer's (:func:`training.train_ensemble`:
-    a step by name or factory, e.g. ``"batched"``; a compiled logits function; shared data)."""
+    a step by name or factory, e.g. ``"batched"``; a compiled logits function; shared data).
+    It trains ``transformer`` runs only (:attr:`kinds`): a job of another kind of run (a
+    ``concept-diffusion`` run) is refused in one line before anything is written."""
 
     name: ClassVar[str] = "ensemble"
+    kinds: ClassVar[tuple[str, ...] | None] = ("transformer",)
     device: str = "auto"
     ensemble_size: int | None = None
     progress: bool = False
@@ -163,6 +166,7 @@ class EnsembleLauncher(Launcher):
             ) from err
 
     def launch(self, jobs: Sequence[Job]) -> list[JobReturn]:
+        self.refuse_kinds(jobs)
         groups: dict[Any, list[Job]] = {}
         for job in jobs:
             groups.setdefault(ensemble_key(job.config, job.run_dir), []).append(job)

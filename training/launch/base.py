@@ -64,6 +64,9 @@ class Launcher(ABC):
     when the backend decides; ``on_return`` (e.g. a progress bar) sees each as it comes."""
 
     name: ClassVar[str]
+    #: The kinds of run (:func:`run_kind`) the backend trains; None: every kind (each job
+    #: handed to the executor, which trains it by its kind's trainer).
+    kinds: ClassVar[tuple[str, ...] | None] = None
     on_return: Callable[[JobReturn], None] | None = None
 
     @property
@@ -74,6 +77,19 @@ class Launcher(ABC):
 
     @abstractmethod
     def launch(self, jobs: Sequence[Job]) -> list[JobReturn]: ...
+
+    def refuse_kinds(self, jobs: Sequence[Job]) -> None:
+        """Refuse, in one line naming the fix, a job of a kind of run this backend does not
+        train (:attr:`kinds`); :func:`run_study` asks before anything is written."""
+        if self.kinds is None:
+            return
+        for job in jobs:
+            kind = run_kind(job.config)
+            if kind not in self.kinds:
+                raise ValueError(
+                    f"the {self.name} backend trains {' and '.join(repr(k) for k in self.kinds)} runs only, and {job.name} "
+                    f"is a {kind!r} run; use the local backend (--backend local), or another that trains any kind of run"
+                )
 
     def notify(self, on_return: Callable[[JobReturn], None] | None) -> Launcher:
         """Set :attr:`on_return` (also on a frozen dataclass backend) and return the launcher."""
@@ -216,7 +232,9 @@ def run_study(
     would nest folders of runs in one another is refused first, and refused input leaves no
     folder this call made: :func:`interp_init.outputs.output_folder`), call ``held``
     (checks and records that need the folder held), skip the runs that ended, launch the
-    rest; one :class:`~training.launch.JobReturn` per job, in order."""
+    rest; one :class:`~training.launch.JobReturn` per job, in order.  A job of a kind of
+    run the launcher does not train is refused first (:meth:`Launcher.refuse_kinds`)."""
+    launcher.refuse_kinds(jobs)
     check_jobs(jobs)
     with output_folder(out, f"a {kind}", kind, busy) as folder:
         before = _study_files(folder)
