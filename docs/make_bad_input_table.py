@@ -6,6 +6,7 @@ import contextlib
 import functools
 import io
 import json
+import lzma
 import re
 import shlex
 import shutil
@@ -33,6 +34,8 @@ CASES = [
     "sweep --preset-name neurips-fig2-cpu --backend slurm --slurm-sbatch output=job.log",
     "train --task scan --split nope", "train --task scan --n-ctx 32", "train --task scan --split jump --n-train 20000",
     "train --split jump", "train --task cogs --n-heldout 100", "train --task prontoqa --hops 9",
+    "train --task cogs --split turn-left", "train --task cogs --n-ctx 100", "train --task prontoqa --n-ctx 64",
+    "train --task code-lm --n-ctx 64",
 ]  # fmt: skip
 
 #: The memory and the cores of the machine that printed a message (they vary from one machine to the next).
@@ -60,6 +63,69 @@ def table() -> str:
         for case in CASES:
             code, message = run_case(case, Path(scratch))
             rows.append(f"| `interp-init {case}` | {code} | `{message}` |")
+    return "\n".join(rows)
+
+
+#: A sequence task's damaged data (``interp-init train --task TASK --preset tiny``): (task, the
+#: shipped file under ``interp_init/tasks/files/`` without ``.xz`` or ``stdlib`` for code-lm's
+#: corpus, the damage).  prontoqa generates its data and reads no file.
+DATA_CASES: list[tuple[str, str, str]] = [
+    ("scan", "scan/tasks_train_addprim_turn_left.txt", "missing"),
+    ("scan", "scan/tasks_test_addprim_turn_left.txt", "altered"),
+    ("cogs", "cogs/train.tsv", "missing"),
+    ("cogs", "cogs/test.tsv", "altered"),
+    ("code-lm", "stdlib", "no .py sources"),
+]
+
+
+def run_data_case(index: int, scratch: Path) -> tuple[int, str]:
+    """Exit code and last stderr line of ``interp-init train --task TASK --preset tiny`` with
+    DATA_CASES[index]'s damage done to a copy of the data the task reads (the copy's folder
+    written as the package's, ``interp_init/tasks/files``, or ``STDLIB``; a sha256 written ``...``)."""
+    from unittest import mock
+
+    from interp_init.tasks import code_lm, cogs, seq2seq, shipped
+
+    task, name, damage = DATA_CASES[index]
+    folder = scratch / f"data-{index}"
+    shutil.rmtree(folder, ignore_errors=True)
+    caches = (seq2seq._pools, cogs.cogs_words, code_lm._windows)
+    if task == "code-lm":
+        folder.mkdir(parents=True)
+        patch = mock.patch.object(code_lm, "sysconfig", mock.Mock(get_paths=lambda: {"stdlib": str(folder)}))
+        shown = "STDLIB"
+    else:
+        shutil.copytree(shipped.FILES, folder)
+        path = folder / f"{name}.xz"
+        if damage == "missing":
+            path.unlink()
+        else:
+            text = lzma.decompress(path.read_bytes())
+            path.write_bytes(lzma.compress(text.replace(b"I_LOOK", b"I_WALK", 1).replace(b" dog ", b" cat ", 1)))
+        patch = mock.patch.object(shipped, "FILES", folder)
+        shown = "interp_init/tasks/files"
+    err = io.StringIO()
+    for cache in caches:
+        cache.cache_clear()
+    try:
+        with patch, contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            code = main(["train", "--task", task, "--preset", "tiny", "--quiet", "--out", str(scratch / "run")])
+    finally:
+        for cache in caches:
+            cache.cache_clear()
+    line = err.getvalue().strip().splitlines()[-1].replace(str(folder), shown)
+    return code, _SHA256.sub("...", line)
+
+
+_SHA256 = re.compile(r"\b[0-9a-f]{64}\b")
+
+
+def data_table() -> str:
+    rows = ["| task | data | damage | exit code | message |", "|---|---|---|---|---|"]
+    with tempfile.TemporaryDirectory() as scratch:
+        for index, (task, name, what) in enumerate(DATA_CASES):
+            code, message = run_data_case(index, Path(scratch))
+            rows.append(f"| {task} | `{name}` | {what} | {code} | `{message}` |")
     return "\n".join(rows)
 
 
@@ -199,4 +265,4 @@ def leaf_table() -> str:
 
 
 if __name__ == "__main__":
-    sys.stdout.write(table() + "\n\n" + file_table() + "\n\n" + leaf_table() + "\n")
+    sys.stdout.write(table() + "\n\n" + data_table() + "\n\n" + file_table() + "\n\n" + leaf_table() + "\n")

@@ -37,6 +37,14 @@ def test_damaged_file_table_matches_the_cli(tmp_path: Path) -> None:
         assert module.run_file_case(index, tmp_path) == (int(code), message), rows[index]
 
 
+def test_data_table_matches_the_cli(tmp_path: Path) -> None:
+    module = load_script("docs/make_bad_input_table.py")
+    rows = re.findall(r"^\| ([\w-]+) \| `([\w./]+)` \| (.+?) \| (\d+) \| `(.+)` \|$", (ROOT / "docs" / "bad-input.md").read_text(), re.M)
+    assert [(task, name, what) for task, name, what, _, _ in rows] == module.DATA_CASES
+    for index, (*_, code, message) in enumerate(rows):
+        assert module.run_data_case(index, tmp_path) == (int(code), message), rows[index]
+
+
 def test_leaf_table_matches_the_cli(tmp_path: Path) -> None:
     module = load_script("docs/make_bad_input_table.py")
     rows = re.findall(r"^\| ([\w. ,]+?) \| `interp-init (.+?)` \| (\d+) \| `(.+)` \|$", (ROOT / "docs" / "bad-input.md").read_text(), re.M)

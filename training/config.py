@@ -120,7 +120,7 @@ class DataConfig:
             elif value != f.default:
                 names = " or ".join(repr(n) for n in tasks_taking(f.name))
                 raise ValueError(
-                    f"{f.name} applies to the {names} task only; task {self.task!r} takes {f.name}={f.default!r}"
+                    f"{f.name} applies to the {names} task only; task {self.task!r} takes {f.name}={f.default!r}: leave it unset"
                 )
         return make_task(self.task, **options)
 

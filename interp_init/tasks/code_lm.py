@@ -77,7 +77,10 @@ def corpus_files(root: str | Path | None = None) -> list[Path]:
         dirs[:] = sorted(d for d in dirs if d not in EXCLUDED)
         found.extend(Path(folder) / f for f in files if f.endswith(".py"))
     if not found:
-        raise ValueError(f"code-lm task: no .py files under {root}, the standard library this corpus is read from")
+        raise ValueError(
+            f"code-lm task: no .py files under {root}, the standard library this corpus is read from; run with a Python "
+            "whose standard library has its .py sources (some minimal or frozen installs ship compiled files only)"
+        )
     return sorted(found, key=lambda p: p.relative_to(root).as_posix())
 
 
@@ -133,7 +136,7 @@ class CodeLmTask(Task):
             raise ValueError(f"n (number of samples) must be an integer >= 1, got {n!r}")
         pools = self.pools()
         if split not in pools:
-            raise ValueError(f"unknown split {split!r}; code-lm has {tuple(pools)}")
+            raise ValueError(f"unknown split {split!r} of code-lm; choose one of {tuple(pools)}")
         if n > len(pools[split]):
             self.check_split_sizes({split: n})
         order = np.random.Generator(np.random.SFC64(np.random.SeedSequence(seed))).permutation(len(pools[split]))[:n]

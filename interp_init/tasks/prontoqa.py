@@ -114,7 +114,7 @@ class PrOntoQATask(Task):
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ValueError(f"n (number of samples) must be an integer >= 1, got {n!r}")
         if split not in ("train", "id_test", "heldout"):
-            raise ValueError(f"unknown split {split!r}; choose one of ('train', 'id_test', 'heldout')")
+            raise ValueError(f"unknown split {split!r} of prontoqa; choose one of ('train', 'id_test', 'heldout')")
         rng = np.random.Generator(np.random.SFC64(np.random.SeedSequence(seed)))
         index = {w: i for i, w in enumerate(VOCABULARY)}
         tokens = np.full((n, self.seq_len), PAD, dtype=np.uint8)

@@ -147,7 +147,7 @@ class Seq2SeqTask(Task):
             raise ValueError(f"n (number of samples) must be an integer >= 1, got {n!r}")
         pools = self.pools()
         if split not in pools:
-            raise ValueError(f"unknown split {split!r}; {self.describe()} has {tuple(pools)}")
+            raise ValueError(f"unknown split {split!r} of {self.describe()}; choose one of {tuple(pools)}")
         pool = pools[split]
         if n > len(pool):
             self.check_split_sizes({split: n})
@@ -199,7 +199,13 @@ def _pools(task: Seq2SeqTask) -> dict[str, list[Pair]]:
     for split, pairs in pools.items():
         for source, target in pairs:
             if len(source) + len(target) + 2 > task.seq_len:
-                raise ValueError(f"{task.describe()}: a {split} sample has {len(source) + len(target) + 2} tokens, more than the task's seq_len {task.seq_len}")
+                raise ValueError(
+                    f"{task.describe()}: a {split} sample has {len(source) + len(target) + 2} tokens, more than the task's "
+                    f"seq_len {task.seq_len}; set the task class's seq_len to at least the longest sample's tokens"
+                )
             if unknown := (set(source) | set(target)) - known:
-                raise ValueError(f"{task.describe()}: a {split} sample has words outside the vocabulary: {sorted(unknown)[:5]}")
+                raise ValueError(
+                    f"{task.describe()}: a {split} sample has words outside the vocabulary: {sorted(unknown)[:5]}; "
+                    "add them to the task's words()"
+                )
     return pools
