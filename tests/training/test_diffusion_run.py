@@ -1,7 +1,7 @@
 """The concept-diffusion kind of run through the one executor: a tiny run trains into its run
-folder, a finished one is read and not trained again, one stopped at a deadline resumes to the
-weights of an uninterrupted run, bad input is refused in one line, and the judge counts a
-sample without an object wrong on every concept."""
+folder, a finished one is read and not trained again, one stopped at a deadline or killed
+(SIGKILL) after a checkpoint resumes to the weights of an uninterrupted run, bad input is
+refused in one line, and the judge counts a sample without an object wrong on every concept."""
 
 from __future__ import annotations
 
@@ -54,6 +54,48 @@ def test_a_run_stopped_at_its_deadline_resumes_to_the_uninterrupted_weights(tmp_
         json.loads((whole / "metrics.json").read_text())["final"]
         == json.loads((stopped / "metrics.json").read_text())["final"]
     )
+
+
+def test_a_run_killed_after_a_checkpoint_resumes_to_the_uninterrupted_weights(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SIGKILL (the run folder's fault-injection switch) right after the second checkpoint's
+    # rename, before the metrics of that epoch are written: the process cannot clean up, and
+    # the same call then resumes from the checkpoint to the weights and metrics of a run never
+    # stopped, each epoch trained once
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    cfg = diffusion_config("tiny", gamma=1.0, seed=4, epochs=4)
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    script = (
+        "import sys; from pathlib import Path; from training.launch import Job, execute; "
+        "from training.trainer.diffusion import diffusion_config; "
+        "execute([Job('k', diffusion_config('tiny', gamma=1.0, seed=4, epochs=4), Path(sys.argv[1]))], device='cpu', threads=1)"
+    )
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "INTERP_INIT_KILL_AT": "after:checkpoint.pt:2"}
+    done = subprocess.run([sys.executable, "-c", script, str(killed)], capture_output=True, env=env, timeout=600, check=False)
+    assert done.returncode == -signal.SIGKILL, done.stderr.decode()[-2000:]
+    assert (killed / "checkpoint.pt").exists() and not (killed / "model.safetensors").exists()
+    assert torch.load(killed / "checkpoint.pt", weights_only=True)["epoch"] == 2
+    assert json.loads((killed / "metrics.json").read_text())["status"] == "running"  # as the kill left it (epoch 1's)
+    from training.launch import folders
+
+    starts = []  # the epoch each call of the loop starts from (a restart would be 0)
+    fit = folders.fit_diffusion
+    monkeypatch.setattr(
+        folders, "fit_diffusion", lambda c, **kw: starts.append((kw["state"] or {}).get("epoch", 0)) or fit(c, **kw)
+    )
+    assert execute([Job("k", cfg, killed)], device="cpu")[0].status == "completed"
+    assert execute([Job("w", cfg, whole)], device="cpu")[0].status == "completed"
+    assert starts == [2, 0]
+    a, b = _weights(whole), _weights(killed)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    resumed, uninterrupted = (json.loads((d / "metrics.json").read_text()) for d in (killed, whole))
+    assert [h["epoch"] for h in resumed["history"]] == [1, 2, 3, 4] and resumed["history"] == uninterrupted["history"]
+    assert resumed["final"] == uninterrupted["final"] and not (killed / "checkpoint.pt").exists()
 
 
 def test_bad_input_is_refused_in_one_line(tmp_path: Path) -> None:
