@@ -48,9 +48,9 @@ renders have (:func:`object_problem` says which test failed):
   streak is no object.
 
 The thresholds come from the renders alone: their objects' pixel counts lie between 0.74 and
-1.01 times those nominal areas and their boxes' sides within a factor 1.5 of each other at every
-side from 16 to 64 pixels (1,600 renders a side), so every render keeps a margin of at least
-1.3 on each test.
+1.04 times those nominal areas and their boxes' sides within a factor 1.5 of each other at every
+side from 16 to 64 pixels (1,600 renders a side measured; ``tests/interp_init/test_concept_graphs.py``
+checks both on renders of every side), so every render keeps a margin of at least 1.3 on each test.
 
 Example::
 

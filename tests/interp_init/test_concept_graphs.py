@@ -190,6 +190,8 @@ def test_the_no_object_thresholds_leave_every_render_a_margin(image_size: int) -
         mask = (1.0 - image.min(axis=0)) / 0.9 > 0.5
         ys, xs = np.nonzero(mask)
         height, width = np.ptp(ys) + 1, np.ptp(xs) + 1
+        # the docs' statement: pixel counts within 0.74 and 1.04 times the nominal extremes, sides within 1.5
+        assert 0.74 * smallest <= mask.sum() <= 1.04 * largest and max(height, width) <= 1.5 * min(height, width)
         assert mask.sum() >= 1.3 * MIN_AREA_SHARE * smallest and mask.sum() <= MAX_AREA_FACTOR * largest / 1.3
         assert max(height, width) <= MAX_ASPECT * min(height, width) / 1.3
         assert object_problem(image, config) is None and read_concepts(image, config) is not None, code
