@@ -629,20 +629,40 @@ def pc_depth2_inits(records: Records) -> str:
             f"and small init infers strictly on {s.infers} of {s.n} against large init's {l.infers} of {l.n} (p = {p_inf:.3f})")  # fmt: skip
 
 
-# -- the GPU campaign's plan (docs/campaign.md): what its dry run prints, so that the page cannot disagree with the code
+# -- what the benchmark scripts print (docs/campaign.md, docs/clusters.md, benchmarks/README.md), so that a page cannot disagree with the code
 
 
-@generator("campaign-plan", what="docs/campaign.md: each cell's runs, FLOPs, device seconds and the leases, as `python benchmarks/gpu_campaign.py --dry-run --gpu h200` prints them over the stored campaign records")
-def campaign_plan(records: Records) -> str:
+def _benchmark(*args: str) -> str:
+    """What ``python benchmarks/SCRIPT ARGS`` prints (benchmarks/ is a folder of scripts, run as one)."""
     import subprocess
     import sys
 
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_campaign.py"
-    command = [sys.executable, str(script), "--dry-run", "--gpu", "h200", "--results", str(records.root / "campaign")]
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / args[0]
+    command = [sys.executable, str(script), *args[1:]]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode:
         raise ValueError(f"{' '.join(command[1:])} failed (exit {done.returncode}): {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else 'no message'}")
     return done.stdout.strip()
+
+
+@generator("campaign-plan", what="docs/campaign.md: each cell's runs, FLOPs, device seconds and the leases, as `python benchmarks/gpu_campaign.py --dry-run --gpu h200` prints them over the stored campaign records")
+def campaign_plan(records: Records) -> str:
+    return _benchmark("gpu_campaign.py", "--dry-run", "--gpu", "h200", "--results", str(records.root / "campaign"))
+
+
+@generator("gpu-population-cost", what="docs/clusters.md: the paper-scale population's FLOPs and hours per GPU type, as `python benchmarks/gpu_cost.py` prints them")
+def gpu_population_cost(records: Records) -> str:
+    return _benchmark("gpu_cost.py")
+
+
+#: The GPU suite's paper plan for an H200's stated bf16 peak (benchmarks/README.md).
+SUITE_PLAN = ("gpu_suite.py", "--scale", "paper", "--dry-run", "--device", "cpu", "--peak-tflops", "989", "--precision", "bf16", "--ensemble")
+
+
+@generator("gpu-suite-plan", what=f"benchmarks/README.md: the GPU suite's paper plan, as `python benchmarks/{' '.join(SUITE_PLAN)}` prints it (less its first line, the machine's threads and torch)")
+def gpu_suite_plan(records: Records) -> str:
+    lines = _benchmark(*SUITE_PLAN).splitlines()
+    return "```\n" + "\n".join(line for line in lines if not line.startswith("Device:")) + "\n```"
 
 
 @generator("campaign-data", what="docs/campaign.md: the paper preset's training samples per task (the released loaders' counts)")

@@ -1,4 +1,4 @@
-"""The results tables of README.md and docs/, written from the stored records.
+"""The results tables of README.md, docs/ and benchmarks/README.md, written from the stored records.
 
 Every results table (and every number a sentence of README.md states) lies between marker
 comments in its page, and is written here from the stored studies under
@@ -64,7 +64,7 @@ from training.studies.population import StoredStudy
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path("experiments") / "results"
 #: The pages whose blocks are written and checked, as globs under the repository.
-PAGES: tuple[str, ...] = ("README.md", "docs/*.md")
+PAGES: tuple[str, ...] = ("README.md", "docs/*.md", "benchmarks/README.md")
 
 _BLOCK = re.compile(r"<!-- (?P<kind>table|text|history):(?P<name>[a-z0-9-]+)(?: (?P<attrs>[^>]*?))? -->(?P<body>.*?)<!-- /(?P=kind):(?P=name) -->", re.DOTALL)
 _MARKER = re.compile(r"<!-- /?(?:table|text|history):[a-z0-9-]+[^>]*-->")
@@ -272,7 +272,7 @@ def run(root: Path, records: Records, write: bool) -> Outcome:
     for page in _pages(root):
         rel = page.relative_to(root).as_posix()
         if page.is_dir():
-            outcome.damaged.append(f"{rel} is a folder, not a page (the pages are {' and '.join(PAGES)}); rename it")
+            outcome.damaged.append(f"{rel} is a folder, not a page (the pages are {', '.join(PAGES[:-1])} and {PAGES[-1]}); rename it")
             continue
         try:
             text = page.read_bytes().decode("utf-8")
@@ -345,10 +345,10 @@ def run(root: Path, records: Records, write: bool) -> Outcome:
 @click.option("--records", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None, help="The stored studies (default ROOT/experiments/results).")
 @click.option("--require-records", is_flag=True, help="Fail (exit 1) where a table's records are not stored.")
 def main(check: bool, listing: bool, root: Path, records: Path | None, require_records: bool) -> None:
-    """Write (or --check) every results table of README.md and docs/ from the stored records."""
+    """Write (or --check) every results table of README.md, docs/ and benchmarks/README.md from the stored records."""
     stored = Records(root / RESULTS if records is None else records)
     if not _pages(root):
-        raise ValueError(f"--root {root} holds no page ({' or '.join(PAGES)}); give the repository's root")
+        raise ValueError(f"--root {root} holds no page ({', '.join(PAGES[:-1])} or {PAGES[-1]}); give the repository's root")
     write = not (check or listing)
     with hold_folder(root, "is having its tables written by another experiments/tables.py ({owner}); wait for it to finish") if write else contextlib.nullcontext():
         outcome = run(root, stored, write=write)

@@ -321,4 +321,4 @@ def test_a_mistyped_records_folder_or_a_root_without_pages_is_refused(tmp_path: 
     assert code == 2 and "--records" in err and "does not exist" in err
     (tmp_path / "empty").mkdir()
     code, _, err = _check(tmp_path / "empty", capsys, "--check")
-    assert code == 2 and err.count("\n") == 1 and "holds no page (README.md or docs/*.md); give the repository's root" in err, err
+    assert code == 2 and err.count("\n") == 1 and "holds no page (README.md, docs/*.md or benchmarks/README.md); give the repository's root" in err, err
