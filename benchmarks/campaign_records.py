@@ -34,6 +34,7 @@ from campaign_cells import CELLS, SHORT_EPOCHS, TINY_EPOCHS, Cell, Run, cell_nam
 from interp_init.fileio import json_kind, read_json
 from interp_init.runfolder import FINISHED_STATUSES, RunStatus, write_json
 from interp_init.tasks.anchor import FLIP_CRITERIA, symmetric_solution
+from training.studies.population import mann_whitney
 from training.studies.records import RunRecord, pick_paper
 from training.studies.study import run_dirs
 
@@ -334,15 +335,13 @@ def decide_contrast(results: CampaignResults) -> Decision:
     """Fig. 2's contrast at paper scale: small init's per-seed best shares (cells 01, 07)
     against large init's (03, 08), both panels, by the two-sided exact Mann-Whitney U test
     over whole seeds; the flip needs both panels separated in the papers' direction."""
-    from scipy.stats import mannwhitneyu
-
     small, large = (_whole_seeds(results, CONTRAST_CELLS[k]) for k in ("small", "large"))
     if not small or not large:
         return Decision("pending", "the contrast needs whole seeds (all 9 lrs) of both inits; a campaign that ends here concludes nothing about the contrast")
     table, held, reversed_ = [], [], []
     for letter, target, expected in (("b", "heldout_inferential", "small"), ("a", "heldout_symmetric", "large")):
         (ms, bs), (ml, bl) = _paper_statistic(small, target), _paper_statistic(large, target)
-        p = float(mannwhitneyu(list(bs.values()), list(bl.values()), alternative="two-sided", method="exact").pvalue)
+        p = mann_whitney(list(bs.values()), list(bl.values()))
         higher = "small" if ms > ml else "large" if ml > ms else None
         table.append(f"panel ({letter}) {target}: small init {ms:.2f} ({len(bs)} seeds), large init {ml:.2f} ({len(bl)} seeds), Mann-Whitney p = {p:.3f}")
         if p < CONTRAST_ALPHA:

@@ -37,7 +37,7 @@ import click
 
 from interp_init.tasks.anchor import ID_THRESHOLD, heldout_answer
 from training.cli.errors import ScriptGroup
-from training.studies.population import exact_interval
+from training.studies.population import exact_interval, mann_whitney
 from training.studies.records import Pick, RunRecord, pick_paper
 from training.studies.study import StudySpec, run_dirs
 from training.studies.sweep.spec import SPEC_FILE
@@ -186,15 +186,6 @@ def rate(met: int, of: int) -> str:
 
 
 # ----------------------------------------------------------------------------- the tests
-
-
-def mann_whitney(x: Sequence[float], y: Sequence[float]) -> float | None:
-    """The two-sided exact Mann-Whitney U test's p of ``x`` against ``y`` (None below one value a side)."""
-    from scipy.stats import mannwhitneyu
-
-    if not x or not y:
-        return None
-    return float(mannwhitneyu(x, y, alternative="two-sided", method="exact").pvalue)
 
 
 def fisher(a: tuple[int, int], b: tuple[int, int]) -> float | None:

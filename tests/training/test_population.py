@@ -17,7 +17,7 @@ from interp_init.tasks.base import read_run_metrics
 from training.cli import main
 from training.config import RunConfig, make_run_config
 from training.studies.phase.figures import protocol_table
-from training.studies.population import Population, RegimeResult, SeedRow, exact_interval, read_population
+from training.studies.population import Population, RegimeResult, SeedRow, exact_interval, mann_whitney, read_population
 from training.studies.records import RunRecord
 from training.studies.study import REGIME_NAMES, REPRODUCE_TASKS
 from training.studies.population import reproduce
@@ -42,6 +42,27 @@ def test_exact_interval_is_clopper_pearson(k: int, n: int) -> None:
 def test_exact_interval_refuses_impossible_counts(k: int, n: int, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         exact_interval(k, n)
+
+
+@pytest.mark.parametrize(
+    ("x", "y", "p"),
+    [
+        # counted by hand over the C(n+m, n) equally likely rankings: the two-sided p is twice the
+        # smaller tail of U (the pairs x wins), capped at 1
+        ([0.9, 0.8, 0.7], [0.1, 0.2, 0.3], 2 / 20),  # fully separated, 3 vs 3: U = 9, the one extreme of 20
+        ([0.1, 0.2, 0.3], [0.9, 0.8, 0.7], 2 / 20),  # the other direction, the same p
+        ([1.0, 2.0], [3.0, 4.0], 2 / 6),  # 2 vs 2 separated: U = 0, one ranking of 6
+        ([1.0, 3.0], [2.0, 4.0], 4 / 6),  # U = 1: P(U <= 1) = 2/6
+        ([1.0, 4.0], [2.0, 3.0], 1.0),  # U = 2, the middle
+        ([0.5], [0.1, 0.2, 0.3, 0.4], 2 / 5),  # 1 vs 4 above all: one of 5 places
+    ],
+)
+def test_mann_whitney_is_the_exact_two_sided_rank_test(x: list[float], y: list[float], p: float) -> None:
+    assert mann_whitney(x, y) == pytest.approx(p)
+
+
+def test_mann_whitney_has_no_p_without_a_value_on_each_side() -> None:
+    assert mann_whitney([], [0.1, 0.2]) is None and mann_whitney([0.1], []) is None
 
 
 # ---------------------------------------------------------------- the protocols on synthetic histories
