@@ -25,7 +25,6 @@ import contextlib
 import gc
 import io
 import json
-import os
 import platform
 import shutil
 import subprocess
@@ -47,7 +46,7 @@ from gpu_cost import remaining_flops  # noqa: E402
 from campaign_profile import profiler_for, timed  # noqa: E402
 
 from interp_init import resolve_device  # noqa: E402
-from interp_init.fileio import BadRunFile, atomic_write, hold_folder  # noqa: E402
+from interp_init.fileio import STORING, BadRunFile, hold_folder, place_folder  # noqa: E402
 from interp_init.outputs import check_output_file, check_output_folder, enclosing_study, write_output  # noqa: E402
 from training.cli.errors import Script  # noqa: E402
 from training.cli.flags import Number  # noqa: E402
@@ -188,34 +187,17 @@ def part_record(part: Part, number: int, run: PartRun, rate: Rate, costs: Costs,
             "profile": run.profile, "written": time.strftime("%Y-%m-%dT%H:%M:%S%z")}  # fmt: skip
 
 
-#: The folder a part's records are copied into before it is renamed into place (``.part-K.storing-<pid>``).
-STORING = ".{name}.storing-"
-
-
 def remove_stale_copies(results: CampaignResults) -> list[Path]:
-    """Remove the part folders a killed copy left (``<cell>/.part-K.storing-<pid>``), whoever
-    left them: called under the lock on ``--results``, which every copy holds while one exists."""
+    """Remove the part folders a killed copy left (``<cell>/.part-K.storing-<pid>``, the one
+    writer's :func:`~interp_init.fileio.place_folder`), whoever left them: called under the lock
+    on ``--results``, which every copy holds while one exists."""
     removed = []
     for cell in CELLS:
         folder = results.cell_dir(cell)
-        for stale in sorted(folder.glob(".part-*.storing-*")) if folder.is_dir() else []:
+        for stale in sorted(folder.glob(STORING.format(name="part-*") + "*")) if folder.is_dir() else []:
             shutil.rmtree(stale)
             removed.append(stale)
     return removed
-
-
-def _place_part(out: Path, files: dict[str, bytes]) -> None:
-    """Write a part's record files into a temporary folder beside ``out`` through the atomic
-    writer, then rename it to ``out`` in one step: a kill leaves the part whole or absent."""
-    work = out.with_name(STORING.format(name=out.name) + str(os.getpid()))
-    shutil.rmtree(work, ignore_errors=True)
-    try:
-        for rel, data in files.items():
-            (work / rel).parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(work / rel, data)
-        work.rename(out)  # refused if a part of that number exists: never over a record
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def write_records(results: CampaignResults, part: Part, number: int, run: PartRun, record: dict) -> Path:
@@ -223,7 +205,7 @@ def write_records(results: CampaignResults, part: Part, number: int, run: PartRu
     results.write_cell(part.cell)
     out = results.cell_dir(part.cell) / f"part-{number}"
     files = {f"{r.name}/{name}": (folder / name).read_bytes() for r, folder in zip(part.runs, run.folders, strict=True) for name in ("config.json", "metrics.json")}
-    _place_part(out, {**files, "part.json": (json.dumps(record, indent=1) + "\n").encode()})
+    place_folder(out, {**files, "part.json": (json.dumps(record, indent=1) + "\n").encode()})
     if results.size(part.cell) > MAX_CELL_BYTES:
         click.echo(f"warning: {results.cell_dir(part.cell)} holds {results.size(part.cell) / 2**20:.1f} MiB, more than a lease brings back", err=True)
     return out
@@ -430,7 +412,7 @@ def run_next(store: CampaignResults, costs: Costs, dev: torch.device, out: Path,
         except Exception as err:
             failed = {"cell": part.cell.name, "part": number, "status": "failed", "runs": [r.name for r in part.runs],
                       "error": f"{type(err).__name__}: {err}"[:2000], "device": device_info(dev), "versions": versions()}  # fmt: skip
-            _place_part(store.cell_dir(part.cell) / f"part-{number}", {"part.json": (json.dumps(failed, indent=1) + "\n").encode()})
+            place_folder(store.cell_dir(part.cell) / f"part-{number}", {"part.json": (json.dumps(failed, indent=1) + "\n").encode()})
             raise click.ClickException(f"part {number} of {part.cell.name} failed on every step path: {type(err).__name__}: {err}") from err
         record = part_record(part, number, done, rate, costs, dev, peaks, budget)
         folder = write_records(store, part, number, done, record)

@@ -61,7 +61,7 @@ from typing import Any
 
 import click
 
-from interp_init.fileio import LOCK_FILE, atomic_write, file_sha256, folder_is_held, hold_folder, read_json
+from interp_init.fileio import LOCK_FILE, STORING, file_sha256, folder_is_held, hold_folder, read_json, storing_copies, write_files
 from interp_init.outputs import CHECKPOINT_FILE, CONFIG_FILE, ERROR_FILE, METRICS_FILE, SUMMARY_FILE, SWEEP_SPEC_FILE, refuse_inside_run
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder
 from interp_init.stored import STORED_FILE, STORED_FORMAT, STORED_STUDY_FILE, STUDY_FORMAT, STUDY_PAGE, stored_study_root
@@ -349,15 +349,9 @@ def verify(stored: Path, source: Path) -> None:
             raise RuntimeError(f"the stored population of {stored} differs from its source's: nothing was stored")
 
 
-def _write_files(folder: Path, files: dict[str, bytes]) -> None:
-    for rel, data in files.items():
-        path = folder / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, data)
-
-
-#: The temporary folders beside DEST: the copy being made, and the records it replaces.
-_WORK, _TRASH = ".{name}.storing-", ".{name}.replaced-"
+#: The temporary folder beside DEST that holds the records it replaces (the copy being made is
+#: :data:`interp_init.fileio.STORING`, the one writer's, as the GPU campaign's parts are).
+_TRASH = ".{name}.replaced-"
 
 
 def remove_stale(dest: Path) -> list[Path]:
@@ -372,7 +366,7 @@ def remove_stale(dest: Path) -> list[Path]:
             continue
         shutil.rmtree(trash)
         removed.append(trash)
-    for work in sorted(dest.parent.glob(glob.escape(_WORK.format(name=dest.name)) + "*")):
+    for work in storing_copies(dest):
         shutil.rmtree(work)
         removed.append(work)
     return removed
@@ -420,9 +414,9 @@ def _store_held(source: Path, dest: Path, info: StudyInfo, replace: bool, partia
     plan = plan_study(source, partial, carry)
     _refuse_big(plan.files, int(max_file_mb * 1e6))
     data = manifest(plan, dest.name, info, str(source), made_by, partial)
-    work = dest.parent / (_WORK.format(name=dest.name) + str(os.getpid()))
+    work = dest.parent / (STORING.format(name=dest.name) + str(os.getpid()))
     try:
-        _write_files(work, {**plan.files, STORED_STUDY_FILE: _json_bytes(data), STUDY_PAGE: study_page(data).encode()})
+        write_files(work, {**plan.files, STORED_STUDY_FILE: _json_bytes(data), STUDY_PAGE: study_page(data).encode()})
         verify(work, source)
         if dest.exists() and exchange(work, dest):  # one step: DEST holds the old records or the new, never neither
             pass
@@ -478,7 +472,7 @@ def _mark_held(folder: Path, info: StudyInfo, kind: str) -> dict[str, Any]:
     plan.files.update(markers)
     data = manifest(plan, folder.name, info, str(folder), f"{MADE_BY} --mark", False)
     data["left_behind"] = {"not known: these records were kept before experiments/store.py existed (see the note)": {"files": 0, "bytes": 0}}
-    _write_files(folder, {**markers, STORED_STUDY_FILE: _json_bytes(data), STUDY_PAGE: study_page(data).encode()})
+    write_files(folder, {**markers, STORED_STUDY_FILE: _json_bytes(data), STUDY_PAGE: study_page(data).encode()})
     read = Counter(str(r.status) for r in StoredStudy.read(folder).records())  # read back through the one reader
     if read != plan.statuses:
         raise RuntimeError(f"{folder}'s runs read as {dict(read)} once marked, not {dict(plan.statuses)}")

@@ -37,10 +37,11 @@ import json
 import os
 import re
 import secrets
+import shutil
 import signal
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -385,3 +386,35 @@ def remove_made_folders(made: list[Path]) -> None:
             folder.rmdir()
         except OSError:  # not empty (or gone): keep it and its parents
             return
+
+
+# ------------------------------------------------------------------ a folder of records, whole or absent
+
+#: The copy of a folder being written beside it (``.NAME.storing-<pid>``): :func:`place_folder`.
+STORING = ".{name}.storing-"
+
+
+def write_files(folder: Path, files: Mapping[str, bytes]) -> None:
+    """Write ``files`` (a path relative to ``folder`` -> its bytes) through :func:`atomic_write`."""
+    for rel, data in files.items():
+        path = folder / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, data)
+
+
+def place_folder(dest: Path, files: Mapping[str, bytes]) -> None:
+    """Write ``files`` into a copy beside ``dest`` (:data:`STORING`), then rename it to ``dest``
+    in one step: a kill leaves ``dest`` whole or absent, never part-written; refused (``OSError``)
+    where ``dest`` holds anything. What a killed call left is :func:`storing_copies`."""
+    work = dest.parent / (STORING.format(name=dest.name) + str(os.getpid()))
+    shutil.rmtree(work, ignore_errors=True)
+    try:
+        write_files(work, files)
+        work.rename(dest)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def storing_copies(dest: Path) -> list[Path]:
+    """The copies of ``dest`` that killed writers left beside it (:func:`place_folder`), whoever left them."""
+    return sorted(dest.parent.glob(glob.escape(STORING.format(name=dest.name)) + "*"))

@@ -165,8 +165,10 @@ def test_a_signal_mid_store_leaves_the_records_as_they_were(signum: int, code: i
     dest = tmp_path / "dest"
     assert _store([str(study), str(dest), *INFO], capsys)[0] == 0
     before = _tree(dest)
+    import interp_init.fileio as fileio
+
     store = load_script("experiments/store.py")
-    real, calls = store.atomic_write, []
+    real, calls = fileio.atomic_write, []  # the one writer's, which store.py writes through
 
     def write_then_stop(path, data):
         calls.append(path)
@@ -174,7 +176,7 @@ def test_a_signal_mid_store_leaves_the_records_as_they_were(signum: int, code: i
             os.kill(os.getpid(), signum)
         return real(path, data)
 
-    monkeypatch.setattr(store, "atomic_write", write_then_stop)
+    monkeypatch.setattr(fileio, "atomic_write", write_then_stop)
     with pytest.raises(SystemExit) as done:
         store.main([str(study), str(dest), *INFO, "--replace", "--note", "second"])
     err = capsys.readouterr().err
