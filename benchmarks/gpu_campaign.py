@@ -335,7 +335,7 @@ def main(action: str, out: Path | None, results: Path | None, budget_seconds: fl
         if peak_tflops is not None:
             peaks, label = dict.fromkeys(("bf16", "fp32", "tf32"), peak_tflops * 1e12), f"a device stated at {peak_tflops:g} TFLOP/s"
         elif gpu is None and dev.type == "cuda":
-            peaks, label = _measured(dev), f"{torch.cuda.get_device_name(dev)} (peaks measured here)"
+            peaks, label = measure_peaks(dev), f"{torch.cuda.get_device_name(dev)} (peaks measured here)"
         else:
             figures = GPUS[gpu or "h200"]
             peaks, label = {"bf16": figures.bf16, "fp32": figures.fp32, "tf32": figures.tf32}, f"{figures.name} ({figures.source})"
@@ -373,24 +373,11 @@ def main(action: str, out: Path | None, results: Path | None, budget_seconds: fl
                 folder.rmdir()
 
 
-def _measured(dev: torch.device) -> dict[str, float]:
-    """The device's dense matmul peaks: bf16, fp32 without TF32, and with TF32."""
-    before = torch.get_float32_matmul_precision()
-    try:
-        torch.set_float32_matmul_precision("highest")
-        out = measure_peaks(dev)
-        torch.set_float32_matmul_precision("high")
-        out["tf32"] = measure_peaks(dev)["fp32"]
-    finally:
-        torch.set_float32_matmul_precision(before)
-    return out
-
-
 def run_next(store: CampaignResults, costs: Costs, dev: torch.device, out: Path, end: float, budget: float, path: str, profile: bool,
              peak_tflops: float | None, efficiency: float | None, setup: float | None, margin: float, max_parts: int | None, archive: Path | None) -> None:  # fmt: skip
     """``next``: parts of the first unfinished cells while one fits before ``end`` (a ``time.monotonic()`` value);
     the registered cells' specs are checked by the caller, before anything is written."""
-    peaks = dict.fromkeys(("bf16", "fp32", "tf32"), peak_tflops * 1e12) if peak_tflops else _measured(dev)
+    peaks = dict.fromkeys(("bf16", "fp32", "tf32"), peak_tflops * 1e12) if peak_tflops else measure_peaks(dev)
     name = device_info(dev)["name"]
     rate = _rate_for(peaks, efficiency, store, name, setup)
     click.echo(f"{name}; torch {torch.__version__}; peaks (TFLOP/s): " + ", ".join(f"{k} {v / 1e12:.1f}" for k, v in peaks.items())

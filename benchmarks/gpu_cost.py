@@ -83,9 +83,17 @@ def remaining_flops(cfg: RunConfig, flops: RunFlops, done: int) -> float:
 
 
 def peaks(dev: torch.device, size: int | None = None) -> dict[str, float]:
-    """Measured dense matmul FLOP/s of ``dev`` in fp32 and bf16 (a ``size`` x ``size`` product)."""
+    """Measured dense matmul FLOP/s of ``dev`` (a ``size`` x ``size`` product): ``bf16``, ``fp32``
+    without TF32 and ``tf32`` (fp32 with TF32 allowed); the process's setting is restored."""
     size = size or (8192 if dev.type == "cuda" else 1024)
-    return {"fp32": matmul_peak(dev, torch.float32, size), "bf16": matmul_peak(dev, torch.bfloat16, size)}
+    before, out = torch.get_float32_matmul_precision(), {"bf16": matmul_peak(dev, torch.bfloat16, size)}
+    try:
+        for key, setting in (("fp32", "highest"), ("tf32", "high")):
+            torch.set_float32_matmul_precision(setting)
+            out[key] = matmul_peak(dev, torch.float32, size)
+    finally:
+        torch.set_float32_matmul_precision(before)
+    return out
 
 
 def probe_configs(cfgs: list[RunConfig], steps: int) -> list[RunConfig]:

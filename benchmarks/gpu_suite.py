@@ -241,8 +241,9 @@ def print_plan(groups: list[Group], dev: torch.device, precision: str, tf32: boo
     and set each group's FLOPs and efficiency; returns the training precision's peak and the bf16 peak."""
     if peak_tflops is None:
         measured = peaks(dev)
-        peak, bf16_peak = measured[precision], measured["bf16"]
-        click.echo(f"matmul peak measured: fp32{' (TF32 allowed)' if tf32 else ''} {measured['fp32'] / 1e12:.2f} TFLOP/s, bf16 {measured['bf16'] / 1e12:.2f} TFLOP/s")
+        fp32 = "tf32" if tf32 else "fp32"
+        peak, bf16_peak = measured[fp32 if precision == "fp32" else precision], measured["bf16"]
+        click.echo(f"matmul peak measured: fp32{' (TF32 allowed)' if tf32 else ''} {measured[fp32] / 1e12:.2f} TFLOP/s, bf16 {measured['bf16'] / 1e12:.2f} TFLOP/s")
     else:
         peak = bf16_peak = peak_tflops * 1e12
         click.echo(f"matmul peak given: {peak_tflops:g} TFLOP/s ({precision})")
