@@ -100,13 +100,29 @@ def probe_configs(cfgs: list[RunConfig], steps: int) -> list[RunConfig]:
     """Throwaway copies of ``cfgs``: one epoch of ``steps`` full batches, evaluated once, no warm-up."""
     batch = cfgs[0].train.batch_size
     # one epoch of ``steps`` steps: the schedule shrinks with it (a warm-up longer than the run is refused)
-    small = dict(n_train=steps * batch, n_test=batch, eval_samples=batch, epochs=1, checkpoint_every=1, eval_every=1, warmup_epochs=0.0, cosine_epochs=1.0,
-                 n_heldout=None, balanced_pairs=False)  # throwaway sizes: pairs at random
+    small = dict(
+        n_train=steps * batch,
+        n_test=batch,
+        eval_samples=batch,
+        epochs=1,
+        checkpoint_every=1,
+        eval_every=1,
+        warmup_epochs=0.0,
+        cosine_epochs=1.0,
+        n_heldout=None,
+        balanced_pairs=False,
+    )  # throwaway sizes: pairs at random
     return [c.with_options(**small) for c in cfgs]
 
 
 def probe_efficiency(
-    cfgs: list[RunConfig], flops: RunFlops, peak: float, dev: torch.device, together: bool, logits_fn: Callable | None, steps: int = 3
+    cfgs: list[RunConfig],
+    flops: RunFlops,
+    peak: float,
+    dev: torch.device,
+    together: bool,
+    logits_fn: Callable | None,
+    steps: int = 3,
 ) -> tuple[float, float]:
     """Fraction of ``peak`` that ``steps`` training steps of ``cfgs`` reach, and the seconds
     the first (warm-up, compilation) call took.  Throwaway models, nothing written: a call of
@@ -134,7 +150,9 @@ def probe_efficiency(
     return work / max(longer - base, 1e-9) / peak, warmup
 
 
-def measured_efficiency(cfgs: list[RunConfig], records: list[RunRecord | None], flops: RunFlops, peak: float, together: bool) -> float | None:
+def measured_efficiency(
+    cfgs: list[RunConfig], records: list[RunRecord | None], flops: RunFlops, peak: float, together: bool
+) -> float | None:
     """Fraction of ``peak`` the runs' training reached so far, from their records
     (:class:`training.studies.records.RunRecord`; None before any epoch): training FLOPs over
     ``elapsed_s`` (the ensemble's wall time when ``together``, else the runs' sum)."""
@@ -171,7 +189,9 @@ def population_cost(seeds: tuple[int, ...] = (0, 1, 2)) -> tuple[float, int]:
 
 def cost_table(total: float, runs: int) -> str:
     """Per GPU type: the stated peak, and hours on one GPU at each of :data:`EFFICIENCIES`."""
-    head = "| GPU | stated dense bf16 TFLOP/s | " + " | ".join(f"hours on one GPU at {e:.0%}" for e in EFFICIENCIES) + " |"
+    head = (
+        "| GPU | stated dense bf16 TFLOP/s | " + " | ".join(f"hours on one GPU at {e:.0%}" for e in EFFICIENCIES) + " |"
+    )
     lines = [f"The paper-scale population: {runs} runs, {total:.3g} FLOP (training and evaluation).", "", head,
              "|---|---|" + "---|" * len(EFFICIENCIES)]  # fmt: skip
     for gpu, tflops in STATED_BF16_TFLOPS.items():

@@ -158,6 +158,7 @@ _FULL = {
     errno.EFBIG: "the file is larger than this process may write (a file-size limit, ulimit -f, or the file system's)",
 }
 
+
 def is_disk_full(err: BaseException) -> bool:
     """Whether ``err`` is a full disk, a quota or a file-size limit: the machine refusing
     every write alike, which stops a whole command (not one run of a study)."""
@@ -219,14 +220,22 @@ def atomic_write(path: str | Path, data: bytes | str | Callable[[Path], None]) -
         _fault_point(path, "before")
         os.replace(tmp, path)
     except BaseException as err:
-        with contextlib.suppress(OSError):  # a read-only file system refuses the unlink too: the first error is the one to tell
+        with contextlib.suppress(
+            OSError
+        ):  # a read-only file system refuses the unlink too: the first error is the one to tell
             tmp.unlink(missing_ok=True)
         if isinstance(err, OSError) and err.errno in _FULL:
-            raise OSError(err.errno, f"{_FULL[err.errno]}; free some space and run the same command again to resume", str(path)) from err
+            raise OSError(
+                err.errno, f"{_FULL[err.errno]}; free some space and run the same command again to resume", str(path)
+            ) from err
         if isinstance(err, OSError):  # name the target, never its temporary
             raise OSError(err.errno, err.strerror or str(err).replace(str(tmp), str(path)), str(path)) from err
-        if isinstance(err, Exception) and tmp.name in str(err):  # a library's writer (torch, safetensors) naming the temporary
-            raise OSError(errno.EIO, str(err).replace(str(tmp), str(path)).replace(tmp.name, path.name), str(path)) from err
+        if isinstance(err, Exception) and tmp.name in str(
+            err
+        ):  # a library's writer (torch, safetensors) naming the temporary
+            raise OSError(
+                errno.EIO, str(err).replace(str(tmp), str(path)).replace(tmp.name, path.name), str(path)
+            ) from err
         raise
     finally:
         if handle is not None:
@@ -241,7 +250,9 @@ def write_json(path: str | Path, data: Any) -> Path:
     try:
         text = json.dumps(data, indent=2, allow_nan=False)
     except ValueError:
-        raise ValueError(f"{path} would hold a NaN or infinite number, which JSON cannot hold; nothing was written (the numbers come from a run that went non-finite)") from None
+        raise ValueError(
+            f"{path} would hold a NaN or infinite number, which JSON cannot hold; nothing was written (the numbers come from a run that went non-finite)"
+        ) from None
     return atomic_write(path, text + "\n")
 
 
