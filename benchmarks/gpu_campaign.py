@@ -37,23 +37,36 @@ from typing import Any
 import click
 import torch
 
-from campaign_cells import CELLS, SCALES  # noqa: E402
-from campaign_plan import (AIM_EFFICIENCY, GPUS, LEASE_BUDGET_S, MARGIN_S, MEASURED_EFFICIENCY, SETUP_PRIOR_S, Costs, Part, Rate,  # noqa: E402
-                           cell_seconds, next_part, precision_of, simulate)  # fmt: skip
-from campaign_records import MAX_CELL_BYTES, RESULTS, CampaignResults, decide, decide_contrast  # noqa: E402
-from gpu_cost import peaks as measure_peaks  # noqa: E402
-from gpu_cost import remaining_flops  # noqa: E402
-from campaign_profile import profiler_for, timed  # noqa: E402
+from campaign_cells import CELLS, SCALES
+from campaign_plan import (
+    AIM_EFFICIENCY,
+    GPUS,
+    LEASE_BUDGET_S,
+    MARGIN_S,
+    MEASURED_EFFICIENCY,
+    SETUP_PRIOR_S,
+    Costs,
+    Part,
+    Rate,
+    cell_seconds,
+    next_part,
+    precision_of,
+    simulate,
+)
+from campaign_records import MAX_CELL_BYTES, RESULTS, CampaignResults, decide, decide_contrast
+from gpu_cost import peaks as measure_peaks
+from gpu_cost import remaining_flops
+from campaign_profile import profiler_for, timed
 
-from interp_init import resolve_device  # noqa: E402
-from interp_init.fileio import STORING, BadRunFile, hold_folder, place_folder  # noqa: E402
-from interp_init.outputs import check_output_file, check_output_folder, enclosing_study, write_output  # noqa: E402
-from training.cli.errors import Script  # noqa: E402
-from training.cli.flags import Number  # noqa: E402
-from training.launch import EnsembleLauncher, Job, run_study  # noqa: E402
-from training.config import check_cores  # noqa: E402
-from training.trainer.loop import RunData, make_run_data  # noqa: E402
-from training.trainer.step import last_position_logits  # noqa: E402
+from interp_init import resolve_device
+from interp_init.fileio import STORING, BadRunFile, hold_folder, place_folder
+from interp_init.outputs import check_output_file, check_output_folder, enclosing_study, write_output
+from training.cli.errors import Script
+from training.cli.flags import Number
+from training.launch import EnsembleLauncher, Job, run_study
+from training.config import check_cores
+from training.trainer.loop import RunData, make_run_data
+from training.trainer.step import last_position_logits
 
 #: The step paths, fastest first, and what each falls back to (the plain step last): ``batched``
 #: the trainer's one AdamW update of every member (:class:`training.trainer.ensemble.BatchedStep`),

@@ -77,7 +77,7 @@ from training.studies.study import StudySpec, record_study, refuse_strangers
 from training.trainer.preflight import check_steps
 from training.trainer.step import last_position_logits
 
-from gpu_cost import RunFlops, measured_efficiency, peaks, probe_efficiency, remaining_flops, run_flops  # noqa: E402
+from gpu_cost import RunFlops, measured_efficiency, peaks, probe_efficiency, remaining_flops, run_flops
 
 #: The suite's table in ``--out``, and the purpose it is recorded with (a later chunk replaces it).
 TABLE_FILE, TABLE_PURPOSE = "gpu_suite.md", "GPU suite table"
