@@ -71,7 +71,10 @@ def released_dataset(task: str, split: str, n: int, seed: int) -> tuple[torch.Te
     spec = task_spec(task)
     pairs = list(spec.heldout_pairs if split == "heldout" else spec.train_pairs)
     rng = random.Random(seed)
-    keys_for = [[x for x in range(KEY_LOW, KEY_HIGH + 1) if (x % 9 == p) == (split == "id_test")] for p in range(N_KEY_POSITIONS)]
+    keys_for = [
+        [x for x in range(KEY_LOW, KEY_HIGH + 1) if (x % 9 == p) == (split == "id_test")]
+        for p in range(N_KEY_POSITIONS)
+    ]
     anchors, shifts = list(SHIFTS), list(SHIFTS.values())
 
     def single_func(x: int, anchor: int) -> int:
@@ -129,8 +132,16 @@ def _time(fn) -> float:
 @click.command(cls=Script)
 @click.option("-n", "--samples", type=int, default=900_000, show_default=True, help="Samples per task and split.")
 @click.option("--reps", type=int, default=1, show_default=True, help="Interleaved repetitions (median reported).")
-@click.option("--threads", type=int, default=1, show_default=True, help="torch CPU threads (make_dataset draws its blocks on them).")
-@click.option("--cold/--no-cold", default=True, show_default=True, help="Also time make_dataset's first call in a fresh process.")
+@click.option(
+    "--threads",
+    type=int,
+    default=1,
+    show_default=True,
+    help="torch CPU threads (make_dataset draws its blocks on them).",
+)
+@click.option(
+    "--cold/--no-cold", default=True, show_default=True, help="Also time make_dataset's first call in a fresh process."
+)
 def main(samples: int, reps: int, threads: int, cold: bool) -> None:
     """Seconds per task and split: the per-sample loops vs make_dataset, and their ratios."""
     torch.set_num_threads(threads)
@@ -158,10 +169,13 @@ def main(samples: int, reps: int, threads: int, cold: bool) -> None:
                 ct = _cold_seconds(task, split, samples, threads)
                 cold_vs_released.append(rt / ct)
                 cold_s, cold_x = f"{ct:.3f}", f"{rt / ct:.0f}x"
-            click.echo(f"{task:>10} {split:>8} {rt:>11.2f} {lt:>7.2f} {vt:>13.3f} {cold_s:>7} {rt / vt:>11.0f}x {cold_x:>17} {lt / vt:>7.0f}x")
+            click.echo(
+                f"{task:>10} {split:>8} {rt:>11.2f} {lt:>7.2f} {vt:>13.3f} {cold_s:>7} {rt / vt:>11.0f}x {cold_x:>17} {lt / vt:>7.0f}x"
+            )
     for name, ratios in (("released", vs_released), ("released, cold", cold_vs_released), ("lean", vs_lean)):
         if ratios:
             click.echo(f"vs {name}: smallest ratio {min(ratios):.0f}x, median {statistics.median(ratios):.0f}x")
+
 
 if __name__ == "__main__":
     main()

@@ -43,7 +43,9 @@ def _model_and_optimizer(folder: RunFolder, cfg: RunConfig) -> tuple[torch.nn.Mo
     elif folder.weights_path.exists():
         load_weights(model, cfg.model, folder.weights_path)
     else:
-        raise click.UsageError(f"{folder.path} holds neither {folder.checkpoint_path.name} nor {folder.weights_path.name}: give a trained run folder")
+        raise click.UsageError(
+            f"{folder.path} holds neither {folder.checkpoint_path.name} nor {folder.weights_path.name}: give a trained run folder"
+        )
     return model, optimizer
 
 
@@ -66,12 +68,23 @@ def main(run_dir: Path, steps: int, reps: int, threads: int) -> None:
             t0 = time.perf_counter()
             for i in range(steps):
                 idx = torch.arange(i * batch, (i + 1) * batch) % len(data.train)
-                train_step(model, optimizer, data.train.batch_tokens(idx), data.train.targets[idx], logits_fn=last_position_logits, grad_clip=cfg.train.grad_clip)
+                train_step(
+                    model,
+                    optimizer,
+                    data.train.batch_tokens(idx),
+                    data.train.targets[idx],
+                    logits_fn=last_position_logits,
+                    grad_clip=cfg.train.grad_clip,
+                )
             times[flush].append((time.perf_counter() - t0) / steps)
     torch.set_flush_denormal(False)
     off, on = statistics.median(times[False]), statistics.median(times[True])
-    print(f"run {run_dir} ({cfg.data.task}, {cfg.model.architecture}, gamma {cfg.init.gamma}, d_model {cfg.model.d_model}, batch {batch}), {threads} thread(s)")
-    print(f"seconds per step, median of {reps} x {steps} steps: subnormals kept {off:.4f}, flushed {on:.4f}; ratio {off / on:.2f}x")
+    print(
+        f"run {run_dir} ({cfg.data.task}, {cfg.model.architecture}, gamma {cfg.init.gamma}, d_model {cfg.model.d_model}, batch {batch}), {threads} thread(s)"
+    )
+    print(
+        f"seconds per step, median of {reps} x {steps} steps: subnormals kept {off:.4f}, flushed {on:.4f}; ratio {off / on:.2f}x"
+    )
 
 
 if __name__ == "__main__":

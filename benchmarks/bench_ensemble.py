@@ -37,9 +37,20 @@ def _sync(dev: torch.device) -> None:
 def bench(d_model: int, n_models: int, batch: int, reps: int, steps: int, dev: torch.device) -> dict[str, float]:
     cfgs = [
         make_run_config(
-            "tiny", n_layers=2, d_model=d_model, n_heads=1, d_head=d_model // 2, d_mlp=3 * d_model,
-            n_train=2 * batch, n_test=100, eval_samples=100, batch_size=batch,
-            gamma=0.4 + 0.05 * j, weight_decay=[0.0, 0.01, 0.1, 1.0][j % 4], lr=1e-4 * (1 + j), seed=j,
+            "tiny",
+            n_layers=2,
+            d_model=d_model,
+            n_heads=1,
+            d_head=d_model // 2,
+            d_mlp=3 * d_model,
+            n_train=2 * batch,
+            n_test=100,
+            eval_samples=100,
+            batch_size=batch,
+            gamma=0.4 + 0.05 * j,
+            weight_decay=[0.0, 0.01, 0.1, 1.0][j % 4],
+            lr=1e-4 * (1 + j),
+            seed=j,
         )  # fmt: skip
         for j in range(n_models)
     ]
@@ -90,8 +101,12 @@ def main(d_models, model_counts, batch, reps, steps, threads, device) -> None:
     """Samples/s (all models together) of the ensemble step and of one-by-one steps."""
     torch.set_num_threads(threads)
     dev = resolve_device(device)
-    click.echo(f"torch {torch.__version__}, device {dev}, {threads} thread(s), batch {batch} per model, 2 layers, 1 head")
-    click.echo(f"{'d_model':>7} {'models':>6} {'one-by-one':>11} {'ensemble':>9} {'batched':>8} {'ratio':>6} {'batched/ensemble':>16}")
+    click.echo(
+        f"torch {torch.__version__}, device {dev}, {threads} thread(s), batch {batch} per model, 2 layers, 1 head"
+    )
+    click.echo(
+        f"{'d_model':>7} {'models':>6} {'one-by-one':>11} {'ensemble':>9} {'batched':>8} {'ratio':>6} {'batched/ensemble':>16}"
+    )
     for d in d_models:
         for m in model_counts:
             r = bench(d, m, batch, reps, steps, dev)

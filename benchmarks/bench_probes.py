@@ -79,7 +79,9 @@ def merged(model: HookedTransformer) -> list[torch.Tensor]:
     out = [model.W_E, model.W_pos]
     for block in model.blocks:
         a = block.attn
-        out += [einops.rearrange(w, "h d e -> d (h e)") for w in (a.W_Q, a.W_K, a.W_V)] + [einops.rearrange(a.W_O, "h e d -> (h e) d")]
+        out += [einops.rearrange(w, "h d e -> d (h e)") for w in (a.W_Q, a.W_K, a.W_V)] + [
+            einops.rearrange(a.W_O, "h e d -> (h e) d")
+        ]
         out += [block.mlp.W_in, block.mlp.W_out]
     return [w.detach() for w in out + [model.W_U]]
 
@@ -102,7 +104,9 @@ def cases(model: HookedTransformer, tokens: torch.Tensor) -> dict[str, tuple[Cal
             keep["resid"] = resid.detach()
 
         with torch.no_grad():
-            logits = model.run_with_hooks(tokens, fwd_hooks=[(lambda n: n.endswith("hook_pattern"), zero), (last, save)])
+            logits = model.run_with_hooks(
+                tokens, fwd_hooks=[(lambda n: n.endswith("hook_pattern"), zero), (last, save)]
+            )
         return logits, keep
 
     def hand_patterns() -> torch.Tensor:
@@ -148,8 +152,14 @@ def cases(model: HookedTransformer, tokens: torch.Tensor) -> dict[str, tuple[Cal
         "masked_run": (lambda: probes.masked_run(model, tokens, source, names_filter=[last]), hand_masked),
         "attention_patterns": (lambda: probes.attention_patterns(model, tokens), hand_patterns),
         "information_flow": (lambda: probes.information_flow(model, tokens), hand_flow),
-        f"residual_similarity (layer {mid})": (lambda: probes.residual_similarity(model, tokens, labels, layer=mid), hand_similarity(f"blocks.{mid}.hook_resid_mid")),
-        f"value_similarity (layer {mid})": (lambda: probes.value_similarity(model, tokens, labels, layer=mid), hand_similarity(f"blocks.{mid}.attn.hook_v")),
+        f"residual_similarity (layer {mid})": (
+            lambda: probes.residual_similarity(model, tokens, labels, layer=mid),
+            hand_similarity(f"blocks.{mid}.hook_resid_mid"),
+        ),
+        f"value_similarity (layer {mid})": (
+            lambda: probes.value_similarity(model, tokens, labels, layer=mid),
+            hand_similarity(f"blocks.{mid}.attn.hook_v"),
+        ),
         "weight_stable_ranks": (lambda: probes.weight_stable_ranks(model), hand_ranks),
         "singular_value_spectra": (lambda: probes.singular_value_spectra(model), hand_spectra),
         "circuit_stable_ranks": (lambda: probes.circuit_stable_ranks(model), hand_circuits),
@@ -185,7 +195,10 @@ def plot_cases(model: HookedTransformer, tokens: torch.Tensor) -> dict[str, tupl
             return probes.attention_html(model, tokens[0]).html()
 
     return {
-        f"plot_condensation ({len(result.groups)} neurons, {result.n_groups} groups)": (lambda: probes.plot_condensation(result), hand_condensation),
+        f"plot_condensation ({len(result.groups)} neurons, {result.n_groups} groups)": (
+            lambda: probes.plot_condensation(result),
+            hand_condensation,
+        ),
         "attention_html (1 input; MB of page)": (view, hand_view),
     }
 
@@ -209,7 +222,15 @@ def row(name: str, probe: Callable, hand: Callable, reps: int, size_of: Callable
 
 
 @click.command(cls=Script)
-@click.option("--batch", "batches", type=int, multiple=True, default=(8, 32), show_default=True, help="batch sizes (repeat the option)")
+@click.option(
+    "--batch",
+    "batches",
+    type=int,
+    multiple=True,
+    default=(8, 32),
+    show_default=True,
+    help="batch sizes (repeat the option)",
+)
 @click.option("--seq", type=int, default=128, show_default=True)
 @click.option("--layers", type=int, default=12, show_default=True)
 @click.option("--d-model", type=int, default=768, show_default=True)
@@ -218,11 +239,24 @@ def row(name: str, probe: Callable, hand: Callable, reps: int, size_of: Callable
 @click.option("--reps", type=int, default=1, show_default=True, help="alternating repetitions per probe (medians)")
 @click.option("--threads", type=int, default=1, show_default=True, help="torch threads")
 @click.option("--only", multiple=True, help="probes whose name contains this (repeat the option; default all)")
-def main(batches: tuple[int, ...], seq: int, layers: int, d_model: int, heads: int, vocab: int, reps: int, threads: int, only: tuple[str, ...]) -> None:
+def main(
+    batches: tuple[int, ...],
+    seq: int,
+    layers: int,
+    d_model: int,
+    heads: int,
+    vocab: int,
+    reps: int,
+    threads: int,
+    only: tuple[str, ...],
+) -> None:
     """Time and peak memory of each probe against hand-written TransformerLens code, as ratios."""
     torch.set_num_threads(threads)
     model = build(layers, d_model, heads, vocab, seq)
-    print(f"model: {layers} layers, d_model {d_model}, {heads} heads, vocabulary {vocab}, seq {seq}; {threads} torch thread(s), {reps} rep(s)")
+    print(
+        f"model: {layers} layers, d_model {d_model}, {heads} heads, vocabulary {vocab}, seq {seq}; {threads} torch thread(s), {reps} rep(s)"
+    )
+
     def chosen(table: dict) -> dict:
         return {name: pair for name, pair in table.items() if not only or any(o in name for o in only)}
 
@@ -241,12 +275,16 @@ def main(batches: tuple[int, ...], seq: int, layers: int, d_model: int, heads: i
         print("|---|---|---|---|---|---|---|")
         for r in rows:
             memory = f"{r['memory ratio']:.2f}" if r["hand MiB"] >= 1 else "n/a (under 1 MiB)"
-            print(f"| {r['probe']} | {r['probe s']:.2f} | {r['hand s']:.2f} | {r['time ratio']:.2f} | {r['probe MiB']:.1f} | {r['hand MiB']:.1f} | {memory} |")
+            print(
+                f"| {r['probe']} | {r['probe s']:.2f} | {r['hand s']:.2f} | {r['time ratio']:.2f} | {r['probe MiB']:.1f} | {r['hand MiB']:.1f} | {memory} |"
+            )
     if only and not any(o in "top_paths" for o in only):
         return
     edges = probes.information_flow(model, tokens[:1])
     seconds, _, paths = measure(lambda: probes.top_paths(edges, threshold=0.0, k=10))
-    print(f"\ntop_paths on the {layers}-layer, {seq}-position flow (k=10, threshold 0): {seconds:.2f} s, best score {paths['score'].iloc[0]:.3g}")
+    print(
+        f"\ntop_paths on the {layers}-layer, {seq}-position flow (k=10, threshold 0): {seconds:.2f} s, best score {paths['score'].iloc[0]:.3g}"
+    )
 
 
 if __name__ == "__main__":

@@ -36,13 +36,17 @@ def _step(model, optimizer, loss: torch.Tensor, clip: float) -> None:  # noqa: A
     optimizer.step()
 
 
-def bench(task: str, preset: str, reps: int, steps: int, dev: torch.device, batch: int | None = None) -> dict[str, float]:
+def bench(
+    task: str, preset: str, reps: int, steps: int, dev: torch.device, batch: int | None = None
+) -> dict[str, float]:
     """Samples/s of each variant on ``task``'s ``preset`` model and batch (median of ``reps``)."""
     options = {} if batch is None else {"batch_size": batch, "n_train": max(batch, 64)}
     cfg = make_run_config(preset, task=task, **options)
     data = cfg.data.make_task().make_split("train", cfg.train.batch_size, 0)
     tokens, targets = data.tokens.to(dev), data.targets.to(dev)
-    models = {name: build_model(cfg.model, cfg.init, cfg.seeds["init"], device=dev) for name in ("hooked", "fused", "ours")}
+    models = {
+        name: build_model(cfg.model, cfg.init, cfg.seeds["init"], device=dev) for name in ("hooked", "fused", "ours")
+    }
     optimizers = {name: make_optimizer(m, cfg.train) for name, m in models.items()}
     with torch.no_grad():  # the same loss three ways before timing
         ref = sequence_loss(models["hooked"](tokens), targets)
@@ -53,9 +57,18 @@ def bench(task: str, preset: str, reps: int, steps: int, dev: torch.device, batc
     clip = cfg.train.grad_clip
 
     variants = {
-        "hooked": lambda: _step(models["hooked"], optimizers["hooked"], sequence_loss(models["hooked"](tokens), targets), clip),
-        "fused": lambda: _step(models["fused"], optimizers["fused"], sequence_loss(all_position_logits(models["fused"], tokens), targets), clip),
-        "ours": lambda: train_step(models["ours"], optimizers["ours"], tokens, targets, logits_fn=all_position_logits, grad_clip=clip),
+        "hooked": lambda: _step(
+            models["hooked"], optimizers["hooked"], sequence_loss(models["hooked"](tokens), targets), clip
+        ),
+        "fused": lambda: _step(
+            models["fused"],
+            optimizers["fused"],
+            sequence_loss(all_position_logits(models["fused"], tokens), targets),
+            clip,
+        ),
+        "ours": lambda: train_step(
+            models["ours"], optimizers["ours"], tokens, targets, logits_fn=all_position_logits, grad_clip=clip
+        ),
     }
     times: dict[str, list[float]] = {name: [] for name in variants}
     for name, run in variants.items():  # warm up
@@ -83,7 +96,9 @@ def bench(task: str, preset: str, reps: int, steps: int, dev: torch.device, batc
 def main(tasks: tuple[str, ...], preset: str, batch: int | None, reps: int, steps: int, device: str) -> None:
     """Print samples/s of the hooked, fused and our sequence step per task, and the ratios."""
     dev = resolve_device(device)
-    print(f"| task | seq_len | vocab | batch | hooked | fused | ours | ours/hooked | fused/hooked |  ({preset} preset, {torch.get_num_threads()} thread(s), {dev})")
+    print(
+        f"| task | seq_len | vocab | batch | hooked | fused | ours | ours/hooked | fused/hooked |  ({preset} preset, {torch.get_num_threads()} thread(s), {dev})"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for task in tasks or TASKS:
         cfg = make_run_config(preset, task=task)

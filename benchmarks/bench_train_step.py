@@ -72,7 +72,9 @@ class PlainTransformer(nn.Module):
         super().__init__()
         self.embed = nn.Embedding(cfg.d_vocab, cfg.d_model)
         self.pos = nn.Parameter(torch.zeros(cfg.n_ctx, cfg.d_model))
-        self.blocks = nn.ModuleList(PlainBlock(cfg.d_model, cfg.n_heads, cfg.d_head, cfg.d_mlp) for _ in range(cfg.n_layers))
+        self.blocks = nn.ModuleList(
+            PlainBlock(cfg.d_model, cfg.n_heads, cfg.d_head, cfg.d_mlp) for _ in range(cfg.n_layers)
+        )
         self.ln_f = nn.LayerNorm(cfg.d_model, eps=1e-5)
         self.head = nn.Linear(cfg.d_model, cfg.d_vocab)
 
@@ -162,7 +164,9 @@ def bench(
 ) -> tuple[dict[str, float], dict[str, int]]:
     """Samples/s of each variant's training step, and its FLOPs per step (no ``plain``
     variant unless ``architecture`` is ``"standard"``)."""
-    cfg = ModelConfig(architecture=architecture, n_layers=n_layers, d_model=d_model, n_heads=1, d_head=d_model // 2, d_mlp=3 * d_model)
+    cfg = ModelConfig(
+        architecture=architecture, n_layers=n_layers, d_model=d_model, n_heads=1, d_head=d_model // 2, d_mlp=3 * d_model
+    )
     tc = TrainConfig(lr=1e-4, weight_decay=0.01, grad_clip=1.0)
     gen = torch.Generator().manual_seed(0)
     tokens = torch.randint(20, 100, (batch, cfg.n_ctx), generator=gen).to(dev)
@@ -208,22 +212,44 @@ def bench(
 
 @click.command(cls=Script)
 @click.option("--d-model", "d_models", type=int, multiple=True, default=(64, 128, 400), show_default=True)
-@click.option("--architecture", "architectures", type=click.Choice(architecture_names()), multiple=True, default=architecture_names(), show_default=True, help="The blocks to measure (repeat the option for several).")
+@click.option(
+    "--architecture",
+    "architectures",
+    type=click.Choice(architecture_names()),
+    multiple=True,
+    default=architecture_names(),
+    show_default=True,
+    help="The blocks to measure (repeat the option for several).",
+)
 @click.option("--batch", type=int, default=512, show_default=True)
 @click.option("--n-layers", type=int, default=2, show_default=True)
 @click.option("--reps", type=int, default=5, show_default=True, help="Interleaved repetitions (median reported).")
 @click.option("--steps", type=int, default=3, show_default=True, help="Steps per timed repetition.")
 @click.option("--threads", type=int, default=1, show_default=True, help="torch CPU threads.")
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda or auto.")
-@click.option("--peak-size", type=int, default=None, help="Side of the square matmul that measures the peak [default: 2048 on CPU, 8192 on a GPU].")
+@click.option(
+    "--peak-size",
+    type=int,
+    default=None,
+    help="Side of the square matmul that measures the peak [default: 2048 on CPU, 8192 on a GPU].",
+)
 def main(
-    d_models: tuple[int, ...], architectures: tuple[str, ...], batch: int, n_layers: int, reps: int, steps: int,
-    threads: int, device: str, peak_size: int | None,
+    d_models: tuple[int, ...],
+    architectures: tuple[str, ...],
+    batch: int,
+    n_layers: int,
+    reps: int,
+    steps: int,
+    threads: int,
+    device: str,
+    peak_size: int | None,
 ) -> None:
     """Samples/s of one training step: ours vs HookedTransformer as is vs plain PyTorch."""
     torch.set_num_threads(threads)
     dev = resolve_device(device)
-    click.echo(f"torch {torch.__version__}, device {dev}, {threads} thread(s), batch {batch}, {n_layers} layers, 1 head, d_head = d_model/2, d_mlp = 3 d_model")
+    click.echo(
+        f"torch {torch.__version__}, device {dev}, {threads} thread(s), batch {batch}, {n_layers} layers, 1 head, d_head = d_model/2, d_mlp = 3 d_model"
+    )
     click.echo(
         f"{'arch.':>8} {'d_model':>7} {'hooked':>9} {'plain':>9} {'ours':>9} {'ours-bf16':>10}  "
         f"{'ours/hooked':>11} {'ours/plain':>10} {'plain/hooked':>12} {'bf16/ours':>9}"
@@ -245,7 +271,9 @@ def main(
             )
     size = peak_size or (2048 if dev.type == "cpu" else 8192)
     peak = {"fp32": matmul_peak(dev, torch.float32, size), "bf16": matmul_peak(dev, torch.bfloat16, size)}
-    click.echo(f"\nmatmul peak measured on a {size} x {size} product: fp32 {peak['fp32'] / 1e9:.1f} GFLOP/s, bf16 {peak['bf16'] / 1e9:.1f} GFLOP/s")
+    click.echo(
+        f"\nmatmul peak measured on a {size} x {size} product: fp32 {peak['fp32'] / 1e9:.1f} GFLOP/s, bf16 {peak['bf16'] / 1e9:.1f} GFLOP/s"
+    )
     click.echo(f"{'arch.':>8} {'d_model':>7} {'variant':>10} {'MFLOP/sample':>13} {'GFLOP/s':>9} {'of peak':>8}")
     for (arch, d), (r, flops) in work.items():
         for name in ("hooked", "plain", "ours", "ours-bf16"):
@@ -253,7 +281,10 @@ def main(
                 continue
             rate = flops[name] / batch * r[name]
             fraction = rate / peak["bf16" if name.endswith("bf16") else "fp32"]
-            click.echo(f"{arch:>8} {d:>7} {name:>10} {flops[name] / batch / 1e6:>13.2f} {rate / 1e9:>9.2f} {fraction:>8.1%}")
+            click.echo(
+                f"{arch:>8} {d:>7} {name:>10} {flops[name] / batch / 1e6:>13.2f} {rate / 1e9:>9.2f} {fraction:>8.1%}"
+            )
+
 
 if __name__ == "__main__":
     main()

@@ -50,13 +50,22 @@ def _configs(epochs_128: int, gamma_128: float) -> dict[str, dict]:
 @click.option("--gamma-128", type=Number(0, min_open=True), default=0.7, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--threads", type=int, default=1, show_default=True)
-@click.option("--out", type=click.Path(file_okay=False), default=None, help="Folder of the runs (resumable) [default: a temporary folder, removed after].")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Folder of the runs (resumable) [default: a temporary folder, removed after].",
+)
 def main(only: str | None, epochs_128: int, gamma_128: float, seed: int, threads: int, out: str | None) -> None:
     """Final accuracies and training time, fp32 vs bf16 autocast."""
     torch.set_num_threads(threads)
     click.echo(f"torch {torch.__version__}, {threads} thread(s), seed {seed}")
     configs = {name: opts for name, opts in _configs(epochs_128, gamma_128).items() if only in (None, name)}
-    named = {f"{name}-{precision}": {k: v for k, v in opts.items() if k != "preset"} | {"precision": precision} for name, opts in configs.items() for precision in ("fp32", "bf16")}
+    named = {
+        f"{name}-{precision}": {k: v for k, v in opts.items() if k != "preset"} | {"precision": precision}
+        for name, opts in configs.items()
+        for precision in ("fp32", "bf16")
+    }
     spec = StudySpec({"preset": "tiny", "task": "symmetric", "seed": seed}, named=named)
     with tempfile.TemporaryDirectory(prefix="bf16-accuracy-") as scratch:
         root = Path(out or scratch)
@@ -64,14 +73,24 @@ def main(only: str | None, epochs_128: int, gamma_128: float, seed: int, threads
         try:  # --out: a folder of its own, never nested in a run or in a study that does not name its runs (one line, exit 2)
             refuse_nested(root, "the bf16 comparison", "search", "--out")
             refuse_strangers(jobs, root, "the bf16 comparison", "--out")
-            returns = run_study(jobs, root, SerialLauncher(device="cpu", threads=threads), held=lambda: record_study(root, "search", jobs), kind="search")
+            returns = run_study(
+                jobs,
+                root,
+                SerialLauncher(device="cpu", threads=threads),
+                held=lambda: record_study(root, "search", jobs),
+                kind="search",
+            )
         except ValueError as err:
             raise click.UsageError(one_line(str(err))) from None
         failed = [r for r in returns if r.status != "completed"]
         if failed:
-            raise click.ClickException(f"{failed[0].name} {failed[0].status}: {failed[0].error or 'see its metrics.json'}")
+            raise click.ClickException(
+                f"{failed[0].name} {failed[0].status}: {failed[0].error or 'see its metrics.json'}"
+            )
         records = {job.name: RunRecord.read(job.run_dir) for job in spec.jobs(root)}
-    click.echo(f"{'config':>6} {'precision':>9} {'train':>6} {'ID':>6} {'inferential':>11} {'symmetric':>9} {'final loss':>10} {'time s':>7}")
+    click.echo(
+        f"{'config':>6} {'precision':>9} {'train':>6} {'ID':>6} {'inferential':>11} {'symmetric':>9} {'final loss':>10} {'time s':>7}"
+    )
     for name in configs:
         values = {}
         for precision in ("fp32", "bf16"):
@@ -79,7 +98,9 @@ def main(only: str | None, epochs_128: int, gamma_128: float, seed: int, threads
             final = record.final_columns()
             values[precision] = v = [final["train_acc"], final["id_acc"], final["heldout_inferential"], final["heldout_symmetric"],
                                      record.history[-1].loss, record.elapsed_s]  # fmt: skip
-            click.echo(f"{name:>6} {precision:>9} {v[0]:>6.3f} {v[1]:>6.3f} {v[2]:>11.3f} {v[3]:>9.3f} {v[4]:>10.4f} {v[5]:>7.1f}")
+            click.echo(
+                f"{name:>6} {precision:>9} {v[0]:>6.3f} {v[1]:>6.3f} {v[2]:>11.3f} {v[3]:>9.3f} {v[4]:>10.4f} {v[5]:>7.1f}"
+            )
         d = [b - a for a, b in zip(values["fp32"], values["bf16"])]
         click.echo(
             f"{name:>6} {'bf16-fp32':>9} {d[0]:>+6.3f} {d[1]:>+6.3f} {d[2]:>+11.3f} {d[3]:>+9.3f} {d[4]:>+10.4f} {d[5]:>+7.1f}"

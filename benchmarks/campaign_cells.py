@@ -42,7 +42,14 @@ FULL_EPOCHS, SHORT_EPOCHS = 210, 25
 EXTENSION_EVAL = {"eval_dense_epochs": SHORT_EPOCHS, "eval_every": 5}
 #: At ``--scale tiny``: the ``tiny`` preset with a few hundred samples; short cells train 3
 #: epochs of a 6-epoch schedule (1 of warm-up, 5 of cosine), the extension all 6.
-TINY_DATA = {"n_train": 512, "n_test": 128, "eval_samples": 128, "batch_size": 256, "warmup_start_lr": 1e-5, "min_lr": 1e-5}
+TINY_DATA = {
+    "n_train": 512,
+    "n_test": 128,
+    "eval_samples": 128,
+    "batch_size": 256,
+    "warmup_start_lr": 1e-5,
+    "min_lr": 1e-5,
+}
 TINY_EPOCHS = {SHORT_EPOCHS: 3, FULL_EPOCHS: 6}
 TINY_SCHEDULE = {"warmup_epochs": 1.0, "cosine_epochs": 5.0}
 SCALES: tuple[str, ...] = ("paper", "tiny")
@@ -56,7 +63,9 @@ class Cell:
     question: str  #: one line; the rule is in docs/campaign.md, section of the same number
     task: str
     options: Mapping[str, Any] = field(default_factory=dict)  #: flat run options over the paper preset
-    grid: Sequence[tuple[str, Sequence[Any]]] = ()  #: option -> values, outermost first (a part takes whole seeds first)
+    grid: Sequence[
+        tuple[str, Sequence[Any]]
+    ] = ()  #: option -> values, outermost first (a part takes whole seeds first)
     epochs: int = SHORT_EPOCHS
     tf32: bool = True  #: fp32 matrix products may use TF32 (``torch.set_float32_matmul_precision("high")``)
     extends: Sequence[str] = ()  #: cells whose still-moving runs this one retrains for the whole schedule
@@ -143,43 +152,65 @@ CELLS: tuple[Cell, ...] = (
     Cell(
         "01-fig2-small-init",
         "NeurIPS Fig. 2 at depth 2, gamma 0.8, under the papers' own selection (best of 9 lrs and of the epochs): does small init infer?",
-        "symmetric", {"gamma": 0.8}, (("seed", SEEDS), ("lr", PAPER_LRS)),
+        "symmetric",
+        {"gamma": 0.8},
+        (("seed", SEEDS), ("lr", PAPER_LRS)),
     ),
     Cell(
         "02-fp32-control",
         "The same cell in fp32 without TF32 at lr 2.5e-4: does bf16 (and TF32) change what a run answers?",
-        "symmetric", {"gamma": 0.8, "precision": "fp32"}, (("seed", SEEDS), ("lr", (2.5e-4,))), tf32=False,
+        "symmetric",
+        {"gamma": 0.8, "precision": "fp32"},
+        (("seed", SEEDS), ("lr", (2.5e-4,))),
+        tf32=False,
     ),
     Cell(
         "03-large-init",
         "Large init (gamma 0.5) on the same lr grid: does the papers' selection find the symmetric answer, and does it also find the inferential one?",
-        "symmetric", {"gamma": 0.5}, (("seed", SEEDS), ("lr", PAPER_LRS)), precision_from="02-fp32-control",
+        "symmetric",
+        {"gamma": 0.5},
+        (("seed", SEEDS), ("lr", PAPER_LRS)),
+        precision_from="02-fp32-control",
     ),
     Cell(
         "04-depth-3-4",
         "The rest of Fig. 2's inferential region, depth 3 and 4 x gamma 0.8, 0.9, 1.0 (3 lrs): is there a cell where small init infers?",
-        "symmetric", {}, (("seed", SEEDS), ("n_layers", (3, 4)), ("gamma", (0.8, 0.9, 1.0)), ("lr", COARSE_LRS)), precision_from="02-fp32-control",
+        "symmetric",
+        {},
+        (("seed", SEEDS), ("n_layers", (3, 4)), ("gamma", (0.8, 0.9, 1.0)), ("lr", COARSE_LRS)),
+        precision_from="02-fp32-control",
     ),
     Cell(
         "05-journal-fig3",
         "The journal's Fig. 3 on its 10-layer, 10-head model (id-ood, gamma 0.8 and 0.5, lr 1.5e-4): small init composes, large init does not?",
-        "id-ood", {"n_layers": 10, "n_heads": 10, "d_head": 40}, (("seed", SEEDS), ("gamma", (0.8, 0.5))), precision_from="02-fp32-control",
+        "id-ood",
+        {"n_layers": 10, "n_heads": 10, "d_head": 40},
+        (("seed", SEEDS), ("gamma", (0.8, 0.5))),
+        precision_from="02-fp32-control",
         tiny={"n_layers": 3, "n_heads": 2, "d_head": 16},
     ),
     Cell(  # 07 and 08 were added 2026-11-29, before any campaign result; they run before 06, whose length is open
         "07-fig2-small-more-seeds",
         "Fig. 2's contrast needs more seeds: cell 01 on seeds 9004-9008 (small init, gamma 0.8, the 9 lrs).",
-        "symmetric", {"gamma": 0.8}, (("seed", MORE_SEEDS), ("lr", PAPER_LRS)), precision_from="02-fp32-control",
+        "symmetric",
+        {"gamma": 0.8},
+        (("seed", MORE_SEEDS), ("lr", PAPER_LRS)),
+        precision_from="02-fp32-control",
     ),
     Cell(
         "08-fig2-large-more-seeds",
         "Fig. 2's contrast needs more seeds: cell 03 on seeds 9004-9008 (large init, gamma 0.5, the 9 lrs).",
-        "symmetric", {"gamma": 0.5}, (("seed", MORE_SEEDS), ("lr", PAPER_LRS)), precision_from="02-fp32-control",
+        "symmetric",
+        {"gamma": 0.5},
+        (("seed", MORE_SEEDS), ("lr", PAPER_LRS)),
+        precision_from="02-fp32-control",
     ),
     Cell(
         "06-full-schedule",
         "The whole 210 epochs of the runs still moving at epoch 25: does a run's answer change later in the schedule?",
-        "symmetric", epochs=FULL_EPOCHS, extends=("01-fig2-small-init", "02-fp32-control", "03-large-init", "04-depth-3-4", "05-journal-fig3"),
+        "symmetric",
+        epochs=FULL_EPOCHS,
+        extends=("01-fig2-small-init", "02-fp32-control", "03-large-init", "04-depth-3-4", "05-journal-fig3"),
     ),
 )
 CELL_NAMES: tuple[str, ...] = tuple(c.name for c in CELLS)

@@ -66,7 +66,9 @@ class Rate:
     """What the plan predicts with: peaks (FLOP/s), the efficiency per precision, the set-up."""
 
     peaks: dict[str, float]  #: "bf16", "fp32" (no TF32), "tf32"
-    efficiency: dict[str, float] = field(default_factory=dict)  #: precision -> fraction (default :data:`MEASURED_EFFICIENCY`)
+    efficiency: dict[str, float] = field(
+        default_factory=dict
+    )  #: precision -> fraction (default :data:`MEASURED_EFFICIENCY`)
     setup_s: float = SETUP_PRIOR_S
 
     def peak(self, run: Run) -> float:
@@ -149,7 +151,9 @@ def cell_seconds(runs: Sequence[Run], costs: Costs, rate: Rate) -> float:
     return sum(costs.seconds(r, rate) for r in runs) + rate.setup_s * len({ensemble_key(r) for r in runs})
 
 
-def simulate(results: CampaignResults, costs: Costs, rate: Rate, budget_s: float, leases: int = 1000) -> list[list[Part]]:
+def simulate(
+    results: CampaignResults, costs: Costs, rate: Rate, budget_s: float, leases: int = 1000
+) -> list[list[Part]]:
     """The parts each coming lease would train at ``rate`` (each part assumed to finish as
     estimated, cells 03-05 in bf16), until every cell whose runs are known is done or none
     fits a lease."""

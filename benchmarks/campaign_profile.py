@@ -55,7 +55,9 @@ def summarize(prof: profile, cuda: bool) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def profiler_for(enabled: bool, dev: torch.device, steps_per_epoch: int, epochs: int, summary: dict[str, Any]) -> Iterator[profile | None]:
+def profiler_for(
+    enabled: bool, dev: torch.device, steps_per_epoch: int, epochs: int, summary: dict[str, Any]
+) -> Iterator[profile | None]:
     """A profiler to step once per training step (None unless ``enabled``); its summary goes into ``summary``."""
     if not enabled:
         yield None
@@ -107,7 +109,11 @@ class TimedStep:
         if self.probe_steps and self.calls == self.probe_start + self.probe_steps - 1:
             _sync(self.dev)
             seconds = time.perf_counter() - self._probe_t0
-            self.probe = {"steps": self.probe_steps, "seconds": seconds, "samples_per_s": self.probe_steps * self.batch * self.members / seconds}
+            self.probe = {
+                "steps": self.probe_steps,
+                "seconds": seconds,
+                "samples_per_s": self.probe_steps * self.batch * self.members / seconds,
+            }
         if k == self.per_epoch - 1:
             _sync(self.dev)
             self.epoch_end.append(time.perf_counter())

@@ -34,6 +34,7 @@ from campaign_cells import CELLS, SHORT_EPOCHS, TINY_EPOCHS, Cell, Run, cell_nam
 from interp_init.fileio import json_kind, read_json
 from interp_init.runfolder import FINISHED_STATUSES, RunStatus, write_json
 from interp_init.tasks.anchor import FLIP_CRITERIA, symmetric_solution
+from training.studies.population import mann_whitney
 from training.studies.records import RunRecord, pick_paper
 from training.studies.study import run_dirs
 
@@ -73,9 +74,13 @@ class CampaignResults:
         """Every part's ``part.json``, in order."""
         parts = [read_json(p / "part.json", "a part's record is damaged: restore it from the archive the lease brought back, or remove the part's folder to train it again")
                  for p in self.part_dirs(cell) if (p / "part.json").is_file()]  # fmt: skip
-        for path, part in zip((p / "part.json" for p in self.part_dirs(cell) if (p / "part.json").is_file()), parts, strict=True):
+        for path, part in zip(
+            (p / "part.json" for p in self.part_dirs(cell) if (p / "part.json").is_file()), parts, strict=True
+        ):
             if not isinstance(part, dict):
-                raise ValueError(f"{path} holds {json_kind(part)}, not a part's record; restore it from the archive, or remove the part's folder to train it again")  # noqa: TRY004 - bad input: one line, exit 2
+                raise ValueError(
+                    f"{path} holds {json_kind(part)}, not a part's record; restore it from the archive, or remove the part's folder to train it again"
+                )  # noqa: TRY004 - bad input: one line, exit 2
         return parts
 
     def next_part(self, cell: Cell) -> int:
@@ -89,13 +94,19 @@ class CampaignResults:
         for part in self.part_dirs(cell):
             for link in sorted(p for p in part.iterdir() if p.is_symlink() and (p / "config.json").is_file()):
                 # records are plain files and folders (one rule, as experiments/store.py's)
-                raise ValueError(f"{link} is a symlink (to {link.readlink()}); the campaign's records are plain files and folders: replace the link by a copy of the run's records")
+                raise ValueError(
+                    f"{link} is a symlink (to {link.readlink()}); the campaign's records are plain files and folders: replace the link by a copy of the run's records"
+                )
             for run in run_dirs(part, depth=1):
                 record = stored(RunRecord.read(run))
                 if record.recorded_status in FINISHED_STATUSES and run.name not in out:
                     out[run.name] = record
         for extension in (c for c in CELLS if full and cell.name in c.extends):
-            out |= {name.split("__", 1)[1]: r for name, r in self.records(extension).items() if name.startswith(f"{cell.name}__")}
+            out |= {
+                name.split("__", 1)[1]: r
+                for name, r in self.records(extension).items()
+                if name.startswith(f"{cell.name}__")
+            }
         return out
 
     def runs(self, cell: Cell, assume_bf16: bool = False) -> list[Run] | None:
@@ -108,7 +119,11 @@ class CampaignResults:
             out = []
             for source in (cell_named(c) for c in cell.extends):
                 records = self.records(source)
-                out += [extended(run, source.name, self.scale) for run in self.runs(source) or [] if still_moving(records[run.name])]
+                out += [
+                    extended(run, source.name, self.scale)
+                    for run in self.runs(source) or []
+                    if still_moving(records[run.name])
+                ]
             return out
         fp32 = False
         if cell.precision_from is not None:
@@ -134,7 +149,9 @@ class CampaignResults:
         """Refuse to add parts to a cell whose recorded spec differs from the code's: the rules
         were registered for that spec (docs/campaign.md), results only add rows."""
         path = self.cell_dir(cell) / "cell.json"
-        if path.is_file() and read_json(path, "restore the cell's spec from the archive, or give another --results") != self.spec(cell):
+        if path.is_file() and read_json(
+            path, "restore the cell's spec from the archive, or give another --results"
+        ) != self.spec(cell):
             raise ValueError(f"{path} records another spec (or scale) than the campaign's code for cell {cell.name}: a registered cell is never changed; "
                              "add a new cell instead, or give another --results")  # fmt: skip
 
@@ -167,11 +184,19 @@ def answer(record: RunRecord, epoch: int | None = None) -> str:
     (``did not fit``: ID < 0.9; ``composes``: OOD >= 0.5; ``Phase 2``: OOD <= 0.3; else ``between``)."""
     c = _columns(record, epoch)
     if record.task_name == "symmetric":
-        return symmetric_solution(c.get("id_acc"), c.get("heldout_inferential"), c.get("heldout_symmetric"), c.get("exception_acc"))
+        return symmetric_solution(
+            c.get("id_acc"), c.get("heldout_inferential"), c.get("heldout_symmetric"), c.get("exception_acc")
+        )
     if (c.get("id_acc") or 0.0) < FLIP_CRITERIA["min_id_acc"]:
         return "did not fit"
     ood = c.get("ood_acc") or 0.0
-    return "composes" if ood >= FLIP_CRITERIA["min_small_ood"] else "Phase 2" if ood <= FLIP_CRITERIA["max_large_ood"] else "between"
+    return (
+        "composes"
+        if ood >= FLIP_CRITERIA["min_small_ood"]
+        else "Phase 2"
+        if ood <= FLIP_CRITERIA["max_large_ood"]
+        else "between"
+    )
 
 
 def still_moving(record: RunRecord) -> bool:
@@ -226,12 +251,24 @@ def _decide_small(records: list[RunRecord]) -> Decision:
     table = tuple(f"seed {s}: best (4,3) inferential {v:.2f}, best symmetric {best_sym[s]:.2f}" for s, v in best.items()) + (
         f"means: inferential {stat:.2f}, symmetric {sym:.2f}; seeds ending inferential at some lr: {strict} of {n}",)  # fmt: skip
     if strict:  # "flip" until 2026-11-29: one init's runs cannot show a flip (docs/campaign.md, the amendments)
-        return Decision("infers", "small init infers at the end of the cell on some lr: small init's side of Fig. 2 at paper scale; the flip is the contrast's to call, with large init", table)
+        return Decision(
+            "infers",
+            "small init infers at the end of the cell on some lr: small init's side of Fig. 2 at paper scale; the flip is the contrast's to call, with large init",
+            table,
+        )
     if stat >= 0.8:
-        return Decision("transient", "the papers' statistic reaches 0.8 but no run keeps the inferential answer: Fig. 2 reproduces only as an early transient", table)
+        return Decision(
+            "transient",
+            "the papers' statistic reaches 0.8 but no run keeps the inferential answer: Fig. 2 reproduces only as an early transient",
+            table,
+        )
     if stat < 0.5:
         return Decision("fails", "Fig. 2 fails by its own statistic here", table)
-    return Decision("partial", "partial inference (0.5 <= statistic < 0.8, no run ending inferential): recorded, the campaign goes on unchanged", table)
+    return Decision(
+        "partial",
+        "partial inference (0.5 <= statistic < 0.8, no run ending inferential): recorded, the campaign goes on unchanged",
+        table,
+    )
 
 
 def _decide_precision(results: CampaignResults, records: list[RunRecord]) -> Decision:
@@ -245,22 +282,40 @@ def _decide_precision(results: CampaignResults, records: list[RunRecord]) -> Dec
         delta = max(abs((a.get(t) or 0.0) - (b.get(t) or 0.0)) for t in MOVING_TARGETS["symmetric"])
         differ += answer(r) != answer(other)
         spread = max(spread, delta)
-        table.append(f"seed {r.config.seed}: fp32 {answer(r)}, bf16 {answer(other)}, largest share difference {delta:.2f}")
+        table.append(
+            f"seed {r.config.seed}: fp32 {answer(r)}, bf16 {answer(other)}, largest share difference {delta:.2f}"
+        )
     if differ or spread > 0.3:
-        return Decision("precision matters", "the answers differ or a share moves by more than 0.3: cells 03-05 train in fp32 without TF32", tuple(table))
+        return Decision(
+            "precision matters",
+            "the answers differ or a share moves by more than 0.3: cells 03-05 train in fp32 without TF32",
+            tuple(table),
+        )
     if spread > 0.1:
-        return Decision("bf16 holds, shares move", "same answers, shares within 0.3: later cells stay in bf16, with this difference beside their decisions", tuple(table))
+        return Decision(
+            "bf16 holds, shares move",
+            "same answers, shares within 0.3: later cells stay in bf16, with this difference beside their decisions",
+            tuple(table),
+        )
     return Decision("bf16 holds", "same answers, shares within 0.1: later cells stay in bf16", tuple(table))
 
 
 def _decide_large(records: list[RunRecord]) -> Decision:
     sym, best_sym = _paper_statistic(records, "heldout_symmetric")
     inf, best_inf = _paper_statistic(records, "heldout_inferential")
-    table = tuple(f"seed {s}: best symmetric {best_sym[s]:.2f}, best inferential {best_inf[s]:.2f}" for s in best_sym) + (f"means: symmetric {sym:.2f}, inferential {inf:.2f}",)
+    table = tuple(
+        f"seed {s}: best symmetric {best_sym[s]:.2f}, best inferential {best_inf[s]:.2f}" for s in best_sym
+    ) + (f"means: symmetric {sym:.2f}, inferential {inf:.2f}",)
     if sym >= 0.8 and inf >= 0.8:
-        return Decision("both answers", "the papers' selection finds both answers at large init: their statistic cannot separate the regimes here", table)
+        return Decision(
+            "both answers",
+            "the papers' selection finds both answers at large init: their statistic cannot separate the regimes here",
+            table,
+        )
     if sym >= 0.8:
-        return Decision("copies", "large init copies under the papers' selection: Fig. 2's large-init side reproduces", table)
+        return Decision(
+            "copies", "large init copies under the papers' selection: Fig. 2's large-init side reproduces", table
+        )
     if sym < 0.5:
         return Decision("fails", "large init does not copy by the papers' statistic", table)
     return Decision("partial", "0.5 <= symmetric statistic < 0.8: recorded, the campaign goes on unchanged", table)
@@ -273,20 +328,36 @@ def _decide_depth(records: list[RunRecord]) -> Decision:
     table, found, transient, low = [], False, False, True
     for (depth, gamma), runs in sorted(cells.items()):
         stat, _ = _paper_statistic(runs, "heldout_inferential")
-        fitted = sum(any((_columns(r).get("id_acc") or 0.0) >= FLIP_CRITERIA["min_id_acc"] for r in s) for s in _by_seed(runs).values())
+        fitted = sum(
+            any((_columns(r).get("id_acc") or 0.0) >= FLIP_CRITERIA["min_id_acc"] for r in s)
+            for s in _by_seed(runs).values()
+        )
         shadow = fitted < 2
         strict = _seeds_ending(runs, "inferential")
-        table.append(f"depth {depth}, gamma {gamma:g}: statistic {stat:.2f}, seeds ending inferential {strict}, seeds fitted {fitted}" + (" (shadow)" if shadow else ""))
+        table.append(
+            f"depth {depth}, gamma {gamma:g}: statistic {stat:.2f}, seeds ending inferential {strict}, seeds fitted {fitted}"
+            + (" (shadow)" if shadow else "")
+        )
         if not shadow:
             found |= stat >= 0.8 and strict > 0
             transient |= stat >= 0.8 and strict == 0
             low &= stat < 0.5
     if found:
-        return Decision("inference found", "small init infers in Fig. 2's inferential region at paper scale: the depth-2 null is local", tuple(table))
+        return Decision(
+            "inference found",
+            "small init infers in Fig. 2's inferential region at paper scale: the depth-2 null is local",
+            tuple(table),
+        )
     if transient:
-        return Decision("transient only", "the papers' statistic reaches 0.8 somewhere, but no run keeps the inferential answer", tuple(table))
+        return Decision(
+            "transient only",
+            "the papers' statistic reaches 0.8 somewhere, but no run keeps the inferential answer",
+            tuple(table),
+        )
     if low:
-        return Decision("no inference", "Fig. 2's inferential region does not reproduce at depth 3-4 here", tuple(table))
+        return Decision(
+            "no inference", "Fig. 2's inferential region does not reproduce at depth 3-4 here", tuple(table)
+        )
     return Decision("partial", "mixed sub-cells: recorded, the campaign goes on unchanged", tuple(table))
 
 
@@ -295,7 +366,9 @@ def _decide_journal(records: list[RunRecord]) -> Decision:
     large = [r for r in records if r.config.init.gamma != 0.8]
     composes = sum(answer(r) == "composes" for r in small)
     phase2 = sum(answer(r) == "Phase 2" for r in large)
-    table = tuple(f"gamma {r.config.init.gamma:g}, seed {r.config.seed}: {answer(r)}" for r in small + large) + (f"small init composes on {composes} of {len(small)}; large init in Phase 2 on {phase2} of {len(large)}",)
+    table = tuple(f"gamma {r.config.init.gamma:g}, seed {r.config.seed}: {answer(r)}" for r in small + large) + (
+        f"small init composes on {composes} of {len(small)}; large init in Phase 2 on {phase2} of {len(large)}",
+    )
     if composes >= 2 and phase2 >= 2:
         return Decision("flip", "the journal's flip reproduces on its 10-layer model", table)
     if composes >= 2:
@@ -305,14 +378,25 @@ def _decide_journal(records: list[RunRecord]) -> Decision:
 
 def _decide_extension(records: list[RunRecord], short: int) -> Decision:
     changed = [(r.path.name, answer(r, short), answer(r)) for r in records if answer(r, short) != answer(r)]
-    table = tuple(f"{name}: {a} at epoch {short}, {b} at the end" for name, a, b in changed) + (f"{len(changed)} of {len(records)} extended runs changed their answer",)
+    table = tuple(f"{name}: {a} at epoch {short}, {b} at the end" for name, a, b in changed) + (
+        f"{len(changed)} of {len(records)} extended runs changed their answer",
+    )
     if changed:
-        return Decision("later epochs matter", "the source cells' decisions are read again with these runs' full-schedule records in place", table)
-    return Decision("25 epochs suffice", "no extended run changed its answer after epoch 25: the 25-epoch decisions stand", table)
+        return Decision(
+            "later epochs matter",
+            "the source cells' decisions are read again with these runs' full-schedule records in place",
+            table,
+        )
+    return Decision(
+        "25 epochs suffice", "no extended run changed its answer after epoch 25: the 25-epoch decisions stand", table
+    )
 
 
 #: Fig. 2's contrast reads small init's cells against large init's (docs/campaign.md, the amendments).
-CONTRAST_CELLS: dict[str, tuple[str, ...]] = {"small": ("01-fig2-small-init", "07-fig2-small-more-seeds"), "large": ("03-large-init", "08-fig2-large-more-seeds")}
+CONTRAST_CELLS: dict[str, tuple[str, ...]] = {
+    "small": ("01-fig2-small-init", "07-fig2-small-more-seeds"),
+    "large": ("03-large-init", "08-fig2-large-more-seeds"),
+}
 #: The level the contrast's rank tests call a difference at.
 CONTRAST_ALPHA = 0.05
 
@@ -334,28 +418,45 @@ def decide_contrast(results: CampaignResults) -> Decision:
     """Fig. 2's contrast at paper scale: small init's per-seed best shares (cells 01, 07)
     against large init's (03, 08), both panels, by the two-sided exact Mann-Whitney U test
     over whole seeds; the flip needs both panels separated in the papers' direction."""
-    from scipy.stats import mannwhitneyu
-
     small, large = (_whole_seeds(results, CONTRAST_CELLS[k]) for k in ("small", "large"))
     if not small or not large:
-        return Decision("pending", "the contrast needs whole seeds (all 9 lrs) of both inits; a campaign that ends here concludes nothing about the contrast")
+        return Decision(
+            "pending",
+            "the contrast needs whole seeds (all 9 lrs) of both inits; a campaign that ends here concludes nothing about the contrast",
+        )
     table, held, reversed_ = [], [], []
     for letter, target, expected in (("b", "heldout_inferential", "small"), ("a", "heldout_symmetric", "large")):
         (ms, bs), (ml, bl) = _paper_statistic(small, target), _paper_statistic(large, target)
-        p = float(mannwhitneyu(list(bs.values()), list(bl.values()), alternative="two-sided", method="exact").pvalue)
+        p = mann_whitney(list(bs.values()), list(bl.values()))
         higher = "small" if ms > ml else "large" if ml > ms else None
-        table.append(f"panel ({letter}) {target}: small init {ms:.2f} ({len(bs)} seeds), large init {ml:.2f} ({len(bl)} seeds), Mann-Whitney p = {p:.3f}")
+        table.append(
+            f"panel ({letter}) {target}: small init {ms:.2f} ({len(bs)} seeds), large init {ml:.2f} ({len(bl)} seeds), Mann-Whitney p = {p:.3f}"
+        )
         if p < CONTRAST_ALPHA:
             (held if higher == expected else reversed_).append(letter)
     table.append(f"seeds ending inferential at some lr: small init {_seeds_ending(small, 'inferential')} of {len(_by_seed(small))}, "
                  f"large init {_seeds_ending(large, 'inferential')} of {len(_by_seed(large))}")  # fmt: skip
     if reversed_:
-        return Decision("reversed", f"panel {' and '.join(reversed_)} separated against the papers' direction", tuple(table))
+        return Decision(
+            "reversed", f"panel {' and '.join(reversed_)} separated against the papers' direction", tuple(table)
+        )
     if len(held) == 2:
-        return Decision("flip", "both panels separated in the papers' direction: Fig. 2's contrast holds at paper scale", tuple(table))
+        return Decision(
+            "flip",
+            "both panels separated in the papers' direction: Fig. 2's contrast holds at paper scale",
+            tuple(table),
+        )
     if held:
-        return Decision("one panel", f"only panel ({held[0]}) separated in the papers' direction: the contrast holds on that panel only", tuple(table))
-    return Decision("not separated", "neither panel separated at these seeds (with 3 seeds an init the smallest p is 0.1: cells 07 and 08 give 8)", tuple(table))
+        return Decision(
+            "one panel",
+            f"only panel ({held[0]}) separated in the papers' direction: the contrast holds on that panel only",
+            tuple(table),
+        )
+    return Decision(
+        "not separated",
+        "neither panel separated at these seeds (with 3 seeds an init the smallest p is 0.1: cells 07 and 08 give 8)",
+        tuple(table),
+    )
 
 
 def decide(results: CampaignResults, cell: Cell, full: bool = False) -> Decision:
@@ -364,7 +465,14 @@ def decide(results: CampaignResults, cell: Cell, full: bool = False) -> Decision
     records = list(results.records(cell, full).values())
     if not records:
         return Decision("pending", "no finished run yet")
-    rule = {"01": _decide_small, "03": _decide_large, "04": _decide_depth, "05": _decide_journal, "07": _decide_small, "08": _decide_large}.get(cell.name[:2])
+    rule = {
+        "01": _decide_small,
+        "03": _decide_large,
+        "04": _decide_depth,
+        "05": _decide_journal,
+        "07": _decide_small,
+        "08": _decide_large,
+    }.get(cell.name[:2])
     if rule is not None:
         return rule(records)
     if cell.name.startswith("02"):

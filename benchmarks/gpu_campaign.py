@@ -25,7 +25,6 @@ import contextlib
 import gc
 import io
 import json
-import os
 import platform
 import shutil
 import subprocess
@@ -38,29 +37,46 @@ from typing import Any
 import click
 import torch
 
-from campaign_cells import CELLS, SCALES  # noqa: E402
-from campaign_plan import (AIM_EFFICIENCY, GPUS, LEASE_BUDGET_S, MARGIN_S, MEASURED_EFFICIENCY, SETUP_PRIOR_S, Costs, Part, Rate,  # noqa: E402
-                           cell_seconds, next_part, precision_of, simulate)  # fmt: skip
-from campaign_records import MAX_CELL_BYTES, RESULTS, CampaignResults, decide, decide_contrast  # noqa: E402
-from gpu_cost import peaks as measure_peaks  # noqa: E402
-from gpu_cost import remaining_flops  # noqa: E402
-from campaign_profile import profiler_for, timed  # noqa: E402
+from campaign_cells import CELLS, SCALES
+from campaign_plan import (
+    AIM_EFFICIENCY,
+    GPUS,
+    LEASE_BUDGET_S,
+    MARGIN_S,
+    MEASURED_EFFICIENCY,
+    SETUP_PRIOR_S,
+    Costs,
+    Part,
+    Rate,
+    cell_seconds,
+    next_part,
+    precision_of,
+    simulate,
+)
+from campaign_records import MAX_CELL_BYTES, RESULTS, CampaignResults, decide, decide_contrast
+from gpu_cost import peaks as measure_peaks
+from gpu_cost import remaining_flops
+from campaign_profile import profiler_for, timed
 
-from interp_init import resolve_device  # noqa: E402
-from interp_init.fileio import BadRunFile, atomic_write, hold_folder  # noqa: E402
-from interp_init.outputs import check_output_file, check_output_folder, enclosing_study, write_output  # noqa: E402
-from training.cli.errors import Script  # noqa: E402
-from training.cli.flags import Number  # noqa: E402
-from training.launch import EnsembleLauncher, Job, run_study  # noqa: E402
-from training.config import check_cores  # noqa: E402
-from training.trainer.loop import RunData, make_run_data  # noqa: E402
-from training.trainer.step import last_position_logits  # noqa: E402
+from interp_init import resolve_device
+from interp_init.fileio import STORING, BadRunFile, hold_folder, place_folder
+from interp_init.outputs import check_output_file, check_output_folder, enclosing_study, write_output
+from training.cli.errors import Script
+from training.cli.flags import Number
+from training.launch import EnsembleLauncher, Job, run_study
+from training.config import check_cores
+from training.trainer.loop import RunData, make_run_data
+from training.trainer.step import last_position_logits
 
 #: The step paths, fastest first, and what each falls back to (the plain step last): ``batched``
 #: the trainer's one AdamW update of every member (:class:`training.trainer.ensemble.BatchedStep`),
 #: ``compiled`` the same with the vectorized forward compiled, ``plain`` the trainer's
 #: :class:`~training.trainer.ensemble.VmapStep`, eager.
-LADDERS: dict[str, tuple[str, ...]] = {"compiled": ("compiled", "batched", "plain"), "batched": ("batched", "plain"), "plain": ("plain",)}
+LADDERS: dict[str, tuple[str, ...]] = {
+    "compiled": ("compiled", "batched", "plain"),
+    "batched": ("batched", "plain"),
+    "plain": ("plain",),
+}
 PATHS: tuple[str, ...] = tuple(LADDERS)
 #: The purpose ``--archive`` is recorded with (a later call's archive may replace it).
 ARCHIVE_PURPOSE = "campaign archive"
@@ -95,7 +111,9 @@ class PartRun:
     profile: dict | None
 
 
-def train_part(part: Part, folder: Path, dev: torch.device, path: str, deadline: float, data_fn: DataCache, profile: bool) -> PartRun:
+def train_part(
+    part: Part, folder: Path, dev: torch.device, path: str, deadline: float, data_fn: DataCache, profile: bool
+) -> PartRun:
     """The campaign's one call into training: ``part``'s runs as one study (:func:`training.launch.run_study`)
     under the ensemble launcher with ``deadline`` (one ensemble, through the one executor),
     on the trainer's step of ``path``, and down its ladder (:data:`LADDERS`) to the plain step
@@ -109,7 +127,9 @@ def train_part(part: Part, folder: Path, dev: torch.device, path: str, deadline:
     for kind in LADDERS[path]:
         t0 = time.perf_counter()
         steps: list = []
-        attempt = folder / f"attempt-{1 + len(list(folder.glob('attempt-*')))}"  # a fresh folder, whatever an earlier, killed call left
+        attempt = (
+            folder / f"attempt-{1 + len(list(folder.glob('attempt-*')))}"
+        )  # a fresh folder, whatever an earlier, killed call left
         folders = [attempt / r.name for r in part.runs]
         summary: dict = {}
         try:
@@ -117,19 +137,47 @@ def train_part(part: Part, folder: Path, dev: torch.device, path: str, deadline:
             steps_per_epoch = -(-cfg.data.n_train // cfg.train.batch_size)
             with profiler_for(profile, dev, steps_per_epoch, cfg.train.epochs, summary) as prof:
                 step = timed("vmap" if kind == "plain" else "batched", steps, prof)
-                launcher = EnsembleLauncher(device=str(dev), deadline=deadline, step=step, logits_fn=logits_fn, data_fn=data_fn)
-                returns = run_study([Job(r.name, r.config, f) for r, f in zip(part.runs, folders, strict=True)], attempt, launcher, kind="sweep")
+                launcher = EnsembleLauncher(
+                    device=str(dev), deadline=deadline, step=step, logits_fn=logits_fn, data_fn=data_fn
+                )
+                returns = run_study(
+                    [Job(r.name, r.config, f) for r, f in zip(part.runs, folders, strict=True)],
+                    attempt,
+                    launcher,
+                    kind="sweep",
+                )
             failed = [r for r in returns if r.status == "failed"]
             if failed:  # the executor recorded it in the run's error.txt: the next step down the ladder
                 raise RuntimeError(f"run {failed[0].name} failed: {failed[0].error}")
             end = time.perf_counter()
-            timing = {"setup_s": round(steps[-1].epoch_start[0] - t0, 3), "train_s": round(end - steps[-1].epoch_start[0], 3), **steps[-1].timing(end)}
-            return PartRun(kind, folders, all(r.status == "completed" for r in returns), events, timing, steps[-1].samples, summary or None)
+            timing = {
+                "setup_s": round(steps[-1].epoch_start[0] - t0, 3),
+                "train_s": round(end - steps[-1].epoch_start[0], 3),
+                **steps[-1].timing(end),
+            }
+            return PartRun(
+                kind,
+                folders,
+                all(r.status == "completed" for r in returns),
+                events,
+                timing,
+                steps[-1].samples,
+                summary or None,
+            )
         except Exception as err:  # any failure of a fast path: the next one down
             if kind == LADDERS[path][-1]:
                 raise
-            events.append({"path": kind, "error": f"{type(err).__name__}: {err}"[:1000], "after_s": round(time.perf_counter() - t0, 3)})
-            click.echo(f"  the {kind} step failed after {time.perf_counter() - t0:.1f} s ({type(err).__name__}: {str(err)[:200]}); falling back", err=True)
+            events.append(
+                {
+                    "path": kind,
+                    "error": f"{type(err).__name__}: {err}"[:1000],
+                    "after_s": round(time.perf_counter() - t0, 3),
+                }
+            )
+            click.echo(
+                f"  the {kind} step failed after {time.perf_counter() - t0:.1f} s ({type(err).__name__}: {str(err)[:200]}); falling back",
+                err=True,
+            )
             del err
             gc.collect()
             if dev.type == "cuda":
@@ -158,18 +206,34 @@ def versions() -> dict[str, Any]:
 
 def device_info(dev: torch.device) -> dict[str, Any]:
     if dev.type != "cuda":
-        return {"type": dev.type, "name": f"CPU ({torch.get_num_threads()} threads)", "processor": platform.processor() or platform.machine()}
+        return {
+            "type": dev.type,
+            "name": f"CPU ({torch.get_num_threads()} threads)",
+            "processor": platform.processor() or platform.machine(),
+        }
     props = torch.cuda.get_device_properties(dev)
     return {"type": "cuda", "name": props.name, "capability": [props.major, props.minor], "memory_gib": round(props.total_memory / 2**30, 1),
             "multiprocessors": props.multi_processor_count}  # fmt: skip
 
 
-def part_record(part: Part, number: int, run: PartRun, rate: Rate, costs: Costs, dev: torch.device, peaks: dict[str, float], budget: float) -> dict:
+def part_record(
+    part: Part,
+    number: int,
+    run: PartRun,
+    rate: Rate,
+    costs: Costs,
+    dev: torch.device,
+    peaks: dict[str, float],
+    budget: float,
+) -> dict:
     """``part.json``: which part, its runs and status, the device and versions, the step path, the timings and speed."""
     from training.studies.records import RunRecord
 
     records = [RunRecord.read(f) for f in run.folders]
-    work = sum(remaining_flops(r.config, costs.flops(r), 0) - remaining_flops(r.config, costs.flops(r), rec.epochs_run) for r, rec in zip(part.runs, records))
+    work = sum(
+        remaining_flops(r.config, costs.flops(r), 0) - remaining_flops(r.config, costs.flops(r), rec.epochs_run)
+        for r, rec in zip(part.runs, records)
+    )
     train_flops = costs.flops(part.runs[0]).train
     rate_s = run.samples / run.timing["train_s"] if run.timing["train_s"] > 0 else None
     precision_peak = peaks[precision_of(part.runs[0])]
@@ -188,44 +252,34 @@ def part_record(part: Part, number: int, run: PartRun, rate: Rate, costs: Costs,
             "profile": run.profile, "written": time.strftime("%Y-%m-%dT%H:%M:%S%z")}  # fmt: skip
 
 
-#: The folder a part's records are copied into before it is renamed into place (``.part-K.storing-<pid>``).
-STORING = ".{name}.storing-"
-
-
 def remove_stale_copies(results: CampaignResults) -> list[Path]:
-    """Remove the part folders a killed copy left (``<cell>/.part-K.storing-<pid>``), whoever
-    left them: called under the lock on ``--results``, which every copy holds while one exists."""
+    """Remove the part folders a killed copy left (``<cell>/.part-K.storing-<pid>``, the one
+    writer's :func:`~interp_init.fileio.place_folder`), whoever left them: called under the lock
+    on ``--results``, which every copy holds while one exists."""
     removed = []
     for cell in CELLS:
         folder = results.cell_dir(cell)
-        for stale in sorted(folder.glob(".part-*.storing-*")) if folder.is_dir() else []:
+        for stale in sorted(folder.glob(STORING.format(name="part-*") + "*")) if folder.is_dir() else []:
             shutil.rmtree(stale)
             removed.append(stale)
     return removed
-
-
-def _place_part(out: Path, files: dict[str, bytes]) -> None:
-    """Write a part's record files into a temporary folder beside ``out`` through the atomic
-    writer, then rename it to ``out`` in one step: a kill leaves the part whole or absent."""
-    work = out.with_name(STORING.format(name=out.name) + str(os.getpid()))
-    shutil.rmtree(work, ignore_errors=True)
-    try:
-        for rel, data in files.items():
-            (work / rel).parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(work / rel, data)
-        work.rename(out)  # refused if a part of that number exists: never over a record
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def write_records(results: CampaignResults, part: Part, number: int, run: PartRun, record: dict) -> Path:
     """Copy each run's config and metrics (never weights or checkpoints) and write ``part.json``."""
     results.write_cell(part.cell)
     out = results.cell_dir(part.cell) / f"part-{number}"
-    files = {f"{r.name}/{name}": (folder / name).read_bytes() for r, folder in zip(part.runs, run.folders, strict=True) for name in ("config.json", "metrics.json")}
-    _place_part(out, {**files, "part.json": (json.dumps(record, indent=1) + "\n").encode()})
+    files = {
+        f"{r.name}/{name}": (folder / name).read_bytes()
+        for r, folder in zip(part.runs, run.folders, strict=True)
+        for name in ("config.json", "metrics.json")
+    }
+    place_folder(out, {**files, "part.json": (json.dumps(record, indent=1) + "\n").encode()})
     if results.size(part.cell) > MAX_CELL_BYTES:
-        click.echo(f"warning: {results.cell_dir(part.cell)} holds {results.size(part.cell) / 2**20:.1f} MiB, more than a lease brings back", err=True)
+        click.echo(
+            f"warning: {results.cell_dir(part.cell)} holds {results.size(part.cell) / 2**20:.1f} MiB, more than a lease brings back",
+            err=True,
+        )
     return out
 
 
@@ -235,20 +289,28 @@ def realized(results: CampaignResults, device: str) -> tuple[dict[str, float], f
     for cell in CELLS:
         for part in results.parts(cell):
             if part.get("status") == "complete" and part.get("device", {}).get("name") == device:
-                efficiency["bf16" if part["precision"] == "bf16" else "tf32" if part["tf32"] else "fp32"] = part["speed"]["fraction_of_precision_peak"]
+                efficiency["bf16" if part["precision"] == "bf16" else "tf32" if part["tf32"] else "fp32"] = part[
+                    "speed"
+                ]["fraction_of_precision_peak"]
                 setup = part["timing"]["setup_s"]
     return efficiency, setup
 
 
-def _rate_for(args_peaks: dict[str, float], efficiency: float | None, results: CampaignResults, device: str, setup: float | None) -> Rate:
+def _rate_for(
+    args_peaks: dict[str, float], efficiency: float | None, results: CampaignResults, device: str, setup: float | None
+) -> Rate:
     """The rate the plan uses: the given efficiency, else what this campaign's parts realized on
     ``device``, else the first GPU run's; the given set-up, else the latest part's, else the prior."""
     seen, seen_setup = realized(results, device)
     given = {p: efficiency for p in ("bf16", "tf32", "fp32")} if efficiency is not None else seen
-    return Rate(args_peaks, given, setup if setup is not None else seen_setup if seen_setup is not None else SETUP_PRIOR_S)
+    return Rate(
+        args_peaks, given, setup if setup is not None else seen_setup if seen_setup is not None else SETUP_PRIOR_S
+    )
 
 
-def plan_text(results: CampaignResults, costs: Costs, peaks: dict[str, float], label: str, rate: Rate, budget: float) -> str:
+def plan_text(
+    results: CampaignResults, costs: Costs, peaks: dict[str, float], label: str, rate: Rate, budget: float
+) -> str:
     """The dry run's plan: each cell's runs, FLOPs and device seconds at the measured and the
     aimed efficiency, the leases each rate needs, and what the next lease trains."""
     measured = Rate(peaks, {}, rate.setup_s)
@@ -263,7 +325,11 @@ def plan_text(results: CampaignResults, costs: Costs, peaks: dict[str, float], l
         if runs is None:  # the extension: at most every run of the cells it extends
             from campaign_cells import cell_named, extended
 
-            runs = [extended(r, c, results.scale) for c in cell.extends for r in results.runs(cell_named(c), assume_bf16=True) or []]
+            runs = [
+                extended(r, c, results.scale)
+                for c in cell.extends
+                for r in results.runs(cell_named(c), assume_bf16=True) or []
+            ]
             note = "at most "
         done = len(results.records(cell))
         work = sum(costs.work(r) for r in runs)
@@ -284,7 +350,10 @@ def status_text(results: CampaignResults) -> str:
     lines = []
     for cell in CELLS:
         runs, done = results.runs(cell), results.records(cell)
-        lines.append(f"## {cell.name}: " + ("runs decided by earlier cells" if runs is None else f"{len(done)} of {len(runs)} runs finished"))
+        lines.append(
+            f"## {cell.name}: "
+            + ("runs decided by earlier cells" if runs is None else f"{len(done)} of {len(runs)} runs finished")
+        )
         for p in results.parts(cell):
             speed = p.get("speed") or {}
             frac, ratio = speed.get("fraction_of_bf16_peak"), speed.get("probe_over_realized")
@@ -293,8 +362,14 @@ def status_text(results: CampaignResults) -> str:
         if done:
             finished = runs is not None and len(done) == len(runs)
             lines += ["", ("" if finished else "(so far) ") + decide(results, cell).format(), ""]
-            if {r.path for r in results.records(cell, full=True).values()} != {r.path for r in done.values()}:  # the extension retrained some
-                lines += ["With the whole schedule where the extension retrained a run:", decide(results, cell, full=True).format(), ""]
+            if {r.path for r in results.records(cell, full=True).values()} != {
+                r.path for r in done.values()
+            }:  # the extension retrained some
+                lines += [
+                    "With the whole schedule where the extension retrained a run:",
+                    decide(results, cell, full=True).format(),
+                    "",
+                ]
     lines += ["## Fig. 2's contrast (cells 01 and 07 against 03 and 08)", decide_contrast(results).format()]
     return "\n".join(lines)
 
@@ -305,22 +380,96 @@ MAX_SECONDS = 3.2e7
 
 @click.command(cls=Script)
 @click.argument("action", type=click.Choice(["next", "status"]), default="next")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Folder for the run folders being trained (weights, checkpoints); it stays where it is, only records go to --results.")
-@click.option("--results", type=click.Path(file_okay=False, path_type=Path), default=None, help=f"The campaign's records [default: {RESULTS} in the checkout; with --scale tiny, give another].")
-@click.option("--budget-seconds", type=Number(0, MAX_SECONDS, min_open=True), default=None, help="Train parts until this many seconds are spent (needed by next).")
-@click.option("--scale", type=click.Choice(SCALES), default="paper", show_default=True, help="paper: the cells as registered; tiny: the same cells at toy size, for tests.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Folder for the run folders being trained (weights, checkpoints); it stays where it is, only records go to --results.",
+)
+@click.option(
+    "--results",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help=f"The campaign's records [default: {RESULTS} in the checkout; with --scale tiny, give another].",
+)
+@click.option(
+    "--budget-seconds",
+    type=Number(0, MAX_SECONDS, min_open=True),
+    default=None,
+    help="Train parts until this many seconds are spent (needed by next).",
+)
+@click.option(
+    "--scale",
+    type=click.Choice(SCALES),
+    default="paper",
+    show_default=True,
+    help="paper: the cells as registered; tiny: the same cells at toy size, for tests.",
+)
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
-@click.option("--dry-run", is_flag=True, help="Print the plan (each cell's estimated device seconds, the next lease's parts) and train nothing.")
-@click.option("--gpu", type=click.Choice(sorted(GPUS)), default=None, help="The GPU a dry run plans for, with its recorded peaks [default: the device's measured peaks on CUDA, else h200].")
-@click.option("--step", "path", type=click.Choice(PATHS), default="batched", show_default=True, help="The fastest step path to try; each falls back to the next down to plain (compiled, batched, plain).")
-@click.option("--profile", is_flag=True, help="Record a torch.profiler summary of 20 steps of the call's first part (around the end of its second epoch) into its part.json.")
-@click.option("--peak-tflops", type=Number(0, 1e6, min_open=True), default=None, help="State the device's dense matmul peak, TFLOP/s, for every precision [default: measured].")
-@click.option("--efficiency", type=Number(0, 1, min_open=True), default=None, help="Fraction of the peak to plan with [default: what this campaign's parts realized on this device, else the first GPU run's 11.4%].")
-@click.option("--setup-seconds", type=Number(0, MAX_SECONDS), default=None, help=f"A part's set-up to plan with [default: the latest part's, else {SETUP_PRIOR_S:g}].")
-@click.option("--margin-seconds", type=Number(0, MAX_SECONDS), default=MARGIN_S, show_default=True, help="Seconds kept free at the end for the records.")
-@click.option("--max-parts", type=Number(1, 1e6, integer=True), default=None, help="Train at most this many parts [default: while one fits].")
-@click.option("--archive", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write the records of the cells this call trained into this .tar.gz (one file to bring back).")
-@click.option("--threads", type=Number(1, 1e6, integer=True), default=None, help="torch CPU threads [default: torch's].")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print the plan (each cell's estimated device seconds, the next lease's parts) and train nothing.",
+)
+@click.option(
+    "--gpu",
+    type=click.Choice(sorted(GPUS)),
+    default=None,
+    help="The GPU a dry run plans for, with its recorded peaks [default: the device's measured peaks on CUDA, else h200].",
+)
+@click.option(
+    "--step",
+    "path",
+    type=click.Choice(PATHS),
+    default="batched",
+    show_default=True,
+    help="The fastest step path to try; each falls back to the next down to plain (compiled, batched, plain).",
+)
+@click.option(
+    "--profile",
+    is_flag=True,
+    help="Record a torch.profiler summary of 20 steps of the call's first part (around the end of its second epoch) into its part.json.",
+)
+@click.option(
+    "--peak-tflops",
+    type=Number(0, 1e6, min_open=True),
+    default=None,
+    help="State the device's dense matmul peak, TFLOP/s, for every precision [default: measured].",
+)
+@click.option(
+    "--efficiency",
+    type=Number(0, 1, min_open=True),
+    default=None,
+    help="Fraction of the peak to plan with [default: what this campaign's parts realized on this device, else the first GPU run's 11.4%].",
+)
+@click.option(
+    "--setup-seconds",
+    type=Number(0, MAX_SECONDS),
+    default=None,
+    help=f"A part's set-up to plan with [default: the latest part's, else {SETUP_PRIOR_S:g}].",
+)
+@click.option(
+    "--margin-seconds",
+    type=Number(0, MAX_SECONDS),
+    default=MARGIN_S,
+    show_default=True,
+    help="Seconds kept free at the end for the records.",
+)
+@click.option(
+    "--max-parts",
+    type=Number(1, 1e6, integer=True),
+    default=None,
+    help="Train at most this many parts [default: while one fits].",
+)
+@click.option(
+    "--archive",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the records of the cells this call trained into this .tar.gz (one file to bring back).",
+)
+@click.option(
+    "--threads", type=Number(1, 1e6, integer=True), default=None, help="torch CPU threads [default: torch's]."
+)
 def main(action: str, out: Path | None, results: Path | None, budget_seconds: float | None, scale: str, device: str, dry_run: bool, gpu: str | None,
          path: str | None, profile: bool, peak_tflops: float | None, efficiency: float | None, setup_seconds: float | None, margin_seconds: float,
          max_parts: int | None, archive: Path | None, threads: int | None) -> None:  # fmt: skip
@@ -338,9 +487,13 @@ def main(action: str, out: Path | None, results: Path | None, budget_seconds: fl
         if not dry_run:
             for folder, option in ((out, "--out"), (root, "--results")):
                 if folder is not None:
-                    check_output_folder(folder, "the campaign's", [], option)  # not a run, sweep, reproduction or search folder, nor in a run
+                    check_output_folder(
+                        folder, "the campaign's", [], option
+                    )  # not a run, sweep, reproduction or search folder, nor in a run
                     if (study := enclosing_study(folder)) is not None:
-                        raise ValueError(f"{option} {folder} is inside the {study[1]} folder {study[0]}, which reads only the runs it names: choose another {option}")
+                        raise ValueError(
+                            f"{option} {folder} is inside the {study[1]} folder {study[0]}, which reads only the runs it names: choose another {option}"
+                        )
             if archive is not None:
                 check_output_file(archive, ARCHIVE_PURPOSE, "--archive")
     except ValueError as err:
@@ -351,21 +504,31 @@ def main(action: str, out: Path | None, results: Path | None, budget_seconds: fl
     costs = Costs()
     if dry_run:
         if peak_tflops is not None:
-            peaks, label = dict.fromkeys(("bf16", "fp32", "tf32"), peak_tflops * 1e12), f"a device stated at {peak_tflops:g} TFLOP/s"
+            peaks, label = (
+                dict.fromkeys(("bf16", "fp32", "tf32"), peak_tflops * 1e12),
+                f"a device stated at {peak_tflops:g} TFLOP/s",
+            )
         elif gpu is None and dev.type == "cuda":
-            peaks, label = _measured(dev), f"{torch.cuda.get_device_name(dev)} (peaks measured here)"
+            peaks, label = measure_peaks(dev), f"{torch.cuda.get_device_name(dev)} (peaks measured here)"
         else:
             figures = GPUS[gpu or "h200"]
-            peaks, label = {"bf16": figures.bf16, "fp32": figures.fp32, "tf32": figures.tf32}, f"{figures.name} ({figures.source})"
+            peaks, label = (
+                {"bf16": figures.bf16, "fp32": figures.fp32, "tf32": figures.tf32},
+                f"{figures.name} ({figures.source})",
+            )
         rate = _rate_for(peaks, efficiency, store, label.split(" (")[0], setup_seconds)
         click.echo(plan_text(store, costs, peaks, label, rate, budget_seconds or LEASE_BUDGET_S))
         return
     if out is None or budget_seconds is None:
         raise click.UsageError("next needs --out (where the runs train) and --budget-seconds (or give --dry-run)")
     if out.resolve().is_relative_to(root.resolve()):
-        raise click.UsageError(f"--out {out} is inside --results {root}: weights and checkpoints never go into the records; choose another --out")
+        raise click.UsageError(
+            f"--out {out} is inside --results {root}: weights and checkpoints never go into the records; choose another --out"
+        )
     if root.resolve().is_relative_to(out.resolve()):
-        raise click.UsageError(f"--results {root} is inside --out {out}: the records never lie among the runs being trained; choose another --results")
+        raise click.UsageError(
+            f"--results {root} is inside --out {out}: the records never lie among the runs being trained; choose another --results"
+        )
     # Both folders under the project's lock (a second `next` on either is refused by name before
     # it trains), and what a killed copy left is removed first, whoever left it.
     for cell in CELLS:  # a registered cell is never changed: refused before anything is written
@@ -380,7 +543,10 @@ def main(action: str, out: Path | None, results: Path | None, budget_seconds: fl
         folder.mkdir(parents=True, exist_ok=True)
     busy = "is in use by another gpu_campaign.py next ({owner}); wait for it to finish, or give another {option}"
     try:
-        with hold_folder(root, busy.format(owner="{owner}", option="--results")), hold_folder(out, busy.format(owner="{owner}", option="--out")):
+        with (
+            hold_folder(root, busy.format(owner="{owner}", option="--results")),
+            hold_folder(out, busy.format(owner="{owner}", option="--out")),
+        ):
             for stale in remove_stale_copies(store):
                 click.echo(f"removed {stale}, the copy of a part a killed call left", err=True)
             run_next(store, costs, dev, out, start + budget_seconds, budget_seconds, path,
@@ -391,24 +557,11 @@ def main(action: str, out: Path | None, results: Path | None, budget_seconds: fl
                 folder.rmdir()
 
 
-def _measured(dev: torch.device) -> dict[str, float]:
-    """The device's dense matmul peaks: bf16, fp32 without TF32, and with TF32."""
-    before = torch.get_float32_matmul_precision()
-    try:
-        torch.set_float32_matmul_precision("highest")
-        out = measure_peaks(dev)
-        torch.set_float32_matmul_precision("high")
-        out["tf32"] = measure_peaks(dev)["fp32"]
-    finally:
-        torch.set_float32_matmul_precision(before)
-    return out
-
-
 def run_next(store: CampaignResults, costs: Costs, dev: torch.device, out: Path, end: float, budget: float, path: str, profile: bool,
              peak_tflops: float | None, efficiency: float | None, setup: float | None, margin: float, max_parts: int | None, archive: Path | None) -> None:  # fmt: skip
     """``next``: parts of the first unfinished cells while one fits before ``end`` (a ``time.monotonic()`` value);
     the registered cells' specs are checked by the caller, before anything is written."""
-    peaks = dict.fromkeys(("bf16", "fp32", "tf32"), peak_tflops * 1e12) if peak_tflops else _measured(dev)
+    peaks = dict.fromkeys(("bf16", "fp32", "tf32"), peak_tflops * 1e12) if peak_tflops else measure_peaks(dev)
     name = device_info(dev)["name"]
     rate = _rate_for(peaks, efficiency, store, name, setup)
     click.echo(f"{name}; torch {torch.__version__}; peaks (TFLOP/s): " + ", ".join(f"{k} {v / 1e12:.1f}" for k, v in peaks.items())
@@ -416,7 +569,13 @@ def run_next(store: CampaignResults, costs: Costs, dev: torch.device, out: Path,
     data, trained, touched, needed = DataCache(), 0, [], None
     while max_parts is None or trained < max_parts:
         left = end - time.monotonic() - margin
-        part = next_part(store, costs, rate, left, skipped=lambda c, s: click.echo(f"[{c.name}] passed over: its next run needs {s:.0f} s, more than a lease"))
+        part = next_part(
+            store,
+            costs,
+            rate,
+            left,
+            skipped=lambda c, s: click.echo(f"[{c.name}] passed over: its next run needs {s:.0f} s, more than a lease"),
+        )
         if part is None:
             first = next((c for c in CELLS if store.todo(c)), None)
             if first is not None and not trained:
@@ -426,12 +585,19 @@ def run_next(store: CampaignResults, costs: Costs, dev: torch.device, out: Path,
         click.echo(f"[{part.cell.name}] part {number}: {part.describe()}, {left:.0f} s left")
         store.write_cell(part.cell)
         try:
-            done = train_part(part, out / part.cell.name / f"part-{number}", dev, path, end - margin, data, profile and not trained)
+            done = train_part(
+                part, out / part.cell.name / f"part-{number}", dev, path, end - margin, data, profile and not trained
+            )
         except Exception as err:
             failed = {"cell": part.cell.name, "part": number, "status": "failed", "runs": [r.name for r in part.runs],
                       "error": f"{type(err).__name__}: {err}"[:2000], "device": device_info(dev), "versions": versions()}  # fmt: skip
-            _place_part(store.cell_dir(part.cell) / f"part-{number}", {"part.json": (json.dumps(failed, indent=1) + "\n").encode()})
-            raise click.ClickException(f"part {number} of {part.cell.name} failed on every step path: {type(err).__name__}: {err}") from err
+            place_folder(
+                store.cell_dir(part.cell) / f"part-{number}",
+                {"part.json": (json.dumps(failed, indent=1) + "\n").encode()},
+            )
+            raise click.ClickException(
+                f"part {number} of {part.cell.name} failed on every step path: {type(err).__name__}: {err}"
+            ) from err
         record = part_record(part, number, done, rate, costs, dev, peaks, budget)
         folder = write_records(store, part, number, done, record)
         touched.append(part.cell)
@@ -450,9 +616,13 @@ def run_next(store: CampaignResults, costs: Costs, dev: torch.device, out: Path,
             for name in names:
                 tar.add(store.root / name, arcname=f"{store.root.name}/{name}")
         write_output(archive, packed.getvalue(), ARCHIVE_PURPOSE, "--archive")  # never over a file it did not write
-        click.echo(f"records of {len(names)} cell(s) in {archive} ({archive.stat().st_size / 2**20:.2f} MiB); unpack with tar -xzf {archive.name} -C {store.root.parent}")
+        click.echo(
+            f"records of {len(names)} cell(s) in {archive} ({archive.stat().st_size / 2**20:.2f} MiB); unpack with tar -xzf {archive.name} -C {store.root.parent}"
+        )
     if needed is not None:
-        raise click.ClickException(f"--budget-seconds {budget:g} cannot fit the next run (estimated {needed:.0f} s with its set-up); give at least {needed + margin:.0f} seconds")
+        raise click.ClickException(
+            f"--budget-seconds {budget:g} cannot fit the next run (estimated {needed:.0f} s with its set-up); give at least {needed + margin:.0f} seconds"
+        )
     if not trained:
         click.echo("nothing to train: every cell whose runs are known is finished (status prints the outcomes)")
 

@@ -83,22 +83,46 @@ def remaining_flops(cfg: RunConfig, flops: RunFlops, done: int) -> float:
 
 
 def peaks(dev: torch.device, size: int | None = None) -> dict[str, float]:
-    """Measured dense matmul FLOP/s of ``dev`` in fp32 and bf16 (a ``size`` x ``size`` product)."""
+    """Measured dense matmul FLOP/s of ``dev`` (a ``size`` x ``size`` product): ``bf16``, ``fp32``
+    without TF32 and ``tf32`` (fp32 with TF32 allowed); the process's setting is restored."""
     size = size or (8192 if dev.type == "cuda" else 1024)
-    return {"fp32": matmul_peak(dev, torch.float32, size), "bf16": matmul_peak(dev, torch.bfloat16, size)}
+    before, out = torch.get_float32_matmul_precision(), {"bf16": matmul_peak(dev, torch.bfloat16, size)}
+    try:
+        for key, setting in (("fp32", "highest"), ("tf32", "high")):
+            torch.set_float32_matmul_precision(setting)
+            out[key] = matmul_peak(dev, torch.float32, size)
+    finally:
+        torch.set_float32_matmul_precision(before)
+    return out
 
 
 def probe_configs(cfgs: list[RunConfig], steps: int) -> list[RunConfig]:
     """Throwaway copies of ``cfgs``: one epoch of ``steps`` full batches, evaluated once, no warm-up."""
     batch = cfgs[0].train.batch_size
     # one epoch of ``steps`` steps: the schedule shrinks with it (a warm-up longer than the run is refused)
-    small = dict(n_train=steps * batch, n_test=batch, eval_samples=batch, epochs=1, checkpoint_every=1, eval_every=1, warmup_epochs=0.0, cosine_epochs=1.0,
-                 n_heldout=None, balanced_pairs=False)  # throwaway sizes: pairs at random
+    small = dict(
+        n_train=steps * batch,
+        n_test=batch,
+        eval_samples=batch,
+        epochs=1,
+        checkpoint_every=1,
+        eval_every=1,
+        warmup_epochs=0.0,
+        cosine_epochs=1.0,
+        n_heldout=None,
+        balanced_pairs=False,
+    )  # throwaway sizes: pairs at random
     return [c.with_options(**small) for c in cfgs]
 
 
 def probe_efficiency(
-    cfgs: list[RunConfig], flops: RunFlops, peak: float, dev: torch.device, together: bool, logits_fn: Callable | None, steps: int = 3
+    cfgs: list[RunConfig],
+    flops: RunFlops,
+    peak: float,
+    dev: torch.device,
+    together: bool,
+    logits_fn: Callable | None,
+    steps: int = 3,
 ) -> tuple[float, float]:
     """Fraction of ``peak`` that ``steps`` training steps of ``cfgs`` reach, and the seconds
     the first (warm-up, compilation) call took.  Throwaway models, nothing written: a call of
@@ -126,7 +150,9 @@ def probe_efficiency(
     return work / max(longer - base, 1e-9) / peak, warmup
 
 
-def measured_efficiency(cfgs: list[RunConfig], records: list[RunRecord | None], flops: RunFlops, peak: float, together: bool) -> float | None:
+def measured_efficiency(
+    cfgs: list[RunConfig], records: list[RunRecord | None], flops: RunFlops, peak: float, together: bool
+) -> float | None:
     """Fraction of ``peak`` the runs' training reached so far, from their records
     (:class:`training.studies.records.RunRecord`; None before any epoch): training FLOPs over
     ``elapsed_s`` (the ensemble's wall time when ``together``, else the runs' sum)."""
@@ -163,7 +189,9 @@ def population_cost(seeds: tuple[int, ...] = (0, 1, 2)) -> tuple[float, int]:
 
 def cost_table(total: float, runs: int) -> str:
     """Per GPU type: the stated peak, and hours on one GPU at each of :data:`EFFICIENCIES`."""
-    head = "| GPU | stated dense bf16 TFLOP/s | " + " | ".join(f"hours on one GPU at {e:.0%}" for e in EFFICIENCIES) + " |"
+    head = (
+        "| GPU | stated dense bf16 TFLOP/s | " + " | ".join(f"hours on one GPU at {e:.0%}" for e in EFFICIENCIES) + " |"
+    )
     lines = [f"The paper-scale population: {runs} runs, {total:.3g} FLOP (training and evaluation).", "", head,
              "|---|---|" + "---|" * len(EFFICIENCIES)]  # fmt: skip
     for gpu, tflops in STATED_BF16_TFLOPS.items():

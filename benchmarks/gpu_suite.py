@@ -77,7 +77,7 @@ from training.studies.study import StudySpec, record_study, refuse_strangers
 from training.trainer.preflight import check_steps
 from training.trainer.step import last_position_logits
 
-from gpu_cost import RunFlops, measured_efficiency, peaks, probe_efficiency, remaining_flops, run_flops  # noqa: E402
+from gpu_cost import RunFlops, measured_efficiency, peaks, probe_efficiency, remaining_flops, run_flops
 
 #: The suite's table in ``--out``, and the purpose it is recorded with (a later chunk replaces it).
 TABLE_FILE, TABLE_PURPOSE = "gpu_suite.md", "GPU suite table"
@@ -134,11 +134,18 @@ class Group:
 
     def epoch_seconds(self, jobs: Sequence[Job], peak: float) -> float:
         """Predicted seconds of one epoch of ``jobs`` (runs of this task) at the task's efficiency."""
-        return sum(self.flops.epoch(job.config, True) for job in jobs) / (peak * (self.efficiency or REFERENCE_EFFICIENCIES[0]))
+        return sum(self.flops.epoch(job.config, True) for job in jobs) / (
+            peak * (self.efficiency or REFERENCE_EFFICIENCIES[0])
+        )
 
 
 def suite_spec(
-    scale: str, seeds: tuple[int, ...], precision: str = "fp32", protocol: str = "strict", lrs: str | None = None, tasks: tuple[str, ...] = TASKS
+    scale: str,
+    seeds: tuple[int, ...],
+    precision: str = "fp32",
+    protocol: str = "strict",
+    lrs: str | None = None,
+    tasks: tuple[str, ...] = TASKS,
 ) -> StudySpec:
     """The suite's population: ``interp-init reproduce --preset SCALE --seeds ... --task symmetric
     --task id-ood`` (:func:`training.studies.population.reproduction_spec`), under ``protocol`` (``paper``:
@@ -184,7 +191,14 @@ def run_row(group: Group, run: Run) -> dict:
         status += f" ({record.epochs_run}/{run.cfg.train.epochs} epochs)"
     row = {"gamma": run.cfg.init.gamma, "lr": run.cfg.train.lr, **{k: v for k, v in columns.items() if k != "train_acc"}, "weight_decay": run.cfg.train.weight_decay,
            "precision": run.cfg.train.precision, "seconds": None if record is None else record.elapsed_s, "run_dir": str(run.folder)}  # fmt: skip
-    return {"task": group.task, "architecture": run.cfg.model.architecture, "regime": run.regime, "seed": run.cfg.seed, **row, "status": status}
+    return {
+        "task": group.task,
+        "architecture": run.cfg.model.architecture,
+        "regime": run.regime,
+        "seed": run.cfg.seed,
+        **row,
+        "status": status,
+    }
 
 
 def speed_row(group: Group, together: bool, bf16_peak: float, peak: float) -> str:
@@ -198,10 +212,15 @@ def speed_row(group: Group, together: bool, bf16_peak: float, peak: float) -> st
     if not samples or seconds <= 0:
         return head + " - | - | - | - |"
     rate = samples / seconds
-    return head + f" {seconds / 60:.2f} | {rate:,.0f} | {rate * group.flops.train / bf16_peak:.1%} | {rate * group.flops.train / peak:.1%} |"
+    return (
+        head
+        + f" {seconds / 60:.2f} | {rate:,.0f} | {rate * group.flops.train / bf16_peak:.1%} | {rate * group.flops.train / peak:.1%} |"
+    )
 
 
-def markdown(groups: list[Group], together: bool, header: str, bf16_peak: float, peak: float, population: str | None = None) -> str:
+def markdown(
+    groups: list[Group], together: bool, header: str, bf16_peak: float, peak: float, population: str | None = None
+) -> str:
     """The suite's table: one line per run, then one speed line per task, then the
     population under the suite's protocol (``population``: :meth:`training.studies.population.Population.format`)."""
     lines = [
@@ -227,7 +246,14 @@ def markdown(groups: list[Group], together: bool, header: str, bf16_peak: float,
     if population is None:
         lines += ["", "The population (`summary.json`) is read once every run has started."]
     else:
-        lines += ["", "The population (`interp-init reproduce` reads the same folders the same way; a run not completed counts as not meeting a criterion):", "", "```", population, "```"]
+        lines += [
+            "",
+            "The population (`interp-init reproduce` reads the same folders the same way; a run not completed counts as not meeting a criterion):",
+            "",
+            "```",
+            population,
+            "```",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -241,22 +267,31 @@ def print_plan(groups: list[Group], dev: torch.device, precision: str, tf32: boo
     and set each group's FLOPs and efficiency; returns the training precision's peak and the bf16 peak."""
     if peak_tflops is None:
         measured = peaks(dev)
-        peak, bf16_peak = measured[precision], measured["bf16"]
-        click.echo(f"matmul peak measured: fp32{' (TF32 allowed)' if tf32 else ''} {measured['fp32'] / 1e12:.2f} TFLOP/s, bf16 {measured['bf16'] / 1e12:.2f} TFLOP/s")
+        fp32 = "tf32" if tf32 else "fp32"
+        peak, bf16_peak = measured[fp32 if precision == "fp32" else precision], measured["bf16"]
+        click.echo(
+            f"matmul peak measured: fp32{' (TF32 allowed)' if tf32 else ''} {measured[fp32] / 1e12:.2f} TFLOP/s, bf16 {measured['bf16'] / 1e12:.2f} TFLOP/s"
+        )
     else:
         peak = bf16_peak = peak_tflops * 1e12
         click.echo(f"matmul peak given: {peak_tflops:g} TFLOP/s ({precision})")
     for group in groups:
         group.flops = run_flops(group.runs[0].cfg, dev)
-        so_far = measured_efficiency([r.cfg for r in group.runs], [r.record() for r in group.runs], group.flops, peak, together)
+        so_far = measured_efficiency(
+            [r.cfg for r in group.runs], [r.record() for r in group.runs], group.flops, peak, together
+        )
         if efficiency is not None:
             group.efficiency = efficiency
         elif so_far is not None and group.todo():
             group.efficiency = so_far
             click.echo(f"[{group.task}] {so_far:.1%} of the peak in its earlier chunks")
         elif probe_steps and group.todo():
-            group.efficiency, warmup = probe_efficiency([r.cfg for r in group.todo()], group.flops, peak, dev, together, logits_fn, probe_steps)
-            click.echo(f"[{group.task}] probe: warm-up {warmup:.1f} s, then {group.efficiency:.1%} of the peak over {probe_steps} steps")
+            group.efficiency, warmup = probe_efficiency(
+                [r.cfg for r in group.todo()], group.flops, peak, dev, together, logits_fn, probe_steps
+            )
+            click.echo(
+                f"[{group.task}] probe: warm-up {warmup:.1f} s, then {group.efficiency:.1%} of the peak over {probe_steps} steps"
+            )
     total = 0.0
     for group in groups:
         todo, cfg = group.todo(), group.runs[0].cfg
@@ -266,18 +301,35 @@ def print_plan(groups: list[Group], dev: torch.device, precision: str, tf32: boo
             f"[{group.task}] {len(group.runs)} runs ({cfg.model.architecture}, d_model {cfg.model.d_model}, {cfg.data.n_train:,} samples, "
             f"{cfg.train.epochs} epochs, batch {cfg.train.batch_size}), {len(todo)} to train, {sum(cfg.train.epochs - r.done() for r in todo)} run-epochs left; "
             f"{group.flops.train / 1e6:.2f} MFLOP per training sample, {group.flops.forward / 1e6:.2f} per evaluation sample; {left:.3g} FLOP left"
-            + ("" if group.efficiency is None else f": {_minutes(left, peak * group.efficiency)} at {group.efficiency:.1%} of the peak")
+            + (
+                ""
+                if group.efficiency is None
+                else f": {_minutes(left, peak * group.efficiency)} at {group.efficiency:.1%} of the peak"
+            )
         )
-    click.echo(f"total {total:.3g} FLOP left: " + ", ".join(f"{_minutes(total, peak * e)} at {e:.0%}" for e in REFERENCE_EFFICIENCIES) + " of the peak")
+    click.echo(
+        f"total {total:.3g} FLOP left: "
+        + ", ".join(f"{_minutes(total, peak * e)} at {e:.0%}" for e in REFERENCE_EFFICIENCIES)
+        + " of the peak"
+    )
     return peak, bf16_peak
 
 
-def say_what_remains(groups: list[Group], returns: list, refused: list[tuple[list[str], float]], trained: bool, budget_seconds: float | None, start: float) -> None:
+def say_what_remains(
+    groups: list[Group],
+    returns: list,
+    refused: list[tuple[list[str], float]],
+    trained: bool,
+    budget_seconds: float | None,
+    start: float,
+) -> None:
     """End the command truthfully: failed runs (exit 1), a budget that fit nothing (exit 1, with
     the budget that would), the runs left for the next chunk (exit 0), runs that did not complete."""
     failed = [r for r in returns if r.status == "failed"]
     if failed:  # recorded in their error.txt by the executor; the next command retries them
-        raise click.ClickException(f"{len(failed)} run(s) failed, each with its error.txt ({failed[0].name}: {failed[0].error}); run the same command again to retry")
+        raise click.ClickException(
+            f"{len(failed)} run(s) failed, each with its error.txt ({failed[0].name}: {failed[0].error}); run the same command again to retry"
+        )
     remaining = [r for g in groups for r in g.todo()]
     if remaining:
         if not trained:
@@ -297,30 +349,124 @@ def say_what_remains(groups: list[Group], returns: list, refused: list[tuple[lis
 
 
 @click.command(cls=Script)
-@click.option("--out", type=click.Path(file_okay=False), default=None, help="Folder for the run folders and gpu_suite.md (needed unless --dry-run).")
-@click.option("--scale", type=click.Choice(["paper", "cpu", "tiny"]), default=None, help="Preset of every run [default: paper on CUDA, else tiny].")
-@click.option("--seeds", type=int, multiple=True, default=(0, 1, 2), show_default=True, help="Run seeds (repeat the option).")
-@click.option("--epochs", type=int, default=None, help="Shorten every run's schedule to this many epochs [default: the preset's].")
-@click.option("--task", "tasks", type=click.Choice(TASKS), multiple=True, help="Only this task (repeat for several) [default: both].")
-@click.option("--protocol", type=click.Choice(PROTOCOLS), default="strict", show_default=True, help="strict (final epoch, the preset's lr, each seed on its own) or paper (one run per --lrs; per seed the best over lrs and epochs, each target separately; then the mean over seeds).")
-@click.option("--lrs", default=None, metavar="LR1,LR2,...", help="The paper protocol's learning-rate grid, e.g. 1e-4,2e-4,3e-4 (with --protocol paper).")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Folder for the run folders and gpu_suite.md (needed unless --dry-run).",
+)
+@click.option(
+    "--scale",
+    type=click.Choice(["paper", "cpu", "tiny"]),
+    default=None,
+    help="Preset of every run [default: paper on CUDA, else tiny].",
+)
+@click.option(
+    "--seeds", type=int, multiple=True, default=(0, 1, 2), show_default=True, help="Run seeds (repeat the option)."
+)
+@click.option(
+    "--epochs", type=int, default=None, help="Shorten every run's schedule to this many epochs [default: the preset's]."
+)
+@click.option(
+    "--task",
+    "tasks",
+    type=click.Choice(TASKS),
+    multiple=True,
+    help="Only this task (repeat for several) [default: both].",
+)
+@click.option(
+    "--protocol",
+    type=click.Choice(PROTOCOLS),
+    default="strict",
+    show_default=True,
+    help="strict (final epoch, the preset's lr, each seed on its own) or paper (one run per --lrs; per seed the best over lrs and epochs, each target separately; then the mean over seeds).",
+)
+@click.option(
+    "--lrs",
+    default=None,
+    metavar="LR1,LR2,...",
+    help="The paper protocol's learning-rate grid, e.g. 1e-4,2e-4,3e-4 (with --protocol paper).",
+)
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
-@click.option("--ensemble/--one-by-one", default=None, help="Train a task's runs together as one vectorized ensemble [default: together on CUDA].")
-@click.option("--precision", type=click.Choice(["fp32", "bf16"]), default=None, help="Training forward precision: bf16 autocast or fp32 (part of each run's config) [default: bf16 on CUDA, else fp32].")
-@click.option("--tf32/--no-tf32", default=None, help="Let fp32 matrix products use TF32 (torch.set_float32_matmul_precision('high')) [default: on CUDA only].")
-@click.option("--compile/--no-compile", "compile_", default=None, help="torch.compile the ensemble's vectorized training step (with --ensemble) [default: on CUDA with --ensemble].")
-@click.option("--budget-seconds", type=Number(0, min_open=True), default=None, help="Stop training when this many seconds are spent (checkpoints kept); the same command resumes [default: no limit].")
-@click.option("--dry-run", is_flag=True, help="Print the plan (FLOPs, peak, predicted minutes) and exit without training.")
-@click.option("--peak-tflops", type=Number(0, min_open=True), default=None, help="The device's dense matmul peak in the training precision, TFLOP/s, for the predictions [default: measured here].")
-@click.option("--efficiency", type=Number(0, 1, min_open=True), default=None, help="Fraction of the peak to predict with [default: measured: in the task's earlier chunks, else on --probe-steps throwaway steps; in a dry run only 20% and 40% unless --probe-steps].")
-@click.option("--probe-steps", type=Number(0, integer=True), default=None, help="Throwaway training steps timed per task that has not trained yet, to measure the efficiency (after a warm-up) [default: 3, in a dry run 0].")
+@click.option(
+    "--ensemble/--one-by-one",
+    default=None,
+    help="Train a task's runs together as one vectorized ensemble [default: together on CUDA].",
+)
+@click.option(
+    "--precision",
+    type=click.Choice(["fp32", "bf16"]),
+    default=None,
+    help="Training forward precision: bf16 autocast or fp32 (part of each run's config) [default: bf16 on CUDA, else fp32].",
+)
+@click.option(
+    "--tf32/--no-tf32",
+    default=None,
+    help="Let fp32 matrix products use TF32 (torch.set_float32_matmul_precision('high')) [default: on CUDA only].",
+)
+@click.option(
+    "--compile/--no-compile",
+    "compile_",
+    default=None,
+    help="torch.compile the ensemble's vectorized training step (with --ensemble) [default: on CUDA with --ensemble].",
+)
+@click.option(
+    "--budget-seconds",
+    type=Number(0, min_open=True),
+    default=None,
+    help="Stop training when this many seconds are spent (checkpoints kept); the same command resumes [default: no limit].",
+)
+@click.option(
+    "--dry-run", is_flag=True, help="Print the plan (FLOPs, peak, predicted minutes) and exit without training."
+)
+@click.option(
+    "--peak-tflops",
+    type=Number(0, min_open=True),
+    default=None,
+    help="The device's dense matmul peak in the training precision, TFLOP/s, for the predictions [default: measured here].",
+)
+@click.option(
+    "--efficiency",
+    type=Number(0, 1, min_open=True),
+    default=None,
+    help="Fraction of the peak to predict with [default: measured: in the task's earlier chunks, else on --probe-steps throwaway steps; in a dry run only 20% and 40% unless --probe-steps].",
+)
+@click.option(
+    "--probe-steps",
+    type=Number(0, integer=True),
+    default=None,
+    help="Throwaway training steps timed per task that has not trained yet, to measure the efficiency (after a warm-up) [default: 3, in a dry run 0].",
+)
 @click.option("--threads", type=Number(1, integer=True), default=None, help="torch CPU threads [default: torch's].")
-@click.option("--backend", type=click.Choice(["local", "slurm"]), default="local", show_default=True, help="local: train here; slurm: in Slurm jobs through submitit (the --slurm-* options; docs/clusters.md).")
+@click.option(
+    "--backend",
+    type=click.Choice(["local", "slurm"]),
+    default="local",
+    show_default=True,
+    help="local: train here; slurm: in Slurm jobs through submitit (the --slurm-* options; docs/clusters.md).",
+)
 @slurm_options
 def main(
-    out: str | None, scale: str | None, seeds: tuple[int, ...], epochs: int | None, tasks: tuple[str, ...], protocol: str, lrs: str | None, device: str, ensemble: bool | None, precision: str | None,
-    tf32: bool | None, compile_: bool | None, budget_seconds: float | None, dry_run: bool, peak_tflops: float | None,
-    efficiency: float | None, probe_steps: int | None, threads: int | None, backend: str, **slurm_flags: object,
+    out: str | None,
+    scale: str | None,
+    seeds: tuple[int, ...],
+    epochs: int | None,
+    tasks: tuple[str, ...],
+    protocol: str,
+    lrs: str | None,
+    device: str,
+    ensemble: bool | None,
+    precision: str | None,
+    tf32: bool | None,
+    compile_: bool | None,
+    budget_seconds: float | None,
+    dry_run: bool,
+    peak_tflops: float | None,
+    efficiency: float | None,
+    probe_steps: int | None,
+    threads: int | None,
+    backend: str,
+    **slurm_flags: object,
 ) -> None:
     """Train both tasks on the papers' models, small and large init, and write a markdown table."""
     start = _clock()
@@ -336,14 +482,18 @@ def main(
     except ValueError as err:
         raise click.UsageError(str(err)) from err
     if slurm is not None and (budget_seconds or compile_ or tf32):
-        raise click.UsageError("--budget-seconds, --compile and --tf32 apply to training here; Slurm jobs chunk by --slurm-time")
+        raise click.UsageError(
+            "--budget-seconds, --compile and --tf32 apply to training here; Slurm jobs chunk by --slurm-time"
+        )
     if threads:
         try:
             check_cores(threads, "--threads", "torch threads")
         except ValueError as err:
             raise click.UsageError(str(err)) from err
         torch.set_num_threads(threads)
-    dev = resolve_device(device if slurm is None else "cpu")  # with slurm, the plan is made here and the jobs pick their device
+    dev = resolve_device(
+        device if slurm is None else "cpu"
+    )  # with slurm, the plan is made here and the jobs pick their device
     cuda = dev.type == "cuda" or (slurm is not None and slurm.gpus > 0)  # the GPU's defaults
     scale = scale or ("paper" if cuda else "tiny")
     together = cuda if ensemble is None else ensemble
@@ -367,7 +517,9 @@ def main(
     groups = [Group(task, runs) for task, runs in suite_configs(spec, root, epochs).items()]
     jobs = [Job(r.name, r.cfg, r.folder) for g in groups for r in g.runs]
     table_path = root / TABLE_FILE
-    own_table = table_path.is_file() and any(r.started() for g in groups for r in g.runs)  # a table an earlier chunk wrote
+    own_table = table_path.is_file() and any(
+        r.started() for g in groups for r in g.runs
+    )  # a table an earlier chunk wrote
     if out is not None and not dry_run:
         try:  # a study folder is closed to strangers, and no output replaces a file the suite did not write
             refuse_strangers(jobs, root, "the GPU suite")
@@ -378,17 +530,27 @@ def main(
                 check_steps(group.runs[0].cfg)  # --epochs: a run that would not end is refused
                 per_epoch = -(-group.runs[0].cfg.data.n_train // group.runs[0].cfg.train.batch_size)
                 if probe_steps and probe_steps > per_epoch:
-                    raise ValueError(f"--probe-steps {probe_steps:,} is more than one epoch of the {group.task} runs ({per_epoch:,} steps): give --probe-steps at most {per_epoch:,}")
+                    raise ValueError(
+                        f"--probe-steps {probe_steps:,} is more than one epoch of the {group.task} runs ({per_epoch:,} steps): give --probe-steps at most {per_epoch:,}"
+                    )
         except ValueError as err:
             raise click.UsageError(str(err)) from err
-    device_name = "Slurm jobs" if slurm is not None else torch.cuda.get_device_name(dev) if cuda else f"CPU ({torch.get_num_threads()} threads)"
+    device_name = (
+        "Slurm jobs"
+        if slurm is not None
+        else torch.cuda.get_device_name(dev)
+        if cuda
+        else f"CPU ({torch.get_num_threads()} threads)"
+    )
     header = (
         f"Device: {device_name}; torch {torch.__version__}; scale `{scale}`" + ("" if epochs is None else f", shortened to {epochs} epochs")
         + f"; precision {precision}; TF32 {'on' if tf32 else 'off'}; compile {'on' if compile_ else 'off'}; "
         + f"runs of a task {'trained together' if together else 'one by one'}; {PROTOCOL_TEXT[protocol]}" + ("" if lrs is None else f" (lrs {lrs})") + "."
     )  # fmt: skip
     click.echo(header)
-    peak, bf16_peak = print_plan(groups, dev, precision, tf32, together, peak_tflops, efficiency, probe_steps, logits_fn)
+    peak, bf16_peak = print_plan(
+        groups, dev, precision, tf32, together, peak_tflops, efficiency, probe_steps, logits_fn
+    )
     header += f" Matmul peak {'given' if peak_tflops else 'measured'}: {bf16_peak / 1e12:.2f} TFLOP/s (bf16)."
     if dry_run:
         return
@@ -407,12 +569,16 @@ def main(
                                     epoch_seconds=lambda jobs: group_of[jobs[0].name].epoch_seconds(jobs, peak))  # fmt: skip
         pending = {r.name for g in groups for r in g.todo()}
     try:  # the study folder held, a folder of another run refused before anything trains
-        returns = run_study(jobs, root, launcher, held=lambda: record_study(root, "reproduction", jobs))  # its record: the runs its readers read
+        returns = run_study(
+            jobs, root, launcher, held=lambda: record_study(root, "reproduction", jobs)
+        )  # its record: the runs its readers read
     except ValueError as err:
         raise click.UsageError(str(err)) from err
     refused = [] if slurm is not None else launcher.refused
     for names, epoch_s in refused:
-        click.echo(f"[{group_of[names[0]].task}] not started: one epoch of its {len(names)} run(s) is predicted at {epoch_s:.1f} s, more than the budget has left")
+        click.echo(
+            f"[{group_of[names[0]].task}] not started: one epoch of its {len(names)} run(s) is predicted at {epoch_s:.1f} s, more than the budget has left"
+        )
     trained = slurm is not None or bool(pending - {n for names, _ in refused for n in names})
     root.mkdir(parents=True, exist_ok=True)
     population = None

@@ -38,7 +38,11 @@ def package_options(dotted: str) -> str:
     """A package page's options: its docstring and the names its ``__init__`` defines itself; what
     it re-exports is documented on the page of the module that defines it."""
     package = griffe.load(dotted, search_paths=[ROOT], resolve_aliases=False)
-    own = [name for name, member in package.members.items() if not member.is_alias and not member.is_module and not name.startswith("_")]
+    own = [
+        name
+        for name, member in package.members.items()
+        if not member.is_alias and not member.is_module and not name.startswith("_")
+    ]
     return f"    options:\n      members: {own or 'false'}\n".replace("'", '"')
 
 

@@ -80,7 +80,11 @@ def literal_blocks(text: str) -> str:
         indent = marker["indent"]
         if intro:
             out += [indent + intro, ""]
-        out += [f"{indent}```{_language(block)}", *(indent + line if line else "" for line in block.split("\n")), f"{indent}```"]
+        out += [
+            f"{indent}```{_language(block)}",
+            *(indent + line if line else "" for line in block.split("\n")),
+            f"{indent}```",
+        ]
         i = end
     return "\n".join(out)
 

@@ -19,7 +19,9 @@ def _documented(obj: griffe.Object | griffe.Alias) -> bool:
     shown), and so every parent."""
     current: Any = obj
     while current is not None:
-        if not current.is_public or (not current.is_module and not (current.docstring and current.docstring.value.strip())):
+        if not current.is_public or (
+            not current.is_module and not (current.docstring and current.docstring.value.strip())
+        ):
             return False
         current = current.parent
     return True

@@ -26,11 +26,17 @@ def render(source: Path = SOURCE, rendered: Path = RENDERED) -> Path:
     notebook = nbformat.read(source, as_version=4)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     with tempfile.TemporaryDirectory(prefix="interp-init-notebook-") as scratch:
-        client = nbclient.NotebookClient(notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": scratch}})
+        client = nbclient.NotebookClient(
+            notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": scratch}}
+        )
         client.execute()
-    for cell in notebook.cells:  # the rendering kernel's own warnings (e.g. tqdm's about ipywidgets) are not the notebook's
+    for (
+        cell
+    ) in notebook.cells:  # the rendering kernel's own warnings (e.g. tqdm's about ipywidgets) are not the notebook's
         if cell.cell_type == "code":
-            cell.outputs = [o for o in cell.outputs if not (o.get("output_type") == "stream" and o.get("name") == "stderr")]
+            cell.outputs = [
+                o for o in cell.outputs if not (o.get("output_type") == "stream" and o.get("name") == "stderr")
+            ]
     rendered.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(notebook, rendered)
     return rendered

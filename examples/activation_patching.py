@@ -71,7 +71,9 @@ def rows(analysis: str, values: torch.Tensor, axes: tuple[str, ...], labels: lis
 
 
 @torch.no_grad()
-def analyse(model, clean: torch.Tensor, corrupted: torch.Tensor, clean_t: torch.Tensor, corrupt_t: torch.Tensor) -> tuple[pd.DataFrame, dict]:
+def analyse(
+    model, clean: torch.Tensor, corrupted: torch.Tensor, clean_t: torch.Tensor, corrupt_t: torch.Tensor
+) -> tuple[pd.DataFrame, dict]:
     """The interventions above; every number as a long table, and the summary."""
     batch = torch.arange(len(clean))
 
@@ -82,7 +84,9 @@ def analyse(model, clean: torch.Tensor, corrupted: torch.Tensor, clean_t: torch.
     clean_value, corrupted_value = float(metric(clean_logits)), float(metric(model(corrupted)))
     resid = patching.get_act_patch_resid_pre(model, corrupted, cache, metric)  # [layer, pos]
     heads = patching.get_act_patch_attn_head_out_by_pos(model, corrupted, cache, metric)  # [layer, pos, head]
-    direction = model.W_U[:, clean_t] - model.W_U[:, corrupt_t]  # [d_model, batch]: the logit difference's direction per input
+    direction = (
+        model.W_U[:, clean_t] - model.W_U[:, corrupt_t]
+    )  # [d_model, batch]: the logit difference's direction per input
     components, labels = cache.decompose_resid(pos_slice=-1, return_labels=True)  # [component, batch, d_model]
     head_outputs, head_labels = cache.stack_head_results(pos_slice=-1, return_labels=True)
     attribution = torch.einsum("cbd,db->c", components, direction) / len(clean)
@@ -102,11 +106,20 @@ def analyse(model, clean: torch.Tensor, corrupted: torch.Tensor, clean_t: torch.
 
             logits = model.run_with_hooks(clean, fwd_hooks=[(f"blocks.{layer}.attn.hook_pattern", hide_key)])
             ablated[layer, head] = metric(logits)
-            same &= bool(torch.allclose(logits, probes.masked_run(model, clean, KEY_POSITION, layers=layer, heads=head).logits, atol=1e-5))
+            same &= bool(
+                torch.allclose(
+                    logits, probes.masked_run(model, clean, KEY_POSITION, layers=layer, heads=head).logits, atol=1e-5
+                )
+            )
 
-    generated = model.generate(clean, max_new_tokens=1, stop_at_eos=False, use_past_kv_cache=False, do_sample=False, verbose=False)
+    generated = model.generate(
+        clean, max_new_tokens=1, stop_at_eos=False, use_past_kv_cache=False, do_sample=False, verbose=False
+    )
     table = pd.DataFrame(
-        [{"analysis": "metric", "component": "clean", "value": clean_value}, {"analysis": "metric", "component": "corrupted", "value": corrupted_value}]
+        [
+            {"analysis": "metric", "component": "clean", "value": clean_value},
+            {"analysis": "metric", "component": "corrupted", "value": corrupted_value},
+        ]
         + rows("resid_pre patched", resid, ("layer", "position"))
         + rows("head output patched", heads, ("layer", "position", "head"))
         + rows("direct logit attribution", attribution, ("component",), labels)
@@ -137,11 +150,23 @@ def analyse(model, clean: torch.Tensor, corrupted: torch.Tensor, clean_t: torch.
 
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
-    parser.add_argument("--preset", choices=sorted(PRESETS), default="tiny", help="run size (tiny: seconds on a CPU, learns little; cpu: minutes)")
-    parser.add_argument("--out", default="activation_patching_out", help="folder for the run folder and activation_patching.csv")
+    parser.add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        default="tiny",
+        help="run size (tiny: seconds on a CPU, learns little; cpu: minutes)",
+    )
+    parser.add_argument(
+        "--out", default="activation_patching_out", help="folder for the run folder and activation_patching.csv"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="auto", help="auto|cpu|cuda")
-    parser.add_argument("--task", choices=["symmetric", "id-ood"], default="symmetric", help="the NeurIPS paper's task (post-LN model) or the journal's")
+    parser.add_argument(
+        "--task",
+        choices=["symmetric", "id-ood"],
+        default="symmetric",
+        help="the NeurIPS paper's task (post-LN model) or the journal's",
+    )
     parser.add_argument("--gamma", type=float, default=0.8, help="initialization rate (0.8: small init)")
     parser.add_argument("--delta", type=int, default=10, help="how far the corrupted inputs shift each key")
     return parser
@@ -155,7 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     tokens = inputs(args.delta, args.seed)
     table, summary = analyse(model, *[t.to(model.cfg.device) for t in tokens])
     table.to_csv(out / "activation_patching.csv", index=False)
-    print(f"{args.task}, {config.model.architecture} model, preset {args.preset}, {len(tokens[0])} clean and corrupted inputs (keys +{args.delta})")
+    print(
+        f"{args.task}, {config.model.architecture} model, preset {args.preset}, {len(tokens[0])} clean and corrupted inputs (keys +{args.delta})"
+    )
     print(pd.Series(summary).to_string())
     post_ln = any(isinstance(block, PostLNBlock) for block in model.blocks)
     adds_up = summary["decompose_resid adds up to the last residual stream"]
@@ -163,7 +190,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"decompose_resid {'adds up' if adds_up else 'does not add up'}: expected not to for this post-LN model, whose blocks "
               "normalize the stream after adding to it, so its parts are rescaled and no longer sum to the final stream")  # fmt: skip
     else:
-        print(f"decompose_resid {'adds up' if adds_up else 'does not add up'}: expected to, for a block that adds its output to the stream")
+        print(
+            f"decompose_resid {'adds up' if adds_up else 'does not add up'}: expected to, for a block that adds its output to the stream"
+        )
     print(f"written: {out / 'activation_patching.csv'}")
     return 0
 

@@ -39,11 +39,34 @@ def _slowest(epochs: Iterable[float]) -> float:
 
 
 @click.command()
-@click.option("--preset", type=click.Choice(sorted(PRESETS)), default=DEFAULT_PRESET, show_default=True, help="Size: tiny = seconds (learns little), cpu = minutes per model on a CPU, paper = the papers' scale (for a GPU).")
-@click.option("--out", default="runs/examples", show_default=True, type=click.Path(file_okay=False, path_type=Path), help="Folder for the run folders and the report (finished runs are read back, not retrained).")
-@click.option("--k", "ks", multiple=True, type=int, help="Inferential complexities (repeatable). Default: 0, 3 and 6; 0 and 6 with --preset tiny (under a minute on 2 cores).")
+@click.option(
+    "--preset",
+    type=click.Choice(sorted(PRESETS)),
+    default=DEFAULT_PRESET,
+    show_default=True,
+    help="Size: tiny = seconds (learns little), cpu = minutes per model on a CPU, paper = the papers' scale (for a GPU).",
+)
+@click.option(
+    "--out",
+    default="runs/examples",
+    show_default=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder for the run folders and the report (finished runs are read back, not retrained).",
+)
+@click.option(
+    "--k",
+    "ks",
+    multiple=True,
+    type=int,
+    help="Inferential complexities (repeatable). Default: 0, 3 and 6; 0 and 6 with --preset tiny (under a minute on 2 cores).",
+)
 @click.option("--seed", default=0, show_default=True, type=int, help="Run seed of every model trained.")
-@click.option("--device", default="auto", show_default=True, help="Where to train: auto (CUDA when available, else CPU), cpu, cuda or cuda:N.")
+@click.option(
+    "--device",
+    default="auto",
+    show_default=True,
+    help="Where to train: auto (CUDA when available, else CPU), cpu, cuda or cuda:N.",
+)
 @click.option("--per-pair", default=20, show_default=True, type=int, help="Report probe inputs per anchor pair.")
 def main(preset: str, out: Path, ks: tuple[int, ...], seed: int, device: str, per_pair: int) -> None:
     ks = ks or ((0, 6) if preset == "tiny" else (0, 3, 6))
@@ -66,7 +89,11 @@ def main(preset: str, out: Path, ks: tuple[int, ...], seed: int, device: str, pe
             if k in (min(ks), max(ks)):
                 report_dirs.append(run_dir)
     click.echo(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
-    report = write_report(report_dirs, out / "complexity_and_speed.html", ReportConfig(per_pair=per_pair, title="Complexity and training speed"))
+    report = write_report(
+        report_dirs,
+        out / "complexity_and_speed.html",
+        ReportConfig(per_pair=per_pair, title="Complexity and training speed"),
+    )
     click.echo(f"report: {report}")
 
 

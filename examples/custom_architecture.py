@@ -33,15 +33,21 @@ from interp_init.architectures.kernels import attention_all_positions, attention
 class ParallelBlock(TransformerBlock):
     """``resid_post = x + Attn(LN1 x) + MLP(LN2 x)``; ``hook_resid_mid`` is not used (there is no middle)."""
 
-    def forward(self, resid_pre: Float[Tensor, "batch pos d_model"], *args: object, **kwargs: object) -> Float[Tensor, "batch pos d_model"]:
+    def forward(
+        self, resid_pre: Float[Tensor, "batch pos d_model"], *args: object, **kwargs: object
+    ) -> Float[Tensor, "batch pos d_model"]:
         refuse_extras(args, kwargs)
         resid_pre = self.hook_resid_pre(resid_pre)
-        attn_out = self.hook_attn_out(self.attn(query_input=self.ln1(resid_pre), key_input=self.ln1(resid_pre), value_input=self.ln1(resid_pre)))
+        attn_out = self.hook_attn_out(
+            self.attn(query_input=self.ln1(resid_pre), key_input=self.ln1(resid_pre), value_input=self.ln1(resid_pre))
+        )
         mlp_out = self.hook_mlp_out(self.mlp(self.ln2(resid_pre)))
         return self.hook_resid_post(resid_pre + attn_out + mlp_out)
 
 
-def all_positions(block: ParallelBlock, resid: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+def all_positions(
+    block: ParallelBlock, resid: Float[Tensor, "batch pos d_model"]
+) -> Float[Tensor, "batch pos d_model"]:
     x = norm(block.ln1, resid)
     return resid + attention_all_positions(block.attn, x, x) + mlp(block.mlp, norm(block.ln2, resid))
 
@@ -73,7 +79,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from training.cli import main as cli
 
-    return cli(["train", "--preset", "tiny", "--architecture", "parallel", "--device", "cpu", "--quiet", "--out", args.out])
+    return cli(
+        ["train", "--preset", "tiny", "--architecture", "parallel", "--device", "cpu", "--quiet", "--out", args.out]
+    )
 
 
 if __name__ == "__main__":

@@ -69,18 +69,46 @@ class ModSumTask(Task):
 
 @click.command()
 @click.option("--preset", default="tiny", show_default=True, help="Run size: tiny (seconds), cpu (minutes) or paper.")
-@click.option("--out", default="runs/examples/custom_task", show_default=True, type=click.Path(file_okay=False, path_type=Path), help="Folder: the run folder and the report.")
+@click.option(
+    "--out",
+    default="runs/examples/custom_task",
+    show_default=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder: the run folder and the report.",
+)
 @click.option("--seed", default=0, show_default=True, type=int, help="Run seed.")
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
 def main(preset: str, out: Path, seed: int, device: str) -> None:
     from training.cli import main as interp_init
 
     run = out / "mod-sum"
-    argv = ["train", "--task", "custom_task:ModSumTask", "--preset", preset, "--seed", str(seed), "--device", device, "--quiet", "--out", str(run)]
+    argv = [
+        "train",
+        "--task",
+        "custom_task:ModSumTask",
+        "--preset",
+        preset,
+        "--seed",
+        str(seed),
+        "--device",
+        device,
+        "--quiet",
+        "--out",
+        str(run),
+    ]
     print("interp-init " + " ".join(argv))
     code = interp_init(argv)
     if code == 0:
-        code = interp_init(["report", str(run), "--out", str(out / "custom_task.html"), "--device", "cpu" if device == "auto" else device])
+        code = interp_init(
+            [
+                "report",
+                str(run),
+                "--out",
+                str(out / "custom_task.html"),
+                "--device",
+                "cpu" if device == "auto" else device,
+            ]
+        )
     sys.exit(code)
 
 

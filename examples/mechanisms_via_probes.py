@@ -32,10 +32,27 @@ FIG3_INPUT = torch.tensor([35, 63, 99, 4, 3, 38, 42, 36, 62])
 
 
 @click.command()
-@click.option("--preset", type=click.Choice(sorted(PRESETS)), default=DEFAULT_PRESET, show_default=True, help="Size: tiny = seconds (learns little), cpu = minutes per model on a CPU, paper = the papers' scale (for a GPU).")
-@click.option("--out", default="runs/examples", show_default=True, type=click.Path(file_okay=False, path_type=Path), help="Folder for the run folders and the report (finished runs are read back, not retrained).")
+@click.option(
+    "--preset",
+    type=click.Choice(sorted(PRESETS)),
+    default=DEFAULT_PRESET,
+    show_default=True,
+    help="Size: tiny = seconds (learns little), cpu = minutes per model on a CPU, paper = the papers' scale (for a GPU).",
+)
+@click.option(
+    "--out",
+    default="runs/examples",
+    show_default=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder for the run folders and the report (finished runs are read back, not retrained).",
+)
 @click.option("--seed", default=0, show_default=True, type=int, help="Run seed of every model trained.")
-@click.option("--device", default="auto", show_default=True, help="Where to train: auto (CUDA when available, else CPU), cpu, cuda or cuda:N.")
+@click.option(
+    "--device",
+    default="auto",
+    show_default=True,
+    help="Where to train: auto (CUDA when available, else CPU), cpu, cuda or cuda:N.",
+)
 @click.option("--per-pair", default=20, show_default=True, type=int, help="Probe inputs per anchor pair.")
 def main(preset: str, out: Path, seed: int, device: str, per_pair: int) -> None:
     rows, run_dirs = [], []
@@ -47,7 +64,9 @@ def main(preset: str, out: Path, seed: int, device: str, per_pair: int) -> None:
         model = train(regime_config(preset, regime, "symmetric", seed), run_dir, device=device, progress=False).model
         paths = probes.top_paths(probes.information_flow(model, FIG3_INPUT), threshold=0.05, k=1)
         masked = probes.mask_key(model, data).last_position(f"blocks.{model.cfg.n_layers - 1}.hook_resid_post")
-        clusters = probes.cluster_scores(masked, probes.candidate_labelings(data), method="agglomerative").set_index("labeling")
+        clusters = probes.cluster_scores(masked, probes.candidate_labelings(data), method="agglomerative").set_index(
+            "labeling"
+        )
         rows.append({
             "regime": regime,
             "top path": " -> ".join(str(int(FIG3_INPUT[p])) for p in paths["path"].iloc[0]),
@@ -61,7 +80,9 @@ def main(preset: str, out: Path, seed: int, device: str, per_pair: int) -> None:
         })  # fmt: skip
         run_dirs.append(run_dir)
     click.echo(pd.DataFrame(rows).set_index("regime").T.to_string(float_format=lambda v: f"{v:.3f}"))
-    report = write_report(run_dirs, out / "mechanisms_via_probes.html", ReportConfig(per_pair=per_pair, title="Mechanisms via probes"))
+    report = write_report(
+        run_dirs, out / "mechanisms_via_probes.html", ReportConfig(per_pair=per_pair, title="Mechanisms via probes")
+    )
     click.echo(f"report: {report}")
 
 

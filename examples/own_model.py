@@ -54,7 +54,9 @@ def gpt2_shaped(preset: str, seed: int, device: torch.device) -> HookedTransform
         return HookedTransformer(cfg)
 
 
-def topic_task(n: int, model: HookedTransformer, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def topic_task(
+    n: int, model: HookedTransformer, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(tokens [n, seq], topics [n], positions [n])``: one topic token per sequence, at a random position before the last."""
     seq, vocab = model.cfg.n_ctx, model.cfg.d_vocab
     tokens = torch.randint(N_TOPICS + 1, vocab, (n, seq), generator=generator)
@@ -82,7 +84,9 @@ def accuracy(logits: torch.Tensor, topics: torch.Tensor) -> float:
     return float((logits[:, -1].argmax(-1).cpu() == topics).float().mean())
 
 
-def probe(model: HookedTransformer, tokens: torch.Tensor, topics: torch.Tensor, positions: torch.Tensor, out: Path) -> dict[str, float | str]:
+def probe(
+    model: HookedTransformer, tokens: torch.Tensor, topics: torch.Tensor, positions: torch.Tensor, out: Path
+) -> dict[str, float | str]:
     """Masking, flow, similarity and ranks on plain token tensors with the researcher's labels and positions."""
     plain = probes.masked_run(model, tokens, [])  # nothing masked: the plain run
     hidden = probes.masked_run(model, tokens, positions)  # a [batch] tensor: each sample's own topic position
@@ -90,7 +94,9 @@ def probe(model: HookedTransformer, tokens: torch.Tensor, topics: torch.Tensor, 
     on_topic = patterns[:, torch.arange(len(tokens)), :, -1, positions]  # [layer, batch, head]: last position -> topic
     edges = probes.information_flow(model, tokens[:16])
     paths = probes.top_paths(edges, threshold=0.0, k=3)
-    probes.plot_flow(edges, probes.token_labels(tokens[0]), paths).write_html(out / "own_model_flow.html", include_plotlyjs="cdn")
+    probes.plot_flow(edges, probes.token_labels(tokens[0]), paths).write_html(
+        out / "own_model_flow.html", include_plotlyjs="cdn"
+    )
     similarity = probes.residual_similarity(model, tokens, labels=topics.tolist())  # the last layer, the last position
     ranks = probes.weight_stable_ranks(model)
     circuits = probes.circuit_stable_ranks(model)
@@ -100,7 +106,9 @@ def probe(model: HookedTransformer, tokens: torch.Tensor, topics: torch.Tensor, 
         "last -> topic attention (best head, last layer)": float(on_topic[-1].mean(0).max()),
         "top path into the last position": " -> ".join(map(str, paths["path"].iloc[0])),
         "same-topic block score": similarity.score,
-        "W_Q stable rank, layer 0": float(ranks[(ranks["name"] == "W_Q") & (ranks["layer"] == 0)]["stable_rank"].iloc[0]),
+        "W_Q stable rank, layer 0": float(
+            ranks[(ranks["name"] == "W_Q") & (ranks["layer"] == 0)]["stable_rank"].iloc[0]
+        ),
         "OV stable rank, mean over heads": float(circuits[circuits["circuit"] == "OV"]["stable_rank"].mean()),
         "QK stable rank, mean over heads": float(circuits[circuits["circuit"] == "QK"]["stable_rank"].mean()),
     }

@@ -33,12 +33,26 @@ AXES = ("gamma", "k")
 def parser() -> argparse.ArgumentParser:
     """The walkthroughs' options: ``--preset``, ``--out``, ``--seed``, ``--device`` (as every walkthrough), and the sweep's own."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--preset", choices=tuple(SPECS), default="cpu", help="Size: tiny = a seconds-long smoke run (2 x 2 cells, one seed), cpu = complexity-cpu, paper = complexity-paper (for a GPU).")
+    parser.add_argument(
+        "--preset",
+        choices=tuple(SPECS),
+        default="cpu",
+        help="Size: tiny = a seconds-long smoke run (2 x 2 cells, one seed), cpu = complexity-cpu, paper = complexity-paper (for a GPU).",
+    )
     parser.add_argument("--out", default=OUT, help="Sweep folder (resumed if it exists).")
-    parser.add_argument("--seed", type=int, default=0, help="First seed: the sweep's seeds become SEED, SEED+1, ... (as many as the preset has).")
-    parser.add_argument("--device", default="auto", help="Where to train: auto (CUDA when available, else CPU), cpu, cuda or cuda:N.")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="First seed: the sweep's seeds become SEED, SEED+1, ... (as many as the preset has).",
+    )
+    parser.add_argument(
+        "--device", default="auto", help="Where to train: auto (CUDA when available, else CPU), cpu, cuda or cuda:N."
+    )
     parser.add_argument("--workers", type=int, default=1, help="Parallel runs (process pool); 1 = sequential.")
-    parser.add_argument("--loss-threshold", type=float, default=LOSS_THRESHOLD, help="Training loss that counts as fitted.")
+    parser.add_argument(
+        "--loss-threshold", type=float, default=LOSS_THRESHOLD, help="Training loss that counts as fitted."
+    )
     parser.add_argument("--quiet", action="store_true", help="No progress bar.")
     return parser
 

@@ -21,7 +21,14 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from training.studies.phase import add_phase, aggregate, fig_journal_fig3a, fig_journal_fig3b, fig_journal_fig5c, write_html
+from training.studies.phase import (
+    add_phase,
+    aggregate,
+    fig_journal_fig3a,
+    fig_journal_fig3b,
+    fig_journal_fig5c,
+    write_html,
+)
 from training.studies.study import StudySpec
 from training.studies.sweep import SweepOptions, load_preset, run_sweep
 
@@ -35,10 +42,22 @@ AXES = ("gamma", "weight_decay")
 def parser() -> argparse.ArgumentParser:
     """The walkthroughs' options: ``--preset``, ``--out``, ``--seed``, ``--device`` (as every walkthrough), and the sweep's own."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--preset", choices=tuple(SPECS), default="cpu", help="Size: tiny = a seconds-long smoke run (2 x 2 cells, one seed), cpu = journal-fig3-cpu, paper = journal-fig3-paper (for a GPU).")
+    parser.add_argument(
+        "--preset",
+        choices=tuple(SPECS),
+        default="cpu",
+        help="Size: tiny = a seconds-long smoke run (2 x 2 cells, one seed), cpu = journal-fig3-cpu, paper = journal-fig3-paper (for a GPU).",
+    )
     parser.add_argument("--out", default=OUT, help="Sweep folder (resumed if it exists).")
-    parser.add_argument("--seed", type=int, default=0, help="First seed: the sweep's seeds become SEED, SEED+1, ... (as many as the preset has).")
-    parser.add_argument("--device", default="auto", help="Where to train: auto (CUDA when available, else CPU), cpu, cuda or cuda:N.")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="First seed: the sweep's seeds become SEED, SEED+1, ... (as many as the preset has).",
+    )
+    parser.add_argument(
+        "--device", default="auto", help="Where to train: auto (CUDA when available, else CPU), cpu, cuda or cuda:N."
+    )
     parser.add_argument("--workers", type=int, default=1, help="Parallel runs (process pool); 1 = sequential.")
     parser.add_argument("--quiet", action="store_true", help="No progress bar.")
     return parser
@@ -57,7 +76,9 @@ def main(argv: Sequence[str] | None = None) -> Path:
 
     spec = sweep_spec(args.preset, args.seed)
     print(f"{SPECS[args.preset]} ({args.preset} scale): {spec.size} runs into {args.out}")
-    table = run_sweep(spec, args.out, SweepOptions(workers=args.workers, device=args.device, progress=not args.quiet)).results
+    table = run_sweep(
+        spec, args.out, SweepOptions(workers=args.workers, device=args.device, progress=not args.quiet)
+    ).results
 
     # Mean over seeds per (gamma, weight decay); the phase from mean ID and OOD accuracy.
     cells = aggregate(table, ["id_acc", "ood_acc", "commutativity", "stable_rank_wq0"], cell=list(AXES))

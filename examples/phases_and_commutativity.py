@@ -29,14 +29,49 @@ DEFAULT_PRESET = "cpu" if "cpu" in PRESETS else "paper"
 
 
 @click.command()
-@click.option("--preset", type=click.Choice(sorted(PRESETS)), default=DEFAULT_PRESET, show_default=True, help="Size: tiny = seconds (learns little), cpu = minutes per model on a CPU, paper = the papers' scale (for a GPU).")
-@click.option("--out", default="runs/examples", show_default=True, type=click.Path(file_okay=False, path_type=Path), help="Folder for the run folders and the report (finished runs are read back, not retrained).")
-@click.option("--gamma", "gammas", multiple=True, type=float, default=(0.4, 0.6, 0.8), show_default=True, help="Init rates (repeatable).")
-@click.option("--weight-decay", "weight_decays", multiple=True, type=float, default=(0.01,), show_default=True, help="Repeatable.")
+@click.option(
+    "--preset",
+    type=click.Choice(sorted(PRESETS)),
+    default=DEFAULT_PRESET,
+    show_default=True,
+    help="Size: tiny = seconds (learns little), cpu = minutes per model on a CPU, paper = the papers' scale (for a GPU).",
+)
+@click.option(
+    "--out",
+    default="runs/examples",
+    show_default=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder for the run folders and the report (finished runs are read back, not retrained).",
+)
+@click.option(
+    "--gamma",
+    "gammas",
+    multiple=True,
+    type=float,
+    default=(0.4, 0.6, 0.8),
+    show_default=True,
+    help="Init rates (repeatable).",
+)
+@click.option(
+    "--weight-decay", "weight_decays", multiple=True, type=float, default=(0.01,), show_default=True, help="Repeatable."
+)
 @click.option("--seed", default=0, show_default=True, type=int, help="Run seed of every model trained.")
-@click.option("--device", default="auto", show_default=True, help="Where to train: auto (CUDA when available, else CPU), cpu, cuda or cuda:N.")
+@click.option(
+    "--device",
+    default="auto",
+    show_default=True,
+    help="Where to train: auto (CUDA when available, else CPU), cpu, cuda or cuda:N.",
+)
 @click.option("--per-pair", default=20, show_default=True, type=int, help="Report probe inputs per anchor pair.")
-def main(preset: str, out: Path, gammas: tuple[float, ...], weight_decays: tuple[float, ...], seed: int, device: str, per_pair: int) -> None:
+def main(
+    preset: str,
+    out: Path,
+    gammas: tuple[float, ...],
+    weight_decays: tuple[float, ...],
+    seed: int,
+    device: str,
+    per_pair: int,
+) -> None:
     rows, run_dirs = [], []
     for weight_decay in weight_decays:
         for gamma in gammas:
@@ -50,7 +85,11 @@ def main(preset: str, out: Path, gammas: tuple[float, ...], weight_decays: tuple
     table = pd.DataFrame(rows)
     table.insert(4, "phase", classify_phase(table["ID acc"], table["OOD acc"]).to_numpy())
     click.echo(table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
-    report = write_report(run_dirs, out / "phases_and_commutativity.html", ReportConfig(per_pair=per_pair, title="Phases and commutativity"))
+    report = write_report(
+        run_dirs,
+        out / "phases_and_commutativity.html",
+        ReportConfig(per_pair=per_pair, title="Phases and commutativity"),
+    )
     click.echo(f"report: {report}")
 
 

@@ -28,8 +28,20 @@ FIG3_INPUT = [35, 63, 99, 4, 3, 38, 42, 36, 62]
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--model", "name", default="symmetric-small-init", show_default=True, help="A shipped model (interp_init.list_pretrained()).")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("runs/pretrained"), show_default=True, help="Folder for the attention page.")
+@click.option(
+    "--model",
+    "name",
+    default="symmetric-small-init",
+    show_default=True,
+    help="A shipped model (interp_init.list_pretrained()).",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("runs/pretrained"),
+    show_default=True,
+    help="Folder for the attention page.",
+)
 def main(name: str, out: Path) -> None:
     """Open a shipped model, print its answer on the held-out input, draw its attention."""
     start = time.perf_counter()
@@ -42,7 +54,9 @@ def main(name: str, out: Path) -> None:
     print(f"{name}: {info.task}, gamma {info.gamma:g}, seed {info.seed}; opened in {opened:.2f} s")
     print(f"on {' '.join(map(str, FIG3_INPUT))} it answers {answer} (inferential {key - 10}, symmetric {key - 6})")
     out.mkdir(parents=True, exist_ok=True)
-    page = probes.attention_html(model, tokens[0], out / f"{name}-attention.html", title=f"{name}: attention on the held-out input")
+    page = probes.attention_html(
+        model, tokens[0], out / f"{name}-attention.html", title=f"{name}: attention on the held-out input"
+    )
     print(f"attention ({', '.join(page.props['attentionHeadNames'])}): {out / f'{name}-attention.html'}")
 
 

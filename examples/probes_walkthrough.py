@@ -36,8 +36,16 @@ def run_probes(model, label: str, out: Path) -> dict:
     data = make_dataset("symmetric", "train", n=600, seed=0)
     labels = probes.candidate_labelings(data)
     key_vectors = probes.mask_key(model, data).last_position(f"blocks.{model.cfg.n_layers - 1}.hook_resid_post")
-    save(probes.plot_projection(probes.project(key_vectors, "tsne", perplexity=12, labels=labels), title=f"{label}: key masked (t-SNE)"), "key_masked_tsne")
-    save(probes.plot_projection(probes.project(key_vectors, "pca", labels=labels), title=f"{label}: key masked (PCA)"), "key_masked_pca")
+    save(
+        probes.plot_projection(
+            probes.project(key_vectors, "tsne", perplexity=12, labels=labels), title=f"{label}: key masked (t-SNE)"
+        ),
+        "key_masked_tsne",
+    )
+    save(
+        probes.plot_projection(probes.project(key_vectors, "pca", labels=labels), title=f"{label}: key masked (PCA)"),
+        "key_masked_pca",
+    )
     clusters = probes.cluster_scores(key_vectors, labels).set_index("labeling")
 
     grid = probes.input_grid(range(30, 41), [(a, 1) for a in (1, 2, 3, 4)], seed=0)
@@ -52,7 +60,9 @@ def run_probes(model, label: str, out: Path) -> dict:
     save(probes.plot_flow(edges, probes.token_labels(tokens), paths, title=f"{label}: information flow"), "flow")
     probes.attention_html(model, tokens, out / f"{label}_attention.html", title=f"{label}: attention patterns")
 
-    residual = probes.residual_similarity(model, probes.input_grid(range(30, 41), [(3, 3), (2, 2), (1, 2), (1, 3)], seed=0))
+    residual = probes.residual_similarity(
+        model, probes.input_grid(range(30, 41), [(3, 3), (2, 2), (1, 2), (1, 3)], seed=0)
+    )
     value = probes.value_similarity(model, grid)
     save(probes.plot_similarity(residual), "similarity_residual")
     save(probes.plot_similarity(value), "similarity_value")
@@ -81,11 +91,30 @@ def run_probes(model, label: str, out: Path) -> dict:
 
 
 @click.command()
-@click.option("--preset", type=click.Choice(sorted(PRESETS)), default="tiny", show_default=True, help="Size of the two models trained when no --run is given: tiny = seconds (learns little), cpu = minutes per model, paper = the papers' scale (for a GPU).")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("probes_out"), show_default=True, help="Folder for the figures, summary.csv and the trained runs.")
+@click.option(
+    "--preset",
+    type=click.Choice(sorted(PRESETS)),
+    default="tiny",
+    show_default=True,
+    help="Size of the two models trained when no --run is given: tiny = seconds (learns little), cpu = minutes per model, paper = the papers' scale (for a GPU).",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("probes_out"),
+    show_default=True,
+    help="Folder for the figures, summary.csv and the trained runs.",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Run seed of the two models trained.")
-@click.option("--device", default="auto", show_default=True, help="Where to train and probe: auto (CUDA when available, else CPU), cpu, cuda or cuda:N.")
-@click.option("--run", "runs", multiple=True, metavar="LABEL=RUN_DIR", help="A trained run folder to probe instead (repeatable).")
+@click.option(
+    "--device",
+    default="auto",
+    show_default=True,
+    help="Where to train and probe: auto (CUDA when available, else CPU), cpu, cuda or cuda:N.",
+)
+@click.option(
+    "--run", "runs", multiple=True, metavar="LABEL=RUN_DIR", help="A trained run folder to probe instead (repeatable)."
+)
 def main(preset: str, out: Path, seed: int, device: str, runs: tuple[str, ...]) -> None:
     torch.set_num_threads(1)
     out.mkdir(parents=True, exist_ok=True)

@@ -40,11 +40,17 @@ from training import make_run_config, train
 
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
-    parser.add_argument("--preset", choices=["tiny", "cpu", "paper"], default="tiny", help="run preset (tiny: seconds on a CPU)")
-    parser.add_argument("--out", default="scan_probes_out", help="folder for the run, scan_probes.csv and scan_probes_flow.html")
+    parser.add_argument(
+        "--preset", choices=["tiny", "cpu", "paper"], default="tiny", help="run preset (tiny: seconds on a CPU)"
+    )
+    parser.add_argument(
+        "--out", default="scan_probes_out", help="folder for the run, scan_probes.csv and scan_probes_flow.html"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="auto", help="auto|cpu|cuda")
-    parser.add_argument("--split", choices=["turn-left", "jump"], default="turn-left", help="SCAN's add-primitive split")
+    parser.add_argument(
+        "--split", choices=["turn-left", "jump"], default="turn-left", help="SCAN's add-primitive split"
+    )
     parser.add_argument("--gamma", type=float, default=0.8, help="the initialization rate (larger: smaller init)")
     parser.add_argument("--inputs", type=int, default=64, help="how many OOD commands the probes read")
     return parser
@@ -84,7 +90,9 @@ def probe(model: HookedTransformer, task: ScanTask, data: Samples, out: Path) ->
         "OOD action accuracy, <sep> hidden": tokens_right(separator),
         "top path into <sep>": " -> ".join(labels[p] for p in paths["path"].iloc[0]),
         "same-first-action block score": similarity.score,
-        "W_Q stable rank, layer 0": float(ranks[(ranks["name"] == "W_Q") & (ranks["layer"] == 0)]["stable_rank"].iloc[0]),
+        "W_Q stable rank, layer 0": float(
+            ranks[(ranks["name"] == "W_Q") & (ranks["layer"] == 0)]["stable_rank"].iloc[0]
+        ),
         "OV stable rank, mean over heads": float(circuits[circuits["circuit"] == "OV"]["stable_rank"].mean()),
         "QK stable rank, mean over heads": float(circuits[circuits["circuit"] == "QK"]["stable_rank"].mean()),
     }
@@ -100,7 +108,17 @@ def main(argv: list[str] | None = None) -> int:
     data = task.make_split("heldout", args.inputs, args.seed)
     row = probe(result.model, task, data, out)
     final = result.metrics["final"]
-    table = pd.DataFrame([{"preset": args.preset, "split": args.split, "gamma": args.gamma, "run OOD exact match": final["ood_acc"], **row}])
+    table = pd.DataFrame(
+        [
+            {
+                "preset": args.preset,
+                "split": args.split,
+                "gamma": args.gamma,
+                "run OOD exact match": final["ood_acc"],
+                **row,
+            }
+        ]
+    )
     table.to_csv(out / "scan_probes.csv", index=False)
     print(table.T.to_string(header=False))
     print(f"written: {out / 'scan_probes.csv'}, {out / 'scan_probes_flow.html'}")

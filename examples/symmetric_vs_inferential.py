@@ -29,10 +29,27 @@ DEFAULT_PRESET = "cpu" if "cpu" in PRESETS else "paper"
 
 
 @click.command()
-@click.option("--preset", type=click.Choice(sorted(PRESETS)), default=DEFAULT_PRESET, show_default=True, help="Size: tiny = seconds (learns little), cpu = minutes per model on a CPU, paper = the papers' scale (for a GPU).")
-@click.option("--out", default="runs/examples", show_default=True, type=click.Path(file_okay=False, path_type=Path), help="Folder for the run folders and the report (finished runs are read back, not retrained).")
+@click.option(
+    "--preset",
+    type=click.Choice(sorted(PRESETS)),
+    default=DEFAULT_PRESET,
+    show_default=True,
+    help="Size: tiny = seconds (learns little), cpu = minutes per model on a CPU, paper = the papers' scale (for a GPU).",
+)
+@click.option(
+    "--out",
+    default="runs/examples",
+    show_default=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder for the run folders and the report (finished runs are read back, not retrained).",
+)
 @click.option("--seed", default=0, show_default=True, type=int, help="Run seed of every model trained.")
-@click.option("--device", default="auto", show_default=True, help="Where to train: auto (CUDA when available, else CPU), cpu, cuda or cuda:N.")
+@click.option(
+    "--device",
+    default="auto",
+    show_default=True,
+    help="Where to train: auto (CUDA when available, else CPU), cpu, cuda or cuda:N.",
+)
 @click.option("--per-pair", default=20, show_default=True, type=int, help="Report probe inputs per anchor pair.")
 def main(preset: str, out: Path, seed: int, device: str, per_pair: int) -> None:
     rows, run_dirs = [], []
@@ -45,7 +62,11 @@ def main(preset: str, out: Path, seed: int, device: str, per_pair: int) -> None:
                      "(4,3) inferential x-10": heldout["inferential"], "(4,3) symmetric x-6": heldout["symmetric"]})  # fmt: skip
         run_dirs.append(run_dir)
     click.echo(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
-    report = write_report(run_dirs, out / "symmetric_vs_inferential.html", ReportConfig(per_pair=per_pair, title="Symmetric vs inferential"))
+    report = write_report(
+        run_dirs,
+        out / "symmetric_vs_inferential.html",
+        ReportConfig(per_pair=per_pair, title="Symmetric vs inferential"),
+    )
     click.echo(f"report: {report}")
 
 

@@ -37,7 +37,7 @@ import click
 
 from interp_init.tasks.anchor import ID_THRESHOLD, heldout_answer
 from training.cli.errors import ScriptGroup
-from training.studies.population import exact_interval
+from training.studies.population import exact_interval, mann_whitney
 from training.studies.records import Pick, RunRecord, pick_paper
 from training.studies.study import StudySpec, run_dirs
 from training.studies.sweep.spec import SPEC_FILE
@@ -71,7 +71,9 @@ def _completed(folders: Iterable[Path]) -> tuple[list[RunRecord], set[float]]:
         for run in run_dirs(folder):
             record = RunRecord.read(run, strict=False)
             if record.task_name != "symmetric":
-                raise click.ClickException(f"{run}: a {record.task_name!r} run; the contrast reads symmetric runs (give sweeps of symmetric runs)")
+                raise click.ClickException(
+                    f"{run}: a {record.task_name!r} run; the contrast reads symmetric runs (give sweeps of symmetric runs)"
+                )
             if record.status == "completed":
                 runs.append(record)
     return runs, lrs
@@ -122,7 +124,9 @@ class InitSweep:
         runs, lrs = _completed(folders)
         gammas = {r.config.init.gamma for r in runs}
         if len(gammas) > 1:
-            raise click.ClickException(f"{', '.join(map(str, folders))}: runs of gammas {sorted(gammas)}; give one init's sweeps together")
+            raise click.ClickException(
+                f"{', '.join(map(str, folders))}: runs of gammas {sorted(gammas)}; give one init's sweeps together"
+            )
         by_seed: dict[int, list[RunRecord]] = defaultdict(list)
         for run in runs:
             by_seed[run.config.seed].append(run)
@@ -163,7 +167,9 @@ class Strict:
         n = infers = infers_low = copies = copies_low = 0
         for run in runs:
             final = run.final_columns()
-            answer = heldout_answer(final.get("heldout_inferential"), final.get("heldout_symmetric"), final.get("exception_acc"))
+            answer = heldout_answer(
+                final.get("heldout_inferential"), final.get("heldout_symmetric"), final.get("exception_acc")
+            )
             low = final.get("id_acc") is None or final["id_acc"] < ID_THRESHOLD
             n += 1
             if answer == "inferential":
@@ -186,15 +192,6 @@ def rate(met: int, of: int) -> str:
 
 
 # ----------------------------------------------------------------------------- the tests
-
-
-def mann_whitney(x: Sequence[float], y: Sequence[float]) -> float | None:
-    """The two-sided exact Mann-Whitney U test's p of ``x`` against ``y`` (None below one value a side)."""
-    from scipy.stats import mannwhitneyu
-
-    if not x or not y:
-        return None
-    return float(mannwhitneyu(x, y, alternative="two-sided", method="exact").pvalue)
 
 
 def fisher(a: tuple[int, int], b: tuple[int, int]) -> float | None:
@@ -251,7 +248,10 @@ def panel_rows(small: InitSweep, large: InitSweep, logged_every: int | None = No
     rows = []
     for letter, column, name, expected in PANELS:
         s, l = small.picks(column, logged_every), large.picks(column, logged_every)
-        sv, lv = [x.pick.value for x in s if x.pick.value is not None], [x.pick.value for x in l if x.pick.value is not None]
+        sv, lv = (
+            [x.pick.value for x in s if x.pick.value is not None],
+            [x.pick.value for x in l if x.pick.value is not None],
+        )
         p = mann_whitney(sv, lv)
         ms, ml = _mean(sv), _mean(lv)
         higher = None if ms is None or ml is None or ms == ml else ("small" if ms > ml else "large")
@@ -287,19 +287,26 @@ def panel_table(rows: Sequence[PanelRow]) -> str:
         diff = "-" if ms is None or ml is None else f"{ms - ml:+.2f}"
         reading = "every epoch" if r.logged_every is None else f"logged epochs (-pae {r.logged_every})"
         p = "-" if r.p is None else f"p = {r.p:.3f}"
-        out.append(f"| ({r.panel}) {r.name} | {reading} | {_num(ms)} ({_seed_values(r.small)}) | {_num(ml)} ({_seed_values(r.large)}) | {diff} | {p} | {r.word} |")
+        out.append(
+            f"| ({r.panel}) {r.name} | {reading} | {_num(ms)} ({_seed_values(r.small)}) | {_num(ml)} ({_seed_values(r.large)}) | {diff} | {p} | {r.word} |"
+        )
     return "\n".join(out)
 
 
 def picks_table(small: InitSweep, large: InitSweep, logged_every: int | None = None) -> str:
     """Every seed's pick on both panels: the share, its lr and epoch, the shares one epoch before
     and after, spike or not, and the (3,4) accuracy at the inferential pick."""
-    out = ["| init | seed | panel | best share (lr, epoch) | one epoch before / after | spike | (3,4) at the pick |", "|---|---|---|---|---|---|---|"]
+    out = [
+        "| init | seed | panel | best share (lr, epoch) | one epoch before / after | spike | (3,4) at the pick |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for label, sweep in (("small init (gamma 0.8)", small), ("large init (gamma 0.5)", large)):
         for letter, column, _, _ in PANELS:
             for s in sweep.picks(column, logged_every):
                 where = "-" if s.pick.value is None else f"{s.pick.value:.2f} (lr {s.pick.lr:g}, epoch {s.pick.epoch})"
-                out.append(f"| {label} | {s.seed} | ({letter}) | {where} | {_num(s.before)} / {_num(s.after)} | {'spike' if s.spike else 'no'} | {_num(s.exception)} |")
+                out.append(
+                    f"| {label} | {s.seed} | ({letter}) | {where} | {_num(s.before)} / {_num(s.after)} | {'spike' if s.spike else 'no'} | {_num(s.exception)} |"
+                )
     return "\n".join(out)
 
 
@@ -320,7 +327,11 @@ def strict_table(small: InitSweep, large: InitSweep, lr: float = PRESET_LR) -> s
     p_copy = fisher((s_at.copies, s_at.n), (l_at.copies, l_at.n))
 
     def word(p: float | None) -> str:
-        return "-" if p is None else f"p = {p:.3f}: " + ("separated" if p < ALPHA else f"not separated at {s_at.n} vs {l_at.n} seeds")
+        return (
+            "-"
+            if p is None
+            else f"p = {p:.3f}: " + ("separated" if p < ALPHA else f"not separated at {s_at.n} vs {l_at.n} seeds")
+        )
 
     return "\n".join([
         f"| reading | small init (gamma 0.8) | large init (gamma 0.5) | Fisher's exact test, two-sided (per seed at lr {lr:g}) |",
@@ -338,7 +349,9 @@ def seeds_line(small: InitSweep, large: InitSweep) -> str:
     for label, sweep in (("small init", small), ("large init", large)):
         part = f"{label}: seeds {', '.join(map(str, sweep.finished)) or 'none'} finished ({len(sweep.lrs)} lrs each)"
         if sweep.partial:
-            part += "; partial (left out): " + ", ".join(f"{s} ({k} of {len(sweep.lrs)} lrs)" for s, k in sweep.partial.items())
+            part += "; partial (left out): " + ", ".join(
+                f"{s} ({k} of {len(sweep.lrs)} lrs)" for s, k in sweep.partial.items()
+            )
         parts.append(part)
     return "; ".join(parts)
 
@@ -379,7 +392,9 @@ def slice_cells(folders: Sequence[Path]) -> dict[tuple[int, float], Cell]:
     runs, _ = _completed(folders)
     lrs = {r.lr for r in runs}
     if len(lrs) > 1:
-        raise click.ClickException(f"{', '.join(map(str, folders))}: runs at peak lrs {sorted(lrs)}; the slice reads one lr (give the gamma-slice sweeps)")
+        raise click.ClickException(
+            f"{', '.join(map(str, folders))}: runs at peak lrs {sorted(lrs)}; the slice reads one lr (give the gamma-slice sweeps)"
+        )
     cells: dict[tuple[int, float], list[RunRecord]] = defaultdict(list)
     for run in runs:
         cells[(run.config.model.n_layers, run.config.init.gamma)].append(run)
@@ -438,7 +453,10 @@ def figure(small: InitSweep, large: InitSweep, cells: dict[tuple[int, float], Ce
     rows = 2 if cells else 1
     titles = [f"({letter}) {name}, best over {len(small.lrs)} lrs and epochs" for letter, _, name, _ in PANELS[::-1]]
     if cells:
-        titles += [f"({letter}) the gamma slice: {name.split(' ', 1)[1]}, lr {PRESET_LR:g}" for letter, _, name, _ in PANELS[::-1]]
+        titles += [
+            f"({letter}) the gamma slice: {name.split(' ', 1)[1]}, lr {PRESET_LR:g}"
+            for letter, _, name, _ in PANELS[::-1]
+        ]
     fig = make_subplots(rows=rows, cols=2, subplot_titles=titles, vertical_spacing=0.18)
     colours = {"small": "#1f77b4", "large": "#d62728"}
     for col, (letter, column, name, _) in enumerate(PANELS[::-1], start=1):
@@ -454,10 +472,21 @@ def figure(small: InitSweep, large: InitSweep, cells: dict[tuple[int, float], Ce
         if cells:
             depths, gammas = sorted({d for d, _ in cells}), sorted({g for _, g in cells})
             z = [[_mean(cells[(d, g)].best(column)) if (d, g) in cells else None for g in gammas] for d in depths]
-            text = [["-" if v is None else f"{v:.2f} (n={len(cells[(d, g)].runs)})" for v, g in zip(row, gammas, strict=True)] for row, d in zip(z, depths, strict=True)]
+            text = [
+                [
+                    "-" if v is None else f"{v:.2f} (n={len(cells[(d, g)].runs)})"
+                    for v, g in zip(row, gammas, strict=True)
+                ]
+                for row, d in zip(z, depths, strict=True)
+            ]
             fig.add_trace(go.Heatmap(z=z, x=[f"gamma {g:g}" for g in gammas], y=[f"depth {d}" for d in depths], zmin=0, zmax=1, colorscale="Viridis",
                                      text=text, texttemplate="%{text}", showscale=col == 2, colorbar={"len": 0.42, "y": 0.21}), row=2, col=col)  # fmt: skip
-    fig.update_layout(width=1000, height=420 * rows, title="NeurIPS Fig. 2 at CPU scale (the cpu preset, symmetric): small against large init", margin={"t": 90})
+    fig.update_layout(
+        width=1000,
+        height=420 * rows,
+        title="NeurIPS Fig. 2 at CPU scale (the cpu preset, symmetric): small against large init",
+        margin={"t": 90},
+    )
     return fig
 
 
@@ -470,8 +499,22 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--small", "small", multiple=True, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path), help="A small-init seed x lr sweep folder (repeat for more seeds).")
-@click.option("--large", "large", multiple=True, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path), help="A large-init seed x lr sweep folder (repeat for more seeds).")
+@click.option(
+    "--small",
+    "small",
+    multiple=True,
+    required=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="A small-init seed x lr sweep folder (repeat for more seeds).",
+)
+@click.option(
+    "--large",
+    "large",
+    multiple=True,
+    required=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="A large-init seed x lr sweep folder (repeat for more seeds).",
+)
 def fig2(small: tuple[Path, ...], large: tuple[Path, ...]) -> None:
     """Both inits under the papers' statistic, their picks, the strict reading and rules C1-C2."""
     click.echo(fig2_text(InitSweep.read(small), InitSweep.read(large)))
@@ -486,10 +529,35 @@ def slice_(folders: tuple[Path, ...]) -> None:
 
 
 @main.command(name="figure")
-@click.option("--small", "small", multiple=True, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path), help="A small-init seed x lr sweep folder.")
-@click.option("--large", "large", multiple=True, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path), help="A large-init seed x lr sweep folder.")
-@click.option("--slice", "slices", multiple=True, type=click.Path(exists=True, file_okay=False, path_type=Path), help="A gamma-slice sweep folder (adds the heatmaps).")
-@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="The .png to write: a new file, or one this figure command wrote before and nobody changed.")
+@click.option(
+    "--small",
+    "small",
+    multiple=True,
+    required=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="A small-init seed x lr sweep folder.",
+)
+@click.option(
+    "--large",
+    "large",
+    multiple=True,
+    required=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="A large-init seed x lr sweep folder.",
+)
+@click.option(
+    "--slice",
+    "slices",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="A gamma-slice sweep folder (adds the heatmaps).",
+)
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The .png to write: a new file, or one this figure command wrote before and nobody changed.",
+)
 def figure_(small: tuple[Path, ...], large: tuple[Path, ...], slices: tuple[Path, ...], out: Path) -> None:
     """Fig. 2 at CPU scale as a PNG (through kaleido and a headless Chromium)."""
     from interp_init.outputs import check_output_folder
@@ -504,7 +572,9 @@ def figure_(small: tuple[Path, ...], large: tuple[Path, ...], slices: tuple[Path
     except ValueError as err:
         raise click.UsageError(str(err)) from err
     if slug(out.stem) != out.stem:
-        raise click.UsageError(f"--out {out}: name the file with letters, digits and _ . - only (e.g. {slug(out.stem)}.png)")
+        raise click.UsageError(
+            f"--out {out}: name the file with letters, digits and _ . - only (e.g. {slug(out.stem)}.png)"
+        )
     fig = figure(InitSweep.read(small), InitSweep.read(large), slice_cells(slices) if slices else None)
     try:
         (written,) = write_images({out.stem: fig}, out.parent, "png", width=1000, scale=1.5, option="--out")

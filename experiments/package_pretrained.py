@@ -66,16 +66,22 @@ def _compare(run: Path, record: Path) -> dict[str, Any]:
 @click.option("--records", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
               help="The stored records of the same runs (<task>/<regime> folders) to compare with.")  # fmt: skip
 @click.option("--replace", is_flag=True, help="Replace models this script shipped before (and nothing else).")
-def main(source: Path, command_: str, commit: str, machine: str, beside: str, records: Path | None, replace: bool) -> None:
+def main(
+    source: Path, command_: str, commit: str, machine: str, beside: str, records: Path | None, replace: bool
+) -> None:
     """Copy SOURCE's trained run folders into interp_init/pretrained/ and write its index."""
     runs = _runs(source)
     if not runs:
-        raise click.UsageError(f"{source}: no run folders (<task>/<regime>/config.json); pass the --out of interp-init reproduce --seed S")
+        raise click.UsageError(
+            f"{source}: no run folders (<task>/<regime>/config.json); pass the --out of interp-init reproduce --seed S"
+        )
     models: dict[str, Any] = {}
     for run in runs:
         metrics = json.loads((run / "metrics.json").read_text()) if (run / "metrics.json").is_file() else {}
         if metrics.get("status") != "completed" or not (run / "model.safetensors").is_file():
-            raise click.UsageError(f"{run}: not a completed run with weights (status {metrics.get('status')!r}); let it finish first")
+            raise click.UsageError(
+                f"{run}: not a completed run with weights (status {metrics.get('status')!r}); let it finish first"
+            )
         config = json.loads((run / "config.json").read_text())
         task, regime = run.parent.name, run.name
         name = f"{task}-{regime}"
@@ -87,8 +93,12 @@ def main(source: Path, command_: str, commit: str, machine: str, beside: str, re
     index_path = PRETRAINED_DIR / INDEX_FILE
     old = json.loads(index_path.read_text()) if index_path.is_file() else None
     for name in models:
-        if (PRETRAINED_DIR / name).exists() and not (replace and old is not None and old.get("made_by") == MADE_BY and name in old.get("models", {})):
-            raise click.UsageError(f"{PRETRAINED_DIR / name} exists: pass --replace to replace the models this script shipped")
+        if (PRETRAINED_DIR / name).exists() and not (
+            replace and old is not None and old.get("made_by") == MADE_BY and name in old.get("models", {})
+        ):
+            raise click.UsageError(
+                f"{PRETRAINED_DIR / name} exists: pass --replace to replace the models this script shipped"
+            )
     for name, entry in models.items():
         target = PRETRAINED_DIR / name
         if target.exists():
@@ -96,7 +106,15 @@ def main(source: Path, command_: str, commit: str, machine: str, beside: str, re
         target.mkdir(parents=True)
         for file in MODEL_FILES:
             shutil.copy2(source / entry["task"] / entry["regime"] / file, target / file)
-    index = {"format": FORMAT, "made_by": MADE_BY, "command": command_, "commit": commit, "machine": machine, "beside": beside, "models": models}
+    index = {
+        "format": FORMAT,
+        "made_by": MADE_BY,
+        "command": command_,
+        "commit": commit,
+        "machine": machine,
+        "beside": beside,
+        "models": models,
+    }
     index_path.write_text(json.dumps(index, indent=2) + "\n")
     total = sum((PRETRAINED_DIR / n / f).stat().st_size for n in models for f in MODEL_FILES)
     click.echo(f"shipped {len(models)} models in {PRETRAINED_DIR.relative_to(ROOT)}: {total / 1e6:.1f} MB")

@@ -50,7 +50,9 @@ def _exception_at(records: list[RunRecord], pick: Pick) -> float | None:
     return None
 
 
-def seed_picks(folder: Path, logged_every: int | None = None) -> tuple[dict[int, dict[str, Pick]], dict[int, float | None], dict[int, int], int]:
+def seed_picks(
+    folder: Path, logged_every: int | None = None
+) -> tuple[dict[int, dict[str, Pick]], dict[int, float | None], dict[int, int], int]:
     """Per seed: each target's :class:`Pick` over the seed's completed runs (on the epochs
     ``logged_every`` names, or every evaluated one), the (3,4) accuracy at the inferential
     pick, how many runs were read; and how many were not completed."""
@@ -60,13 +62,17 @@ def seed_picks(folder: Path, logged_every: int | None = None) -> tuple[dict[int,
     for run in run_dirs(folder, depth=1):  # the runs the sweep names
         record = RunRecord.read(run, strict=False)
         if record.task_name != "symmetric":
-            raise click.ClickException(f"{run}: a {record.task_name!r} run; this statistic reads symmetric runs (give a sweep of symmetric runs)")
+            raise click.ClickException(
+                f"{run}: a {record.task_name!r} run; this statistic reads symmetric runs (give a sweep of symmetric runs)"
+            )
         flat = {k: v for k, v in record.config.flat().items() if k not in ("seed", "lr")}
         first = flat if first is None else first
         varying |= {k for k in flat if flat[k] != first.get(k)}
         by_seed[record.config.seed].append(record)
     if varying:
-        raise click.ClickException(f"{folder}: the runs differ in {sorted(varying)}, not only in seed and lr; give one regime's sweep")
+        raise click.ClickException(
+            f"{folder}: the runs differ in {sorted(varying)}, not only in seed and lr; give one regime's sweep"
+        )
     if not by_seed:
         raise click.ClickException(f"{folder}: no run folders (folders with a config.json); give a sweep folder")
     picks, exception, counts, pending = {}, {}, {}, 0
@@ -93,9 +99,16 @@ def statistic_text(folder: Path, logged_every: int | None = None) -> str:
     ``logged_every``), the mean over seeds, and how many seeds reach the inferential bar."""
     check_protocol("paper", logged_every)
     picks, exception, counts, pending = seed_picks(folder, logged_every)
-    lines = ["| seed | runs | " + " | ".join(f"best {t}" for t in TARGETS) + " | (3,4) at the inferential pick |", "|" + "---|" * (len(TARGETS) + 3)]
+    lines = [
+        "| seed | runs | " + " | ".join(f"best {t}" for t in TARGETS) + " | (3,4) at the inferential pick |",
+        "|" + "---|" * (len(TARGETS) + 3),
+    ]
     for seed, row in picks.items():
-        lines.append(f"| {seed} | {counts[seed]} | " + " | ".join(_cell(row[t]) for t in TARGETS) + f" | {_num(exception[seed])} |")
+        lines.append(
+            f"| {seed} | {counts[seed]} | "
+            + " | ".join(_cell(row[t]) for t in TARGETS)
+            + f" | {_num(exception[seed])} |"
+        )
     means = mean_picks(picks)
     lines.append("| mean over seeds | | " + " | ".join(_num(means[t]) for t in TARGETS) + " | |")
     (reach, fitted), n = reaching(picks, exception), len(picks)
@@ -106,7 +119,9 @@ def statistic_text(folder: Path, logged_every: int | None = None) -> str:
     if pending:
         lines.append(f"{pending} runs not completed yet (left out)")
     if logged_every is not None:
-        lines.append(f"epochs read: those the released scripts log with -pae {logged_every} (epochs {logged_every}, {2 * logged_every}, {3 * logged_every}, ... and the next-to-last)")
+        lines.append(
+            f"epochs read: those the released scripts log with -pae {logged_every} (epochs {logged_every}, {2 * logged_every}, {3 * logged_every}, ... and the next-to-last)"
+        )
     return "\n".join(lines)
 
 
@@ -123,13 +138,23 @@ def reaching(picks: dict[int, dict[str, Pick]], exception: dict[int, float | Non
     """How many seeds reach an inferential share >= 0.8 at some lr and epoch, and how many of
     them with (3,4) fitted at that epoch."""
     reach = sum(1 for row in picks.values() if (row["heldout_inferential"].value or 0.0) >= INFERS)
-    fitted = sum(1 for seed, row in picks.items() if (row["heldout_inferential"].value or 0.0) >= INFERS and (exception[seed] or 0.0) >= FITS)
+    fitted = sum(
+        1
+        for seed, row in picks.items()
+        if (row["heldout_inferential"].value or 0.0) >= INFERS and (exception[seed] or 0.0) >= FITS
+    )
     return reach, fitted
 
 
 @click.command(cls=Script)
 @click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--logged-every", type=Number(1, integer=True), default=None, metavar="K", help=LOGGED_HELP.replace("With --protocol paper: r", "R"))
+@click.option(
+    "--logged-every",
+    type=Number(1, integer=True),
+    default=None,
+    metavar="K",
+    help=LOGGED_HELP.replace("With --protocol paper: r", "R"),
+)
 def main(folder: Path, logged_every: int | None) -> None:
     """Print the papers' statistic (best over lrs and epochs per seed, mean over seeds) of the symmetric sweep FOLDER."""
     click.echo(statistic_text(folder, logged_every))

@@ -76,10 +76,19 @@ def race_rows(roots: list[Path], knobs: tuple[str, ...] = ()) -> list[dict[str, 
             status = record.recorded_status or "no metrics"
             unknown = [k for k in keys if k not in flat]
             if unknown:
-                raise click.UsageError(f"--knob {unknown[0]!r} is not an option of {folder}'s config; use one of its config.json's options (e.g. gamma, lr, batch_size)")
+                raise click.UsageError(
+                    f"--knob {unknown[0]!r} is not an option of {folder}'s config; use one of its config.json's options (e.g. gamma, lr, batch_size)"
+                )
             cell = ", ".join(f"{k}={flat[k]}" for k in keys) or "-"
             if race is None:
-                rows.append({"run": f"{root.name}/{folder.name}" if folder != root else folder.name, "seed": _seed(flat), "knobs": cell, "status": status})
+                rows.append(
+                    {
+                        "run": f"{root.name}/{folder.name}" if folder != root else folder.name,
+                        "seed": _seed(flat),
+                        "knobs": cell,
+                        "status": status,
+                    }
+                )
                 continue
             rows.append({
                 "run": f"{root.name}/{folder.name}" if folder != root else folder.name, "seed": _seed(flat), "knobs": cell,
@@ -97,7 +106,23 @@ def race_rows(roots: list[Path], knobs: tuple[str, ...] = ()) -> list[dict[str, 
     return rows
 
 
-COLUMNS = ("run", "seed", "knobs", "gamma", "epochs", "status", "(3,4) fit epoch", "copy epoch", "inf / sym at fit", "inf / sym at end", "ID at end", "stopped moving", "lr then", "lr > peak/10", "mode")
+COLUMNS = (
+    "run",
+    "seed",
+    "knobs",
+    "gamma",
+    "epochs",
+    "status",
+    "(3,4) fit epoch",
+    "copy epoch",
+    "inf / sym at fit",
+    "inf / sym at end",
+    "ID at end",
+    "stopped moving",
+    "lr then",
+    "lr > peak/10",
+    "mode",
+)
 
 
 def _epoch(epoch: int | None) -> str:
@@ -147,15 +172,36 @@ def race_diagram(rows: list[dict[str, Any]]) -> Any:
     cols = min(4, len(cells))
     n_rows = -(-len(cells) // cols)
     titles = [cell.replace(", ", "<br>") for cell in cells]
-    fig = make_subplots(rows=n_rows, cols=cols, subplot_titles=titles, shared_xaxes=True, shared_yaxes=True, vertical_spacing=0.5 / n_rows / 2 + 0.06)
+    fig = make_subplots(
+        rows=n_rows,
+        cols=cols,
+        subplot_titles=titles,
+        shared_xaxes=True,
+        shared_yaxes=True,
+        vertical_spacing=0.5 / n_rows / 2 + 0.06,
+    )
     colours = dict(zip(MODES, ("#1b9e77", "#d95f02", "#7570b3", "#999999"), strict=True))
     for i, cell in enumerate(cells):
         row, col = divmod(i, cols)
-        fig.add_trace(go.Scatter(x=[1, never], y=[1, never], mode="lines", line=dict(color="#cccccc", dash="dash"), showlegend=False, hoverinfo="skip"), row=row + 1, col=col + 1)
+        fig.add_trace(
+            go.Scatter(
+                x=[1, never],
+                y=[1, never],
+                mode="lines",
+                line=dict(color="#cccccc", dash="dash"),
+                showlegend=False,
+                hoverinfo="skip",
+            ),
+            row=row + 1,
+            col=col + 1,
+        )
         seen: dict[tuple[int, int], int] = {}  # runs on one point are spread sideways
         points = []
         for r in (r for r in done if r["knobs"] == cell):
-            at = (never if r["race"].fit_epoch is None else r["race"].fit_epoch, never if r["race"].copy_epoch is None else r["race"].copy_epoch)
+            at = (
+                never if r["race"].fit_epoch is None else r["race"].fit_epoch,
+                never if r["race"].copy_epoch is None else r["race"].copy_epoch,
+            )
             seen[at] = seen.get(at, -1) + 1
             points.append((r, at[0] + 0.3 * seen[at], at[1]))
         for mode in MODES:
@@ -168,7 +214,11 @@ def race_diagram(rows: list[dict[str, Any]]) -> Any:
                 name=mode, legendgroup=mode, showlegend=mode not in {t.name for t in fig.data},
             ), row=row + 1, col=col + 1)  # fmt: skip
     step = max(1, never // 6)
-    ticks = dict(tickvals=[*range(1, never, step), never], ticktext=[*map(str, range(1, never, step)), "never"], range=[0.3, never + 1.2])
+    ticks = dict(
+        tickvals=[*range(1, never, step), never],
+        ticktext=[*map(str, range(1, never, step)), "never"],
+        range=[0.3, never + 1.2],
+    )
     fig.update_xaxes(**ticks)
     fig.update_yaxes(**ticks)
     for col in range(1, cols + 1):
@@ -176,8 +226,11 @@ def race_diagram(rows: list[dict[str, Any]]) -> Any:
     for row in range(1, n_rows + 1):
         fig.update_yaxes(title_text="copy at epoch", row=row, col=1)
     fig.update_annotations(font_size=11)
-    fig.update_layout(title="The race: the epoch of the copy (symmetric >= 0.8) against the epoch (3,4) is fitted, one marker per seed",
-                      height=300 * n_rows + 120, margin=dict(t=110))
+    fig.update_layout(
+        title="The race: the epoch of the copy (symmetric >= 0.8) against the epoch (3,4) is fitted, one marker per seed",
+        height=300 * n_rows + 120,
+        margin=dict(t=110),
+    )
     return fig
 
 
@@ -190,9 +243,23 @@ def _print_table(columns: tuple[str, ...], rows: list[dict[str, Any]]) -> None:
 
 @click.command(cls=Script)
 @click.argument("folders", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--knob", "knobs", multiple=True, metavar="KEY", help="A config option that names a run's cell (repeat for several; default: each sweep's grid keys but the seed).")
-@click.option("--cells", is_flag=True, help="Also print one row per cell: the copy rate with its exact interval, the modes, each seed's fit -> copy epochs.")
-@click.option("--figure", type=click.Path(dir_okay=False, path_type=Path), help="Write the race's phase diagram to this .png, .svg or .pdf (kaleido).")
+@click.option(
+    "--knob",
+    "knobs",
+    multiple=True,
+    metavar="KEY",
+    help="A config option that names a run's cell (repeat for several; default: each sweep's grid keys but the seed).",
+)
+@click.option(
+    "--cells",
+    is_flag=True,
+    help="Also print one row per cell: the copy rate with its exact interval, the modes, each seed's fit -> copy epochs.",
+)
+@click.option(
+    "--figure",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the race's phase diagram to this .png, .svg or .pdf (kaleido).",
+)
 def main(folders: tuple[Path, ...], knobs: tuple[str, ...], cells: bool, figure: Path | None) -> None:
     """Print the race of every symmetric run under FOLDERS (sweep folders or run folders), one markdown row each."""
     if figure is not None and figure.suffix.lstrip(".") not in ("png", "svg", "pdf"):
@@ -210,12 +277,18 @@ def main(folders: tuple[Path, ...], knobs: tuple[str, ...], cells: bool, figure:
         except ValueError as err:
             raise click.UsageError(str(err)) from err
         if slug(figure.stem) != figure.stem:
-            raise click.UsageError(f"--figure {figure}: name the file with letters, digits and _ . - only (e.g. {slug(figure.stem)}{figure.suffix})")
+            raise click.UsageError(
+                f"--figure {figure}: name the file with letters, digits and _ . - only (e.g. {slug(figure.stem)}{figure.suffix})"
+            )
     rows = race_rows(list(folders), knobs)
     _print_table(COLUMNS, rows)
     modes = [row["mode"] for row in rows if row.get("status") == "completed" and "mode" in row]
     if modes:
-        click.echo("\n" + ", ".join(f"{m}: {modes.count(m)}" for m in dict.fromkeys(sorted(modes))) + f" (of {len(modes)} completed runs)")
+        click.echo(
+            "\n"
+            + ", ".join(f"{m}: {modes.count(m)}" for m in dict.fromkeys(sorted(modes)))
+            + f" (of {len(modes)} completed runs)"
+        )
     if cells:
         click.echo("")
         _print_table(CELL_COLUMNS, cell_rows(rows))

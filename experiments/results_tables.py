@@ -66,8 +66,6 @@ def generator(name: str, *studies: str, what: str) -> Callable[[Callable[[Record
     return register
 
 
-
-
 #: Where the stored studies lie, from the repository's root (README's links to them).
 RESULTS_DIR = "experiments/results"
 
@@ -152,7 +150,10 @@ def rates_rows(population: Any, with_all: bool) -> list[list[str]]:
     for rate in population.rates_and_readings():
         if rate.name == "all" and not with_all:
             continue
-        held = {row.seed: (row.checks[rate.name] if rate.beside is None else row.readings[rate.name][1]) for row in population.rows}
+        held = {
+            row.seed: (row.checks[rate.name] if rate.beside is None else row.readings[rate.name][1])
+            for row in population.rows
+        }
         met = _rate(rate.met, rate.of)
         label = rate.name if rate.beside is None else f"{rate.name} (beside the criterion above; not a criterion)"
         rows.append([label, f"**{met}**" if rate.name.startswith("symmetric: small-init") else met,
@@ -169,9 +170,17 @@ def paper_statistic_row(records: Records) -> list[str]:
     """The papers' statistic of the stored seed x lr sweep: the mean of each seed's best
     inferential share, and how many seeds reach 0.8 there (without and with (3,4) fitted);
     where the sweep is not stored, a row that says so (the verification's rows stand alone)."""
-    label = "the papers' statistic: small init's best inferential share over 9 lrs and epochs, mean of 3 seeds (401-403)"
-    if not records.stored(STUDY_NAMES["paper-statistic"]):  # its first folders are gone; its history is in docs/faithful-models.md
-        return [label, "not stored yet: the sweep is being trained again (docs/faithful-models.md, the papers' own statistic)", ""]
+    label = (
+        "the papers' statistic: small init's best inferential share over 9 lrs and epochs, mean of 3 seeds (401-403)"
+    )
+    if not records.stored(
+        STUDY_NAMES["paper-statistic"]
+    ):  # its first folders are gone; its history is in docs/faithful-models.md
+        return [
+            label,
+            "not stored yet: the sweep is being trained again (docs/faithful-models.md, the papers' own statistic)",
+            "",
+        ]
     paper_statistic = records.script("paper_statistic")
     study = records.study(STUDY_NAMES["paper-statistic"])
     picks, exception, _, pending = paper_statistic.seed_picks(study.path)
@@ -200,8 +209,14 @@ def readme_answer(records: Records) -> str:
     population, config = study.population(), RecordsConfig.of(study)
     model = study.records()[0].config.model
     seeds = _seeds({r.config.seed for r in study.records()})
-    ood_small, ood_large = _rate_of(population, "id-ood: small-init OOD"), _rate_of(population, "id-ood: large-init OOD")
-    infers, copies = _rate_of(population, "symmetric: small-init inferential"), _rate_of(population, "symmetric: large-init symmetric")
+    ood_small, ood_large = (
+        _rate_of(population, "id-ood: small-init OOD"),
+        _rate_of(population, "id-ood: large-init OOD"),
+    )
+    infers, copies = (
+        _rate_of(population, "symmetric: small-init inferential"),
+        _rate_of(population, "symmetric: large-init symmetric"),
+    )
     gpu = [r for r in _gpu_races(records) if r["gamma"] == "0.8"]
     gpu_config = RecordsConfig.of(records.study(STUDY_NAMES["gpu"]))
     gpu_infers = sum(r["race"].mode == "infers" for r in gpu)
@@ -268,7 +283,9 @@ def paper_statistic_table(records: Records) -> str:
     for every in PAPER_READINGS:
         command = f"python experiments/paper_statistic.py experiments/results/{study.path.name}"
         command += "" if every is None else f" --logged-every {every}"
-        blocks.append(f"`{command}`:\n\n```\n{records.script('paper_statistic').statistic_text(study.path, every)}\n```")
+        blocks.append(
+            f"`{command}`:\n\n```\n{records.script('paper_statistic').statistic_text(study.path, every)}\n```"
+        )
     return "\n\n".join(blocks)
 
 
@@ -278,7 +295,9 @@ def paper_statistic_modes(records: Records) -> str:
     from training.studies.records import MODES
 
     study = records.study(STUDY_NAMES["paper-statistic"])
-    rows = [row for row in records.script("race").race_rows([study.path]) if "race" in row and row["status"] == "completed"]
+    rows = [
+        row for row in records.script("race").race_rows([study.path]) if "race" in row and row["status"] == "completed"
+    ]
     words = {"infers": "infer", "early copy": "copy", "neither": "answer neither", "under-trained": "are under-trained"}
     parts = []
     for mode in MODES:
@@ -291,21 +310,42 @@ def paper_statistic_modes(records: Records) -> str:
 
 def _gpu_races(records: Records) -> list[dict]:
     study = records.study(STUDY_NAMES["gpu"])
-    rows = [row for row in records.script("race").race_rows(sorted({run.parent for run in study.run_dirs()})) if "race" in row]
+    rows = [
+        row
+        for row in records.script("race").race_rows(sorted({run.parent for run in study.run_dirs()}))
+        if "race" in row
+    ]
     return sorted(rows, key=lambda r: (r["gamma"] != "0.8", r["seed"]))
 
 
-@generator("gpu-race", STUDY_NAMES["gpu"], what="docs/faithful-models.md: the race of the GPU suite's runs, read from their stored histories")
+@generator(
+    "gpu-race",
+    STUDY_NAMES["gpu"],
+    what="docs/faithful-models.md: the race of the GPU suite's runs, read from their stored histories",
+)
 def gpu_race(records: Records) -> str:
     rows = _gpu_races(records)
     epochs = {row["race"].last_epoch for row in rows}
     at = f"epoch {epochs.pop()}" if len(epochs) == 1 else "the last evaluated epoch"
-    header = ("run", "(3,4) fit epoch", "copy epoch", "inf / sym at fit", f"inf / sym at {at}", f"ID at {at}", "shares stopped moving (epoch)", "mode so far")
+    header = (
+        "run",
+        "(3,4) fit epoch",
+        "copy epoch",
+        "inf / sym at fit",
+        f"inf / sym at {at}",
+        f"ID at {at}",
+        "shares stopped moving (epoch)",
+        "mode so far",
+    )
     return _markdown(header, ([f"{'small' if r['gamma'] == '0.8' else 'large'} init ({r['gamma']}), seed {r['seed']}", r["(3,4) fit epoch"], r["copy epoch"],
                                r["inf / sym at fit"], r["inf / sym at end"], r["ID at end"], r["stopped moving"], r["race"].mode] for r in rows))  # fmt: skip
 
 
-@generator("readme-gpu", STUDY_NAMES["gpu"], what="README's sentence on the GPU run: its scale, epochs and small init's outcome")
+@generator(
+    "readme-gpu",
+    STUDY_NAMES["gpu"],
+    what="README's sentence on the GPU run: its scale, epochs and small init's outcome",
+)
 def readme_gpu(records: Records) -> str:
     study = records.study(STUDY_NAMES["gpu"])
     small = [r for r in _gpu_races(records) if r["gamma"] == "0.8"]
@@ -325,13 +365,21 @@ def _span(values: Iterable[float | int], fmt: str = "{}") -> str:
     return low if low == high else f"{low}-{high}"
 
 
-@generator("gpu-rates", STUDY_NAMES["gpu"], what="docs/faithful-models.md: the GPU runs' rates by the last evaluated epoch, and small init's best inferential share")
+@generator(
+    "gpu-rates",
+    STUDY_NAMES["gpu"],
+    what="docs/faithful-models.md: the GPU runs' rates by the last evaluated epoch, and small init's best inferential share",
+)
 def gpu_rates(records: Records) -> str:
     rows = _gpu_races(records)
     small, large = [r for r in rows if r["gamma"] == "0.8"], [r for r in rows if r["gamma"] != "0.8"]
     best = {}
     for record in (r for r in records.study(STUDY_NAMES["gpu"]).records() if r.config.init.gamma == 0.8):
-        shares = [(e.metrics.columns().get("heldout_inferential") or 0.0, e.epoch) for e in record.history if e.metrics is not None]
+        shares = [
+            (e.metrics.columns().get("heldout_inferential") or 0.0, e.epoch)
+            for e in record.history
+            if e.metrics is not None
+        ]
         best[record.config.seed] = max(shares)
     infers, copies = sum(r["race"].mode == "infers" for r in small), sum(r["race"].mode == "early copy" for r in small)
     return (f"**Small init infers on {_rate(infers, len(small))} by epoch {small[0]['race'].last_epoch} and copies on {_rate(copies, len(small))}; "
@@ -339,7 +387,11 @@ def gpu_rates(records: Records) -> str:
             f"run reached at any epoch: " + ", ".join(f"seed {seed} {share:.2f} (epoch {epoch})" for seed, (share, epoch) in sorted(best.items())) + ".")  # fmt: skip
 
 
-@generator("gpu-epochs", STUDY_NAMES["gpu"], what="docs/faithful-models.md: how far the GPU runs trained (the last recorded epoch of how many)")
+@generator(
+    "gpu-epochs",
+    STUDY_NAMES["gpu"],
+    what="docs/faithful-models.md: how far the GPU runs trained (the last recorded epoch of how many)",
+)
 def gpu_epochs(records: Records) -> str:
     runs = records.study(STUDY_NAMES["gpu"]).records()
     return f"{_span(r.epochs_run for r in runs)} of {_span(r.config.train.epochs for r in runs)}"
@@ -349,7 +401,11 @@ def gpu_epochs(records: Records) -> str:
 GPU_BANDS_FROM = 21
 
 
-@generator("gpu-bands", STUDY_NAMES["gpu"], what="docs/faithful-models.md: the GPU runs' losses and the bands their shares moved in late in training")
+@generator(
+    "gpu-bands",
+    STUDY_NAMES["gpu"],
+    what="docs/faithful-models.md: the GPU runs' losses and the bands their shares moved in late in training",
+)
 def gpu_bands(records: Records) -> str:
     runs = sorted(records.study(STUDY_NAMES["gpu"]).records(), key=lambda r: (-r.config.init.gamma, r.config.seed))
     at_11 = max(e.loss for r in runs for e in r.history if e.epoch == 11)
@@ -358,13 +414,21 @@ def gpu_bands(records: Records) -> str:
     parts = []
     for run in runs:
         shares = [e.metrics.columns() for e in run.history if e.epoch >= GPU_BANDS_FROM and e.metrics is not None]
-        inf, sym = (_span((c.get(k) or 0.0 for c in shares), "{:.2f}") for k in ("heldout_inferential", "heldout_symmetric"))
-        parts.append(f"{'small' if run.config.init.gamma == 0.8 else 'large'} init seed {run.config.seed} {inf} / {sym}")
+        inf, sym = (
+            _span((c.get(k) or 0.0 for c in shares), "{:.2f}") for k in ("heldout_inferential", "heldout_symmetric")
+        )
+        parts.append(
+            f"{'small' if run.config.init.gamma == 0.8 else 'large'} init seed {run.config.seed} {inf} / {sym}"
+        )
     return (f"Every run's training loss was at most {at_11:.2f} at epoch 11 (later single epochs rose to {later:.2f} and came back). From epoch "
             f"{GPU_BANDS_FROM} to {last} the (4,3) inferential / symmetric shares moved within these bands: {'; '.join(parts)}.")  # fmt: skip
 
 
-@generator("gpu-fit-epochs", STUDY_NAMES["gpu"], what="docs/faithful-models.md: the epochs the GPU runs fitted (3,4), small init against large")
+@generator(
+    "gpu-fit-epochs",
+    STUDY_NAMES["gpu"],
+    what="docs/faithful-models.md: the epochs the GPU runs fitted (3,4), small init against large",
+)
 def gpu_fit_epochs(records: Records) -> str:
     rows = _gpu_races(records)
     small = [r["race"].fit_epoch for r in rows if r["gamma"] == "0.8" and r["race"].fit_epoch is not None]
@@ -383,7 +447,9 @@ def first_minute_output(records: Records) -> str:
     lines = [
         f"preset {spec.preset}, seed {seed}, {spec.precision}, ... s in this call",
         population.format_regimes(),
-        "flip reproduced (all criteria met)" if checks["all"] else f"flip NOT reproduced; failed: {failed_criteria(checks)}",
+        "flip reproduced (all criteria met)"
+        if checks["all"]
+        else f"flip NOT reproduced; failed: {failed_criteria(checks)}",
         f"this is one draw (seed {seed}): how often each criterion holds over seeds is what --seeds 31,32,33,... measures (docs/faithful-models.md)",
         "summary: runs/first-minute/summary.json",
         "report: runs/first-minute/report.html",
@@ -391,24 +457,36 @@ def first_minute_output(records: Records) -> str:
     return "```\n" + "\n".join(lines) + "\n```"
 
 
-@generator("first-minute-seconds", STUDY_NAMES["first-minute"], what="README and docs/getting-started.md: the seconds the first minute's four runs trained, with the machine and its load")
+@generator(
+    "first-minute-seconds",
+    STUDY_NAMES["first-minute"],
+    what="README and docs/getting-started.md: the seconds the first minute's four runs trained, with the machine and its load",
+)
 def first_minute_seconds(records: Records) -> str:
     study = records.study(STUDY_NAMES["first-minute"])
     seconds = [r.elapsed_s for r in study.records() if r.elapsed_s is not None]
     load = re.search(r"load average [0-9.]+(?:-[0-9.]+)?", study.get("beside") or "")
     machine = (study.get("machine") or "").split(" (")[0].split(",")[0]
-    return (f"its four runs trained in {_span(seconds, '{:.1f}')} s each on a {machine}"
-            f"{' at ' + load.group() if load else ''}, as `{RESULTS_DIR}/{study.name}/STUDY.md` records")
+    return (
+        f"its four runs trained in {_span(seconds, '{:.1f}')} s each on a {machine}"
+        f"{' at ' + load.group() if load else ''}, as `{RESULTS_DIR}/{study.name}/STUDY.md` records"
+    )
 
 
-@generator("readme-minutes", STUDY_NAMES["verification"], what="README's time of the main job: the verification's models' training minutes")
+@generator(
+    "readme-minutes",
+    STUDY_NAMES["verification"],
+    what="README's time of the main job: the verification's models' training minutes",
+)
 def readme_minutes(records: Records) -> str:
     study = records.study(STUDY_NAMES["verification"])
     minutes = [r.elapsed_s / 60 for r in study.records() if r.elapsed_s is not None]
     median = statistics.median(minutes)
-    return (f"a model trained in a median {median:.1f} minutes, {_span(minutes, '{:.1f}')} with other work on the cores "
-            f"as its STUDY.md says, on a 2-core CPU with one torch thread, in the verification of seeds "
-            f"{_seeds({r.config.seed for r in study.records()})}")
+    return (
+        f"a model trained in a median {median:.1f} minutes, {_span(minutes, '{:.1f}')} with other work on the cores "
+        f"as its STUDY.md says, on a 2-core CPU with one torch thread, in the verification of seeds "
+        f"{_seeds({r.config.seed for r in study.records()})}"
+    )
 
 
 @dataclass(frozen=True)
@@ -424,7 +502,9 @@ class RecordsConfig:
     @classmethod
     def of(cls, study: StoredStudy) -> RecordsConfig:
         config = study.records()[0].config
-        return cls(config.preset, config.model.d_model, config.data.n_train, config.train.precision, config.train.epochs)
+        return cls(
+            config.preset, config.model.d_model, config.data.n_train, config.train.precision, config.train.epochs
+        )
 
 
 # -- the positive control (docs/positive-control.md): counts over the finished seeds, strict and without the (3,4) condition
@@ -447,7 +527,10 @@ def _answers(record: Any) -> tuple[bool, bool, bool]:
     final, task = record.final_columns(), record.task
     strict = task.flip_checks(final, final, FLIP_CRITERIA)[SMALL_INFERENTIAL]
     loose = task.flip_readings(final, final, FLIP_CRITERIA)[SMALL_INFERENTIAL_ANY][1]
-    copies = heldout_answer(final.get("heldout_inferential"), final.get("heldout_symmetric"), final.get("exception_acc")) == "symmetric"
+    copies = (
+        heldout_answer(final.get("heldout_inferential"), final.get("heldout_symmetric"), final.get("exception_acc"))
+        == "symmetric"
+    )
     return strict, loose, copies
 
 
@@ -473,7 +556,11 @@ def _init_table(by_gamma: dict[float, list], gammas: Sequence[float] = ()) -> st
     return _markdown(header, rows)
 
 
-@generator("pc-main", STUDY_NAMES["pc"], what="docs/positive-control.md: small and large init at P, strict and without the (3,4) condition")
+@generator(
+    "pc-main",
+    STUDY_NAMES["pc"],
+    what="docs/positive-control.md: small and large init at P, strict and without the (3,4) condition",
+)
 def pc_main(records: Records) -> str:
     return _init_table(_small_large(records, "pc"))
 
@@ -493,7 +580,11 @@ CAUSES = (("pc", "P: depth 3, the lr held at its peak, 20 epochs"), ("pc-depth3-
           ("pc-depth2-const", "depth 2, the lr held (20 epochs)"), ("pc-depth4-const", "depth 4, the lr held (20 epochs)"))  # fmt: skip
 
 
-@generator("pc-causes", *(STUDY_NAMES[r] for r, _ in CAUSES), what="docs/positive-control.md: small init at P and its three cause variants, with Fisher's exact test against P (a cause not stored yet reads 'not trained yet'; P itself is needed)")
+@generator(
+    "pc-causes",
+    *(STUDY_NAMES[r] for r, _ in CAUSES),
+    what="docs/positive-control.md: small init at P and its three cause variants, with Fisher's exact test against P (a cause not stored yet reads 'not trained yet'; P itself is needed)",
+)
 def pc_causes(records: Records) -> str:
     from scipy.stats import fisher_exact
 
@@ -544,13 +635,19 @@ def strict_breadth(records: Records) -> str:
         if role != "verification" and not records.stored(STUDY_NAMES[role]):
             continue
         study = records.study(STUDY_NAMES[role])
-        small = [r for r in study.records() if r.status == "completed" and r.task_name == "symmetric" and r.config.init.gamma > 0.5]
+        small = [
+            r
+            for r in study.records()
+            if r.status == "completed" and r.task_name == "symmetric" and r.config.init.gamma > 0.5
+        ]
         if not small:
             continue
         answers = [_answers(r) for r in small]
         closest = max(small, key=lambda r: r.final_columns()["heldout_inferential"] or 0.0)
         columns, lrs = closest.final_columns(), sorted({r.config.train.lr for r in small})
-        seeds = _seeds({r.config.seed for r in small}) + (f" x {len(lrs)} lrs ({len(small)} runs)" if len(lrs) > 1 else "")
+        seeds = _seeds({r.config.seed for r in small}) + (
+            f" x {len(lrs)} lrs ({len(small)} runs)" if len(lrs) > 1 else ""
+        )
         where = f"seed {closest.config.seed}" + (f", lr {closest.config.train.lr:g}" if len(lrs) > 1 else "")
         rows.append([f"{STUDY_NAMES[role]}: {_configuration(small[0].config, lrs)}", seeds,
                      _rate(sum(a[0] for a in answers), len(small)), _rate(sum(a[1] for a in answers), len(small)),
@@ -563,7 +660,10 @@ def strict_breadth(records: Records) -> str:
 # -- Fig. 2 as a contrast, and the gamma slice (docs/fig2-contrast.md, pre-registered; experiments/contrast.py)
 
 #: Each init's seed x lr sweeps: the first is needed, the others are read where they are stored.
-FIG2_SWEEPS = {"small": ("paper-statistic", "fig2-small-404-406"), "large": ("fig2-large-401-403", "fig2-large-404-406")}
+FIG2_SWEEPS = {
+    "small": ("paper-statistic", "fig2-small-404-406"),
+    "large": ("fig2-large-401-403", "fig2-large-404-406"),
+}
 #: The gamma slice's sweeps, read where they are stored.
 SLICE = ("gamma-slice-d2", "gamma-slice-d3", "gamma-slice-g1.2")
 
@@ -589,20 +689,32 @@ def fig2_contrast(records: Records) -> str:
     return contrast.panel_table(contrast.panel_rows(small, large) + contrast.panel_rows(small, large, 3))
 
 
-@generator("fig2-verdict", *_FIG2_STUDIES, what="README and docs/fig2-contrast.md: which seeds are read, rule C1's conclusion, the spikes")
+@generator(
+    "fig2-verdict",
+    *_FIG2_STUDIES,
+    what="README and docs/fig2-contrast.md: which seeds are read, rule C1's conclusion, the spikes",
+)
 def fig2_verdict(records: Records) -> str:
     contrast, small, large = _fig2(records)
     return (f"{contrast.seeds_line(small, large)}. Rule C1 on the every-epoch reading: {contrast.contrast_word(contrast.panel_rows(small, large))}; "
             f"{contrast.spikes_sentence(small, large)}")  # fmt: skip
 
 
-@generator("fig2-picks", *_FIG2_STUDIES, what="docs/fig2-contrast.md: every seed's pick on both panels with its neighbouring epochs and whether it is a spike")
+@generator(
+    "fig2-picks",
+    *_FIG2_STUDIES,
+    what="docs/fig2-contrast.md: every seed's pick on both panels with its neighbouring epochs and whether it is a spike",
+)
 def fig2_picks(records: Records) -> str:
     contrast, small, large = _fig2(records)
     return contrast.picks_table(small, large)
 
 
-@generator("fig2-strict", *_FIG2_STUDIES, what="README and docs/fig2-contrast.md: rule C2, the strict last-epoch reading of both inits, per seed at lr 5e-4 (Fisher) and over all runs")
+@generator(
+    "fig2-strict",
+    *_FIG2_STUDIES,
+    what="README and docs/fig2-contrast.md: rule C2, the strict last-epoch reading of both inits, per seed at lr 5e-4 (Fisher) and over all runs",
+)
 def fig2_strict(records: Records) -> str:
     contrast, small, large = _fig2(records)
     return contrast.strict_table(small, large)
@@ -622,39 +734,93 @@ def gamma_slice(records: Records) -> str:
            what="docs/positive-control.md: small against large init at depth 2 with the lr held, copies and strict infers, by Fisher's exact test (post hoc)")  # fmt: skip
 def pc_depth2_inits(records: Records) -> str:
     contrast = records.script("contrast")
-    small, large = (_small_large(records, role).get(gamma, []) for role, gamma in (("pc-depth2-const", 0.8), ("pc-depth2-const-large", 0.5)))
+    small, large = (
+        _small_large(records, role).get(gamma, [])
+        for role, gamma in (("pc-depth2-const", 0.8), ("pc-depth2-const-large", 0.5))
+    )
     s, l = (contrast.Strict.of(runs) for runs in (small, large))
     p_copy, p_inf = contrast.fisher((l.copies, l.n), (s.copies, s.n)), contrast.fisher((s.infers, s.n), (l.infers, l.n))
     return (f"large init copies on {l.copies} of {l.n} against small init's {s.copies} of {s.n} (two-sided Fisher's exact test p = {p_copy:.3f}), "
             f"and small init infers strictly on {s.infers} of {s.n} against large init's {l.infers} of {l.n} (p = {p_inf:.3f})")  # fmt: skip
 
 
-# -- the GPU campaign's plan (docs/campaign.md): what its dry run prints, so that the page cannot disagree with the code
+# -- what the benchmark scripts print (docs/campaign.md, docs/clusters.md, benchmarks/README.md), so that a page cannot disagree with the code
 
 
-@generator("campaign-plan", what="docs/campaign.md: each cell's runs, FLOPs, device seconds and the leases, as `python benchmarks/gpu_campaign.py --dry-run --gpu h200` prints them over the stored campaign records")
-def campaign_plan(records: Records) -> str:
+def _benchmark(*args: str) -> str:
+    """What ``python benchmarks/SCRIPT ARGS`` prints (benchmarks/ is a folder of scripts, run as one)."""
     import subprocess
     import sys
 
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_campaign.py"
-    command = [sys.executable, str(script), "--dry-run", "--gpu", "h200", "--results", str(records.root / "campaign")]
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / args[0]
+    command = [sys.executable, str(script), *args[1:]]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode:
-        raise ValueError(f"{' '.join(command[1:])} failed (exit {done.returncode}): {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else 'no message'}")
+        raise ValueError(
+            f"{' '.join(command[1:])} failed (exit {done.returncode}): {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else 'no message'}"
+        )
     return done.stdout.strip()
 
 
-@generator("campaign-data", what="docs/campaign.md: the paper preset's training samples per task (the released loaders' counts)")
+@generator(
+    "campaign-plan",
+    what="docs/campaign.md: each cell's runs, FLOPs, device seconds and the leases, as `python benchmarks/gpu_campaign.py --dry-run --gpu h200` prints them over the stored campaign records",
+)
+def campaign_plan(records: Records) -> str:
+    return _benchmark("gpu_campaign.py", "--dry-run", "--gpu", "h200", "--results", str(records.root / "campaign"))
+
+
+@generator(
+    "gpu-population-cost",
+    what="docs/clusters.md: the paper-scale population's FLOPs and hours per GPU type, as `python benchmarks/gpu_cost.py` prints them",
+)
+def gpu_population_cost(records: Records) -> str:
+    return _benchmark("gpu_cost.py")
+
+
+#: The GPU suite's paper plan for an H200's stated bf16 peak (benchmarks/README.md).
+SUITE_PLAN = (
+    "gpu_suite.py",
+    "--scale",
+    "paper",
+    "--dry-run",
+    "--device",
+    "cpu",
+    "--peak-tflops",
+    "989",
+    "--precision",
+    "bf16",
+    "--ensemble",
+)
+
+
+@generator(
+    "gpu-suite-plan",
+    what=f"benchmarks/README.md: the GPU suite's paper plan, as `python benchmarks/{' '.join(SUITE_PLAN)}` prints it (less its first line, the machine's threads and torch)",
+)
+def gpu_suite_plan(records: Records) -> str:
+    lines = _benchmark(*SUITE_PLAN).splitlines()
+    return "```\n" + "\n".join(line for line in lines if not line.startswith("Device:")) + "\n```"
+
+
+@generator(
+    "campaign-data",
+    what="docs/campaign.md: the paper preset's training samples per task (the released loaders' counts)",
+)
 def campaign_data(records: Records) -> str:
     from training.config import make_run_config
 
     symmetric, id_ood = (make_run_config("paper", task=t).data.n_train for t in ("symmetric", "id-ood"))
     return f"{symmetric:,} training samples on `symmetric`, {id_ood:,} on `id-ood`"
+
+
 # -- the models shipped with the package (interp_init/pretrained/, experiments/package_pretrained.py)
 
 
-@generator("pretrained-models", what="docs/pretrained.md: the shipped models, what each learned (its final metrics), how long it trained and whether it equals the stored record of the same run")
+@generator(
+    "pretrained-models",
+    what="docs/pretrained.md: the shipped models, what each learned (its final metrics), how long it trained and whether it equals the stored record of the same run",
+)
 def pretrained_models(records: Records) -> str:
     from interp_init.pretrained import list_pretrained, pretrained_info
     from interp_init.tasks.anchor import symmetric_solution
@@ -675,7 +841,17 @@ def pretrained_models(records: Records) -> str:
                                              else f"final metrics differ by up to {compared['largest_final_difference']:.3g}")  # fmt: skip
         rows.append([f"`{name}`", f"{info.task}, gamma {info.gamma:g}, seed {info.seed}", _num(final["id_acc"]), learned,
                      f"{info.elapsed_s / 60:.1f}", f"{same} (`{compared['record']}`)" if compared else same])  # fmt: skip
-    return _markdown(("name", "task, init, seed", "ID accuracy", "what it learned (final)", "training minutes", "against the stored record"), rows)
+    return _markdown(
+        (
+            "name",
+            "task, init, seed",
+            "ID accuracy",
+            "what it learned (final)",
+            "training minutes",
+            "against the stored record",
+        ),
+        rows,
+    )
 
 
 def fig2_sentence(records: Records) -> str:
@@ -687,7 +863,9 @@ def fig2_sentence(records: Records) -> str:
     for row, again in zip(every, logged, strict=True):
         (ms, ml), (ls, ll) = row.means, again.means
         p = "-" if row.p is None else f"{row.p:.2f}"
-        panels.append(f"panel ({row.panel}) {row.name} small init {_num(ms)} against large init {_num(ml)} (p = {p}; {_num(ls)} against {_num(ll)} on the logged epochs)")
+        panels.append(
+            f"panel ({row.panel}) {row.name} small init {_num(ms)} against large init {_num(ml)} (p = {p}; {_num(ls)} against {_num(ll)} on the logged epochs)"
+        )
     spikes = sum(s.spike for s in small.picks("heldout_inferential"))
     return (f"**Fig. 2 read as the contrast it is** (both inits under the papers' statistic, seeds "
             f"{_seeds(small.finished)} small and {_seeds(large.finished)} large, every lr finished): {'; '.join(panels)}: "
@@ -706,6 +884,8 @@ def slice_sentence(records: Records) -> str:
         if not small or not large:
             continue
         ids = [r.final_columns().get("id_acc") or 0.0 for r in small.runs]
-        parts.append(f"at depth {depth} gamma 1.0 infers on {small.strict.rate('infers')} (final ID {_span(ids, '{:.2f}')}) and gamma 0.5 copies on {large.strict.rate('copies')}")
+        parts.append(
+            f"at depth {depth} gamma 1.0 infers on {small.strict.rate('infers')} (final ID {_span(ids, '{:.2f}')}) and gamma 0.5 copies on {large.strict.rate('copies')}"
+        )
     return (f"**Gamma where the paper's init scale lies** (gamma 1.0 gives width 128 the paper's init std; the `cpu` preset's schedule, seeds 701-704, "
             f"finished seeds only): {'; '.join(parts) or 'no cell with both gammas finished yet'} (`docs/fig2-contrast.md`).")  # fmt: skip

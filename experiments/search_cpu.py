@@ -138,8 +138,14 @@ def run_command(root: str, threads: int, workers: int, specs: tuple[str, ...]) -
         click.echo(line(ret.name, read(folders[ret.name])) + f" wall {time.perf_counter() - start[0]:.0f}s{note}")
         start[0] = time.perf_counter()
 
-    launcher = SerialLauncher(device="cpu", threads=threads) if workers == 1 else PoolLauncher(device="cpu", workers=workers, threads=threads)
-    run_study(jobs, root, launcher.notify(ended), held=lambda: record_study(root, "search", jobs), kind="search")  # its record: the candidates so far
+    launcher = (
+        SerialLauncher(device="cpu", threads=threads)
+        if workers == 1
+        else PoolLauncher(device="cpu", workers=workers, threads=threads)
+    )
+    run_study(
+        jobs, root, launcher.notify(ended), held=lambda: record_study(root, "search", jobs), kind="search"
+    )  # its record: the candidates so far
 
 
 @cli.command("status")
@@ -151,7 +157,14 @@ def status_command(root: str, full: bool) -> None:
         record = read(folder)
         if full and record is not None and record.metrics is not None:
             for i in range(1, len(record.history) + 1):
-                click.echo(line(folder.name, dataclasses.replace(record, metrics=dataclasses.replace(record.metrics, history=record.history[:i]))))
+                click.echo(
+                    line(
+                        folder.name,
+                        dataclasses.replace(
+                            record, metrics=dataclasses.replace(record.metrics, history=record.history[:i])
+                        ),
+                    )
+                )
         else:
             click.echo(line(folder.name, record))
 
@@ -164,8 +177,17 @@ def json_command(root: str) -> None:
         record = read(folder)
         if record is not None and record.history:
             last = {k: v for k, v in record.history[-1].to_json().items() if k != "per_pair"}
-            click.echo(json.dumps({"name": folder.name, "status": record.recorded_status, "elapsed_s": record.elapsed_s,
-                                   "config": record.config.to_dict(), "last": last}))
+            click.echo(
+                json.dumps(
+                    {
+                        "name": folder.name,
+                        "status": record.recorded_status,
+                        "elapsed_s": record.elapsed_s,
+                        "config": record.config.to_dict(),
+                        "last": last,
+                    }
+                )
+            )
 
 
 def _other(model: dict, init: dict, train_cfg: dict) -> str:
@@ -173,7 +195,11 @@ def _other(model: dict, init: dict, train_cfg: dict) -> str:
     out = [] if model["n_layers"] == 2 else [f"{model['n_layers']} layers"]
     if model["n_heads"] != 1:
         out.append(f"{model['n_heads']} heads of d_head {model['d_head']}")
-    out += [f"{k}={init[k]}" for k in ("gamma_embed", "gamma_qk", "gamma_vo", "gamma_mlp", "gamma_unembed") if init.get(k) is not None]
+    out += [
+        f"{k}={init[k]}"
+        for k in ("gamma_embed", "gamma_qk", "gamma_vo", "gamma_mlp", "gamma_unembed")
+        if init.get(k) is not None
+    ]
     if "fast_forward" not in train_cfg:
         out.append("full hooked forward")
     return ", ".join(out)
@@ -245,7 +271,9 @@ def rates_command(folders: tuple[str, ...]) -> None:
         if regime not in REGIME_NAMES and path.rpartition(":")[2] in REGIME_NAMES:
             pattern, (path, _, regime) = regime or "*", path.rpartition(":")
         if regime not in REGIME_NAMES:
-            raise click.BadParameter(f"{item!r}: give SWEEP_DIR:small-init or SWEEP_DIR:large-init (and optionally :GLOB, a pattern of run-folder names)")
+            raise click.BadParameter(
+                f"{item!r}: give SWEEP_DIR:small-init or SWEEP_DIR:large-init (and optionally :GLOB, a pattern of run-folder names)"
+            )
         label = Path(path).name if pattern == "*" else f"{Path(path).name} ({pattern})"
         rows = []
         for folder in (f for f in run_dirs(path, depth=1) if fnmatch(f.name, pattern)):  # the runs its sweep names
@@ -256,7 +284,11 @@ def rates_command(folders: tuple[str, ...]) -> None:
                 fit = next(ok for name, ok in checks.items() if "both ID" in name)
                 full, met = next((n, ok) for n, ok in checks.items() if regime in n)
                 # the readings beside the cell's criterion (the small-init one without its (3,4) condition): rows of their own
-                beside = {name: held for name, (of, held) in record.task.flip_readings(final, final, FLIP_CRITERIA).items() if of == full}
+                beside = {
+                    name: held
+                    for name, (of, held) in record.task.flip_readings(final, final, FLIP_CRITERIA).items()
+                    if of == full
+                }
                 rows.append((_seed_label(record.config.to_dict()), record.task_name, final, fit, {full: met, **beside}))
         if not rows:
             click.echo(f"| {label} | - | {regime} | 0 finished | | | | | |")
@@ -267,8 +299,12 @@ def rates_command(folders: tuple[str, ...]) -> None:
             met = [r[4][name] for r in rows]
             both = [a and b for a, b in zip(fit, met)]
             seeds = ", ".join(f"{r[0]}: {'yes' if b else 'no'} (ID {r[2]['id_acc']:.2f})" for r, b in zip(rows, both))
-            criterion = name.split(": ", 1)[1] + ("" if name == next(iter(rows[0][4])) else " (beside the row above; not a criterion)")
-            click.echo(f"| {label} | {task} | {regime} | {n} | {rate(sum(fit), n)} | {criterion} | {rate(sum(met), n)} | {rate(sum(both), n)} | {seeds} |")
+            criterion = name.split(": ", 1)[1] + (
+                "" if name == next(iter(rows[0][4])) else " (beside the row above; not a criterion)"
+            )
+            click.echo(
+                f"| {label} | {task} | {regime} | {n} | {rate(sum(fit), n)} | {criterion} | {rate(sum(met), n)} | {rate(sum(both), n)} | {seeds} |"
+            )
 
 
 if __name__ == "__main__":

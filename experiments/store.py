@@ -61,10 +61,34 @@ from typing import Any
 
 import click
 
-from interp_init.fileio import LOCK_FILE, atomic_write, file_sha256, folder_is_held, hold_folder, read_json
-from interp_init.outputs import CHECKPOINT_FILE, CONFIG_FILE, ERROR_FILE, METRICS_FILE, SUMMARY_FILE, SWEEP_SPEC_FILE, refuse_inside_run
+from interp_init.fileio import (
+    LOCK_FILE,
+    STORING,
+    file_sha256,
+    folder_is_held,
+    hold_folder,
+    read_json,
+    storing_copies,
+    write_files,
+)
+from interp_init.outputs import (
+    CHECKPOINT_FILE,
+    CONFIG_FILE,
+    ERROR_FILE,
+    METRICS_FILE,
+    SUMMARY_FILE,
+    SWEEP_SPEC_FILE,
+    refuse_inside_run,
+)
 from interp_init.runfolder import FINISHED_STATUSES, RunFolder
-from interp_init.stored import STORED_FILE, STORED_FORMAT, STORED_STUDY_FILE, STUDY_FORMAT, STUDY_PAGE, stored_study_root
+from interp_init.stored import (
+    STORED_FILE,
+    STORED_FORMAT,
+    STORED_STUDY_FILE,
+    STUDY_FORMAT,
+    STUDY_PAGE,
+    stored_study_root,
+)
 from training.config import RunConfig
 from training.studies.sweep.results import RANKS_FILE, cached_stable_ranks, ranks_record, stable_ranks_of
 from training.studies.records import RunRecord
@@ -77,7 +101,9 @@ from training.studies.study import StudySpec
 #: The files kept from a run folder as they are (besides ``ranks.json`` and ``stored.json``).
 RUN_FILES: tuple[str, ...] = (CONFIG_FILE, METRICS_FILE, ERROR_FILE)
 #: The files kept from a study folder, at any level above its runs: its spec and summaries.
-STUDY_FILES = re.compile(r"^(summary(-[a-z-]+[0-9]*)?\.json|results\.csv|sweep\.json|study\.json|gpu_suite\.md|suite\.log)$")
+STUDY_FILES = re.compile(
+    r"^(summary(-[a-z-]+[0-9]*)?\.json|results\.csv|sweep\.json|study\.json|gpu_suite\.md|suite\.log)$"
+)
 #: What this command is, as the manifest names it.
 MADE_BY = "experiments/store.py"
 #: The most bytes one stored file may have, by default.
@@ -110,7 +136,9 @@ class StudyInfo:
             if not str(getattr(self, name)).strip():
                 raise ValueError(f"--{name} is empty; say it (for --beside, 'nothing' if nothing ran beside the study)")
         if not re.fullmatch(r"[0-9a-f]{7,40}", self.commit):
-            raise ValueError(f"--commit {self.commit!r} is not a git commit hash (7-40 hex digits); give the commit of the code that trained the study")
+            raise ValueError(
+                f"--commit {self.commit!r} is not a git commit hash (7-40 hex digits); give the commit of the code that trained the study"
+            )
 
 
 @dataclass
@@ -150,7 +178,9 @@ def reproduction_spec(source: Path, carry: tuple[str, ...] | None = None) -> Stu
     against every run's ``config.json``."""
     summary = read_json(source / SUMMARY_FILE, "give the folder `interp-init reproduce` wrote")
     if not isinstance(summary, dict) or "per_seed" not in summary:
-        raise ValueError(f"{source / SUMMARY_FILE} is not a population's summary (written before one schema); it cannot name the runs' spec")
+        raise ValueError(
+            f"{source / SUMMARY_FILE} is not a population's summary (written before one schema); it cannot name the runs' spec"
+        )
     try:
         rows = summary["per_seed"][0]["runs"]
         precision = next(iter(next(iter(rows.values())).values())).get("precision") or "fp32"
@@ -159,15 +189,43 @@ def reproduction_spec(source: Path, carry: tuple[str, ...] | None = None) -> Stu
         preset, seeds, protocol = summary["preset"], tuple(summary["seeds"]), summary["protocol"]
         lrs = None if lrs is None else tuple(lrs)
     except (KeyError, IndexError, TypeError, AttributeError, StopIteration) as err:
-        what = f"has no {err.args[0]!r}" if isinstance(err, KeyError) else "has an empty or misshapen per_seed, seeds or runs"
-        raise ValueError(f"{source / SUMMARY_FILE} {what}: it is not a whole population's summary; run the reproduce command again (it rewrites the summary from the run folders)") from None
-    spec = StudySpec.reproduction(preset, seeds, protocol, lrs, summary.get("vary", "both"), summary.get("fixed_seed"), precision, tuple(rows), single, carry)
+        what = (
+            f"has no {err.args[0]!r}"
+            if isinstance(err, KeyError)
+            else "has an empty or misshapen per_seed, seeds or runs"
+        )
+        raise ValueError(
+            f"{source / SUMMARY_FILE} {what}: it is not a whole population's summary; run the reproduce command again (it rewrites the summary from the run folders)"
+        ) from None
+    spec = StudySpec.reproduction(
+        preset,
+        seeds,
+        protocol,
+        lrs,
+        summary.get("vary", "both"),
+        summary.get("fixed_seed"),
+        precision,
+        tuple(rows),
+        single,
+        carry,
+    )
     for job in spec.jobs(source):
         if not (job.run_dir / CONFIG_FILE).is_file():
-            raise ValueError(f"{job.run_dir} has no {CONFIG_FILE}: {SUMMARY_FILE} names a run the folder does not hold; store the finished study")
-        folder = RunFolder(job.run_dir)  # both read through today's RunConfig, so options added since (at their defaults) agree
-        recorded, asked = RunConfig.from_dict(folder.read_config(), where=str(folder.config_path)).flat(), job.config.flat()
-        diffs = [f"{key} {recorded.get(key)!r}, the spec's {asked.get(key)!r}" for key in sorted(set(recorded) | set(asked)) if recorded.get(key) != asked.get(key)]
+            raise ValueError(
+                f"{job.run_dir} has no {CONFIG_FILE}: {SUMMARY_FILE} names a run the folder does not hold; store the finished study"
+            )
+        folder = RunFolder(
+            job.run_dir
+        )  # both read through today's RunConfig, so options added since (at their defaults) agree
+        recorded, asked = (
+            RunConfig.from_dict(folder.read_config(), where=str(folder.config_path)).flat(),
+            job.config.flat(),
+        )
+        diffs = [
+            f"{key} {recorded.get(key)!r}, the spec's {asked.get(key)!r}"
+            for key in sorted(set(recorded) | set(asked))
+            if recorded.get(key) != asked.get(key)
+        ]
         if diffs:
             raise ValueError(f"{job.run_dir} is not the run {SUMMARY_FILE} names ({'; '.join(diffs[:4])}); "
                              "if the reproduction held the paper's recipe, give its quantities with --carry")  # fmt: skip
@@ -182,7 +240,9 @@ def refuse_links(folder: Path, what: str) -> None:
         for name in sorted(dirs + files):
             path = Path(top) / name
             if path.is_symlink():
-                raise ValueError(f"{path} is a symlink (to {os.readlink(path)}); {what} holds plain files and folders only: replace the link by a copy of what it points to, or remove it")
+                raise ValueError(
+                    f"{path} is a symlink (to {os.readlink(path)}); {what} holds plain files and folders only: replace the link by a copy of what it points to, or remove it"
+                )
 
 
 def _plan_run(plan: Plan, source: Path, run: Path, partial: bool) -> None:
@@ -191,24 +251,35 @@ def _plan_run(plan: Plan, source: Path, run: Path, partial: bool) -> None:
     if folder.is_busy() or record.status == "running":
         raise ValueError(f"{run} is being trained now; store the study once it has finished")
     if record.status not in FINISHED_STATUSES and not partial:
-        raise ValueError(f"{run} is {record.status}, not finished; finish it (rerun the study's command) or give --partial to store it as it is")
+        raise ValueError(
+            f"{run} is {record.status}, not finished; finish it (rerun the study's command) or give --partial to store it as it is"
+        )
     rel = run.relative_to(source).as_posix()
     rel = "" if rel == "." else rel + "/"
     for name in RUN_FILES:
         if (run / name).is_file():
             plan.files[rel + name] = (run / name).read_bytes()
-    marker: dict[str, Any] = {"format": STORED_FORMAT, "status": str(record.status), "weights_sha256": None, "weights_bytes": None}
+    marker: dict[str, Any] = {
+        "format": STORED_FORMAT,
+        "status": str(record.status),
+        "weights_sha256": None,
+        "weights_bytes": None,
+    }
     if folder.weights_path.exists():
         folder.check_bound()  # weights or metrics of another run are refused
         ranks = cached_stable_ranks(run)
-        plan.files[rel + RANKS_FILE] = _json_bytes(ranks_record(run, stable_ranks_of(folder.load_model()) if ranks is None else ranks))
+        plan.files[rel + RANKS_FILE] = _json_bytes(
+            ranks_record(run, stable_ranks_of(folder.load_model()) if ranks is None else ranks)
+        )
         marker.update(weights_sha256=file_sha256(folder.weights_path), weights_bytes=folder.weights_path.stat().st_size)
     elif (run / RANKS_FILE).is_file():
         plan.files[rel + RANKS_FILE] = (run / RANKS_FILE).read_bytes()
     for other in sorted(run.iterdir()):
         if other.name not in (*RUN_FILES, RANKS_FILE) and not other.name.startswith("."):
             plan.leave(other)
-    marker["left_behind"] = sorted(p.name for p in run.iterdir() if p.name not in (*RUN_FILES, RANKS_FILE) and not p.name.startswith("."))
+    marker["left_behind"] = sorted(
+        p.name for p in run.iterdir() if p.name not in (*RUN_FILES, RANKS_FILE) and not p.name.startswith(".")
+    )
     plan.files[rel + STORED_FILE] = _json_bytes(marker)
     plan.statuses[str(record.status)] += 1
     plan.starts.append((run / CONFIG_FILE).stat().st_mtime)
@@ -222,7 +293,9 @@ def plan_study(source: Path, partial: bool = False, carry: tuple[str, ...] | Non
     if not source.is_dir():
         raise ValueError(f"{source} is not a folder; give a finished study's folder")
     if stored_study_root(source) is not None:
-        raise ValueError(f"{source} is already stored records ({stored_study_root(source)}); give the study folder its command trained")
+        raise ValueError(
+            f"{source} is already stored records ({stored_study_root(source)}); give the study folder its command trained"
+        )
     if folder_is_held(source):
         raise ValueError(f"{source} is held by a running command (its .lock); store the study once it has finished")
     refuse_links(source, "a stored study")
@@ -250,7 +323,9 @@ def _refuse_big(files: dict[str, bytes], max_bytes: int) -> None:
     big = [(rel, len(data)) for rel, data in files.items() if len(data) > max_bytes]
     if big:
         rel, size = big[0]
-        raise ValueError(f"{rel} has {size / 1e6:.1f} MB, over --max-file-mb {max_bytes / 1e6:g} ({len(big)} such files); raise the limit if it must be kept")
+        raise ValueError(
+            f"{rel} has {size / 1e6:.1f} MB, over --max-file-mb {max_bytes / 1e6:g} ({len(big)} such files); raise the limit if it must be kept"
+        )
 
 
 def _check_dest(dest: Path, replace: bool) -> StoredStudy | None:
@@ -258,7 +333,9 @@ def _check_dest(dest: Path, replace: bool) -> StoredStudy | None:
     is free; refuses anything else."""
     refuse_inside_run(dest, "stored records")
     if dest.is_symlink():
-        raise ValueError(f"DEST {dest} is a symlink (to {os.readlink(dest)}); stored records are written into a plain folder: give the folder itself, or a new path")
+        raise ValueError(
+            f"DEST {dest} is a symlink (to {os.readlink(dest)}); stored records are written into a plain folder: give the folder itself, or a new path"
+        )
     if not dest.exists():
         return None
     if not dest.is_dir():
@@ -267,22 +344,37 @@ def _check_dest(dest: Path, replace: bool) -> StoredStudy | None:
     if not (dest / STORED_STUDY_FILE).is_file():
         if not [p for p in dest.iterdir() if p.name != LOCK_FILE]:
             return None
-        raise ValueError(f"{dest} exists and was not made by {MADE_BY} (it has no {STORED_STUDY_FILE}); it is never overwritten: choose another DEST")
+        raise ValueError(
+            f"{dest} exists and was not made by {MADE_BY} (it has no {STORED_STUDY_FILE}); it is never overwritten: choose another DEST"
+        )
     old = StoredStudy.read(dest)
     if old.get("made_by") != MADE_BY:
-        raise ValueError(f"{dest} holds records marked by hand or by --mark, not a copy {MADE_BY} made; it is never overwritten: choose another DEST")
+        raise ValueError(
+            f"{dest} holds records marked by hand or by --mark, not a copy {MADE_BY} made; it is never overwritten: choose another DEST"
+        )
     if not replace:
-        raise ValueError(f"{dest} holds stored records already (made {old.get('stored', {}).get('at')}); give --replace to store the study there again")
+        raise ValueError(
+            f"{dest} holds stored records already (made {old.get('stored', {}).get('at')}); give --replace to store the study there again"
+        )
     made = set(old.get("files", {})) | {STORED_STUDY_FILE, STUDY_PAGE}
-    foreign = sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file() and p.relative_to(dest).as_posix() not in made and p.name != LOCK_FILE)
+    foreign = sorted(
+        p.relative_to(dest).as_posix()
+        for p in dest.rglob("*")
+        if p.is_file() and p.relative_to(dest).as_posix() not in made and p.name != LOCK_FILE
+    )
     if foreign:
-        raise ValueError(f"{dest} holds {foreign[0]}, which {MADE_BY} did not make ({len(foreign)} such files); it is never overwritten: move it away first")
+        raise ValueError(
+            f"{dest} holds {foreign[0]}, which {MADE_BY} did not make ({len(foreign)} such files); it is never overwritten: move it away first"
+        )
     return old
 
 
 def manifest(plan: Plan, name: str, info: StudyInfo, source: str, made_by: str, partial: bool) -> dict[str, Any]:
     """``stored-study.json``: how the study was made, when, and every file kept."""
-    files = {rel: {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()} for rel, data in sorted(plan.files.items())}
+    files = {
+        rel: {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        for rel, data in sorted(plan.files.items())
+    }
     if info.dates:
         dates = {"text": info.dates}
     else:
@@ -305,9 +397,20 @@ def _size(n: int) -> str:
 def study_page(data: dict[str, Any]) -> str:
     """``STUDY.md``: the manifest for a reader."""
     runs, dates = data["runs"], data["dates"]
-    when = dates.get("text") or f"first run started {dates['first_run_started']}, last finished {dates['last_run_finished']} ({dates['from']})"
+    when = (
+        dates.get("text")
+        or f"first run started {dates['first_run_started']}, last finished {dates['last_run_finished']} ({dates['from']})"
+    )
     statuses = ", ".join(f"{n} {s}" for s, n in runs["statuses"].items())
-    left = "; ".join(name if not v["files"] else f"{name} ({v['files']} file{'s' if v['files'] != 1 else ''}, {_size(v['bytes'])})" for name, v in data["left_behind"].items()) or "nothing"
+    left = (
+        "; ".join(
+            name
+            if not v["files"]
+            else f"{name} ({v['files']} file{'s' if v['files'] != 1 else ''}, {_size(v['bytes'])})"
+            for name, v in data["left_behind"].items()
+        )
+        or "nothing"
+    )
     lines = [
         f"# {data['name']}", "", *([data["description"], ""] if data["description"] else []),
         f"The records of a {data['kind']} study: {runs['count']} runs ({statuses}), kept without weights or checkpoints.",
@@ -340,24 +443,22 @@ def verify(stored: Path, source: Path) -> None:
     for run in study.run_dirs():
         mine, theirs = RunRecord.read(run), RunRecord.read(source / run.relative_to(stored))
         if mine.status != theirs.status or mine.metrics != theirs.metrics:
-            raise RuntimeError(f"the stored {run} reads as {mine.status}, its source as {theirs.status}: nothing was stored")
+            raise RuntimeError(
+                f"the stored {run} reads as {mine.status}, its source as {theirs.status}: nothing was stored"
+            )
     if study.kind == "reproduction":
         spec = study.spec()
         from training.studies.population import read_population
 
-        if _without_run_dirs(study.population().to_dict()) != _without_run_dirs(read_population(spec, source).to_dict()):
+        if _without_run_dirs(study.population().to_dict()) != _without_run_dirs(
+            read_population(spec, source).to_dict()
+        ):
             raise RuntimeError(f"the stored population of {stored} differs from its source's: nothing was stored")
 
 
-def _write_files(folder: Path, files: dict[str, bytes]) -> None:
-    for rel, data in files.items():
-        path = folder / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, data)
-
-
-#: The temporary folders beside DEST: the copy being made, and the records it replaces.
-_WORK, _TRASH = ".{name}.storing-", ".{name}.replaced-"
+#: The temporary folder beside DEST that holds the records it replaces (the copy being made is
+#: :data:`interp_init.fileio.STORING`, the one writer's, as the GPU campaign's parts are).
+_TRASH = ".{name}.replaced-"
 
 
 def remove_stale(dest: Path) -> list[Path]:
@@ -372,7 +473,7 @@ def remove_stale(dest: Path) -> list[Path]:
             continue
         shutil.rmtree(trash)
         removed.append(trash)
-    for work in sorted(dest.parent.glob(glob.escape(_WORK.format(name=dest.name)) + "*")):
+    for work in storing_copies(dest):
         shutil.rmtree(work)
         removed.append(work)
     return removed
@@ -399,12 +500,17 @@ def store(source: str | Path, dest: str | Path, info: StudyInfo, *, replace: boo
     if source == dest or source in dest.parents or dest in source.parents:
         raise ValueError(f"{dest} and {source} lie in one another; store the study in a folder outside it")
     if not isinstance(max_file_mb, (int, float)) or isinstance(max_file_mb, bool) or not 0 < max_file_mb <= 1e6:
-        raise ValueError(f"--max-file-mb {max_file_mb!r} is not a finite number > 0 and <= 1e+06; give the largest file to keep, in MB")
+        raise ValueError(
+            f"--max-file-mb {max_file_mb!r} is not a finite number > 0 and <= 1e+06; give the largest file to keep, in MB"
+        )
     _check_dest(dest, replace)  # refused before the lock: nothing of this call is written
     made = [p for p in (dest.parent, *dest.parent.parents) if not p.exists()]
     dest.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with hold_folder(dest.parent, "is being stored into by another experiments/store.py ({owner}); wait for it to finish, or choose another DEST"):
+        with hold_folder(
+            dest.parent,
+            "is being stored into by another experiments/store.py ({owner}); wait for it to finish, or choose another DEST",
+        ):
             remove_stale(dest)
             return _store_held(source, dest, info, replace, partial, carry, max_file_mb, made_by)
     except ValueError:
@@ -414,15 +520,24 @@ def store(source: str | Path, dest: str | Path, info: StudyInfo, *, replace: boo
         raise
 
 
-def _store_held(source: Path, dest: Path, info: StudyInfo, replace: bool, partial: bool, carry: tuple[str, ...] | None, max_file_mb: float, made_by: str) -> dict[str, Any]:
+def _store_held(
+    source: Path,
+    dest: Path,
+    info: StudyInfo,
+    replace: bool,
+    partial: bool,
+    carry: tuple[str, ...] | None,
+    max_file_mb: float,
+    made_by: str,
+) -> dict[str, Any]:
     """:func:`store`, under the lock on ``dest``'s parent."""
     old = _check_dest(dest, replace)
     plan = plan_study(source, partial, carry)
     _refuse_big(plan.files, int(max_file_mb * 1e6))
     data = manifest(plan, dest.name, info, str(source), made_by, partial)
-    work = dest.parent / (_WORK.format(name=dest.name) + str(os.getpid()))
+    work = dest.parent / (STORING.format(name=dest.name) + str(os.getpid()))
     try:
-        _write_files(work, {**plan.files, STORED_STUDY_FILE: _json_bytes(data), STUDY_PAGE: study_page(data).encode()})
+        write_files(work, {**plan.files, STORED_STUDY_FILE: _json_bytes(data), STUDY_PAGE: study_page(data).encode()})
         verify(work, source)
         if dest.exists() and exchange(work, dest):  # one step: DEST holds the old records or the new, never neither
             pass
@@ -464,10 +579,14 @@ def _mark_held(folder: Path, info: StudyInfo, kind: str) -> dict[str, Any]:
     markers: dict[str, bytes] = {}
     for run in runs:
         if any((run / name).exists() for name in (RunFolder(run).weights_path.name, CHECKPOINT_FILE, STORED_FILE)):
-            raise ValueError(f"{run} holds weights, a checkpoint or a marker; --mark is for records already kept without them (store a study with SOURCE DEST)")
+            raise ValueError(
+                f"{run} holds weights, a checkpoint or a marker; --mark is for records already kept without them (store a study with SOURCE DEST)"
+            )
         record = RunRecord.read(run)
         raw = RunFolder(run).read_metrics() or {}
-        status = raw["status"] if raw.get("status") in FINISHED_STATUSES else str(record.status)  # a finished run without weights: stored, once marked
+        status = (
+            raw["status"] if raw.get("status") in FINISHED_STATUSES else str(record.status)
+        )  # a finished run without weights: stored, once marked
         rel = run.relative_to(folder).as_posix()
         markers[f"{rel}/{STORED_FILE}"] = _json_bytes({"format": STORED_FORMAT, "status": status, "weights_sha256": raw.get("weights_sha256"),
                                                        "weights_bytes": None, "left_behind": []})  # fmt: skip
@@ -477,8 +596,13 @@ def _mark_held(folder: Path, info: StudyInfo, kind: str) -> dict[str, Any]:
         plan.files[path.relative_to(folder).as_posix()] = path.read_bytes()
     plan.files.update(markers)
     data = manifest(plan, folder.name, info, str(folder), f"{MADE_BY} --mark", False)
-    data["left_behind"] = {"not known: these records were kept before experiments/store.py existed (see the note)": {"files": 0, "bytes": 0}}
-    _write_files(folder, {**markers, STORED_STUDY_FILE: _json_bytes(data), STUDY_PAGE: study_page(data).encode()})
+    data["left_behind"] = {
+        "not known: these records were kept before experiments/store.py existed (see the note)": {
+            "files": 0,
+            "bytes": 0,
+        }
+    }
+    write_files(folder, {**markers, STORED_STUDY_FILE: _json_bytes(data), STUDY_PAGE: study_page(data).encode()})
     read = Counter(str(r.status) for r in StoredStudy.read(folder).records())  # read back through the one reader
     if read != plan.statuses:
         raise RuntimeError(f"{folder}'s runs read as {dict(read)} once marked, not {dict(plan.statuses)}")
@@ -496,9 +620,20 @@ def _mark_held(folder: Path, info: StudyInfo, kind: str) -> dict[str, Any]:
 @click.option("--replace", is_flag=True, help="Replace records this command stored in DEST before (and nothing else).")
 @click.option("--partial", is_flag=True, help="Store runs that did not finish as they are (said in STUDY.md).")
 @click.option("--carry", default=None, help="A reproduction made with --carry-recipe: its quantities, comma-separated.")
-@click.option("--max-file-mb", type=Number(0, 1e6, min_open=True), default=MAX_FILE_MB, show_default=True, help="Refuse any file larger than this many MB (a number > 0, at most 1e6).")
-@click.option("--mark", "mark_kind", type=click.Choice(["reproduction", "sweep", "runs", "gpu-suite"]), default=None,
-              help="Mark SOURCE, records already kept without weights, as a stored study of this kind (no DEST).")
+@click.option(
+    "--max-file-mb",
+    type=Number(0, 1e6, min_open=True),
+    default=MAX_FILE_MB,
+    show_default=True,
+    help="Refuse any file larger than this many MB (a number > 0, at most 1e6).",
+)
+@click.option(
+    "--mark",
+    "mark_kind",
+    type=click.Choice(["reproduction", "sweep", "runs", "gpu-suite"]),
+    default=None,
+    help="Mark SOURCE, records already kept without weights, as a stored study of this kind (no DEST).",
+)
 @click.option("--dates", default="", help="When the study ran (with --mark: the files' own times are the checkout's).")
 def main(source: Path, dest: Path | None, command_: str, commit: str, machine: str, beside: str, note: str, replace: bool, partial: bool,
          carry: str | None, max_file_mb: float, mark_kind: str | None, dates: str) -> None:  # fmt: skip
@@ -513,7 +648,15 @@ def main(source: Path, dest: Path | None, command_: str, commit: str, machine: s
     else:
         if dest is None:
             raise ValueError("give SOURCE and DEST (experiments/results/<study>), or --mark KIND SOURCE")
-        data = store(source, dest, info, replace=replace, partial=partial, carry=None if carry is None else tuple(carry.split(",")), max_file_mb=max_file_mb)
+        data = store(
+            source,
+            dest,
+            info,
+            replace=replace,
+            partial=partial,
+            carry=None if carry is None else tuple(carry.split(",")),
+            max_file_mb=max_file_mb,
+        )
         where = dest
     statuses = ", ".join(f"{n} {s}" for s, n in data["runs"]["statuses"].items())
     click.echo(f"stored {data['runs']['count']} runs ({statuses}) of the {data['kind']} study in {where}: "

@@ -1,4 +1,4 @@
-"""The results tables of README.md and docs/, written from the stored records.
+"""The results tables of README.md, docs/ and benchmarks/README.md, written from the stored records.
 
 Every results table (and every number a sentence of README.md states) lies between marker
 comments in its page, and is written here from the stored studies under
@@ -64,9 +64,12 @@ from training.studies.population import StoredStudy
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path("experiments") / "results"
 #: The pages whose blocks are written and checked, as globs under the repository.
-PAGES: tuple[str, ...] = ("README.md", "docs/*.md")
+PAGES: tuple[str, ...] = ("README.md", "docs/*.md", "benchmarks/README.md")
 
-_BLOCK = re.compile(r"<!-- (?P<kind>table|text|history):(?P<name>[a-z0-9-]+)(?: (?P<attrs>[^>]*?))? -->(?P<body>.*?)<!-- /(?P=kind):(?P=name) -->", re.DOTALL)
+_BLOCK = re.compile(
+    r"<!-- (?P<kind>table|text|history):(?P<name>[a-z0-9-]+)(?: (?P<attrs>[^>]*?))? -->(?P<body>.*?)<!-- /(?P=kind):(?P=name) -->",
+    re.DOTALL,
+)
 _MARKER = re.compile(r"<!-- /?(?:table|text|history):[a-z0-9-]+[^>]*-->")
 _TYPED_AT = re.compile(r"typed at ([0-9a-f]{7,40})")
 #: The note that opens a history block.
@@ -137,14 +140,26 @@ def check_whole(study: StoredStudy) -> None:
     for rel, entry in files.items():
         path = study.path / rel
         if not path.is_file():
-            raise MissingRunFile(path, "is missing, though stored-study.json lists it", "restore it (git checkout), or store the study again")
+            raise MissingRunFile(
+                path,
+                "is missing, though stored-study.json lists it",
+                "restore it (git checkout), or store the study again",
+            )
         if isinstance(entry, dict) and entry.get("sha256") not in (None, file_sha256(path)):
-            raise BadRunFile(path, "is not the file that was stored (its SHA-256 differs from stored-study.json's: cut or edited)", "restore it (git checkout), or store the study again")
+            raise BadRunFile(
+                path,
+                "is not the file that was stored (its SHA-256 differs from stored-study.json's: cut or edited)",
+                "restore it (git checkout), or store the study again",
+            )
     listed = set(files) | {STORED_STUDY_FILE, STUDY_PAGE}
     for path in sorted(study.path.rglob("*")):
         rel = path.relative_to(study.path)
         if path.is_file() and rel.as_posix() not in listed and not any(part.startswith(".") for part in rel.parts):
-            raise BadRunFile(path, "is not one of the stored files (stored-study.json does not list it: a run or file added by hand would change the tables)", "move it out of the stored records, or store the study again")
+            raise BadRunFile(
+                path,
+                "is not one of the stored files (stored-study.json does not list it: a run or file added by hand would change the tables)",
+                "move it out of the stored records, or store the study again",
+            )
 
 
 # ----------------------------------------------------------------------------- blocks
@@ -171,23 +186,33 @@ class Block:
 
     def render(self, content: str) -> str:
         """The whole block with ``content`` as its body."""
-        head, tail = f"<!-- {self.kind}:{self.name}{' ' + self.attrs if self.attrs else ''} -->", f"<!-- /{self.kind}:{self.name} -->"
+        head, tail = (
+            f"<!-- {self.kind}:{self.name}{' ' + self.attrs if self.attrs else ''} -->",
+            f"<!-- /{self.kind}:{self.name} -->",
+        )
         return f"{head}{content}{tail}" if self.kind == "text" else f"{head}\n\n{content.strip()}\n\n{tail}"
 
 
 def page_blocks(text: str, page: str) -> list[Block]:
     """The blocks of one page; a ``ValueError`` naming a marker without its pair."""
-    blocks = [Block(page, m["kind"], m["name"], m["attrs"] or "", m["body"], m.start(), m.end()) for m in _BLOCK.finditer(text)]
+    blocks = [
+        Block(page, m["kind"], m["name"], m["attrs"] or "", m["body"], m.start(), m.end())
+        for m in _BLOCK.finditer(text)
+    ]
     for block in blocks:
         nested = _MARKER.search(block.body)
         if nested is not None:  # written, the outer block's body would erase the inner block
             line = text.count("\n", 0, text.index("-->", block.start) + 3 + nested.start()) + 1
-            raise ValueError(f"{page}:{line}: the marker {nested.group()} lies inside the block {block.kind}:{block.name}; blocks do not nest: move it out of that block")
+            raise ValueError(
+                f"{page}:{line}: the marker {nested.group()} lies inside the block {block.kind}:{block.name}; blocks do not nest: move it out of that block"
+            )
     inside = [(b.start, b.end) for b in blocks]
     for stray in _MARKER.finditer(text):
         if not any(start <= stray.start() < end for start, end in inside):
             line = text.count("\n", 0, stray.start()) + 1
-            raise ValueError(f"{page}:{line}: the marker {stray.group()} has no matching opening or closing marker; pair it")
+            raise ValueError(
+                f"{page}:{line}: the marker {stray.group()} has no matching opening or closing marker; pair it"
+            )
     return blocks
 
 
@@ -211,7 +236,10 @@ def _changed(typed: str, made: str, context: int = 30) -> str:
     """Where two lines of prose differ: the differing words, with some words around them."""
     a, b = typed.split(" "), made.split(" ")
     head = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
-    tail = next((i for i, (x, y) in enumerate(zip(reversed(a[head:]), reversed(b[head:])), start=0) if x != y), min(len(a), len(b)) - head)
+    tail = next(
+        (i for i, (x, y) in enumerate(zip(reversed(a[head:]), reversed(b[head:])), start=0) if x != y),
+        min(len(a), len(b)) - head,
+    )
     before = " ".join(a[:head])[-context:]
     after_a, after_b = " ".join(a[len(a) - tail :])[:context], " ".join(b[len(b) - tail :])[:context]
     shown_a, shown_b = " ".join(a[head : len(a) - tail]), " ".join(b[head : len(b) - tail])
@@ -245,7 +273,6 @@ def differences(typed: str, made: str) -> list[str]:
 # ---------------------------------------------------------------------- the run
 
 
-
 @dataclass
 class Outcome:
     """What a check or a write found: problems (exit 1), blocks awaiting records, history blocks, blocks written."""
@@ -272,12 +299,16 @@ def run(root: Path, records: Records, write: bool) -> Outcome:
     for page in _pages(root):
         rel = page.relative_to(root).as_posix()
         if page.is_dir():
-            outcome.damaged.append(f"{rel} is a folder, not a page (the pages are {' and '.join(PAGES)}); rename it")
+            outcome.damaged.append(
+                f"{rel} is a folder, not a page (the pages are {', '.join(PAGES[:-1])} and {PAGES[-1]}); rename it"
+            )
             continue
         try:
             text = page.read_bytes().decode("utf-8")
         except UnicodeDecodeError as err:
-            outcome.damaged.append(f"{rel} is not UTF-8 text (byte {err.start}); save it as UTF-8 (its blocks are not checked)")
+            outcome.damaged.append(
+                f"{rel} is not UTF-8 text (byte {err.start}); save it as UTF-8 (its blocks are not checked)"
+            )
             continue
         try:
             blocks = page_blocks(text, rel)
@@ -291,29 +322,41 @@ def run(root: Path, records: Records, write: bool) -> Outcome:
                 if block.name in _tables():
                     outcome.problems.append(f"{where}: a generated table cannot be history; mark it table:{block.name}")
                 elif block.commit is None:
-                    outcome.problems.append(f"{where}: a history marker says when it was typed: <!-- history:{block.name} typed at COMMIT -->")
+                    outcome.problems.append(
+                        f"{where}: a history marker says when it was typed: <!-- history:{block.name} typed at COMMIT -->"
+                    )
                 else:
                     outcome.history.append(f"{where} (typed at {block.commit})")
                     body = history_body(block)
                     if write:
                         new = new[: block.start] + block.render(body) + new[block.end :]
                     elif block.body.strip() != body.strip():
-                        outcome.problems.append(f"{where}: its note is missing or stale; run python experiments/tables.py")
+                        outcome.problems.append(
+                            f"{where}: its note is missing or stale; run python experiments/tables.py"
+                        )
                 continue
             table = _tables().get(block.name)
             if table is None:
-                outcome.problems.append(f"{where}: no generator of that name (python experiments/tables.py --list names them)")
+                outcome.problems.append(
+                    f"{where}: no generator of that name (python experiments/tables.py --list names them)"
+                )
                 continue
             placed.add(block.name)
             if block.name not in made:
                 try:
                     before = set(records.missed)
                     made[block.name] = table.make(records)
-                    outcome.awaiting += [f"{block.name} in part (awaits {RESULTS / name})" for name in sorted(records.missed - before)]
+                    outcome.awaiting += [
+                        f"{block.name} in part (awaits {RESULTS / name})" for name in sorted(records.missed - before)
+                    ]
                 except MissingRecords as missing:
                     made[block.name] = None
                     outcome.awaiting.append(f"{block.name} (awaits {RESULTS / str(missing)})")
-                except (ValueError, OSError, LookupError) as err:  # damaged records: BadRunFile, MissingRunFile, a shape the table cannot read
+                except (
+                    ValueError,
+                    OSError,
+                    LookupError,
+                ) as err:  # damaged records: BadRunFile, MissingRunFile, a shape the table cannot read
                     made[block.name] = None
                     what = one_line(err) if isinstance(err, (ValueError, OSError)) else f"{type(err).__name__}: {err}"
                     outcome.damaged.append(f"{where}: its records cannot be read: {what}")
@@ -328,7 +371,10 @@ def run(root: Path, records: Records, write: bool) -> Outcome:
                 if block.body.strip() != content.strip():
                     outcome.written.append(where)
             elif block.body.strip() != content.strip():
-                outcome.problems += [f"differs: {where}: {d}" for d in differences(block.body, content) or ["its text differs from what the records give"]]
+                outcome.problems += [
+                    f"differs: {where}: {d}"
+                    for d in differences(block.body, content) or ["its text differs from what the records give"]
+                ]
             else:
                 outcome.agreed.append(where)
         if write and new != text:
@@ -339,18 +385,44 @@ def run(root: Path, records: Records, write: bool) -> Outcome:
 
 
 @click.command(cls=Script, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--check", is_flag=True, help="Write nothing; exit 1 naming each table and cell that differs from the records.")
-@click.option("--list", "listing", is_flag=True, help="Write nothing; list the tables, then every marked block and whether it agrees with its records.")
-@click.option("--root", type=click.Path(exists=True, file_okay=False, path_type=Path), default=ROOT, show_default=True, help="The repository whose pages are read.")
-@click.option("--records", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None, help="The stored studies (default ROOT/experiments/results).")
+@click.option(
+    "--check", is_flag=True, help="Write nothing; exit 1 naming each table and cell that differs from the records."
+)
+@click.option(
+    "--list",
+    "listing",
+    is_flag=True,
+    help="Write nothing; list the tables, then every marked block and whether it agrees with its records.",
+)
+@click.option(
+    "--root",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=ROOT,
+    show_default=True,
+    help="The repository whose pages are read.",
+)
+@click.option(
+    "--records",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="The stored studies (default ROOT/experiments/results).",
+)
 @click.option("--require-records", is_flag=True, help="Fail (exit 1) where a table's records are not stored.")
 def main(check: bool, listing: bool, root: Path, records: Path | None, require_records: bool) -> None:
-    """Write (or --check) every results table of README.md and docs/ from the stored records."""
+    """Write (or --check) every results table of README.md, docs/ and benchmarks/README.md from the stored records."""
     stored = Records(root / RESULTS if records is None else records)
     if not _pages(root):
-        raise ValueError(f"--root {root} holds no page ({' or '.join(PAGES)}); give the repository's root")
+        raise ValueError(
+            f"--root {root} holds no page ({', '.join(PAGES[:-1])} or {PAGES[-1]}); give the repository's root"
+        )
     write = not (check or listing)
-    with hold_folder(root, "is having its tables written by another experiments/tables.py ({owner}); wait for it to finish") if write else contextlib.nullcontext():
+    with (
+        hold_folder(
+            root, "is having its tables written by another experiments/tables.py ({owner}); wait for it to finish"
+        )
+        if write
+        else contextlib.nullcontext()
+    ):
         outcome = run(root, stored, write=write)
     if listing:
         for table in _tables().values():
@@ -368,15 +440,19 @@ def main(check: bool, listing: bool, root: Path, records: Path | None, require_r
         click.echo(f"not checkable (history, typed by hand): {len(outcome.history)} blocks ("
                    + ", ".join(f"{page} {n}" for page, n in sorted(pages.items())) + "; --list names them)")  # fmt: skip
     for name in outcome.unplaced:
-        click.echo(f"not placed in any page: {name} (put <!-- table:{name} --> <!-- /table:{name} --> where it belongs)")
+        click.echo(
+            f"not placed in any page: {name} (put <!-- table:{name} --> <!-- /table:{name} --> where it belongs)"
+        )
     problems = outcome.problems + ([f"records not stored: {a}" for a in outcome.awaiting] if require_records else [])
     for line in problems:
         click.echo(line, err=True)
     for line in outcome.damaged:
         click.echo(f"tables.py: error: {line}", err=True)
     done = len(outcome.agreed) if check or listing else len(outcome.written)
-    click.echo(f"{done} blocks {'written from' if not (check or listing) else 'agree with'} the records; {len(problems)} problems"
-               + (f"; {len(outcome.damaged)} damaged inputs (exit 2)" if outcome.damaged else ""))
+    click.echo(
+        f"{done} blocks {'written from' if not (check or listing) else 'agree with'} the records; {len(problems)} problems"
+        + (f"; {len(outcome.damaged)} damaged inputs (exit 2)" if outcome.damaged else "")
+    )
     raise click.exceptions.Exit(2 if outcome.damaged else 1 if problems else 0)
 
 

@@ -76,8 +76,17 @@ _TASK_REGISTRY = ("make_task", "register_task", "registered_tasks")
 
 __all__ = sorted(
     (
-        *_ARCHITECTURES, *_CONCEPT_GRAPHS, *_CONFIG, *_DIFFUSION, *_INIT, *_MODULE_INIT,
-        *_MODEL, *_PRETRAINED, *_RUNFOLDER, *_TASK, *_TASK_REGISTRY,
+        *_ARCHITECTURES,
+        *_CONCEPT_GRAPHS,
+        *_CONFIG,
+        *_DIFFUSION,
+        *_INIT,
+        *_MODULE_INIT,
+        *_MODEL,
+        *_PRETRAINED,
+        *_RUNFOLDER,
+        *_TASK,
+        *_TASK_REGISTRY,
     )
 )
 

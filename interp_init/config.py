@@ -63,16 +63,25 @@ class ModelConfig:
     ``d_model=400``, ``d_mlp=1200``, one head with ``d_head=200``.
     """
 
-    architecture: str = option("neurips", "Transformer block, a registered architecture: neurips (post-LN, ReLU, no attention or MLP biases: the NeurIPS 2024 model), journal (pre-LN on the query only, with biases: the journal paper's model), standard (TransformerLens' GPT-2 block), or one registered with interp_init.architectures.register_architecture (docs/architectures.md). Default: the task's paper's (neurips for symmetric and complexity, journal for id-ood).")
-    n_layers: int = option(2, 'Number of transformer blocks.')
-    d_model: int = option(400, 'Width of the residual stream (the embedding size).')
-    n_heads: int = option(1, 'Attention heads per layer.')
-    d_head: int = option(200, 'Width of each attention head (its query, key and value size).')
-    d_mlp: int = option(1200, 'Hidden width of each MLP.')
-    d_vocab: int = option(VOCAB_SIZE, 'Vocabulary size; the anchor tasks use tokens 0..200, so 201.')
+    architecture: str = option(
+        "neurips",
+        "Transformer block, a registered architecture: neurips (post-LN, ReLU, no attention or MLP biases: the NeurIPS 2024 model), journal (pre-LN on the query only, with biases: the journal paper's model), standard (TransformerLens' GPT-2 block), or one registered with interp_init.architectures.register_architecture (docs/architectures.md). Default: the task's paper's (neurips for symmetric and complexity, journal for id-ood).",
+    )
+    n_layers: int = option(2, "Number of transformer blocks.")
+    d_model: int = option(400, "Width of the residual stream (the embedding size).")
+    n_heads: int = option(1, "Attention heads per layer.")
+    d_head: int = option(200, "Width of each attention head (its query, key and value size).")
+    d_mlp: int = option(1200, "Hidden width of each MLP.")
+    d_vocab: int = option(VOCAB_SIZE, "Vocabulary size; the anchor tasks use tokens 0..200, so 201.")
     n_ctx: int = option(SEQ_LEN, "Context length in tokens; the anchor tasks' sequences have 9.")
-    act_fn: ActFn | None = option(None, "MLP activation. Default: the architecture's (relu for neurips, gelu otherwise).", choices=ACT_FNS)
-    normalization_type: Normalization = option("LN", 'Normalization layer: LayerNorm (LN) or its variants; other than LN for --architecture standard only.', choices=NORMALIZATIONS)
+    act_fn: ActFn | None = option(
+        None, "MLP activation. Default: the architecture's (relu for neurips, gelu otherwise).", choices=ACT_FNS
+    )
+    normalization_type: Normalization = option(
+        "LN",
+        "Normalization layer: LayerNorm (LN) or its variants; other than LN for --architecture standard only.",
+        choices=NORMALIZATIONS,
+    )
 
     def __post_init__(self) -> None:
         arch = self.arch  # an unregistered name raises here
@@ -173,13 +182,20 @@ class InitConfig:
     ``gamma_mlp`` (W_in, W_out) and ``gamma_unembed`` (W_U) default to ``gamma``.
     """
 
-    gamma: float = option(0.5, "Initialization scale: weights drawn from N(0, std = d_in^-gamma). Large gamma is small init (the papers' reasoning regime), small gamma is large init (memorizing).")
-    convention: Convention | None = option(None, "What d_in is: reference (d_model for every matrix, output projections further divided by sqrt(2 n_layers): the journal's code) or fan_in (each matrix's true input width: the NeurIPS experiments). Default: the architecture's (fan_in for neurips, reference otherwise).", choices=CONVENTIONS)
-    gamma_embed: float | None = option(None, 'Gamma of the embeddings W_E and W_pos. Default: --gamma.')
+    gamma: float = option(
+        0.5,
+        "Initialization scale: weights drawn from N(0, std = d_in^-gamma). Large gamma is small init (the papers' reasoning regime), small gamma is large init (memorizing).",
+    )
+    convention: Convention | None = option(
+        None,
+        "What d_in is: reference (d_model for every matrix, output projections further divided by sqrt(2 n_layers): the journal's code) or fan_in (each matrix's true input width: the NeurIPS experiments). Default: the architecture's (fan_in for neurips, reference otherwise).",
+        choices=CONVENTIONS,
+    )
+    gamma_embed: float | None = option(None, "Gamma of the embeddings W_E and W_pos. Default: --gamma.")
     gamma_qk: float | None = option(None, "Gamma of the attention's W_Q and W_K. Default: --gamma.")
     gamma_vo: float | None = option(None, "Gamma of the attention's W_V and W_O. Default: --gamma.")
     gamma_mlp: float | None = option(None, "Gamma of the MLPs' W_in and W_out. Default: --gamma.")
-    gamma_unembed: float | None = option(None, 'Gamma of the unembedding W_U. Default: --gamma.')
+    gamma_unembed: float | None = option(None, "Gamma of the unembedding W_U. Default: --gamma.")
 
     def __post_init__(self) -> None:
         check_positive_finite("gamma", self.gamma)

@@ -43,9 +43,13 @@ def greedy_decode(
     ``model`` (a ``HookedTransformer`` or any callable ``tokens [n, t] -> logits [n, t,
     vocab]``); after a sample's end token (``eos``) its positions are ``pad``."""
     if tokens.ndim != 2 or prompt_lengths.shape != tokens.shape[:1]:
-        raise ValueError(f"tokens must be [n, pos] and prompt_lengths [n], got {tuple(tokens.shape)} and {tuple(prompt_lengths.shape)}")
+        raise ValueError(
+            f"tokens must be [n, pos] and prompt_lengths [n], got {tuple(tokens.shape)} and {tuple(prompt_lengths.shape)}"
+        )
     if int(prompt_lengths.min()) < 1 or int(prompt_lengths.max()) > tokens.shape[1]:
-        raise ValueError(f"prompt lengths must be in 1..{tokens.shape[1]}, got {int(prompt_lengths.min())}..{int(prompt_lengths.max())}")
+        raise ValueError(
+            f"prompt lengths must be in 1..{tokens.shape[1]}, got {int(prompt_lengths.min())}..{int(prompt_lengths.max())}"
+        )
     out = tokens.long().clone()
     positions = torch.arange(out.shape[1], device=out.device)
     out[positions[None, :] >= prompt_lengths[:, None]] = pad

@@ -37,10 +37,11 @@ import json
 import os
 import re
 import secrets
+import shutil
 import signal
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -157,6 +158,7 @@ _FULL = {
     errno.EFBIG: "the file is larger than this process may write (a file-size limit, ulimit -f, or the file system's)",
 }
 
+
 def is_disk_full(err: BaseException) -> bool:
     """Whether ``err`` is a full disk, a quota or a file-size limit: the machine refusing
     every write alike, which stops a whole command (not one run of a study)."""
@@ -218,14 +220,22 @@ def atomic_write(path: str | Path, data: bytes | str | Callable[[Path], None]) -
         _fault_point(path, "before")
         os.replace(tmp, path)
     except BaseException as err:
-        with contextlib.suppress(OSError):  # a read-only file system refuses the unlink too: the first error is the one to tell
+        with contextlib.suppress(
+            OSError
+        ):  # a read-only file system refuses the unlink too: the first error is the one to tell
             tmp.unlink(missing_ok=True)
         if isinstance(err, OSError) and err.errno in _FULL:
-            raise OSError(err.errno, f"{_FULL[err.errno]}; free some space and run the same command again to resume", str(path)) from err
+            raise OSError(
+                err.errno, f"{_FULL[err.errno]}; free some space and run the same command again to resume", str(path)
+            ) from err
         if isinstance(err, OSError):  # name the target, never its temporary
             raise OSError(err.errno, err.strerror or str(err).replace(str(tmp), str(path)), str(path)) from err
-        if isinstance(err, Exception) and tmp.name in str(err):  # a library's writer (torch, safetensors) naming the temporary
-            raise OSError(errno.EIO, str(err).replace(str(tmp), str(path)).replace(tmp.name, path.name), str(path)) from err
+        if isinstance(err, Exception) and tmp.name in str(
+            err
+        ):  # a library's writer (torch, safetensors) naming the temporary
+            raise OSError(
+                errno.EIO, str(err).replace(str(tmp), str(path)).replace(tmp.name, path.name), str(path)
+            ) from err
         raise
     finally:
         if handle is not None:
@@ -240,7 +250,9 @@ def write_json(path: str | Path, data: Any) -> Path:
     try:
         text = json.dumps(data, indent=2, allow_nan=False)
     except ValueError:
-        raise ValueError(f"{path} would hold a NaN or infinite number, which JSON cannot hold; nothing was written (the numbers come from a run that went non-finite)") from None
+        raise ValueError(
+            f"{path} would hold a NaN or infinite number, which JSON cannot hold; nothing was written (the numbers come from a run that went non-finite)"
+        ) from None
     return atomic_write(path, text + "\n")
 
 
@@ -385,3 +397,35 @@ def remove_made_folders(made: list[Path]) -> None:
             folder.rmdir()
         except OSError:  # not empty (or gone): keep it and its parents
             return
+
+
+# ------------------------------------------------------------------ a folder of records, whole or absent
+
+#: The copy of a folder being written beside it (``.NAME.storing-<pid>``): :func:`place_folder`.
+STORING = ".{name}.storing-"
+
+
+def write_files(folder: Path, files: Mapping[str, bytes]) -> None:
+    """Write ``files`` (a path relative to ``folder`` -> its bytes) through :func:`atomic_write`."""
+    for rel, data in files.items():
+        path = folder / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, data)
+
+
+def place_folder(dest: Path, files: Mapping[str, bytes]) -> None:
+    """Write ``files`` into a copy beside ``dest`` (:data:`STORING`), then rename it to ``dest``
+    in one step: a kill leaves ``dest`` whole or absent, never part-written; refused (``OSError``)
+    where ``dest`` holds anything. What a killed call left is :func:`storing_copies`."""
+    work = dest.parent / (STORING.format(name=dest.name) + str(os.getpid()))
+    shutil.rmtree(work, ignore_errors=True)
+    try:
+        write_files(work, files)
+        work.rename(dest)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def storing_copies(dest: Path) -> list[Path]:
+    """The copies of ``dest`` that killed writers left beside it (:func:`place_folder`), whoever left them."""
+    return sorted(dest.parent.glob(glob.escape(STORING.format(name=dest.name)) + "*"))

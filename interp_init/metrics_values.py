@@ -15,8 +15,6 @@ from interp_init.fileio import BadRunFile
 METRICS_FORMAT_VERSION = 1
 
 
-
-
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
@@ -52,7 +50,9 @@ def check_metrics_values(path: Path, data: dict[str, Any], fix: str) -> None:
         if not data["history"]:
             raise BadRunFile(path, "says the run completed but its history is empty", fix)
         if not _is_number(final.get("id_acc")):  # every task's metrics have it
-            raise BadRunFile(path, f"says the run completed but final.id_acc is {final.get('id_acc')!r:.60}, not a number", fix)
+            raise BadRunFile(
+                path, f"says the run completed but final.id_acc is {final.get('id_acc')!r:.60}, not a number", fix
+            )
     for where, record in [("final", final)] + [(f"history[{i}]", r) for i, r in enumerate(data["history"])]:
         for key in ("epoch", "step"):
             value = record.get(key, 0)

@@ -48,15 +48,21 @@ def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
     except (RuntimeError, TypeError) as err:
         raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}") from err
     if resolved.type == "meta":
-        raise ValueError("device 'meta' holds shapes without data: no model can be trained, loaded or probed on it; use 'cpu', 'cuda' or 'auto'")
+        raise ValueError(
+            "device 'meta' holds shapes without data: no model can be trained, loaded or probed on it; use 'cpu', 'cuda' or 'auto'"
+        )
     if resolved.type == "cuda":
         if not torch.cuda.is_available():
             raise ValueError(f"device {device!r} was asked for but CUDA is not available; use --device cpu or auto")
         if resolved.index is not None and resolved.index >= torch.cuda.device_count():
-            raise ValueError(f"device {device!r}: this machine has {torch.cuda.device_count()} CUDA device(s), cuda:0..cuda:{torch.cuda.device_count() - 1}")
+            raise ValueError(
+                f"device {device!r}: this machine has {torch.cuda.device_count()} CUDA device(s), cuda:0..cuda:{torch.cuda.device_count() - 1}"
+            )
     elif resolved.type == "mps":
         if not torch.backends.mps.is_available():
-            raise ValueError(f"device {device!r} was asked for but this machine has no Apple GPU (MPS); use --device cpu or auto")
+            raise ValueError(
+                f"device {device!r} was asked for but this machine has no Apple GPU (MPS); use --device cpu or auto"
+            )
     elif resolved.type != "cpu":
         raise ValueError(f"device {device!r} is not supported; use 'auto', 'cpu', 'cuda' or 'cuda:N'")
     return resolved
@@ -65,7 +71,9 @@ def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
 def empty_model(model_cfg: ModelConfig, device: str | torch.device | None = "cpu") -> HookedTransformer:
     """A ``HookedTransformer`` of the given architecture (its own block class where it is
     not TransformerLens' standard one) with uninitialized weight matrices."""
-    hooked_cfg = HookedTransformerConfig(**model_cfg.to_hooked_kwargs(), init_weights=False, device=str(resolve_device(device)))
+    hooked_cfg = HookedTransformerConfig(
+        **model_cfg.to_hooked_kwargs(), init_weights=False, device=str(resolve_device(device))
+    )
     with quiet_deprecation():
         model = HookedTransformer(hooked_cfg)
     install_blocks(model, model_cfg.architecture)
@@ -103,7 +111,9 @@ def _canonical_header(data: bytes) -> bytes:
     return len(text).to_bytes(8, "little") + text + data[8 + length :]
 
 
-def save_weights(model: HookedTransformer, model_cfg: ModelConfig, path: str | Path, *, run_digest: str | None = None) -> Path:
+def save_weights(
+    model: HookedTransformer, model_cfg: ModelConfig, path: str | Path, *, run_digest: str | None = None
+) -> Path:
     """Write ``model``'s weights to ``path`` (safetensors, atomically), tagged with its config
     (and, for a run folder, the run's config digest).
 
@@ -120,8 +130,16 @@ def _unreadable(path: Path, err: Exception) -> BadRunFile:
     try:  # the file may be fine and only closed to this user
         path.open("rb").close()
     except OSError as os_err:
-        return BadRunFile(path, f"cannot be opened ({os_err.strerror})", "give this user read access to it (chmod), or run as its owner")
-    return BadRunFile(path, f"is not a readable safetensors weights file ({err}); it may be truncated or foreign", "restore the file or retrain the run")
+        return BadRunFile(
+            path,
+            f"cannot be opened ({os_err.strerror})",
+            "give this user read access to it (chmod), or run as its owner",
+        )
+    return BadRunFile(
+        path,
+        f"is not a readable safetensors weights file ({err}); it may be truncated or foreign",
+        "restore the file or retrain the run",
+    )
 
 
 def weights_metadata(path: str | Path) -> dict[str, str]:
@@ -138,7 +156,11 @@ def load_weights(model: HookedTransformer, model_cfg: ModelConfig, path: str | P
     """Load weights saved by :func:`save_weights` into ``model``, checking the config matches."""
     path = Path(path)
     if not path.is_file():
-        raise MissingRunFile(path, "does not exist", "the run has not finished (train it to the end with the same command), or give its run folder")
+        raise MissingRunFile(
+            path,
+            "does not exist",
+            "the run has not finished (train it to the end with the same command), or give its run folder",
+        )
     metadata = weights_metadata(path)
     try:
         state = load_file(str(path))
@@ -161,4 +183,3 @@ def load_weights(model: HookedTransformer, model_cfg: ModelConfig, path: str | P
     if missing or unexpected:
         raise ValueError(f"{path} does not match the model: missing {missing}, unexpected {unexpected}")
     return model
-

@@ -69,7 +69,6 @@ TOOLKIT_FILES: dict[str, str] = {
 }  # fmt: skip
 
 
-
 def looks_like_run(path: Path) -> bool:
     """True if ``path`` holds a run: a run's file (metrics, weights, checkpoint) or a
     ``config.json`` with a run config's sections."""
@@ -111,11 +110,15 @@ def refuse_non_run_folder(path: str | Path) -> None:
     path = Path(path)
     check_path_names(path)
     if (path / SWEEP_SPEC_FILE).is_file():
-        raise ValueError(f"{path} is a sweep folder (it has {SWEEP_SPEC_FILE}), not a run folder; give one of its runs or another --out")
+        raise ValueError(
+            f"{path} is a sweep folder (it has {SWEEP_SPEC_FILE}), not a run folder; give one of its runs or another --out"
+        )
     if path.is_dir():
         for child in sorted(path.iterdir()):
             if child.is_dir() and looks_like_run(child):
-                raise ValueError(f"{path} holds run folders ({child.name}, ...), so it is not a run folder itself; choose another --out")
+                raise ValueError(
+                    f"{path} holds run folders ({child.name}, ...), so it is not a run folder itself; choose another --out"
+                )
     refuse_nested(path, "a run", "run")
 
 
@@ -204,7 +207,9 @@ def refuse_nested(path: str | Path, what: str, kind: str, option: str = "--out")
     refuse_inside_run(path, what, option)
     own = folder_kind(path)
     if own is not None and own != kind:
-        raise ValueError(f"{path} is a {own} folder, so {what} cannot be written there (folders of runs are never nested in one another): choose another {option}")
+        raise ValueError(
+            f"{path} is a {own} folder, so {what} cannot be written there (folders of runs are never nested in one another): choose another {option}"
+        )
     for depth, child in _folders_below(path):
         held = folder_kind(child)
         if held is not None and held not in _MAY_HOLD[kind].get(depth, ()):
@@ -226,7 +231,24 @@ def output_folder(path: str | Path, what: str, kind: str, busy: str, option: str
 
 
 #: Suffixes of files (not folders): an output folder's name never ends in one of them.
-FILE_SUFFIXES: frozenset[str] = frozenset({".png", ".svg", ".pdf", ".jpg", ".jpeg", ".webp", ".csv", ".json", ".md", ".txt", ".htm", ".toml", ".pt", ".safetensors"})
+FILE_SUFFIXES: frozenset[str] = frozenset(
+    {
+        ".png",
+        ".svg",
+        ".pdf",
+        ".jpg",
+        ".jpeg",
+        ".webp",
+        ".csv",
+        ".json",
+        ".md",
+        ".txt",
+        ".htm",
+        ".toml",
+        ".pt",
+        ".safetensors",
+    }
+)
 
 
 #: The purposes whose outputs are HTML pages (:func:`write_page`).
@@ -266,7 +288,9 @@ def check_output_file(path: str | Path, purpose: str, option: str = "--out") -> 
         example = path / (purpose.replace(" ", "-") + ".html")
         raise ValueError(f"{option} {path} is a folder; give a file name such as {example}")
     if path.is_symlink() and not path.exists():
-        raise ValueError(f"{option} {path} is a symbolic link to {os.readlink(path)}, which does not exist; remove the link or choose another {option}")
+        raise ValueError(
+            f"{option} {path} is a symbolic link to {os.readlink(path)}, which does not exist; remove the link or choose another {option}"
+        )
     check_folder_path(path.parent, option, what=path)
     if not path.exists():
         return path
@@ -279,7 +303,9 @@ def check_output_file(path: str | Path, purpose: str, option: str = "--out") -> 
     else:
         what = TOOLKIT_FILES.get(path.name, "a file interp-init did not write (or one changed since it wrote it)")
     wanted = f"a {purpose} page" if noun == "page" else f"a {purpose}"
-    raise ValueError(f"{path} exists and is {what}, not {wanted} this toolkit wrote; it is never overwritten: choose another {option}, or move that file away first")
+    raise ValueError(
+        f"{path} exists and is {what}, not {wanted} this toolkit wrote; it is never overwritten: choose another {option}, or move that file away first"
+    )
 
 
 def check_output_folder(path: str | Path, purpose: str, names: Iterable[str], option: str) -> Path:
@@ -294,7 +320,9 @@ def check_output_folder(path: str | Path, purpose: str, names: Iterable[str], op
     refuse_inside_run(path, f"{purpose} files", option)
     kind = folder_kind(path)
     if kind is not None:
-        raise ValueError(f"{path} is a {kind} folder, so {purpose} files cannot be written there (it holds its runs and its own files): choose another {option}")
+        raise ValueError(
+            f"{path} is a {kind} folder, so {purpose} files cannot be written there (it holds its runs and its own files): choose another {option}"
+        )
     for name in names:
         check_output_file(path / name, purpose, option)
     return path
@@ -309,7 +337,9 @@ def check_distinct_outputs(outputs: Iterable[tuple[str | Path, str]]) -> None:
         path = Path(raw).absolute()
         for other, other_option in seen.items():
             if path == other:
-                raise ValueError(f"{other_option} and {option} both name {raw}: one command never writes two outputs at one path; give each its own")
+                raise ValueError(
+                    f"{other_option} and {option} both name {raw}: one command never writes two outputs at one path; give each its own"
+                )
         seen[path] = option
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 #: The longest file name (bytes) most file systems take.
 NAME_MAX = 255
 
+
 def check_name_length(path: str | Path, what: str = "file") -> None:
     """Refuse a ``path`` whose last component is longer than :data:`NAME_MAX` bytes (the
     file system would refuse it half way), naming it; every writer and every dry run asks
@@ -20,7 +21,9 @@ def check_name_length(path: str | Path, what: str = "file") -> None:
     name = Path(path).name
     size = len(os.fsencode(name))
     if size > NAME_MAX:
-        raise ValueError(f"the {what} name {name[:40]}... is {size} bytes long, more than the {NAME_MAX} a file name may have ({Path(path).parent}); choose a shorter name")
+        raise ValueError(
+            f"the {what} name {name[:40]}... is {size} bytes long, more than the {NAME_MAX} a file name may have ({Path(path).parent}); choose a shorter name"
+        )
 
 
 #: The longest path (bytes) Linux takes.
@@ -33,7 +36,9 @@ def check_path_names(path: str | Path, option: str = "--out") -> None:
     and the component (asked before anything is read or written at ``path``)."""
     text = os.fsencode(str(path))
     if len(text) >= PATH_MAX:
-        raise ValueError(f"{option} {str(path)[:60]}... is {len(text):,} bytes long, more than the {PATH_MAX:,} a path may have; choose a shorter {option}")
+        raise ValueError(
+            f"{option} {str(path)[:60]}... is {len(text):,} bytes long, more than the {PATH_MAX:,} a path may have; choose a shorter {option}"
+        )
     for part in Path(path).parts:
         size = len(os.fsencode(part))
         if size > NAME_MAX:
@@ -55,10 +60,18 @@ def check_folder_path(path: str | Path, option: str = "--out", what: str | Path 
         try:
             path.resolve(strict=True)
         except RuntimeError:  # Python < 3.13 reports a loop so
-            raise ValueError(f"{option} {path} is a symbolic link that loops back on itself; remove the link or choose another {option}") from None
+            raise ValueError(
+                f"{option} {path} is a symbolic link that loops back on itself; remove the link or choose another {option}"
+            ) from None
         except OSError as err:
-            what = "loops back on itself" if err.errno == errno.ELOOP else f"points to {os.readlink(path)}, which does not exist"
-            raise ValueError(f"{option} {path} is a symbolic link that {what}; remove the link, create its target, or choose another {option}") from None
+            what = (
+                "loops back on itself"
+                if err.errno == errno.ELOOP
+                else f"points to {os.readlink(path)}, which does not exist"
+            )
+            raise ValueError(
+                f"{option} {path} is a symbolic link that {what}; remove the link, create its target, or choose another {option}"
+            ) from None
     if path.exists() and not path.is_dir():
         raise ValueError(f"{option} {path} is a file, not a folder; choose another {option}")
 

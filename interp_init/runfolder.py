@@ -90,6 +90,7 @@ if TYPE_CHECKING:
     import torch
     from transformer_lens import HookedTransformer
 
+
 class RunStatus(StrEnum):
     """Where a run stands.  ``metrics.json`` records the first three and ``interrupted``; the
     others are read from the folder (:meth:`RunFolder.status`).  A ``StrEnum``: equal to its string."""
@@ -98,14 +99,21 @@ class RunStatus(StrEnum):
     COMPLETED = "completed"
     DIVERGED = "diverged"  # the loss went non-finite; the last good weights are kept
     FAILED = "failed"  # a sweep recorded the run's exception in error.txt
-    INTERRUPTED = "interrupted"  # stopped before its end, its checkpoint kept (metrics.json says so; "running" after a SIGKILL)
+    INTERRUPTED = (
+        "interrupted"  # stopped before its end, its checkpoint kept (metrics.json says so; "running" after a SIGKILL)
+    )
     PENDING = "pending"  # nothing finished yet
     ABSENT = "absent"  # a sweep's grid point without a folder
     UNREADABLE = "unreadable"  # a folder whose files are damaged or belong to another run
 
 
 #: The statuses ``metrics.json`` may hold, and those of a run that has ended (final weights).
-RECORDED_STATUSES: tuple[RunStatus, ...] = (RunStatus.RUNNING, RunStatus.COMPLETED, RunStatus.DIVERGED, RunStatus.INTERRUPTED)
+RECORDED_STATUSES: tuple[RunStatus, ...] = (
+    RunStatus.RUNNING,
+    RunStatus.COMPLETED,
+    RunStatus.DIVERGED,
+    RunStatus.INTERRUPTED,
+)
 FINISHED_STATUSES: tuple[RunStatus, ...] = (RunStatus.COMPLETED, RunStatus.DIVERGED)
 
 
@@ -134,7 +142,9 @@ class RunFolder:
         if isinstance(self.path, RunFolder):
             object.__setattr__(self, "path", self.path.path)
         if not isinstance(self.path, str | os.PathLike):
-            raise ValueError(f"a run folder is a path (str or pathlib.Path), got {type(self.path).__name__} {self.path!r:.80}; give the folder a run was trained into")
+            raise ValueError(
+                f"a run folder is a path (str or pathlib.Path), got {type(self.path).__name__} {self.path!r:.80}; give the folder a run was trained into"
+            )
         if str(self.path) == "":
             raise ValueError("a run folder's path is empty; give a folder such as runs/demo")
         object.__setattr__(self, "path", Path(self.path))
@@ -171,7 +181,10 @@ class RunFolder:
         fresh = not made and not any(self.path.iterdir()) if self.path.is_dir() else True
         self.create()
         try:
-            with hold_folder(self.path, "is being trained by another process ({owner}); wait for it to finish or choose another --out"):
+            with hold_folder(
+                self.path,
+                "is being trained by another process ({owner}); wait for it to finish or choose another --out",
+            ):
                 yield
         except ValueError as err:
             if fresh and not isinstance(err, RunFolderBusy) and {p.name for p in self.path.iterdir()} <= {CONFIG_FILE}:
@@ -205,7 +218,9 @@ class RunFolder:
         try:
             return ModelConfig.from_dict(data["model"], where=f"{self.config_path} [model]")
         except (TypeError, KeyError, AttributeError) as err:
-            raise BadRunFile(self.config_path, f"has a malformed 'model' section ({err})", "restore the file or retrain the run") from None
+            raise BadRunFile(
+                self.config_path, f"has a malformed 'model' section ({err})", "restore the file or retrain the run"
+            ) from None
 
     def write_config(self, config: dict[str, Any]) -> Path:
         """Write ``config.json`` (atomically)."""
@@ -232,17 +247,23 @@ class RunFolder:
             except BadRunFile as err:
                 raise BadRunFile(err.path, err.problem, fix) from None
             if diffs:
-                raise ValueError(f"{self.path} holds a run with a different config ({'; '.join(diffs[:5])}); choose another --out or remove that folder")
+                raise ValueError(
+                    f"{self.path} holds a run with a different config ({'; '.join(diffs[:5])}); choose another --out or remove that folder"
+                )
             return
         from interp_init.model import weights_metadata
 
         digest, fix = config_digest(config), "choose another --out, or delete the folder to train this run there"
         missing = f"and {CONFIG_FILE}, which would name that run, is missing"
         if self.weights_path.exists() and weights_metadata(self.weights_path).get("run_digest") != digest:
-            raise BadRunFile(self.weights_path, f"holds the finished weights of another run than the one asked for ({missing})", fix)
+            raise BadRunFile(
+                self.weights_path, f"holds the finished weights of another run than the one asked for ({missing})", fix
+            )
         metrics = self.read_metrics()
         if metrics is not None and metrics["status"] in FINISHED_STATUSES and metrics.get("config_digest") != digest:
-            raise BadRunFile(self.metrics_path, f"holds the finished metrics of another run than the one asked for ({missing})", fix)
+            raise BadRunFile(
+                self.metrics_path, f"holds the finished metrics of another run than the one asked for ({missing})", fix
+            )
         if self.checkpoint_path.exists():
             self.load_checkpoint(config)  # a checkpoint of another config is refused, naming it
 
@@ -263,7 +284,10 @@ class RunFolder:
         """Refuse to train over a finished run: a folder holding its final weights or its
         finished ``metrics.json`` without the other resumes only from a checkpoint."""
         metrics = self.read_metrics()
-        finished_metrics, has_weights = metrics is not None and metrics["status"] in FINISHED_STATUSES, self.weights_path.exists()
+        finished_metrics, has_weights = (
+            metrics is not None and metrics["status"] in FINISHED_STATUSES,
+            self.weights_path.exists(),
+        )
         if finished_metrics == has_weights or self.checkpoint_path.exists():
             return  # finished (both: read, not trained), fresh (neither), or resumable
         again = "or delete the folder (or choose another --out) to train the run again"
@@ -283,10 +307,16 @@ class RunFolder:
         if not isinstance(data, dict):
             raise BadRunFile(self.metrics_path, f"holds {json_kind(data)}, not a JSON object", fix)
         if data.get("status") not in RECORDED_STATUSES:
-            raise BadRunFile(self.metrics_path, f"has status {data.get('status')!r}, not one of {[s.value for s in RECORDED_STATUSES]}", fix)
+            raise BadRunFile(
+                self.metrics_path,
+                f"has status {data.get('status')!r}, not one of {[s.value for s in RECORDED_STATUSES]}",
+                fix,
+            )
         for key, kind in (("final", dict), ("history", list)):
             if not isinstance(data.get(key), kind):
-                raise BadRunFile(self.metrics_path, f"has a {key!r} that is not a JSON {'object' if kind is dict else 'array'}", fix)
+                raise BadRunFile(
+                    self.metrics_path, f"has a {key!r} that is not a JSON {'object' if kind is dict else 'array'}", fix
+                )
         if not all(isinstance(record, dict) for record in data["history"]):
             raise BadRunFile(self.metrics_path, "has a 'history' entry that is not a JSON object", fix)
         check_metrics_values(self.metrics_path, data, fix)
@@ -351,17 +381,37 @@ class RunFolder:
             recorded = weights_metadata(self.weights_path).get("run_digest")
             if recorded is not None and recorded != digest:
                 if finished and metrics.get("config_digest") == recorded:  # the two agree: config.json changed
-                    raise BadRunFile(self.config_path, _EDITED, "restore the config.json the run was trained with, or train the edited config into another --out")
+                    raise BadRunFile(
+                        self.config_path,
+                        _EDITED,
+                        "restore the config.json the run was trained with, or train the edited config into another --out",
+                    )
                 if not finished:  # no metrics to tell which of the two files changed
-                    raise BadRunFile(self.weights_path, _UNSURE, "restore the run's own file, or choose another --out (or delete the folder) for this config")
-                raise BadRunFile(self.weights_path, "holds the weights of another run (its run digest differs from config.json's)", fix)
+                    raise BadRunFile(
+                        self.weights_path,
+                        _UNSURE,
+                        "restore the run's own file, or choose another --out (or delete the folder) for this config",
+                    )
+                raise BadRunFile(
+                    self.weights_path,
+                    "holds the weights of another run (its run digest differs from config.json's)",
+                    fix,
+                )
         if not finished:
             return
         if metrics.get("config_digest") not in (None, digest):
-            raise BadRunFile(self.metrics_path, "holds the metrics of another run (its config_digest differs from config.json's)", fix)
+            raise BadRunFile(
+                self.metrics_path,
+                "holds the metrics of another run (its config_digest differs from config.json's)",
+                fix,
+            )
         recorded_sha = metrics.get("weights_sha256")
         if recorded_sha is not None and self.weights_path.exists() and file_sha256(self.weights_path) != recorded_sha:
-            raise BadRunFile(self.weights_path, "is not the file this run finished with (its SHA-256 differs from metrics.json's weights_sha256)", fix)
+            raise BadRunFile(
+                self.weights_path,
+                "is not the file this run finished with (its SHA-256 differs from metrics.json's weights_sha256)",
+                fix,
+            )
 
     # --------------------------------------------------------------- weights, model
 
@@ -399,7 +449,11 @@ class RunFolder:
             path.open("rb").close()  # the file may be fine and only closed to this user
             state = torch.load(path, map_location="cpu", weights_only=True)
         except OSError as err:
-            raise BadRunFile(path, f"cannot be opened ({err.strerror})", "give this user read access to it (chmod), or run as its owner") from None
+            raise BadRunFile(
+                path,
+                f"cannot be opened ({err.strerror})",
+                "give this user read access to it (chmod), or run as its owner",
+            ) from None
         except Exception as err:  # noqa: BLE001 - any unreadable file gets the same clear message
             raise BadRunFile(path, f"is not a readable checkpoint ({type(err).__name__}: {err}); it may be truncated or foreign", "remove it to restart the run") from None  # fmt: skip
         if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:

@@ -111,4 +111,15 @@ def refuse_stored_weights(run_dir: str | Path) -> None:
         )  # fmt: skip
 
 
-__all__ = ["CAMPAIGN_CELL_FILE", "STORED_FILE", "STORED_STUDY_FILE", "STUDY_PAGE", "campaign_cell_root", "is_stored", "refuse_stored", "refuse_stored_weights", "stored_marker", "stored_study_root"]
+__all__ = [
+    "CAMPAIGN_CELL_FILE",
+    "STORED_FILE",
+    "STORED_STUDY_FILE",
+    "STUDY_PAGE",
+    "campaign_cell_root",
+    "is_stored",
+    "refuse_stored",
+    "refuse_stored_weights",
+    "stored_marker",
+    "stored_study_root",
+]

@@ -66,7 +66,14 @@ from probes.geometry import (
 )
 from probes.masking import MaskedRun, cluster_scores, masked_run, plot_projection, project
 from probes.protocol import HookedModel
-from probes.rank import activation_stable_ranks, circuit_stable_ranks, head_circuits, merged_weight, stable_rank, weight_stable_ranks
+from probes.rank import (
+    activation_stable_ranks,
+    circuit_stable_ranks,
+    head_circuits,
+    merged_weight,
+    stable_rank,
+    weight_stable_ranks,
+)
 from probes.similarity import (
     activation_similarity,
     block_score,

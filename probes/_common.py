@@ -105,9 +105,13 @@ def check_dataset(dataset: object, name: str = "dataset") -> AnchorDataset:
     # What the probes read from it must mean what they take it for (cheap: two small tensors).
     pairs, keys, n_pos = dataset.anchor_pairs, dataset.key_positions, int(dataset.token_ids.shape[-1])
     if pairs.numel() and not set(pairs.unique().tolist()) <= set(ANCHORS):
-        raise ValueError(f"{name}.anchor_pairs hold {sorted(set(pairs.unique().tolist()) - set(ANCHORS))}, which are not anchors {list(ANCHORS)}; build the dataset with interp_init.tasks.data.make_dataset or probes.input_grid")
+        raise ValueError(
+            f"{name}.anchor_pairs hold {sorted(set(pairs.unique().tolist()) - set(ANCHORS))}, which are not anchors {list(ANCHORS)}; build the dataset with interp_init.tasks.data.make_dataset or probes.input_grid"
+        )
     if keys.numel() and (int(keys.min()) < 0 or int(keys.max()) + 2 >= n_pos):
-        raise ValueError(f"{name}.key_positions lie in [{int(keys.min())}, {int(keys.max())}], but a key and its two anchors must fit in the {n_pos}-token sequence (positions 0..{n_pos - 3}); build the dataset with interp_init.tasks.data.make_dataset or probes.input_grid")
+        raise ValueError(
+            f"{name}.key_positions lie in [{int(keys.min())}, {int(keys.max())}], but a key and its two anchors must fit in the {n_pos}-token sequence (positions 0..{n_pos - 3}); build the dataset with interp_init.tasks.data.make_dataset or probes.input_grid"
+        )
     return dataset
 
 
@@ -133,10 +137,14 @@ def resolve_names(names_filter: object, model: HookedModel) -> list[str]:
     names = names_filter
     if callable(names) and not isinstance(names, str):
         return [name for name in model.hook_dict if names(name)]
-    if isinstance(names, str) or (isinstance(names, tuple) and len(names) == 2 and isinstance(names[0], str) and not isinstance(names[1], str)):
+    if isinstance(names, str) or (
+        isinstance(names, tuple) and len(names) == 2 and isinstance(names[0], str) and not isinstance(names[1], str)
+    ):
         names = [names]
     elif not isinstance(names, Iterable):
-        raise ValueError(f"names_filter must be hook names, short names (e.g. 'resid_post'), (name, layer) pairs, a callable filter or None (every hook point), got {names!r}")
+        raise ValueError(
+            f"names_filter must be hook names, short names (e.g. 'resid_post'), (name, layer) pairs, a callable filter or None (every hook point), got {names!r}"
+        )
     out: list[str] = []
     unknown = []
     for name in names:
@@ -145,8 +153,15 @@ def resolve_names(names_filter: object, model: HookedModel) -> list[str]:
         if not found:
             unknown.append(name)
     if unknown:
-        close = [m for n in unknown if isinstance(n, str) for m in difflib.get_close_matches(n, list(model.hook_dict), n=2)]
-        example = close or [f"blocks.0.{n}" for n in ("hook_resid_pre", "hook_resid_post") if f"blocks.0.{n}" in model.hook_dict][:1]
+        close = [
+            m for n in unknown if isinstance(n, str) for m in difflib.get_close_matches(n, list(model.hook_dict), n=2)
+        ]
+        example = (
+            close
+            or [f"blocks.0.{n}" for n in ("hook_resid_pre", "hook_resid_post") if f"blocks.0.{n}" in model.hook_dict][
+                :1
+            ]
+        )
         raise ValueError(
             f"unknown hook name(s) {unknown}: this model has no such hook points; valid names are the model's "
             f"hook_dict keys{', e.g. ' + ', '.join(repr(e) for e in dict.fromkeys(example)) if example else ''}, short names such as 'resid_post', or a callable"
@@ -173,7 +188,9 @@ def renamed_keyword(old: str, new: str, old_none: object) -> Callable[[Callable]
             if old in kwargs:
                 value = kwargs.pop(old)
                 if new in kwargs or new in signature.bind_partial(*args).arguments:
-                    raise ValueError(f"{function.__name__} got both {new}= and {old}=, its deprecated name: pass {new}= only")
+                    raise ValueError(
+                        f"{function.__name__} got both {new}= and {old}=, its deprecated name: pass {new}= only"
+                    )
                 warnings.warn(
                     f"{function.__name__}({old}=...) is deprecated and will be removed in interp-init 0.2: pass {new}=... "
                     f"(TransformerLens' name{f'; {old}=None is {new}={old_none!r}' if value is None else ''})",
@@ -214,6 +231,7 @@ def capture_hooks(names_filter: object, model: HookedModel, store: dict[str, Ten
     The key is the name asked for (or its full name for a short one), not the hook's
     ``hook.name``: on TransformerLens 4.x an old name such as ``blocks.1.hook_resid_post``
     is an alias, and its hook point reports its new name (``blocks.1.hook_out``)."""
+
     def saver(name: str) -> Callable:
         def save(activation: Tensor, hook) -> None:
             store[name] = activation.detach()
@@ -248,6 +266,7 @@ def run_hooked(
     TransformerLens lines): no later layer, no unembedding; returns ``None``."""
     fwd = list(hooks)
     if stop_after is not None:
+
         def stop(activation: Tensor, hook) -> None:
             raise _Stop
 

@@ -59,14 +59,20 @@ def anchor_positions(tokens: Int[Tensor, "batch pos"] | Sequence) -> Int[Tensor,
     if ids.ndim == 1:
         ids = ids[None]
     if ids.ndim != 2 or ids.dtype.is_floating_point or ids.dtype == torch.bool:
-        raise ValueError(f"tokens must be integer token ids [batch, pos] or [pos], got {ids.dtype} of shape {tuple(ids.shape)}")
+        raise ValueError(
+            f"tokens must be integer token ids [batch, pos] or [pos], got {ids.dtype} of shape {tuple(ids.shape)}"
+        )
     is_anchor = torch.isin(ids.long(), torch.tensor(ANCHORS))
     pair = is_anchor[:, 1:-1] & is_anchor[:, 2:]  # [batch, pos - 2]: True at p where p+1 and p+2 are anchors
     counts = pair.sum(1)
     bad = torch.nonzero(counts != 1).flatten().tolist()
     if bad:
         row = bad[0]
-        why = "no two adjacent anchor tokens" if int(counts[row]) == 0 else f"{int(counts[row])} places with two adjacent anchor tokens"
+        why = (
+            "no two adjacent anchor tokens"
+            if int(counts[row]) == 0
+            else f"{int(counts[row])} places with two adjacent anchor tokens"
+        )
         raise ValueError(
             f"tokens row {row} ({ids[row].tolist()}) has {why} ({len(bad)} of {len(ids)} rows alike): an anchor-task input holds "
             f"key, a1, a2 with anchors in {list(ANCHORS)} once; for other inputs pass source positions to probes.masked_run"
@@ -82,7 +88,9 @@ def _mask_named(
     check_model(model)
     if isinstance(dataset, AnchorDataset) or hasattr(dataset, "key_positions"):
         dataset = check_dataset(dataset)
-        return masked_run(model, dataset, position, layers, heads, query_positions, renormalize, names_filter=names_filter)
+        return masked_run(
+            model, dataset, position, layers, heads, query_positions, renormalize, names_filter=names_filter
+        )
     if not isinstance(dataset, (Tensor, Sequence, np.ndarray)) or isinstance(dataset, str):
         check_dataset(dataset)  # the one-line error naming what is taken
     keys = anchor_positions(dataset)

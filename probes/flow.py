@@ -57,7 +57,16 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from probes._common import allowed_pairs, check_finite, check_index, check_indices, check_int, check_number, renamed_keyword, run_hooked
+from probes._common import (
+    allowed_pairs,
+    check_finite,
+    check_index,
+    check_indices,
+    check_int,
+    check_number,
+    renamed_keyword,
+    run_hooked,
+)
 from probes.inputs import Inputs, _as_mask, as_inputs, cache_patterns, is_cache
 from probes.protocol import HookedModel, check_fired, check_model, require_hooks
 
@@ -80,12 +89,18 @@ def _finite_stop(model: HookedModel, seen: set[str]) -> tuple[str, Callable]:
 
     def check(resid: Tensor, hook) -> None:
         seen.add(name)
-        check_finite(resid, "the model's last residual stream on these tokens", " (check the model's weights with probes.weight_stable_ranks)")
+        check_finite(
+            resid,
+            "the model's last residual stream on these tokens",
+            " (check the model's weights with probes.weight_stable_ranks)",
+        )
 
     return name, check
 
 
-def _run_patterns(model: HookedModel, inputs: Inputs, layers: list[int], probe: str, take: Callable[[int, Tensor], None]) -> None:
+def _run_patterns(
+    model: HookedModel, inputs: Inputs, layers: list[int], probe: str, take: Callable[[int, Tensor], None]
+) -> None:
     """Run ``model`` up to its last block, handing each layer's pattern to ``take(i, pattern)`` as it is made."""
     names = _pattern_names(model, layers, probe)
     fired: set[str] = set()
@@ -161,7 +176,11 @@ def information_flow(
     as the model runs: no pattern is kept."""
     check_model(model)
     layers = check_indices(layers, model.cfg.n_layers, "layers", f"layer of this {model.cfg.n_layers}-layer model")
-    size = None if batch_size is None else check_int(batch_size, "batch_size (inputs per forward pass; None for all at once)", low=1)
+    size = (
+        None
+        if batch_size is None
+        else check_int(batch_size, "batch_size (inputs per forward pass; None for all at once)", low=1)
+    )
     cached = cache_patterns(tokens, model, layers, "information_flow") if is_cache(tokens) else None
     inputs = None if cached is not None else as_inputs(tokens, model, attention_mask=attention_mask)
     n_heads, n_pos = model.cfg.n_heads, cached[0].shape[-1] if cached is not None else inputs.tokens.shape[1]
@@ -169,13 +188,19 @@ def information_flow(
     total = torch.zeros(len(layers), n_heads + 1, n_pos, n_pos, dtype=torch.float64)
     squares = torch.zeros_like(total)
     if cached is not None:  # one chunk: the cache's patterns, handed over as a run would
-        real = _as_mask(attention_mask, (cached[0].shape[0], n_pos)) if attention_mask is not None else torch.ones(cached[0].shape[0], n_pos)
+        real = (
+            _as_mask(attention_mask, (cached[0].shape[0], n_pos))
+            if attention_mask is not None
+            else torch.ones(cached[0].shape[0], n_pos)
+        )
         chunks = [(real, lambda take: [take(i, pattern.detach()) for i, pattern in enumerate(cached)])]
     else:
         chunks = ((c.attention_mask if c.attention_mask is not None else torch.ones_like(c.tokens), lambda take, c=c: _run_patterns(model, c, layers, "information_flow", take))
                   for c in inputs.batches(size))  # fmt: skip
     for real, feed in chunks:
-        both = einops.einsum(real.double().cpu(), real.double().cpu(), "batch q, batch k -> batch q k")  # [batch, q, k]: 1 where both are real tokens
+        both = einops.einsum(
+            real.double().cpu(), real.double().cpu(), "batch q, batch k -> batch q k"
+        )  # [batch, q, k]: 1 where both are real tokens
         count += both.sum(0)
 
         def take(i: int, pattern: Tensor, both: Tensor = both) -> None:
@@ -188,7 +213,9 @@ def information_flow(
     count = count.clamp_min(1.0)
     mean = total / count
     std = (squares / count - mean.pow(2)).clamp_min(0.0).sqrt()
-    index, head, query, source = np.meshgrid(np.arange(len(layers)), np.arange(n_heads + 1), np.arange(n_pos), np.arange(n_pos), indexing="ij")
+    index, head, query, source = np.meshgrid(
+        np.arange(len(layers)), np.arange(n_heads + 1), np.arange(n_pos), np.arange(n_pos), indexing="ij"
+    )
     keep = allowed_pairs(model, n_pos).numpy()[query.ravel(), source.ravel()]
     head_labels = np.array([str(h) for h in range(n_heads)] + [SUM], dtype=object)
     return pd.DataFrame(
@@ -218,7 +245,9 @@ def _edge_tensor(edges: pd.DataFrame, head: int | str) -> tuple[np.ndarray, np.n
             raise ValueError(f"head must be a head index or 'sum', got {head!r}") from None
     chosen = edges[edges["attn_head"].astype(str) == head]
     if chosen.empty:
-        raise ValueError(f"no edges for head {head!r}; the edges have heads {sorted(edges['attn_head'].astype(str).unique())}")
+        raise ValueError(
+            f"no edges for head {head!r}; the edges have heads {sorted(edges['attn_head'].astype(str).unique())}"
+        )
     present = sorted({int(layer) for layer in chosen["layer"]})
     if present != list(range(present[-1] + 1)):
         raise ValueError(
@@ -261,7 +290,12 @@ def top_paths(
     ``n_layers * pos^2 * k``, so a 12-layer model at 128 positions takes well under a
     second.  ``k=None`` lists every path, refused beyond ``max_paths``.
     """
-    if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or not np.isfinite(threshold) or threshold < 0:
+    if (
+        isinstance(threshold, bool)
+        or not isinstance(threshold, numbers.Real)
+        or not np.isfinite(threshold)
+        or threshold < 0
+    ):
         raise ValueError(f"threshold must be a finite weight >= 0, got {threshold!r}")
     top = None if k is None else check_int(k, "k (how many paths to keep; None for all)", low=1)
     max_paths = check_int(max_paths, "max_paths", low=1)
@@ -273,8 +307,14 @@ def top_paths(
         paths = _every_path(passes, query, max_paths, threshold)
     else:
         paths = _best_paths(weights, passes, query, top)
-    rows = [{"score": float(np.prod(ws)), "path": path, "weights": ws} for path in paths for ws in [tuple(float(weights[l, path[l + 1], path[l]]) for l in range(n_layers))]]
-    frame = pd.DataFrame(rows, columns=["score", "path", "weights"]).sort_values("score", ascending=False, kind="stable")
+    rows = [
+        {"score": float(np.prod(ws)), "path": path, "weights": ws}
+        for path in paths
+        for ws in [tuple(float(weights[l, path[l + 1], path[l]]) for l in range(n_layers))]
+    ]
+    frame = pd.DataFrame(rows, columns=["score", "path", "weights"]).sort_values(
+        "score", ascending=False, kind="stable"
+    )
     frame = frame.head(top) if top is not None else frame
     frame.insert(0, "rank", range(1, len(frame) + 1))
     return frame.reset_index(drop=True)
@@ -285,7 +325,9 @@ def _every_path(passes: np.ndarray, query: int, max_paths: int, threshold: float
     for layer in reversed(range(passes.shape[0])):  # extend each path backwards by one layer
         grown = [(int(source), *path) for path in partial for source in np.flatnonzero(passes[layer, path[0]])]
         if len(grown) > max_paths:
-            raise ValueError(f"more than {max_paths} paths pass threshold={threshold}; raise the threshold or pass k=<n> for the n best")
+            raise ValueError(
+                f"more than {max_paths} paths pass threshold={threshold}; raise the threshold or pass k=<n> for the n best"
+            )
         partial = grown
     return partial
 
@@ -351,7 +393,10 @@ def plot_flow(
             continue
         xs = np.stack([source[chosen], query[chosen], np.full(len(chosen), np.nan)], 1).ravel()
         ys = np.stack([layer[chosen], layer[chosen] + 1, np.full(len(chosen), np.nan)], 1).ravel()
-        text = [f"layer {l}: {labels[k]} -> {labels[q]}: {w:.3f}" for l, q, k, w in zip(layer[chosen], query[chosen], source[chosen], values[chosen], strict=True)]
+        text = [
+            f"layer {l}: {labels[k]} -> {labels[q]}: {w:.3f}"
+            for l, q, k, w in zip(layer[chosen], query[chosen], source[chosen], values[chosen], strict=True)
+        ]
         fig.add_trace(
             go.Scatter(
                 x=xs, y=ys, mode="lines", showlegend=False, hoverinfo="text",
@@ -370,11 +415,24 @@ def plot_flow(
                 )
             )  # fmt: skip
     xs, ys = np.meshgrid(np.arange(n_pos), np.arange(n_layers + 1))
-    fig.add_trace(go.Scatter(x=xs.ravel(), y=ys.ravel(), mode="markers", marker={"size": 9, "color": "black"}, showlegend=False, hoverinfo="skip"))
+    fig.add_trace(
+        go.Scatter(
+            x=xs.ravel(),
+            y=ys.ravel(),
+            mode="markers",
+            marker={"size": 9, "color": "black"},
+            showlegend=False,
+            hoverinfo="skip",
+        )
+    )
     fig.update_layout(
         title=title,
         xaxis={"tickmode": "array", "tickvals": list(range(n_pos)), "ticktext": labels, "title": "position: token"},
-        yaxis={"tickmode": "array", "tickvals": list(range(n_layers + 1)), "ticktext": ["input"] + [f"after layer {l}" for l in range(n_layers)]},
+        yaxis={
+            "tickmode": "array",
+            "tickvals": list(range(n_layers + 1)),
+            "ticktext": ["input"] + [f"after layer {l}" for l in range(n_layers)],
+        },
         plot_bgcolor="white",
     )
     return fig

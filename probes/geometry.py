@@ -112,7 +112,9 @@ def condensation(weight: Float[Tensor, "neurons inputs"], threshold: float = 0.7
     """
     matrix = torch.as_tensor(weight)
     if matrix.ndim != 2:
-        raise ValueError(f"weight must be a 2-D [neurons, inputs] matrix, got shape {tuple(matrix.shape)}; for W_Q use merged_weight(model, 'W_Q', 0).T")
+        raise ValueError(
+            f"weight must be a 2-D [neurons, inputs] matrix, got shape {tuple(matrix.shape)}; for W_Q use merged_weight(model, 'W_Q', 0).T"
+        )
     if matrix.shape[0] < 1 or matrix.shape[1] < 1:
         raise ValueError(f"weight must have at least one row and column, got shape {tuple(matrix.shape)}")
     if not isinstance(signed, bool):
@@ -140,7 +142,9 @@ def condensation(weight: Float[Tensor, "neurons inputs"], threshold: float = 0.7
     return Condensation(sim, groups, tuple(len(r) for r in ranked), order, float(threshold), bool(signed))
 
 
-def plot_condensation(result: Condensation, title: str | None = "Cosine similarity of neurons' input weights") -> go.Figure:
+def plot_condensation(
+    result: Condensation, title: str | None = "Cosine similarity of neurons' input weights"
+) -> go.Figure:
     """Heatmap of the reordered similarity, with the group boundaries drawn (one trace of squares, however many groups).
 
     The heatmap and the squares share one pair of axes (cell ``i`` of the grouped order at
@@ -160,7 +164,9 @@ def plot_condensation(result: Condensation, title: str | None = "Cosine similari
     gap = np.full(len(starts), np.nan)
     xs = np.stack([starts, ends, ends, starts, starts, gap], 1).ravel()  # every group's square in one trace
     ys = np.stack([starts, starts, ends, ends, starts, gap], 1).ravel()
-    fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line={"color": "black", "width": 1.5}, showlegend=False, hoverinfo="skip"))
+    fig.add_trace(
+        go.Scatter(x=xs, y=ys, mode="lines", line={"color": "black", "width": 1.5}, showlegend=False, hoverinfo="skip")
+    )
     ticks = {"tickmode": "array", "tickvals": cells, "ticktext": [str(i) for i in order]}
     fig.update_layout(
         title=f"{title + ': ' if title else ''}{result.n_groups} groups at > {result.threshold:g} (sizes {list(result.group_sizes[:8])}{'...' if result.n_groups > 8 else ''})",
@@ -236,9 +242,13 @@ def embedding_pca(model: HookedModel, tokens: Iterable[int] | None = None) -> Em
         raise ValueError(f"embedding_pca needs at least 3 distinct tokens, got {sorted(set(tokens))}")
     bad = [t for t in tokens if not 0 <= t < model.cfg.d_vocab]
     if bad:
-        raise ValueError(f"tokens must lie in 0..{model.cfg.d_vocab - 1} (the vocabulary), got {bad[:5]}; pass tokens=<ids within it>")
+        raise ValueError(
+            f"tokens must lie in 0..{model.cfg.d_vocab - 1} (the vocabulary), got {bad[:5]}; pass tokens=<ids within it>"
+        )
     if model.cfg.d_model < 2:
-        raise ValueError(f"embedding_pca projects onto 2 components and needs d_model >= 2, got d_model={model.cfg.d_model}")
+        raise ValueError(
+            f"embedding_pca projects onto 2 components and needs d_model >= 2, got d_model={model.cfg.d_model}"
+        )
     emb = merged_weight(model, "W_E")[tokens].double().cpu().numpy()
     check_finite(emb, "W_E (the token embeddings)")
     xy, ratios = principal_components(emb, 2)
@@ -298,7 +308,9 @@ def singular_value_spectra(model: HookedModel) -> pd.DataFrame:
     return frame
 
 
-def plot_spectra(spectra: pd.DataFrame, normalized: bool = True, title: str | None = "Singular-value spectra") -> go.Figure:
+def plot_spectra(
+    spectra: pd.DataFrame, normalized: bool = True, title: str | None = "Singular-value spectra"
+) -> go.Figure:
     """One line per weight matrix: its singular values (divided by the largest if ``normalized``)."""
     column = "normalized" if normalized else "singular_value"
     fig = px.line(spectra, x="index", y=column, color="matrix", log_y=True, markers=True, title=title)

@@ -71,9 +71,13 @@ class Inputs:
     def __post_init__(self) -> None:
         tokens = self.tokens
         if not isinstance(tokens, Tensor) or tokens.ndim != 2 or tokens.shape[0] == 0 or tokens.shape[1] == 0:
-            raise ValueError(f"tokens must be a non-empty [batch, pos] tensor of token ids, got {getattr(tokens, 'shape', tokens)!r}")
+            raise ValueError(
+                f"tokens must be a non-empty [batch, pos] tensor of token ids, got {getattr(tokens, 'shape', tokens)!r}"
+            )
         if self.attention_mask is not None and tuple(self.attention_mask.shape) != tuple(tokens.shape):
-            raise ValueError(f"attention_mask has shape {tuple(self.attention_mask.shape)}; it must match the tokens' {tuple(tokens.shape)}")
+            raise ValueError(
+                f"attention_mask has shape {tuple(self.attention_mask.shape)}; it must match the tokens' {tuple(tokens.shape)}"
+            )
         if len(self.labels.columns) and len(self.labels) != len(self):
             raise ValueError(f"labels has {len(self.labels)} rows for {len(self)} samples: give one label per sample")
         if LAST not in self.positions:
@@ -88,7 +92,9 @@ class Inputs:
         n, n_pos = self.tokens.shape
         if isinstance(which, str):
             if which not in self.positions:
-                raise ValueError(f"position must be an int, one int per sample, or one of {sorted(self.positions)} for these inputs; got {which!r}")
+                raise ValueError(
+                    f"position must be an int, one int per sample, or one of {sorted(self.positions)} for these inputs; got {which!r}"
+                )
             return self.positions[which].cpu().long()
         values = torch.as_tensor(np.asarray(which) if not isinstance(which, Tensor) else which).detach().cpu()
         if values.dtype.is_floating_point or values.dtype == torch.bool:
@@ -97,7 +103,9 @@ class Inputs:
         if values.numel() == 1:
             values = values.expand(n).clone()
         if values.numel() != n:
-            raise ValueError(f"position gives {values.numel()} entries for {n} samples: give one int for all or one per sample")
+            raise ValueError(
+                f"position gives {values.numel()} entries for {n} samples: give one int for all or one per sample"
+            )
         values = torch.where(values < 0, values + n_pos, values)
         if bool(((values < 0) | (values >= n_pos)).any()):
             raise ValueError(f"position={which!r} lies outside 0..{n_pos - 1} (the {n_pos}-token sequences)")
@@ -110,7 +118,9 @@ class Inputs:
             return None
         if isinstance(which, str):
             if which not in self.labels.columns:
-                raise ValueError(f"label {which!r} is not a column of these inputs' labels {list(self.labels.columns)}; pass one label per sample instead")
+                raise ValueError(
+                    f"label {which!r} is not a column of these inputs' labels {list(self.labels.columns)}; pass one label per sample instead"
+                )
             return check_labels(self.labels[which], f"label column {which!r}")
         values = which.detach().cpu().tolist() if isinstance(which, Tensor) else list(which)
         if len(values) != len(self):
@@ -157,13 +167,19 @@ def _last_real(shape: torch.Size, attention_mask: Tensor | None) -> Tensor:
 def _as_mask(attention_mask: object, shape: torch.Size) -> Tensor | None:
     if attention_mask is None:
         return None
-    mask = torch.as_tensor(np.asarray(attention_mask) if not isinstance(attention_mask, Tensor) else attention_mask).detach()
+    mask = torch.as_tensor(
+        np.asarray(attention_mask) if not isinstance(attention_mask, Tensor) else attention_mask
+    ).detach()
     if mask.is_meta:
-        raise ValueError("attention_mask is on the meta device (a shape without data): give it on a real device (attention_mask.to('cpu'))")
+        raise ValueError(
+            "attention_mask is on the meta device (a shape without data): give it on a real device (attention_mask.to('cpu'))"
+        )
     if mask.ndim == 1:
         mask = mask[None]
     if tuple(mask.shape) != tuple(shape):
-        raise ValueError(f"attention_mask has shape {tuple(mask.shape)}; it must match the tokens' {tuple(shape)} (1 = real token, 0 = padding)")
+        raise ValueError(
+            f"attention_mask has shape {tuple(mask.shape)}; it must match the tokens' {tuple(shape)} (1 = real token, 0 = padding)"
+        )
     if not bool(((mask == 0) | (mask == 1)).all()):
         raise ValueError("attention_mask must hold 1 (real token) and 0 (padding) only")
     if not bool(mask.bool().any(dim=1).all()):
@@ -172,13 +188,17 @@ def _as_mask(attention_mask: object, shape: torch.Size) -> Tensor | None:
 
 
 def _is_strings(source: object) -> bool:
-    return isinstance(source, str) or (isinstance(source, Sequence) and len(source) > 0 and all(isinstance(s, str) for s in source))
+    return isinstance(source, str) or (
+        isinstance(source, Sequence) and len(source) > 0 and all(isinstance(s, str) for s in source)
+    )
 
 
 def _from_strings(source: str | Sequence[str], model: object) -> tuple[Tensor, Tensor | None]:
     tokenizer = getattr(model, "tokenizer", None)
     if model is None or tokenizer is None or not hasattr(model, "to_tokens"):
-        raise ValueError("strings need a model with a tokenizer (model.tokenizer); this model has none: pass token ids ([batch, pos] ints) instead")
+        raise ValueError(
+            "strings need a model with a tokenizer (model.tokenizer); this model has none: pass token ids ([batch, pos] ints) instead"
+        )
     tokens = model.to_tokens(source)
     if isinstance(source, str) or len(source) == 1:
         return tokens, None
@@ -228,7 +248,12 @@ def as_inputs(
     if isinstance(source, Inputs):
         inputs = source
         if attention_mask is not None:
-            inputs = Inputs(inputs.tokens, _as_mask(attention_mask, inputs.tokens.shape), inputs.labels, {k: v for k, v in inputs.positions.items() if k != LAST})
+            inputs = Inputs(
+                inputs.tokens,
+                _as_mask(attention_mask, inputs.tokens.shape),
+                inputs.labels,
+                {k: v for k, v in inputs.positions.items() if k != LAST},
+            )
     else:
         mask = None
         table, positions = pd.DataFrame(), {}
@@ -245,10 +270,20 @@ def as_inputs(
     if model is not None:
         inputs = Inputs(check_tokens(inputs.tokens, model), inputs.attention_mask, inputs.labels, inputs.positions)
     if labels is not None:
-        extra = pd.DataFrame(labels) if isinstance(labels, (Mapping, pd.DataFrame)) else pd.DataFrame({"label": inputs.label(labels)})
+        extra = (
+            pd.DataFrame(labels)
+            if isinstance(labels, (Mapping, pd.DataFrame))
+            else pd.DataFrame({"label": inputs.label(labels)})
+        )
         if len(extra) != len(inputs):
             raise ValueError(f"labels has {len(extra)} rows for {len(inputs)} samples: give one label per sample")
-        table = pd.concat([inputs.labels.drop(columns=[c for c in extra.columns if c in inputs.labels.columns]), extra.reset_index(drop=True)], axis=1)
+        table = pd.concat(
+            [
+                inputs.labels.drop(columns=[c for c in extra.columns if c in inputs.labels.columns]),
+                extra.reset_index(drop=True),
+            ],
+            axis=1,
+        )
         inputs = Inputs(inputs.tokens, inputs.attention_mask, table, inputs.positions)
     return inputs
 
@@ -257,13 +292,19 @@ def _as_token_tensor(tokens: object) -> Tensor:
     try:
         tokens = torch.as_tensor(tokens) if not isinstance(tokens, Tensor) else tokens
     except (TypeError, ValueError, RuntimeError) as error:
-        raise ValueError(f"tokens must be [batch, pos] token ids of one length (pad them and pass attention_mask), or strings: {error}") from None
+        raise ValueError(
+            f"tokens must be [batch, pos] token ids of one length (pad them and pass attention_mask), or strings: {error}"
+        ) from None
     if tokens.is_meta:
-        raise ValueError("tokens are on the meta device (a shape without data): nothing can be probed; give token ids on a real device (tokens.to('cpu'))")
+        raise ValueError(
+            "tokens are on the meta device (a shape without data): nothing can be probed; give token ids on a real device (tokens.to('cpu'))"
+        )
     if tokens.ndim == 1:
         tokens = tokens[None]
     if tokens.ndim != 2 or tokens.shape[0] == 0 or tokens.shape[1] == 0:
-        raise ValueError(f"tokens must be a non-empty [batch, pos] (or [pos]) tensor of token ids, got shape {tuple(tokens.shape)}")
+        raise ValueError(
+            f"tokens must be a non-empty [batch, pos] (or [pos]) tensor of token ids, got shape {tuple(tokens.shape)}"
+        )
     if tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
         raise ValueError(f"tokens must hold integer token ids, got dtype {tokens.dtype}")
     return tokens
@@ -273,7 +314,9 @@ def check_tokens(tokens: Tensor, model: object) -> Int[Tensor, "batch pos"]:
     """``tokens`` as int64 on the model's device, or a one-line ValueError (ids outside the vocabulary, too long)."""
     cfg = model.cfg  # type: ignore[attr-defined]
     if int(tokens.min()) < 0 or int(tokens.max()) >= cfg.d_vocab:
-        raise ValueError(f"token ids must lie in 0..{cfg.d_vocab - 1} (the model's vocabulary), got {int(tokens.min())}..{int(tokens.max())}")
+        raise ValueError(
+            f"token ids must lie in 0..{cfg.d_vocab - 1} (the model's vocabulary), got {int(tokens.min())}..{int(tokens.max())}"
+        )
     if tokens.shape[1] > cfg.n_ctx:
         raise ValueError(f"sequences of {tokens.shape[1]} tokens exceed the model's context n_ctx={cfg.n_ctx}")
     return tokens.long().to(cfg.device)
@@ -289,7 +332,9 @@ def is_cache(source: object) -> bool:
     return isinstance(source, Mapping) and all(isinstance(key, str) for key in source)
 
 
-def cache_patterns(cache: object, model: object, layers: list[int], probe: str) -> list[Float[Tensor, "batch head query source"]]:
+def cache_patterns(
+    cache: object, model: object, layers: list[int], probe: str
+) -> list[Float[Tensor, "batch head query source"]]:
     """Each of ``layers``' attention pattern ``[batch, head, query, source]`` from ``cache``
     (one of ``cache.remove_batch_dim()``'s ``[head, query, source]`` gets its batch of one)."""
     names = [f"blocks.{layer}.attn.hook_pattern" for layer in layers]
@@ -305,11 +350,16 @@ def cache_patterns(cache: object, model: object, layers: list[int], probe: str) 
         pattern = cache[name]
         pattern = pattern[None] if pattern.ndim == 3 else pattern
         if pattern.ndim != 4 or pattern.shape[1] != model.cfg.n_heads or pattern.shape[-1] != pattern.shape[-2]:
-            raise ValueError(f"{probe}: the cache's {name} has shape {tuple(pattern.shape)}, not [batch, {model.cfg.n_heads} heads, pos, pos]: pass the cache this model's run_with_cache gave")
+            raise ValueError(
+                f"{probe}: the cache's {name} has shape {tuple(pattern.shape)}, not [batch, {model.cfg.n_heads} heads, pos, pos]: pass the cache this model's run_with_cache gave"
+            )
         if not bool(torch.isfinite(pattern).all()):
-            raise ValueError(f"{probe}: NaN or infinite entries in the cache's {name} (a run that was not finite): no analysis of them is defined")
+            raise ValueError(
+                f"{probe}: NaN or infinite entries in the cache's {name} (a run that was not finite): no analysis of them is defined"
+            )
         out.append(pattern)
     if len({p.shape[0] for p in out}) > 1 or len({p.shape[-1] for p in out}) > 1:
-        raise ValueError(f"{probe}: the cache's patterns differ in batch or positions: pass the cache of one run_with_cache")
+        raise ValueError(
+            f"{probe}: the cache's patterns differ in batch or positions: pass the cache of one run_with_cache"
+        )
     return out
-

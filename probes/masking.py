@@ -112,7 +112,9 @@ class MaskedRun(TableDisplay):
         with the logits ``model(tokens)`` returns.  A captured activation is read from
         :attr:`cache` (``masked.cache["resid_post", 1]``)."""
         if isinstance(index, str) or (isinstance(index, tuple) and index and isinstance(index[0], str)):
-            raise KeyError(f"MaskedRun[...] indexes the logits; read the activation {index!r} from its cache: masked.cache[{index!r}]")
+            raise KeyError(
+                f"MaskedRun[...] indexes the logits; read the activation {index!r} from its cache: masked.cache[{index!r}]"
+            )
         return self.logits[index]
 
     @property
@@ -134,7 +136,9 @@ class MaskedRun(TableDisplay):
         if name is None or name == "logits":
             return self.logits[:, -1]
         if name not in list(self.cache):
-            raise ValueError(f"activation {name!r} was not captured; pass names_filter=[{name!r}] to the run (captured: {sorted(self.cache)})")
+            raise ValueError(
+                f"activation {name!r} was not captured; pass names_filter=[{name!r}] to the run (captured: {sorted(self.cache)})"
+            )
         return self.cache[name][:, -1]
 
 
@@ -173,7 +177,9 @@ def source_mask(source_positions: SourcePositions, batch: int, n_pos: int) -> Bo
         return mask
     if len(source_positions) == 0:
         return mask
-    nested = [isinstance(entry, (Sequence, Tensor, np.ndarray)) and not isinstance(entry, str) for entry in source_positions]
+    nested = [
+        isinstance(entry, (Sequence, Tensor, np.ndarray)) and not isinstance(entry, str) for entry in source_positions
+    ]
     if not any(nested):
         mark(slice(None), source_positions)  # a flat list: the same positions in every sample
         return mask
@@ -232,8 +238,12 @@ def masked_run(
     """
     inputs = as_inputs(tokens, check_model(model), attention_mask=attention_mask)
     batch, n_pos = inputs.tokens.shape
-    if model.cfg.n_layers < 1:  # no attention to mask: the run would be the plain forward under a mask that claims otherwise
-        raise ValueError(f"masked_run: the model has {model.cfg.n_layers} layers, so it has no attention to mask; give a model with at least one layer")
+    if (
+        model.cfg.n_layers < 1
+    ):  # no attention to mask: the run would be the plain forward under a mask that claims otherwise
+        raise ValueError(
+            f"masked_run: the model has {model.cfg.n_layers} layers, so it has no attention to mask; give a model with at least one layer"
+        )
     layers = check_indices(layers, model.cfg.n_layers, "layers", f"layer of this {model.cfg.n_layers}-layer model")
     heads = check_indices(heads, model.cfg.n_heads, "heads", f"head of this {model.cfg.n_heads}-head model")
     queries = check_indices(query_positions, n_pos, "query_positions", f"position of the {n_pos}-token sequence")
@@ -270,14 +280,24 @@ def masked_run(
     captures = capture_hooks(names_filter, model, store)  # after the masking hooks: captures see masked values
     logits = run_hooked(model, inputs, [(name, masker(name)) for name in patterns] + captures)
     check_fired(masked_in, patterns, "masked_run (attention masking after the softmax)")
-    if not is_filter_function(names_filter):  # a callable filter (or None) takes what runs, as TransformerLens' names_filter does
+    if not is_filter_function(
+        names_filter
+    ):  # a callable filter (or None) takes what runs, as TransformerLens' names_filter does
         check_fired(store, [name for name, _ in captures], "masked_run (capturing activations)")
-    check_finite(logits, "the model's logits on these tokens", " (check the model's weights with probes.weight_stable_ranks; a new HookedEncoder must be initialized first)")
+    check_finite(
+        logits,
+        "the model's logits on these tokens",
+        " (check the model's weights with probes.weight_stable_ranks; a new HookedEncoder must be initialized first)",
+    )
     return MaskedRun(logits=logits, cache=make_cache(store, model), mask=mask)
 
 
 def _as_array(vectors: Tensor | np.ndarray) -> np.ndarray:
-    array = vectors.detach().cpu().double().numpy() if isinstance(vectors, Tensor) else np.asarray(vectors, dtype=np.float64)
+    array = (
+        vectors.detach().cpu().double().numpy()
+        if isinstance(vectors, Tensor)
+        else np.asarray(vectors, dtype=np.float64)
+    )
     if array.ndim != 2 or array.shape[0] < 2:
         raise ValueError(f"vectors must be a 2-D [n_samples >= 2, dim] array, got shape {array.shape}")
     check_finite(array, "vectors")
@@ -318,9 +338,13 @@ def project(
     seed = check_int(seed, "seed")
     frame_attrs: dict[str, object] = {"method": method}
     if method == "tsne":
-        perplexity = default_perplexity(array.shape[0]) if perplexity is None else check_number(perplexity, "perplexity")
+        perplexity = (
+            default_perplexity(array.shape[0]) if perplexity is None else check_number(perplexity, "perplexity")
+        )
         if not 0 < perplexity < array.shape[0]:
-            raise ValueError(f"perplexity must be in (0, n_samples={array.shape[0]}), got {perplexity}; use more inputs, a smaller perplexity, or perplexity=None for {default_perplexity(array.shape[0]):.3g}")
+            raise ValueError(
+                f"perplexity must be in (0, n_samples={array.shape[0]}), got {perplexity}; use more inputs, a smaller perplexity, or perplexity=None for {default_perplexity(array.shape[0]):.3g}"
+            )
         xy = TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=seed).fit_transform(array)
         frame_attrs.update(perplexity=float(perplexity), seed=seed)
     elif method == "pca":
@@ -387,7 +411,9 @@ def cluster_scores(
     return pd.DataFrame(rows, columns=["labeling", "n_labels", "silhouette", "ari", "method"])
 
 
-def plot_projection(frame: pd.DataFrame, color: str = "ordered_pair", title: str | None = "Masked last-position vectors") -> go.Figure:
+def plot_projection(
+    frame: pd.DataFrame, color: str = "ordered_pair", title: str | None = "Masked last-position vectors"
+) -> go.Figure:
     """Scatter of a :func:`project` frame, coloured by the label column ``color`` (refused where it has missing values)."""
     if color not in frame.columns:
         raise ValueError(f"color column {color!r} is not in the frame; it has {list(frame.columns)}")

@@ -51,7 +51,9 @@ class HookedModel(Protocol):
     @property
     def blocks(self) -> Any: ...
 
-    def hooks(self, fwd_hooks: list[tuple[str, Callable]] = ..., *args: Any, **kwargs: Any) -> AbstractContextManager: ...
+    def hooks(
+        self, fwd_hooks: list[tuple[str, Callable]] = ..., *args: Any, **kwargs: Any
+    ) -> AbstractContextManager: ...
 
     def __call__(self, tokens: Tensor, *args: Any, **kwargs: Any) -> Any: ...
 
@@ -67,7 +69,9 @@ def check_model(model: object) -> HookedModel:
             f"this {type(model).__name__} has no {', '.join(missing)}"
         )
     if hasattr(model, "parameters") and any(param.is_meta for param in model.parameters()):  # type: ignore[attr-defined]
-        raise ValueError("the model is on the meta device (shapes without data): nothing can be probed; load or build it on a real device (device='cpu')")
+        raise ValueError(
+            "the model is on the meta device (shapes without data): nothing can be probed; load or build it on a real device (device='cpu')"
+        )
     return model  # type: ignore[return-value]
 
 

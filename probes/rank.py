@@ -63,9 +63,13 @@ def _as_matrix(matrix: Tensor, name: str = "matrix") -> Tensor:
     if not isinstance(matrix, Tensor):
         matrix = torch.as_tensor(matrix)
     if matrix.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D matrix, got shape {tuple(matrix.shape)}; merge heads first (see merged_weight)")
+        raise ValueError(
+            f"{name} must be a 2-D matrix, got shape {tuple(matrix.shape)}; merge heads first (see merged_weight)"
+        )
     if matrix.is_meta:
-        raise ValueError(f"{name} is on the meta device (a shape without data); load or build the model on a real device (device='cpu')")
+        raise ValueError(
+            f"{name} is on the meta device (a shape without data); load or build the model on a real device (device='cpu')"
+        )
     matrix = matrix.detach().to(torch.float32)
     if not bool(torch.isfinite(matrix.sum())):  # a NaN or infinity anywhere makes the sum so (no full-size temporary)
         raise ValueError(f"{name} has NaN or infinite entries: its singular values are undefined (a diverged model?)")
@@ -81,7 +85,9 @@ def _layer_index(layer: object, n_layers: int, name: str) -> int:
     except (TypeError, ValueError):
         integral = False
     if not integral or not -n_layers <= index < n_layers:
-        raise ValueError(f"layer must be an integer in 0..{n_layers - 1} (or -{n_layers}..-1 from the end) for {name}, got {layer!r}")
+        raise ValueError(
+            f"layer must be an integer in 0..{n_layers - 1} (or -{n_layers}..-1 from the end) for {name}, got {layer!r}"
+        )
     return index % n_layers
 
 
@@ -139,9 +145,13 @@ def merged_weight(model: HookedModel, name: str, layer: int | None = None) -> Fl
     if name in ("W_Q", "W_K", "W_V", "W_O"):
         attn = getattr(block, "attn", None)
         weight = read_weight(attn, name, f"blocks.{layer}.attn.{name}", model)
-        pattern = "h d_head d_model -> (h d_head) d_model" if name == "W_O" else "h d_model d_head -> d_model (h d_head)"
+        pattern = (
+            "h d_head d_model -> (h d_head) d_model" if name == "W_O" else "h d_model d_head -> d_model (h d_head)"
+        )
         if weight.ndim != 3:
-            raise ValueError(f"this {type(model).__name__}'s blocks.{layer}.attn.{name} has shape {tuple(weight.shape)}, not [head, ..., ...]")
+            raise ValueError(
+                f"this {type(model).__name__}'s blocks.{layer}.attn.{name} has shape {tuple(weight.shape)}, not [head, ..., ...]"
+            )
         return einops.rearrange(weight, pattern)
     if name in ("W_in", "W_out"):
         if getattr(model.cfg, "attn_only", False):
@@ -181,7 +191,17 @@ def weight_stable_ranks(model: HookedModel) -> pd.DataFrame:
         matrix = merged_weight(model, name, layer)
         spectral, frobenius = _norms(matrix)
         rank = 0.0 if spectral == 0.0 else frobenius**2 / spectral**2
-        rows.append({"layer": layer, "name": name, "rows": matrix.shape[0], "cols": matrix.shape[1], "stable_rank": rank, "spectral_norm": spectral, "frobenius_norm": frobenius})
+        rows.append(
+            {
+                "layer": layer,
+                "name": name,
+                "rows": matrix.shape[0],
+                "cols": matrix.shape[1],
+                "stable_rank": rank,
+                "spectral_norm": spectral,
+                "frobenius_norm": frobenius,
+            }
+        )
     frame = pd.DataFrame(rows, columns=RANK_COLUMNS)
     frame["layer"] = frame["layer"].astype("Int64")  # embeddings and unembedding have no layer (<NA>)
     return frame
@@ -240,7 +260,9 @@ def circuit_stable_ranks(model: HookedModel) -> pd.DataFrame:
     for kind in CIRCUITS:
         a, b = _circuit_factors(model, kind)
         if not bool(torch.isfinite(a).all() and torch.isfinite(b).all()):
-            raise ValueError(f"the {kind} circuit weights have NaN or infinite entries: their singular values are undefined (a diverged model?)")
+            raise ValueError(
+                f"the {kind} circuit weights have NaN or infinite entries: their singular values are undefined (a diverged model?)"
+            )
         r_a = torch.linalg.qr(a, mode="r").R
         r_b = torch.linalg.qr(b.transpose(-1, -2), mode="r").R
         s = torch.linalg.svdvals(r_a @ r_b.transpose(-1, -2))  # [layer, head, d_head]
@@ -248,7 +270,16 @@ def circuit_stable_ranks(model: HookedModel) -> pd.DataFrame:
         rank = torch.where(top > 0, fro.pow(2) / top.clamp_min(torch.finfo(s.dtype).tiny).pow(2), torch.zeros_like(top))
         for layer in range(s.shape[0]):
             for head in range(s.shape[1]):
-                rows.append({"layer": layer, "head": head, "circuit": kind, "stable_rank": float(rank[layer, head]), "spectral_norm": float(top[layer, head]), "frobenius_norm": float(fro[layer, head])})
+                rows.append(
+                    {
+                        "layer": layer,
+                        "head": head,
+                        "circuit": kind,
+                        "stable_rank": float(rank[layer, head]),
+                        "spectral_norm": float(top[layer, head]),
+                        "frobenius_norm": float(fro[layer, head]),
+                    }
+                )
     return pd.DataFrame(rows, columns=CIRCUIT_COLUMNS)
 
 
@@ -295,7 +326,11 @@ def activation_stable_ranks(
         if not is_filter_function(names_filter):
             check_fired(store, [name for name, _ in captures], "activation_stable_ranks (capturing activations)")
     batch, n_pos = inputs.tokens.shape
-    real = torch.ones(batch, n_pos, dtype=torch.bool) if inputs.attention_mask is None else inputs.attention_mask.cpu().bool()
+    real = (
+        torch.ones(batch, n_pos, dtype=torch.bool)
+        if inputs.attention_mask is None
+        else inputs.attention_mask.cpu().bool()
+    )
     if position is not None:
         real = torch.zeros(batch, n_pos, dtype=torch.bool)
         real[torch.arange(batch), inputs.position(position)] = True
@@ -307,9 +342,20 @@ def activation_stable_ranks(
         elif activation.ndim == 4:
             activation = einops.rearrange(activation, "batch pos head d_head -> batch pos (head d_head)")
         if activation.ndim != 3 or tuple(activation.shape[:2]) != (batch, n_pos):
-            raise ValueError(f"activation_stable_ranks reads [batch, pos, ...] activations; {name} has shape {tuple(activation.shape)}: leave it out of names_filter")
+            raise ValueError(
+                f"activation_stable_ranks reads [batch, pos, ...] activations; {name} has shape {tuple(activation.shape)}: leave it out of names_filter"
+            )
         matrix = _as_matrix(activation[real], f"the activation {name}")
         spectral, frobenius = _norms(matrix)
         rank = 0.0 if spectral == 0.0 else frobenius**2 / spectral**2
-        rows.append({"name": name, "rows": matrix.shape[0], "cols": matrix.shape[1], "stable_rank": rank, "spectral_norm": spectral, "frobenius_norm": frobenius})
+        rows.append(
+            {
+                "name": name,
+                "rows": matrix.shape[0],
+                "cols": matrix.shape[1],
+                "stable_rank": rank,
+                "spectral_norm": spectral,
+                "frobenius_norm": frobenius,
+            }
+        )
     return pd.DataFrame(rows, columns=ACTIVATION_COLUMNS)

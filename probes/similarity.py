@@ -88,7 +88,17 @@ class SimilarityResult(TableDisplay):
         """One row: the activation, the position, the number of inputs and of equal-target pairs, the block score."""
         n = len(self.inputs)
         pairs = (int(self.equal_target.sum()) - n) // 2
-        return pd.DataFrame([{"activation": self.name, "position": self.position, "inputs": n, "equal-target pairs": pairs, "block score": self.score}])
+        return pd.DataFrame(
+            [
+                {
+                    "activation": self.name,
+                    "position": self.position,
+                    "inputs": n,
+                    "equal-target pairs": pairs,
+                    "block score": self.score,
+                }
+            ]
+        )
 
 
 def input_grid(
@@ -114,7 +124,9 @@ def input_grid(
     bad_pairs = [p for p in pairs if p[0] not in ANCHORS or p[1] not in ANCHORS]
     if bad_pairs:
         raise ValueError(f"anchor pairs must use anchors {ANCHORS}, got {bad_pairs}")
-    check_index(key_position, N_KEY_POSITIONS, "key_position", "key position (anchors follow at +1, +2)", from_end=False)
+    check_index(
+        key_position, N_KEY_POSITIONS, "key_position", "key position (anchors follow at +1, +2)", from_end=False
+    )
     if noise is None:
         if seed is None:
             raise ValueError("input_grid needs noise=<9 tokens> or seed=<int> to draw them")
@@ -159,7 +171,9 @@ def block_score(similarity: Float[Tensor, "n n"], equal_target: Bool[Tensor, "n 
     similarity = torch.as_tensor(similarity).double()
     equal_target = torch.as_tensor(equal_target).bool()
     if similarity.ndim != 2 or similarity.shape[0] != similarity.shape[1] or similarity.shape != equal_target.shape:
-        raise ValueError(f"similarity and equal_target must be the same square [n, n] shape, got {tuple(similarity.shape)} and {tuple(equal_target.shape)}")
+        raise ValueError(
+            f"similarity and equal_target must be the same square [n, n] shape, got {tuple(similarity.shape)} and {tuple(equal_target.shape)}"
+        )
     check_finite(similarity, "similarity")
     off = ~torch.eye(similarity.shape[0], dtype=torch.bool)
     same, other = equal_target & off, ~equal_target & off
@@ -222,7 +236,9 @@ def activation_similarity(
     inputs = as_inputs(tokens, check_model(model), attention_mask=attention_mask)
     found = resolve_names(name, model)
     if len(found) != 1:
-        raise ValueError(f"name must pick one hook point, got {len(found)} ({found[:4]}{'...' if len(found) > 4 else ''}); give the layer, e.g. ('resid_post', 1)")
+        raise ValueError(
+            f"name must pick one hook point, got {len(found)} ({found[:4]}{'...' if len(found) > 4 else ''}); give the layer, e.g. ('resid_post', 1)"
+        )
     hook = found[0]
     store: dict[str, Tensor] = {}
     run_hooked(model, inputs, capture_hooks([hook], model, store), stop_after=hook)
@@ -285,7 +301,14 @@ def residual_similarity(
     check_model(model)
     layer = check_layer(model, model.cfg.n_layers - 1 if layer is None else layer)
     anchor = _anchor_labels(tokens, "residual") if labels is None else None
-    result = activation_similarity(model, tokens, _after_attention(model, layer), anchor if anchor is not None else labels, position, attention_mask=attention_mask)
+    result = activation_similarity(
+        model,
+        tokens,
+        _after_attention(model, layer),
+        anchor if anchor is not None else labels,
+        position,
+        attention_mask=attention_mask,
+    )
     return _with_target(result, anchor)
 
 
@@ -314,7 +337,9 @@ def value_similarity(
     anchor = _anchor_labels(tokens, "value") if labels is None else None
     if position is None:
         position = "first_anchor" if isinstance(tokens, AnchorDataset) else "last"
-    result = activation_similarity(model, tokens, name, anchor if anchor is not None else labels, position, attention_mask=attention_mask)
+    result = activation_similarity(
+        model, tokens, name, anchor if anchor is not None else labels, position, attention_mask=attention_mask
+    )
     return _with_target(result, anchor)
 
 
@@ -322,11 +347,30 @@ def plot_similarity(result: SimilarityResult, title: str | None = None) -> go.Fi
     """Heatmap of ``result.similarity`` with the off-diagonal equal-target cells outlined."""
     frame = result.inputs
     if {"key", "a1", "a2"} <= set(frame.columns):
-        labels = [f"x={k} ({a},{b}) #{i}" for i, (k, a, b) in enumerate(zip(frame["key"], frame["a1"], frame["a2"], strict=True))]
+        labels = [
+            f"x={k} ({a},{b}) #{i}"
+            for i, (k, a, b) in enumerate(zip(frame["key"], frame["a1"], frame["a2"], strict=True))
+        ]
     else:
-        named = frame["label"] if "label" in frame.columns else frame["target"] if "target" in frame.columns else [""] * len(frame)
+        named = (
+            frame["label"]
+            if "label" in frame.columns
+            else frame["target"]
+            if "target" in frame.columns
+            else [""] * len(frame)
+        )
         labels = [f"{label} #{i}" for i, label in enumerate(named)]
-    fig = go.Figure(go.Heatmap(z=result.similarity.numpy(), x=labels, y=labels, zmin=-1, zmax=1, colorscale="RdBu_r", colorbar={"title": "cosine"}))
+    fig = go.Figure(
+        go.Heatmap(
+            z=result.similarity.numpy(),
+            x=labels,
+            y=labels,
+            zmin=-1,
+            zmax=1,
+            colorscale="RdBu_r",
+            colorbar={"title": "cosine"},
+        )
+    )
     rows, cols = torch.nonzero(result.equal_target & ~torch.eye(len(labels), dtype=torch.bool), as_tuple=True)
     fig.add_trace(
         go.Scatter(

@@ -92,7 +92,9 @@ def standalone_html(fragments: Sequence[str], title: str = "Attention patterns")
 def bundle_script() -> str:
     """circuitsvis' browser bundle as one classic ``<script>`` (it defines ``window.CircuitsVis``)."""
     source = (Path(circuitsvis.__file__).parent / "dist" / "cdn" / "iife.js").read_text(encoding="utf-8")
-    source = _SOURCE_MAP.sub("", source).replace("</script", "<\\/script")  # no map to fetch; a closing tag would end the script
+    source = _SOURCE_MAP.sub("", source).replace(
+        "</script", "<\\/script"
+    )  # no map to fetch; a closing tag would end the script
     return f'<script data-circuitsvis-bundle="{circuitsvis.__version__}">\n{source}\n</script>'
 
 
@@ -267,4 +269,3 @@ def read_paths(source: str | Path | pd.DataFrame) -> pd.DataFrame:
         cells = [ast.literal_eval(v) if isinstance(v, str) else v for v in frame[column]]
         frame[column] = [tuple(kind(x) for x in np.atleast_1d(np.asarray(v, dtype=object))) for v in cells]
     return frame
-

@@ -67,7 +67,10 @@ def browser():  # noqa: ANN201 - a selenium WebDriver
     driver = webdriver.Chrome(options=options, service=Service(chromedriver))
     try:
         driver.execute_cdp_cmd("Network.enable", {})
-        driver.execute_cdp_cmd("Network.emulateNetworkConditions", {"offline": True, "latency": 0, "downloadThroughput": 0, "uploadThroughput": 0})
+        driver.execute_cdp_cmd(
+            "Network.emulateNetworkConditions",
+            {"offline": True, "latency": 0, "downloadThroughput": 0, "uploadThroughput": 0},
+        )
         yield driver
     finally:
         driver.quit()

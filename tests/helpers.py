@@ -26,7 +26,9 @@ def load_script(relative_path: str) -> ModuleType:
     return module
 
 
-def foreign_model(n_layers: int = 2, d_model: int = 16, n_heads: int = 2, d_head: int | None = None, **overrides: Any) -> HookedTransformer:
+def foreign_model(
+    n_layers: int = 2, d_model: int = 16, n_heads: int = 2, d_head: int | None = None, **overrides: Any
+) -> HookedTransformer:
     """A randomly initialized multi-head model built by TransformerLens itself, not by our code.
 
     ``d_head`` defaults to ``d_model // n_heads``; ``overrides`` go to

@@ -30,7 +30,10 @@ def test_bench_data_times_a_first_call_in_a_fresh_process() -> None:
 def test_bench_data_baselines_follow_the_task(split: str) -> None:
     """Both per-sample baselines obey the task's rules, as make_dataset does."""
     bench = load_script("benchmarks/bench_data.py")
-    for tokens, targets in (bench.released_dataset("symmetric", split, 500, 0), bench.loop_dataset("symmetric", split, 500, 0)):
+    for tokens, targets in (
+        bench.released_dataset("symmetric", split, 500, 0),
+        bench.loop_dataset("symmetric", split, 500, 0),
+    ):
         assert tokens.shape == (500, 9) and targets.shape == (500,)
         anchors = (tokens >= 1) & (tokens <= 4)
         assert torch.equal(anchors.sum(1), torch.full((500,), 2))
@@ -73,7 +76,11 @@ def test_bench_sequence_step_prints_the_ratios_of_every_task() -> None:
     bench = load_script("benchmarks/bench_sequence_step.py")
     result = CliRunner().invoke(bench.main, ["--preset", "tiny", "--batch", "8", "--reps", "1", "--steps", "1"])
     assert result.exit_code == 0, result.output
-    rows = [line for line in result.output.splitlines() if line.startswith("| ") and line.split("|")[1].strip() in bench.TASKS]
+    rows = [
+        line
+        for line in result.output.splitlines()
+        if line.startswith("| ") and line.split("|")[1].strip() in bench.TASKS
+    ]
     assert len(rows) == 3 and all(len(r.split("|")) == 11 for r in rows)
 
 
@@ -90,7 +97,20 @@ def test_gpu_suite_runs_at_tiny_scale_on_cpu(tmp_path) -> None:
     """The GPU suite's whole path on a CPU: both tasks on their papers' architectures, both
     inits, a markdown table with accuracies and speed; a second call reads, not retrains."""
     suite = load_script("benchmarks/gpu_suite.py")
-    args = ["--out", str(tmp_path), "--scale", "tiny", "--device", "cpu", "--seeds", "0", "--epochs", "1", "--probe-steps", "1"]
+    args = [
+        "--out",
+        str(tmp_path),
+        "--scale",
+        "tiny",
+        "--device",
+        "cpu",
+        "--seeds",
+        "0",
+        "--epochs",
+        "1",
+        "--probe-steps",
+        "1",
+    ]
     result = CliRunner().invoke(suite.main, args)
     assert result.exit_code == 0, result.output
     assert "matmul peak measured: fp32" in result.output and "% of the peak over 1 steps" in result.output
@@ -98,11 +118,16 @@ def test_gpu_suite_runs_at_tiny_scale_on_cpu(tmp_path) -> None:
     rows = [line for line in table.splitlines() if line.startswith("| symmetric |") or line.startswith("| id-ood |")]
     assert len(rows) == 4 + 2  # 2 tasks x 2 regimes x 1 seed, then one speed row per task
     assert "| symmetric | neurips | small-init | 0.8 | 0.001 | 0 |" in table
-    assert "| id-ood | journal | large-init | 0.3 | 0.001 | 0 |" in table  # the tiny preset's regimes (training.studies.study.REGIMES)
+    assert (
+        "| id-ood | journal | large-init | 0.3 | 0.001 | 0 |" in table
+    )  # the tiny preset's regimes (training.studies.study.REGIMES)
     assert "population of 1 seeds [0], preset tiny, strict protocol" in table
     assert "shortened to 1 epochs" in table and "CPU" in table and "precision fp32" in table
     speed = [line.split("|") for line in rows if "neurips" not in line and "journal" not in line]
-    assert all(cells[2].strip() == "2 one by one" and float(cells[5].replace(",", "")) > 0 and cells[6].strip().endswith("%") for cells in speed)
+    assert all(
+        cells[2].strip() == "2 one by one" and float(cells[5].replace(",", "")) > 0 and cells[6].strip().endswith("%")
+        for cells in speed
+    )
     weights = sorted(tmp_path.glob("seed-0/*/*/model.safetensors"))  # the layout of interp-init reproduce --seeds
     assert len(weights) == 4
     before = [p.stat().st_mtime_ns for p in weights]
@@ -135,17 +160,29 @@ def test_the_scripts_edit_no_import_path_and_import_no_circle() -> None:
     for package in ("interp_init", "probes", "training"):  # no module of the packages edits it either
         for path in sorted((ROOT / package).rglob("*.py")):
             tree = ast.parse(path.read_text(encoding="utf-8"))
-            edits = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "path" and getattr(n.value, "id", None) == "sys"]
+            edits = [
+                n.lineno
+                for n in ast.walk(tree)
+                if isinstance(n, ast.Attribute) and n.attr == "path" and getattr(n.value, "id", None) == "sys"
+            ]
             assert edits == [], f"{path.relative_to(ROOT)}:{edits[0]} reads or edits sys.path"
     for folder in ("benchmarks", "experiments", "examples"):
         scripts = {p.stem: p for p in (ROOT / folder).glob("*.py")}
         graph: dict[str, set[str]] = {}
         for name, path in scripts.items():
             tree = ast.parse(path.read_text(encoding="utf-8"))
-            edits = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "path" and getattr(n.value, "id", None) == "sys"]
+            edits = [
+                n.lineno
+                for n in ast.walk(tree)
+                if isinstance(n, ast.Attribute) and n.attr == "path" and getattr(n.value, "id", None) == "sys"
+            ]
             assert edits == [], f"{folder}/{path.name}:{edits[0]} reads or edits sys.path"
             imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-            imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and n.level == 0}
+            imported |= {
+                n.module.split(".")[0]
+                for n in ast.walk(tree)
+                if isinstance(n, ast.ImportFrom) and n.module and n.level == 0
+            }
             graph[name] = (imported & set(scripts)) - {name}
         assert cycles(graph) == [], f"{folder}: scripts in an import circle"
 
@@ -159,12 +196,33 @@ def test_the_scripts_have_no_launcher_step_or_record_writer_of_their_own() -> No
 
     from helpers import ROOT
 
-    own = {"Launcher", "EnsembleLauncher", "SerialLauncher", "PoolLauncher", "Optimizer", "AdamW", "VmapStep", "BatchedStep"}
+    own = {
+        "Launcher",
+        "EnsembleLauncher",
+        "SerialLauncher",
+        "PoolLauncher",
+        "Optimizer",
+        "AdamW",
+        "VmapStep",
+        "BatchedStep",
+    }
     for path in sorted((ROOT / "benchmarks").glob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if isinstance(node, ast.ClassDef):
-                bases = {b.id if isinstance(b, ast.Name) else b.attr for b in node.bases if isinstance(b, ast.Name | ast.Attribute)}
-                assert not bases & own, f"benchmarks/{path.name}:{node.lineno} class {node.name} extends {sorted(bases & own)}: use training's"
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("write_text", "write_bytes", "dump"):
-                raise AssertionError(f"benchmarks/{path.name}:{node.lineno} writes a file past the atomic writer ({node.func.attr})")
+                bases = {
+                    b.id if isinstance(b, ast.Name) else b.attr
+                    for b in node.bases
+                    if isinstance(b, ast.Name | ast.Attribute)
+                }
+                assert not bases & own, (
+                    f"benchmarks/{path.name}:{node.lineno} class {node.name} extends {sorted(bases & own)}: use training's"
+                )
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("write_text", "write_bytes", "dump")
+            ):
+                raise AssertionError(
+                    f"benchmarks/{path.name}:{node.lineno} writes a file past the atomic writer ({node.func.attr})"
+                )

@@ -30,7 +30,9 @@ def _run(run: Path, config: dict, epochs: list[dict[str, float]]) -> None:
     (run / STORED_FILE).write_text(json.dumps({"format": STORED_FORMAT, "weights_sha256": None}))
 
 
-def _sweep(folder: Path, gamma: float, seeds: list[int], lrs: list[float], shares, skip: set[tuple[int, float]] = frozenset()) -> Path:
+def _sweep(
+    folder: Path, gamma: float, seeds: list[int], lrs: list[float], shares, skip: set[tuple[int, float]] = frozenset()
+) -> Path:
     """A seed x lr sweep folder; ``shares(seed, lr)`` gives a run's epochs; ``skip``: points not run."""
     spec = StudySpec({"preset": "tiny", "task": "symmetric", "gamma": gamma}, {"seed": seeds, "lr": lrs})
     folder.mkdir(parents=True)
@@ -59,14 +61,22 @@ def test_both_panels_per_seed_with_the_rank_test_spikes_and_partial_seeds(tmp_pa
     seeds = [1, 2, 3, 4]
     s = contrast.InitSweep.read([_sweep(tmp_path / "s", 0.8, seeds, [1e-3, 2e-3], small)])
     l = contrast.InitSweep.read([_sweep(tmp_path / "l", 0.5, [*seeds, 5], [1e-3, 2e-3], large, skip={(5, 2e-3)})])
-    assert list(s.finished) == seeds and list(l.finished) == seeds and l.partial == {5: 1}  # seed 5 has 1 of 2 lrs: left out
+    assert (
+        list(s.finished) == seeds and list(l.finished) == seeds and l.partial == {5: 1}
+    )  # seed 5 has 1 of 2 lrs: left out
     (b, a) = contrast.panel_rows(s, l)
-    assert [p.pick.value for p in b.small] == pytest.approx([0.81, 0.82, 0.83, 0.84]) and [p.pick.epoch for p in b.small] == [2] * 4
+    assert [p.pick.value for p in b.small] == pytest.approx([0.81, 0.82, 0.83, 0.84]) and [
+        p.pick.epoch for p in b.small
+    ] == [2] * 4
     assert [p.spike for p in b.small] == [True, False, False, False]  # 0.1 and 0.1 < 0.81 - 0.2; 0.7 is not < 0.62
     assert b.small[0].exception == 0.5 and (b.small[0].before, b.small[0].after) == (0.1, 0.1)
     # 4 against 4, every small value above every large one: two-sided exact p = 2 / C(8, 4)
     assert b.p == pytest.approx(2 / comb(8, 4)) and b.word == "separated, the papers' direction"
-    assert a.means == pytest.approx((0.2, 0.9)) and a.p == pytest.approx(2 / comb(8, 4)) and a.word == "separated, the papers' direction"
+    assert (
+        a.means == pytest.approx((0.2, 0.9))
+        and a.p == pytest.approx(2 / comb(8, 4))
+        and a.word == "separated, the papers' direction"
+    )
     assert contrast.contrast_word([b, a]).startswith("Fig. 2's contrast holds at CPU scale")
     # 3 seeds an init can never separate: the smallest two-sided p is 2 / C(6, 3) = 0.1
     s3 = contrast.InitSweep.read([_sweep(tmp_path / "s3", 0.8, [1, 2, 3], [1e-3, 2e-3], small)])
@@ -100,8 +110,14 @@ def test_the_strict_reading_counts_with_the_id_column_and_fisher(tmp_path: Path)
     l = contrast.InitSweep.read([_sweep(tmp_path / "l", 0.5, [1, 2, 3], [1e-3, 2e-3], large)])
     table = contrast.strict_table(s, l, lr=2e-3)
     low, high = exact_interval(3, 3)
-    assert f"| infers, per seed at lr 0.002 | 3 of 3 [{low:.2f}, {high:.2f}] (1 with ID < 0.9) | 0 of 3 [0.00, {exact_interval(0, 3)[1]:.2f}] | p = 0.100: not separated at 3 vs 3 seeds |" in table
-    assert "| copies, runs over 2 lrs (not independent; not tested) | 0 of 6" in table and f"| 6 of 6 [{exact_interval(6, 6)[0]:.2f}, 1.00] | - |" in table
+    assert (
+        f"| infers, per seed at lr 0.002 | 3 of 3 [{low:.2f}, {high:.2f}] (1 with ID < 0.9) | 0 of 3 [0.00, {exact_interval(0, 3)[1]:.2f}] | p = 0.100: not separated at 3 vs 3 seeds |"
+        in table
+    )
+    assert (
+        "| copies, runs over 2 lrs (not independent; not tested) | 0 of 6" in table
+        and f"| 6 of 6 [{exact_interval(6, 6)[0]:.2f}, 1.00] | - |" in table
+    )
 
 
 def test_the_gamma_slice_cells_and_the_flip_bar(tmp_path: Path) -> None:
@@ -122,8 +138,13 @@ def test_the_gamma_slice_cells_and_the_flip_bar(tmp_path: Path) -> None:
     depth = next(iter(cells))[0]
     assert set(cells) == {(depth, 1.0), (depth, 0.5), (depth, 0.8)}
     table, rules = contrast.slice_table(cells), contrast.slice_rules(cells)
-    assert f"| {depth} | 1 (0.0312) | 1, 2, 3, 4 | 3 of 4 [{exact_interval(3, 4)[0]:.2f}, {exact_interval(3, 4)[1]:.2f}] |" in table
-    assert "0.95 (0.95, 0.95, 0.95, 0.95)" in table and "| 1.00 (1.00, 1.00, 1.00, 1.00) |" in table  # best over epochs, not the last; the final ID (tiny: d_model 32, 32^-1)
+    assert (
+        f"| {depth} | 1 (0.0312) | 1, 2, 3, 4 | 3 of 4 [{exact_interval(3, 4)[0]:.2f}, {exact_interval(3, 4)[1]:.2f}] |"
+        in table
+    )
+    assert (
+        "0.95 (0.95, 0.95, 0.95, 0.95)" in table and "| 1.00 (1.00, 1.00, 1.00, 1.00) |" in table
+    )  # best over epochs, not the last; the final ID (tiny: d_model 32, 32^-1)
     assert "gamma 1.0 infers on 3 of 4, gamma 0.5 copies on 4 of 4: met: a candidate preset" in rules
     # gamma 1.0 against 0.8: 3 of 4 against 0 of 4 is p = 0.143 (Fisher); the best shares 4 vs 4 all higher: 2 / C(8, 4)
     assert f"Fisher p = 0.143; best inferential 0.95 vs 0.40, Mann-Whitney p = {2 / comb(8, 4):.3f}: separated" in rules
@@ -141,11 +162,17 @@ def test_the_command_prints_both_and_refuses_a_mixed_slice(tmp_path: Path) -> No
 
 
 def test_the_figure_shows_each_seeds_pick_and_the_slice(tmp_path: Path) -> None:
-    s = contrast.InitSweep.read([_sweep(tmp_path / "s", 0.8, [1, 2], [1e-3], lambda seed, lr: [{"inf": 0.5 + seed / 10, "sym": 0.1}] * 3)])
-    l = contrast.InitSweep.read([_sweep(tmp_path / "l", 0.5, [1, 2], [1e-3], lambda seed, lr: [{"inf": 0.1, "sym": 0.9}] * 3)])
+    s = contrast.InitSweep.read(
+        [_sweep(tmp_path / "s", 0.8, [1, 2], [1e-3], lambda seed, lr: [{"inf": 0.5 + seed / 10, "sym": 0.1}] * 3)]
+    )
+    l = contrast.InitSweep.read(
+        [_sweep(tmp_path / "l", 0.5, [1, 2], [1e-3], lambda seed, lr: [{"inf": 0.1, "sym": 0.9}] * 3)]
+    )
     fig = contrast.figure(s, l)
     seeds = {(t.name, t.xaxis): list(t.y) for t in fig.data if t.name.endswith("a seed")}
-    assert seeds[("small init: a seed", "x2")] == pytest.approx([0.6, 0.7]) and seeds[("large init: a seed", "x")] == pytest.approx([0.9, 0.9])
+    assert seeds[("small init: a seed", "x2")] == pytest.approx([0.6, 0.7]) and seeds[
+        ("large init: a seed", "x")
+    ] == pytest.approx([0.9, 0.9])
     spec = StudySpec({"preset": "tiny", "task": "symmetric"}, {"seed": [1], "gamma": [1.0, 0.5]})
     folder = tmp_path / "slice"
     folder.mkdir()

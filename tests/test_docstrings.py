@@ -58,7 +58,11 @@ def _griffe_object(package: str, name: str):  # noqa: ANN202 - a griffe Object
     raise AssertionError(f"{package}.{name}: no module of the three packages defines it")
 
 
-PUBLIC = [pytest.param(package, name, id=f"{package}.{name}") for package in PACKAGES for name in importlib.import_module(package).__all__]
+PUBLIC = [
+    pytest.param(package, name, id=f"{package}.{name}")
+    for package in PACKAGES
+    for name in importlib.import_module(package).__all__
+]
 
 
 @pytest.mark.parametrize(("package", "name"), PUBLIC)

@@ -22,7 +22,10 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 WALKTHROUGHS = {
     "symmetric_vs_inferential.py": ((), ("(4,3) inferential x-10", "small-init", "large-init")),
     "mechanisms_via_probes.py": ((), ("top path", "residual block score", "W_Q stable rank")),
-    "phases_and_commutativity.py": (("--gamma", "0.4", "--gamma", "0.8"), ("phase", "commutativity", "W_Q stable rank")),
+    "phases_and_commutativity.py": (
+        ("--gamma", "0.4", "--gamma", "0.8"),
+        ("phase", "commutativity", "W_Q stable rank"),
+    ),
     "complexity_and_speed.py": ((), ("epochs to loss < 0.05", "all offset pairs at 60%")),
 }
 
@@ -49,7 +52,18 @@ def run_script(path: Path, args: list[str], monkeypatch: pytest.MonkeyPatch) -> 
 #: probes on a model of one's own and TransformerLens' activation patching, which write no report
 #: (test_own_model_walkthrough and test_activation_patching_walkthrough below), and the probes on a
 #: SCAN model (test_scan_probes_walkthrough below).
-ELSEWHERE = {"scan_probes.py", "phase_neurips_fig2.py", "phase_journal_fig3.py", "phase_complexity.py", "probes_walkthrough.py", "custom_architecture.py", "custom_task.py", "own_model.py", "activation_patching.py", "pretrained_attention.py"}
+ELSEWHERE = {
+    "scan_probes.py",
+    "phase_neurips_fig2.py",
+    "phase_journal_fig3.py",
+    "phase_complexity.py",
+    "probes_walkthrough.py",
+    "custom_architecture.py",
+    "custom_task.py",
+    "own_model.py",
+    "activation_patching.py",
+    "pretrained_attention.py",
+}
 
 
 def test_every_example_is_covered() -> None:
@@ -70,11 +84,17 @@ def test_walkthrough_runs_at_tiny_scale(script: str, out: Path, monkeypatch: pyt
     report = out / script.replace(".py", ".html")
     assert f"report: {report}" in stdout
     page = report.read_text(encoding="utf-8")
-    assert page.startswith("<!DOCTYPE html>") and page.count('class="plotly-graph-div"') > 8  # the figures' elements (their data is packed)
+    assert (
+        page.startswith("<!DOCTYPE html>") and page.count('class="plotly-graph-div"') > 8
+    )  # the figures' elements (their data is packed)
 
 
 def test_own_model_walkthrough(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    stdout = run_script(EXAMPLES / "own_model.py", ["--preset", "tiny", "--out", str(tmp_path), "--seed", "1", "--device", "cpu"], monkeypatch)
+    stdout = run_script(
+        EXAMPLES / "own_model.py",
+        ["--preset", "tiny", "--out", str(tmp_path), "--seed", "1", "--device", "cpu"],
+        monkeypatch,
+    )
     table = pd.read_csv(tmp_path / "own_model.csv")
     assert (tmp_path / "own_model_flow.html").is_file() and "same-topic block score" in stdout
     row = table.iloc[0]
@@ -84,19 +104,41 @@ def test_own_model_walkthrough(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 def test_activation_patching_walkthrough(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """TransformerLens' patching, decomposition, run_with_hooks and generate on a trained run of the papers' post-LN model."""
-    stdout = run_script(EXAMPLES / "activation_patching.py", ["--preset", "tiny", "--out", str(tmp_path), "--seed", "1", "--device", "cpu"], monkeypatch)
+    stdout = run_script(
+        EXAMPLES / "activation_patching.py",
+        ["--preset", "tiny", "--out", str(tmp_path), "--seed", "1", "--device", "cpu"],
+        monkeypatch,
+    )
     table = pd.read_csv(tmp_path / "activation_patching.csv")
     metric = table[table["analysis"] == "metric"].set_index("component")["value"]
     resid = table[(table["analysis"] == "resid_pre patched") & (table["layer"] == 0)].set_index("position")["value"]
-    assert len(resid) == 9 and resid[2] == pytest.approx(metric["clean"], abs=1e-5)  # the key's position restores the clean run
-    assert resid.drop(index=2).sub(metric["corrupted"]).abs().max() < 1e-5  # no other position changes anything at layer 0
-    assert len(table[table["analysis"] == "head output patched"]) == 2 * 9 * 2 and len(table[table["analysis"] == "key hidden from a head"]) == 4
-    assert set(table[table["analysis"] == "direct logit attribution"]["component"]) == {"embed", "pos_embed", "0_attn_out", "0_mlp_out", "1_attn_out", "1_mlp_out"}
+    assert len(resid) == 9 and resid[2] == pytest.approx(
+        metric["clean"], abs=1e-5
+    )  # the key's position restores the clean run
+    assert (
+        resid.drop(index=2).sub(metric["corrupted"]).abs().max() < 1e-5
+    )  # no other position changes anything at layer 0
+    assert (
+        len(table[table["analysis"] == "head output patched"]) == 2 * 9 * 2
+        and len(table[table["analysis"] == "key hidden from a head"]) == 4
+    )
+    assert set(table[table["analysis"] == "direct logit attribution"]["component"]) == {
+        "embed",
+        "pos_embed",
+        "0_attn_out",
+        "0_mlp_out",
+        "1_attn_out",
+        "1_mlp_out",
+    }
     assert "symmetric, neurips model, preset tiny" in stdout
     for line in ("run_with_hooks key ablation equals probes.masked_run", "generate's next token is the argmax"):
         assert re.search(rf"^{re.escape(line)}\s+True$", stdout, re.MULTILINE), stdout
-    assert re.search(r"^decompose_resid adds up to the last residual stream\s+False$", stdout, re.MULTILINE), stdout  # post-LN: it does not
-    assert "decompose_resid does not add up: expected not to for this post-LN model" in stdout  # said, not left to puzzle over
+    assert re.search(r"^decompose_resid adds up to the last residual stream\s+False$", stdout, re.MULTILINE), (
+        stdout
+    )  # post-LN: it does not
+    assert (
+        "decompose_resid does not add up: expected not to for this post-LN model" in stdout
+    )  # said, not left to puzzle over
 
 
 def test_scan_probes_walkthrough(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -106,7 +148,11 @@ def test_scan_probes_walkthrough(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     from interp_init.tasks.registry import make_task
     from training.studies.report import load_runs
 
-    stdout = run_script(EXAMPLES / "scan_probes.py", ["--preset", "tiny", "--out", str(tmp_path), "--seed", "1", "--device", "cpu", "--inputs", "32"], monkeypatch)
+    stdout = run_script(
+        EXAMPLES / "scan_probes.py",
+        ["--preset", "tiny", "--out", str(tmp_path), "--seed", "1", "--device", "cpu", "--inputs", "32"],
+        monkeypatch,
+    )
     row = pd.read_csv(tmp_path / "scan_probes.csv").iloc[0]
     assert (tmp_path / "scan_probes_flow.html").is_file() and "same-first-action block score" in stdout
     model = load_runs([tmp_path / "scan_run"])[0].model
@@ -118,11 +164,17 @@ def test_scan_probes_walkthrough(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
             pattern[..., 0] = 0.0  # every query's attention to position 0 (each command's first word)
             return pattern
 
-        hidden = model.run_with_hooks(data.tokens, fwd_hooks=[(lambda name: name.endswith("hook_pattern"), hide_first_word)])
+        hidden = model.run_with_hooks(
+            data.tokens, fwd_hooks=[(lambda name: name.endswith("hook_pattern"), hide_first_word)]
+        )
     assert row["OOD exact match"] == pytest.approx(float(exact_match(plain.argmax(-1), data.targets).float().mean()))
     assert row["OOD action accuracy"] == pytest.approx(token_accuracy(plain.argmax(-1), data.targets))
-    assert row["OOD action accuracy, first word hidden"] == pytest.approx(token_accuracy(hidden.argmax(-1), data.targets))
-    assert row["OOD action accuracy, first word hidden"] != row["OOD action accuracy"] or row["OOD action accuracy"] in (0.0, 1.0)
+    assert row["OOD action accuracy, first word hidden"] == pytest.approx(
+        token_accuracy(hidden.argmax(-1), data.targets)
+    )
+    assert row["OOD action accuracy, first word hidden"] != row["OOD action accuracy"] or row[
+        "OOD action accuracy"
+    ] in (0.0, 1.0)
     assert 1 <= row["W_Q stable rank, layer 0"] <= 32 and row["top path into <sep>"].endswith("<sep>")
 
 
@@ -146,13 +198,18 @@ def parsed(script: str, args: list[str]) -> dict:
 
 #: The walkthroughs that reproduce the papers' figures; ``custom_*.py`` show how to extend the toolkit.
 #: The walkthroughs that train (the custom_* examples add to the toolkit; pretrained_attention.py opens a shipped model).
-FIGURE_WALKTHROUGHS = sorted(p.name for p in EXAMPLES.glob("*.py") if not p.name.startswith("custom_") and p.name != "pretrained_attention.py")
+FIGURE_WALKTHROUGHS = sorted(
+    p.name for p in EXAMPLES.glob("*.py") if not p.name.startswith("custom_") and p.name != "pretrained_attention.py"
+)
 
 
 def test_the_walkthroughs_are_the_ones_the_docs_list() -> None:
     readme = (ROOT / "docs" / "examples.md").read_text(encoding="utf-8")
     listed = readme.split("Every walkthrough in `examples/`", 1)[1].split("\n\n", 1)[0]
-    assert set(FIGURE_WALKTHROUGHS) == set(re.findall(r"`(\w+\.py)`", listed)) - {"custom_*.py", "pretrained_attention.py"}
+    assert set(FIGURE_WALKTHROUGHS) == set(re.findall(r"`(\w+\.py)`", listed)) - {
+        "custom_*.py",
+        "pretrained_attention.py",
+    }
 
 
 @pytest.mark.parametrize("script", FIGURE_WALKTHROUGHS)
@@ -169,7 +226,9 @@ def test_every_walkthrough_parses_every_option_the_readme_claims(script: str, tm
 def test_a_phase_walkthrough_takes_the_seed_and_device(tmp_path: Path) -> None:
     module = runpy.run_path(str(EXAMPLES / "phase_neurips_fig2.py"), run_name="walkthrough")
     module["main"](["--preset", "tiny", "--out", str(tmp_path / "cpu"), "--seed", "3", "--device", "cpu", "--quiet"])
-    table = pd.read_csv(tmp_path / "cpu" / "results.csv")  # beside the next sweep: a sweep folder holds only its own runs
+    table = pd.read_csv(
+        tmp_path / "cpu" / "results.csv"
+    )  # beside the next sweep: a sweep folder holds only its own runs
     assert set(table["seed"]) == {3} and (table["preset"] == "tiny").all() and (table["status"] == "completed").all()
     if not torch.cuda.is_available():  # the device reaches the runs: CUDA asked for where there is none fails each
         with pytest.raises(ValueError, match="needs completed runs"):

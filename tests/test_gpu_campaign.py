@@ -29,7 +29,20 @@ import campaign_profile as timing  # noqa: E402
 import gpu_cost as cost  # noqa: E402
 
 #: Tiny cells, one thread, the plan stated: each tiny run estimates a few hundredths of a second.
-TINY = ["--scale", "tiny", "--device", "cpu", "--threads", "1", "--peak-tflops", "0.05", "--setup-seconds", "0", "--margin-seconds", "0"]
+TINY = [
+    "--scale",
+    "tiny",
+    "--device",
+    "cpu",
+    "--threads",
+    "1",
+    "--peak-tflops",
+    "0.05",
+    "--setup-seconds",
+    "0",
+    "--margin-seconds",
+    "0",
+]
 PEAKS = dict.fromkeys(("bf16", "fp32", "tf32"), 0.05e12)
 
 
@@ -38,7 +51,19 @@ def _main():
 
 
 def _next(tmp_path: Path, *args: str, budget: float = 300, efficiency: float = 0.5):
-    argv = ["next", *TINY, "--results", str(tmp_path / "results"), "--out", str(tmp_path / "runs"), "--budget-seconds", str(budget), "--efficiency", str(efficiency), *args]
+    argv = [
+        "next",
+        *TINY,
+        "--results",
+        str(tmp_path / "results"),
+        "--out",
+        str(tmp_path / "runs"),
+        "--budget-seconds",
+        str(budget),
+        "--efficiency",
+        str(efficiency),
+        *args,
+    ]
     return CliRunner().invoke(_main(), argv)
 
 
@@ -59,29 +84,54 @@ def test_next_trains_the_first_cell_then_the_next_and_never_one_already_finished
     second = _next(tmp_path, "--max-parts", "1")
     assert second.exit_code == 0 and "[02-fp32-control] part 1: 02-fp32-control: 3 runs" in second.output, second.output
     third = _next(tmp_path, "--max-parts", "1")
-    assert third.exit_code == 0 and "[03-large-init] part 1" in third.output and "01-fig2" not in third.output and "02-fp32" not in third.output
+    assert (
+        third.exit_code == 0
+        and "[03-large-init] part 1" in third.output
+        and "01-fig2" not in third.output
+        and "02-fp32" not in third.output
+    )
 
     results = tmp_path / "results"
     files = sorted(p.relative_to(results).as_posix() for p in results.rglob("*") if p.is_file())
-    assert {Path(f).name for f in files} == {"cell.json", "part.json", "config.json", "metrics.json"}  # no weights, no checkpoints
+    assert {Path(f).name for f in files} == {
+        "cell.json",
+        "part.json",
+        "config.json",
+        "metrics.json",
+    }  # no weights, no checkpoints
     assert len([f for f in files if f.startswith("01-") and f.endswith("metrics.json")]) == 27
     for cell in ("01-fig2-small-init", "02-fp32-control", "03-large-init"):
         assert sum(p.stat().st_size for p in (results / cell).rglob("*") if p.is_file()) < 64 * 2**20
     part = _part(tmp_path, "01-fig2-small-init", 1)
     assert part["part"] == 1 and part["status"] == "complete" and part["step"] == {"path": "batched", "fallbacks": []}
     assert part["evaluated_epochs"] == [1, 2, 3]
-    assert set(part["runs"]) == {f"seed={s}__lr={lr:g}" for s in (9001, 9002, 9003) for lr in (1e-4, 1.25e-4, 1.5e-4, 1.75e-4, 2e-4, 2.25e-4, 2.5e-4, 2.75e-4, 3e-4)}
+    assert set(part["runs"]) == {
+        f"seed={s}__lr={lr:g}"
+        for s in (9001, 9002, 9003)
+        for lr in (1e-4, 1.25e-4, 1.5e-4, 1.75e-4, 2e-4, 2.25e-4, 2.5e-4, 2.75e-4, 3e-4)
+    }
     assert part["versions"]["torch"] == torch.__version__ and part["device"]["type"] == "cpu"
     speed = part["speed"]
-    assert speed["samples_per_s"] > 0 and speed["fraction_of_bf16_peak"] == pytest.approx(speed["samples_per_s"] * speed["train_mflop_per_sample"] * 1e6 / 0.05e12)
+    assert speed["samples_per_s"] > 0 and speed["fraction_of_bf16_peak"] == pytest.approx(
+        speed["samples_per_s"] * speed["train_mflop_per_sample"] * 1e6 / 0.05e12
+    )
     assert speed["probe_samples_per_s"] > 0 and part["timing"]["train_s"] > 0 and len(part["timing"]["steps_s"]) == 3
-    metrics = json.loads((results / "01-fig2-small-init" / "part-1" / "seed=9001__lr=0.0001" / "metrics.json").read_text())
+    metrics = json.loads(
+        (results / "01-fig2-small-init" / "part-1" / "seed=9001__lr=0.0001" / "metrics.json").read_text()
+    )
     assert metrics["status"] == "completed" and [h["epoch"] for h in metrics["history"]] == [1, 2, 3]
     cell = json.loads((results / "02-fp32-control" / "cell.json").read_text())
-    assert cell["scale"] == "tiny" and cell["tf32"] is False and cell["grid"] == {"seed": [9001, 9002, 9003], "lr": [2.5e-4]}
+    assert (
+        cell["scale"] == "tiny"
+        and cell["tf32"] is False
+        and cell["grid"] == {"seed": [9001, 9002, 9003], "lr": [2.5e-4]}
+    )
 
     status = CliRunner().invoke(_main(), ["status", "--scale", "tiny", "--results", str(results)])
-    assert "## 01-fig2-small-init: 27 of 27 runs finished" in status.output and "## 04-depth-3-4: 0 of 54 runs finished" in status.output
+    assert (
+        "## 01-fig2-small-init: 27 of 27 runs finished" in status.output
+        and "## 04-depth-3-4: 0 of 54 runs finished" in status.output
+    )
     assert "outcome: fails" in status.output and "outcome: bf16 holds" in status.output
 
 
@@ -93,16 +143,26 @@ def test_a_cell_too_long_for_the_budget_trains_in_parts_of_whole_seeds_then_fewe
     assert split.exit_code == 0, split.output
     assert "01-fig2-small-init: 9 runs (seeds 9001)" in split.output
     first = _part(tmp_path, "01-fig2-small-init", 1)
-    assert first["status"] == "complete" and sorted(first["runs"]) == sorted(r.name for r in cells.grid_runs(cells.CELLS[0], "tiny")[:9])
+    assert first["status"] == "complete" and sorted(first["runs"]) == sorted(
+        r.name for r in cells.grid_runs(cells.CELLS[0], "tiny")[:9]
+    )
     fewer = _next(tmp_path, "--max-parts", "1", budget=45, efficiency=efficiency)
     assert fewer.exit_code == 0 and "01-fig2-small-init: 4 runs (seeds 9002)" in fewer.output, fewer.output
-    assert sorted(_part(tmp_path, "01-fig2-small-init", 2)["runs"]) == [f"seed=9002__lr={lr:g}" for lr in (0.0001, 0.000125, 0.00015, 0.000175)]
+    assert sorted(_part(tmp_path, "01-fig2-small-init", 2)["runs"]) == [
+        f"seed=9002__lr={lr:g}" for lr in (0.0001, 0.000125, 0.00015, 0.000175)
+    ]
     refused = _next(tmp_path, budget=5, efficiency=efficiency)
-    assert refused.exit_code == 1 and "cannot fit the next run (estimated 10 s" in refused.output and "give at least 10 seconds" in refused.output
+    assert (
+        refused.exit_code == 1
+        and "cannot fit the next run (estimated 10 s" in refused.output
+        and "give at least 10 seconds" in refused.output
+    )
     assert not (tmp_path / "results" / "01-fig2-small-init" / "part-3").exists()
 
 
-def test_a_part_stopped_by_its_deadline_is_recorded_and_trained_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_part_stopped_by_its_deadline_is_recorded_and_trained_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Each step sleeps 2 s, so a tiny epoch (2 steps) takes at least 4 s: a part planned to
     fit 10 s stops before the epoch that would pass its deadline, keeps its histories, and a
     later call trains the same runs again, from the start."""
@@ -124,7 +184,9 @@ def test_a_part_stopped_by_its_deadline_is_recorded_and_trained_again(tmp_path: 
     monkeypatch.setattr(timing.TimedStep, "__call__", real)
     again = _next(tmp_path, "--max-parts", "1", budget=10.0, efficiency=efficiency)
     assert again.exit_code == 0, again.output
-    assert _part(tmp_path, "01-fig2-small-init", 2)["status"] == "complete" and set(_part(tmp_path, "01-fig2-small-init", 2)["runs"]) == set(part["runs"])
+    assert _part(tmp_path, "01-fig2-small-init", 2)["status"] == "complete" and set(
+        _part(tmp_path, "01-fig2-small-init", 2)["runs"]
+    ) == set(part["runs"])
 
 
 def test_failing_fast_steps_fall_back_to_the_plain_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -143,7 +205,10 @@ def test_failing_fast_steps_fall_back_to_the_plain_step(tmp_path: Path, monkeypa
     assert [(e["path"], e["error"].split(":")[0]) for e in part["step"]["fallbacks"]] == [("batched", "RuntimeError")]
     assert "no kernel image is available" in part["step"]["fallbacks"][0]["error"]
     assert all(r["status"] == "completed" for r in part["runs"].values())
-    assert sorted(p.name for p in (tmp_path / "runs" / "01-fig2-small-init" / "part-1").iterdir()) == ["attempt-1", "attempt-2"]
+    assert sorted(p.name for p in (tmp_path / "runs" / "01-fig2-small-init" / "part-1").iterdir()) == [
+        "attempt-1",
+        "attempt-2",
+    ]
 
 
 @pytest.mark.slow
@@ -151,7 +216,12 @@ def test_profile_writes_a_summary_into_the_part(tmp_path: Path) -> None:
     result = _next(tmp_path, "--max-parts", "1", "--profile", budget=25, efficiency=_efficiency_for(10.0))
     assert result.exit_code == 0, result.output
     profile = _part(tmp_path, "01-fig2-small-init", 1)["profile"]
-    assert profile["wall_s"] > 0 and profile["cpu_self_s"] > 0 and "aten::" in profile["table"] and profile["schedule"]["active"] >= 1
+    assert (
+        profile["wall_s"] > 0
+        and profile["cpu_self_s"] > 0
+        and "aten::" in profile["table"]
+        and profile["schedule"]["active"] >= 1
+    )
 
 
 def test_the_plan_counts_every_epoch_and_evaluation_and_splits_by_whole_seeds() -> None:
@@ -169,8 +239,12 @@ def test_the_plan_counts_every_epoch_and_evaluation_and_splits_by_whole_seeds() 
     runs = cells.grid_runs(cells.CELLS[0], "tiny")
     costs = plan.Costs()
     one = costs.seconds(runs[0], rate)
-    assert plan.plan_part(cells.CELLS[0], runs, costs, rate, 7.0 + 18.5 * one).runs == tuple(runs[:18])  # two whole seeds
-    assert plan.plan_part(cells.CELLS[0], runs[9:], costs, rate, 7.0 + 3.5 * one).runs == tuple(runs[9:12])  # three lrs of seed 9002
+    assert plan.plan_part(cells.CELLS[0], runs, costs, rate, 7.0 + 18.5 * one).runs == tuple(
+        runs[:18]
+    )  # two whole seeds
+    assert plan.plan_part(cells.CELLS[0], runs[9:], costs, rate, 7.0 + 3.5 * one).runs == tuple(
+        runs[9:12]
+    )  # three lrs of seed 9002
     assert plan.plan_part(cells.CELLS[0], runs, costs, rate, 7.0 + 0.5 * one) is None
     depth = cells.grid_runs(cells.CELLS[3], "tiny")
     part = plan.plan_part(cells.CELLS[3], depth, costs, rate, 1e9)
@@ -178,14 +252,20 @@ def test_the_plan_counts_every_epoch_and_evaluation_and_splits_by_whole_seeds() 
 
 
 def test_the_dry_run_prints_each_cells_device_seconds(tmp_path: Path) -> None:
-    result = CliRunner().invoke(_main(), ["--dry-run", "--scale", "tiny", "--results", str(tmp_path), "--peak-tflops", "1", "--setup-seconds", "5"])
+    result = CliRunner().invoke(
+        _main(),
+        ["--dry-run", "--scale", "tiny", "--results", str(tmp_path), "--peak-tflops", "1", "--setup-seconds", "5"],
+    )
     assert result.exit_code == 0, result.output
     rate = plan.Rate(dict.fromkeys(("bf16", "fp32", "tf32"), 1e12), {}, 5.0)
     runs = cells.grid_runs(cells.CELLS[0], "tiny")
     expected = sum(plan.Costs().seconds(r, rate) for r in runs) + 5.0
     row = re.search(r"\| 01-fig2-small-init \| 27 \| 81 \| [\d.]+ \| ([\d,.]+) \|", result.output)
     assert row and float(row.group(1).replace(",", "")) == pytest.approx(expected, abs=0.5)
-    assert "| 06-full-schedule | at most 117 |" in result.output and "The next lease, at 11.4% of the bf16 peak: 01-fig2-small-init" in result.output
+    assert (
+        "| 06-full-schedule | at most 117 |" in result.output
+        and "The next lease, at 11.4% of the bf16 peak: 01-fig2-small-init" in result.output
+    )
     assert not any(tmp_path.iterdir())
 
 
@@ -201,7 +281,10 @@ def _write_run(folder: Path, cfg, history: list[tuple[float, float, float, float
 @pytest.mark.parametrize(
     "late,outcome",
     [
-        ({9001: (1.0, 0.95, 0.0, 1.0)}, "infers"),  # one seed ends inferential at one lr (small init's side only: the flip is the contrast's)
+        (
+            {9001: (1.0, 0.95, 0.0, 1.0)},
+            "infers",
+        ),  # one seed ends inferential at one lr (small init's side only: the flip is the contrast's)
         ({9001: (1.0, 0.0, 1.0, 1.0), 9002: (1.0, 0.0, 1.0, 1.0), 9003: (1.0, 0.0, 1.0, 1.0)}, "transient"),
         ({}, "fails"),
     ],
@@ -213,15 +296,23 @@ def test_the_first_cells_rule_reads_the_papers_statistic(tmp_path: Path, late: d
     for run in cells.grid_runs(cell, "tiny"):
         history = [(1.0, 0.0, 1.0, 1.0)] * 3
         if run.seed in late and run.config.train.lr == 1e-4:
-            history = [(1.0, 0.9, 0.0, 1.0), (1.0, 0.9, 0.0, 1.0), late[run.seed]] if outcome == "transient" else [(1.0, 0.0, 1.0, 1.0)] * 2 + [late[run.seed]]
+            history = (
+                [(1.0, 0.9, 0.0, 1.0), (1.0, 0.9, 0.0, 1.0), late[run.seed]]
+                if outcome == "transient"
+                else [(1.0, 0.0, 1.0, 1.0)] * 2 + [late[run.seed]]
+            )
         _write_run(tmp_path / cell.name / "part-1" / run.name, run.config, history)
     store = records.CampaignResults(tmp_path, "tiny")
     assert store.finished(cell) and records.decide(store, cell).outcome == outcome
     moving = cells.grid_runs(cell, "tiny")[0]
-    assert records.still_moving(store.records(cell)[moving.name]) == (outcome != "fails")  # the lr-1e-4 run of seed 9001 changes in its last epochs
+    assert records.still_moving(store.records(cell)[moving.name]) == (
+        outcome != "fails"
+    )  # the lr-1e-4 run of seed 9001 changes in its last epochs
 
 
-def _write_cell(root: Path, name: str, inferential: float, symmetric: float, seeds: tuple[int, ...] | None = None) -> None:
+def _write_cell(
+    root: Path, name: str, inferential: float, symmetric: float, seeds: tuple[int, ...] | None = None
+) -> None:
     """Every run of the cell ``name`` (or of its ``seeds``) ends at these (4,3) shares, ID fitted."""
     cell = cells.cell_named(name)
     for run in cells.grid_runs(cell, "tiny"):
@@ -238,9 +329,14 @@ def test_the_contrast_needs_both_inits_whole_seeds_and_more_than_three_seeds(tmp
     three = records.decide_contrast(store)
     assert three.outcome == "not separated" and "Mann-Whitney p = 0.100" in three.table[0]  # 3 against 3: 2 / C(6, 3)
     _write_cell(tmp_path, "07-fig2-small-more-seeds", 0.9, 0.1)
-    _write_cell(tmp_path, "08-fig2-large-more-seeds", 0.1, 0.9, seeds=(9004, 9005, 9006, 9007))  # seed 9008 not run: left out
+    _write_cell(
+        tmp_path, "08-fig2-large-more-seeds", 0.1, 0.9, seeds=(9004, 9005, 9006, 9007)
+    )  # seed 9008 not run: left out
     eight = records.decide_contrast(store)
-    assert eight.outcome == "flip" and "small init 0.90 (8 seeds), large init 0.10 (7 seeds), Mann-Whitney p = 0.000" in eight.table[0]
+    assert (
+        eight.outcome == "flip"
+        and "small init 0.90 (8 seeds), large init 0.10 (7 seeds), Mann-Whitney p = 0.000" in eight.table[0]
+    )
     _write_cell(tmp_path / "rev", "01-fig2-small-init", 0.1, 0.9)
     _write_cell(tmp_path / "rev", "03-large-init", 0.9, 0.1)
     _write_cell(tmp_path / "rev", "07-fig2-small-more-seeds", 0.1, 0.9)
@@ -250,13 +346,21 @@ def test_the_contrast_needs_both_inits_whole_seeds_and_more_than_three_seeds(tmp
 
 def test_bad_use_is_refused_with_a_line(tmp_path: Path) -> None:
     main = _main()
-    tiny_default = CliRunner().invoke(main, ["next", "--scale", "tiny", "--out", str(tmp_path / "r"), "--budget-seconds", "9"])
+    tiny_default = CliRunner().invoke(
+        main, ["next", "--scale", "tiny", "--out", str(tmp_path / "r"), "--budget-seconds", "9"]
+    )
     assert tiny_default.exit_code == 2 and "--scale tiny writes toy records: give --results" in tiny_default.output
-    nested = CliRunner().invoke(main, ["next", *TINY, "--results", str(tmp_path), "--out", str(tmp_path / "runs"), "--budget-seconds", "9"])
+    nested = CliRunner().invoke(
+        main, ["next", *TINY, "--results", str(tmp_path), "--out", str(tmp_path / "runs"), "--budget-seconds", "9"]
+    )
     assert nested.exit_code == 2 and "never go into the records" in nested.output
     (tmp_path / "c" / "01-fig2-small-init").mkdir(parents=True)
-    (tmp_path / "c" / "01-fig2-small-init" / "cell.json").write_text(json.dumps({"name": "01-fig2-small-init", "epochs": 30}))
-    changed = CliRunner().invoke(main, ["next", *TINY, "--results", str(tmp_path / "c"), "--out", str(tmp_path / "r"), "--budget-seconds", "60"])
+    (tmp_path / "c" / "01-fig2-small-init" / "cell.json").write_text(
+        json.dumps({"name": "01-fig2-small-init", "epochs": 30})
+    )
+    changed = CliRunner().invoke(
+        main, ["next", *TINY, "--results", str(tmp_path / "c"), "--out", str(tmp_path / "r"), "--budget-seconds", "60"]
+    )
     assert changed.exit_code == 1 and "a registered cell is never changed" in changed.output
     assert not (tmp_path / "r").exists()
 
@@ -289,7 +393,11 @@ def test_a_kill_mid_copy_leaves_the_records_as_they_were_and_the_next_call_clean
     assert status.exit_code == 0 and "## 01-fig2-small-init: 0 of 27 runs finished" in status.output
     again = _next(tmp_path, "--max-parts", "1")
     assert again.exit_code == 0 and "the copy of a part a killed call left" in again.output, again.output
-    assert not list(results.rglob(".part-*")) and not list(results.rglob(".lock")) and _part(tmp_path, "01-fig2-small-init", 1)["status"] == "complete"
+    assert (
+        not list(results.rglob(".part-*"))
+        and not list(results.rglob(".lock"))
+        and _part(tmp_path, "01-fig2-small-init", 1)["status"] == "complete"
+    )
 
 
 def test_a_second_next_on_the_same_folders_is_refused_by_name(tmp_path: Path) -> None:
@@ -302,7 +410,11 @@ def test_a_second_next_on_the_same_folders_is_refused_by_name(tmp_path: Path) ->
         with hold_folder(tmp_path / held, "is held by the test ({owner})"):
             second = _next(tmp_path, "--max-parts", "1")
         option = "--results" if held == "results" else "--out"
-        assert second.exit_code == 2 and f"is in use by another gpu_campaign.py next (pid {os.getpid()}); wait for it to finish, or give another {option}" in second.output, second.output
+        assert (
+            second.exit_code == 2
+            and f"is in use by another gpu_campaign.py next (pid {os.getpid()}); wait for it to finish, or give another {option}"
+            in second.output
+        ), second.output
         assert not list((tmp_path / "results").rglob("part.json")) and not list((tmp_path / "runs").rglob("*.json"))
 
 
@@ -320,10 +432,14 @@ def test_a_damaged_part_or_cell_record_is_one_line_naming_it(tmp_path: Path) -> 
         for argv in ([status] if damaged.name != "cell.json" else []) + [None]:  # status reads no cell.json
             done = CliRunner().invoke(_main(), argv) if argv else _next(tmp_path, "--max-parts", "1")
             lines = [line for line in done.output.splitlines() if "error" in line.lower()]
-            assert done.exit_code == 2 and len(lines) == 1 and str(damaged) in lines[0] and "Traceback" not in done.output, (damaged, done.output)
+            assert (
+                done.exit_code == 2 and len(lines) == 1 and str(damaged) in lines[0] and "Traceback" not in done.output
+            ), (damaged, done.output)
         assert _visible(tmp_path / "results") == before
         damaged.write_bytes(whole)
-    run = part / "seed=9001__lr=0.0001"  # symlinks, one rule (as experiments/store.py's): a linked run is refused, never skipped
+    run = (
+        part / "seed=9001__lr=0.0001"
+    )  # symlinks, one rule (as experiments/store.py's): a linked run is refused, never skipped
     shutil.move(str(run), str(tmp_path / "moved"))
     run.symlink_to(tmp_path / "moved")
     done = CliRunner().invoke(_main(), ["status", "--scale", "tiny", "--results", str(tmp_path / "results")])
@@ -340,11 +456,23 @@ def test_parts_marked_as_stored_studies_read_as_before(tmp_path: Path) -> None:
     before = CliRunner().invoke(_main(), ["status", "--scale", "tiny", "--results", str(results)]).output
     store = load_script("experiments/store.py")
     part = results / "01-fig2-small-init" / "part-1"
-    info = ["--command", "python benchmarks/gpu_campaign.py next --scale tiny", "--commit", "f84dd73", "--machine", "this CPU", "--beside", "nothing"]
+    info = [
+        "--command",
+        "python benchmarks/gpu_campaign.py next --scale tiny",
+        "--commit",
+        "f84dd73",
+        "--machine",
+        "this CPU",
+        "--beside",
+        "nothing",
+    ]
     marked = CliRunner().invoke(store.main, ["--mark", "runs", str(part), *info])
     assert marked.exit_code == 0 and "stored 27 runs (27 completed) of the runs study" in marked.output, marked.output
     assert (part / "stored-study.json").is_file() and (part / "seed=9001__lr=0.0001" / "stored.json").is_file()
-    assert json.loads((part / "stored-study.json").read_text())["files"]["part.json"]["bytes"] == (part / "part.json").stat().st_size
+    assert (
+        json.loads((part / "stored-study.json").read_text())["files"]["part.json"]["bytes"]
+        == (part / "part.json").stat().st_size
+    )
     store_results = records.CampaignResults(results, "tiny")
     assert len(store_results.records(cells.CELLS[0])) == 27
     assert CliRunner().invoke(_main(), ["status", "--scale", "tiny", "--results", str(results)]).output == before

@@ -44,7 +44,9 @@ def hand_count(cfg) -> tuple[int, int]:
 @pytest.mark.parametrize("architecture", ["neurips", "journal"])
 def test_cost_estimate_equals_a_hand_count(architecture: str) -> None:
     cost = load_script("benchmarks/gpu_cost.py")
-    cfg = make_run_config("tiny", task="symmetric", architecture=architecture, n_heads=2, d_head=16, epochs=4, eval_every=3)
+    cfg = make_run_config(
+        "tiny", task="symmetric", architecture=architecture, n_heads=2, d_head=16, epochs=4, eval_every=3
+    )
     train_flops, forward_flops = hand_count(cfg)
     flops = cost.run_flops(cfg, torch.device("cpu"))
     assert (flops.train, flops.forward) == (train_flops, forward_flops)
@@ -57,18 +59,33 @@ def test_cost_estimate_equals_a_hand_count(architecture: str) -> None:
 
 def test_dry_run_prints_the_paper_plan_without_training(tmp_path: Path) -> None:
     suite = load_script("benchmarks/gpu_suite.py")
-    args = ["--scale", "paper", "--dry-run", "--device", "cpu", "--peak-tflops", "1000", "--out", str(tmp_path / "suite")]
+    args = [
+        "--scale",
+        "paper",
+        "--dry-run",
+        "--device",
+        "cpu",
+        "--peak-tflops",
+        "1000",
+        "--out",
+        str(tmp_path / "suite"),
+    ]
     result = CliRunner().invoke(suite.main, args)
     assert result.exit_code == 0, result.output
     assert "matmul peak given: 1000 TFLOP/s" in result.output
-    assert "[symmetric] 6 runs (neurips, d_model 400, 759,375 samples, 210 epochs, batch 2048), 6 to train" in result.output
+    assert (
+        "[symmetric] 6 runs (neurips, d_model 400, 759,375 samples, 210 epochs, batch 2048), 6 to train"
+        in result.output
+    )
     assert "[id-ood] 6 runs (journal, d_model 400" in result.output
     total = float(re.search(r"total (\S+) FLOP left", result.output).group(1))
     expected = 0.0
     for task, arch in (("symmetric", "neurips"), ("id-ood", "journal")):
         cfg = make_run_config("paper", task=task, architecture=arch)
         train_flops, forward_flops = hand_count(cfg)
-        per_eval = cfg.train.eval_samples + cfg.data.n_test + cfg.data.n_heldout  # train_eval, id_test, heldout ((4,3), or (3,4) and (4,3))
+        per_eval = (
+            cfg.train.eval_samples + cfg.data.n_test + cfg.data.n_heldout
+        )  # train_eval, id_test, heldout ((4,3), or (3,4) and (4,3))
         expected += 6 * cfg.train.epochs * (cfg.data.n_train * train_flops + per_eval * forward_flops)
     assert total == pytest.approx(expected, rel=5e-3)  # printed to 3 digits
     minutes = float(re.search(r"left: (\S+) min at 20%", result.output).group(1))
@@ -131,7 +148,9 @@ def test_a_chunk_that_cannot_fit_one_epoch_is_refused(tmp_path: Path) -> None:
     result = CliRunner().invoke(suite.main, [*TINY, *stated, "--out", str(tmp_path), "--budget-seconds", "10"])
     assert result.exit_code == 1
     assert re.search(r"\[symmetric\] not started: one epoch of its \d run\(s\) is predicted at 100.0 s", result.output)
-    assert "cannot fit one epoch of any unfinished task" in result.output and re.search(r"give at least 10\d seconds", result.output)
+    assert "cannot fit one epoch of any unfinished task" in result.output and re.search(
+        r"give at least 10\d seconds", result.output
+    )
     assert not list(tmp_path.glob("*/*/checkpoint.pt")) and not list(tmp_path.glob("*/*/model.safetensors"))
 
 
@@ -145,7 +164,9 @@ def test_compiled_logits_train_the_ensemble_as_eager() -> None:
     for e, c in zip(eager, compiled):
         for p, q in zip(e.model.parameters(), c.model.parameters()):
             torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5)
-        assert [h["loss"] for h in c.metrics["history"]] == pytest.approx([h["loss"] for h in e.metrics["history"]], rel=1e-4)
+        assert [h["loss"] for h in c.metrics["history"]] == pytest.approx(
+            [h["loss"] for h in e.metrics["history"]], rel=1e-4
+        )
 
 
 def test_efficiency_of_earlier_chunks_comes_from_the_run_folders(tmp_path) -> None:
@@ -160,7 +181,9 @@ def test_efficiency_of_earlier_chunks_comes_from_the_run_folders(tmp_path) -> No
         (tmp_path / name).mkdir()
         (tmp_path / name / "config.json").write_text(json.dumps(cfgs[0].to_dict()))
         history = [{"epoch": e, "step": e, "loss": 1.0, "lr": 1e-3} for e in epochs]
-        (tmp_path / name / "metrics.json").write_text(json.dumps({"status": "running", "final": {}, "history": history, "elapsed_s": elapsed}))
+        (tmp_path / name / "metrics.json").write_text(
+            json.dumps({"status": "running", "final": {}, "history": history, "elapsed_s": elapsed})
+        )
         return RunRecord.read(tmp_path / name)
 
     records = [record("a", [1, 2], 4.0), record("b", [2], 5.0)]
@@ -179,8 +202,17 @@ def test_the_probe_runs_on_a_schedule_whose_warm_up_is_longer_than_its_steps(tog
     paper = make_run_config("paper", task="symmetric", architecture="neurips")
     assert paper.train.warmup_epochs > 1
     shrunk = cost.probe_configs([paper], 3)[0]
-    assert (shrunk.train.epochs, shrunk.data.n_train, shrunk.train.warmup_epochs) == (1, 3 * paper.train.batch_size, 0.0)
-    assert (shrunk.model, shrunk.init, shrunk.train.lr, shrunk.train.batch_size) == (paper.model, paper.init, paper.train.lr, paper.train.batch_size)
+    assert (shrunk.train.epochs, shrunk.data.n_train, shrunk.train.warmup_epochs) == (
+        1,
+        3 * paper.train.batch_size,
+        0.0,
+    )
+    assert (shrunk.model, shrunk.init, shrunk.train.lr, shrunk.train.batch_size) == (
+        paper.model,
+        paper.init,
+        paper.train.lr,
+        paper.train.batch_size,
+    )
     cfgs = [make_run_config("tiny", gamma=g, epochs=6, warmup_epochs=3) for g in (0.5, 0.8)]
     flops = cost.run_flops(cfgs[0], torch.device("cpu"))
     efficiency, warmup = cost.probe_efficiency(cfgs, flops, 1e12, torch.device("cpu"), together, None, steps=1)
@@ -196,18 +228,30 @@ def test_the_paper_protocol_trains_one_run_per_lr_and_reads_each_target_at_its_b
     result = CliRunner().invoke(suite.main, args)
     assert result.exit_code == 0, result.output
     names = sorted(p.parent.relative_to(tmp_path).as_posix() for p in tmp_path.glob("seed-0/*/*/model.safetensors"))
-    assert names == [f"seed-0/{t}/{r}{lr}" for t in ("id-ood", "symmetric") for r in ("large-init", "small-init") for lr in ("", "__lr=0.002")]
+    assert names == [
+        f"seed-0/{t}/{r}{lr}"
+        for t in ("id-ood", "symmetric")
+        for r in ("large-init", "small-init")
+        for lr in ("", "__lr=0.002")
+    ]
     table = (tmp_path / "gpu_suite.md").read_text()
     assert "paper protocol: per seed the best over learning rates" in table and "(lrs 1e-3,2e-3)" in table
     assert "| id-ood | journal | small-init | 0.8 | 0.002 | 0 |" in table
     summary = json.loads((tmp_path / "summary-paper.json").read_text())
     assert summary["protocol"] == "paper" and summary["lrs"] == [1e-3, 2e-3]
     row = summary["per_seed"][0]["runs"]["id-ood"]["small-init"]
-    histories = [json.loads((tmp_path / "seed-0" / "id-ood" / name / "metrics.json").read_text())["history"] for name in ("small-init", "small-init__lr=0.002")]
-    assert row["ood_acc"] == pytest.approx(max(h["ood_acc"] for history in histories for h in history if "ood_acc" in h))
+    histories = [
+        json.loads((tmp_path / "seed-0" / "id-ood" / name / "metrics.json").read_text())["history"]
+        for name in ("small-init", "small-init__lr=0.002")
+    ]
+    assert row["ood_acc"] == pytest.approx(
+        max(h["ood_acc"] for history in histories for h in history if "ood_acc" in h)
+    )
 
 
-@pytest.mark.parametrize("flags", [["--protocol", "paper"], ["--lrs", "1e-3"]], ids=["paper-without-lrs", "lrs-without-paper"])
+@pytest.mark.parametrize(
+    "flags", [["--protocol", "paper"], ["--lrs", "1e-3"]], ids=["paper-without-lrs", "lrs-without-paper"]
+)
 def test_a_protocol_without_its_lr_grid_is_refused(tmp_path: Path, flags: list[str]) -> None:
     suite = load_script("benchmarks/gpu_suite.py")
     result = CliRunner().invoke(suite.main, [*TINY, *flags, "--out", str(tmp_path / "suite")])
@@ -217,7 +261,9 @@ def test_a_protocol_without_its_lr_grid_is_refused(tmp_path: Path, flags: list[s
 
 def test_one_task_trains_and_reads_only_that_task(tmp_path: Path) -> None:
     suite = load_script("benchmarks/gpu_suite.py")
-    result = CliRunner().invoke(suite.main, [*TINY, "--task", "symmetric", "--probe-steps", "0", "--out", str(tmp_path)])
+    result = CliRunner().invoke(
+        suite.main, [*TINY, "--task", "symmetric", "--probe-steps", "0", "--out", str(tmp_path)]
+    )
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in (tmp_path / "seed-0").iterdir() if p.is_dir()) == ["symmetric"]
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -228,7 +274,9 @@ def test_a_folder_of_runs_is_refused_as_out(tmp_path: Path) -> None:
     """``--out`` is a reproduction's folder: inside a run folder, or a sweep's, it is refused
     before anything is written (``interp_init.outputs.refuse_nested``, as ``reproduce``)."""
     suite = load_script("benchmarks/gpu_suite.py")
-    first = CliRunner().invoke(suite.main, [*TINY, "--task", "symmetric", "--probe-steps", "0", "--out", str(tmp_path / "suite")])
+    first = CliRunner().invoke(
+        suite.main, [*TINY, "--task", "symmetric", "--probe-steps", "0", "--out", str(tmp_path / "suite")]
+    )
     assert first.exit_code == 0, first.output
     run = tmp_path / "suite" / "seed-0" / "symmetric" / "small-init"
     sweep = tmp_path / "sweep"

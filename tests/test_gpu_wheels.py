@@ -28,7 +28,9 @@ IMAGE_PACKAGES = [
 
 def _run(args: list[str], **kwargs) -> str:
     result = subprocess.run(args, capture_output=True, text=True, **kwargs)
-    assert result.returncode == 0, f"{args[:4]} failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    assert result.returncode == 0, (
+        f"{args[:4]} failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    )
     return result.stdout
 
 
@@ -49,7 +51,11 @@ def _simulate_the_node(tmp_path: Path) -> None:
     env |= {"PATH": f"{env_dir / 'bin'}:{env['PATH']}", "PYTHON_VERSION": version, "WHEEL_DIR": str(wheels)}
     install_line = _run(["bash", "benchmarks/gpu-wheels.sh"], cwd=ROOT, env=env).strip().splitlines()[-1]
     assert install_line.startswith("python3 -m pip install") and f"PYTHONPATH={site}:$PWD" in install_line
-    pinned = [line for line in (ROOT / "benchmarks" / "gpu-wheels.txt").read_text().splitlines() if line.strip() and not line.startswith("#")]
+    pinned = [
+        line
+        for line in (ROOT / "benchmarks" / "gpu-wheels.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
     assert len(pinned) == 10 and len(list(wheels.glob("*.whl"))) == len(pinned)
 
     check = (

@@ -16,7 +16,11 @@ from helpers import ROOT
 PACKAGES = ("interp_init", "probes", "training")
 #: What each package may import of the project: the base stands alone, the analyses on the
 #: base, training on both.
-ALLOWED = {"interp_init": {"interp_init"}, "probes": {"interp_init", "probes"}, "training": {"interp_init", "probes", "training"}}
+ALLOWED = {
+    "interp_init": {"interp_init"},
+    "probes": {"interp_init", "probes"},
+    "training": {"interp_init", "probes", "training"},
+}
 #: A module holds one concept however long that takes; past this many lines the layout check
 #: warns (read it: is it still one concept?), it never fails.
 LONG_MODULE = 900
@@ -43,7 +47,9 @@ def _imported_packages(path: Path) -> set[str]:
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_packages_stand_on_each_other_in_one_direction(path: Path) -> None:
     package = path.relative_to(ROOT).parts[0]
-    assert _imported_packages(path) <= ALLOWED[package], f"{path.relative_to(ROOT)} imports {_imported_packages(path) - ALLOWED[package]}"
+    assert _imported_packages(path) <= ALLOWED[package], (
+        f"{path.relative_to(ROOT)} imports {_imported_packages(path) - ALLOWED[package]}"
+    )
 
 
 def test_the_layout_check_sees_imports_inside_functions(tmp_path: Path) -> None:
@@ -55,7 +61,10 @@ def test_the_layout_check_sees_imports_inside_functions(tmp_path: Path) -> None:
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_string_look_up_of_the_projects_modules(path: Path) -> None:
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) in ("import_module", "__import__"):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) in (
+            "import_module",
+            "__import__",
+        ):
             pytest.fail(f"{path.relative_to(ROOT)}:{node.lineno} imports a module by its name as a string")
 
 
@@ -72,11 +81,15 @@ def test_long_modules_are_named_in_a_warning_never_split(tmp_path: Path) -> None
     (tmp_path / "short.py").write_text("x = 1\n")
     assert long_modules(sorted(tmp_path.glob("*.py"))) == {(tmp_path / "long.py").as_posix(): LONG_MODULE + 1}
     for name, lines in long_modules(_modules()).items():
-        warnings.warn(f"{Path(name).relative_to(ROOT)} has {lines} lines: does it still hold one concept?", stacklevel=1)
+        warnings.warn(
+            f"{Path(name).relative_to(ROOT)} has {lines} lines: does it still hold one concept?", stacklevel=1
+        )
 
 
 def test_only_the_command_line_imports_click() -> None:
-    importers = [p.relative_to(ROOT).as_posix() for p in _modules() if "click" in {n.split(".")[0] for n in _all_imports(p)}]
+    importers = [
+        p.relative_to(ROOT).as_posix() for p in _modules() if "click" in {n.split(".")[0] for n in _all_imports(p)}
+    ]
     assert sorted(importers) == ["training/cli/__init__.py", "training/cli/errors.py", "training/cli/flags.py"]
 
 
@@ -90,11 +103,23 @@ def _all_imports(path: Path) -> set[str]:
     return names
 
 
-@pytest.mark.parametrize("package", ["interp_init", "probes", "training", "training.studies.sweep", "training.studies.phase", "training.studies.report"])
+@pytest.mark.parametrize(
+    "package",
+    [
+        "interp_init",
+        "probes",
+        "training",
+        "training.studies.sweep",
+        "training.studies.phase",
+        "training.studies.report",
+    ],
+)
 def test_no_module_shares_its_name_with_a_public_name_of_its_package(package: str) -> None:
     module = importlib.import_module(package)
     folder = Path(module.__file__).parent
-    submodules = {p.stem for p in folder.glob("*.py") if p.stem != "__init__"} | {p.name for p in folder.iterdir() if (p / "__init__.py").is_file()}
+    submodules = {p.stem for p in folder.glob("*.py") if p.stem != "__init__"} | {
+        p.name for p in folder.iterdir() if (p / "__init__.py").is_file()
+    }
     assert submodules & set(module.__all__) == set()
 
 
@@ -127,7 +152,11 @@ def _project_module_imports(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             found.add(node.module)
             base = ROOT.joinpath(*node.module.split("."))
-            found |= {f"{node.module}.{a.name}" for a in node.names if (base / f"{a.name}.py").is_file() or (base / a.name / "__init__.py").is_file()}
+            found |= {
+                f"{node.module}.{a.name}"
+                for a in node.names
+                if (base / f"{a.name}.py").is_file() or (base / a.name / "__init__.py").is_file()
+            }
     return {name for name in found if name.split(".")[0] in PACKAGES}
 
 
@@ -140,8 +169,13 @@ def test_the_base_package_has_no_import_circle() -> None:
     """``interp_init``'s modules stand on each other one way (``runfolder`` on ``model``, never
     back): no module reaches itself through the modules it imports."""
     modules = {_dotted(p): p for p in (ROOT / "interp_init").rglob("*.py")}
-    graph = {name: {m for m in _project_module_imports(path) if m in modules and m != name} for name, path in modules.items()}
-    graph = {name: {m for m in deps if not name.startswith(m + ".") or modules[m].name != "__init__.py"} for name, deps in graph.items()}
+    graph = {
+        name: {m for m in _project_module_imports(path) if m in modules and m != name} for name, path in modules.items()
+    }
+    graph = {
+        name: {m for m in deps if not name.startswith(m + ".") or modules[m].name != "__init__.py"}
+        for name, deps in graph.items()
+    }
 
     def reaches(start: str, target: str, seen: set[str]) -> bool:
         for nxt in graph[start]:
@@ -156,12 +190,23 @@ def test_the_base_package_has_no_import_circle() -> None:
 
 
 #: The modules that define tasks: the only ones that may name one.
-TASK_MODULES = ("interp_init/tasks/base.py", "interp_init/tasks/registry.py", "interp_init/tasks/anchor_pairs.py", "interp_init/tasks/anchor.py", "interp_init/tasks/addition.py", "interp_init/tasks/data.py")
+TASK_MODULES = (
+    "interp_init/tasks/base.py",
+    "interp_init/tasks/registry.py",
+    "interp_init/tasks/anchor_pairs.py",
+    "interp_init/tasks/anchor.py",
+    "interp_init/tasks/addition.py",
+    "interp_init/tasks/data.py",
+)
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
     nodes = [tree, *(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))]
-    return {id(n.body[0].value) for n in nodes if n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    return {
+        id(n.body[0].value)
+        for n in nodes
+        if n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)
+    }
 
 
 def task_name_literals(path: Path) -> list[str]:
@@ -171,12 +216,22 @@ def task_name_literals(path: Path) -> list[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     skip = _docstrings(tree)
     names = set(registered_tasks())
-    return [f"{path.relative_to(ROOT)}:{n.lineno} {n.value!r}" for n in ast.walk(tree) if isinstance(n, ast.Constant) and n.value in names and id(n) not in skip]
+    return [
+        f"{path.relative_to(ROOT)}:{n.lineno} {n.value!r}"
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and n.value in names and id(n) not in skip
+    ]
 
 
-@pytest.mark.parametrize("path", [p for p in _modules() if p.relative_to(ROOT).as_posix() not in TASK_MODULES], ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize(
+    "path",
+    [p for p in _modules() if p.relative_to(ROOT).as_posix() not in TASK_MODULES],
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
 def test_nothing_outside_the_task_modules_names_a_task(path: Path) -> None:
-    assert task_name_literals(path) == [], "a task's name outside its module: ask the task (interp_init.tasks.base) instead"
+    assert task_name_literals(path) == [], (
+        "a task's name outside its module: ask the task (interp_init.tasks.base) instead"
+    )
 
 
 def test_the_task_name_check_sees_a_branch(tmp_path: Path) -> None:
@@ -305,9 +360,18 @@ def documented_arrows(text: str) -> dict[str, set[str]]:
 
 def test_the_layout_docs_arrows_are_the_imports() -> None:
     """docs/layout.md says, folder by folder, what each stands on: exactly the folders its modules import."""
-    documented, actual = documented_arrows((ROOT / "docs" / "layout.md").read_text(encoding="utf-8")), folder_graph(ROOT)
-    assert set(documented) == set(actual), f"folders the table lacks: {sorted(set(actual) - set(documented))}; gone: {sorted(set(documented) - set(actual))}"
-    wrong = {f: {"undocumented": sorted(actual[f] - documented[f]), "not imported": sorted(documented[f] - actual[f])} for f in actual if actual[f] != documented[f]}
+    documented, actual = (
+        documented_arrows((ROOT / "docs" / "layout.md").read_text(encoding="utf-8")),
+        folder_graph(ROOT),
+    )
+    assert set(documented) == set(actual), (
+        f"folders the table lacks: {sorted(set(actual) - set(documented))}; gone: {sorted(set(documented) - set(actual))}"
+    )
+    wrong = {
+        f: {"undocumented": sorted(actual[f] - documented[f]), "not imported": sorted(documented[f] - actual[f])}
+        for f in actual
+        if actual[f] != documented[f]
+    }
     assert wrong == {}
 
 
@@ -325,7 +389,9 @@ def test_the_pipeline_docs_arrows_name_what_the_code_defines() -> None:
         defined = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
         assert owner in defined, f"{path} defines no {owner} ({line.strip()})"
         if attr:
-            assert attr in {n.name for n in defined[owner].body if isinstance(n, ast.FunctionDef)}, f"{owner} has no {attr} ({line.strip()})"
+            assert attr in {n.name for n in defined[owner].body if isinstance(n, ast.FunctionDef)}, (
+                f"{owner} has no {attr} ({line.strip()})"
+            )
 
 
 def test_the_trainer_opens_no_folder_and_the_records_run_no_analysis() -> None:
@@ -335,14 +401,22 @@ def test_the_trainer_opens_no_folder_and_the_records_run_no_analysis() -> None:
     for name in (n for n in graph if n.startswith("training.trainer")):
         for node in ast.walk(ast.parse(paths[name].read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module == "interp_init.runfolder":
-                assert {a.name for a in node.names} <= {"RunStatus"}, f"{name} imports {[a.name for a in node.names]} from interp_init.runfolder"
-        assert not {m for m in graph[name] if m.split(".")[1] in ("launch", "studies") or m in ("interp_init.fileio", "interp_init.outputs")}, name
+                assert {a.name for a in node.names} <= {"RunStatus"}, (
+                    f"{name} imports {[a.name for a in node.names]} from interp_init.runfolder"
+                )
+        assert not {
+            m
+            for m in graph[name]
+            if m.split(".")[1] in ("launch", "studies") or m in ("interp_init.fileio", "interp_init.outputs")
+        }, name
     assert not any(m.startswith("probes") for m in graph["training.studies.records"])
 
 
 def test_the_layout_table_names_every_module() -> None:
     section = (ROOT / "docs" / "layout.md").read_text(encoding="utf-8")
-    missing = [p.relative_to(ROOT).as_posix() for p in _modules() if p.name != "__init__.py" and f"`{p.name}`" not in section]
+    missing = [
+        p.relative_to(ROOT).as_posix() for p in _modules() if p.name != "__init__.py" and f"`{p.name}`" not in section
+    ]
     assert missing == [], f"docs/layout.md's table does not name {missing}"
 
 
@@ -352,8 +426,26 @@ def test_the_layout_table_names_every_module() -> None:
 #: benchmarks, the results tables), which lie in tests/ itself; every other test module tests one package and lies
 #: in that package's folder, tests/<package>/.
 PROJECT_CHECKS = frozenset(
-    ("test_benchmarks.py", "test_contrast.py", "test_docs.py", "test_docstrings.py", "test_examples.py", "test_gpu_campaign.py", "test_gpu_suite.py", "test_gpu_wheels.py")
-    + ("test_layout.py", "test_notebook.py", "test_packaging.py", "test_plugins.py", "test_readme.py", "test_release.py", "test_site.py", "test_tables.py")
+    (
+        "test_benchmarks.py",
+        "test_contrast.py",
+        "test_docs.py",
+        "test_docstrings.py",
+        "test_examples.py",
+        "test_gpu_campaign.py",
+        "test_gpu_suite.py",
+        "test_gpu_wheels.py",
+    )
+    + (
+        "test_layout.py",
+        "test_notebook.py",
+        "test_packaging.py",
+        "test_plugins.py",
+        "test_readme.py",
+        "test_release.py",
+        "test_site.py",
+        "test_tables.py",
+    )
 )
 
 
@@ -368,15 +460,23 @@ def misplaced_tests(tests: Path) -> list[str]:
         folder = path.parent.relative_to(tests).parts
         if not folder:
             if path.name not in PROJECT_CHECKS:
-                found.append(f"tests/{rel}: a test of one package; move it into tests/<package>/ ({', '.join(PACKAGES)})")
+                found.append(
+                    f"tests/{rel}: a test of one package; move it into tests/<package>/ ({', '.join(PACKAGES)})"
+                )
         elif len(folder) == 1 and folder[0] in PACKAGES:
             siblings = {p.stem for p in path.parent.glob("test_*.py")}  # shared fixtures of the same package's tests
             if not {name.split(".")[0] for name in _all_imports(path)} & ({folder[0]} | siblings):
-                found.append(f"tests/{rel} does not import {folder[0]}: move it into the folder of the package it tests")
+                found.append(
+                    f"tests/{rel} does not import {folder[0]}: move it into the folder of the package it tests"
+                )
         else:
-            found.append(f"tests/{rel}: a test module lies in tests/ (whole-project checks) or tests/<package>/ ({', '.join(PACKAGES)})")
+            found.append(
+                f"tests/{rel}: a test module lies in tests/ (whole-project checks) or tests/<package>/ ({', '.join(PACKAGES)})"
+            )
         if path.name in seen:
-            found.append(f"tests/{rel} has the name of tests/{seen[path.name]}: pytest imports test modules by name; rename one")
+            found.append(
+                f"tests/{rel} has the name of tests/{seen[path.name]}: pytest imports test modules by name; rename one"
+            )
         seen.setdefault(path.name, rel)
     return found
 

@@ -35,7 +35,9 @@ def test_version_is_the_installed_metadata_version() -> None:
     with contextlib.redirect_stdout(stdout):
         assert main(["--version"]) == 0
     assert stdout.getvalue().strip() == f"interp-init {installed}"
-    done = subprocess.run([sys.executable, "-m", "training.cli", "--version"], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "training.cli", "--version"], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0 and done.stdout.strip() == f"interp-init {installed}", done.stderr
 
 
@@ -64,14 +66,23 @@ def test_the_wheel_holds_the_licence_and_the_type_markers(tmp_path: Path) -> Non
     assert {f"{p}/py.typed" for p in PACKAGES} <= set(names)
     assert any(n.endswith("LICENSE") for n in names)
     # the report's plotly.js bundle and its licence (training/studies/report/cells.py)
-    assert {"training/studies/report/vendor/plotly-cartesian.min.js", "training/studies/report/vendor/plotly-LICENSE"} <= set(names)
+    assert {
+        "training/studies/report/vendor/plotly-cartesian.min.js",
+        "training/studies/report/vendor/plotly-LICENSE",
+    } <= set(names)
     # the shipped models interp_init.from_pretrained opens: each run folder and the index of their SHA-256
-    shipped = {f"interp_init/pretrained/{name}/{file}" for name in ("symmetric-small-init", "id-ood-large-init") for file in ("config.json", "metrics.json", "model.safetensors")}
+    shipped = {
+        f"interp_init/pretrained/{name}/{file}"
+        for name in ("symmetric-small-init", "id-ood-large-init")
+        for file in ("config.json", "metrics.json", "model.safetensors")
+    }
     assert shipped | {"interp_init/pretrained/index.json"} <= set(names)
     # the sequence tasks' benchmark data (interp_init/tasks/shipped.py), each benchmark's licence beside its files
     from interp_init.tasks.shipped import SHIPPED
 
-    data = {f"interp_init/tasks/files/{name}.xz" for name in SHIPPED} | {f"interp_init/tasks/files/{r.licence_file}" for r in SHIPPED.values()}
+    data = {f"interp_init/tasks/files/{name}.xz" for name in SHIPPED} | {
+        f"interp_init/tasks/files/{r.licence_file}" for r in SHIPPED.values()
+    }
     assert data <= set(names)
 
 
@@ -99,11 +110,15 @@ def test_changelog_has_a_dated_section_per_version_newest_first() -> None:
     changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
     sections = re.findall(r"^## \[([^\]]+)\](.*)$", changelog, re.M)
     released = [(Version(name), rest) for name, rest in sections if name != "Unreleased"]
-    assert [name for name, _ in sections if name == "Unreleased"] in ([], [sections[0][0]]), "Unreleased comes first, once"
+    assert [name for name, _ in sections if name == "Unreleased"] in ([], [sections[0][0]]), (
+        "Unreleased comes first, once"
+    )
     for number, rest in released:
         assert re.fullmatch(r" - \d{4}-\d{2}-\d{2}", rest), f"## [{number}] has no date (## [{number}] - YYYY-MM-DD)"
     dates = [rest for _, rest in released]
-    assert [n for n, _ in released] == sorted((n for n, _ in released), reverse=True) and dates == sorted(dates, reverse=True)
+    assert [n for n, _ in released] == sorted((n for n, _ in released), reverse=True) and dates == sorted(
+        dates, reverse=True
+    )
     assert Version(PYPROJECT["project"]["version"]) in [n for n, _ in released], "the current version has no section"
 
 
@@ -123,7 +138,12 @@ def test_dependency_floors_work_together() -> None:
     for extra in ("images", "dev"):
         if _floor(project["optional-dependencies"][extra], "kaleido") >= Version("1.0"):
             assert plotly >= Version("6.1.1"), "kaleido 1.x needs plotly 6.1.1 or later"
-    for name in ("nbclient", "nbformat", "ipykernel", "submitit"):  # the notebook test's tools; the Slurm launcher's tests
+    for name in (
+        "nbclient",
+        "nbformat",
+        "ipykernel",
+        "submitit",
+    ):  # the notebook test's tools; the Slurm launcher's tests
         _floor(project["optional-dependencies"]["dev"], name)
 
 
@@ -132,10 +152,16 @@ def test_the_deprecation_warning_is_filtered_only_where_our_models_are_built() -
 
     from interp_init import InitConfig, ModelConfig, build_model
 
-    assert not any("HookedTransformer" in f for f in PYPROJECT["tool"]["pytest"]["ini_options"].get("filterwarnings", []))
+    assert not any(
+        "HookedTransformer" in f for f in PYPROJECT["tool"]["pytest"]["ini_options"].get("filterwarnings", [])
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         build_model(ModelConfig(n_layers=1, d_model=8, n_heads=2, d_head=4, d_mlp=16), InitConfig(gamma=0.5), seed=0)
     assert not [w for w in caught if "HookedTransformer is deprecated" in str(w.message)]
-    with pytest.warns(DeprecationWarning, match="HookedTransformer is deprecated"):  # a model of the user's own: not hidden
-        HookedTransformer(HookedTransformerConfig(n_layers=1, d_model=8, n_heads=2, d_head=4, n_ctx=9, d_vocab=201, act_fn="relu"))
+    with pytest.warns(
+        DeprecationWarning, match="HookedTransformer is deprecated"
+    ):  # a model of the user's own: not hidden
+        HookedTransformer(
+            HookedTransformerConfig(n_layers=1, d_model=8, n_heads=2, d_head=4, n_ctx=9, d_vocab=201, act_fn="relu")
+        )

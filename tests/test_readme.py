@@ -37,7 +37,9 @@ def test_readme_quickstart_runs_as_a_script_and_prints_its_results(tmp_path) -> 
     script = tmp_path / "quickstart.py"
     script.write_text(quickstart_code())
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     for gamma in ("0.8", "0.3"):

@@ -27,7 +27,9 @@ def _run(args: list[str], cwd: Path, timeout: int = 900) -> subprocess.Completed
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
     env["OMP_NUM_THREADS"] = "1"
     done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    assert done.returncode == 0, f"{' '.join(args)} exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
+    assert done.returncode == 0, (
+        f"{' '.join(args)} exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
+    )
     return done
 
 
@@ -62,10 +64,21 @@ def test_the_wheel_installs_in_a_fresh_environment_and_runs_the_first_minute(dis
     python = env_dir / "bin" / "python"
     # the pinned CPU build first: an unpinned torch would pull the newest CUDA build (gigabytes)
     _run([str(python), "-m", "pip", "install", "-q", "torch==2.13.0"], cwd=tmp_path)
-    _run([str(python), "-m", "pip", "install", "-q", str(dist / f"interp_init-{VERSION}-py3-none-any.whl")], cwd=tmp_path)
-    where = _run([str(python), "-c", "import json, interp_init, probes, training; print(json.dumps([m.__file__ for m in (interp_init, probes, training)]))"], cwd=tmp_path)
+    _run(
+        [str(python), "-m", "pip", "install", "-q", str(dist / f"interp_init-{VERSION}-py3-none-any.whl")], cwd=tmp_path
+    )
+    where = _run(
+        [
+            str(python),
+            "-c",
+            "import json, interp_init, probes, training; print(json.dumps([m.__file__ for m in (interp_init, probes, training)]))",
+        ],
+        cwd=tmp_path,
+    )
     site = (env_dir / "lib").resolve()
-    assert all(Path(f).resolve().is_relative_to(site) for f in json.loads(where.stdout)), where.stdout  # the wheel's, not this checkout's
+    assert all(Path(f).resolve().is_relative_to(site) for f in json.loads(where.stdout)), (
+        where.stdout
+    )  # the wheel's, not this checkout's
     direct_url = next(site.glob("python3*/site-packages/interp_init-*.dist-info")) / "direct_url.json"
     assert not direct_url.is_file() or '"editable": true' not in direct_url.read_text()
 
@@ -75,6 +88,8 @@ def test_the_wheel_installs_in_a_fresh_environment_and_runs_the_first_minute(dis
     done = _run([str(script), *FIRST_MINUTE, "--out", str(out)], cwd=tmp_path)
     assert "preset tiny, seed 0" in done.stdout and f"report: {out / 'report.html'}" in done.stdout, done.stdout
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
-    statuses = [run["status"] for task in ("symmetric", "id-ood") for run in summary["per_seed"][0]["runs"][task].values()]
+    statuses = [
+        run["status"] for task in ("symmetric", "id-ood") for run in summary["per_seed"][0]["runs"][task].values()
+    ]
     assert statuses == ["completed"] * 4, summary
     assert (out / "report.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")

@@ -56,7 +56,9 @@ def _summary(obj: object) -> str:
     """A docstring's first paragraph as the page shows it: a Sphinx role as its name (the last
     part after ``~``; docs/griffe_roles.py), code spans and emphasis as plain text."""
     text = inspect.getdoc(obj).split("\n\n", 1)[0].replace("\n", " ")
-    text = re.sub(r":(?:py:)?\w+:`(~?)([\w.]+)((?:\(\))?)`", lambda m: (m[2].rsplit(".", 1)[-1] if m[1] else m[2]) + m[3], text)
+    text = re.sub(
+        r":(?:py:)?\w+:`(~?)([\w.]+)((?:\(\))?)`", lambda m: (m[2].rsplit(".", 1)[-1] if m[1] else m[2]) + m[3], text
+    )
     return re.sub(r"[`*]", "", text).strip()
 
 
@@ -128,7 +130,9 @@ def test_the_site_has_a_reference_page_per_module_and_the_rendered_notebook(site
             parts = path.relative_to(ROOT).with_suffix("").parts
             if any(p.startswith("_") and p != "__init__" for p in parts):
                 continue
-            page = site / "reference" / Path(*parts[:-1], "index.html" if parts[-1] == "__init__" else f"{parts[-1]}.html")
+            page = (
+                site / "reference" / Path(*parts[:-1], "index.html" if parts[-1] == "__init__" else f"{parts[-1]}.html")
+            )
             assert page.is_file(), f"no reference page for {path.relative_to(ROOT)}"
     notebook = (site / "examples" / "quickstart.html").read_text(encoding="utf-8")
     assert "layer-0 W_Q stable rank" in notebook and "<b>TrainResult</b>" in notebook  # the stored outputs
@@ -222,7 +226,9 @@ def test_the_site_opened_from_disk_searches_offline(site: Path, browser) -> None
     box.click()
     box.send_keys("stable rank")
     WebDriverWait(browser, 30).until(lambda d: d.find_elements(By.CSS_SELECTOR, ".md-search-result__item"))
-    found = browser.execute_script("return [...document.querySelectorAll('.md-search-result__item a')].map(a => new URL(a.href).pathname)")
+    found = browser.execute_script(
+        "return [...document.querySelectorAll('.md-search-result__item a')].map(a => new URL(a.href).pathname)"
+    )
     assert any(path.endswith("/reference/probes/rank.html") for path in found), found
     assert _console_errors(browser) == []
     assert _network_requests(browser) == []

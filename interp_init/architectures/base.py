@@ -76,17 +76,25 @@ class Architecture:
         if not isinstance(self.name, str) or not self.name or not self.name.replace("-", "_").isidentifier():
             raise ValueError(f"an architecture's name must be a word such as 'parallel', got {self.name!r}")
         if not (isinstance(self.block, type) and issubclass(self.block, TransformerBlock)):
-            raise ValueError(f"architecture {self.name!r}: block must be a TransformerBlock subclass, got {self.block!r}")
+            raise ValueError(
+                f"architecture {self.name!r}: block must be a TransformerBlock subclass, got {self.block!r}"
+            )
         if self.convention not in _CONVENTIONS:
-            raise ValueError(f"architecture {self.name!r}: convention must be one of {_CONVENTIONS}, got {self.convention!r}")
+            raise ValueError(
+                f"architecture {self.name!r}: convention must be one of {_CONVENTIONS}, got {self.convention!r}"
+            )
         if self.biases not in BIAS_RULES:
             raise ValueError(f"architecture {self.name!r}: biases must be one of {BIAS_RULES}, got {self.biases!r}")
         if self.activation not in _ACT_FNS:
-            raise ValueError(f"architecture {self.name!r}: activation must be one of {_ACT_FNS}, got {self.activation!r}")
+            raise ValueError(
+                f"architecture {self.name!r}: activation must be one of {_ACT_FNS}, got {self.activation!r}"
+            )
         if not isinstance(self.final_norm, bool):
             raise ValueError(f"architecture {self.name!r}: final_norm must be True or False, got {self.final_norm!r}")
         if not self.normalizations or not set(self.normalizations) <= set(_NORMALIZATIONS):
-            raise ValueError(f"architecture {self.name!r}: normalizations must be a non-empty subset of {_NORMALIZATIONS}")
+            raise ValueError(
+                f"architecture {self.name!r}: normalizations must be a non-empty subset of {_NORMALIZATIONS}"
+            )
         for field_name in ("all_positions", "last_position"):
             if not callable(getattr(self, field_name)):
                 raise ValueError(f"architecture {self.name!r}: {field_name} must be a function f(block, resid)")
@@ -107,7 +115,9 @@ def register_architecture(architecture: Architecture) -> Architecture:
         raise ValueError(f"an architecture named {architecture.name!r} is already registered; choose another name")
     for other in _REGISTRY.values():
         if other.name != architecture.name and other.block is architecture.block:
-            raise ValueError(f"architecture {architecture.name!r} uses the block class {architecture.block.__name__} of {other.name!r}; give it its own")
+            raise ValueError(
+                f"architecture {architecture.name!r} uses the block class {architecture.block.__name__} of {other.name!r}; give it its own"
+            )
     _REGISTRY[architecture.name] = architecture
     return architecture
 

@@ -20,10 +20,14 @@ class JournalBlock(TransformerBlock):
     """Pre-LN block whose keys and values read the raw residual (the journal's model):
     ``resid_mid = x + Attn(q=LN1(x), k=x, v=x)``, ``resid_post = resid_mid + MLP(LN2(resid_mid))``."""
 
-    def forward(self, resid_pre: Float[Tensor, "batch pos d_model"], *args: object, **kwargs: object) -> Float[Tensor, "batch pos d_model"]:
+    def forward(
+        self, resid_pre: Float[Tensor, "batch pos d_model"], *args: object, **kwargs: object
+    ) -> Float[Tensor, "batch pos d_model"]:
         refuse_extras(args, kwargs)
         resid_pre = self.hook_resid_pre(resid_pre)
-        attn_out = self.hook_attn_out(self.attn(query_input=self.ln1(resid_pre), key_input=resid_pre, value_input=resid_pre))
+        attn_out = self.hook_attn_out(
+            self.attn(query_input=self.ln1(resid_pre), key_input=resid_pre, value_input=resid_pre)
+        )
         resid_mid = self.hook_resid_mid(resid_pre + attn_out)
         mlp_out = self.hook_mlp_out(self.mlp(self.ln2(resid_mid)))
         return self.hook_resid_post(resid_mid + mlp_out)

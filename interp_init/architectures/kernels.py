@@ -66,7 +66,9 @@ def attention_all_positions(
         w_kv = torch.cat([_flat_in(attn.W_K), _flat_in(attn.W_V)])
         kv = F.linear(kv_in, w_kv, torch.cat([attn.b_K.flatten(), attn.b_V.flatten()]))
         qkv = torch.cat([q, kv], dim=-1)
-    q, k, v = einops.rearrange(qkv, "batch pos (three head d_head) -> three batch head pos d_head", three=3, head=n_heads)
+    q, k, v = einops.rearrange(
+        qkv, "batch pos (three head d_head) -> three batch head pos d_head", three=3, head=n_heads
+    )
     z = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=1.0 / float(attn.attn_scale))
     z = einops.rearrange(z, "batch head pos d_head -> (batch pos) (head d_head)")
     return _attn_out(attn, z).view(batch, n_pos, d_model)

@@ -35,7 +35,9 @@ class PostLNBlock(TransformerBlock):
                 delattr(module, name)
                 module.register_buffer(name, zeros, persistent=False)
 
-    def forward(self, resid_pre: Float[Tensor, "batch pos d_model"], *args: object, **kwargs: object) -> Float[Tensor, "batch pos d_model"]:
+    def forward(
+        self, resid_pre: Float[Tensor, "batch pos d_model"], *args: object, **kwargs: object
+    ) -> Float[Tensor, "batch pos d_model"]:
         refuse_extras(args, kwargs)
         resid_pre = self.hook_resid_pre(resid_pre)
         attn_out = self.hook_attn_out(self.attn(query_input=resid_pre, key_input=resid_pre, value_input=resid_pre))

@@ -15,7 +15,9 @@ from interp_init.architectures.base import Architecture
 from interp_init.architectures.kernels import attention_all_positions, attention_last_position, mlp, norm
 
 
-def all_positions(block: TransformerBlock, resid: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+def all_positions(
+    block: TransformerBlock, resid: Float[Tensor, "batch pos d_model"]
+) -> Float[Tensor, "batch pos d_model"]:
     x = norm(block.ln1, resid)
     mid = resid + attention_all_positions(block.attn, x, x)
     return mid + mlp(block.mlp, norm(block.ln2, mid))

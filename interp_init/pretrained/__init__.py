@@ -80,7 +80,9 @@ class Pretrained:
     def __post_init__(self) -> None:
         missing = [f for f in MODEL_FILES if f not in self.sha256]
         if missing:
-            raise PretrainedError(f"{PRETRAINED_DIR / INDEX_FILE}: model {self.name!r} lists no SHA-256 for {missing}; reinstall interp-init")
+            raise PretrainedError(
+                f"{PRETRAINED_DIR / INDEX_FILE}: model {self.name!r} lists no SHA-256 for {missing}; reinstall interp-init"
+            )
 
     def check(self) -> None:
         """Every file present and the one shipped (its SHA-256 as the index says), else a
@@ -88,9 +90,13 @@ class Pretrained:
         for file in MODEL_FILES:
             path = self.path / file
             if not path.is_file():
-                raise PretrainedError(f"{path}: the shipped model {self.name!r} lacks this file; reinstall interp-init (pip install --force-reinstall interp-init)")
+                raise PretrainedError(
+                    f"{path}: the shipped model {self.name!r} lacks this file; reinstall interp-init (pip install --force-reinstall interp-init)"
+                )
             if file_sha256(path) != self.sha256[file]:
-                raise PretrainedError(f"{path}: not the file shipped (its SHA-256 differs from {INDEX_FILE}'s); reinstall interp-init (pip install --force-reinstall interp-init)")
+                raise PretrainedError(
+                    f"{path}: not the file shipped (its SHA-256 differs from {INDEX_FILE}'s); reinstall interp-init (pip install --force-reinstall interp-init)"
+                )
 
     def config(self) -> dict[str, Any]:
         """Its run config (``config.json``) as a dict."""
@@ -114,7 +120,9 @@ def _index() -> dict[str, Any]:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as err:
-        raise PretrainedError(f"{path}: the record of the shipped models cannot be read ({err}); reinstall interp-init") from None
+        raise PretrainedError(
+            f"{path}: the record of the shipped models cannot be read ({err}); reinstall interp-init"
+        ) from None
 
 
 def _entries() -> dict[str, Pretrained]:
@@ -138,7 +146,9 @@ def pretrained_info(name: str) -> Pretrained:
     if name not in entries:
         close = get_close_matches(str(name), entries, n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
-        raise PretrainedError(f"no shipped model is called {name!r}: {hint}interp_init.list_pretrained() names them ({', '.join(sorted(entries))})")
+        raise PretrainedError(
+            f"no shipped model is called {name!r}: {hint}interp_init.list_pretrained() names them ({', '.join(sorted(entries))})"
+        )
     return entries[name]
 
 
@@ -185,4 +195,6 @@ def training_time(preset: str = "cpu") -> TrainingTime | None:
     if not entries:
         return None
     index = _index()
-    return TrainingTime(tuple(e.elapsed_s / 60 for e in sorted(entries, key=lambda e: e.name)), index["machine"], index["beside"])
+    return TrainingTime(
+        tuple(e.elapsed_s / 60 for e in sorted(entries, key=lambda e: e.name)), index["machine"], index["beside"]
+    )

@@ -82,15 +82,21 @@ class AdditionTask(Task):
         for name in ("n_operands", "square_low", "square_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < (1 if name != "square_low" else 0):
-                raise ValueError(f"addition task: {name} must be an integer >= {1 if name != 'square_low' else 0}, got {value!r}")
+                raise ValueError(
+                    f"addition task: {name} must be an integer >= {1 if name != 'square_low' else 0}, got {value!r}"
+                )
         if 2 * (self.n_operands - 1) >= PLUS:
-            raise ValueError(f"addition task: n_operands {self.n_operands} gives sums above {PLUS - 1}, the largest number token; use n_operands <= {PLUS // 2}")
+            raise ValueError(
+                f"addition task: n_operands {self.n_operands} gives sums above {PLUS - 1}, the largest number token; use n_operands <= {PLUS // 2}"
+            )
         if self.square_low + self.square_size > self.n_operands:
             raise ValueError(
                 f"addition task: the square {self.square_low}..{self.square_low + self.square_size - 1} does not fit in the operands 0..{self.n_operands - 1}"
             )
         if self.square_size >= self.n_operands:
-            raise ValueError(f"addition task: square_size {self.square_size} leaves no training pairs; use square_size < n_operands")
+            raise ValueError(
+                f"addition task: square_size {self.square_size} leaves no training pairs; use square_size < n_operands"
+            )
 
     def preset_overrides(self, preset: str) -> dict[str, Any]:
         # cpu: about 2.5 minutes of one core per run (docs/tasks.md#the-addition-task-on-a-cpu):
@@ -156,7 +162,9 @@ class AdditionTask(Task):
 
         a, b = self.square_low + self.square_size // 3, self.square_low + (2 * self.square_size) // 3
         tokens = torch.tensor([[a, PLUS, b, EQUALS]])
-        return Samples(self.name, "heldout", tokens, torch.tensor([a + b]), {"a": torch.tensor([a]), "b": torch.tensor([b])})
+        return Samples(
+            self.name, "heldout", tokens, torch.tensor([a + b]), {"a": torch.tensor([a]), "b": torch.tensor([b])}
+        )
 
     def token_labels(self, tokens: list[int]) -> list[str]:
         return [{PLUS: "+", EQUALS: "="}.get(t, str(t)) for t in tokens]
@@ -166,5 +174,7 @@ class AdditionTask(Task):
         import torch
 
         a, b = torch.meshgrid(torch.arange(self.n_operands), torch.arange(self.n_operands), indexing="ij")
-        tokens = torch.stack([a.reshape(-1), torch.full((a.numel(),), PLUS), b.reshape(-1), torch.full((a.numel(),), EQUALS)], dim=1)
+        tokens = torch.stack(
+            [a.reshape(-1), torch.full((a.numel(),), PLUS), b.reshape(-1), torch.full((a.numel(),), EQUALS)], dim=1
+        )
         return (predict(tokens) == (a + b).reshape(-1)).float().reshape(self.n_operands, self.n_operands)

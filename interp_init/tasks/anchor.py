@@ -82,7 +82,9 @@ ANCHOR_SECTIONS: tuple[str, ...] = (
 )  # fmt: skip
 
 
-def journal_phase(id_acc: Any, ood_acc: Any, id_threshold: float = ID_THRESHOLD, ood_threshold: float = OOD_THRESHOLD) -> np.ndarray:
+def journal_phase(
+    id_acc: Any, ood_acc: Any, id_threshold: float = ID_THRESHOLD, ood_threshold: float = OOD_THRESHOLD
+) -> np.ndarray:
     """The journal's phase of each (ID, OOD) accuracy, as floats (NaN where undecided):
     1 where ID < ``id_threshold`` (whatever the OOD), 2 where ID is good and OOD <=
     ``ood_threshold``, 3 where ID is good and OOD > ``ood_threshold``."""
@@ -108,7 +110,12 @@ HELDOUT = AnchorPair(4, 3)
 ANSWERS: tuple[str, str] = ("inferential", "symmetric")
 
 
-def heldout_answer(inferential: float | None, symmetric: float | None, exception: float | None, criteria: Mapping[str, float] = FLIP_CRITERIA) -> str:
+def heldout_answer(
+    inferential: float | None,
+    symmetric: float | None,
+    exception: float | None,
+    criteria: Mapping[str, float] = FLIP_CRITERIA,
+) -> str:
     """What a ``symmetric`` model answers on the held-out (4,3), by the flip's own thresholds
     (:data:`FLIP_CRITERIA`), so that the verdict's word and the criteria agree:
     ``inferential`` (inferential share >= 0.8 and the exception (3,4) fitted, training
@@ -121,16 +128,23 @@ def heldout_answer(inferential: float | None, symmetric: float | None, exception
     return "neither"
 
 
-def symmetric_solution(id_acc: float | None, inferential: float | None, symmetric: float | None, exception: float | None) -> str:
+def symmetric_solution(
+    id_acc: float | None, inferential: float | None, symmetric: float | None, exception: float | None
+) -> str:
     """``did not fit`` (ID below 0.9), else :func:`heldout_answer`: the verdict's and the race's word."""
-    return "did not fit" if id_acc is None or id_acc < ID_THRESHOLD else heldout_answer(inferential, symmetric, exception)
+    return (
+        "did not fit" if id_acc is None or id_acc < ID_THRESHOLD else heldout_answer(inferential, symmetric, exception)
+    )
 
 
 def pair_masks(pairs: Tensor) -> dict[str, Tensor]:
     """For each anchor pair present in ``pairs`` (``[n, 2]``), its key (``"4,3"``) and the mask of its rows."""
     import torch
 
-    return {AnchorPair(*pair).key: (pairs == torch.tensor(pair, device=pairs.device)).all(dim=1) for pair in torch.unique(pairs, dim=0).tolist()}
+    return {
+        AnchorPair(*pair).key: (pairs == torch.tensor(pair, device=pairs.device)).all(dim=1)
+        for pair in torch.unique(pairs, dim=0).tolist()
+    }
 
 
 def per_pair_accuracy(preds: Tensor, targets: Tensor, pairs: Tensor) -> dict[str, float]:
@@ -177,7 +191,12 @@ class SymmetricMetrics(AnchorMetrics):
         return {f"({pair}) {name}": acc for pair, accs in self.heldout.items() for name, acc in accs.items()}
 
     def deciding(self) -> str:
-        return ", ".join(f"({pair}) {name} {acc:.2f}" for pair, accs in self.heldout.items() for name, acc in accs.items() if acc is not None)
+        return ", ".join(
+            f"({pair}) {name} {acc:.2f}"
+            for pair, accs in self.heldout.items()
+            for name, acc in accs.items()
+            if acc is not None
+        )
 
 
 @dataclass(frozen=True)
@@ -231,13 +250,20 @@ class AnchorTask(Task):
     def check_split_sizes(self, sizes: Mapping[str, int]) -> None:
         self.spec.check_sizes(sizes, self.balanced_pairs)
 
-    def evaluate(self, predict: Predict, train: AnchorDataset, id_test: AnchorDataset, heldout: AnchorDataset | None) -> TaskMetrics:
+    def evaluate(
+        self, predict: Predict, train: AnchorDataset, id_test: AnchorDataset, heldout: AnchorDataset | None
+    ) -> TaskMetrics:
         train_pred, id_pred = predict(train.tokens), predict(id_test.tokens)
         per_pair = per_pair_accuracy(train_pred, train.targets, train.anchor_pairs)
-        out: dict[str, Any] = {"train_acc": float((train_pred == train.targets).float().mean()), "id_acc": float((id_pred == id_test.targets).float().mean())}
+        out: dict[str, Any] = {
+            "train_acc": float((train_pred == train.targets).float().mean()),
+            "id_acc": float((id_pred == id_test.targets).float().mean()),
+        }
         if heldout is not None:
             ho_pred = predict(heldout.tokens)
-            per_pair = dict(sorted({**per_pair, **per_pair_accuracy(ho_pred, heldout.targets, heldout.anchor_pairs)}.items()))
+            per_pair = dict(
+                sorted({**per_pair, **per_pair_accuracy(ho_pred, heldout.targets, heldout.anchor_pairs)}.items())
+            )
             out.update(self.heldout_metrics(predict, heldout, ho_pred))
         return self.metrics_class(**out, per_pair=per_pair)
 
@@ -246,8 +272,16 @@ class AnchorTask(Task):
         return {}
 
     def preset_overrides(self, preset: str) -> dict[str, Any]:
-        lr = self.cpu_lr  # paper: the released code's sets; cpu: its lr (docs/faithful-models.md), 5e-4 or 1e-3 where a task says so
-        return self.spec.released_sets() if preset == "paper" else {"lr": lr, "warmup_start_lr": lr / 20, "min_lr": lr / 20} if preset == "cpu" and lr != 5e-4 else {}
+        lr = (
+            self.cpu_lr
+        )  # paper: the released code's sets; cpu: its lr (docs/faithful-models.md), 5e-4 or 1e-3 where a task says so
+        return (
+            self.spec.released_sets()
+            if preset == "paper"
+            else {"lr": lr, "warmup_start_lr": lr / 20, "min_lr": lr / 20}
+            if preset == "cpu" and lr != 5e-4
+            else {}
+        )
 
     cpu_lr: ClassVar[float] = 5e-4
 
@@ -275,7 +309,10 @@ class SymmetricTask(AnchorTask):
     def heldout_metrics(self, predict: Predict, heldout: AnchorDataset, ho_pred: Tensor) -> dict[str, Any]:
         return {
             "heldout": {
-                key: {name: float((ho_pred[mask] == cand[mask]).float().mean()) for name, cand in heldout.candidate_targets.items()}
+                key: {
+                    name: float((ho_pred[mask] == cand[mask]).float().mean())
+                    for name, cand in heldout.candidate_targets.items()
+                }
                 for key, mask in pair_masks(heldout.anchor_pairs).items()
             }
         }
@@ -294,16 +331,31 @@ class SymmetricTask(AnchorTask):
 
     reproduces: ClassVar[bool] = True
 
-    def flip_checks(self, small: Mapping[str, Any], large: Mapping[str, Any], criteria: Mapping[str, float]) -> dict[str, bool]:
+    def flip_checks(
+        self, small: Mapping[str, Any], large: Mapping[str, Any], criteria: Mapping[str, float]
+    ) -> dict[str, bool]:
         return {
             "symmetric: both ID >= 0.9": all(_ge(r.get("id_acc"), criteria["min_id_acc"]) for r in (small, large)),
-            SMALL_INFERENTIAL: heldout_answer(small.get("heldout_inferential"), None, small.get("exception_acc"), criteria) == "inferential",
-            "symmetric: large-init symmetric >= 0.8": heldout_answer(large.get("heldout_inferential"), large.get("heldout_symmetric"), large.get("exception_acc"), criteria) == "symmetric",
+            SMALL_INFERENTIAL: heldout_answer(
+                small.get("heldout_inferential"), None, small.get("exception_acc"), criteria
+            )
+            == "inferential",
+            "symmetric: large-init symmetric >= 0.8": heldout_answer(
+                large.get("heldout_inferential"), large.get("heldout_symmetric"), large.get("exception_acc"), criteria
+            )
+            == "symmetric",
         }
 
-    def flip_readings(self, small: Mapping[str, Any], large: Mapping[str, Any], criteria: Mapping[str, float]) -> dict[str, tuple[str, bool]]:
+    def flip_readings(
+        self, small: Mapping[str, Any], large: Mapping[str, Any], criteria: Mapping[str, float]
+    ) -> dict[str, tuple[str, bool]]:
         """Beside the small-init criterion: the same without its (3,4) condition."""
-        return {SMALL_INFERENTIAL_ANY: (SMALL_INFERENTIAL, _ge(small.get("heldout_inferential"), criteria["min_small_inferential"]))}
+        return {
+            SMALL_INFERENTIAL_ANY: (
+                SMALL_INFERENTIAL,
+                _ge(small.get("heldout_inferential"), criteria["min_small_inferential"]),
+            )
+        }
 
 
 @dataclass(frozen=True)
@@ -321,7 +373,10 @@ class IdOodTask(AnchorTask):
 
     def heldout_metrics(self, predict: Predict, heldout: AnchorDataset, ho_pred: Tensor) -> dict[str, Any]:
         swapped_pred = predict(heldout.swapped().tokens)
-        return {"ood_acc": float((ho_pred == heldout.targets).float().mean()), "commutativity": float((swapped_pred == ho_pred).float().mean())}
+        return {
+            "ood_acc": float((ho_pred == heldout.targets).float().mean()),
+            "commutativity": float((swapped_pred == ho_pred).float().mean()),
+        }
 
     def preset_overrides(self, preset: str) -> dict[str, Any]:
         # the journal's lr multiplier 15 (NeurIPS: 25, the default)
@@ -343,7 +398,9 @@ class IdOodTask(AnchorTask):
 
     reproduces: ClassVar[bool] = True
 
-    def flip_checks(self, small: Mapping[str, Any], large: Mapping[str, Any], criteria: Mapping[str, float]) -> dict[str, bool]:
+    def flip_checks(
+        self, small: Mapping[str, Any], large: Mapping[str, Any], criteria: Mapping[str, float]
+    ) -> dict[str, bool]:
         large_ood = large.get("ood_acc")
         return {
             "id-ood: both ID >= 0.9": all(_ge(r.get("id_acc"), criteria["min_id_acc"]) for r in (small, large)),
@@ -371,7 +428,11 @@ class ComplexityTask(AnchorTask):
         return {"k": self.k, "offset": self.offset}
 
     def preset_overrides(self, preset: str) -> dict[str, Any]:
-        return self.spec.released_sets(RELEASED_COMPLEXITY_PER_PAIR) if preset == "paper" else super().preset_overrides(preset)
+        return (
+            self.spec.released_sets(RELEASED_COMPLEXITY_PER_PAIR)
+            if preset == "paper"
+            else super().preset_overrides(preset)
+        )
 
     def broken_pairs(self) -> set[AnchorPair]:
         """The pairs whose target breaks the composition rule (offset from f)."""
@@ -398,7 +459,14 @@ def balanced_inputs(task: str, per_pair: int, seed: int, k: int = 0, offset: int
             if len(index) < per_pair:  # pragma: no cover - 4x oversampling makes this vanishingly rare
                 raise ValueError(f"drew too few inputs of pair ({a},{b}); use another seed")
             parts.append(pool.subset(index))
-    return AnchorDataset(task, "balanced", *(torch.cat([getattr(p, name) for p in parts]) for name in ("token_ids", "targets", "key_positions", "anchor_pairs")))
+    return AnchorDataset(
+        task,
+        "balanced",
+        *(
+            torch.cat([getattr(p, name) for p in parts])
+            for name in ("token_ids", "targets", "key_positions", "anchor_pairs")
+        ),
+    )
 
 
 #: The NeurIPS 2024 paper's Fig. 3 input: key 99 at position 2, then the pair (4, 3)
@@ -420,5 +488,15 @@ def sample_input(task: str = "symmetric", k: int = 0, offset: int = 4) -> Anchor
     x, a1, a2 = FIG3_TOKENS[p], FIG3_TOKENS[p + 1], FIG3_TOKENS[p + 2]
     heldout = (a1, a2) in spec.heldout_pairs
     target = composite(x, a1, a2) + (0 if heldout else spec.offset((a1, a2)))
-    candidates = {name: torch.tensor([composite(x, a1, a2) + off]) for name, off in spec.candidates.items()} if heldout else {}
-    return AnchorDataset(task, "heldout" if heldout else "train", tokens, torch.tensor([target]), torch.tensor([p]), torch.tensor([[a1, a2]]), candidates)
+    candidates = (
+        {name: torch.tensor([composite(x, a1, a2) + off]) for name, off in spec.candidates.items()} if heldout else {}
+    )
+    return AnchorDataset(
+        task,
+        "heldout" if heldout else "train",
+        tokens,
+        torch.tensor([target]),
+        torch.tensor([p]),
+        torch.tensor([[a1, a2]]),
+        candidates,
+    )

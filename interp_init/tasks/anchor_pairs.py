@@ -97,7 +97,6 @@ DATA_VERSION = 4
 SYMMETRIC_TASK_OFFSET = 4
 
 
-
 def composite(x: Tensor | int, a1: Tensor | int, a2: Tensor | int) -> Tensor | int:
     """f(x; a1, a2) = x + s(a1) + s(a2), on ints or tensors of anchors."""
     if isinstance(a1, int) and isinstance(a2, int):
@@ -171,7 +170,9 @@ def task_spec(task: Task | str, k: int = 0, offset: int = 4) -> TaskSpec:
     if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= len(SYMMETRIC_GROUPS):
         raise ValueError(f"k (inferential complexity) must be an integer in 0..{len(SYMMETRIC_GROUPS)}, got {k!r}")
     if isinstance(offset, bool) or not isinstance(offset, int) or offset == 0:
-        raise ValueError(f"offset must be a non-zero integer (the shift of a non-inferential target from f), got {offset!r}")
+        raise ValueError(
+            f"offset must be a non-zero integer (the shift of a non-inferential target from f), got {offset!r}"
+        )
     if task != "complexity" and k != 0:
         raise ValueError(f"k applies to the 'complexity' task only; task {task!r} takes k=0")
     if task == "symmetric":
@@ -190,7 +191,9 @@ def task_spec(task: Task | str, k: int = 0, offset: int = 4) -> TaskSpec:
     lowest = KEY_LOW + min(composite(0, a, b) + offsets.get((a, b), 0) for a, b in ALL_PAIRS)
     highest = KEY_HIGH + max(composite(0, a, b) + offsets.get((a, b), 0) for a, b in ALL_PAIRS)
     if lowest < 0 or highest >= VOCAB_SIZE:
-        raise ValueError(f"offset {offset} puts targets in {lowest}..{highest}, outside the vocabulary 0..{VOCAB_SIZE - 1}")
+        raise ValueError(
+            f"offset {offset} puts targets in {lowest}..{highest}, outside the vocabulary 0..{VOCAB_SIZE - 1}"
+        )
     return TaskSpec(task, ALL_PAIRS, (), offsets=offsets)
 
 
@@ -199,7 +202,7 @@ def highest_token(task: str, k: int = 0, offset: int = 4) -> int:
     candidate targets): a model's vocabulary must be larger than it."""
     spec = task_spec(task, k=k, offset=offset)
     extra = max([0, *spec.candidates.values()])
-    targets = [composite(0, a, b) + spec.offset((a, b)) + (extra if (a, b) in spec.heldout_pairs else 0) for a, b in ALL_PAIRS]
+    targets = [
+        composite(0, a, b) + spec.offset((a, b)) + (extra if (a, b) in spec.heldout_pairs else 0) for a, b in ALL_PAIRS
+    ]
     return max(KEY_HIGH, KEY_HIGH + max(targets))
-
-

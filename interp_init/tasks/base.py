@@ -56,7 +56,15 @@ SPLITS: tuple[str, ...] = ("train", "id_test", "heldout")
 #: The keys of a history record that are not metrics.
 RECORD_KEYS: tuple[str, ...] = ("epoch", "step", "loss", "lr")
 #: The report sections every task's runs can show (keys of ``training.studies.report`` sections).
-GENERIC_SECTIONS: tuple[str, ...] = ("verdict", "curves", "accuracies", "flow", "condensation", "stable_ranks", "spectra")
+GENERIC_SECTIONS: tuple[str, ...] = (
+    "verdict",
+    "curves",
+    "accuracies",
+    "flow",
+    "condensation",
+    "stable_ranks",
+    "spectra",
+)
 #: The task a run trains on unless told otherwise.
 DEFAULT_TASK = "symmetric"
 #: ID accuracy at or above which a run has fit its training distribution (the papers' 0.9).
@@ -139,9 +147,13 @@ class TaskMetrics:
         (keys that are not fields, such as a history record's ``epoch``, are ignored)."""
         if not isinstance(data, Mapping):
             raise ValueError(f"{where}: metrics must be a JSON object, got {type(data).__name__}")
-        missing = [f.name for f in fields(cls) if f.name not in data and f.default is MISSING and f.default_factory is MISSING]
+        missing = [
+            f.name for f in fields(cls) if f.name not in data and f.default is MISSING and f.default_factory is MISSING
+        ]
         if missing:
-            raise ValueError(f"{where}: the {cls.__name__} metrics lack {missing} (a run written by another task, or a damaged file)")
+            raise ValueError(
+                f"{where}: the {cls.__name__} metrics lack {missing} (a run written by another task, or a damaged file)"
+            )
         return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
     @classmethod
@@ -151,7 +163,9 @@ class TaskMetrics:
 
     def columns(self) -> dict[str, float]:
         """The scalar metrics, by results-table column (default: every float field)."""
-        return {name: float(getattr(self, name)) for name in self.column_names() if getattr(self, name, None) is not None}
+        return {
+            name: float(getattr(self, name)) for name in self.column_names() if getattr(self, name, None) is not None
+        }
 
     def groups(self) -> dict[str, float]:
         """Accuracy per named group of inputs (e.g. per anchor pair); none by default."""
@@ -210,11 +224,23 @@ class Samples:
 
     def to(self, device: str | torch.device) -> Samples:
         """A copy with every tensor on ``device``."""
-        return Samples(self.task, self.split, self.token_ids.to(device), self.targets.to(device), {k: v.to(device) for k, v in self.meta.items()})
+        return Samples(
+            self.task,
+            self.split,
+            self.token_ids.to(device),
+            self.targets.to(device),
+            {k: v.to(device) for k, v in self.meta.items()},
+        )
 
     def subset(self, index: Tensor | slice) -> Samples:
         """The samples at ``index`` (a slice, index tensor or boolean mask)."""
-        return Samples(self.task, self.split, self.token_ids[index], self.targets[index], {k: v[index] for k, v in self.meta.items()})
+        return Samples(
+            self.task,
+            self.split,
+            self.token_ids[index],
+            self.targets[index],
+            {k: v[index] for k, v in self.meta.items()},
+        )
 
 
 @dataclass(frozen=True)
@@ -280,7 +306,9 @@ class Task:
         accuracy against :data:`FIT_THRESHOLD`), unless the task says more."""
         id_acc = None if final is None else final.id_acc
         solution = "fit" if id_acc is not None and id_acc >= FIT_THRESHOLD else "did not fit"
-        evidence = f"ID accuracy {num(id_acc)}" + ("" if final is None else "".join(f", {k} {v:.2f}" for k, v in final.heldout_curves().items()))
+        evidence = f"ID accuracy {num(id_acc)}" + (
+            "" if final is None else "".join(f", {k} {v:.2f}" for k, v in final.heldout_curves().items())
+        )
         return Verdict(status_solution(solution, status), evidence, self.expected)
 
     def preset_overrides(self, preset: str) -> dict[str, Any]:
@@ -302,12 +330,16 @@ class Task:
     #: (``symmetric``'s (3,4) against (4,3): training/studies/records.py).
     has_race: ClassVar[bool] = False
 
-    def flip_checks(self, small: Mapping[str, Any], large: Mapping[str, Any], criteria: Mapping[str, float]) -> dict[str, bool]:
+    def flip_checks(
+        self, small: Mapping[str, Any], large: Mapping[str, Any], criteria: Mapping[str, float]
+    ) -> dict[str, bool]:
         """Each criterion of the flip, by name, from the summary rows of the small-init and
         large-init runs (their :meth:`TaskMetrics.columns`); only for tasks that reproduce."""
         raise ValueError(f"task {self.name!r} has no small-init / large-init flip to reproduce")
 
-    def flip_readings(self, small: Mapping[str, Any], large: Mapping[str, Any], criteria: Mapping[str, float]) -> dict[str, tuple[str, bool]]:
+    def flip_readings(
+        self, small: Mapping[str, Any], large: Mapping[str, Any], criteria: Mapping[str, float]
+    ) -> dict[str, tuple[str, bool]]:
         """Readings shown beside a criterion of :meth:`flip_checks`, never criteria themselves
         (they do not enter whether the flip holds): name -> (the criterion it stands beside,
         whether it holds).  None by default."""
@@ -386,7 +418,9 @@ class EpochRecord:
     def from_json(cls, task: Task, data: Mapping[str, Any], where: str = "history") -> EpochRecord:
         evaluated = any(f.name in data for f in fields(task.metrics_class))
         metrics = task.read_metrics(data, where) if evaluated else None
-        return cls(int(data["epoch"]), int(data.get("step", 0)), float(data["loss"]), float(data.get("lr", 0.0)), metrics)
+        return cls(
+            int(data["epoch"]), int(data.get("step", 0)), float(data["loss"]), float(data.get("lr", 0.0)), metrics
+        )
 
 
 @dataclass(frozen=True)
@@ -414,7 +448,9 @@ def read_run_metrics(task: Task, data: Mapping[str, Any], where: str = "metrics.
     final_json = data.get("final") or {}
     evaluated = any(f.name in final_json for f in fields(task.metrics_class))
     final = task.read_metrics(final_json, f"{where} [final]") if evaluated else None
-    history = tuple(EpochRecord.from_json(task, r, f"{where} [history {i}]") for i, r in enumerate(data.get("history") or []))
+    history = tuple(
+        EpochRecord.from_json(task, r, f"{where} [history {i}]") for i, r in enumerate(data.get("history") or [])
+    )
     elapsed = data.get("elapsed_s")
     stopped = data.get("stopped_early")
     return RunMetrics(str(data.get("status", "")), final, history, None if elapsed is None else float(elapsed), data.get("diverged_at_step"),

@@ -24,7 +24,9 @@ def _call(task: Task, method: str, args: str, call: Callable[[], Any]) -> Any:
         raise
     except Exception as err:
         text = " ".join(str(err).split())[:200]
-        raise BadTaskOutput(f"task {task.name}: {type(task).__qualname__}.{method}({args}) raised {type(err).__name__}: {text}; fix the task (docs/tasks.md)") from err
+        raise BadTaskOutput(
+            f"task {task.name}: {type(task).__qualname__}.{method}({args}) raised {type(err).__name__}: {text}; fix the task (docs/tasks.md)"
+        ) from err
 
 
 def checked_split(task: Task, split: str, n: int, seed: int, d_vocab: int | None = None) -> Any:
@@ -42,23 +44,37 @@ def checked_split(task: Task, split: str, n: int, seed: int, d_vocab: int | None
     fix = "fix the task (docs/tasks.md)"
     tokens, targets = getattr(samples, "token_ids", None), getattr(samples, "targets", None)
     if not isinstance(tokens, torch.Tensor) or not isinstance(targets, torch.Tensor):
-        raise BadTaskOutput(f"{where} returned {type(samples).__name__} {samples!r:.60}, not samples with token_ids and targets tensors (interp_init.tasks.base.Samples); {fix}")
+        raise BadTaskOutput(
+            f"{where} returned {type(samples).__name__} {samples!r:.60}, not samples with token_ids and targets tensors (interp_init.tasks.base.Samples); {fix}"
+        )
     vocab = task.vocab_size if d_vocab is None else d_vocab
     sequence = task.output == "sequence"
     for name, value, dims in (("token_ids", tokens, 2), ("targets", targets, 2 if sequence else 1)):
         if value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool:
-            raise BadTaskOutput(f"{where} returned {name} of dtype {value.dtype}, not an integer dtype (token ids); {fix}")
+            raise BadTaskOutput(
+                f"{where} returned {name} of dtype {value.dtype}, not an integer dtype (token ids); {fix}"
+            )
         if value.dim() != dims:
-            raise BadTaskOutput(f"{where} returned {name} of shape {tuple(value.shape)}, not {dims}-D ([n{', seq_len' if dims == 2 else ''}]); {fix}")
+            raise BadTaskOutput(
+                f"{where} returned {name} of shape {tuple(value.shape)}, not {dims}-D ([n{', seq_len' if dims == 2 else ''}]); {fix}"
+            )
     if sequence and targets.shape[1:] != tokens.shape[1:]:
-        raise BadTaskOutput(f"{where} returned targets of shape {tuple(targets.shape)} for token_ids of shape {tuple(tokens.shape)}; a sequence task has a target (or IGNORE) at every position; {fix}")
+        raise BadTaskOutput(
+            f"{where} returned targets of shape {tuple(targets.shape)} for token_ids of shape {tuple(tokens.shape)}; a sequence task has a target (or IGNORE) at every position; {fix}"
+        )
     if tokens.shape[0] != n or targets.shape[0] != n:
-        raise BadTaskOutput(f"{where} returned {tokens.shape[0]} token sequences and {targets.shape[0]} targets, not the {n} samples asked for; {fix}")
+        raise BadTaskOutput(
+            f"{where} returned {tokens.shape[0]} token sequences and {targets.shape[0]} targets, not the {n} samples asked for; {fix}"
+        )
     if tokens.shape[1] != task.seq_len:
-        raise BadTaskOutput(f"{where} returned sequences of length {tokens.shape[1]}, not the task's seq_len {task.seq_len}; {fix}")
+        raise BadTaskOutput(
+            f"{where} returned sequences of length {tokens.shape[1]}, not the task's seq_len {task.seq_len}; {fix}"
+        )
     for name, value in (("token_ids", tokens), ("targets", targets[targets != IGNORE] if sequence else targets)):
         if value.numel() and (int(value.min()) < 0 or int(value.max()) >= vocab):
-            raise BadTaskOutput(f"{where} returned {name} in [{int(value.min())}, {int(value.max())}], outside the vocabulary [0, {vocab - 1}]; {fix}")
+            raise BadTaskOutput(
+                f"{where} returned {name} in [{int(value.min())}, {int(value.max())}], outside the vocabulary [0, {vocab - 1}]; {fix}"
+            )
     return samples
 
 
@@ -73,7 +89,9 @@ def checked_evaluation(task: Task, call: Callable[[], Any]) -> TaskMetrics:
     where = f"task {task.name}: {type(task).__qualname__}.evaluate(...)"
     fix = "fix the task (docs/tasks.md)"
     if not isinstance(metrics, task.metrics_class):
-        raise BadTaskOutput(f"{where} returned {type(metrics).__name__} {metrics!r:.60}, not a {task.metrics_class.__name__} (the task's metrics_class); {fix}")
+        raise BadTaskOutput(
+            f"{where} returned {type(metrics).__name__} {metrics!r:.60}, not a {task.metrics_class.__name__} (the task's metrics_class); {fix}"
+        )
 
     def check(name: str, value: Any) -> None:
         if isinstance(value, Mapping):
@@ -83,7 +101,9 @@ def checked_evaluation(task: Task, call: Callable[[], Any]) -> TaskMetrics:
         if value is None:
             return
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise BadTaskOutput(f"{where} returned {name} = {value!r:.60} ({type(value).__name__}), not a plain number (use float(...)); {fix}")
+            raise BadTaskOutput(
+                f"{where} returned {name} = {value!r:.60} ({type(value).__name__}), not a plain number (use float(...)); {fix}"
+            )
         if not math.isfinite(value):
             raise BadTaskOutput(f"{where} returned {name} = {value}, not a finite number; {fix}")
         if name.endswith("acc") and not 0.0 <= value <= 1.0:

@@ -197,7 +197,9 @@ def make_dataset(
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n (number of samples) must be an integer >= 1, got {n!r}")
     if (seed is None) == (generator is None):
-        raise ValueError("make_dataset needs exactly one source of randomness: seed=<int> or generator=<torch.Generator>")
+        raise ValueError(
+            "make_dataset needs exactly one source of randomness: seed=<int> or generator=<torch.Generator>"
+        )
     if generator is None:
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
@@ -209,14 +211,18 @@ def make_dataset(
     else:
         pairs = torch.tensor(spec.train_pairs)
     if balanced and n % len(pairs):
-        raise ValueError(f"balanced: n ({n}) must be a multiple of the {len(pairs)} pairs of {task!r}'s {split!r} split, e.g. {n - n % len(pairs) or len(pairs)}")
+        raise ValueError(
+            f"balanced: n ({n}) must be a multiple of the {len(pairs)} pairs of {task!r}'s {split!r} split, e.g. {n - n % len(pairs) or len(pairs)}"
+        )
 
     # One draw from the source of randomness seeds every block's generator.
     base_seed = int(torch.randint(0, 1 << 62, (1,), generator=generator))
     key_table, key_counts = _key_table("id_test" if split == "id_test" else "train")
     pair_table = pairs.numpy().astype(np.uint8)
     # f + the task's offset for each of the split's pairs, indexed like pair_table
-    pair_shift = np.array([composite(0, a, b) + (0 if split == "heldout" else spec.offset((a, b))) for a, b in pairs.tolist()])
+    pair_shift = np.array(
+        [composite(0, a, b) + (0 if split == "heldout" else spec.offset((a, b))) for a, b in pairs.tolist()]
+    )
 
     token_ids = torch.empty(n, SEQ_LEN, dtype=torch.uint8)
     targets = torch.empty(n, dtype=torch.int64)

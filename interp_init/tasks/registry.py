@@ -69,12 +69,16 @@ def task_class(name: str) -> type[Task]:
     if name in _REGISTRY:
         return _REGISTRY[name]
     if not isinstance(name, str) or ":" not in name:
-        raise ValueError(f"unknown task {name!r}; choose one of {registered_tasks()} or give your own as package.module:ClassName")
+        raise ValueError(
+            f"unknown task {name!r}; choose one of {registered_tasks()} or give your own as package.module:ClassName"
+        )
     module, _, attr = name.partition(":")
     try:
         cls = pkgutil.resolve_name(name)
     except ModuleNotFoundError as err:
-        raise ValueError(f"task {name!r}: cannot import module {module!r} ({err}); put its folder on PYTHONPATH") from None
+        raise ValueError(
+            f"task {name!r}: cannot import module {module!r} ({err}); put its folder on PYTHONPATH"
+        ) from None
     except (AttributeError, ValueError) as err:
         raise ValueError(f"task {name!r}: module {module!r} has no class {attr!r} ({err})") from None
     check_task_class(cls, name)

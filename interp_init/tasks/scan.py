@@ -42,7 +42,21 @@ SCAN_SPLITS: dict[str, tuple[str, str]] = {
     "jump": ("scan/tasks_train_addprim_jump.txt", "scan/tasks_test_addprim_jump.txt"),
 }
 #: SCAN's command words and actions (the whole grammar's).
-COMMAND_WORDS: tuple[str, ...] = ("jump", "walk", "run", "look", "turn", "left", "right", "opposite", "around", "twice", "thrice", "and", "after")
+COMMAND_WORDS: tuple[str, ...] = (
+    "jump",
+    "walk",
+    "run",
+    "look",
+    "turn",
+    "left",
+    "right",
+    "opposite",
+    "around",
+    "twice",
+    "thrice",
+    "and",
+    "after",
+)
 ACTIONS: tuple[str, ...] = ("I_JUMP", "I_WALK", "I_RUN", "I_LOOK", "I_TURN_LEFT", "I_TURN_RIGHT")
 #: The seed of the fixed draw of the ID test commands (the same for every run).
 ID_TEST_SEED = 2024

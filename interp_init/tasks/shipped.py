@@ -89,7 +89,9 @@ def read_text(name: str, folder: Path | None = None) -> str:
         raise ValueError(f"data file {path} cannot be read ({err}); {_FIX}") from None
     digest = hashlib.sha256(text).hexdigest()
     if digest != record.sha256:
-        raise ValueError(f"data file {path} is altered: its sha256 is {digest}, not the recorded {record.sha256} ({record.source}); {_FIX}")
+        raise ValueError(
+            f"data file {path} is altered: its sha256 is {digest}, not the recorded {record.sha256} ({record.source}); {_FIX}"
+        )
     return text.decode("utf-8")
 
 

@@ -34,7 +34,12 @@ def test_no_pair_of_the_held_out_square_ever_enters_training(task: AdditionTask,
     assert not task.in_square(a, b).any()
     # the tokens say the same: [a, +, b, =] with target a + b, operands in range
     tokens = train.tokens.numpy()
-    assert (tokens[:, 0] == a).all() and (tokens[:, 2] == b).all() and (tokens[:, 1] == PLUS).all() and (tokens[:, 3] == EQUALS).all()
+    assert (
+        (tokens[:, 0] == a).all()
+        and (tokens[:, 2] == b).all()
+        and (tokens[:, 1] == PLUS).all()
+        and (tokens[:, 3] == EQUALS).all()
+    )
     assert (train.targets.numpy() == a + b).all() and (a < task.n_operands).all() and (b < task.n_operands).all()
     # every square pair is held out, and the three splits partition the grid
     splits = [{tuple(p) for p in task.pairs(s).tolist()} for s in ("train", "id_test", "heldout")]
@@ -75,7 +80,9 @@ def test_addition_trains_from_the_cli_and_the_probes_run_on_its_model(tmp_path: 
     from training.studies.report import ReportConfig, load_runs, write_report
 
     run = tmp_path / "run"
-    assert main(["train", "--task", "addition", "--preset", "tiny", "--out", str(run), "--device", "cpu", "--quiet"]) == 0
+    assert (
+        main(["train", "--task", "addition", "--preset", "tiny", "--out", str(run), "--device", "cpu", "--quiet"]) == 0
+    )
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["status"] == "completed" and {"train_acc", "id_acc", "square_acc"} <= set(metrics["final"])
     model = load_runs([run])[0].model

@@ -263,7 +263,9 @@ def test_task_decides_the_default_architecture() -> None:
 
 @pytest.mark.parametrize("architecture", ARCHITECTURES)
 def test_load_model_round_trips(architecture: str, tmp_path) -> None:
-    cfg = make_run_config("tiny", task="id-ood", architecture=architecture, epochs=1, n_train=300, n_test=100, eval_samples=100)
+    cfg = make_run_config(
+        "tiny", task="id-ood", architecture=architecture, epochs=1, n_train=300, n_test=100, eval_samples=100
+    )
     result = train(cfg, tmp_path / "run", device="cpu", progress=False)
     loaded = load_model(tmp_path / "run")
     assert architecture_of(loaded) == architecture
@@ -273,7 +275,20 @@ def test_load_model_round_trips(architecture: str, tmp_path) -> None:
 
 def test_a_run_folder_of_another_architecture_is_refused(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
     out = str(tmp_path / "run")
-    args = ["train", "--preset", "tiny", "--task", "symmetric", "--epochs", "1", "--n-train", "300", "--quiet", "--out", out]
+    args = [
+        "train",
+        "--preset",
+        "tiny",
+        "--task",
+        "symmetric",
+        "--epochs",
+        "1",
+        "--n-train",
+        "300",
+        "--quiet",
+        "--out",
+        out,
+    ]
     assert main([*args, "--architecture", "neurips"]) == 0
     assert main([*args, "--architecture", "journal"]) != 0
     err = capsys.readouterr().err
@@ -325,7 +340,12 @@ def test_the_custom_architecture_example_trains_through_the_command_line(tmp_pat
     from helpers import ROOT
 
     out = tmp_path / "parallel"
-    done = subprocess.run([sys.executable, str(ROOT / "examples" / "custom_architecture.py"), "--out", str(out)], capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "custom_architecture.py"), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads((out / "metrics.json").read_text())["status"] == "completed"
     assert json.loads((out / "config.json").read_text())["model"]["architecture"] == "parallel"
@@ -337,7 +357,13 @@ def test_the_custom_architecture_example_trains_through_the_command_line(tmp_pat
 def test_the_registry_refuses_what_would_make_a_name_or_a_block_ambiguous() -> None:
     from dataclasses import replace
 
-    from interp_init.architectures import Architecture, architecture_names, get_architecture, register_architecture, registered
+    from interp_init.architectures import (
+        Architecture,
+        architecture_names,
+        get_architecture,
+        register_architecture,
+        registered,
+    )
 
     journal = get_architecture("journal")
     with pytest.raises(ValueError, match="an architecture named 'journal' is already registered"):
@@ -365,7 +391,9 @@ def test_the_docs_show_the_example_as_it_is() -> None:
     doc = (ROOT / "docs" / "architectures.md").read_text(encoding="utf-8")
     block = re.search(r"```python\n(.*?)```", doc, re.S).group(1)
     block = block[: block.index("PARALLEL = Architecture(")]
-    example = {line.strip() for line in (ROOT / "examples" / "custom_architecture.py").read_text(encoding="utf-8").splitlines()}
+    example = {
+        line.strip() for line in (ROOT / "examples" / "custom_architecture.py").read_text(encoding="utf-8").splitlines()
+    }
     for line in block.splitlines():
         code = line.split("  #")[0].strip()
         if code.startswith("def "):

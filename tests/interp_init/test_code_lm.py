@@ -43,7 +43,9 @@ def test_code_lm_trains_from_the_cli_and_its_perplexity_is_the_hooked_forwards(t
     from training.studies.report import ReportConfig, load_runs, write_report
 
     run = tmp_path / "run"
-    assert main(["train", "--task", "code-lm", "--preset", "tiny", "--out", str(run), "--device", "cpu", "--quiet"]) == 0
+    assert (
+        main(["train", "--task", "code-lm", "--preset", "tiny", "--out", str(run), "--device", "cpu", "--quiet"]) == 0
+    )
     final = json.loads((run / "metrics.json").read_text())["final"]
     assert {"train_acc", "id_acc", "train_ppl", "test_ppl"} <= set(final)
     cfg = RunConfig.from_dict(json.loads((run / "config.json").read_text()))

@@ -56,10 +56,15 @@ def test_cogs_trains_from_the_cli_with_id_metrics_and_the_report_runs(tmp_path: 
     ("args", "message"),
     [
         (["--n-heldout", "100"], "n_heldout sizes a held-out split, and task 'cogs' has none: leave --n-heldout unset"),
-        (["--n-train", "30000"], "COGS: --n-train 30000 exceeds the 24,155 train samples the benchmark has; use --n-train <= 24155"),
+        (
+            ["--n-train", "30000"],
+            "COGS: --n-train 30000 exceeds the 24,155 train samples the benchmark has; use --n-train <= 24155",
+        ),
     ],
 )
-def test_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
+def test_bad_input_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
     out = tmp_path / "run"
     assert main(["train", "--task", "cogs", "--preset", "tiny", "--out", str(out), "--quiet", *args]) == 2
     assert capsys.readouterr().err.strip() == f"interp-init: error: {message}" and not out.exists()

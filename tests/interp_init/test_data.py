@@ -29,7 +29,9 @@ def _scalar_target(task: str, x: int, a1: int, a2: int, k: int = 0, offset: int 
 
 def _check_rules(ds, task: str, k: int = 0, offset: int = 4) -> None:
     assert ds.tokens.dtype == torch.int64 and ds.tokens.shape[1] == 9
-    for tokens, target, p, pair in zip(ds.tokens.tolist(), ds.targets.tolist(), ds.key_positions.tolist(), ds.anchor_pairs.tolist()):
+    for tokens, target, p, pair in zip(
+        ds.tokens.tolist(), ds.targets.tolist(), ds.key_positions.tolist(), ds.anchor_pairs.tolist()
+    ):
         assert 0 <= p <= 6
         anchors = [i for i, t in enumerate(tokens) if t in SHIFT]
         assert anchors == [p + 1, p + 2], tokens  # exactly one adjacent anchor pair, right after the key
@@ -40,7 +42,11 @@ def _check_rules(ds, task: str, k: int = 0, offset: int = 4) -> None:
             assert x % 9 == p
         else:
             assert x % 9 != p
-        want = x + SHIFT[pair[0]] + SHIFT[pair[1]] if ds.split == "heldout" else _scalar_target(task, x, *pair, k=k, offset=offset)
+        want = (
+            x + SHIFT[pair[0]] + SHIFT[pair[1]]
+            if ds.split == "heldout"
+            else _scalar_target(task, x, *pair, k=k, offset=offset)
+        )
         assert target == want
 
 
@@ -213,7 +219,10 @@ def test_swapped_exchanges_the_pair_only() -> None:
     assert torch.equal(sw.tokens[other], ds.tokens[other])
 
 
-@pytest.mark.parametrize(("task", "split", "pairs"), [("symmetric", "train", 15), ("symmetric", "heldout", 1), ("id-ood", "heldout", 2), ("complexity", "id_test", 16)])
+@pytest.mark.parametrize(
+    ("task", "split", "pairs"),
+    [("symmetric", "train", 15), ("symmetric", "heldout", 1), ("id-ood", "heldout", 2), ("complexity", "id_test", 16)],
+)
 def test_balanced_draws_as_many_samples_of_every_pair(task: str, split: str, pairs: int) -> None:
     """``balanced``: each pair exactly n / pairs times (counted by hand, across a block
     boundary), keys, positions and noise drawn as without it; n not a multiple is refused."""
@@ -239,7 +248,10 @@ def test_balanced_draws_as_many_samples_of_every_pair(task: str, split: str, pai
         (dict(task="symmetric", split="valid", n=5, seed=0), "unknown split 'valid'"),
         (dict(task="symmetric", split="train", n=0, seed=0), "n \\(number of samples\\) must be an integer >= 1"),
         (dict(task="complexity", split="heldout", n=5, seed=0), "has no held-out pair"),
-        (dict(task="complexity", split="train", n=5, seed=0, k=7), "k \\(inferential complexity\\) must be an integer in 0..6"),
+        (
+            dict(task="complexity", split="train", n=5, seed=0, k=7),
+            "k \\(inferential complexity\\) must be an integer in 0..6",
+        ),
         (dict(task="complexity", split="train", n=5, seed=0, k=-1), "must be an integer in 0..6"),
         (dict(task="symmetric", split="train", n=5, seed=0, k=2), "k applies to the 'complexity' task only"),
         (dict(task="complexity", split="train", n=5, seed=0, k=6, offset=200), "outside the vocabulary"),

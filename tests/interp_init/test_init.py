@@ -15,7 +15,9 @@ from interp_init import InitConfig, ModelConfig, build_model, gamma_init_, init_
 _foreign_model = functools.partial(foreign_model, n_layers=3, d_model=64, n_heads=4, n_ctx=64)
 
 
-def _expected(name: str, convention: str, gamma: float, d_model: int, n_heads: int, d_head: int, d_mlp: int, n_layers: int) -> float:
+def _expected(
+    name: str, convention: str, gamma: float, d_model: int, n_heads: int, d_head: int, d_mlp: int, n_layers: int
+) -> float:
     """An independent statement of the gamma init rule (docs/science.md#gamma-scaled-initialization)."""
     leaf = name.rsplit(".", 1)[-1]
     if convention == "reference":

@@ -43,7 +43,11 @@ def test_the_shipped_models_are_named_and_filtered() -> None:
     assert interp_init.list_pretrained() == NAMES
     assert interp_init.list_pretrained("symmetric-*") == NAMES[2:]
     index = json.loads((PRETRAINED_DIR / INDEX_FILE).read_text())
-    assert index["command"].startswith("interp-init reproduce --preset cpu --seed 201") and index["machine"] and index["beside"]
+    assert (
+        index["command"].startswith("interp-init reproduce --preset cpu --seed 201")
+        and index["machine"]
+        and index["beside"]
+    )
     for name in NAMES:
         info = pretrained_info(name)
         assert (info.preset, info.seed, name) == ("cpu", 201, f"{info.task}-{info.regime}")
@@ -66,7 +70,9 @@ def test_from_pretrained_opens_the_shipped_weights_offline(name: str, offline: N
 
 
 def test_unknown_names_and_changed_files_are_refused(tmp_path: Path) -> None:
-    with pytest.raises(PretrainedError, match=r"no shipped model is called 'symmetric-small': did you mean 'symmetric-small-init'\?"):
+    with pytest.raises(
+        PretrainedError, match=r"no shipped model is called 'symmetric-small': did you mean 'symmetric-small-init'\?"
+    ):
         interp_init.from_pretrained("symmetric-small")
     info = pretrained_info("symmetric-large-init")
     copy = tmp_path / info.name
@@ -88,7 +94,9 @@ def _python_block(page: Path) -> str:
     return re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.S)[0]
 
 
-def test_the_docs_example_opens_a_model_and_draws_its_attention(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, offline: None) -> None:
+def test_the_docs_example_opens_a_model_and_draws_its_attention(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, offline: None
+) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "runs" / "pretrained").mkdir(parents=True)
     stdout = io.StringIO()
@@ -99,7 +107,9 @@ def test_the_docs_example_opens_a_model_and_draws_its_attention(tmp_path: Path, 
     assert "L1H0" in page and "unpkg.com" not in page  # every head drawn; no script from a CDN
 
 
-def test_the_example_script_prints_the_answer_and_writes_the_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_example_script_prints_the_answer_and_writes_the_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     script = ROOT / "examples" / "pretrained_attention.py"
     monkeypatch.setattr(sys, "argv", [str(script), "--model", "symmetric-small-init", "--out", str(tmp_path)])
     stdout = io.StringIO()

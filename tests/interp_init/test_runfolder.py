@@ -18,7 +18,15 @@ from safetensors.torch import load_file
 from interp_init import ModelConfig, build_model, load_model
 from interp_init import fileio as fileio_module
 from interp_init.model import save_weights
-from interp_init.runfolder import BadRunFile, RunFolder, RunFolderBusy, RunStatus, atomic_write, config_digest, file_sha256
+from interp_init.runfolder import (
+    BadRunFile,
+    RunFolder,
+    RunFolderBusy,
+    RunStatus,
+    atomic_write,
+    config_digest,
+    file_sha256,
+)
 from training import make_run_config, train
 from training.cli import main
 
@@ -64,7 +72,9 @@ def test_finished_run_records_the_digests_that_bind_its_files(two_runs: tuple[Pa
         assert handle.metadata()["run_digest"] == metrics["config_digest"]
 
 
-def test_weights_copied_from_another_run_are_refused_everywhere(two_runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_weights_copied_from_another_run_are_refused_everywhere(
+    two_runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     small, large = two_runs
     run = _copy(large, tmp_path / "large")
     shutil.copy(small / "model.safetensors", run / "model.safetensors")
@@ -126,13 +136,18 @@ _METRICS_DAMAGE = {
     "null": (b"null", "holds null, not a JSON object"),
     "an unknown status": (b'{"status": "done", "final": {}, "history": []}', "has status 'done'"),
     "no final": (b'{"status": "completed", "history": []}', "has a 'final' that is not a JSON object"),
-    "a history of numbers": (b'{"status": "completed", "final": {}, "history": [1]}', "has a 'history' entry that is not a JSON object"),
+    "a history of numbers": (
+        b'{"status": "completed", "final": {}, "history": [1]}',
+        "has a 'history' entry that is not a JSON object",
+    ),
     "not UTF-8": (b"\xff\xfe\x00", "is not UTF-8 text"),
 }
 
 
 @pytest.mark.parametrize("damage", list(_CONFIG_DAMAGE))
-def test_damaged_config_names_the_file(two_runs: tuple[Path, Path], tmp_path: Path, damage: str, capsys: pytest.CaptureFixture) -> None:
+def test_damaged_config_names_the_file(
+    two_runs: tuple[Path, Path], tmp_path: Path, damage: str, capsys: pytest.CaptureFixture
+) -> None:
     content, problem = _CONFIG_DAMAGE[damage]
     run = _copy(two_runs[1], tmp_path / "run")
     (run / "config.json").write_bytes(content)
@@ -145,7 +160,9 @@ def test_damaged_config_names_the_file(two_runs: tuple[Path, Path], tmp_path: Pa
 
 
 @pytest.mark.parametrize("damage", list(_METRICS_DAMAGE))
-def test_damaged_metrics_name_the_file(two_runs: tuple[Path, Path], tmp_path: Path, damage: str, capsys: pytest.CaptureFixture) -> None:
+def test_damaged_metrics_name_the_file(
+    two_runs: tuple[Path, Path], tmp_path: Path, damage: str, capsys: pytest.CaptureFixture
+) -> None:
     content, problem = _METRICS_DAMAGE[damage]
     run = _copy(two_runs[1], tmp_path / "run")
     (run / "metrics.json").write_bytes(content)
@@ -175,7 +192,9 @@ def _disk_full_on(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize("name", ["config.json", "checkpoint.pt", "metrics.json", "model.safetensors"])
-def test_full_disk_names_the_path_leaves_no_temporary_and_resumes(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+def test_full_disk_names_the_path_leaves_no_temporary_and_resumes(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     run = tmp_path / "run"
     cfg = make_run_config("tiny", seed=0, epochs=4, cosine_epochs=3.0, n_train=1000)
     reference = train(cfg, tmp_path / "ref", device="cpu", progress=False)
@@ -192,7 +211,9 @@ def test_full_disk_names_the_path_leaves_no_temporary_and_resumes(name: str, tmp
     assert _temporaries(run) == []
 
 
-def test_full_disk_through_the_command_line_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+def test_full_disk_through_the_command_line_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     _disk_full_on("model.safetensors", monkeypatch)
     assert main([*_ARGS, "--out", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
@@ -203,9 +224,13 @@ def test_full_disk_through_the_command_line_is_one_line(tmp_path: Path, monkeypa
 def test_a_real_small_filesystem(tmp_path: Path) -> None:
     mount = tmp_path / "small"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True, text=True
+    )
     if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip() or 'mount failed'}); the fault-injected writer covers it")
+        pytest.skip(
+            f"cannot mount a tmpfs here ({done.stderr.strip() or 'mount failed'}); the fault-injected writer covers it"
+        )
     try:
         run = mount / "run"
         proc = subprocess.run([*_CLI, *_ARGS, "--out", str(run)], capture_output=True, text=True, env=_env())
@@ -232,7 +257,9 @@ def test_kill_at_a_write_then_the_same_command_finishes_the_run(name: str, tmp_p
     stage = "before"
     ref, run = cli_reference, tmp_path / "run"
     count = "2" if name == "checkpoint.pt" else "1"
-    killed = subprocess.run([*_CLI, *_ARGS, "--out", str(run)], env=_env(INTERP_INIT_KILL_AT=f"{stage}:{name}:{count}"), capture_output=True)
+    killed = subprocess.run(
+        [*_CLI, *_ARGS, "--out", str(run)], env=_env(INTERP_INIT_KILL_AT=f"{stage}:{name}:{count}"), capture_output=True
+    )
     assert killed.returncode == -9
     left = _temporaries(run)
     assert len(left) == 1 and left[0].startswith(f".{name}.tmp"), left
@@ -259,7 +286,11 @@ def test_temporaries_of_live_writers_are_kept_and_pids_are_not_trusted(tmp_path:
     held = tmp_path / ".metrics.json.tmp-0123abcd"
     # Dead writers whose names carry a PID that is alive now (ours, init's): PIDs are reused
     # and differ between namespaces, so only the writer's lock tells whether it lives.
-    dead = [tmp_path / f".metrics.json.tmp{os.getpid()}", tmp_path / ".config.json.tmp1", tmp_path / ".checkpoint.pt.tmp-ffee"]
+    dead = [
+        tmp_path / f".metrics.json.tmp{os.getpid()}",
+        tmp_path / ".config.json.tmp1",
+        tmp_path / ".checkpoint.pt.tmp-ffee",
+    ]
     for path in [held, *dead]:
         path.write_text("{}")
     with open(held, "rb") as handle:
@@ -303,7 +334,9 @@ def test_a_second_process_training_the_same_folder_is_refused(tmp_path: Path, ca
     assert RunFolder(run).status() == RunStatus.COMPLETED
 
 
-def test_a_sweep_folder_with_copied_weights_names_the_file(two_runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_a_sweep_folder_with_copied_weights_names_the_file(
+    two_runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     from training.studies.sweep import collect_results
 
     sweep = tmp_path / "sweep"

@@ -41,14 +41,19 @@ def test_the_published_counts_cover_every_shipped_file() -> None:
 
 def test_a_missing_or_altered_file_is_one_line_naming_it(tmp_path: Path) -> None:
     name = "scan/tasks_test_addprim_turn_left.txt"
-    with pytest.raises(ValueError, match=r"data file .*tasks_test_addprim_turn_left.txt.xz is missing; reinstall interp-init"):
+    with pytest.raises(
+        ValueError, match=r"data file .*tasks_test_addprim_turn_left.txt.xz is missing; reinstall interp-init"
+    ):
         read_text(name, tmp_path)
     (tmp_path / "scan").mkdir()
     shutil.copy(FILES / f"{name}.xz", tmp_path / f"{name}.xz")
     assert read_text(name, tmp_path).count("\n") == 1_208
     altered = lzma.decompress((FILES / f"{name}.xz").read_bytes()).replace(b"I_JUMP", b"I_WALK", 1)
     (tmp_path / f"{name}.xz").write_bytes(lzma.compress(altered))
-    with pytest.raises(ValueError, match=rf"is altered: its sha256 is {hashlib.sha256(altered).hexdigest()}, not the recorded {SHIPPED[name].sha256}") as err:
+    with pytest.raises(
+        ValueError,
+        match=rf"is altered: its sha256 is {hashlib.sha256(altered).hexdigest()}, not the recorded {SHIPPED[name].sha256}",
+    ) as err:
         read_text(name, tmp_path)
     assert "\n" not in str(err.value)
     (tmp_path / f"{name}.xz").write_bytes(b"not xz")

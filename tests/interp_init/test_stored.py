@@ -40,7 +40,9 @@ def test_a_stored_run_reads_finished_with_its_ranks_and_lost_weights_do_not(fini
     assert ranks and RunRecord.read(finished).status == RunStatus.COMPLETED
     stored = _without_weights(finished, tmp_path / "stored", {"weights_sha256": sha})
     lost = _without_weights(finished, tmp_path / "lost", None)
-    other = _without_weights(finished, tmp_path / "other", {"weights_sha256": "0" * 64})  # names weights this run did not finish with
+    other = _without_weights(
+        finished, tmp_path / "other", {"weights_sha256": "0" * 64}
+    )  # names weights this run did not finish with
     record = RunRecord.read(stored)
     assert record.status == RunStatus.COMPLETED and record.metrics == RunRecord.read(finished).metrics
     assert run_stable_ranks(stored) == ranks  # the cached ranks of the weights left behind
@@ -61,7 +63,9 @@ def test_a_damaged_marker_names_the_file_and_reads_as_not_stored(finished: Path,
         stored_marker(run)
 
 
-def test_nothing_is_trained_loaded_or_written_in_stored_records(finished: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_nothing_is_trained_loaded_or_written_in_stored_records(
+    finished: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from training.cli import main
 
     study = tmp_path / "study"
@@ -79,7 +83,9 @@ def test_nothing_is_trained_loaded_or_written_in_stored_records(finished: Path, 
     assert sorted(p.name for p in study.iterdir()) == ["run", STORED_STUDY_FILE]  # nothing made
 
 
-def test_nothing_is_trained_or_written_in_the_campaigns_records(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_nothing_is_trained_or_written_in_the_campaigns_records(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Decided (issue 56): the GPU campaign's records (a cell folder, marked by its cell.json,
     and its parts) are records as stored studies are: ``train --out`` there is refused, so no
     weights or checkpoints land among them."""
@@ -90,7 +96,9 @@ def test_nothing_is_trained_or_written_in_the_campaigns_records(tmp_path: Path, 
     (cell / "cell.json").write_text("{}")
     before = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*"))
     for out in (cell / "part-1" / "new", cell / "new", cell / "part-1" / "seed=1"):
-        assert main(["train", "--preset", "tiny", "--epochs", "1", "--device", "cpu", "--out", str(out), "--quiet"]) == 2
+        assert (
+            main(["train", "--preset", "tiny", "--epochs", "1", "--device", "cpu", "--out", str(out), "--quiet"]) == 2
+        )
         err = capsys.readouterr().err
         assert f"is in the GPU campaign's records {cell}" in err and err.count("\n") == 1, err
     assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == before

@@ -38,7 +38,13 @@ DIGESTS_BEFORE = {
 
 def _digest(ds) -> str:
     h = hashlib.sha256()
-    for t in (ds.token_ids, ds.targets, ds.key_positions, ds.anchor_pairs, *[ds.candidate_targets[k] for k in sorted(ds.candidate_targets)]):
+    for t in (
+        ds.token_ids,
+        ds.targets,
+        ds.key_positions,
+        ds.anchor_pairs,
+        *[ds.candidate_targets[k] for k in sorted(ds.candidate_targets)],
+    ):
         h.update(t.to(torch.int64).numpy().tobytes())
     return h.hexdigest()[:16]
 
@@ -79,7 +85,13 @@ def test_anchor_tasks_measure_the_same_metrics_as_before(name: str) -> None:
 def _example_metrics(cls: type[TaskMetrics]) -> TaskMetrics:
     values = {}
     for i, f in enumerate(fields(cls)):
-        values[f.name] = {"1,2": 0.5, "4,3": 0.25} if f.name == "per_pair" else {"4,3": {"inferential": 0.75, "symmetric": 0.125}} if f.name == "heldout" else 0.5 + i / 64
+        values[f.name] = (
+            {"1,2": 0.5, "4,3": 0.25}
+            if f.name == "per_pair"
+            else {"4,3": {"inferential": 0.75, "symmetric": 0.125}}
+            if f.name == "heldout"
+            else 0.5 + i / 64
+        )
     return cls(**values)
 
 
@@ -89,7 +101,9 @@ def test_every_registered_task_round_trips_its_metrics_through_metrics_json(name
     metrics = _example_metrics(task.metrics_class)
     path = tmp_path / "metrics.json"
     record = EpochRecord(3, 30, 0.5, 1e-3, metrics)
-    path.write_text(json.dumps({"status": "completed", "final": {"epoch": 3, **record.to_json()}, "history": [record.to_json()]}))
+    path.write_text(
+        json.dumps({"status": "completed", "final": {"epoch": 3, **record.to_json()}, "history": [record.to_json()]})
+    )
     typed = read_run_metrics(task, json.loads(path.read_text()))
     assert typed.final == metrics and typed.history == (record,)
     assert type(typed.final) is task.metrics_class
@@ -106,9 +120,17 @@ def test_run_folders_written_before_tasks_were_classes_load_and_report(tmp_path:
     for name in ("symmetric", "id-ood"):
         final = json.loads((tmp_path / "runs" / name / "metrics.json").read_text())["final"]
         assert table.loc[name, "status"] == "completed" and table.loc[name, "id_acc"] == pytest.approx(final["id_acc"])
-    assert table.loc["symmetric", "heldout_inferential"] == pytest.approx(json.loads((tmp_path / "runs" / "symmetric" / "metrics.json").read_text())["final"]["heldout"]["4,3"]["inferential"])
-    assert table.loc["id-ood", "ood_acc"] == pytest.approx(json.loads((tmp_path / "runs" / "id-ood" / "metrics.json").read_text())["final"]["ood_acc"])
-    typed = read_run_metrics(make_task("symmetric"), json.loads((tmp_path / "runs" / "symmetric" / "metrics.json").read_text()))
+    assert table.loc["symmetric", "heldout_inferential"] == pytest.approx(
+        json.loads((tmp_path / "runs" / "symmetric" / "metrics.json").read_text())["final"]["heldout"]["4,3"][
+            "inferential"
+        ]
+    )
+    assert table.loc["id-ood", "ood_acc"] == pytest.approx(
+        json.loads((tmp_path / "runs" / "id-ood" / "metrics.json").read_text())["final"]["ood_acc"]
+    )
+    typed = read_run_metrics(
+        make_task("symmetric"), json.loads((tmp_path / "runs" / "symmetric" / "metrics.json").read_text())
+    )
     assert isinstance(typed.final, SymmetricMetrics) and all(r.metrics is not None for r in typed.history)
     page = write_report([tmp_path / "runs"], tmp_path / "report.html", ReportConfig(per_pair=2)).read_text()
     assert "Phase " in page and "held-out (4,3) inferential" in page
@@ -150,6 +172,17 @@ def test_the_task_decides_architecture_vocabulary_context_and_presets() -> None:
     # and at the paper scale the released code's sets, balanced per pair (tests/training/test_released.py counts them)
     released = {"drop_last": True, "balanced_pairs": True}
     assert preset_options("cpu", "symmetric")["lr"] == 5e-4
-    assert preset_options("paper", "id-ood") == {**released, "n_train": 708_750, "n_test": 78_750, "n_heldout": 101_250, "lr": 1.5e-4}
+    assert preset_options("paper", "id-ood") == {
+        **released,
+        "n_train": 708_750,
+        "n_test": 78_750,
+        "n_heldout": 101_250,
+        "lr": 1.5e-4,
+    }
     assert preset_options("paper", "complexity") == {**released, "n_train": 90_000}
-    assert preset_options("paper", "symmetric") == {**released, "n_train": 759_375, "n_test": 84_375, "n_heldout": 50_625}
+    assert preset_options("paper", "symmetric") == {
+        **released,
+        "n_train": 759_375,
+        "n_test": 84_375,
+        "n_heldout": 50_625,
+    }

@@ -49,19 +49,27 @@ class LastTokenTask(Task):
 SMALL = ["--preset", "tiny", "--device", "cpu", "--quiet", "--n-train", "512", "--epochs", "2"]
 
 
-def test_a_user_task_trains_from_the_cli_and_reaches_the_sweep_table_and_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_user_task_trains_from_the_cli_and_reaches_the_sweep_table_and_the_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["train", "--task", TASK, *SMALL, "--out", str(tmp_path / "run")]) == 0
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["status"] == "completed" and set(metrics["final"]) >= {"train_acc", "id_acc", "unseen_acc"}
     assert json.loads((tmp_path / "run" / "config.json").read_text())["model"]["d_vocab"] == 16
 
     spec = tmp_path / "spec.json"
-    spec.write_text(json.dumps({"base": {"preset": "tiny", "task": TASK, "n_train": 512, "epochs": 2}, "grid": {"gamma": [0.5, 0.8]}}))
+    spec.write_text(
+        json.dumps(
+            {"base": {"preset": "tiny", "task": TASK, "n_train": 512, "epochs": 2}, "grid": {"gamma": [0.5, 0.8]}}
+        )
+    )
     assert main(["sweep", str(spec), "--out", str(tmp_path / "sweep"), "--device", "cpu", "--quiet"]) == 0
     table = pd.read_csv(tmp_path / "sweep" / "results.csv")
     assert list(table["task"]) == [TASK, TASK] and table["unseen_acc"].notna().all()
     for run, acc in zip(table["run"], table["unseen_acc"], strict=True):
-        assert acc == pytest.approx(json.loads((tmp_path / "sweep" / run / "metrics.json").read_text())["final"]["unseen_acc"])
+        assert acc == pytest.approx(
+            json.loads((tmp_path / "sweep" / run / "metrics.json").read_text())["final"]["unseen_acc"]
+        )
 
     assert main(["report", str(tmp_path / "sweep"), "--out", str(tmp_path / "report.html"), "--per-pair", "2"]) == 0
     page = (tmp_path / "report.html").read_text()
@@ -84,4 +92,6 @@ def test_the_custom_task_example_writes_a_completed_run_folder(tmp_path: Path, m
     stdout = run_script(EXAMPLES / "custom_task.py", ["--out", str(tmp_path), "--device", "cpu"], monkeypatch)
     metrics = json.loads((tmp_path / "mod-sum" / "metrics.json").read_text())
     assert metrics["status"] == "completed" and "heldout_acc" in metrics["final"]
-    assert (tmp_path / "mod-sum" / "model.safetensors").is_file() and f"report: {tmp_path / 'custom_task.html'}" in stdout
+    assert (
+        tmp_path / "mod-sum" / "model.safetensors"
+    ).is_file() and f"report: {tmp_path / 'custom_task.html'}" in stdout

@@ -16,7 +16,9 @@ from training import make_dataset
 
 #: The modules that define a probe of the public API (a function in ``probes.__all__``): a new
 #: probe's module joins when its probe is exported (docs/layout.md, where a new piece goes).
-MODULES = sorted({getattr(probes, name).__module__ for name in probes.__all__ if inspect.isfunction(getattr(probes, name))})
+MODULES = sorted(
+    {getattr(probes, name).__module__ for name in probes.__all__ if inspect.isfunction(getattr(probes, name))}
+)
 from helpers import foreign_model, n_hooks
 
 
@@ -38,7 +40,9 @@ def test_public_api_is_exported():
 
 
 def test_every_probe_runs_on_a_foreign_three_layer_multi_head_model(tmp_path):
-    model = foreign_model(n_layers=3, d_model=24, n_heads=4, d_head=6, d_mlp=48, act_fn="relu", normalization_type="LNPre")
+    model = foreign_model(
+        n_layers=3, d_model=24, n_heads=4, d_head=6, d_mlp=48, act_fn="relu", normalization_type="LNPre"
+    )
     data = make_dataset("symmetric", "train", n=40, seed=0)
 
     key = probes.mask_key(model, data)
@@ -59,7 +63,9 @@ def test_every_probe_runs_on_a_foreign_three_layer_multi_head_model(tmp_path):
 
     grid = probes.input_grid(range(30, 41), [(3, 3), (2, 2)], seed=0)
     res = probes.residual_similarity(model, grid, layer=2)
-    val = probes.value_similarity(model, probes.input_grid(range(30, 40), [(a, 1) for a in (1, 2, 3, 4)], seed=0), layer=1)
+    val = probes.value_similarity(
+        model, probes.input_grid(range(30, 40), [(a, 1) for a in (1, 2, 3, 4)], seed=0), layer=1
+    )
     assert res.similarity.shape == (22, 22) and val.similarity.shape == (40, 40)
     assert probes.plot_similarity(res).data and probes.plot_similarity(val).data
 
@@ -112,7 +118,16 @@ def test_walkthrough_example_writes_every_figure(tmp_path):
     result = CliRunner().invoke(module.main, ["--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     for label in ("small_init", "large_init"):
-        for name in ("flow", "attention", "similarity_residual", "similarity_value", "condensation_WQ0", "embedding_pca", "spectra", "key_masked_tsne"):
+        for name in (
+            "flow",
+            "attention",
+            "similarity_residual",
+            "similarity_value",
+            "condensation_WQ0",
+            "embedding_pca",
+            "spectra",
+            "key_masked_tsne",
+        ):
             assert (tmp_path / f"{label}_{name}.html").is_file()
     assert (tmp_path / "summary.csv").is_file() and (tmp_path / "plotly.min.js").is_file()
 
@@ -124,7 +139,10 @@ def test_results_print_and_display_as_tables(tmp_path):
     weight = torch.tensor([[1.0, 0.0], [2.0, 0.1], [0.0, 1.0]])
     results = {
         "MaskedRun": (probes.mask_key(model, data), ["logits", "blocks.1.hook_resid_post", "(12, 9, 16)"]),
-        "SimilarityResult": (probes.residual_similarity(model, grid), ["blocks.1.hook_resid_mid", "block score", " 22 "]),
+        "SimilarityResult": (
+            probes.residual_similarity(model, grid),
+            ["blocks.1.hook_resid_mid", "block score", " 22 "],
+        ),
         "Condensation": (probes.condensation(weight), ["size", "[0, 1]", "[2]"]),
         "EmbeddingPCA": (probes.embedding_pca(model), ["ordinal score", "PC1 variance"]),
     }
@@ -134,7 +152,9 @@ def test_results_print_and_display_as_tables(tmp_path):
         for fragment in expected:
             assert fragment in text, (name, fragment, text)
     condensed = results["Condensation"][0].table()
-    assert condensed["size"].tolist() == [2, 1] and condensed["mean similarity within"].iloc[0] == pytest.approx(2 / 2.0024984, abs=1e-6)
+    assert condensed["size"].tolist() == [2, 1] and condensed["mean similarity within"].iloc[0] == pytest.approx(
+        2 / 2.0024984, abs=1e-6
+    )
 
 
 def test_the_probe_benchmark_prints_its_ratios_at_a_toy_size():
@@ -145,6 +165,15 @@ def test_the_probe_benchmark_prints_its_ratios_at_a_toy_size():
     args = ["--layers", "2", "--d-model", "32", "--heads", "2", "--vocab", "60", "--seq", "8", "--batch", "3"]
     result = CliRunner().invoke(bench.main, args)
     assert result.exit_code == 0, result.output
-    for name in ("masked_run", "information_flow", "residual_similarity", "weight_stable_ranks", "circuit_stable_ranks", "plot_condensation", "attention_html", "top_paths"):
+    for name in (
+        "masked_run",
+        "information_flow",
+        "residual_similarity",
+        "weight_stable_ranks",
+        "circuit_stable_ranks",
+        "plot_condensation",
+        "attention_html",
+        "top_paths",
+    ):
         assert name in result.output, name
     assert result.output.count("| ") >= 10 * 7

@@ -29,7 +29,9 @@ from interp_init.tasks.data import make_dataset
 #: 4 on the 4.x line (TransformerBridge, no HookedTransformer), 3 on the 3.x line.
 LINE = int(version("transformer-lens").split(".")[0])
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "probes.md"
-SHAPE = dict(n_layers=2, d_model=16, n_heads=2, d_head=8, d_mlp=32, n_ctx=9, d_vocab=201, act_fn="relu", normalization_type="LN")
+SHAPE = dict(
+    n_layers=2, d_model=16, n_heads=2, d_head=8, d_mlp=32, n_ctx=9, d_vocab=201, act_fn="relu", normalization_type="LN"
+)
 
 
 def build(**overrides) -> torch.nn.Module:
@@ -69,7 +71,9 @@ def layer_norm(x: torch.Tensor, ln, eps: float) -> torch.Tensor:
     return x / (x.pow(2).mean(-1, keepdim=True) + eps).sqrt() * ln.w + ln.b
 
 
-def hand_forward(model, tokens: torch.Tensor, hide: torch.Tensor | None = None, renormalize: bool = False) -> dict[str, torch.Tensor]:
+def hand_forward(
+    model, tokens: torch.Tensor, hide: torch.Tensor | None = None, renormalize: bool = False
+) -> dict[str, torch.Tensor]:
     """The model's forward pass written out: every activation by its (3.x) name, and the logits.
 
     ``hide`` ``[batch, query, source]`` zeroes those attention weights after the softmax in
@@ -117,7 +121,9 @@ def hide_at(positions: torch.Tensor, n_pos: int = 9) -> torch.Tensor:
 
 def test_the_hand_forward_is_the_models_forward(model, tokens):
     with torch.no_grad():
-        torch.testing.assert_close(hand_forward(model, tokens)["logits"], model(tokens, return_type="logits"), atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(
+            hand_forward(model, tokens)["logits"], model(tokens, return_type="logits"), atol=1e-4, rtol=1e-4
+        )
 
 
 def test_attention_patterns_and_information_flow(model, tokens):
@@ -127,7 +133,12 @@ def test_attention_patterns_and_information_flow(model, tokens):
         torch.testing.assert_close(patterns[layer], hand[f"blocks.{layer}.attn.hook_pattern"], atol=1e-5, rtol=1e-5)
     edges = probes.information_flow(model, tokens)
     summed = hand["blocks.1.attn.hook_pattern"].double().sum(1)  # [batch, q, k], heads summed
-    row = edges[(edges["layer"] == 1) & (edges["attn_head"].astype(str) == "sum") & (edges["query"] == 8) & (edges["source"] == 3)].iloc[0]
+    row = edges[
+        (edges["layer"] == 1)
+        & (edges["attn_head"].astype(str) == "sum")
+        & (edges["query"] == 8)
+        & (edges["source"] == 3)
+    ].iloc[0]
     assert row["weight"] == pytest.approx(float(summed[:, 8, 3].mean()), abs=1e-5)
     assert row["std"] == pytest.approx(float(summed[:, 8, 3].std(correction=0)), abs=1e-5)
     assert probes.top_paths(edges, threshold=0.0, k=1)["path"].iloc[0][-1] == 8
@@ -140,7 +151,9 @@ def test_masked_run_equals_the_hand_forward_with_the_weights_zeroed(model, token
     run = probes.masked_run(model, tokens, sources, renormalize=renormalize, names_filter=["blocks.1.hook_resid_post"])
     hand = hand_forward(model, tokens, hide_at(sources), renormalize=renormalize)
     torch.testing.assert_close(run.logits, hand["logits"], atol=1e-4, rtol=1e-4)
-    torch.testing.assert_close(run.cache["blocks.1.hook_resid_post"], hand["blocks.1.hook_resid_post"], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(
+        run.cache["blocks.1.hook_resid_post"], hand["blocks.1.hook_resid_post"], atol=1e-4, rtol=1e-4
+    )
     assert float((run.logits - hand_forward(model, tokens)["logits"]).abs().max()) > 1e-3  # the mask did something
     assert n_hooks(model) == 0
 
@@ -150,7 +163,9 @@ def test_mask_key_and_second_anchor_capture_under_the_names_asked_for(model):
     key = probes.mask_key(model, data)
     assert list(key.cache) == ["blocks.1.hook_resid_post"]
     hand = hand_forward(model, data.tokens, hide_at(data.key_positions))
-    torch.testing.assert_close(key.last_position("blocks.1.hook_resid_post"), hand["blocks.1.hook_resid_post"][:, -1], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(
+        key.last_position("blocks.1.hook_resid_post"), hand["blocks.1.hook_resid_post"][:, -1], atol=1e-4, rtol=1e-4
+    )
     names = ["blocks.1.hook_resid_mid", "blocks.0.attn.hook_pattern"]
     second = probes.mask_second_anchor(model, data, names_filter=names)
     assert sorted(second.cache) == sorted(names)
@@ -163,7 +178,9 @@ def test_similarities_are_cosines_of_the_hand_vectors(model):
     grid = probes.input_grid(range(30, 41), [(3, 3), (2, 2), (1, 2)], seed=0)
     hand = hand_forward(model, grid.tokens)
     residual = probes.residual_similarity(model, grid)
-    torch.testing.assert_close(residual.similarity, cosines(hand["blocks.1.hook_resid_mid"][:, -1]), atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(
+        residual.similarity, cosines(hand["blocks.1.hook_resid_mid"][:, -1]), atol=1e-6, rtol=1e-6
+    )
     assert residual.name == "blocks.1.hook_resid_mid" and not math.isnan(residual.score)
     grid = probes.input_grid(range(30, 40), [(a, 1) for a in (1, 2, 3, 4)], key_position=1, seed=0)
     value = probes.value_similarity(model, grid)
@@ -172,18 +189,28 @@ def test_similarities_are_cosines_of_the_hand_vectors(model):
 
 
 def test_weights_ranks_spectra_and_condensation_match_numpy(model):
-    w_q = np.concatenate([model.blocks[0].attn.W_Q.detach().numpy()[h] for h in range(2)], axis=1)  # [d_model, heads * d_head]
+    w_q = np.concatenate(
+        [model.blocks[0].attn.W_Q.detach().numpy()[h] for h in range(2)], axis=1
+    )  # [d_model, heads * d_head]
     s = np.linalg.svd(w_q.astype(np.float64), compute_uv=False)
     np.testing.assert_allclose(probes.merged_weight(model, "W_Q", 0).numpy(), w_q)
-    assert probes.stable_rank(probes.merged_weight(model, "W_Q", 0)) == pytest.approx(float((s**2).sum() / s[0] ** 2), rel=1e-5)  # float32
+    assert probes.stable_rank(probes.merged_weight(model, "W_Q", 0)) == pytest.approx(
+        float((s**2).sum() / s[0] ** 2), rel=1e-5
+    )  # float32
     table = probes.weight_stable_ranks(model)
     assert len(table) == 3 + 2 * 6  # W_E, W_pos, W_U and six per layer
     row = table[(table["name"] == "W_Q") & (table["layer"] == 0)].iloc[0]
-    assert row["stable_rank"] == pytest.approx(float((s**2).sum() / s[0] ** 2), rel=1e-5) and row["spectral_norm"] == pytest.approx(s[0], rel=1e-5)
+    assert row["stable_rank"] == pytest.approx(float((s**2).sum() / s[0] ** 2), rel=1e-5) and row[
+        "spectral_norm"
+    ] == pytest.approx(s[0], rel=1e-5)
     spectra = probes.singular_value_spectra(model)
-    np.testing.assert_allclose(spectra[spectra["matrix"] == "L0 W_Q"]["singular_value"].to_numpy(), s, rtol=0, atol=1e-5 * s[0])
+    np.testing.assert_allclose(
+        spectra[spectra["matrix"] == "L0 W_Q"]["singular_value"].to_numpy(), s, rtol=0, atol=1e-5 * s[0]
+    )
     units = w_q.T.astype(np.float64) / np.linalg.norm(w_q.T.astype(np.float64), axis=1, keepdims=True)
-    np.testing.assert_allclose(probes.condensation(probes.merged_weight(model, "W_Q", 0).T).similarity, units @ units.T, atol=1e-10)
+    np.testing.assert_allclose(
+        probes.condensation(probes.merged_weight(model, "W_Q", 0).T).similarity, units @ units.T, atol=1e-10
+    )
     w_in = model.blocks[1].mlp.W_in.detach().numpy()
     np.testing.assert_allclose(probes.merged_weight(model, "W_in", 1).numpy(), w_in)
 
@@ -191,7 +218,9 @@ def test_weights_ranks_spectra_and_condensation_match_numpy(model):
 def test_embedding_pca_matches_the_covariance(model):
     result = probes.embedding_pca(model, tokens=range(20, 100))
     emb = model.W_E.detach().numpy()[20:100].astype(np.float64)
-    np.testing.assert_allclose(result.eigenvalues, np.sort(np.linalg.eigvalsh(np.cov(emb, rowvar=False)))[::-1].clip(0), rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(
+        result.eigenvalues, np.sort(np.linalg.eigvalsh(np.cov(emb, rowvar=False)))[::-1].clip(0), rtol=1e-8, atol=1e-12
+    )
 
 
 def test_attention_view(model, tokens, tmp_path):
@@ -219,7 +248,9 @@ def test_captures_are_keyed_by_the_name_asked_for_not_the_name_a_hook_reports(to
             model.hook_dict[name].name = "renamed." + name
     with torch.no_grad(), model.hooks(fwd_hooks=[(n, lambda a, hook, n=n: note(a, hook, n)) for n in asked]):
         model(tokens, return_type="logits")
-    assert reported["blocks.1.hook_resid_post"] != "blocks.1.hook_resid_post"  # what a hook.name-keyed capture would file it under
+    assert (
+        reported["blocks.1.hook_resid_post"] != "blocks.1.hook_resid_post"
+    )  # what a hook.name-keyed capture would file it under
     run = probes.masked_run(model, tokens, 2, names_filter=asked)
     assert sorted(run.cache) == sorted(asked)
     hand = hand_forward(model, tokens, hide_at(torch.full((5,), 2)))
@@ -227,8 +258,12 @@ def test_captures_are_keyed_by_the_name_asked_for_not_the_name_a_hook_reports(to
         torch.testing.assert_close(run.cache[name], hand[name], atol=1e-4, rtol=1e-4)
     data = make_dataset("symmetric", "train", n=6, seed=0)
     assert probes.mask_key(model, data).last_position("blocks.1.hook_resid_post").shape == (6, 16)
-    assert probes.residual_similarity(model, probes.input_grid(range(30, 36), [(3, 3), (2, 2)], seed=0)).similarity.shape == (12, 12)
-    assert probes.value_similarity(model, probes.input_grid(range(30, 36), [(3, 3), (2, 2)], seed=0)).similarity.shape == (12, 12)
+    assert probes.residual_similarity(
+        model, probes.input_grid(range(30, 36), [(3, 3), (2, 2)], seed=0)
+    ).similarity.shape == (12, 12)
+    assert probes.value_similarity(
+        model, probes.input_grid(range(30, 36), [(3, 3), (2, 2)], seed=0)
+    ).similarity.shape == (12, 12)
 
 
 def _one_line(error: pytest.ExceptionInfo) -> str:
@@ -239,7 +274,11 @@ def _one_line(error: pytest.ExceptionInfo) -> str:
 
 def test_a_missing_hook_point_is_one_line_naming_it(tokens, monkeypatch):
     model = build()
-    kept = {name: point for name, point in model.hook_dict.items() if not name.endswith(("hook_pattern", "hook_v", "hook_resid_mid"))}
+    kept = {
+        name: point
+        for name, point in model.hook_dict.items()
+        if not name.endswith(("hook_pattern", "hook_v", "hook_resid_mid"))
+    }
     if isinstance(getattr(type(model), "hook_dict", None), property):  # 4.x: computed from the modules
         monkeypatch.setattr(type(model), "hook_dict", property(lambda self: kept))
     else:
@@ -277,7 +316,11 @@ def test_a_hook_point_that_never_runs_is_one_line_not_a_silent_unmasked_run(toke
 
 
 def test_a_missing_weight_is_one_line_naming_it(monkeypatch):
-    rotary = build(positional_embedding_type="rotary", rotary_dim=8) if LINE == 3 else build(positional_embedding_type="rotary")
+    rotary = (
+        build(positional_embedding_type="rotary", rotary_dim=8)
+        if LINE == 3
+        else build(positional_embedding_type="rotary")
+    )
     with pytest.raises(ValueError) as error:
         probes.merged_weight(rotary, "W_pos")
     assert "W_pos does not exist" in _one_line(error)
@@ -292,8 +335,14 @@ def test_a_missing_weight_is_one_line_naming_it(monkeypatch):
     def unsupported(self):
         raise NotImplementedError("this adapter cannot split the fused query-key-value weight\nmore detail")
 
-    monkeypatch.setattr(type(model.blocks[0].attn), "W_Q", property(unsupported), raising=False)  # 3.x: a parameter, 4.x: a property
-    for call in (lambda: probes.merged_weight(model, "W_Q", 0), lambda: probes.weight_stable_ranks(model), lambda: probes.singular_value_spectra(model)):
+    monkeypatch.setattr(
+        type(model.blocks[0].attn), "W_Q", property(unsupported), raising=False
+    )  # 3.x: a parameter, 4.x: a property
+    for call in (
+        lambda: probes.merged_weight(model, "W_Q", 0),
+        lambda: probes.weight_stable_ranks(model),
+        lambda: probes.singular_value_spectra(model),
+    ):
         with pytest.raises(ValueError) as error:
             call()
         assert "blocks.0.attn.W_Q" in _one_line(error) and "fused" in str(error.value)
@@ -322,11 +371,18 @@ def test_plain_tokens_with_user_labels_and_positions(model, tokens):
     labels = ["x", "y", "x", "y", "z"]
     hand = hand_forward(model, tokens)
     residual = probes.residual_similarity(model, tokens, labels)  # the last layer, the last position
-    torch.testing.assert_close(residual.similarity, cosines(hand["blocks.1.hook_resid_mid"][:, -1]), atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(
+        residual.similarity, cosines(hand["blocks.1.hook_resid_mid"][:, -1]), atol=1e-6, rtol=1e-6
+    )
     assert torch.equal(residual.equal_target, torch.tensor([[a == b for b in labels] for a in labels]))
     positions = torch.tensor([1, 2, 3, 4, 5])
     value = probes.value_similarity(model, tokens, labels, layer=0, position=positions)
-    torch.testing.assert_close(value.similarity, cosines(hand["blocks.0.attn.hook_v"][torch.arange(5), positions].reshape(5, -1)), atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(
+        value.similarity,
+        cosines(hand["blocks.0.attn.hook_v"][torch.arange(5), positions].reshape(5, -1)),
+        atol=1e-6,
+        rtol=1e-6,
+    )
     run = probes.masked_run(model, tokens[:2], [3, 5])  # a flat list: the same sources in every sample
     hide = torch.zeros(2, 9, 9, dtype=torch.bool)
     hide[:, :, [3, 5]] = True
@@ -338,11 +394,17 @@ def test_names_filters_and_cache_indexing(model, tokens):
     hand = hand_forward(model, tokens)
     run = probes.masked_run(model, tokens, [], names_filter=["resid_post", ("pattern", 0)])
     assert sorted(run.cache) == ["blocks.0.attn.hook_pattern", "blocks.0.hook_resid_post", "blocks.1.hook_resid_post"]
-    torch.testing.assert_close(run.cache["blocks.1.hook_resid_post"], hand["blocks.1.hook_resid_post"], atol=1e-4, rtol=1e-4)
-    torch.testing.assert_close(run.cache["resid_post", 1], hand["blocks.1.hook_resid_post"], atol=1e-4, rtol=1e-4)  # an ActivationCache's indexing
+    torch.testing.assert_close(
+        run.cache["blocks.1.hook_resid_post"], hand["blocks.1.hook_resid_post"], atol=1e-4, rtol=1e-4
+    )
+    torch.testing.assert_close(
+        run.cache["resid_post", 1], hand["blocks.1.hook_resid_post"], atol=1e-4, rtol=1e-4
+    )  # an ActivationCache's indexing
     chosen = probes.masked_run(model, tokens, [], names_filter=lambda name: name.endswith("hook_resid_mid"))
     assert {"blocks.0.hook_resid_mid", "blocks.1.hook_resid_mid"} <= set(chosen.cache)
-    torch.testing.assert_close(chosen.cache["blocks.0.hook_resid_mid"], hand["blocks.0.hook_resid_mid"], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(
+        chosen.cache["blocks.0.hook_resid_mid"], hand["blocks.0.hook_resid_mid"], atol=1e-4, rtol=1e-4
+    )
 
 
 def test_a_padded_batch_and_the_circuits(model, tokens):
@@ -350,7 +412,9 @@ def test_a_padded_batch_and_the_circuits(model, tokens):
     mask[3, 6:] = 0
     with torch.no_grad():
         expected = model(tokens, attention_mask=mask)
-    torch.testing.assert_close(probes.masked_run(model, tokens, [], attention_mask=mask).logits, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        probes.masked_run(model, tokens, [], attention_mask=mask).logits, expected, atol=1e-5, rtol=1e-5
+    )
     result = probes.residual_similarity(model, tokens, [0, 1, 0, 1, 0], attention_mask=mask)
     assert result.inputs["position"].tolist() == [8, 8, 8, 5, 8]
     table = probes.circuit_stable_ranks(model)
@@ -367,12 +431,19 @@ def test_a_padded_batch_and_the_circuits(model, tokens):
 
 def docs_example(marker: str) -> tuple[str, str | None]:
     """The python block of docs/probes.md after ``<!-- tested on ...: marker -->``, and the text block it says it prints."""
-    found = re.search(rf"<!-- tested on [34]\.x: {marker} -->\n```python\n(.*?)```\n(?:\nprints\n\n```text\n(.*?)```)?", DOCS.read_text(encoding="utf-8"), re.DOTALL)
+    found = re.search(
+        rf"<!-- tested on [34]\.x: {marker} -->\n```python\n(.*?)```\n(?:\nprints\n\n```text\n(.*?)```)?",
+        DOCS.read_text(encoding="utf-8"),
+        re.DOTALL,
+    )
     assert found, f"docs/probes.md has no example marked {marker!r}"
     return found.group(1), found.group(2)
 
 
-@pytest.mark.skipif(LINE != 4, reason="the TransformerBridge.boot_native example needs TransformerLens 4.x (.ci/run runs it in .venv-tl4)")
+@pytest.mark.skipif(
+    LINE != 4,
+    reason="the TransformerBridge.boot_native example needs TransformerLens 4.x (.ci/run runs it in .venv-tl4)",
+)
 def test_the_docs_boot_native_example_prints_what_the_docs_say():
     code, printed = docs_example("boot_native")
     stdout = io.StringIO()
@@ -390,6 +461,8 @@ def test_the_docs_encoder_initialization_makes_a_probeable_encoder():
     tokens = torch.randint(0, 100, (3, 12), generator=torch.Generator().manual_seed(0))
     assert all(bool(torch.isfinite(p).all()) for p in encoder.parameters())
     run = probes.masked_run(encoder, tokens, 5, names_filter=("resid_post", -1))
-    assert bool(run.mask[:, :, 5].all()) and bool(torch.isfinite(run.logits).all())  # every query, before position 5 too
+    assert bool(run.mask[:, :, 5].all()) and bool(
+        torch.isfinite(run.logits).all()
+    )  # every query, before position 5 too
     stds = [float(p.std()) for n, p in encoder.named_parameters() if n.endswith("W_Q")]
     assert all(abs(s / encoder.cfg.initializer_range - 1) < 0.2 for s in stds)

@@ -54,15 +54,25 @@ def test_chosen_layers_and_batches_equal_the_whole_unbatched_run(model, tokens):
     mask = torch.ones(6, 9, dtype=torch.long)
     mask[2, 5:] = mask[5, 7:] = 0  # padding in two inputs, which land in different batches
     padded = information_flow(model, tokens, attention_mask=mask)
-    pd.testing.assert_frame_equal(information_flow(model, tokens, attention_mask=mask, batch_size=4), padded, check_exact=False, rtol=0, atol=1e-6)
+    pd.testing.assert_frame_equal(
+        information_flow(model, tokens, attention_mask=mask, batch_size=4), padded, check_exact=False, rtol=0, atol=1e-6
+    )
     assert n_hooks(model) == 0
-    with pytest.raises(ValueError, match=r"batch_size \(inputs per forward pass; None for all at once\) must be an integer >= 1, got 0"):
+    with pytest.raises(
+        ValueError, match=r"batch_size \(inputs per forward pass; None for all at once\) must be an integer >= 1, got 0"
+    ):
         information_flow(model, tokens, batch_size=0)
     with pytest.raises(ValueError, match=r"layers=2 is not a layer of this 2-layer model"):
         information_flow(model, tokens, layers=[0, 2])
     last = information_flow(model, tokens, layers=1)
-    for call in (lambda: top_paths(last), lambda: plot_flow(last)):  # a path starts at the input tokens: layer 0 is needed
-        with pytest.raises(ValueError, match=r"the edges hold layers \[1\], but a path runs from the input tokens through every layer 0\.\.1"):
+    for call in (
+        lambda: top_paths(last),
+        lambda: plot_flow(last),
+    ):  # a path starts at the input tokens: layer 0 is needed
+        with pytest.raises(
+            ValueError,
+            match=r"the edges hold layers \[1\], but a path runs from the input tokens through every layer 0\.\.1",
+        ):
             call()
 
 
@@ -96,7 +106,11 @@ def test_top_paths_rank_by_product_of_weights():
     kept = top_paths(edges, threshold=0.3, k=None)
     assert all(min(ws) >= 0.3 for ws in kept["weights"]) and len(kept) == 4
     assert top_paths(edges, threshold=0.0, k=2)["rank"].tolist() == [1, 2]
-    assert top_paths(edges, threshold=0.0, query=1)["path"].tolist() == [(0, 0, 1), (1, 1, 1), (0, 1, 1)]  # 0.6, 0.28, 0.12
+    assert top_paths(edges, threshold=0.0, query=1)["path"].tolist() == [
+        (0, 0, 1),
+        (1, 1, 1),
+        (0, 1, 1),
+    ]  # 0.6, 0.28, 0.12
     with pytest.raises(ValueError, match="query"):
         top_paths(edges, query=3)
     with pytest.raises(ValueError, match="threshold"):
@@ -121,7 +135,10 @@ def test_attention_html_is_offline(model, tokens, tmp_path):
     view = attention_html(model, tokens[0], path)
     saved = path.read_text(encoding="utf-8")
     assert saved.startswith("<!DOCTYPE html>") and view.html().startswith("<!DOCTYPE html>")
-    assert str(view) == "CircuitView AttentionHeads 'Attention patterns' (6 heads, 9 tokens): .save(path) writes the page, .html() returns it"
+    assert (
+        str(view)
+        == "CircuitView AttentionHeads 'Attention patterns' (6 heads, 9 tokens): .save(path) writes the page, .html() returns it"
+    )
     assert not re.search(r"<script[^>]*\bsrc\s*=\s*[\"']?https?://", saved, flags=re.IGNORECASE)
     assert not re.search(r"""\bfrom\s*["']https?://""", saved)  # no ES-module import from a CDN
     assert saved.count("data-circuitsvis-bundle") == 1 and "var CircuitsVis=" in saved
@@ -155,7 +172,9 @@ def test_a_notebook_gets_the_bundle_once(model, tokens, monkeypatch):
     outputs = [first._repr_html_(), second._repr_html_(), first._repr_html_()]
     assert [o.count("data-circuitsvis-bundle") for o in outputs] == [1, 0, 0]
     assert all("window.CircuitsVis.render(" in o for o in outputs)
-    assert not any(re.search(r"<script[^>]*\bsrc\s*=|\bfrom\s*[\"']https?://", o, flags=re.IGNORECASE) for o in outputs)  # nothing fetched
+    assert not any(
+        re.search(r"<script[^>]*\bsrc\s*=|\bfrom\s*[\"']https?://", o, flags=re.IGNORECASE) for o in outputs
+    )  # nothing fetched
     CircuitView.bundle_again()
     assert attention_html(model, tokens[2])._repr_html_().count("data-circuitsvis-bundle") == 1
     monkeypatch.setattr(probes.views, "_notebook_shell", lambda: FakeShell())  # another notebook
@@ -175,7 +194,10 @@ def test_fix_self_closing_divs_lets_two_views_coexist():
     fixed = [offline_html(v) for v in views]
     for fragment in fixed:
         assert re.match(r'<div id="circuits-vis-[^"]+" style="margin: 15px 0;"></div>', fragment)
-    assert fix_self_closing_divs('<div id="x"/><div id="y" class="c" />') == '<div id="x"></div><div id="y" class="c"></div>'
+    assert (
+        fix_self_closing_divs('<div id="x"/><div id="y" class="c" />')
+        == '<div id="x"></div><div id="y" class="c"></div>'
+    )
     page = standalone_html(fixed, title="two views")
     assert page.count("></div>") >= 2 and "<title>two views</title>" in page
 

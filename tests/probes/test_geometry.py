@@ -91,7 +91,9 @@ def test_embedding_pca_finds_an_ordinal_line():
     assert result.ordinal_score == pytest.approx(1.0) and result.ordinal_component == "pc1"
     assert result.explained_variance_ratio[0] > 0.99
     emb = model.W_E.detach()[tokens].double().numpy()
-    np.testing.assert_allclose(result.eigenvalues, np.sort(np.linalg.eigvalsh(np.cov(emb, rowvar=False)))[::-1].clip(0), rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(
+        result.eigenvalues, np.sort(np.linalg.eigvalsh(np.cov(emb, rowvar=False)))[::-1].clip(0), rtol=1e-8, atol=1e-12
+    )
     assert result.coordinates["token"].tolist() == list(range(20, 100))
     assert plot_embedding_pca(result).data and plot_eigenvalues(result).data
     random = embedding_pca(foreign_model(d_model=16, n_heads=2, d_head=8), tokens=range(20, 100))
@@ -142,9 +144,13 @@ def test_activation_stable_ranks_equal_a_hand_computation():
     assert (row["rows"], row["cols"]) == (45, 16)
     assert row["stable_rank"] == pytest.approx(rank, rel=1e-5) and row["spectral_norm"] == pytest.approx(top, rel=1e-5)
     z = activation_stable_ranks(model, tokens, ("z", 0)).iloc[0]  # [batch, pos, head, d_head]: heads merged
-    assert (z["rows"], z["cols"]) == (45, 16) and z["stable_rank"] == pytest.approx(hand(cache["z", 0].reshape(45, 16))[0], rel=1e-5)
+    assert (z["rows"], z["cols"]) == (45, 16) and z["stable_rank"] == pytest.approx(
+        hand(cache["z", 0].reshape(45, 16))[0], rel=1e-5
+    )
     pattern = activation_stable_ranks(model, tokens, "blocks.1.attn.hook_pattern").iloc[0]  # a row per (input, query)
-    assert pattern["stable_rank"] == pytest.approx(hand(cache["pattern", 1].permute(0, 2, 1, 3).reshape(45, 18))[0], rel=1e-5)
+    assert pattern["stable_rank"] == pytest.approx(
+        hand(cache["pattern", 1].permute(0, 2, 1, 3).reshape(45, 18))[0], rel=1e-5
+    )
     mask = torch.ones(5, 9, dtype=torch.long)
     mask[1, 6:] = 0
     with torch.no_grad():
@@ -163,9 +169,13 @@ def test_singular_value_spectra_match_svd():
     spectra = singular_value_spectra(model)
     q = spectra[spectra["matrix"] == "L1 W_Q"]
     exact = torch.linalg.svdvals(merged_weight(model, "W_Q", 1).double()).numpy()
-    np.testing.assert_allclose(q["singular_value"].to_numpy(), exact, rtol=1e-5, atol=1e-6 * exact[0])  # one float32 SVD
+    np.testing.assert_allclose(
+        q["singular_value"].to_numpy(), exact, rtol=1e-5, atol=1e-6 * exact[0]
+    )  # one float32 SVD
     assert q["normalized"].iloc[0] == 1.0
-    assert set(spectra["matrix"]) == {"W_E", "W_pos", "W_U"} | {f"L{l} {n}" for l in range(2) for n in ["W_Q", "W_K", "W_V", "W_O", "W_in", "W_out"]}
+    assert set(spectra["matrix"]) == {"W_E", "W_pos", "W_U"} | {
+        f"L{l} {n}" for l in range(2) for n in ["W_Q", "W_K", "W_V", "W_O", "W_in", "W_out"]
+    }
     assert plot_spectra(spectra).data
 
 
@@ -185,14 +195,20 @@ def test_stable_rank_properties():
     assert stable_rank(w @ r5) == pytest.approx(stable_rank(w), rel=1e-5)
 
 
-@pytest.mark.parametrize(("rows", "cols", "decay"), [(768, 3072, 0.0), (3072, 768, 0.0), (768, 2304, 8.0), (512, 64, 30.0)])
+@pytest.mark.parametrize(
+    ("rows", "cols", "decay"), [(768, 3072, 0.0), (3072, 768, 0.0), (768, 2304, 8.0), (512, 64, 30.0)]
+)
 def test_float32_ranks_and_spectra_are_within_the_stated_tolerance_of_float64(rows: int, cols: int, decay: float):
     """GPT-2-shaped matrices, random and with singular values falling over `decay` e-folds (nearly low rank)."""
     gen = torch.Generator().manual_seed(rows + cols)
     k = min(rows, cols)
     u, _ = torch.linalg.qr(torch.randn(rows, k, generator=gen, dtype=torch.float64))
     v, _ = torch.linalg.qr(torch.randn(cols, k, generator=gen, dtype=torch.float64))
-    spectrum = torch.exp(-decay * torch.linspace(0, 1, k, dtype=torch.float64)) if decay else torch.linalg.svdvals(torch.randn(rows, cols, generator=gen, dtype=torch.float64))
+    spectrum = (
+        torch.exp(-decay * torch.linspace(0, 1, k, dtype=torch.float64))
+        if decay
+        else torch.linalg.svdvals(torch.randn(rows, cols, generator=gen, dtype=torch.float64))
+    )
     w = (u * spectrum) @ v.T
     exact = np.linalg.svd(w.numpy(), compute_uv=False)
     assert stable_rank(w.float()) == pytest.approx(float((exact**2).sum() / exact[0] ** 2), rel=1e-5)
@@ -205,7 +221,9 @@ def test_weight_stable_ranks_table():
     row = table[(table["name"] == "W_Q") & (table["layer"] == 0)].iloc[0]
     assert (row["rows"], row["cols"]) == (16, 16)
     assert row["stable_rank"] == pytest.approx(stable_rank(model.W_Q[0].permute(1, 0, 2).reshape(16, 16)))
-    assert row["spectral_norm"] == pytest.approx(float(singular_values(model.W_Q[0].permute(1, 0, 2).reshape(16, 16))[0]), rel=1e-5)
+    assert row["spectral_norm"] == pytest.approx(
+        float(singular_values(model.W_Q[0].permute(1, 0, 2).reshape(16, 16))[0]), rel=1e-5
+    )
 
 
 def test_anti_aligned_neurons_condense_into_one_direction() -> None:

@@ -23,14 +23,35 @@ from probes.inputs import as_inputs
 
 
 def decoder(**overrides) -> HookedTransformer:
-    cfg = {"n_layers": 3, "d_model": 24, "n_heads": 3, "d_head": 8, "d_mlp": 48, "n_ctx": 12, "d_vocab": 50, "act_fn": "gelu", "seed": 0}
+    cfg = {
+        "n_layers": 3,
+        "d_model": 24,
+        "n_heads": 3,
+        "d_head": 8,
+        "d_mlp": 48,
+        "n_ctx": 12,
+        "d_vocab": 50,
+        "act_fn": "gelu",
+        "seed": 0,
+    }
     with quiet_deprecation():
         return HookedTransformer(HookedTransformerConfig(**{**cfg, **overrides})).eval()
 
 
 def encoder() -> HookedEncoder:
     """A random BERT-shaped encoder built from a config (no download)."""
-    cfg = HookedTransformerConfig(n_layers=2, d_model=24, n_heads=3, d_head=8, d_mlp=48, n_ctx=10, d_vocab=40, act_fn="gelu", attention_dir="bidirectional", seed=0)
+    cfg = HookedTransformerConfig(
+        n_layers=2,
+        d_model=24,
+        n_heads=3,
+        d_head=8,
+        d_mlp=48,
+        n_ctx=10,
+        d_vocab=40,
+        act_fn="gelu",
+        attention_dir="bidirectional",
+        seed=0,
+    )
     with quiet_deprecation():
         enc = HookedEncoder(cfg).eval()
     gen = torch.Generator().manual_seed(0)
@@ -71,7 +92,9 @@ def test_similarities_on_plain_tokens_with_user_labels_and_positions(model, toke
     same = torch.tensor([[x == y for y in LABELS] for x in LABELS])
     assert torch.equal(residual.equal_target, same) and residual.name == "blocks.2.hook_resid_mid"
     off = ~torch.eye(6, dtype=torch.bool)
-    assert residual.score == pytest.approx(float(residual.similarity[same & off].mean() - residual.similarity[~same & off].mean()))
+    assert residual.score == pytest.approx(
+        float(residual.similarity[same & off].mean() - residual.similarity[~same & off].mean())
+    )
     positions = torch.tensor([3, 4, 5, 6, 7, 8])
     value = probes.value_similarity(model, tokens, LABELS, layer=1, position=positions)
     v = cache["v", 1][torch.arange(6), positions].reshape(6, -1)
@@ -85,7 +108,11 @@ def test_similarities_on_plain_tokens_with_user_labels_and_positions(model, toke
 
 def test_a_similarity_probe_stops_at_the_layer_it_reads(model, tokens):
     ran = []
-    with model.hooks(fwd_hooks=[(f"blocks.{layer}.hook_resid_post", lambda a, hook, layer=layer: ran.append(layer)) for layer in range(3)]):
+    with model.hooks(
+        fwd_hooks=[
+            (f"blocks.{layer}.hook_resid_post", lambda a, hook, layer=layer: ran.append(layer)) for layer in range(3)
+        ]
+    ):
         probes.residual_similarity(model, tokens, LABELS, layer=0)
     assert ran == []  # stopped at blocks.0.hook_resid_mid, before any block's output
     assert n_hooks(model) == 0
@@ -95,8 +122,13 @@ def test_masking_on_plain_tokens_any_batch(model, tokens):
     for batch in (2, 6):  # a flat list: the same sources in every sample, at any batch size
         run = probes.masked_run(model, tokens[:batch], [2, 3], names_filter=["resid_post"])
         assert run.mask[:, :, [2, 3]].any() and not run.mask[:, :, [0, 1, 4]].any()
-        zero_v = [(f"blocks.{l}.attn.hook_v", lambda v, hook: v.index_fill(1, torch.tensor([2, 3]), 0.0)) for l in range(3)]
-        with torch.no_grad(), model.hooks(fwd_hooks=zero_v):  # independent: hiding a source everywhere = zeroing its values
+        zero_v = [
+            (f"blocks.{l}.attn.hook_v", lambda v, hook: v.index_fill(1, torch.tensor([2, 3]), 0.0)) for l in range(3)
+        ]
+        with (
+            torch.no_grad(),
+            model.hooks(fwd_hooks=zero_v),
+        ):  # independent: hiding a source everywhere = zeroing its values
             expected = model(tokens[:batch])
         torch.testing.assert_close(run.logits, expected, atol=1e-5, rtol=1e-5)
     assert n_hooks(model) == 0
@@ -113,12 +145,25 @@ def test_a_padded_batch_reads_its_attention_mask(model):
         _, cache = model.run_with_cache(tokens, attention_mask=mask)
     run = probes.masked_run(model, tokens, [], attention_mask=mask)
     torch.testing.assert_close(run.logits, expected)
-    residual = probes.residual_similarity(model, tokens, [0, 1, 0], attention_mask=mask)  # "last": each sample's last real token
-    torch.testing.assert_close(residual.similarity, cosines(cache["resid_mid", 2][torch.arange(3), torch.tensor([11, 7, 4])]), atol=1e-6, rtol=1e-6)
+    residual = probes.residual_similarity(
+        model, tokens, [0, 1, 0], attention_mask=mask
+    )  # "last": each sample's last real token
+    torch.testing.assert_close(
+        residual.similarity,
+        cosines(cache["resid_mid", 2][torch.arange(3), torch.tensor([11, 7, 4])]),
+        atol=1e-6,
+        rtol=1e-6,
+    )
     edges = probes.information_flow(model, tokens, attention_mask=mask)
-    row = edges[(edges["layer"] == 1) & (edges["attn_head"] == "sum") & (edges["query"] == 6) & (edges["source"] == 2)].iloc[0]
-    summed = cache["pattern", 1].sum(1)[:2, 6, 2].double()  # only samples 0 and 1 have query 6 and source 2 as real tokens
-    assert row["weight"] == pytest.approx(float(summed.mean()), abs=1e-6) and row["std"] == pytest.approx(float(summed.std(correction=0)), abs=1e-6)
+    row = edges[
+        (edges["layer"] == 1) & (edges["attn_head"] == "sum") & (edges["query"] == 6) & (edges["source"] == 2)
+    ].iloc[0]
+    summed = (
+        cache["pattern", 1].sum(1)[:2, 6, 2].double()
+    )  # only samples 0 and 1 have query 6 and source 2 as real tokens
+    assert row["weight"] == pytest.approx(float(summed.mean()), abs=1e-6) and row["std"] == pytest.approx(
+        float(summed.std(correction=0)), abs=1e-6
+    )
     patterns = probes.attention_patterns(model, tokens, attention_mask=mask, layers=[1])
     torch.testing.assert_close(patterns[0], cache["pattern", 1])
 
@@ -132,8 +177,12 @@ def test_strings_where_the_model_has_a_tokenizer(tmp_path):
     words = ["<pad>", "<bos>", "the", "cat", "sat", "on", "mat", "a", "dog"]
     word_level = Tokenizer(WordLevel({w: i for i, w in enumerate(words)}, unk_token="<pad>"))
     word_level.pre_tokenizer = Whitespace()
-    PreTrainedTokenizerFast(tokenizer_object=word_level, pad_token="<pad>", bos_token="<bos>", eos_token="<bos>", unk_token="<pad>").save_pretrained(tmp_path)
-    cfg = HookedTransformerConfig(n_layers=2, d_model=16, n_heads=2, d_head=8, n_ctx=12, d_vocab=len(words), act_fn="gelu", seed=0)
+    PreTrainedTokenizerFast(
+        tokenizer_object=word_level, pad_token="<pad>", bos_token="<bos>", eos_token="<bos>", unk_token="<pad>"
+    ).save_pretrained(tmp_path)
+    cfg = HookedTransformerConfig(
+        n_layers=2, d_model=16, n_heads=2, d_head=8, n_ctx=12, d_vocab=len(words), act_fn="gelu", seed=0
+    )
     with quiet_deprecation():
         model = HookedTransformer(cfg, tokenizer=PreTrainedTokenizerFast.from_pretrained(tmp_path)).eval()
     texts = ["the cat sat on the mat", "a dog sat", "the dog sat on a mat"]
@@ -184,7 +233,11 @@ def test_an_uninitialized_encoder_is_refused_by_every_forward_probe():
         for param in enc.parameters():
             param.fill_(float("nan"))
     tokens = torch.randint(0, 40, (3, 8), generator=torch.Generator().manual_seed(1))
-    for call in (lambda: probes.masked_run(enc, tokens, 5), lambda: probes.information_flow(enc, tokens), lambda: probes.attention_patterns(enc, tokens)):
+    for call in (
+        lambda: probes.masked_run(enc, tokens, 5),
+        lambda: probes.information_flow(enc, tokens),
+        lambda: probes.attention_patterns(enc, tokens),
+    ):
         with pytest.raises(ValueError, match="NaN or infinite entries in the model's"):
             call()
     assert n_hooks(enc) == 0
@@ -198,7 +251,9 @@ def test_flow_on_an_encoder_keeps_every_pair():
     assert len(edges) == 2 * 4 * 8 * 8  # layers x (heads + sum) x every (query, source)
     query0 = edges[(edges["layer"] == 0) & (edges["attn_head"] == "0") & (edges["query"] == 0)]
     assert query0["weight"].sum() == pytest.approx(1.0) and query0[query0["source"] > 0]["weight"].sum() > 0.5
-    np.testing.assert_allclose(query0.sort_values("source")["weight"], cache["pattern", 0][:, 0, 0].double().mean(0).numpy(), atol=1e-6)
+    np.testing.assert_allclose(
+        query0.sort_values("source")["weight"], cache["pattern", 0][:, 0, 0].double().mean(0).numpy(), atol=1e-6
+    )
     paths = probes.top_paths(edges, threshold=0.0, query=0, k=3)
     assert len(paths) == 3 and all(p[-1] == 0 for p in paths["path"]) and any(p[0] > 0 for p in paths["path"])
     view = probes.attention_html(enc, tokens[0])
@@ -216,17 +271,35 @@ def test_missing_labels_are_refused_by_every_probe_that_reads_labels(model, toke
     calls = [
         (lambda: probes.residual_similarity(model, tokens, labels), "labels has 2 missing value"),
         (lambda: probes.value_similarity(model, tokens, labels, position=3), "labels has 2 missing value"),
-        (lambda: probes.activation_similarity(model, as_inputs(tokens, labels=frame), ("resid_post", 0), labels="topic"), "label column 'topic' has 2 missing value"),
+        (
+            lambda: probes.activation_similarity(
+                model, as_inputs(tokens, labels=frame), ("resid_post", 0), labels="topic"
+            ),
+            "label column 'topic' has 2 missing value",
+        ),
         (lambda: probes.equal_mask(labels), "labels has 2 missing value"),
-        (lambda: probes.cluster_scores(vectors, frame, columns=["topic"]), "labelings column 'topic' has 2 missing value"),
-        (lambda: probes.plot_projection(probes.project(vectors, "pca", labels=frame), color="topic"), "the color column 'topic' has 2 missing value"),
+        (
+            lambda: probes.cluster_scores(vectors, frame, columns=["topic"]),
+            "labelings column 'topic' has 2 missing value",
+        ),
+        (
+            lambda: probes.plot_projection(probes.project(vectors, "pca", labels=frame), color="topic"),
+            "the color column 'topic' has 2 missing value",
+        ),
     ]
     for call, where in calls:
-        with pytest.raises(ValueError, match=rf"^{where}\(s\) \(None, NaN or NA\) among 6 samples: a missing label is not a label; give those samples one or leave them out$"):
+        with pytest.raises(
+            ValueError,
+            match=rf"^{where}\(s\) \(None, NaN or NA\) among 6 samples: a missing label is not a label; give those samples one or leave them out$",
+        ):
             call()
     with pytest.raises(ValueError, match="labels has 1 missing"):
-        probes.residual_similarity(model, tokens, torch.tensor([0.0, 1.0, float("nan"), 1.0, 0.0, 1.0]))  # a float tensor's NaN
-    assert probes.cluster_scores(vectors, frame.fillna("b"), columns=["topic"])["n_labels"].tolist() == [3]  # labelled, it counts
+        probes.residual_similarity(
+            model, tokens, torch.tensor([0.0, 1.0, float("nan"), 1.0, 0.0, 1.0])
+        )  # a float tensor's NaN
+    assert probes.cluster_scores(vectors, frame.fillna("b"), columns=["topic"])["n_labels"].tolist() == [
+        3
+    ]  # labelled, it counts
 
 
 # --- TransformerLens' conventions -------------------------------------------------------------
@@ -240,7 +313,12 @@ def test_names_filters_and_the_cache_as_transformerlens_takes_them(model, tokens
     torch.testing.assert_close(everything.cache.accumulated_resid(), expected.accumulated_resid())
     torch.testing.assert_close(everything.cache.decompose_resid(), expected.decompose_resid())
     short = probes.masked_run(model, tokens, [], names_filter=["resid_post", ("pattern", 0)])
-    assert sorted(short.cache) == ["blocks.0.attn.hook_pattern", "blocks.0.hook_resid_post", "blocks.1.hook_resid_post", "blocks.2.hook_resid_post"]
+    assert sorted(short.cache) == [
+        "blocks.0.attn.hook_pattern",
+        "blocks.0.hook_resid_post",
+        "blocks.1.hook_resid_post",
+        "blocks.2.hook_resid_post",
+    ]
     assert list(probes.masked_run(model, tokens, [], names_filter=("v", -1)).cache) == ["blocks.2.attn.hook_v"]
     with pytest.raises(ValueError, match="unknown hook name"):
         probes.masked_run(model, tokens, [], names_filter=["no_such_thing"])
@@ -294,7 +372,9 @@ def test_every_table_survives_parquet(model, tokens, tmp_path):
         path = tmp_path / f"{name}.parquet"
         frame.to_parquet(path)
         back = pd.read_parquet(path)
-        if name == "top_paths":  # its reader gives the tuples back (test_top_paths_come_back_as_tuples_from_parquet_and_csv)
+        if (
+            name == "top_paths"
+        ):  # its reader gives the tuples back (test_top_paths_come_back_as_tuples_from_parquet_and_csv)
             back = probes.read_paths(path)
         listed = [c for c in frame.columns if len(frame) and isinstance(frame[c].iloc[0], (tuple, list))]
         for column in listed:  # a table for display: its shape tuples come back as arrays
@@ -305,11 +385,19 @@ def test_every_table_survives_parquet(model, tokens, tmp_path):
 
 def test_top_paths_come_back_as_tuples_from_parquet_and_csv(model, tokens, tmp_path):
     paths = probes.top_paths(probes.information_flow(model, tokens), threshold=0.0, k=5)
-    assert all(type(p) is tuple and type(p[0]) is int for p in paths["path"]) and all(type(w[0]) is float for w in paths["weights"])
+    assert all(type(p) is tuple and type(p[0]) is int for p in paths["path"]) and all(
+        type(w[0]) is float for w in paths["weights"]
+    )
     paths.to_parquet(tmp_path / "paths.parquet")
     paths.to_csv(tmp_path / "paths.csv", index=False)
-    assert isinstance(pd.read_parquet(tmp_path / "paths.parquet")["path"].iloc[0], np.ndarray)  # what parquet alone gives
-    for back in (probes.read_paths(tmp_path / "paths.parquet"), probes.read_paths(tmp_path / "paths.csv"), probes.read_paths(pd.read_parquet(tmp_path / "paths.parquet"))):
+    assert isinstance(
+        pd.read_parquet(tmp_path / "paths.parquet")["path"].iloc[0], np.ndarray
+    )  # what parquet alone gives
+    for back in (
+        probes.read_paths(tmp_path / "paths.parquet"),
+        probes.read_paths(tmp_path / "paths.csv"),
+        probes.read_paths(pd.read_parquet(tmp_path / "paths.parquet")),
+    ):
         pd.testing.assert_frame_equal(back, paths, check_exact=False, rtol=1e-15)
         assert all(type(p) is tuple for p in back["path"]) and back["path"].tolist() == paths["path"].tolist()
     one_layer = probes.top_paths(probes.information_flow(decoder(n_layers=1), tokens), threshold=0.0, k=2)
@@ -328,7 +416,11 @@ def _random_edges(n_layers: int, n_pos: int, seed: int) -> pd.DataFrame:
     for layer in range(n_layers):
         weights = np.tril(gen.random((n_pos, n_pos)) ** 4)
         weights /= weights.sum(1, keepdims=True)
-        rows += [{"layer": layer, "attn_head": "sum", "source": k, "query": q, "weight": weights[q, k], "std": 0.0} for q in range(n_pos) for k in range(q + 1)]
+        rows += [
+            {"layer": layer, "attn_head": "sum", "source": k, "query": q, "weight": weights[q, k], "std": 0.0}
+            for q in range(n_pos)
+            for k in range(q + 1)
+        ]
     return pd.DataFrame(rows)
 
 
@@ -337,7 +429,10 @@ def test_top_paths_best_k_equals_every_path_ranked():
     every = probes.top_paths(edges, threshold=0.0, k=None)
     best = probes.top_paths(edges, threshold=0.0, k=12)
     pd.testing.assert_frame_equal(best, every.head(12))
-    assert probes.top_paths(edges, threshold=0.2, k=5)["score"].tolist() == probes.top_paths(edges, threshold=0.2, k=None)["score"].head(5).tolist()
+    assert (
+        probes.top_paths(edges, threshold=0.2, k=5)["score"].tolist()
+        == probes.top_paths(edges, threshold=0.2, k=None)["score"].head(5).tolist()
+    )
 
 
 def test_top_paths_on_twelve_layers():
@@ -350,7 +445,9 @@ def test_top_paths_on_twelve_layers():
 
 
 def test_views_stay_small():
-    weight = torch.eye(40)[torch.arange(300) % 40] + 0.01 * torch.randn(300, 40, generator=torch.Generator().manual_seed(0))
+    weight = torch.eye(40)[torch.arange(300) % 40] + 0.01 * torch.randn(
+        300, 40, generator=torch.Generator().manual_seed(0)
+    )
     figure = probes.plot_condensation(probes.condensation(weight))
     assert len(figure.data) == 2  # the heatmap and one trace of 40 squares
     model = decoder(n_ctx=12)

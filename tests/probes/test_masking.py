@@ -9,7 +9,15 @@ import torch
 from helpers import foreign_model, n_hooks
 from transformer_lens import HookedTransformer
 
-from probes import candidate_labelings, cluster_scores, mask_key, mask_second_anchor, masked_run, plot_projection, project
+from probes import (
+    candidate_labelings,
+    cluster_scores,
+    mask_key,
+    mask_second_anchor,
+    masked_run,
+    plot_projection,
+    project,
+)
 from probes.masking import source_mask
 from training import make_dataset
 
@@ -53,9 +61,15 @@ def test_masked_pattern_is_zero_at_sources_and_untouched_elsewhere(model, tokens
     masked = run.cache["blocks.1.attn.hook_pattern"]
     assert torch.all(masked[:, 0, 4:, 4] == 0)
     torch.testing.assert_close(masked[:, 1], plain["blocks.1.attn.hook_pattern"][:, 1])  # other head
-    torch.testing.assert_close(masked[:, 0, :, :4], plain["blocks.1.attn.hook_pattern"][:, 0, :, :4])  # not renormalized
-    torch.testing.assert_close(run.cache["blocks.0.attn.hook_pattern"], plain["blocks.0.attn.hook_pattern"])  # other layer
-    renorm = masked_run(model, tokens, 4, layers=1, heads=0, renormalize=True, names_filter=names).cache["blocks.1.attn.hook_pattern"]
+    torch.testing.assert_close(
+        masked[:, 0, :, :4], plain["blocks.1.attn.hook_pattern"][:, 0, :, :4]
+    )  # not renormalized
+    torch.testing.assert_close(
+        run.cache["blocks.0.attn.hook_pattern"], plain["blocks.0.attn.hook_pattern"]
+    )  # other layer
+    renorm = masked_run(model, tokens, 4, layers=1, heads=0, renormalize=True, names_filter=names).cache[
+        "blocks.1.attn.hook_pattern"
+    ]
     torch.testing.assert_close(renorm[:, 0].sum(-1), torch.ones(5, 9))
 
 
@@ -96,16 +110,23 @@ def test_source_position_formats():
     expected[0, 5] = True
     assert torch.equal(source_mask([[1, 5], [2], [2]], 3, 9), expected)
     assert torch.equal(source_mask(torch.tensor([[1, 5], [2, 2], [2, 2]]), 3, 9), expected)
-    assert torch.equal(source_mask(4, 3, 9), torch.zeros(3, 9, dtype=torch.bool).index_fill_(1, torch.tensor([4]), True))
+    assert torch.equal(
+        source_mask(4, 3, 9), torch.zeros(3, 9, dtype=torch.bool).index_fill_(1, torch.tensor([4]), True)
+    )
     same = torch.zeros(3, 9, dtype=torch.bool).index_fill_(1, torch.tensor([2, 3]), True)
-    assert torch.equal(source_mask([2, 3], 3, 9), same) and torch.equal(source_mask([2, 3], 5, 9)[4], same[0])  # a flat list: every sample, any batch
+    assert torch.equal(source_mask([2, 3], 3, 9), same) and torch.equal(
+        source_mask([2, 3], 5, 9)[4], same[0]
+    )  # a flat list: every sample, any batch
 
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
         ({"source_positions": 9}, "source_positions=9"),
-        ({"source_positions": -10}, r"source_positions=-10 is not a position of the 9-token sequence: use 0\.\.8 \(or -9\.\.-1 from the end\)"),
+        (
+            {"source_positions": -10},
+            r"source_positions=-10 is not a position of the 9-token sequence: use 0\.\.8 \(or -9\.\.-1 from the end\)",
+        ),
         ({"source_positions": [[1], [2]]}, "one list per sample"),
         ({"source_positions": torch.zeros(2, dtype=torch.long)}, r"\[batch=5\]"),
         ({"source_positions": 1, "layers": 2}, "layers=2"),
@@ -189,12 +210,20 @@ def test_projection_frames(model):
     top = torch.linalg.svdvals(centered)[:2] ** 2 / 39
     np.testing.assert_allclose(np.sort(pca[["x", "y"]].var().to_numpy())[::-1], top.numpy(), rtol=1e-6)
     assert plot_projection(tsne).data
-    pd.testing.assert_frame_equal(project(vectors, "tsne", perplexity=12, labels=labels), tsne)  # seeded: the same every call
+    pd.testing.assert_frame_equal(
+        project(vectors, "tsne", perplexity=12, labels=labels), tsne
+    )  # seeded: the same every call
     assert project(vectors, "tsne").attrs["perplexity"] == 12.0  # the journal's, where 40 inputs allow it
     for n, perplexity in ((12, 11 / 3), (5, 4 / 3), (3, 1.0)):  # fewer than 37 inputs: (n - 1) / 3, at least 1
         small = project(vectors[:n], "tsne")
-        assert small.attrs["perplexity"] == pytest.approx(perplexity) and len(small) == n and np.isfinite(small[["x", "y"]].to_numpy()).all()
-    with pytest.raises(ValueError, match=r"perplexity must be in \(0, n_samples=10\), got 12\.0; .* or perplexity=None for 3"):
+        assert (
+            small.attrs["perplexity"] == pytest.approx(perplexity)
+            and len(small) == n
+            and np.isfinite(small[["x", "y"]].to_numpy()).all()
+        )
+    with pytest.raises(
+        ValueError, match=r"perplexity must be in \(0, n_samples=10\), got 12\.0; .* or perplexity=None for 3"
+    ):
         project(vectors[:10], "tsne", perplexity=12)
     with pytest.raises(ValueError, match="method"):
         project(vectors, "umap")

@@ -135,7 +135,10 @@ def test_attention_patterns_are_the_softmax_of_the_scaled_scores(kind: str) -> N
     edges = information_flow(model, tokens)
     summed = edges[edges["attn_head"] == "sum"]
     mean_sum = torch.stack(expected).sum(2).mean(1).double()  # [layer, query, source]
-    torch.testing.assert_close(torch.tensor(summed["weight"].to_numpy()), mean_sum[tuple(torch.tensor(summed[c].to_numpy(int)) for c in ("layer", "query", "source"))])
+    torch.testing.assert_close(
+        torch.tensor(summed["weight"].to_numpy()),
+        mean_sum[tuple(torch.tensor(summed[c].to_numpy(int)) for c in ("layer", "query", "source"))],
+    )
     paths = top_paths(edges, threshold=0.0, k=3)
     assert len(paths) == 3 and all(len(p) == model.cfg.n_layers + 1 and p[-1] == n_pos - 1 for p in paths["path"])
     assert f"L{model.cfg.n_layers - 1}H{model.cfg.n_heads - 1}" in attention_html(model, tokens[0]).html()
@@ -209,9 +212,13 @@ def test_weight_ranks_spectra_and_condensation_match_numpy(kind: str) -> None:
     for row in frame.itertuples():
         layer = None if pd.isna(row.layer) else int(row.layer)
         s = np.linalg.svd(_merged_by_hand(model, layer, row.name).astype(np.float64), compute_uv=False)
-        assert row.stable_rank == pytest.approx(float((s**2).sum() / s[0] ** 2), rel=1e-5)  # float32 (probes.rank's tolerance)
+        assert row.stable_rank == pytest.approx(
+            float((s**2).sum() / s[0] ** 2), rel=1e-5
+        )  # float32 (probes.rank's tolerance)
         label = row.name if layer is None else f"L{layer} {row.name}"
-        np.testing.assert_allclose(spectra.loc[spectra["matrix"] == label, "singular_value"].to_numpy(), s, rtol=1e-5, atol=1e-6 * s[0])
+        np.testing.assert_allclose(
+            spectra.loc[spectra["matrix"] == label, "singular_value"].to_numpy(), s, rtol=1e-5, atol=1e-6 * s[0]
+        )
     w_q = _merged_by_hand(model, 0, "W_Q").T.astype(np.float64)  # one query neuron per row
     unit = w_q / np.linalg.norm(w_q, axis=1, keepdims=True)
     result = condensation(merged_weight(model, "W_Q", 0).T)
@@ -230,21 +237,49 @@ def test_embedding_pca_matches_the_covariance_eigenvalues(kind: str) -> None:
 
 
 ONE_LAYER_ONLY = [
-    ("residual_similarity", lambda m: residual_similarity(m, grid(), layer=1), r"layer=1 is not a layer of this 1-layer model: use 0\.\.0"),
-    ("value_similarity", lambda m: value_similarity(m, grid(), layer=1), r"layer=1 is not a layer of this 1-layer model: use 0\.\.0"),
-    ("masked_run", lambda m: masked_run(m, anchor_data().tokens, 2, layers=1), r"layers=1 is not a layer of this 1-layer model: use 0\.\.0"),
-    ("mask_key", lambda m: mask_key(m, anchor_data(), layers=[0, 1]), r"layers=1 is not a layer of this 1-layer model: use 0\.\.0"),
-    ("merged_weight", lambda m: merged_weight(m, "W_Q", 1), r"layer must be an integer in 0\.\.0 \(or -1\.\.-1 from the end\) for W_Q, got 1"),
+    (
+        "residual_similarity",
+        lambda m: residual_similarity(m, grid(), layer=1),
+        r"layer=1 is not a layer of this 1-layer model: use 0\.\.0",
+    ),
+    (
+        "value_similarity",
+        lambda m: value_similarity(m, grid(), layer=1),
+        r"layer=1 is not a layer of this 1-layer model: use 0\.\.0",
+    ),
+    (
+        "masked_run",
+        lambda m: masked_run(m, anchor_data().tokens, 2, layers=1),
+        r"layers=1 is not a layer of this 1-layer model: use 0\.\.0",
+    ),
+    (
+        "mask_key",
+        lambda m: mask_key(m, anchor_data(), layers=[0, 1]),
+        r"layers=1 is not a layer of this 1-layer model: use 0\.\.0",
+    ),
+    (
+        "merged_weight",
+        lambda m: merged_weight(m, "W_Q", 1),
+        r"layer must be an integer in 0\.\.0 \(or -1\.\.-1 from the end\) for W_Q, got 1",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("probe", "message"), [(c, msg) for _, c, msg in ONE_LAYER_ONLY], ids=[n for n, _, _ in ONE_LAYER_ONLY])
+@pytest.mark.parametrize(
+    ("probe", "message"), [(c, msg) for _, c, msg in ONE_LAYER_ONLY], ids=[n for n, _, _ in ONE_LAYER_ONLY]
+)
 @pytest.mark.parametrize("architecture", ["foreign", "neurips"])
-def test_asking_a_one_layer_model_for_its_second_layer_names_the_valid_range(probe, message: str, architecture: str) -> None:
+def test_asking_a_one_layer_model_for_its_second_layer_names_the_valid_range(
+    probe, message: str, architecture: str
+) -> None:
     if architecture == "foreign":
         model = kind_model("one_layer")
     else:
-        model = build_model(ModelConfig(architecture="neurips", n_layers=1, d_model=16, n_heads=2, d_head=8, d_mlp=32), InitConfig(), seed=0)
+        model = build_model(
+            ModelConfig(architecture="neurips", n_layers=1, d_model=16, n_heads=2, d_head=8, d_mlp=32),
+            InitConfig(),
+            seed=0,
+        )
     with pytest.raises(ValueError, match=message):
         probe(model)
     assert n_hooks(model) == 0
@@ -254,23 +289,32 @@ def test_models_without_a_stream_between_attention_and_mlp() -> None:
     parallel = foreign_model(parallel_attn_mlp=True)
     with pytest.raises(ValueError, match=r"no blocks\.1\.hook_resid_mid.*in parallel.*activation_similarity"):
         residual_similarity(parallel, grid())
-    with pytest.raises(ValueError, match=r"unknown hook name.*'blocks\.0\.hook_resid_p"):  # suggests names the model has
+    with pytest.raises(
+        ValueError, match=r"unknown hook name.*'blocks\.0\.hook_resid_p"
+    ):  # suggests names the model has
         masked_run(kind_model("attn_only"), anchor_data().tokens, 2, names_filter=["blocks.0.hook_resid_mid"])
 
 
 def test_mixture_of_experts_mlps_are_not_read_as_one_matrix() -> None:
     model = foreign_model(num_experts=2, experts_per_token=1)
     assert not {"W_in", "W_out"} & set(weight_stable_ranks(model)["name"])
-    with pytest.raises(ValueError, match=r"W_in does not exist: the model's MLP is a mixture of 2 experts.*experts\[i\]\.W_in"):
+    with pytest.raises(
+        ValueError, match=r"W_in does not exist: the model's MLP is a mixture of 2 experts.*experts\[i\]\.W_in"
+    ):
         merged_weight(model, "W_in", 0)
 
 
 @pytest.mark.parametrize(
     ("overrides", "message"),
-    [(dict(d_vocab=50), r"token ids must lie in 0\.\.49 \(the model's vocabulary\)"), (dict(n_ctx=5), "exceed the model's context n_ctx=5")],
+    [
+        (dict(d_vocab=50), r"token ids must lie in 0\.\.49 \(the model's vocabulary\)"),
+        (dict(n_ctx=5), "exceed the model's context n_ctx=5"),
+    ],
     ids=["small_vocabulary", "short_context"],
 )
-@pytest.mark.parametrize("probe", [mask_key, mask_second_anchor, residual_similarity, value_similarity], ids=lambda f: f.__name__)
+@pytest.mark.parametrize(
+    "probe", [mask_key, mask_second_anchor, residual_similarity, value_similarity], ids=lambda f: f.__name__
+)
 def test_models_that_cannot_read_anchor_inputs_are_refused(overrides: dict, message: str, probe) -> None:
     with pytest.raises(ValueError, match=message):
         probe(foreign_model(**overrides), anchor_data())
@@ -291,22 +335,80 @@ def _edges() -> pd.DataFrame:
 
 
 ACCEPTED = [
-    ("layer numpy", lambda: residual_similarity(kind_model("standard"), grid(), layer=np.int64(1)).similarity, lambda: residual_similarity(kind_model("standard"), grid(), layer=1).similarity),
-    ("layers 0-d array", lambda: masked_run(kind_model("standard"), anchor_data().tokens, 2, layers=np.array(1)).logits, lambda: masked_run(kind_model("standard"), anchor_data().tokens, 2, layers=1).logits),
-    ("heads 0-d tensor", lambda: masked_run(kind_model("standard"), anchor_data().tokens, 2, heads=torch.tensor(0)).logits, lambda: masked_run(kind_model("standard"), anchor_data().tokens, 2, heads=0).logits),
-    ("query tensor", lambda: top_paths(_edges(), query=torch.tensor(7))["score"], lambda: top_paths(_edges(), query=7)["score"]),
-    ("head numpy", lambda: top_paths(_edges(), head=np.int64(1))["score"], lambda: top_paths(_edges(), head=1)["score"]),
+    (
+        "layer numpy",
+        lambda: residual_similarity(kind_model("standard"), grid(), layer=np.int64(1)).similarity,
+        lambda: residual_similarity(kind_model("standard"), grid(), layer=1).similarity,
+    ),
+    (
+        "layers 0-d array",
+        lambda: masked_run(kind_model("standard"), anchor_data().tokens, 2, layers=np.array(1)).logits,
+        lambda: masked_run(kind_model("standard"), anchor_data().tokens, 2, layers=1).logits,
+    ),
+    (
+        "heads 0-d tensor",
+        lambda: masked_run(kind_model("standard"), anchor_data().tokens, 2, heads=torch.tensor(0)).logits,
+        lambda: masked_run(kind_model("standard"), anchor_data().tokens, 2, heads=0).logits,
+    ),
+    (
+        "query tensor",
+        lambda: top_paths(_edges(), query=torch.tensor(7))["score"],
+        lambda: top_paths(_edges(), query=7)["score"],
+    ),
+    (
+        "head numpy",
+        lambda: top_paths(_edges(), head=np.int64(1))["score"],
+        lambda: top_paths(_edges(), head=1)["score"],
+    ),
     ("top numpy", lambda: top_paths(_edges(), k=np.int64(2))["score"], lambda: top_paths(_edges(), k=2)["score"]),
-    ("tokens array", lambda: embedding_pca(kind_model("standard"), np.arange(20, 100)).eigenvalues, lambda: embedding_pca(kind_model("standard"), range(20, 100)).eigenvalues),
-    ("keys tensor", lambda: input_grid(torch.arange(30, 33), [(1, 2)]).tokens, lambda: input_grid(range(30, 33), [(1, 2)]).tokens),
-    ("pairs arrays", lambda: input_grid(range(30, 33), [np.array([1, 2])]).tokens, lambda: input_grid(range(30, 33), [(1, 2)]).tokens),
+    (
+        "tokens array",
+        lambda: embedding_pca(kind_model("standard"), np.arange(20, 100)).eigenvalues,
+        lambda: embedding_pca(kind_model("standard"), range(20, 100)).eigenvalues,
+    ),
+    (
+        "keys tensor",
+        lambda: input_grid(torch.arange(30, 33), [(1, 2)]).tokens,
+        lambda: input_grid(range(30, 33), [(1, 2)]).tokens,
+    ),
+    (
+        "pairs arrays",
+        lambda: input_grid(range(30, 33), [np.array([1, 2])]).tokens,
+        lambda: input_grid(range(30, 33), [(1, 2)]).tokens,
+    ),
     # a negative index counts from the end, as Python's (2 layers, 2 heads, 9 positions)
-    ("source -1", lambda: masked_run(kind_model("standard"), anchor_data().tokens, -1).logits, lambda: masked_run(kind_model("standard"), anchor_data().tokens, 8).logits),
-    ("per-sample sources -2", lambda: masked_run(kind_model("standard"), anchor_data().tokens, torch.full((12,), -2)).logits, lambda: masked_run(kind_model("standard"), anchor_data().tokens, 7).logits),
-    ("query, layer, head -1", lambda: masked_run(kind_model("standard"), anchor_data().tokens, 2, layers=-1, heads=[-1], query_positions=-1).logits, lambda: masked_run(kind_model("standard"), anchor_data().tokens, 2, layers=1, heads=[1], query_positions=8).logits),
+    (
+        "source -1",
+        lambda: masked_run(kind_model("standard"), anchor_data().tokens, -1).logits,
+        lambda: masked_run(kind_model("standard"), anchor_data().tokens, 8).logits,
+    ),
+    (
+        "per-sample sources -2",
+        lambda: masked_run(kind_model("standard"), anchor_data().tokens, torch.full((12,), -2)).logits,
+        lambda: masked_run(kind_model("standard"), anchor_data().tokens, 7).logits,
+    ),
+    (
+        "query, layer, head -1",
+        lambda: (
+            masked_run(
+                kind_model("standard"), anchor_data().tokens, 2, layers=-1, heads=[-1], query_positions=-1
+            ).logits
+        ),
+        lambda: (
+            masked_run(kind_model("standard"), anchor_data().tokens, 2, layers=1, heads=[1], query_positions=8).logits
+        ),
+    ),
     ("paths query -1", lambda: top_paths(_edges(), query=-1)["score"], lambda: top_paths(_edges(), query=8)["score"]),
-    ("similarity layer -2", lambda: value_similarity(kind_model("standard"), grid(), layer=-2).similarity, lambda: value_similarity(kind_model("standard"), grid(), layer=0).similarity),
-    ("patterns layers -1", lambda: attention_patterns(kind_model("standard"), anchor_data().tokens, layers=[-1]), lambda: attention_patterns(kind_model("standard"), anchor_data().tokens, layers=[1])),
+    (
+        "similarity layer -2",
+        lambda: value_similarity(kind_model("standard"), grid(), layer=-2).similarity,
+        lambda: value_similarity(kind_model("standard"), grid(), layer=0).similarity,
+    ),
+    (
+        "patterns layers -1",
+        lambda: attention_patterns(kind_model("standard"), anchor_data().tokens, layers=[-1]),
+        lambda: attention_patterns(kind_model("standard"), anchor_data().tokens, layers=[1]),
+    ),
 ]
 
 
@@ -320,30 +422,95 @@ def test_integer_like_arguments_are_their_integer(given, plain) -> None:
 
 
 REFUSED = [
-    ("k float", lambda: top_paths(_edges(), k=2.5), r"k \(how many paths to keep; None for all\) must be an integer >= 1, got 2\.5"),
+    (
+        "k float",
+        lambda: top_paths(_edges(), k=2.5),
+        r"k \(how many paths to keep; None for all\) must be an integer >= 1, got 2\.5",
+    ),
     ("k negative", lambda: top_paths(_edges(), k=-1), r"k .* must be an integer >= 1, got -1"),
     ("max_paths float", lambda: top_paths(_edges(), max_paths=1.5), "max_paths must be an integer >= 1"),
-    ("threshold string", lambda: top_paths(_edges(), threshold="0.1"), "threshold must be a finite weight >= 0, got '0.1'"),
+    (
+        "threshold string",
+        lambda: top_paths(_edges(), threshold="0.1"),
+        "threshold must be a finite weight >= 0, got '0.1'",
+    ),
     ("head float", lambda: top_paths(_edges(), head=0.5), "head must be a head index or 'sum', got 0.5"),
     ("n_highlight float", lambda: plot_flow(_edges(), n_highlight=2.5), "n_highlight must be an integer >= 0"),
     ("min_weight nan", lambda: plot_flow(_edges(), min_weight=float("nan")), "min_weight must be a finite number"),
-    ("token float", lambda: embedding_pca(kind_model("standard"), [20.5, 30, 40]), "each token id must be an integer >= 0, got 20.5"),
-    ("tokens 2-D", lambda: embedding_pca(kind_model("standard"), torch.arange(20, 100).reshape(8, 10)), "each token id must be an integer"),
+    (
+        "token float",
+        lambda: embedding_pca(kind_model("standard"), [20.5, 30, 40]),
+        "each token id must be an integer >= 0, got 20.5",
+    ),
+    (
+        "tokens 2-D",
+        lambda: embedding_pca(kind_model("standard"), torch.arange(20, 100).reshape(8, 10)),
+        "each token id must be an integer",
+    ),
     ("tokens repeated", lambda: embedding_pca(kind_model("standard"), [30, 30, 30]), "at least 3 distinct tokens"),
     ("key float", lambda: input_grid([30.5, 31], [(1, 2)]), "each key must be an integer >= 0, got 30.5"),
     ("anchor float", lambda: input_grid([30, 31], [(1.5, 2)]), "each anchor must be an integer >= 0, got 1.5"),
-    ("pair of three", lambda: input_grid([30, 31], [(1, 2, 3)]), r"each anchor pair must be two anchors \(a1, a2\), got \(1, 2, 3\)"),
+    (
+        "pair of three",
+        lambda: input_grid([30, 31], [(1, 2, 3)]),
+        r"each anchor pair must be two anchors \(a1, a2\), got \(1, 2, 3\)",
+    ),
     ("grid seed float", lambda: input_grid([30, 31], [(1, 2)], seed=1.5), "seed must be an integer >= 0, got 1.5"),
-    ("noise float", lambda: input_grid([30, 31], [(1, 2)], noise=[30.5] * 9), "each noise token must be an integer >= 0, got 30.5"),
-    ("project seed float", lambda: project(torch.randn(6, 3), method="pca", seed=1.5), "seed must be an integer >= 0, got 1.5"),
-    ("perplexity tensor", lambda: project(torch.randn(6, 3), perplexity=torch.tensor(2.0)), "perplexity must be a finite number"),
-    ("cluster seed float", lambda: cluster_scores(torch.randn(6, 3), {"a": [0, 0, 1, 1, 2, 2]}, columns=None, seed=1.5), "seed must be an integer >= 0"),
-    ("key_position from the end", lambda: input_grid([30, 31], [(1, 2)], key_position=-1), r"key_position=-1 is not a key position \(anchors follow at \+1, \+2\): use 0\.\.6$"),
-    ("names not names", lambda: masked_run(kind_model("standard"), anchor_data().tokens, 2, names_filter=3), "names_filter must be hook names"),
-    ("masked_run without layers", lambda: masked_run(foreign_model(n_layers=0), torch.tensor([[1, 2, 3, 4]]), [0, 1, 2]), "masked_run: the model has 0 layers, so it has no attention to mask"),
-    ("attention patterns without layers", lambda: attention_patterns(foreign_model(n_layers=0), torch.tensor([[1, 2, 3, 4]])), "layers: there is no layer of this 0-layer model"),
-    ("attention_mask on the meta device", lambda: masked_run(kind_model("standard"), torch.tensor([[1, 2, 3, 4]]), 1, attention_mask=torch.ones(1, 4, dtype=torch.long, device="meta")), "attention_mask is on the meta device"),
-    ("tokens on the meta device", lambda: masked_run(kind_model("standard"), anchor_data().tokens.to("meta"), 2), r"tokens are on the meta device \(a shape without data\)"),
+    (
+        "noise float",
+        lambda: input_grid([30, 31], [(1, 2)], noise=[30.5] * 9),
+        "each noise token must be an integer >= 0, got 30.5",
+    ),
+    (
+        "project seed float",
+        lambda: project(torch.randn(6, 3), method="pca", seed=1.5),
+        "seed must be an integer >= 0, got 1.5",
+    ),
+    (
+        "perplexity tensor",
+        lambda: project(torch.randn(6, 3), perplexity=torch.tensor(2.0)),
+        "perplexity must be a finite number",
+    ),
+    (
+        "cluster seed float",
+        lambda: cluster_scores(torch.randn(6, 3), {"a": [0, 0, 1, 1, 2, 2]}, columns=None, seed=1.5),
+        "seed must be an integer >= 0",
+    ),
+    (
+        "key_position from the end",
+        lambda: input_grid([30, 31], [(1, 2)], key_position=-1),
+        r"key_position=-1 is not a key position \(anchors follow at \+1, \+2\): use 0\.\.6$",
+    ),
+    (
+        "names not names",
+        lambda: masked_run(kind_model("standard"), anchor_data().tokens, 2, names_filter=3),
+        "names_filter must be hook names",
+    ),
+    (
+        "masked_run without layers",
+        lambda: masked_run(foreign_model(n_layers=0), torch.tensor([[1, 2, 3, 4]]), [0, 1, 2]),
+        "masked_run: the model has 0 layers, so it has no attention to mask",
+    ),
+    (
+        "attention patterns without layers",
+        lambda: attention_patterns(foreign_model(n_layers=0), torch.tensor([[1, 2, 3, 4]])),
+        "layers: there is no layer of this 0-layer model",
+    ),
+    (
+        "attention_mask on the meta device",
+        lambda: masked_run(
+            kind_model("standard"),
+            torch.tensor([[1, 2, 3, 4]]),
+            1,
+            attention_mask=torch.ones(1, 4, dtype=torch.long, device="meta"),
+        ),
+        "attention_mask is on the meta device",
+    ),
+    (
+        "tokens on the meta device",
+        lambda: masked_run(kind_model("standard"), anchor_data().tokens.to("meta"), 2),
+        r"tokens are on the meta device \(a shape without data\)",
+    ),
 ]
 
 
@@ -364,8 +531,13 @@ def test_names_filter_none_is_every_hook_point_and_names_a_deprecated_alias() ->
     with pytest.warns(DeprecationWarning, match=r"names=None is names_filter=\(\)"):
         assert list(masked_run(model, tokens, 2, names=None).cache) == []  # what names=None meant
     with pytest.warns(DeprecationWarning):
-        assert list(mask_key(model, anchor_data(), names=None).cache) == ["blocks.1.hook_resid_post"]  # its default, as before
-    for both in (lambda: masked_run(model, tokens, 2, None, None, None, False, "resid_post", names="v"), lambda: mask_key(model, anchor_data(), names_filter="v", names="v")):
+        assert list(mask_key(model, anchor_data(), names=None).cache) == [
+            "blocks.1.hook_resid_post"
+        ]  # its default, as before
+    for both in (
+        lambda: masked_run(model, tokens, 2, None, None, None, False, "resid_post", names="v"),
+        lambda: mask_key(model, anchor_data(), names_filter="v", names="v"),
+    ):
         with pytest.raises(ValueError, match="got both names_filter= and names="):
             both()
 
@@ -384,7 +556,13 @@ NON_FINITE = [
     ("cosine_similarity_matrix", lambda bad: cosine_similarity_matrix(_with(bad)), "in vectors"),
     ("project", lambda bad: project(_with(bad), method="pca"), "in vectors"),
     ("cluster_scores", lambda bad: cluster_scores(_with(bad), {"a": [0, 0, 1, 1, 2, 2]}, columns=None), "in vectors"),
-    ("block_score", lambda bad: block_score(_with(bad, (4, 4)), torch.eye(4, dtype=torch.bool) | torch.eye(4, dtype=torch.bool).roll(1, 0)), "in similarity"),
+    (
+        "block_score",
+        lambda bad: block_score(
+            _with(bad, (4, 4)), torch.eye(4, dtype=torch.bool) | torch.eye(4, dtype=torch.bool).roll(1, 0)
+        ),
+        "in similarity",
+    ),
 ]
 
 
@@ -401,8 +579,16 @@ DIVERGED = [
     ("mask_key", lambda m: mask_key(m, grid()), "in the model's logits on these tokens"),
     ("residual_similarity", lambda m: residual_similarity(m, grid()), r"in the activation blocks\.1\.hook_resid_mid"),
     ("value_similarity", lambda m: value_similarity(m, grid()), r"in the activation blocks\.1\.attn\.hook_v"),
-    ("information_flow", lambda m: information_flow(m, grid().tokens), "in the model's last residual stream on these tokens"),
-    ("attention_html", lambda m: attention_html(m, grid().tokens[0]), "in the model's last residual stream on these tokens"),
+    (
+        "information_flow",
+        lambda m: information_flow(m, grid().tokens),
+        "in the model's last residual stream on these tokens",
+    ),
+    (
+        "attention_html",
+        lambda m: attention_html(m, grid().tokens[0]),
+        "in the model's last residual stream on these tokens",
+    ),
     ("weight_stable_ranks", lambda m: weight_stable_ranks(m), "NaN or infinite entries"),
     ("singular_value_spectra", lambda m: singular_value_spectra(m), "NaN or infinite entries"),
 ]

@@ -9,7 +9,15 @@ import torch
 import torch.nn.functional as F
 from helpers import foreign_model
 
-from probes import block_score, cosine_similarity_matrix, equal_mask, input_grid, plot_similarity, residual_similarity, value_similarity
+from probes import (
+    block_score,
+    cosine_similarity_matrix,
+    equal_mask,
+    input_grid,
+    plot_similarity,
+    residual_similarity,
+    value_similarity,
+)
 
 
 def test_block_score_of_a_constructed_example_equals_the_hand_value():

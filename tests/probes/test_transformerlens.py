@@ -47,7 +47,9 @@ def test_patching_runs_and_the_decompositions_add_up_where_the_docs_say(architec
         heads = patching.get_act_patch_attn_head_out_by_pos(m, corrupted, cache, metric)
         corrupted_value = float(metric(m(corrupted)))
     assert resid.shape == (2, 9) and heads.shape == (2, 9, 2)
-    assert float(resid[0, 2]) == pytest.approx(float(metric(clean_logits)), abs=1e-5)  # patching the changed position restores the clean run
+    assert float(resid[0, 2]) == pytest.approx(
+        float(metric(clean_logits)), abs=1e-5
+    )  # patching the changed position restores the clean run
     assert float((resid[0, [0, 1, 3, 4, 5, 6, 7, 8]] - corrupted_value).abs().max()) < 1e-5
     components = cache.decompose_resid(pos_slice=-1)
     adds_up = bool(torch.allclose(components.sum(0), cache["resid_post", 1][:, -1], atol=1e-5))
@@ -61,9 +63,13 @@ def test_generate_with_the_options_the_docs_name_answers_the_argmax(architecture
     m, clean = model(architecture), tokens()
     with pytest.raises(AssertionError, match="Must pass a eos_token_id if stop_at_eos is True"):
         m.generate(clean, max_new_tokens=1, verbose=False)
-    with pytest.raises((ValueError, RuntimeError)):  # the papers' blocks refuse a key-value cache; the standard one fails inside TransformerLens
+    with pytest.raises(
+        (ValueError, RuntimeError)
+    ):  # the papers' blocks refuse a key-value cache; the standard one fails inside TransformerLens
         m.generate(clean[:, :7], max_new_tokens=2, stop_at_eos=False, do_sample=False, verbose=False)
-    answer = m.generate(clean, max_new_tokens=1, stop_at_eos=False, use_past_kv_cache=False, do_sample=False, verbose=False)
+    answer = m.generate(
+        clean, max_new_tokens=1, stop_at_eos=False, use_past_kv_cache=False, do_sample=False, verbose=False
+    )
     with torch.no_grad():
         assert torch.equal(answer[:, -1], m(clean)[:, -1].argmax(-1))
 
@@ -86,12 +92,25 @@ def module_level_imports(package: str) -> set[str]:
     seen, todo, outside = set(), [package], set()
     while todo:
         name = todo.pop()
-        path = next((p for p in (ROOT / f"{name.replace('.', '/')}.py", ROOT / name.replace(".", "/") / "__init__.py") if p.is_file()), None)
+        path = next(
+            (
+                p
+                for p in (ROOT / f"{name.replace('.', '/')}.py", ROOT / name.replace(".", "/") / "__init__.py")
+                if p.is_file()
+            ),
+            None,
+        )
         if name in seen or path is None:
             continue
         seen.add(name)
         for node in ast.parse(path.read_text(encoding="utf-8")).body:
-            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
+            modules = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module]
+                if isinstance(node, ast.ImportFrom) and node.module and not node.level
+                else []
+            )
             for module in modules:
                 parts = module.split(".")
                 if parts[0] in ("interp_init", "probes"):

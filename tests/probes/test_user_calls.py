@@ -58,7 +58,9 @@ def test_information_flow_takes_an_activation_cache(model, data) -> None:
     row = flow[(flow.layer == 1) & (flow.attn_head == "1") & (flow["query"] == 8) & (flow.source == 3)].iloc[0]
     assert row.weight == pytest.approx(float(pattern[:, 1, 8, 3].double().mean()), abs=1e-7)
     assert torch.equal(probes.attention_patterns(model, cache)[1], pattern.cpu())
-    one = probes.information_flow(model, model.run_with_cache(tokens[:1], remove_batch_dim=True)[1])  # [head, query, source] patterns
+    one = probes.information_flow(
+        model, model.run_with_cache(tokens[:1], remove_batch_dim=True)[1]
+    )  # [head, query, source] patterns
     pd.testing.assert_frame_equal(one, probes.information_flow(model, tokens[:1]))
     _, partial = model.run_with_cache(tokens, names_filter="blocks.0.attn.hook_pattern")
     with pytest.raises(ValueError, match=r"the cache holds no blocks.1.attn.hook_pattern .*run_with_cache"):
@@ -71,7 +73,11 @@ def test_top_paths_takes_k_and_the_edges_keep_head_free(model, data) -> None:
     with pytest.warns(DeprecationWarning, match=r"top_paths\(top=...\) is deprecated .*pass k="):
         assert len(paths) <= 3 and paths.equals(probes.top_paths(flow, top=3))  # the earlier name still works
     scores = {(a, b, 8): _weight(flow, 0, b, a) * _weight(flow, 1, 8, b) for a in range(9) for b in range(a, 9)}
-    passing = {path: score for path, score in scores.items() if _weight(flow, 0, path[1], path[0]) >= 0.05 and _weight(flow, 1, 8, path[1]) >= 0.05}
+    passing = {
+        path: score
+        for path, score in scores.items()
+        if _weight(flow, 0, path[1], path[0]) >= 0.05 and _weight(flow, 1, 8, path[1]) >= 0.05
+    }
     assert paths["path"].iloc[0] == max(passing, key=passing.get)
     assert callable(flow.head) and flow.head(2).shape == (2, 6)  # DataFrame.head, not a column
     old = flow.rename(columns={"attn_head": "head"})  # a table written before the rename
@@ -94,10 +100,14 @@ def test_similarity_result_is_exported_with_the_block_score(model, data) -> None
 def test_activation_stable_ranks_read_an_activation_cache(model, data) -> None:
     _, cache = model.run_with_cache(data.tokens)
     from_cache = probes.activation_stable_ranks(model, cache, "resid_post", position="last")
-    pd.testing.assert_frame_equal(from_cache, probes.activation_stable_ranks(model, data.tokens, "resid_post", position="last"))
+    pd.testing.assert_frame_equal(
+        from_cache, probes.activation_stable_ranks(model, data.tokens, "resid_post", position="last")
+    )
     last = cache["resid_post", 1][:, -1].double()  # by hand: ||A||_F^2 / ||A||_2^2 of the last positions
     by_hand = float(torch.linalg.matrix_norm(last) ** 2 / torch.linalg.matrix_norm(last, ord=2) ** 2)
-    assert from_cache.set_index("name").loc["blocks.1.hook_resid_post", "stable_rank"] == pytest.approx(by_hand, rel=1e-4)
+    assert from_cache.set_index("name").loc["blocks.1.hook_resid_post", "stable_rank"] == pytest.approx(
+        by_hand, rel=1e-4
+    )
     _, partial = model.run_with_cache(data.tokens, names_filter="blocks.0.hook_resid_post")
     with pytest.raises(ValueError, match="the cache holds no blocks.1.hook_resid_post"):
         probes.activation_stable_ranks(model, partial, "resid_post")

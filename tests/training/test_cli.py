@@ -45,7 +45,9 @@ def test_every_config_field_is_a_flag(capsys: pytest.CaptureFixture[str]) -> Non
         (["--convention", "xavier"], "convention must be one of"),
     ],
 )
-def test_bad_input_one_line_no_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
+def test_bad_input_one_line_no_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
     code = main(["train", "--preset", "tiny", *args, "--out", str(tmp_path / "r")])
     err = capsys.readouterr().err
     assert code != 0

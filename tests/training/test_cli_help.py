@@ -44,12 +44,16 @@ def test_the_command_line_module_imports_neither_torch_nor_transformer_lens() ->
 
 
 def test_help_imports_neither_torch_nor_transformer_lens() -> None:
-    code = _BARE_PACKAGE + "from training.cli import main; assert main(['--help']) == 0 and main(['train', '--help']) == 0"
+    code = (
+        _BARE_PACKAGE + "from training.cli import main; assert main(['--help']) == 0 and main(['train', '--help']) == 0"
+    )
     assert _heavy_after(code) == []
 
 
 def test_import_training_cli_imports_neither_torch_nor_transformer_lens() -> None:
-    done = _python("import training.cli, sys; assert 'torch' not in sys.modules and 'transformer_lens' not in sys.modules")
+    done = _python(
+        "import training.cli, sys; assert 'torch' not in sys.modules and 'transformer_lens' not in sys.modules"
+    )
     assert done.returncode == 0, done.stderr
 
 
@@ -91,7 +95,10 @@ def test_choices_are_listed_in_the_help(capsys: pytest.CaptureFixture[str]) -> N
     for name, (_, _, _, choices) in FIELDS.items():
         if choices:
             assert f"--{name.replace('_', '-')} [{'|'.join(choices)}]" in page, name
-    assert f"--task [{'|'.join(TASK_CHOICES)}|package.module:ClassName]" in page and f"--preset [{'|'.join(PRESET_CHOICES)}]" in page
+    assert (
+        f"--task [{'|'.join(TASK_CHOICES)}|package.module:ClassName]" in page
+        and f"--preset [{'|'.join(PRESET_CHOICES)}]" in page
+    )
 
 
 def _allowed(error: ValueError) -> tuple[str, ...]:
@@ -130,9 +137,17 @@ def test_the_option_table_matches_the_config_dataclasses() -> None:
 
 @pytest.mark.parametrize(
     ("device", "cuda", "preset"),
-    [("auto", False, "cpu"), ("auto", True, "paper"), ("cpu", True, "cpu"), ("cuda", True, "paper"), ("cuda:1", True, "paper")],
+    [
+        ("auto", False, "cpu"),
+        ("auto", True, "paper"),
+        ("cpu", True, "cpu"),
+        ("cuda", True, "paper"),
+        ("cuda:1", True, "paper"),
+    ],
 )
-def test_default_preset_follows_the_device(monkeypatch: pytest.MonkeyPatch, device: str, cuda: bool, preset: str) -> None:
+def test_default_preset_follows_the_device(
+    monkeypatch: pytest.MonkeyPatch, device: str, cuda: bool, preset: str
+) -> None:
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)

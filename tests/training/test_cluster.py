@@ -35,13 +35,17 @@ SPEC = StudySpec.reproduction("tiny", (0,))  # 4 runs: both tasks, both regimes
 def _slurm_or_skip() -> None:
     pytest.importorskip("submitit", reason="submitit is not installed (pip install 'interp-init[slurm]')")
     if shutil.which("sbatch") is None:
-        pytest.skip("slurm-wlm is not installed: .ci/slurm/start.sh installs it (Debian, as root) and starts a single-node Slurm")
+        pytest.skip(
+            "slurm-wlm is not installed: .ci/slurm/start.sh installs it (Debian, as root) and starts a single-node Slurm"
+        )
     try:
         out = subprocess.run(["sinfo", "-h", "-o", "%a %t"], capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.SubprocessError) as err:
         pytest.skip(f"sinfo failed ({err}): start the single-node Slurm with .ci/slurm/start.sh")
     if out.returncode != 0 or "up" not in out.stdout:
-        pytest.skip(f"no Slurm partition is up ({(out.stderr or out.stdout).strip()[:200]}): start it with .ci/slurm/start.sh")
+        pytest.skip(
+            f"no Slurm partition is up ({(out.stderr or out.stdout).strip()[:200]}): start it with .ci/slurm/start.sh"
+        )
 
 
 def _slurm_options(**kw) -> SlurmOptions:
@@ -117,18 +121,25 @@ def test_slurm_time_limit_requeues_and_a_cancelled_job_resumes_on_a_second_launc
     import threading
 
     _slurm_or_skip()
-    out, spec = tmp_path / "sweep", _sweep(epochs=600)  # longer than one chunk of a 1-minute job, on a quiet machine too (150 epochs took under 40 s)
+    out, spec = (
+        tmp_path / "sweep",
+        _sweep(epochs=600),
+    )  # longer than one chunk of a 1-minute job, on a quiet machine too (150 epochs took under 40 s)
     victim, other = "gamma=0.5", "gamma=0.8"
     options = SweepOptions(backend="slurm", workers=None, progress=False, extra={"slurm": _slurm_options()})
     launched: dict = {}
     launch = threading.Thread(target=lambda: launched.update(first=run_sweep(spec, out, options)))
     launch.start()
     deadline = time.monotonic() + 600
-    while not (out / SLURM_FOLDER / JOBS_FILE).exists() or not all(RunFolder(out / n).is_busy() for n in (victim, other)):
+    while not (out / SLURM_FOLDER / JOBS_FILE).exists() or not all(
+        RunFolder(out / n).is_busy() for n in (victim, other)
+    ):
         assert time.monotonic() < deadline and launch.is_alive(), "the jobs never started training"
         time.sleep(0.5)
     record = json.loads((out / SLURM_FOLDER / JOBS_FILE).read_text())
-    subprocess.run(["scancel", "-s", "USR2", record[other]], check=True)  # an early warning: the chunk trains on to its end
+    subprocess.run(
+        ["scancel", "-s", "USR2", record[other]], check=True
+    )  # an early warning: the chunk trains on to its end
     while not RunFolder(out / victim).checkpoint_path.exists():
         assert time.monotonic() < deadline, "the cancelled run never checkpointed"
         time.sleep(0.5)
@@ -137,7 +148,10 @@ def test_slurm_time_limit_requeues_and_a_cancelled_job_resumes_on_a_second_launc
     first = launched["first"]
     _ended(record.values())
     assert dict(first.statuses) == {victim: "interrupted", other: "completed"}
-    assert dict(zip(first.results["run"], first.results["status"])) == {victim: "interrupted", other: "completed"}  # results.csv
+    assert dict(zip(first.results["run"], first.results["status"])) == {
+        victim: "interrupted",
+        other: "completed",
+    }  # results.csv
     assert json.loads((out / victim / "metrics.json").read_text())["status"] == "interrupted"
     assert RunFolder(out / victim).checkpoint_path.exists() and not (out / victim / "error.txt").exists()
     assert job_end_state(record[victim])[0] == "CANCELLED" and job_end_state(record[other]) == ("COMPLETED", "0:0")
@@ -152,7 +166,9 @@ def test_slurm_time_limit_requeues_and_a_cancelled_job_resumes_on_a_second_launc
         chunk_end = next(line for line in log[warned:] if not line.startswith("interp-init: Slurm's warning"))
         # the chunk trained on after the warning: to its time (or, on a quiet machine where the warning
         # came in a later chunk, to the run's end), never "requeueing now"
-        assert chunk_end.startswith(("interp-init: the chunk's time is up after", "interp-init: the runs ended after")), log
+        assert chunk_end.startswith(
+            ("interp-init: the chunk's time is up after", "interp-init: the runs ended after")
+        ), log
         assert not any("requeueing now" in line for line in log[warned:]), log
     assert any(line.startswith(f"interp-init: run {other} resumes from epoch ") for line in log)
     finished = (out / other / "model.safetensors").stat().st_mtime_ns
@@ -174,11 +190,32 @@ def test_sbatch_without_a_controller_is_one_line_and_leaves_nothing(tmp_path, mo
     _slurm_or_skip()
     conf = tmp_path / "slurm.conf"
     text = Path(os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf")).read_text()
-    conf.write_text("".join(line for line in text.splitlines(keepends=True) if not line.startswith("SlurmctldHost=")) + "SlurmctldHost=127.0.0.9\nSlurmctldPort=6999\n")
+    conf.write_text(
+        "".join(line for line in text.splitlines(keepends=True) if not line.startswith("SlurmctldHost="))
+        + "SlurmctldHost=127.0.0.9\nSlurmctldPort=6999\n"
+    )
     monkeypatch.setenv("SLURM_CONF", str(conf))
-    assert main(["sweep", "--preset-name", "neurips-fig2-cpu", "--out", str(tmp_path / "s"), "--backend", "slurm", "--quiet"]) == 2
+    assert (
+        main(
+            [
+                "sweep",
+                "--preset-name",
+                "neurips-fig2-cpu",
+                "--out",
+                str(tmp_path / "s"),
+                "--backend",
+                "slurm",
+                "--quiet",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and 'Slurm did not take the jobs: "sbatch: error: Batch job submission failed: Unable to contact slurm controller' in err[0], err
+    assert (
+        len(err) == 1
+        and 'Slurm did not take the jobs: "sbatch: error: Batch job submission failed: Unable to contact slurm controller'
+        in err[0]
+    ), err
     assert not (tmp_path / "s").exists()
 
 
@@ -199,8 +236,22 @@ RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
 
 def _ray_start(*args: str, joins: bool = False) -> subprocess.Popen:
     ray_cli = Path(sys.executable).with_name("ray")
-    env = {**os.environ, **RAY_ENV, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1" if joins else "0"}
-    cmd = [str(ray_cli), "start", "--block", "--num-cpus=1", "--object-store-memory=80000000", "--disable-usage-stats", *args]
+    env = {
+        **os.environ,
+        **RAY_ENV,
+        "PYTHONPATH": str(ROOT),
+        "OMP_NUM_THREADS": "1",
+        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1" if joins else "0",
+    }
+    cmd = [
+        str(ray_cli),
+        "start",
+        "--block",
+        "--num-cpus=1",
+        "--object-store-memory=80000000",
+        "--disable-usage-stats",
+        *args,
+    ]
     return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
 
@@ -229,7 +280,9 @@ def ray_cluster(monkeypatch):
     # its own temp folder (short: Ray's socket paths are limited): no /tmp/ray/ray_current_cluster
     # left behind for a later ray.init() to find
     temp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
-    head = _ray_start("--head", f"--node-ip-address={RAY_IP}", f"--port={port}", "--include-dashboard=false", f"--temp-dir={temp}")
+    head = _ray_start(
+        "--head", f"--node-ip-address={RAY_IP}", f"--port={port}", "--include-dashboard=false", f"--temp-dir={temp}"
+    )
     worker = None
     try:
         time.sleep(5)
@@ -252,9 +305,15 @@ def ray_cluster(monkeypatch):
 
 def test_ray_cluster_trains_a_sweep_and_a_population(tmp_path, ray_cluster, local_population):
     address, _ = ray_cluster
-    summary = run_sweep(_sweep(epochs=3), tmp_path / "sweep", SweepOptions(backend="ray", address=address, threads=1, workers=None, progress=False))
+    summary = run_sweep(
+        _sweep(epochs=3),
+        tmp_path / "sweep",
+        SweepOptions(backend="ray", address=address, threads=1, workers=None, progress=False),
+    )
     assert dict(summary.statuses) == {"gamma=0.5": "completed", "gamma=0.8": "completed"}
-    population, _ = reproduce_study(SPEC, tmp_path / "population", make_launcher("ray", device="cpu", address=address, threads=1))
+    population, _ = reproduce_study(
+        SPEC, tmp_path / "population", make_launcher("ray", device="cpu", address=address, threads=1)
+    )
     assert _weights(tmp_path / "population") == _weights(local_population)
     assert _results(population.to_dict()) == _results(json.loads((local_population / "summary.json").read_text()))
 
@@ -263,7 +322,10 @@ def test_a_ray_worker_killed_mid_run_leaves_the_study_truthful_and_resumable(tmp
     import threading
 
     address, worker = ray_cluster
-    out, spec = tmp_path / "sweep", _sweep(epochs=600)  # outlasts the worker's graceful stop (150 epochs ended within it on a quiet machine)
+    out, spec = (
+        tmp_path / "sweep",
+        _sweep(epochs=600),
+    )  # outlasts the worker's graceful stop (150 epochs ended within it on a quiet machine)
     options = SweepOptions(backend="ray", address=address, threads=1, workers=None, progress=False)
 
     def kill_worker_when_both_train() -> None:

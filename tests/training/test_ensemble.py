@@ -62,13 +62,13 @@ def test_ensemble_equals_one_by_one_training(tmp_path: Path) -> None:
         torch.testing.assert_close(loaded(tokens), e.model(tokens))
 
 
-
 def test_runs_of_one_seed_with_another_data_seed_train_on_their_own_data(tmp_path: Path) -> None:
     """Members share data only where their data seeds agree: a run of seed 0 with data seed 5
     beside a run of seed 0 trains as it does alone."""
     cfgs = [make_run_config("tiny", seed=0, **SMALL), make_run_config("tiny", seed=0, data_seed=5, **SMALL)]
     ens = train_ensemble(cfgs, [tmp_path / "e0", tmp_path / "e1"], device="cpu", progress=False)
     _assert_same_run(ens[1], train(cfgs[1], tmp_path / "o1", device="cpu", progress=False))
+
 
 def test_interrupted_ensemble_resumes_and_train_can_resume_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cfgs = _cfgs()[:2]
@@ -145,7 +145,9 @@ def test_configs_that_cannot_train_together_are_refused(tmp_path: Path) -> None:
         train_ensemble([a, a.with_options(epochs=4)], device="cpu", progress=False)
     with pytest.raises(ValueError, match=r"differ in task"):
         check_ensemble([a, make_run_config("tiny", task="id-ood", architecture=a.model.architecture, **SMALL)])
-    check_ensemble([a, a.with_options(gamma=0.9, weight_decay=1.0, lr=3e-3, seed=5, grad_clip=2.0, convention="fan_in")])
+    check_ensemble(
+        [a, a.with_options(gamma=0.9, weight_decay=1.0, lr=3e-3, seed=5, grad_clip=2.0, convention="fan_in")]
+    )
     with pytest.raises(ValueError, match="one per config"):
         train_ensemble([a, a], [tmp_path / "x"], device="cpu", progress=False)
     with pytest.raises(ValueError, match="distinct"):
@@ -188,7 +190,10 @@ def test_a_custom_logits_fn_is_the_one_the_vectorized_step_runs(tmp_path: Path) 
     _assert_same_run(ens[0], train(cfgs[0], device="cpu", progress=False))
 
 
-@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"))])
+@pytest.mark.parametrize(
+    "device",
+    ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"))],
+)
 def test_the_batched_step_trains_as_the_vmap_step_and_resumes_from_its_checkpoints(tmp_path: Path, device: str) -> None:
     """Per-member lr, weight decay and clipping (one run clipped hard, one not at all), a last
     batch of 88: the batched step's one update of every member equals each member's
@@ -197,20 +202,33 @@ def test_the_batched_step_trains_as_the_vmap_step_and_resumes_from_its_checkpoin
     call ends."""
     import time
 
-    options = [dict(lr=1e-3, weight_decay=0.0, grad_clip=1.0), dict(lr=3e-3, weight_decay=0.1, grad_clip=0.01), dict(lr=2e-3, weight_decay=0.01, grad_clip=0.0)]
-    cfgs = [make_run_config("tiny", epochs=3, n_train=600, n_test=100, eval_samples=100, seed=s, **o) for s, o in enumerate(options)]
+    options = [
+        dict(lr=1e-3, weight_decay=0.0, grad_clip=1.0),
+        dict(lr=3e-3, weight_decay=0.1, grad_clip=0.01),
+        dict(lr=2e-3, weight_decay=0.01, grad_clip=0.0),
+    ]
+    cfgs = [
+        make_run_config("tiny", epochs=3, n_train=600, n_test=100, eval_samples=100, seed=s, **o)
+        for s, o in enumerate(options)
+    ]
     plain = train_ensemble(cfgs, device=device, progress=False)
     batched = train_ensemble(cfgs, device=device, progress=False, step="batched")
     for a, b in zip(plain, batched, strict=True):
         for p, q in zip(a.model.parameters(), b.model.parameters(), strict=True):
             torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5)
-        assert [h["loss"] for h in b.metrics["history"]] == pytest.approx([h["loss"] for h in a.metrics["history"]], rel=1e-4)
+        assert [h["loss"] for h in b.metrics["history"]] == pytest.approx(
+            [h["loss"] for h in a.metrics["history"]], rel=1e-4
+        )
     folders = [tmp_path / f"run{i}" for i in range(3)]
     while True:
-        chunk = train_ensemble(cfgs, folders, device=device, progress=False, step=BatchedStep, deadline=time.monotonic())
+        chunk = train_ensemble(
+            cfgs, folders, device=device, progress=False, step=BatchedStep, deadline=time.monotonic()
+        )
         if all(r.finished for r in chunk):
             break
-    same = torch.equal if device == "cpu" else lambda p, q: torch.allclose(p, q, rtol=1e-4, atol=1e-6)  # CUDA's backward is not bit-reproducible
+    same = (
+        torch.equal if device == "cpu" else lambda p, q: torch.allclose(p, q, rtol=1e-4, atol=1e-6)
+    )  # CUDA's backward is not bit-reproducible
     for a, b in zip(batched, chunk, strict=True):
         assert all(same(p, q) for p, q in zip(a.model.parameters(), b.model.parameters(), strict=True))
 

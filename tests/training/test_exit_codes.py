@@ -15,7 +15,19 @@ from training.studies.sweep import RESULTS_FILE, SPEC_FILE
 
 # Tiny runs: a second or two each on one CPU thread.
 TINY = {"preset": "tiny", "task": "symmetric", "epochs": 1, "n_train": 256, "n_test": 64, "eval_samples": 64}
-TINY_ARGS = ["--preset", "tiny", "--epochs", "1", "--n-train", "256", "--n-test", "64", "--eval-samples", "64", "--quiet"]
+TINY_ARGS = [
+    "--preset",
+    "tiny",
+    "--epochs",
+    "1",
+    "--n-train",
+    "256",
+    "--n-test",
+    "64",
+    "--eval-samples",
+    "64",
+    "--quiet",
+]
 # No warmup, no clipping, a huge learning rate and 8 steps: the loss is non-finite by step 2.
 DIVERGING = {"lr": 1e8, "warmup_start_lr": 1e8, "grad_clip": 0.0, "batch_size": 32}
 DIVERGING_ARGS = ["--lr", "1e8", "--warmup-start-lr", "1e8", "--grad-clip", "0", "--batch-size", "32"]
@@ -132,7 +144,9 @@ def test_sweep_with_a_diverged_run_exits_1(tmp_path: Path, capsys: pytest.Captur
 # ------------------------------------------------------------- report, phase-diagram
 
 
-def test_report_over_a_failed_run_exits_1(failed_sweep: tuple[Path, int, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_report_over_a_failed_run_exits_1(
+    failed_sweep: tuple[Path, int, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out, _, _ = failed_sweep
     page = tmp_path / "report.html"
     assert main(["report", str(out), "--out", str(page), "--per-pair", "2"]) == 1
@@ -142,14 +156,19 @@ def test_report_over_a_failed_run_exits_1(failed_sweep: tuple[Path, int, str], t
     assert line.startswith(f"interp-init: 1 of 3 runs failed: see {page}") and "gamma=0.5: failed" in line
 
 
-def test_phase_diagram_over_failed_and_absent_runs_exits_1(failed_sweep: tuple[Path, int, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_phase_diagram_over_failed_and_absent_runs_exits_1(
+    failed_sweep: tuple[Path, int, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     source, _, _ = failed_sweep
     out = tmp_path / "sweep"
     shutil.copytree(source, out)
     assert main(["phase-diagram", str(out)]) == 1
     captured = capsys.readouterr()
     assert "1 figure(s)" in captured.out and (out / "phase_diagram.html").is_file()
-    assert captured.err.strip().splitlines()[-1] == f"interp-init: 1 of 3 runs failed: see {out / RESULTS_FILE}; the figures leave them out"
+    assert (
+        captured.err.strip().splitlines()[-1]
+        == f"interp-init: 1 of 3 runs failed: see {out / RESULTS_FILE}; the figures leave them out"
+    )
     shutil.rmtree(out / "gamma=1.0")  # a point of sweep.json without its run folder
     assert main(["phase-diagram", str(out)]) == 1
     assert _last_err_line(capsys) == (
@@ -172,13 +191,19 @@ def test_phase_diagram_over_completed_runs_exits_0(failed_sweep: tuple[Path, int
 # ---------------------------------------------------------------------------- reproduce
 
 
-def test_reproduce_with_a_diverged_run_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_reproduce_with_a_diverged_run_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from training.studies import study as module
 
     small = {"n_train": 256, "n_test": 64, "eval_samples": 64, "epochs": 1}
     monkeypatch.setitem(
-        module.REGIMES, "tiny", {"small-init": {"gamma": 0.8, **small, **DIVERGING}, "large-init": {"gamma": 0.3, **small}}
+        module.REGIMES,
+        "tiny",
+        {"small-init": {"gamma": 0.8, **small, **DIVERGING}, "large-init": {"gamma": 0.3, **small}},
     )
-    code = main(["reproduce", "--preset", "tiny", "--out", str(tmp_path), "--device", "cpu", "--workers", "1", "--quiet"])
+    code = main(
+        ["reproduce", "--preset", "tiny", "--out", str(tmp_path), "--device", "cpu", "--workers", "1", "--quiet"]
+    )
     assert code == 1
     assert "diverged" in _last_err_line(capsys)

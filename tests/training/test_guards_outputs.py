@@ -52,7 +52,16 @@ OUTPUTS: dict[str, list[str]] = {
     "interp-init sweep out": ["R", "R/sub", "S/sub", "ro/s", "mine.txt", "long"],
     "interp-init reproduce out": ["R", "R/sub", "S", "S/sub", "ro/p", "mine.txt", "long"],
     "interp-init concept-graphs out": ["R", "R/sub", "S", "S/sub", "ro/p", "mine.txt", "long"],
-    "interp-init phase-diagram out": ["R/x.html", "mine.html", "S/results.csv", "ro/x.html", "out.png", "R", "S", "long"],
+    "interp-init phase-diagram out": [
+        "R/x.html",
+        "mine.html",
+        "S/results.csv",
+        "ro/x.html",
+        "out.png",
+        "R",
+        "S",
+        "long",
+    ],
     "interp-init report out": ["R/x.html", "mine.html", "S/sweep.json", "ro/x.html", "x.png", "long"],
     "interp-init report images": ["R", "S", "R/sub", "imgs", "ro/imgs", "r.html", "long"],
     "experiments/race.py figure": ["R/x.png", "S/x.png", "ro/x.png", "imgs/curves.png", "long.png"],
@@ -83,7 +92,11 @@ def _commands() -> dict[str, click.Command]:
         if "import click" not in path.read_text():
             continue
         module, name = load_script(path.relative_to(ROOT).as_posix()), path.relative_to(ROOT).as_posix()
-        commands = [obj for obj in vars(module).values() if isinstance(obj, click.Command) and getattr(obj.callback, "__module__", None) == module.__name__]
+        commands = [
+            obj
+            for obj in vars(module).values()
+            if isinstance(obj, click.Command) and getattr(obj.callback, "__module__", None) == module.__name__
+        ]
         grouped = {id(sub) for group in commands if isinstance(group, click.Group) for sub in group.commands.values()}
         for command in commands:
             if id(command) not in grouped:  # a group's sub-commands are walked from it
@@ -134,7 +147,11 @@ def places(originals: dict[str, Path], tmp_path: Path, monkeypatch: pytest.Monke
     (tmp_path / "imgs").mkdir()
     (tmp_path / "imgs" / "curves.png").write_bytes(b"my own figure")
     real_access = os.access
-    monkeypatch.setattr(fileio.os, "access", lambda path, mode, **kw: False if Path(path).name == "ro" else real_access(path, mode, **kw))
+    monkeypatch.setattr(
+        fileio.os,
+        "access",
+        lambda path, mode, **kw: False if Path(path).name == "ro" else real_access(path, mode, **kw),
+    )
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -148,22 +165,108 @@ def _argv(option: str, target: str) -> tuple[Callable[[list[str]], int], list[st
     long = "x" * 300
     target = {"long": long, "long.png": long + ".png"}.get(target, target)
     argv = {
-        "interp-init train out": ["train", "--preset", "tiny", "--epochs", "1", "--quiet", "--device", "cpu", "--out", target],
+        "interp-init train out": [
+            "train",
+            "--preset",
+            "tiny",
+            "--epochs",
+            "1",
+            "--quiet",
+            "--device",
+            "cpu",
+            "--out",
+            target,
+        ],
         "interp-init sweep out": ["sweep", "spec.json", "--out", target, "--quiet", "--device", "cpu"],
-        "interp-init reproduce out": ["reproduce", "--preset", "tiny", "--out", target, "--quiet", "--device", "cpu", "--workers", "1"],
-        "interp-init concept-graphs out": ["concept-graphs", str(ROOT / "experiments/population-specs/concept-graphs-fig6.json"), "--size", "tiny", "--out", target, "--quiet"],
+        "interp-init reproduce out": [
+            "reproduce",
+            "--preset",
+            "tiny",
+            "--out",
+            target,
+            "--quiet",
+            "--device",
+            "cpu",
+            "--workers",
+            "1",
+        ],
+        "interp-init concept-graphs out": [
+            "concept-graphs",
+            str(ROOT / "experiments/population-specs/concept-graphs-fig6.json"),
+            "--size",
+            "tiny",
+            "--out",
+            target,
+            "--quiet",
+        ],
         "interp-init phase-diagram out": ["phase-diagram", "S", "--out", target],
         "interp-init report out": ["report", "R", "--out", target, "--per-pair", "2"],
-        "interp-init report images": ["report", "R", "--out", "r.html", "--images", target, "--per-pair", "2"],  # r.html: both at one path
+        "interp-init report images": [
+            "report",
+            "R",
+            "--out",
+            "r.html",
+            "--images",
+            target,
+            "--per-pair",
+            "2",
+        ],  # r.html: both at one path
         "experiments/race.py figure": ["S", "--figure", target],
         "experiments/contrast.py figure out": ["figure", "--small", "S", "--large", "S", "--out", target],
-        "experiments/search_cpu.py run root": ["run", "--root", target, "task=symmetric,d_model=16,n_train=300,epochs=1"],
-        "benchmarks/gpu_suite.py out": ["--out", target, "--scale", "tiny", "--device", "cpu", "--seeds", "0", "--task", "symmetric", "--peak-tflops", "1", "--efficiency", "0.5", "--probe-steps", "0"],
-        **{f"benchmarks/gpu_campaign.py {name}": ["next", "--scale", "tiny", "--device", "cpu", "--peak-tflops", "1", "--budget-seconds", "1",
-                                                   *(["--out", "runs", "--results", "records", "--archive", "a.tar.gz"]), f"--{name}", target]
-           for name in ("out", "results", "archive")},
+        "experiments/search_cpu.py run root": [
+            "run",
+            "--root",
+            target,
+            "task=symmetric,d_model=16,n_train=300,epochs=1",
+        ],
+        "benchmarks/gpu_suite.py out": [
+            "--out",
+            target,
+            "--scale",
+            "tiny",
+            "--device",
+            "cpu",
+            "--seeds",
+            "0",
+            "--task",
+            "symmetric",
+            "--peak-tflops",
+            "1",
+            "--efficiency",
+            "0.5",
+            "--probe-steps",
+            "0",
+        ],
+        **{
+            f"benchmarks/gpu_campaign.py {name}": [
+                "next",
+                "--scale",
+                "tiny",
+                "--device",
+                "cpu",
+                "--peak-tflops",
+                "1",
+                "--budget-seconds",
+                "1",
+                *(["--out", "runs", "--results", "records", "--archive", "a.tar.gz"]),
+                f"--{name}",
+                target,
+            ]
+            for name in ("out", "results", "archive")
+        },
         "benchmarks/bf16_accuracy.py out": ["--only", "tiny", "--out", target],
-        "experiments/store.py dest": ["S", target, "--command", "c", "--commit", "abcdef0", "--machine", "m", "--beside", "nothing"],
+        "experiments/store.py dest": [
+            "S",
+            target,
+            "--command",
+            "c",
+            "--commit",
+            "abcdef0",
+            "--machine",
+            "m",
+            "--beside",
+            "nothing",
+        ],
     }[option]
     if option.startswith("interp-init"):
         return main, argv
@@ -177,8 +280,14 @@ def _argv(option: str, target: str) -> tuple[Callable[[list[str]], int], list[st
     return run, argv
 
 
-@pytest.mark.parametrize(("option", "target"), [(o, t) for o, ts in OUTPUTS.items() for t in ts], ids=[f"{o.split('/')[-1]}->{t}" for o, ts in OUTPUTS.items() for t in ts])
-def test_every_output_refuses_what_it_did_not_make(option: str, target: str, places: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("option", "target"),
+    [(o, t) for o, ts in OUTPUTS.items() for t in ts],
+    ids=[f"{o.split('/')[-1]}->{t}" for o, ts in OUTPUTS.items() for t in ts],
+)
+def test_every_output_refuses_what_it_did_not_make(
+    option: str, target: str, places: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Each written path, whatever flag named it, is refused (exit 2, one line naming the flag
     or the path, no traceback) at a run or study folder, inside a run folder, inside a study
     that does not name it, in a read-only place, over a user's file, at a name too long,
@@ -238,13 +347,30 @@ def test_no_write_error_names_a_temporary_file(failure: str, tmp_path: Path, mon
     data: bytes | Callable[[Path], None] = b"page"
     real_open, real_replace, real_unlink = open, os.replace, Path.unlink
     if failure == "open":
-        monkeypatch.setattr("builtins.open", lambda f, *a, **k: (_ for _ in ()).throw(OSError(errno.EROFS, "Read-only file system", str(f))) if ".tmp-" in str(f) else real_open(f, *a, **k))
+        monkeypatch.setattr(
+            "builtins.open",
+            lambda f, *a, **k: (
+                (_ for _ in ()).throw(OSError(errno.EROFS, "Read-only file system", str(f)))
+                if ".tmp-" in str(f)
+                else real_open(f, *a, **k)
+            ),
+        )
     elif failure.startswith("writer"):
         data = _raising(failure.split("-")[1])
     else:
-        monkeypatch.setattr(fileio.os, "replace", lambda a, b: (_ for _ in ()).throw(OSError(errno.EROFS, "Read-only file system", str(a), None, str(b))))
+        monkeypatch.setattr(
+            fileio.os,
+            "replace",
+            lambda a, b: (_ for _ in ()).throw(OSError(errno.EROFS, "Read-only file system", str(a), None, str(b))),
+        )
         if failure == "rename-and-unlink":
-            monkeypatch.setattr(Path, "unlink", lambda self, missing_ok=False: (_ for _ in ()).throw(OSError(errno.EROFS, "Read-only file system", str(self))))
+            monkeypatch.setattr(
+                Path,
+                "unlink",
+                lambda self, missing_ok=False: (_ for _ in ()).throw(
+                    OSError(errno.EROFS, "Read-only file system", str(self))
+                ),
+            )
     with pytest.raises(OSError) as info:
         atomic_write(target, data)
     monkeypatch.setattr("builtins.open", real_open)
@@ -261,7 +387,9 @@ def test_one_line_never_names_a_temporary_file() -> None:
 
 
 @pytest.mark.skipif(sys.platform != "linux" or os.geteuid() != 0, reason="mounts a read-only tmpfs (root on Linux)")
-def test_a_real_read_only_file_system_is_named_with_the_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_real_read_only_file_system_is_named_with_the_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     ro = tmp_path / "ro"
     ro.mkdir()
     if os.system(f"mount -t tmpfs -o ro,size=64k none {ro} 2>/dev/null") != 0:
@@ -279,13 +407,21 @@ def test_a_real_read_only_file_system_is_named_with_the_flag(tmp_path: Path, cap
 OWN_FILES = {
     "sweep": ("results.csv", ["sweep", "spec.json", "--out", "F", "--quiet", "--device", "cpu"]),
     "phase-diagram of a folder of runs": ("results.csv", ["phase-diagram", "F", "--out", "p.html"]),
-    "reproduce summary": ("summary.json", ["reproduce", "--preset", "tiny", "--out", "F", "--quiet", "--device", "cpu", "--workers", "1"]),
-    "reproduce report": ("report.html", ["reproduce", "--preset", "tiny", "--out", "F", "--quiet", "--device", "cpu", "--workers", "1"]),
+    "reproduce summary": (
+        "summary.json",
+        ["reproduce", "--preset", "tiny", "--out", "F", "--quiet", "--device", "cpu", "--workers", "1"],
+    ),
+    "reproduce report": (
+        "report.html",
+        ["reproduce", "--preset", "tiny", "--out", "F", "--quiet", "--device", "cpu", "--workers", "1"],
+    ),
 }
 
 
 @pytest.mark.parametrize("case", sorted(OWN_FILES))
-def test_a_file_of_ones_own_where_a_command_writes_its_own_is_never_replaced(case: str, places: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_file_of_ones_own_where_a_command_writes_its_own_is_never_replaced(
+    case: str, places: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     name, argv = OWN_FILES[case]
     folder = places / "F"
     folder.mkdir()
@@ -301,7 +437,11 @@ def test_a_file_of_ones_own_where_a_command_writes_its_own_is_never_replaced(cas
 def test_every_input_path_too_long_is_one_line_naming_it(places: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A read path longer than the file system takes: one line, never a file the command would read inside it."""
     long = "y" * 300
-    for argv in (["phase-diagram", long], ["sweep", long + ".json", "--out", "o"], ["report", "R", long, "--out", "r.html"]):
+    for argv in (
+        ["phase-diagram", long],
+        ["sweep", long + ".json", "--out", "o"],
+        ["report", "R", long, "--out", "r.html"],
+    ):
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert "Traceback" not in err and "metrics.json" not in err and "config.json" not in err, err
@@ -325,8 +465,14 @@ def _scripts() -> dict[str, click.Command]:
     for path in sorted([*ROOT.glob("experiments/*.py"), *ROOT.glob("benchmarks/*.py")]):
         if "import click" in path.read_text():
             module = load_script(path.relative_to(ROOT).as_posix())
-            commands = [o for o in vars(module).values() if isinstance(o, click.Command) and getattr(o.callback, "__module__", None) == module.__name__]
-            grouped = {id(sub) for group in commands if isinstance(group, click.Group) for sub in group.commands.values()}
+            commands = [
+                o
+                for o in vars(module).values()
+                if isinstance(o, click.Command) and getattr(o.callback, "__module__", None) == module.__name__
+            ]
+            grouped = {
+                id(sub) for group in commands if isinstance(group, click.Group) for sub in group.commands.values()
+            }
             found |= {path.relative_to(ROOT).as_posix(): c for c in commands if id(c) not in grouped}
     return found
 
@@ -337,7 +483,10 @@ def test_every_script_runs_through_the_one_error_layer() -> None:
     from training.cli.errors import Script, ScriptGroup
 
     scripts = _scripts()
-    assert len(scripts) >= 13 and {name: type(c).__name__ for name, c in scripts.items() if not isinstance(c, (Script, ScriptGroup))} == {}
+    assert (
+        len(scripts) >= 13
+        and {name: type(c).__name__ for name, c in scripts.items() if not isinstance(c, (Script, ScriptGroup))} == {}
+    )
 
 
 def _number_options() -> dict[str, click.Parameter]:
@@ -353,11 +502,20 @@ def test_every_number_option_is_finite_and_bounded_by_the_projects_type() -> Non
 
     loose = {name for name, p in _number_options().items() if not isinstance(p.type, Number) and name not in VALIDATED_BY_THEIR_DATACLASS
              and (isinstance(p.type, click.types.FloatParamType) or not name.startswith(("interp-init", "benchmarks/bench", "benchmarks/bf16")))}  # fmt: skip
-    counted = {name for name in loose if isinstance(_number_options()[name].type, click.types.IntParamType) and not name.split()[-1].startswith("slurm_")}
+    counted = {
+        name
+        for name in loose
+        if isinstance(_number_options()[name].type, click.types.IntParamType)
+        and not name.split()[-1].startswith("slurm_")
+    }
     from test_guards_studies import COUNTS, NOT_COUNTS
 
-    scheduler = {name for name in loose if name.split()[-1].startswith("slurm_")}  # the --slurm-* counts: the scheduler's own refusal bounds them
-    assert loose - counted - scheduler == set() and counted <= set(COUNTS) | set(NOT_COUNTS)  # the other integers: bounded by the counts test
+    scheduler = {
+        name for name in loose if name.split()[-1].startswith("slurm_")
+    }  # the --slurm-* counts: the scheduler's own refusal bounds them
+    assert loose - counted - scheduler == set() and counted <= set(COUNTS) | set(
+        NOT_COUNTS
+    )  # the other integers: bounded by the counts test
 
 
 def _script_numbers() -> list[tuple[str, str]]:
@@ -371,8 +529,12 @@ def _script_numbers() -> list[tuple[str, str]]:
     return out
 
 
-@pytest.mark.parametrize(("option", "value"), _script_numbers(), ids=[f"{o.split('/')[-1]}={v}" for o, v in _script_numbers()])
-def test_every_scripts_number_refuses_nan_inf_and_out_of_bounds(option: str, value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("option", "value"), _script_numbers(), ids=[f"{o.split('/')[-1]}={v}" for o, v in _script_numbers()]
+)
+def test_every_scripts_number_refuses_nan_inf_and_out_of_bounds(
+    option: str, value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Issue 56, class 1: nan, inf, -inf, a huge number (and a fraction for an integer) at any
     number option of any script: exit 2, the flag named, no traceback, nothing written."""
     from training.cli.errors import run_command
@@ -384,5 +546,9 @@ def test_every_scripts_number_refuses_nan_inf_and_out_of_bounds(option: str, val
     flag = max(param.opts, key=len)
     assert run_command(command, [*sub, flag, value], script.split("/")[-1]) == 2
     err = capsys.readouterr().err
-    assert f"'{flag}'" in err and ("finite" in err or "out of bounds" in err or "is not an integer" in err) and "Traceback" not in err, err
+    assert (
+        f"'{flag}'" in err
+        and ("finite" in err or "out of bounds" in err or "is not an integer" in err)
+        and "Traceback" not in err
+    ), err
     assert list(tmp_path.iterdir()) == []

@@ -67,8 +67,17 @@ def _study(kind: str, out: Path) -> list[Job]:
     if kind == "search":
         search = load_script("experiments/search_cpu.py")
         search.SerialLauncher = lambda **_: _Submitted()
-        search.cli.main(["run", "--root", str(out), "task=symmetric,d_model=16,n_train=300,epochs=1"], standalone_mode=False)
-        study = StudySpec({"preset": "paper"}, named={"tasksymmetric_d_model16_n_train300_epochs1": search.options_for("task=symmetric,d_model=16,n_train=300,epochs=1")})
+        search.cli.main(
+            ["run", "--root", str(out), "task=symmetric,d_model=16,n_train=300,epochs=1"], standalone_mode=False
+        )
+        study = StudySpec(
+            {"preset": "paper"},
+            named={
+                "tasksymmetric_d_model16_n_train300_epochs1": search.options_for(
+                    "task=symmetric,d_model=16,n_train=300,epochs=1"
+                )
+            },
+        )
         return study.jobs(out)
     if kind == "concept-graphs":
         from training.studies.concept_graphs import ConceptStudySpec, run_concept_study
@@ -78,10 +87,35 @@ def _study(kind: str, out: Path) -> list[Job]:
         return spec.jobs(out)
     assert kind == "GPU suite"
     suite = load_script("benchmarks/gpu_suite.py")
-    args = ["--out", str(out), "--scale", "tiny", "--device", "cpu", "--seeds", "0", "--task", "symmetric", "--peak-tflops", "1", "--efficiency", "1e-9", "--probe-steps", "0", "--budget-seconds", "1"]
-    with pytest.raises(click.ClickException, match="cannot fit one epoch"):  # nothing trains: the record is written first
+    args = [
+        "--out",
+        str(out),
+        "--scale",
+        "tiny",
+        "--device",
+        "cpu",
+        "--seeds",
+        "0",
+        "--task",
+        "symmetric",
+        "--peak-tflops",
+        "1",
+        "--efficiency",
+        "1e-9",
+        "--probe-steps",
+        "0",
+        "--budget-seconds",
+        "1",
+    ]
+    with pytest.raises(
+        click.ClickException, match="cannot fit one epoch"
+    ):  # nothing trains: the record is written first
         suite.main.main(args, standalone_mode=False)
-    return [Job(r.name, r.cfg, r.folder) for g in suite.suite_configs(suite.suite_spec("tiny", (0,), "fp32", tasks=("symmetric",)), out, None).values() for r in g]
+    return [
+        Job(r.name, r.cfg, r.folder)
+        for g in suite.suite_configs(suite.suite_spec("tiny", (0,), "fp32", tasks=("symmetric",)), out, None).values()
+        for r in g
+    ]
 
 
 #: Every kind of study folder (:data:`interp_init.outputs.STUDY_KINDS`, a population and the GPU suite's).
@@ -93,7 +127,9 @@ def test_every_study_kind_is_enumerated() -> None:
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_study_folder_refuses_a_stranger_and_takes_its_own_runs(kind: str, made: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_study_folder_refuses_a_stranger_and_takes_its_own_runs(
+    kind: str, made: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """``train --out STUDY/x`` (the issue's ``SWEEP/seed=7``) and any study written inside a
     study are refused unless the study names each of their runs with the same config;
     ``reproduce --seed 3 --out POP/seed-3`` style writes of a study's own runs are not."""
@@ -103,9 +139,14 @@ def test_a_study_folder_refuses_a_stranger_and_takes_its_own_runs(kind: str, mad
         jobs = StudySpec.from_file(out / "sweep.json").jobs(out)
     else:
         jobs = _study(kind, out)
-        assert json.loads((out / STUDY_FILE).read_text())["kind"] == (kind if kind in ("search", "concept-graphs") else "reproduction")
+        assert json.loads((out / STUDY_FILE).read_text())["kind"] == (
+            kind if kind in ("search", "concept-graphs") else "reproduction"
+        )
     before = sorted(p.relative_to(out).as_posix() for p in out.rglob("*"))
-    assert main(["train", "--preset", "tiny", "--epochs", "1", "--quiet", "--device", "cpu", "--out", str(out / "seed=7")]) == 2
+    assert (
+        main(["train", "--preset", "tiny", "--epochs", "1", "--quiet", "--device", "cpu", "--out", str(out / "seed=7")])
+        == 2
+    )
     assert "which reads only the runs it names, and seed=7 is not one of them" in capsys.readouterr().err
     assert main(["sweep", str(made["spec"]), "--out", str(out / "inner"), "--device", "cpu", "--quiet"]) == 2
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == before
@@ -123,7 +164,9 @@ def test_a_populations_own_seed_may_be_reproduced_into_it(tmp_path: Path) -> Non
     one = StudySpec.reproduction("tiny", (1,), single=True)
     refuse_strangers(one.jobs(pop / "seed-1"), pop / "seed-1", "a reproduction")
     with pytest.raises(ValueError, match="seed-9/symmetric/small-init is not one of them"):
-        refuse_strangers(StudySpec.reproduction("tiny", (9,), single=True).jobs(pop / "seed-9"), pop / "seed-9", "a reproduction")
+        refuse_strangers(
+            StudySpec.reproduction("tiny", (9,), single=True).jobs(pop / "seed-9"), pop / "seed-9", "a reproduction"
+        )
 
 
 def test_the_one_lister_finds_the_runs_a_reader_reads(tmp_path: Path) -> None:
@@ -145,7 +188,9 @@ def test_the_one_lister_finds_the_runs_a_reader_reads(tmp_path: Path) -> None:
     assert run_dirs(tmp_path / "nothing") == []
 
 
-def test_a_sweeps_readers_read_only_the_runs_it_names(made: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_sweeps_readers_read_only_the_runs_it_names(
+    made: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A run folder put into a sweep by other means (a copy) is left out of results.csv, the
     phase diagram (which says so), the report and the experiments' readers; a point folder
     holding another run than the point is unreadable, never read as the point."""
@@ -153,13 +198,17 @@ def test_a_sweeps_readers_read_only_the_runs_it_names(made: dict[str, Path], tmp
     shutil.copytree(sweep / "seed=1", sweep / "seed=7")  # a stranger (seed 1's run under another name)
     assert list(collect_results(sweep)["run"]) == ["seed=0", "seed=1"]
     assert main(["phase-diagram", str(sweep), "--out", str(tmp_path / "p.html")]) == 0
-    assert "holds 1 run folder(s) its sweep does not name (seed=7); the figures leave them out" in capsys.readouterr().err
+    assert (
+        "holds 1 run folder(s) its sweep does not name (seed=7); the figures leave them out" in capsys.readouterr().err
+    )
     from training.studies.report.cells import find_run_dirs
     from training.studies.study import run_dirs
 
     assert [p.name for p in find_run_dirs([sweep])] == ["seed=0", "seed=1"]
     assert [p.name for p in run_dirs(sweep)] == [p.name for p in run_dirs(sweep, depth=1)] == ["seed=0", "seed=1"]
-    (sweep / "seed=0" / "config.json").write_text((sweep / "seed=7" / "config.json").read_text())  # seed 1's config at seed=0
+    (sweep / "seed=0" / "config.json").write_text(
+        (sweep / "seed=7" / "config.json").read_text()
+    )  # seed 1's config at seed=0
     row = collect_results(sweep, write=False).set_index("run").loc["seed=0"]
     assert row["status"] == "unreadable" and "not the config its study" in row["error"]
 
@@ -196,7 +245,10 @@ def test_the_schedule_fields_are_the_ones_lr_at_reads() -> None:
 HOSTILE_SCHEDULES = {
     "lr": ({"lr": 1e-5}, "--lr"),  # below its own warmup start and floor
     "warmup_start_lr": ({"warmup_start_lr": 0.5}, "--warmup-start-lr"),
-    "min_lr": ({"epochs": 4, "warmup_epochs": 1, "cosine_epochs": 2, "min_lr": 5, "lr": 0.001}, "--min-lr"),  # the issue's instance
+    "min_lr": (
+        {"epochs": 4, "warmup_epochs": 1, "cosine_epochs": 2, "min_lr": 5, "lr": 0.001},
+        "--min-lr",
+    ),  # the issue's instance
     "warmup_epochs": ({"warmup_epochs": 4.0}, "--warmup-epochs"),
     "cosine_epochs": ({"cosine_epochs": 2.0, "min_lr": 0.01}, "--min-lr"),  # a cosine to above its peak
     "epochs": ({"epochs": 1, "warmup_epochs": 2.0}, "--warmup-epochs"),
@@ -208,7 +260,9 @@ def test_every_schedule_field_has_a_hostile_case() -> None:
 
 
 @pytest.mark.parametrize("field", SCHEDULE_FIELDS)
-def test_a_schedule_out_of_bounds_is_refused_naming_the_flag(field: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_schedule_out_of_bounds_is_refused_naming_the_flag(
+    field: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     options, flag = HOSTILE_SCHEDULES[field]
     argv = ["train", "--preset", "tiny", "--quiet", "--device", "cpu", "--out", str(tmp_path / "run")]
     for key, value in options.items():
@@ -236,7 +290,9 @@ def test_every_lr_a_valid_schedule_produces_lies_between_its_floor_and_its_peak(
             cfg = dataclasses.replace(make_run_config("tiny").train, **values)
         except ValueError:
             continue
-        floor = min(cfg.warmup_start_lr if cfg.warmup_epochs > 0 else cfg.lr, cfg.min_lr if cfg.cosine_epochs > 0 else cfg.lr)
+        floor = min(
+            cfg.warmup_start_lr if cfg.warmup_epochs > 0 else cfg.lr, cfg.min_lr if cfg.cosine_epochs > 0 else cfg.lr
+        )
         lrs = _lrs(cfg)
         assert lrs.max() <= cfg.lr * (1 + 1e-12) and lrs.min() >= floor * (1 - 1e-12), values
         checked += 1
@@ -303,19 +359,83 @@ def _count_argv(option: str, value: str, out: Path) -> list[str]:
     command, name = option.rsplit(" ", 1)
     flag = "--" + name.replace("_", "-")
     return {
-        "interp-init train": ["train", "--preset", "tiny", "--quiet", "--device", "cpu", "--out", str(out), flag, value] + {"k": ["--task", "complexity"], "hops": ["--task", "prontoqa"]}.get(name, []),
-        "interp-init reproduce": ["reproduce", "--preset", "tiny", "--quiet", "--device", "cpu", "--out", str(out), flag, value],
-        "interp-init sweep": ["sweep", "spec.json", "--out", str(out), "--quiet", "--device", "cpu", flag, value] + (["--backend", "ensemble"] if name == "ensemble_size" else []),
+        "interp-init train": ["train", "--preset", "tiny", "--quiet", "--device", "cpu", "--out", str(out), flag, value]
+        + {"k": ["--task", "complexity"], "hops": ["--task", "prontoqa"]}.get(name, []),
+        "interp-init reproduce": [
+            "reproduce",
+            "--preset",
+            "tiny",
+            "--quiet",
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+            flag,
+            value,
+        ],
+        "interp-init sweep": ["sweep", "spec.json", "--out", str(out), "--quiet", "--device", "cpu", flag, value]
+        + (["--backend", "ensemble"] if name == "ensemble_size" else []),
         "interp-init report": ["report", "S/seed=0", "--out", str(out) + ".html", flag, value],
-        "interp-init concept-graphs": ["concept-graphs", str(Path(__file__).parents[2] / "experiments/population-specs/concept-graphs-fig6.json"), "--out", str(out), flag, value],
-        "benchmarks/gpu_suite.py": ["--out", str(out), "--scale", "tiny", "--device", "cpu", "--seeds", "0", "--task", "symmetric", "--peak-tflops", "1", "--efficiency", "0.5", flag, value],
-        "experiments/search_cpu.py run": ["run", "--root", str(out), flag, value, "task=symmetric,d_model=16,n_train=300,epochs=1"],
-        "benchmarks/gpu_campaign.py": ["next", "--out", str(out), "--results", str(out) + "-records", "--scale", "tiny", "--device", "cpu", "--budget-seconds", "1", flag, value],
+        "interp-init concept-graphs": [
+            "concept-graphs",
+            str(Path(__file__).parents[2] / "experiments/population-specs/concept-graphs-fig6.json"),
+            "--out",
+            str(out),
+            flag,
+            value,
+        ],
+        "benchmarks/gpu_suite.py": [
+            "--out",
+            str(out),
+            "--scale",
+            "tiny",
+            "--device",
+            "cpu",
+            "--seeds",
+            "0",
+            "--task",
+            "symmetric",
+            "--peak-tflops",
+            "1",
+            "--efficiency",
+            "0.5",
+            flag,
+            value,
+        ],
+        "experiments/search_cpu.py run": [
+            "run",
+            "--root",
+            str(out),
+            flag,
+            value,
+            "task=symmetric,d_model=16,n_train=300,epochs=1",
+        ],
+        "benchmarks/gpu_campaign.py": [
+            "next",
+            "--out",
+            str(out),
+            "--results",
+            str(out) + "-records",
+            "--scale",
+            "tiny",
+            "--device",
+            "cpu",
+            "--budget-seconds",
+            "1",
+            flag,
+            value,
+        ],
     }[command]
 
 
 @pytest.mark.parametrize("option", sorted(COUNTS))
-def test_every_count_is_bounded_before_any_work(option: str, made: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_count_is_bounded_before_any_work(
+    option: str,
+    made: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     value, flag = COUNTS[option]
     monkeypatch.chdir(made["S"].parent)
     if option.endswith("ensemble_size"):  # a machine where one run fits and two do not
@@ -339,12 +459,24 @@ def test_every_count_is_bounded_before_any_work(option: str, made: dict[str, Pat
 # ------------------------------------------------------------------ the doubtful cases, each decided
 
 
-def test_a_full_disk_stops_a_sweep_with_exit_2_as_train_and_the_same_command_resumes(made: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_full_disk_stops_a_sweep_with_exit_2_as_train_and_the_same_command_resumes(
+    made: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Decided: a full disk is the machine refusing every write alike, so a sweep stops at the
     first one, exit 2 and one line as ``train`` (not one ``failed`` point after another, each
     writing error.txt); freed, the same command finishes."""
     real = RunFolder.save_checkpoint
-    monkeypatch.setattr(RunFolder, "save_checkpoint", lambda self, state: (_ for _ in ()).throw(OSError(errno.ENOSPC, "no space left on the device; free some space and run the same command again to resume", str(self.checkpoint_path))))
+    monkeypatch.setattr(
+        RunFolder,
+        "save_checkpoint",
+        lambda self, state: (_ for _ in ()).throw(
+            OSError(
+                errno.ENOSPC,
+                "no space left on the device; free some space and run the same command again to resume",
+                str(self.checkpoint_path),
+            )
+        ),
+    )
     argv = ["sweep", str(made["spec"]), "--out", str(tmp_path / "S"), "--device", "cpu", "--quiet", "--threads", "1"]
     spec = json.loads(made["spec"].read_text())
     spec["base"]["epochs"] = 2  # a checkpoint after the first epoch
@@ -358,17 +490,33 @@ def test_a_full_disk_stops_a_sweep_with_exit_2_as_train_and_the_same_command_res
     assert main(argv) == 0
 
 
-def test_a_damaged_summary_is_refused_by_the_report(made: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_damaged_summary_is_refused_by_the_report(
+    made: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Decided: a damaged ``summary.json`` beside a reproduction's runs is refused by name
     (the page would show the runs without their population)."""
     shutil.copytree(made["S"] / "seed=0", tmp_path / "P" / "symmetric" / "small-init")
     (tmp_path / "P" / "summary.json").write_text('{"per_seed": 5}')
-    assert main(["report", str(tmp_path / "P" / "symmetric" / "small-init"), "--out", str(tmp_path / "r.html"), "--per-pair", "2"]) == 2
+    assert (
+        main(
+            [
+                "report",
+                str(tmp_path / "P" / "symmetric" / "small-init"),
+                "--out",
+                str(tmp_path / "r.html"),
+                "--per-pair",
+                "2",
+            ]
+        )
+        == 2
+    )
     assert f"{tmp_path / 'P' / 'summary.json'} is not a reproduction's summary" in capsys.readouterr().err
     assert not (tmp_path / "r.html").exists()
 
 
-def test_a_damaged_sweep_spec_is_refused_by_the_phase_diagram(made: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_damaged_sweep_spec_is_refused_by_the_phase_diagram(
+    made: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Decided: as ``sweep`` refuses it, so does ``phase-diagram`` (which runs it names is unknown)."""
     sweep = Path(shutil.copytree(made["S"], tmp_path / "S"))
     (sweep / "sweep.json").write_text("{not json")
@@ -378,8 +526,16 @@ def test_a_damaged_sweep_spec_is_refused_by_the_phase_diagram(made: dict[str, Pa
     assert {p: p.read_bytes() for p in sweep.rglob("*") if p.is_file()} == before
 
 
-@pytest.mark.parametrize("damage", ["not json", "[1, 2]", '{"stamp": STAMP, "ranks": {"stable_rank_wq0": NaN, "stable_rank_we": 1.0}}',
-                                    '{"stamp": STAMP, "ranks": {"stable_rank_wq0": "7", "stable_rank_we": 1.0}}', '{"stamp": {}, "ranks": {"stable_rank_wq0": 9.0, "stable_rank_we": 9.0}}'])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "not json",
+        "[1, 2]",
+        '{"stamp": STAMP, "ranks": {"stable_rank_wq0": NaN, "stable_rank_we": 1.0}}',
+        '{"stamp": STAMP, "ranks": {"stable_rank_wq0": "7", "stable_rank_we": 1.0}}',
+        '{"stamp": {}, "ranks": {"stable_rank_wq0": 9.0, "stable_rank_we": 9.0}}',
+    ],
+)
 def test_a_damaged_or_stale_ranks_cache_is_computed_again(damage: str, made: dict[str, Path], tmp_path: Path) -> None:
     """Decided: ``ranks.json`` is a cache: damaged, invalid or stale, it is computed again from
     the weights (never read), and rewritten."""
@@ -391,7 +547,9 @@ def test_a_damaged_or_stale_ranks_cache_is_computed_again(damage: str, made: dic
     assert json.loads((run / RANKS_FILE).read_text())["ranks"] == pytest.approx(fresh)
 
 
-def test_metrics_claiming_epochs_the_config_does_not_have_are_not_read_as_completed(made: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_metrics_claiming_epochs_the_config_does_not_have_are_not_read_as_completed(
+    made: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Decided: a ``metrics.json`` claiming epoch 99 of a 1-epoch run is another run's or edited:
     refused by the readers that read it strictly, ``unreadable`` in a results table."""
     sweep = Path(shutil.copytree(made["S"], tmp_path / "S"))
@@ -402,13 +560,17 @@ def test_metrics_claiming_epochs_the_config_does_not_have_are_not_read_as_comple
     with pytest.raises(ValueError, match="records epoch 99, past the 1 epoch"):
         RunRecord.read(sweep / "seed=0")
     assert collect_results(sweep, write=False).set_index("run").loc["seed=0", "status"] == "unreadable"
-    assert main(["sweep", str(made["spec"]), "--out", str(sweep), "--quiet", "--device", "cpu"]) == 1  # never counted completed
+    assert (
+        main(["sweep", str(made["spec"]), "--out", str(sweep), "--quiet", "--device", "cpu"]) == 1
+    )  # never counted completed
     assert "1 of 2 runs unreadable" in capsys.readouterr().err
     assert main(["report", str(sweep / "seed=0"), "--out", str(tmp_path / "r.html"), "--per-pair", "2"]) == 2
     assert "records epoch 99" in capsys.readouterr().err
 
 
-def test_one_run_given_twice_to_the_report_is_refused(made: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_one_run_given_twice_to_the_report_is_refused(
+    made: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Decided: ``report RUN RUN`` (or a run and a folder holding it) is refused: a page compares each run once."""
     run = made["S"] / "seed=0"
     for argv in ([str(run), str(run)], [str(made["S"]), str(run)]):
@@ -417,7 +579,9 @@ def test_one_run_given_twice_to_the_report_is_refused(made: dict[str, Path], tmp
     assert not (tmp_path / "r.html").exists()
 
 
-def test_a_phase_diagram_of_a_running_sweep_leaves_its_results_alone(made: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_phase_diagram_of_a_running_sweep_leaves_its_results_alone(
+    made: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Decided: while a sweep process holds its folder, ``phase-diagram`` draws what is finished,
     calls the points not reached yet ``pending`` (not ``absent``) and does not rewrite the
     ``results.csv`` the sweep owns."""

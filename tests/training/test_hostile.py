@@ -86,15 +86,29 @@ def _edit_gamma(run: Path, gamma: float) -> None:
 #: (what is done to the finished gamma-0.5 run, the gamma then asked for, the file named)
 _OVERWRITES = {
     "config removed": (lambda r: (r / "config.json").unlink(), 0.8, "model.safetensors"),
-    "config and metrics removed": (lambda r: [(r / n).unlink() for n in ("config.json", "metrics.json")], 0.8, "model.safetensors"),
-    "config and weights removed": (lambda r: [(r / n).unlink() for n in ("config.json", "model.safetensors")], 0.8, "metrics.json"),
-    "config edited, metrics removed": (lambda r: (_edit_gamma(r, 0.8), (r / "metrics.json").unlink()), 0.8, "model.safetensors"),
+    "config and metrics removed": (
+        lambda r: [(r / n).unlink() for n in ("config.json", "metrics.json")],
+        0.8,
+        "model.safetensors",
+    ),
+    "config and weights removed": (
+        lambda r: [(r / n).unlink() for n in ("config.json", "model.safetensors")],
+        0.8,
+        "metrics.json",
+    ),
+    "config edited, metrics removed": (
+        lambda r: (_edit_gamma(r, 0.8), (r / "metrics.json").unlink()),
+        0.8,
+        "model.safetensors",
+    ),
     "config removed, other seed": (lambda r: (r / "config.json").unlink(), 0.5, "model.safetensors"),
 }
 
 
 @pytest.mark.parametrize("case", list(_OVERWRITES))
-def test_finished_work_of_another_run_is_never_overwritten(case: str, run_copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_finished_work_of_another_run_is_never_overwritten(
+    case: str, run_copy: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     damage, gamma, named = _OVERWRITES[case]
     damage(run_copy)
     before = _files(run_copy)
@@ -105,13 +119,17 @@ def test_finished_work_of_another_run_is_never_overwritten(case: str, run_copy: 
     assert _files(run_copy) == before  # nothing rewritten, nothing added
 
 
-def test_a_checkpoint_of_another_config_without_config_json_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_checkpoint_of_another_config_without_config_json_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     run = tmp_path / "run"
     cfg = make_run_config("tiny", seed=0, epochs=3)
     folder = RunFolder(run)
     folder.create()
     folder.write_config(cfg.to_dict())
-    folder.save_checkpoint({"config": cfg.to_dict(), "model": {}, "optimizer": {}, "epoch": 1, "step": 1, "history": [], "elapsed_s": 0.0})
+    folder.save_checkpoint(
+        {"config": cfg.to_dict(), "model": {}, "optimizer": {}, "epoch": 1, "step": 1, "history": [], "elapsed_s": 0.0}
+    )
     folder.config_path.unlink()
     before = _files(run)
     assert main([*_TRAIN, "--epochs", "3", "--gamma", "0.8", "--out", str(run)]) == 2
@@ -119,7 +137,9 @@ def test_a_checkpoint_of_another_config_without_config_json_is_refused(tmp_path:
     assert _files(run) == before
 
 
-def test_the_same_run_with_config_json_removed_is_recognised_not_retrained(run_copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_same_run_with_config_json_removed_is_recognised_not_retrained(
+    run_copy: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     weights = (run_copy / "model.safetensors").read_bytes()
     (run_copy / "config.json").unlink()
     assert main([*_TRAIN, "--out", str(run_copy)]) == 0
@@ -127,7 +147,9 @@ def test_the_same_run_with_config_json_removed_is_recognised_not_retrained(run_c
     assert RunFolder(run_copy).status() == RunStatus.COMPLETED
 
 
-def test_a_sweep_refuses_a_point_folder_holding_another_runs_weights(finished: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_sweep_refuses_a_point_folder_holding_another_runs_weights(
+    finished: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "S"
     shutil.copytree(finished, out / "seed=0")
     (out / "seed=0" / "config.json").unlink()
@@ -140,11 +162,17 @@ def test_a_sweep_refuses_a_point_folder_holding_another_runs_weights(finished: P
 # -------------------------------------------------- 2. one sweep per folder at a time
 
 
-@pytest.mark.parametrize("extra", [[], ["--backend", "ensemble"], ["--extend"]], ids=["sequential", "ensemble", "extend"])
-def test_a_second_sweep_on_a_held_folder_is_refused_up_front(extra: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "extra", [[], ["--backend", "ensemble"], ["--extend"]], ids=["sequential", "ensemble", "extend"]
+)
+def test_a_second_sweep_on_a_held_folder_is_refused_up_front(
+    extra: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "S"
     out.mkdir()
-    with hold_folder(out, "is being swept by another process ({owner}); wait for it to finish, or choose another --out"):
+    with hold_folder(
+        out, "is being swept by another process ({owner}); wait for it to finish, or choose another --out"
+    ):
         code = main(["sweep", str(_spec(tmp_path)), "--out", str(out), "--quiet", *extra])
         err = capsys.readouterr().err
         assert sorted(p.name for p in out.iterdir()) == [".lock"]  # the holder's: nothing trained, nothing written
@@ -152,22 +180,33 @@ def test_a_second_sweep_on_a_held_folder_is_refused_up_front(extra: list[str], t
 
 
 @pytest.mark.parametrize("seeds", [["--seed", "1"], ["--seeds", "1,2"]], ids=["one-seed", "population"])
-def test_a_second_reproduce_into_a_held_folder_is_refused_up_front(seeds: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_second_reproduce_into_a_held_folder_is_refused_up_front(
+    seeds: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from training.studies.study import REPRODUCE_BUSY
 
     out = tmp_path / "R"
     out.mkdir()
     with hold_folder(out, REPRODUCE_BUSY):
-        code = main(["reproduce", "--preset", "tiny", *seeds, "--out", str(out), "--device", "cpu", "--quiet", "--workers", "1"])
+        code = main(
+            ["reproduce", "--preset", "tiny", *seeds, "--out", str(out), "--device", "cpu", "--quiet", "--workers", "1"]
+        )
         err = capsys.readouterr().err
         assert sorted(p.name for p in out.iterdir()) == [".lock"]  # the holder's: nothing trained, nothing written
     assert code == 2 and "being reproduced into by another process" in err
-    assert main(["reproduce", "--preset", "tiny", *seeds, "--out", str(out), "--device", "cpu", "--quiet", "--workers", "1"]) == 0
+    assert (
+        main(
+            ["reproduce", "--preset", "tiny", *seeds, "--out", str(out), "--device", "cpu", "--quiet", "--workers", "1"]
+        )
+        == 0
+    )
     assert ".lock" not in {p.name for p in out.iterdir()}  # released when the command ends
 
 
 @pytest.mark.parametrize("backend", ["local", "ensemble"])
-def test_a_run_another_process_trains_is_not_counted_as_failed(backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_run_another_process_trains_is_not_counted_as_failed(
+    backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "S"
     (out / "seed=1").mkdir(parents=True)
     with RunFolder(out / "seed=1").lock():
@@ -222,7 +261,9 @@ def _unhandled(signum: int, frame: object) -> None:
 
 
 @pytest.mark.parametrize("sig", list(_SIGNALS), ids=lambda s: signal.Signals(s).name)
-@pytest.mark.parametrize(("command", "at"), [("train", "checkpoint.pt"), ("train", "model.safetensors"), ("sweep", "checkpoint.pt")])
+@pytest.mark.parametrize(
+    ("command", "at"), [("train", "checkpoint.pt"), ("train", "model.safetensors"), ("sweep", "checkpoint.pt")]
+)
 def test_a_signal_during_a_write_leaves_no_lock_or_temporary(
     sig: int, command: str, at: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -237,7 +278,11 @@ def test_a_signal_during_a_write_leaves_no_lock_or_temporary(
     previous = {s: signal.signal(s, _unhandled) for s in _SIGNALS}
     try:
         out = tmp_path / "out"
-        argv = [*_TRAIN, "--epochs", "3", "--out", str(out)] if command == "train" else ["sweep", str(_spec(tmp_path)), "--out", str(out), "--quiet"]
+        argv = (
+            [*_TRAIN, "--epochs", "3", "--out", str(out)]
+            if command == "train"
+            else ["sweep", str(_spec(tmp_path)), "--out", str(out), "--quiet"]
+        )
         code = main(argv)
     finally:
         for s, handler in previous.items():
@@ -246,7 +291,10 @@ def test_a_signal_during_a_write_leaves_no_lock_or_temporary(
     assert _leftovers(out) == []
 
 
-@pytest.mark.parametrize("name", [".metrics.json.tmp{pid}", ".model.safetensors.tmp1", ".checkpoint.pt.tmp-0a1b2c3d", ".config.json.tmp{ppid}"])
+@pytest.mark.parametrize(
+    "name",
+    [".metrics.json.tmp{pid}", ".model.safetensors.tmp1", ".checkpoint.pt.tmp-0a1b2c3d", ".config.json.tmp{ppid}"],
+)
 def test_a_dead_writers_temporary_is_removed_whatever_pid_its_name_holds(name: str, run_copy: Path) -> None:
     stale = run_copy / name.format(pid=os.getpid(), ppid=os.getppid())
     stale.write_bytes(b"half a file")
@@ -264,12 +312,25 @@ def _cli(*args: str) -> list[str]:
 @pytest.mark.parametrize("command", ["train", "sweep", "sweep-pool", "reproduce"])
 def test_a_signalled_command_exits_cleanly_with_one_line(sig: int, command: str, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    spec = _spec(tmp_path, {"base": {"preset": "tiny", "epochs": 200, "n_train": 2000}, "grid": {"gamma": [0.3, 0.5, 0.8, 1.0]}})
+    spec = _spec(
+        tmp_path, {"base": {"preset": "tiny", "epochs": 200, "n_train": 2000}, "grid": {"gamma": [0.3, 0.5, 0.8, 1.0]}}
+    )
     argv = {
         "train": ["train", "--preset", "tiny", "--epochs", "200", "--n-train", "2000", "--quiet", "--out", str(out)],
         "sweep": ["sweep", str(spec), "--out", str(out), "--quiet"],
         "sweep-pool": ["sweep", str(spec), "--out", str(out), "--workers", "2", "--threads", "1", "--quiet"],
-        "reproduce": ["reproduce", "--preset", "tiny", "--out", str(out), "--workers", "2", "--quiet", "--device", "cpu"],
+        "reproduce": [
+            "reproduce",
+            "--preset",
+            "tiny",
+            "--out",
+            str(out),
+            "--workers",
+            "2",
+            "--quiet",
+            "--device",
+            "cpu",
+        ],
     }[command]
     proc = subprocess.Popen(_cli(*argv), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env())
     try:
@@ -285,13 +346,20 @@ def test_a_signalled_command_exits_cleanly_with_one_line(sig: int, command: str,
 
 @pytest.mark.slow  # a command-line process in its own PID namespace
 def test_a_temporary_left_in_another_pid_namespace_is_removed(tmp_path: Path) -> None:
-    if shutil.which("unshare") is None or subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True).returncode:
+    if (
+        shutil.which("unshare") is None
+        or subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True).returncode
+    ):
         pytest.skip("unshare --pid is not available here")
     run = tmp_path / "run"
     args = ["--preset", "tiny", "--quiet", "--epochs", "3", "--out", str(run)]
     # bash stays PID 1 of the namespace (PID 1 ignores its own SIGKILL): the run is PID 2.
-    inner = f"INTERP_INIT_KILL_AT=before:checkpoint.pt:1 {sys.executable} -m training.cli train {' '.join(args)}; exit $?"
-    killed = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "bash", "-c", inner], env=_env(), capture_output=True)
+    inner = (
+        f"INTERP_INIT_KILL_AT=before:checkpoint.pt:1 {sys.executable} -m training.cli train {' '.join(args)}; exit $?"
+    )
+    killed = subprocess.run(
+        ["unshare", "--pid", "--fork", "--mount-proc", "bash", "-c", inner], env=_env(), capture_output=True
+    )
     assert killed.returncode == 128 + signal.SIGKILL
     assert [p.name for p in run.iterdir() if ".tmp" in p.name], "no temporary file was left to clean"
     subprocess.run([sys.executable, "-m", "training.cli", "train", *args], env=_env(), check=True, capture_output=True)
@@ -313,7 +381,9 @@ _NESTED = {
 
 
 @pytest.mark.parametrize("case", list(_NESTED))
-def test_nothing_is_written_inside_a_run_folder(case: str, run_copy: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_nothing_is_written_inside_a_run_folder(
+    case: str, run_copy: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     runs = tmp_path / "runs"  # a folder of runs: what a phase diagram may be drawn from
     shutil.copytree(run_copy, runs / "a")
     before = _files(run_copy)
@@ -323,7 +393,9 @@ def test_nothing_is_written_inside_a_run_folder(case: str, run_copy: Path, tmp_p
 
 
 @pytest.mark.parametrize("holds", ["sweep.json", "runs"])
-def test_a_run_is_not_trained_into_a_folder_of_runs(holds: str, finished: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_run_is_not_trained_into_a_folder_of_runs(
+    holds: str, finished: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     folder = tmp_path / "S"
     folder.mkdir()
     if holds == "sweep.json":
@@ -345,7 +417,10 @@ _NO_TRACEBACK = {
     "train on a missing GPU": ([*_TRAIN, "--device", "cuda:7"], "'cuda:7'"),
     "train on an unknown device": ([*_TRAIN, "--device", "xla"], "'xla'"),
     "a model too wide": ([*_TRAIN, "--d-model", "200000", "--d-mlp", "200000"], "--d-model"),
-    "too many layers": ([*_TRAIN, "--n-layers", "100000", "--d-model", "4096", "--n-heads", "1", "--d-head", "4096"], "--n-layers"),
+    "too many layers": (
+        [*_TRAIN, "--n-layers", "100000", "--d-model", "4096", "--n-heads", "1", "--d-head", "4096"],
+        "--n-layers",
+    ),
     "a vocabulary too large": ([*_TRAIN, "--d-vocab", "10000000000"], "--d-vocab"),
     "too many samples": ([*_TRAIN, "--n-train", "200000000000"], "--n-train"),  # more than any machine has
     "sweep on meta": (["sweep", "SPEC", "--device", "meta", "--quiet"], "'meta'"),
@@ -355,7 +430,9 @@ _NO_TRACEBACK = {
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the device cases assume a machine without CUDA")
 @pytest.mark.parametrize("case", list(_NO_TRACEBACK))
-def test_bad_devices_and_sizes_are_one_line_before_anything_is_written(case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_devices_and_sizes_are_one_line_before_anything_is_written(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     args, named = _NO_TRACEBACK[case]
     args = [str(_spec(tmp_path)) if a == "SPEC" else a for a in args]
     assert main([*args, "--out", str(tmp_path / "out")]) == 2
@@ -369,8 +446,12 @@ def test_report_on_meta_is_one_line(finished: Path, tmp_path: Path, capsys: pyte
     assert not (tmp_path / "r.html").exists()
 
 
-@pytest.mark.parametrize("error", [RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 bytes"), MemoryError()])
-def test_running_out_of_memory_is_one_line_naming_what_to_lower(error: BaseException, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "error", [RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 bytes"), MemoryError()]
+)
+def test_running_out_of_memory_is_one_line_naming_what_to_lower(
+    error: BaseException, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     import training.trainer.loop
 
     def exhausted(*args: object, **kwargs: object) -> None:
@@ -389,11 +470,15 @@ def test_a_hand_edited_config_is_named_as_such(run_copy: Path, capsys: pytest.Ca
     _edit_gamma(run_copy, 0.8)
     assert main([*_TRAIN, "--gamma", "0.8", "--out", str(run_copy)]) == 2
     err = _one_error_line(capsys)
-    assert f"{run_copy / 'config.json'} was changed after the run finished" in err and "copied from another run" not in err
+    assert (
+        f"{run_copy / 'config.json'} was changed after the run finished" in err and "copied from another run" not in err
+    )
 
 
 @pytest.mark.parametrize("name", ["model.safetensors", "checkpoint.pt"])
-def test_an_unreadable_file_says_permission_denied_not_truncated(name: str, run_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unreadable_file_says_permission_denied_not_truncated(
+    name: str, run_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The tests run as root, whom permissions do not stop: opening the file is made to fail as for another user."""
     import interp_init.model
     from safetensors import SafetensorError
@@ -421,7 +506,9 @@ def test_an_unreadable_file_says_permission_denied_not_truncated(name: str, run_
     assert str(path) in str(info.value) and "truncated" not in str(info.value)
 
 
-def test_a_run_a_live_process_trains_is_running_not_interrupted(run_copy: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_run_a_live_process_trains_is_running_not_interrupted(
+    run_copy: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     metrics = json.loads((run_copy / "metrics.json").read_text())
     (run_copy / "model.safetensors").unlink()
     (run_copy / "metrics.json").write_text(json.dumps({**metrics, "status": "running", "final": {}}))
@@ -444,7 +531,9 @@ _SPECS = {
 
 
 @pytest.mark.parametrize("case", list(_SPECS))
-def test_a_bad_spec_names_its_file_and_the_problem(case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_bad_spec_names_its_file_and_the_problem(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     content, problem = _SPECS[case]
     path = tmp_path / "spec.json"
     path.write_bytes(content if isinstance(content, bytes) else json.dumps(content).encode())
@@ -467,7 +556,9 @@ _NONSENSE = {
 
 
 @pytest.mark.parametrize("case", list(_NONSENSE))
-def test_nonsense_numbers_are_refused_saying_the_range(case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_nonsense_numbers_are_refused_saying_the_range(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     args, message = _NONSENSE[case]
     assert main([*_TRAIN, *args, "--out", str(tmp_path / "out")]) == 2
     assert message in _one_error_line(capsys)
@@ -480,7 +571,9 @@ def test_nonsense_numbers_are_refused_saying_the_range(case: str, tmp_path: Path
      ["--loss-threshold", "0"], ["--loss-threshold", "inf"], ["--ood-threshold", "nan"]],
     ids=lambda a: " ".join(a),
 )  # fmt: skip
-def test_phase_diagram_thresholds_are_refused_outside_their_range(args: list[str], finished: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_phase_diagram_thresholds_are_refused_outside_their_range(
+    args: list[str], finished: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     runs = tmp_path / "runs"
     shutil.copytree(finished, runs / "a")
     before = _files(runs)
@@ -500,8 +593,12 @@ def test_gamma_init_refuses_a_gamma_that_draws_zeros() -> None:
 # ----------------------------------------------------------- 8. grids too large to run
 
 
-@pytest.mark.parametrize("shape", [(100,) * 5, (MAX_POINTS + 1,), (101, 100), (30, 30, 30)], ids=lambda s: "x".join(map(str, s)))
-def test_a_grid_too_large_is_refused_before_its_configs_are_built(shape: tuple[int, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "shape", [(100,) * 5, (MAX_POINTS + 1,), (101, 100), (30, 30, 30)], ids=lambda s: "x".join(map(str, s))
+)
+def test_a_grid_too_large_is_refused_before_its_configs_are_built(
+    shape: tuple[int, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     keys = ["gamma", "lr", "weight_decay", "warmup_epochs", "cosine_epochs"]
     grid = {key: [round(0.1 + i * 1e-4, 6) for i in range(n)] for key, n in zip(keys, shape, strict=False)}
     with pytest.raises(ValueError, match=r"spec grid has [\d,]+ points .* more than the 10,000"):
@@ -511,7 +608,15 @@ def test_a_grid_too_large_is_refused_before_its_configs_are_built(shape: tuple[i
 
 
 def test_a_grid_at_the_limit_is_accepted() -> None:
-    assert StudySpec.from_dict({"base": {"preset": "tiny"}, "grid": {"seed": list(range(100)), "gamma": [0.1 + i / 1000 for i in range(100)]}}).size == MAX_POINTS
+    assert (
+        StudySpec.from_dict(
+            {
+                "base": {"preset": "tiny"},
+                "grid": {"seed": list(range(100)), "gamma": [0.1 + i / 1000 for i in range(100)]},
+            }
+        ).size
+        == MAX_POINTS
+    )
 
 
 # ------------------------------------------ 9. the Python API: meta models, wrong types
@@ -525,7 +630,9 @@ def _meta_model():  # noqa: ANN202
 _API = {
     "gamma_init_ on meta": lambda run: gamma_init_(_meta_model(), gamma=0.5, seed=0),
     "gamma_init_ on a non-model": lambda run: gamma_init_("model", gamma=0.5, seed=0),
-    "build_model on meta": lambda run: build_model(make_run_config("tiny").model, make_run_config("tiny").init, 0, device="meta"),
+    "build_model on meta": lambda run: build_model(
+        make_run_config("tiny").model, make_run_config("tiny").init, 0, device="meta"
+    ),
     "load_model on meta": lambda run: load_model(run, device="meta"),
     "stable rank on meta": lambda run: stable_rank(merged_weight(_meta_model(), "W_Q", 0)),
     "spectra on meta": lambda run: singular_value_spectra(_meta_model()),

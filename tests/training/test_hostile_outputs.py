@@ -95,7 +95,9 @@ _NOT_MINE = [
 
 @pytest.mark.parametrize("command", ["report", "phase-diagram"])
 @pytest.mark.parametrize(("where", "name"), _NOT_MINE, ids=["/".join(x) for x in _NOT_MINE])
-def test_no_out_replaces_a_file_it_did_not_make(command: str, where: str, name: str, places: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+def test_no_out_replaces_a_file_it_did_not_make(
+    command: str, where: str, name: str, places: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     target = places[where] / name
     if not target.exists():  # R/report.html: a name inside a run folder, not there yet
         assert where == "R"
@@ -108,7 +110,9 @@ def test_no_out_replaces_a_file_it_did_not_make(command: str, where: str, name: 
     assert {key: _files(folder) for key, folder in places.items()} == before
 
 
-def test_a_phase_diagram_never_replaces_a_report_and_the_other_way_round(places: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_phase_diagram_never_replaces_a_report_and_the_other_way_round(
+    places: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     page = tmp_path / "page.html"
     assert main(["report", str(places["R"]), "--out", str(page), "--per-pair", "2"]) == 0
     report = page.read_bytes()
@@ -139,12 +143,17 @@ _RETRAIN = {
     "metrics removed": (lambda r: (r / "metrics.json").unlink(), "model.safetensors"),
     "weights removed": (lambda r: (r / "model.safetensors").unlink(), "metrics.json"),
     "status edited to running": (_set_status("running"), "model.safetensors"),
-    "metrics removed, config removed": (lambda r: [(r / n).unlink() for n in ("metrics.json", "config.json")], "model.safetensors"),
+    "metrics removed, config removed": (
+        lambda r: [(r / n).unlink() for n in ("metrics.json", "config.json")],
+        "model.safetensors",
+    ),
 }
 
 
 @pytest.mark.parametrize("case", list(_RETRAIN))
-def test_a_finished_run_is_never_retrained(case: str, finished: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_finished_run_is_never_retrained(
+    case: str, finished: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     run = Path(shutil.copytree(finished, tmp_path / "R"))
     damage, named = _RETRAIN[case]
     damage(run)
@@ -157,7 +166,9 @@ def test_a_finished_run_is_never_retrained(case: str, finished: Path, tmp_path: 
         training.train(make_run_config("tiny", seed=0), run, device="cpu", progress=False)
 
 
-def test_finished_weights_beside_a_checkpoint_resume_from_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_finished_weights_beside_a_checkpoint_resume_from_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A kill between the final weights' write and the metrics' (the checkpoint is still
     there) is resumed from the checkpoint, not refused."""
     run = tmp_path / "R"
@@ -224,25 +235,55 @@ def _raise(err: Exception):  # noqa: ANN202
 
 
 def _with(samples: Samples, **changes: Any) -> Samples:
-    return Samples(samples.task, samples.split, changes.get("token_ids", samples.token_ids), changes.get("targets", samples.targets), {})
+    return Samples(
+        samples.task,
+        samples.split,
+        changes.get("token_ids", samples.token_ids),
+        changes.get("targets", samples.targets),
+        {},
+    )
 
 
 #: Faulty tasks: name -> (method, its replacement, what the message says).
 _FAULTS: dict[str, tuple[str, Any, str]] = {
-    "TokensAboveVocab": ("make_split", _split_fault(lambda s, n: _with(s, token_ids=s.token_ids + 50)), "outside the vocabulary"),
-    "NegativeTokens": ("make_split", _split_fault(lambda s, n: _with(s, token_ids=s.token_ids - 20)), "outside the vocabulary"),
-    "FloatTokens": ("make_split", _split_fault(lambda s, n: _with(s, token_ids=s.token_ids.float())), "not an integer dtype"),
-    "WrongLength": ("make_split", _split_fault(lambda s, n: _with(s, token_ids=s.token_ids[:, :2])), "not the task's seq_len 3"),
+    "TokensAboveVocab": (
+        "make_split",
+        _split_fault(lambda s, n: _with(s, token_ids=s.token_ids + 50)),
+        "outside the vocabulary",
+    ),
+    "NegativeTokens": (
+        "make_split",
+        _split_fault(lambda s, n: _with(s, token_ids=s.token_ids - 20)),
+        "outside the vocabulary",
+    ),
+    "FloatTokens": (
+        "make_split",
+        _split_fault(lambda s, n: _with(s, token_ids=s.token_ids.float())),
+        "not an integer dtype",
+    ),
+    "WrongLength": (
+        "make_split",
+        _split_fault(lambda s, n: _with(s, token_ids=s.token_ids[:, :2])),
+        "not the task's seq_len 3",
+    ),
     "TargetsOutside": ("make_split", _split_fault(lambda s, n: _with(s, targets=s.targets + 100)), "targets in"),
     "TargetsTwoD": ("make_split", _split_fault(lambda s, n: _with(s, targets=s.targets[:, None])), "not 1-D"),
-    "TenthOfSamples": ("make_split", _split_fault(lambda s, n: s.subset(slice(0, max(1, n // 10)))), "not the 512 samples asked for"),
+    "TenthOfSamples": (
+        "make_split",
+        _split_fault(lambda s, n: s.subset(slice(0, max(1, n // 10)))),
+        "not the 512 samples asked for",
+    ),
     "EmptySplit": ("make_split", _split_fault(lambda s, n: s.subset(slice(0, 0))), "not the 512 samples asked for"),
     "SplitRaises": ("make_split", _split_fault(_raise(KeyError("boom"))), "raised KeyError"),
     "SplitNone": ("make_split", _split_fault(lambda s, n: None), "returned NoneType None"),
     "SplitTuple": ("make_split", _split_fault(lambda s, n: (s.token_ids, s.targets)), "returned tuple"),
     "EvaluateRaises": ("evaluate", _eval_fault(RuntimeError("bad shape")), "raised RuntimeError: bad shape"),
     "EvaluateDict": ("evaluate", _eval_fault({"train_acc": 1.0, "id_acc": 1.0, "other_acc": 1.0}), "returned dict"),
-    "EvaluateTensors": ("evaluate", _eval_fault(_Metrics(torch.tensor(0.5), torch.tensor(0.5), torch.tensor(0.5))), "not a plain number"),
+    "EvaluateTensors": (
+        "evaluate",
+        _eval_fault(_Metrics(torch.tensor(0.5), torch.tensor(0.5), torch.tensor(0.5))),
+        "not a plain number",
+    ),
     "EvaluateNaN": ("evaluate", _eval_fault(_Metrics(float("nan"), 0.5, 0.5)), "not a finite number"),
     "EvaluateInf": ("evaluate", _eval_fault(_Metrics(0.5, 0.5, float("inf"))), "not a finite number"),
     "EvaluateAbove1": ("evaluate", _eval_fault(_Metrics(0.5, 7.5, 0.5)), "an accuracy is in [0, 1]"),
@@ -252,10 +293,24 @@ for _name, (_method, _impl, _) in _FAULTS.items():
 
 
 @pytest.mark.parametrize("fault", list(_FAULTS))
-def test_a_faulty_user_task_is_one_line_naming_class_and_method_and_leaves_nothing(fault: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_faulty_user_task_is_one_line_naming_class_and_method_and_leaves_nothing(
+    fault: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     method, _, says = _FAULTS[fault]
     out = tmp_path / "new" / "run"
-    args = [*_TRAIN, "--task", f"{__name__}:{fault}", "--n-train", "512", "--n-test", "64", "--epochs", "1", "--out", str(out)]
+    args = [
+        *_TRAIN,
+        "--task",
+        f"{__name__}:{fault}",
+        "--n-train",
+        "512",
+        "--n-test",
+        "64",
+        "--epochs",
+        "1",
+        "--out",
+        str(out),
+    ]
     assert main(args) == 2
     err = _one_error_line(capsys)
     assert f"{fault}.{method}(" in err and says in err and "fix the task" in err, err
@@ -264,7 +319,19 @@ def test_a_faulty_user_task_is_one_line_naming_class_and_method_and_leaves_nothi
 
 def test_the_good_task_trains(tmp_path: Path) -> None:
     """The faulty tasks differ from a task that trains by their fault alone."""
-    args = [*_TRAIN, "--task", f"{__name__}:GoodTask", "--n-train", "512", "--n-test", "64", "--epochs", "1", "--out", str(tmp_path / "run")]
+    args = [
+        *_TRAIN,
+        "--task",
+        f"{__name__}:GoodTask",
+        "--n-train",
+        "512",
+        "--n-test",
+        "64",
+        "--epochs",
+        "1",
+        "--out",
+        str(tmp_path / "run"),
+    ]
     assert main(args) == 0
 
 
@@ -290,12 +357,19 @@ _METRICS = {
     "history empty": (_edit_metrics(lambda m: m.update(history=[])), "its history is empty"),
     "history loss a string": (_edit_metrics(lambda m: m["history"][0].update(loss="x")), "history[0].loss"),
     "history epoch negative": (_edit_metrics(lambda m: m["history"][0].update(epoch=-1)), "history[0].epoch"),
-    "history acc NaN": (lambda r: (r / "metrics.json").write_text((r / "metrics.json").read_text().replace('"id_acc": ', '"id_acc": NaN, "x": ', 1)), "NaN"),
+    "history acc NaN": (
+        lambda r: (r / "metrics.json").write_text(
+            (r / "metrics.json").read_text().replace('"id_acc": ', '"id_acc": NaN, "x": ', 1)
+        ),
+        "NaN",
+    ),
 }
 
 
 @pytest.mark.parametrize("case", list(_METRICS))
-def test_damaged_metrics_values_are_refused_where_read(case: str, finished: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_damaged_metrics_values_are_refused_where_read(
+    case: str, finished: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     run = Path(shutil.copytree(finished, tmp_path / "R"))
     damage, says = _METRICS[case]
     damage(run)
@@ -309,7 +383,9 @@ def test_damaged_metrics_values_are_refused_where_read(case: str, finished: Path
 
 
 @pytest.mark.parametrize("case", ["final.id_acc a string", "format_version 99"])
-def test_report_refuses_damaged_metrics_in_one_line(case: str, finished: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_report_refuses_damaged_metrics_in_one_line(
+    case: str, finished: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     run = Path(shutil.copytree(finished, tmp_path / "R"))
     _METRICS[case][0](run)
     assert main(["report", str(run), "--out", str(tmp_path / "r.html")]) == 2
@@ -337,7 +413,9 @@ def _stale(folder: Path, name: str) -> Path:
 
 
 @pytest.mark.parametrize("command", ["report", "phase-diagram", "sweep"])
-def test_a_killed_writes_temporary_is_gone_after_a_later_successful_run(command: str, places: dict[str, Path], tmp_path: Path) -> None:
+def test_a_killed_writes_temporary_is_gone_after_a_later_successful_run(
+    command: str, places: dict[str, Path], tmp_path: Path
+) -> None:
     sweep = places["S"]
     if command == "report":
         stale = _stale(tmp_path, "r.html")
@@ -358,17 +436,57 @@ def _refused_input(tmp_path: Path, finished: Path) -> dict[str, list[str]]:
     spec = tmp_path / "long.json"
     spec.write_text(json.dumps({"base": {"preset": "tiny"}, "grid": _long_grid()}))
     return {
-        "reproduce --workers 0": ["reproduce", "--preset", "tiny", "--seeds", "0", "--workers", "0", "--out", str(tmp_path / "new" / "P")],
-        "reproduce --seed, --workers 0": ["reproduce", "--preset", "tiny", "--seed", "0", "--workers", "0", "--out", str(tmp_path / "new" / "P")],
+        "reproduce --workers 0": [
+            "reproduce",
+            "--preset",
+            "tiny",
+            "--seeds",
+            "0",
+            "--workers",
+            "0",
+            "--out",
+            str(tmp_path / "new" / "P"),
+        ],
+        "reproduce --seed, --workers 0": [
+            "reproduce",
+            "--preset",
+            "tiny",
+            "--seed",
+            "0",
+            "--workers",
+            "0",
+            "--out",
+            str(tmp_path / "new" / "P"),
+        ],
         "reproduce inside a run": ["reproduce", "--preset", "tiny", "--seed", "0", "--out", str(finished / "one")],
         "population inside a run": ["reproduce", "--preset", "tiny", "--seeds", "0,1", "--out", str(finished / "one")],
         "sweep point name too long": ["sweep", str(spec), "--out", str(tmp_path / "new" / "S"), "--quiet"],
-        "train warmup too long": [*_TRAIN, "--warmup-epochs", "5", "--epochs", "3", "--out", str(tmp_path / "new" / "R")],
+        "train warmup too long": [
+            *_TRAIN,
+            "--warmup-epochs",
+            "5",
+            "--epochs",
+            "3",
+            "--out",
+            str(tmp_path / "new" / "R"),
+        ],
     }
 
 
-@pytest.mark.parametrize("case", ["reproduce --workers 0", "reproduce --seed, --workers 0", "reproduce inside a run", "population inside a run", "sweep point name too long", "train warmup too long"])
-def test_refused_input_leaves_no_folder(case: str, finished: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "case",
+    [
+        "reproduce --workers 0",
+        "reproduce --seed, --workers 0",
+        "reproduce inside a run",
+        "population inside a run",
+        "sweep point name too long",
+        "train warmup too long",
+    ],
+)
+def test_refused_input_leaves_no_folder(
+    case: str, finished: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     before = _files(finished)
     assert main(_refused_input(tmp_path, finished)[case]) == 2
     _one_error_line(capsys)
@@ -393,7 +511,15 @@ def _nesting(places: dict[str, Path], tmp_path: Path) -> dict[str, list[str]]:
         "train into a folder holding a run two levels down": [*_TRAIN, "--out", str(deep)],
         "reproduce into a sweep": ["reproduce", "--preset", "tiny", "--seeds", "0", "--out", S],
         "reproduce into a run": ["reproduce", "--preset", "tiny", "--seed", "0", "--out", R],
-        "reproduce into a folder holding a sweep": ["reproduce", "--preset", "tiny", "--seed", "0", "--out", str(holder)],
+        "reproduce into a folder holding a sweep": [
+            "reproduce",
+            "--preset",
+            "tiny",
+            "--seed",
+            "0",
+            "--out",
+            str(holder),
+        ],
         "sweep into a reproduction": ["sweep", str(spec), "--out", P, "--quiet"],
         "sweep into a folder holding a sweep": ["sweep", str(spec), "--out", str(holder), "--quiet"],
         "sweep dry run into a reproduction": ["sweep", str(spec), "--out", P, "--dry-run"],
@@ -412,7 +538,9 @@ _NESTING_CASES = [
 
 
 @pytest.mark.parametrize("case", _NESTING_CASES)
-def test_folders_of_runs_are_never_nested(case: str, places: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_folders_of_runs_are_never_nested(
+    case: str, places: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     args = _nesting(places, tmp_path)[case]
     before = _files(tmp_path)
     assert main(args) == 2
@@ -427,13 +555,18 @@ def test_folders_of_runs_are_never_nested(case: str, places: dict[str, Path], tm
 def _long_grid() -> dict[str, list[float]]:
     """A grid whose one point's folder name is longer than NAME_MAX bytes."""
     keys = ["gamma", "lr", "weight_decay", "warmup_start_lr", "min_lr", "beta1", "beta2", "grad_clip", "eps"]
-    grid = {key: [0.1234567890123456 if key not in ("lr", "warmup_start_lr", "min_lr", "eps") else 1.234567890123456e-4] for key in keys}
+    grid = {
+        key: [0.1234567890123456 if key not in ("lr", "warmup_start_lr", "min_lr", "eps") else 1.234567890123456e-4]
+        for key in keys
+    }
     grid["gamma"] = [0.8123456789012345]
     return grid
 
 
 @pytest.mark.parametrize("dry_run", [True, False], ids=["dry-run", "sweep"])
-def test_a_sweep_point_name_too_long_is_refused_by_the_dry_run_as_by_the_sweep(dry_run: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_sweep_point_name_too_long_is_refused_by_the_dry_run_as_by_the_sweep(
+    dry_run: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"base": {"preset": "tiny"}, "grid": _long_grid()}))
     assert main(["sweep", str(spec), "--out", str(tmp_path / "S"), *(["--dry-run"] if dry_run else ["--quiet"])]) == 2
@@ -471,18 +604,38 @@ _NONSENSE = {
     "absurd epochs": ([*_TRAIN, "--epochs", "1000000000"], "optimizer steps"),
     "empty seed entry": (["reproduce", "--preset", "tiny", "--seeds", "0,,"], "--seeds has an empty entry"),
     "empty leading seed": (["reproduce", "--preset", "tiny", "--seeds", ",0"], "--seeds has an empty entry"),
-    "empty lr entry": (["reproduce", "--preset", "tiny", "--seeds", "0", "--protocol", "paper", "--lrs", "1e-3,,"], "--lrs has an empty entry"),
-    "a key twice in a spec": (["sweep", "SPEC:{\"base\": {\"preset\": \"tiny\"}, \"grid\": {\"gamma\": [0.5]}, \"grid\": {\"gamma\": [0.8]}}", "--dry-run"], "appears twice"),
-    "a base key twice": (["sweep", "SPEC:{\"base\": {\"preset\": \"tiny\", \"lr\": 1e-3, \"lr\": 2e-3}, \"grid\": {\"gamma\": [0.5]}}", "--dry-run"], "'lr' appears twice"),
-    "grid values equal as numbers": (["sweep", "SPEC:{\"base\": {\"preset\": \"tiny\"}, \"grid\": {\"weight_decay\": [0, 0.0]}}", "--dry-run"], "equal as numbers"),
-    "grid values equal in TOML": (["sweep", "SPEC.toml:[base]\npreset = \"tiny\"\n[grid]\ngrad_clip = [1, 1.0]\n", "--dry-run"], "equal as numbers"),
+    "empty lr entry": (
+        ["reproduce", "--preset", "tiny", "--seeds", "0", "--protocol", "paper", "--lrs", "1e-3,,"],
+        "--lrs has an empty entry",
+    ),
+    "a key twice in a spec": (
+        ["sweep", 'SPEC:{"base": {"preset": "tiny"}, "grid": {"gamma": [0.5]}, "grid": {"gamma": [0.8]}}', "--dry-run"],
+        "appears twice",
+    ),
+    "a base key twice": (
+        ["sweep", 'SPEC:{"base": {"preset": "tiny", "lr": 1e-3, "lr": 2e-3}, "grid": {"gamma": [0.5]}}', "--dry-run"],
+        "'lr' appears twice",
+    ),
+    "grid values equal as numbers": (
+        ["sweep", 'SPEC:{"base": {"preset": "tiny"}, "grid": {"weight_decay": [0, 0.0]}}', "--dry-run"],
+        "equal as numbers",
+    ),
+    "grid values equal in TOML": (
+        ["sweep", 'SPEC.toml:[base]\npreset = "tiny"\n[grid]\ngrad_clip = [1, 1.0]\n', "--dry-run"],
+        "equal as numbers",
+    ),
 }
 
 
 @pytest.mark.parametrize("case", list(_NONSENSE))
 def test_nonsense_is_refused_in_one_line(case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args, says = _NONSENSE[case]
-    args = [_spec_file(tmp_path, a.split(":", 1)[1], ".toml" if a.startswith("SPEC.toml") else ".json") if a.startswith("SPEC") else a for a in args]
+    args = [
+        _spec_file(tmp_path, a.split(":", 1)[1], ".toml" if a.startswith("SPEC.toml") else ".json")
+        if a.startswith("SPEC")
+        else a
+        for a in args
+    ]
     if args[0] in ("train", "reproduce"):
         args += ["--out", str(tmp_path / "out")]
     assert main(args) == 2
@@ -540,11 +693,17 @@ def _links(tmp_path: Path) -> dict[str, Path]:
 
 @pytest.mark.parametrize("link", ["loop", "dangling"])
 @pytest.mark.parametrize("command", ["train", "sweep", "reproduce"])
-def test_a_symlink_loop_or_dangling_link_as_out_is_named(link: str, command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_symlink_loop_or_dangling_link_as_out_is_named(
+    link: str, command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = _links(tmp_path)[link]
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps(_SPEC))
-    args = {"train": _TRAIN, "sweep": ["sweep", str(spec), "--quiet"], "reproduce": ["reproduce", "--preset", "tiny", "--seed", "0"]}[command]
+    args = {
+        "train": _TRAIN,
+        "sweep": ["sweep", str(spec), "--quiet"],
+        "reproduce": ["reproduce", "--preset", "tiny", "--seed", "0"],
+    }[command]
     assert main([*args, "--out", str(out)]) == 2
     err = _one_error_line(capsys)
     assert str(out) in err and "symbolic link" in err and "File exists" not in err, err
@@ -558,7 +717,9 @@ def test_a_symlink_loop_or_dangling_link_as_out_is_named(link: str, command: str
     (".json", '{"base": {"preset": "tiny"}, "grid": {"gamma": ["abc"]}}', "'abc'"),
     (".toml", '[base]\npreset = "tiny"\nlr = "x"\n[grid]\nseed = [0]\n', "lr"),
 ])  # fmt: skip
-def test_a_spec_error_names_its_file(suffix: str, text: str, says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_spec_error_names_its_file(
+    suffix: str, text: str, says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     spec = tmp_path / f"spec{suffix}"
     spec.write_text(text)
     assert main(["sweep", str(spec), "--dry-run"]) == 2
@@ -581,7 +742,13 @@ def test_a_sigint_after_the_work_is_done_exits_with_the_commands_code() -> None:
         "os.kill(os.getpid(), signal.SIGINT)\n"
         "sys.exit(code)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])})
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+    )
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr and "KeyboardInterrupt" not in proc.stderr
 
@@ -604,7 +771,9 @@ def test_probe_inputs_outside_what_the_probe_means_are_refused(case: str, probe:
     data = make_dataset("symmetric", "train", 16, seed=0)
     change, says = _PROBE_INPUTS[case]
     bad = dataclasses.replace(data, **change(data))
-    call = {"candidate_labelings": lambda d: probes.candidate_labelings(d)}.get(probe) or (lambda d: getattr(probes, probe)(load_model(finished), d))
+    call = {"candidate_labelings": lambda d: probes.candidate_labelings(d)}.get(probe) or (
+        lambda d: getattr(probes, probe)(load_model(finished), d)
+    )
     call(data)  # the dataset as made is taken
     with pytest.raises(ValueError, match=says):
         call(bad)

@@ -29,7 +29,10 @@ def test_local_executor_requeues_a_chunked_run_and_a_second_launch_submits_nothi
     # built by name as sweep and reproduce build it (their other options left out); the study folder read from the jobs
     launcher = make_launcher("slurm", slurm=options, device="cpu", workers=None, threads=1)
     seen: list[JobReturn] = []
-    assert launcher.notify(seen.append).launch([job, done]) == [JobReturn("run", "completed"), JobReturn("done", "completed")]
+    assert launcher.notify(seen.append).launch([job, done]) == [
+        JobReturn("run", "completed"),
+        JobReturn("done", "completed"),
+    ]
     assert seen == [JobReturn("run", "completed"), JobReturn("done", "completed")]
     assert done.run_dir.joinpath("model.safetensors").stat().st_mtime_ns == before  # read, not retrained
     # the deadline passed in the first chunk: one epoch, a checkpoint, a requeue, then the last epoch
@@ -38,7 +41,10 @@ def test_local_executor_requeues_a_chunked_run_and_a_second_launch_submits_nothi
     torch.set_num_threads(1)
     train(job.config, tmp_path / "local", device="cpu", progress=False)
     assert (job.run_dir / "model.safetensors").read_bytes() == (tmp_path / "local" / "model.safetensors").read_bytes()
-    assert json.loads((job.run_dir / "metrics.json").read_text())["history"] == json.loads((tmp_path / "local" / "metrics.json").read_text())["history"]
+    assert (
+        json.loads((job.run_dir / "metrics.json").read_text())["history"]
+        == json.loads((tmp_path / "local" / "metrics.json").read_text())["history"]
+    )
     record = json.loads((tmp_path / "study" / SLURM_FOLDER / JOBS_FILE).read_text())
     assert list(record) == ["run"]
     assert launcher.launch([job, done]) == [JobReturn("run", "completed"), JobReturn("done", "completed")]
@@ -78,9 +84,29 @@ def test_options_map_to_sbatch_and_bad_ones_name_the_field():
 
 
 def test_cli_refuses_slurm_options_without_the_slurm_backend(tmp_path, capsys):
-    assert main(["reproduce", "--preset", "tiny", "--seeds", "0", "--out", str(tmp_path / "p"), "--slurm-partition", "gpu"]) == 2
+    assert (
+        main(
+            ["reproduce", "--preset", "tiny", "--seeds", "0", "--out", str(tmp_path / "p"), "--slurm-partition", "gpu"]
+        )
+        == 2
+    )
     assert "--slurm-partition applies to --backend slurm only" in capsys.readouterr().err
-    assert main(["sweep", "--preset-name", "neurips-fig2-cpu", "--out", str(tmp_path / "s"), "--backend", "slurm", "--slurm-sbatch", "reservation"]) == 2
+    assert (
+        main(
+            [
+                "sweep",
+                "--preset-name",
+                "neurips-fig2-cpu",
+                "--out",
+                str(tmp_path / "s"),
+                "--backend",
+                "slurm",
+                "--slurm-sbatch",
+                "reservation",
+            ]
+        )
+        == 2
+    )
     assert "--slurm-sbatch takes OPTION=VALUE" in capsys.readouterr().err
     assert not (tmp_path / "p").exists() and not (tmp_path / "s").exists()
 
@@ -112,15 +138,39 @@ def test_reproduce_no_wait_exits_0_saying_what_was_submitted_and_how_to_collect_
 
     forms = {"one": ("--seed", "0", ""), "many": ("--seeds", "0", "seed-0")}
     argv = {
-        name: ["reproduce", "--preset", "tiny", flag, seed, "--task", "symmetric", "--out", str(tmp_path / name), "--device", "cpu", "--quiet",
-               "--backend", "slurm", "--slurm-cluster", "local", "--slurm-no-wait"]  # fmt: skip
+        name: [
+            "reproduce",
+            "--preset",
+            "tiny",
+            flag,
+            seed,
+            "--task",
+            "symmetric",
+            "--out",
+            str(tmp_path / name),
+            "--device",
+            "cpu",
+            "--quiet",
+            "--backend",
+            "slurm",
+            "--slurm-cluster",
+            "local",
+            "--slurm-no-wait",
+        ]  # fmt: skip
         for name, (flag, seed, _) in forms.items()
     }
     for name, args in argv.items():
         assert main(args) == 0
         out = capsys.readouterr().out
-        assert "submitted: 2 of 2 runs are in Slurm jobs, not finished" in out and f"run again: {shlex.join(['interp-init', *args])}" in out
-    runs = [RunFolder(tmp_path / name / member / "symmetric" / regime) for name, (_, _, member) in forms.items() for regime in ("small-init", "large-init")]
+        assert (
+            "submitted: 2 of 2 runs are in Slurm jobs, not finished" in out
+            and f"run again: {shlex.join(['interp-init', *args])}" in out
+        )
+    runs = [
+        RunFolder(tmp_path / name / member / "symmetric" / regime)
+        for name, (_, _, member) in forms.items()
+        for regime in ("small-init", "large-init")
+    ]
     deadline = time.monotonic() + 300
     while not all(run.status() in FINISHED_STATUSES for run in runs) or any(run.is_busy() for run in runs):
         assert time.monotonic() < deadline, [str(run.status()) for run in runs]
@@ -130,7 +180,9 @@ def test_reproduce_no_wait_exits_0_saying_what_was_submitted_and_how_to_collect_
         assert main(args) == 0
         out = capsys.readouterr().out
         assert "Slurm jobs, not finished" not in out, out
-        assert any(word in out for word in ("flip reproduced", "flip NOT reproduced", "criterion  met")), out  # read from the finished runs
+        assert any(word in out for word in ("flip reproduced", "flip NOT reproduced", "criterion  met")), (
+            out
+        )  # read from the finished runs
         assert (tmp_path / name / SLURM_FOLDER / JOBS_FILE).read_text() == record  # nothing submitted again
 
 
@@ -149,14 +201,19 @@ def test_sweep_no_wait_exits_0_saying_what_was_submitted(tmp_path, capsys):
     args = ["sweep", str(spec), "--out", str(tmp_path / "sweep"), "--device", "cpu", "--quiet",
             "--backend", "slurm", "--slurm-cluster", "local", "--slurm-no-wait"]  # fmt: skip
     assert main(args) == 0
-    assert f"submitted: 1 of 1 runs are in Slurm jobs, not finished (logs in {tmp_path / 'sweep' / SLURM_FOLDER}); " in capsys.readouterr().out
+    assert (
+        f"submitted: 1 of 1 runs are in Slurm jobs, not finished (logs in {tmp_path / 'sweep' / SLURM_FOLDER}); "
+        in capsys.readouterr().out
+    )
     run, deadline = RunFolder(tmp_path / "sweep" / "seed=0"), time.monotonic() + 300
     while run.status() not in FINISHED_STATUSES or run.is_busy():
         assert time.monotonic() < deadline, run.status()
         time.sleep(0.5)
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "1 runs (1 already done)" in out and "not finished" not in out and shlex.join(["interp-init", *args]) not in out
+    assert (
+        "1 runs (1 already done)" in out and "not finished" not in out and shlex.join(["interp-init", *args]) not in out
+    )
 
 
 def test_a_cancelled_job_leaves_its_run_interrupted_and_says_so(tmp_path):
@@ -184,12 +241,18 @@ def test_a_cancelled_job_leaves_its_run_interrupted_and_says_so(tmp_path):
     os.kill(int(job_id), signal.SIGTERM)  # the local executor's job: the process that runs the chunk
     launch.join(300)
     (ret,) = returned
-    assert ret.status == "interrupted" and f"Slurm job {job_id} ended before the run finished: interrupted at epoch " in ret.error
+    assert (
+        ret.status == "interrupted"
+        and f"Slurm job {job_id} ended before the run finished: interrupted at epoch " in ret.error
+    )
     assert json.loads(folder.metrics_path.read_text())["status"] == "interrupted" and folder.status() == "interrupted"
     assert not folder.error_path.exists() and not folder.is_busy()
     log = (tmp_path / "study" / SLURM_FOLDER / "logs" / f"{job_id}_0_log.out").read_text()
     assert "interp-init: run run starts at epoch 0 of 400" in log
-    assert "interp-init: a SIGTERM stopped the job after" in log and "each run is interrupted at its last checkpoint (run run resumes from epoch" in log
+    assert (
+        "interp-init: a SIGTERM stopped the job after" in log
+        and "each run is interrupted at its last checkpoint (run run resumes from epoch" in log
+    )
 
 
 def test_a_chunk_whose_runs_ended_ignores_a_late_warning(tmp_path):

@@ -17,7 +17,7 @@ from interp_init.tasks.base import read_run_metrics
 from training.cli import main
 from training.config import RunConfig, make_run_config
 from training.studies.phase.figures import protocol_table
-from training.studies.population import Population, RegimeResult, SeedRow, exact_interval, read_population
+from training.studies.population import Population, RegimeResult, SeedRow, exact_interval, mann_whitney, read_population
 from training.studies.records import RunRecord
 from training.studies.study import REGIME_NAMES, REPRODUCE_TASKS
 from training.studies.population import reproduce
@@ -44,6 +44,27 @@ def test_exact_interval_refuses_impossible_counts(k: int, n: int, message: str) 
         exact_interval(k, n)
 
 
+@pytest.mark.parametrize(
+    ("x", "y", "p"),
+    [
+        # counted by hand over the C(n+m, n) equally likely rankings: the two-sided p is twice the
+        # smaller tail of U (the pairs x wins), capped at 1
+        ([0.9, 0.8, 0.7], [0.1, 0.2, 0.3], 2 / 20),  # fully separated, 3 vs 3: U = 9, the one extreme of 20
+        ([0.1, 0.2, 0.3], [0.9, 0.8, 0.7], 2 / 20),  # the other direction, the same p
+        ([1.0, 2.0], [3.0, 4.0], 2 / 6),  # 2 vs 2 separated: U = 0, one ranking of 6
+        ([1.0, 3.0], [2.0, 4.0], 4 / 6),  # U = 1: P(U <= 1) = 2/6
+        ([1.0, 4.0], [2.0, 3.0], 1.0),  # U = 2, the middle
+        ([0.5], [0.1, 0.2, 0.3, 0.4], 2 / 5),  # 1 vs 4 above all: one of 5 places
+    ],
+)
+def test_mann_whitney_is_the_exact_two_sided_rank_test(x: list[float], y: list[float], p: float) -> None:
+    assert mann_whitney(x, y) == pytest.approx(p)
+
+
+def test_mann_whitney_has_no_p_without_a_value_on_each_side() -> None:
+    assert mann_whitney([], [0.1, 0.2]) is None and mann_whitney([0.1], []) is None
+
+
 # ---------------------------------------------------------------- the protocols on synthetic histories
 
 
@@ -61,7 +82,15 @@ def _run(lr: float, history: list[dict], status: str = "completed") -> RunRecord
 def _histories() -> list[RunRecord]:
     return [
         # lr 1e-4: inferential peaks at epoch 2 (0.7); epoch 3 has no evaluation
-        _run(1e-4, [_record(1, 0.5, 0.2, 0.1), _record(2, 0.8, 0.7, 0.3), {"epoch": 3, "loss": 0.9}, _record(4, 0.9, 0.6, 0.2)]),
+        _run(
+            1e-4,
+            [
+                _record(1, 0.5, 0.2, 0.1),
+                _record(2, 0.8, 0.7, 0.3),
+                {"epoch": 3, "loss": 0.9},
+                _record(4, 0.9, 0.6, 0.2),
+            ],
+        ),
         # lr 2e-4: ID peaks at epoch 1 (0.95), symmetric at epoch 3 (0.5); inferential ties 0.7 at epoch 2
         _run(2e-4, [_record(1, 0.95, 0.1, 0.4), _record(2, 0.9, 0.7, 0.45), _record(3, 0.85, 0.3, 0.5)]),
         # a diverged run counts for nothing, however high its numbers
@@ -93,7 +122,9 @@ def test_paper_protocol_reads_only_the_logged_epochs() -> None:
     assert logged_epochs(best_unlogged, 3) == {3, 6, 7} and logged_epochs(stopped, 3) == {3}
     assert logged_epochs(best_unlogged, 1) == {1, 2, 3, 4, 5, 6, 7}
     runs = [best_unlogged, stopped]
-    assert pick_paper(runs, ("heldout_inferential",))["heldout_inferential"] == Pick(0.95, 1e-4, 8)  # every evaluated epoch
+    assert pick_paper(runs, ("heldout_inferential",))["heldout_inferential"] == Pick(
+        0.95, 1e-4, 8
+    )  # every evaluated epoch
     assert pick_paper(runs, ("heldout_inferential",), logged_every=3)["heldout_inferential"] == Pick(0.5, 1e-4, 7)
     assert pick_paper([stopped], ("heldout_inferential",), logged_every=3)["heldout_inferential"] == Pick(0.45, 2e-4, 3)
     assert "every 3" in protocol_text("paper", 3) and protocol_text("paper") == PROTOCOL_TEXT["paper"]
@@ -106,15 +137,29 @@ def test_strict_protocol_reads_the_final_epoch() -> None:
     assert picks == {"id_acc": Pick(0.9, 1e-4, 4), "heldout_inferential": Pick(0.6, 1e-4, 4)}
 
 
-def _seed_row(seed: int, inf: float, sym: float, small_ood: float, large_ood: float, id_acc: float = 0.95, exception: float = 0.97) -> SeedRow:
+def _seed_row(
+    seed: int, inf: float, sym: float, small_ood: float, large_ood: float, id_acc: float = 0.95, exception: float = 0.97
+) -> SeedRow:
     values = {
-        ("symmetric", "small-init"): {"id_acc": id_acc, "heldout_inferential": inf, "heldout_symmetric": 0.0, "exception_acc": exception},
+        ("symmetric", "small-init"): {
+            "id_acc": id_acc,
+            "heldout_inferential": inf,
+            "heldout_symmetric": 0.0,
+            "exception_acc": exception,
+        },
         ("symmetric", "large-init"): {"id_acc": id_acc, "heldout_inferential": 0.0, "heldout_symmetric": sym},
         ("id-ood", "small-init"): {"id_acc": id_acc, "ood_acc": small_ood, "commutativity": 1.0},
         ("id-ood", "large-init"): {"id_acc": id_acc, "ood_acc": large_ood, "commutativity": 0.5},
     }
     results = tuple(
-        RegimeResult(task, regime, 0.8 if regime == "small-init" else 0.5, {k: Pick(v, 1e-4, 1) for k, v in values[task, regime].items()}, "completed", ())
+        RegimeResult(
+            task,
+            regime,
+            0.8 if regime == "small-init" else 0.5,
+            {k: Pick(v, 1e-4, 1) for k, v in values[task, regime].items()},
+            "completed",
+            (),
+        )
         for task in REPRODUCE_TASKS
         for regime in REGIME_NAMES
     )
@@ -138,7 +183,11 @@ def test_population_counts_and_means_match_a_hand_computation() -> None:
     assert summary["population"]["all"] == {"met": 1, "of": 3, "interval": list(exact_interval(1, 3))}
     assert summary["protocol_text"] == PROTOCOL_TEXT["paper"] and "logged_every" not in summary
     logged = Population("cpu", "paper", rows, lrs=(1e-4,), logged_every=3)
-    assert logged.to_dict()["logged_every"] == 3 and "every 3" in logged.to_dict()["protocol_text"] and "every 3" in logged.format()
+    assert (
+        logged.to_dict()["logged_every"] == 3
+        and "every 3" in logged.to_dict()["protocol_text"]
+        and "every 3" in logged.format()
+    )
     assert Population.from_dict(json.loads(json.dumps(logged.to_dict()))).logged_every == 3
     assert "paper protocol" in population.format() and str(population) == population.format()
     page = population._repr_html_()  # Jupyter shows the rates, then the seeds and their mean
@@ -162,7 +211,12 @@ def test_the_reading_without_the_exception_stands_beside_the_strict_criterion() 
     order = [r.name for r in population.rates_and_readings()]
     assert order[order.index(SMALL_INFERENTIAL) + 1] == SMALL_INFERENTIAL_ANY  # side by side
     summary = population.to_dict()
-    assert summary["readings"][SMALL_INFERENTIAL_ANY] == {"met": 3, "of": 4, "interval": list(exact_interval(3, 4)), "beside": SMALL_INFERENTIAL}
+    assert summary["readings"][SMALL_INFERENTIAL_ANY] == {
+        "met": 3,
+        "of": 4,
+        "interval": list(exact_interval(3, 4)),
+        "beside": SMALL_INFERENTIAL,
+    }
     assert [r["readings"][SMALL_INFERENTIAL_ANY] for r in summary["per_seed"]] == [True, True, True, False]
     assert SMALL_INFERENTIAL_ANY not in summary["population"]
     table = population.rates_table().set_index("criterion")
@@ -170,7 +224,9 @@ def test_the_reading_without_the_exception_stands_beside_the_strict_criterion() 
     lines = population.format().splitlines()
     strict_line = next(i for i, line in enumerate(lines) if SMALL_INFERENTIAL in line)
     assert SMALL_INFERENTIAL_ANY in lines[strict_line + 1] and lines[strict_line + 1].split()[-4:-2] == ["3", "4"]
-    assert Population.from_dict(summary).to_dict()["readings"] == summary["readings"]  # recomputed from the rows read back
+    assert (
+        Population.from_dict(summary).to_dict()["readings"] == summary["readings"]
+    )  # recomputed from the rows read back
 
 
 def test_plan_validation() -> None:
@@ -191,10 +247,17 @@ def test_a_spec_is_a_grid_or_named_points(tmp_path: Path) -> None:
     are refused, naming the problem."""
     from training.config import make_run_config
 
-    search = StudySpec({"preset": "tiny", "epochs": 2}, named={"wide": {"d_model": 64}, "small-g": {"gamma": 0.3, "task": "id-ood"}})
-    assert [(j.name, j.run_dir) for j in search.jobs(tmp_path)] == [("wide", tmp_path / "wide"), ("small-g", tmp_path / "small-g")]
+    search = StudySpec(
+        {"preset": "tiny", "epochs": 2}, named={"wide": {"d_model": 64}, "small-g": {"gamma": 0.3, "task": "id-ood"}}
+    )
+    assert [(j.name, j.run_dir) for j in search.jobs(tmp_path)] == [
+        ("wide", tmp_path / "wide"),
+        ("small-g", tmp_path / "small-g"),
+    ]
     assert search.jobs(tmp_path)[1].config == make_run_config("tiny", epochs=2, gamma=0.3, task="id-ood")
-    tasks = StudySpec({"preset": "tiny"}, named={"a": {"gamma": 0.5, "id-ood": {"gamma": 0.4}}}, tasks=("symmetric", "id-ood"))
+    tasks = StudySpec(
+        {"preset": "tiny"}, named={"a": {"gamma": 0.5, "id-ood": {"gamma": 0.4}}}, tasks=("symmetric", "id-ood")
+    )
     assert [(j.name, j.config.init.gamma) for j in tasks.jobs(tmp_path)] == [("symmetric/a", 0.5), ("id-ood/a", 0.4)]
     for kwargs, message in [
         (dict(grid={"gamma": [0.5]}, named={"a": {}}), "not both"),
@@ -222,7 +285,9 @@ def test_a_spec_is_one_of_two_forms_each_with_only_its_own_fields() -> None:
     assert {f.name for f in fields(GridSpec)} == {"base", "grid", "description"}
     assert {f.name for f in fields(NamedSpec)} == {"base", "named", "description", *NAMED_ONLY}
     assert (grid.seeds, grid.protocol, dict(named.grid)) == ((), "strict", {})
-    assert StudySpec.from_dict(grid.to_dict()) == grid and grid.smoke_test() == StudySpec({"preset": "tiny"}, {"gamma": [0.5]})
+    assert StudySpec.from_dict(grid.to_dict()) == grid and grid.smoke_test() == StudySpec(
+        {"preset": "tiny"}, {"gamma": [0.5]}
+    )
     with pytest.raises(TypeError, match="seeds"):
         GridSpec({"preset": "tiny"}, {"gamma": [0.5]}, seeds=(1,))
 
@@ -246,7 +311,22 @@ def test_plan_layout_puts_a_seed_where_reproduce_seed_puts_it(tmp_path: Path) ->
 @pytest.fixture(scope="module")
 def population_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("population")
-    code = main(["reproduce", "--preset", "tiny", "--seeds", "1,2,3", "--out", str(out), "--device", "cpu", "--quiet", "--workers", "1"])
+    code = main(
+        [
+            "reproduce",
+            "--preset",
+            "tiny",
+            "--seeds",
+            "1,2,3",
+            "--out",
+            str(out),
+            "--device",
+            "cpu",
+            "--quiet",
+            "--workers",
+            "1",
+        ]
+    )
     assert code == 0
     return out
 
@@ -261,9 +341,13 @@ def test_reproduce_seeds_writes_rows_and_a_population_that_counts_them(populatio
         assert rate["met"] == sum(r["criteria"][name] for r in rows), name
         assert rate["interval"] == pytest.approx(list(exact_interval(rate["met"], 3)))
     for row in rows:  # each row repeats its run folders' final metrics
-        metrics = json.loads((population_out / f"seed-{row['seed']}" / "id-ood" / "large-init" / "metrics.json").read_text())
+        metrics = json.loads(
+            (population_out / f"seed-{row['seed']}" / "id-ood" / "large-init" / "metrics.json").read_text()
+        )
         assert row["runs"]["id-ood"]["large-init"]["ood_acc"] == metrics["final"]["ood_acc"]
-        config = json.loads((population_out / f"seed-{row['seed']}" / "symmetric" / "small-init" / "config.json").read_text())
+        config = json.loads(
+            (population_out / f"seed-{row['seed']}" / "symmetric" / "small-init" / "config.json").read_text()
+        )
         assert config["seed"] == row["seed"]
 
 
@@ -272,11 +356,29 @@ def test_reproduce_seeds_rerun_resumes_and_one_seed_is_a_plain_reproduction(popu
     assert len(weights) == 12
     before = {p: p.stat().st_mtime_ns for p in weights}
     summary = json.loads((population_out / "summary.json").read_text())
-    assert main(["reproduce", "--preset", "tiny", "--seeds", "1,2,3", "--out", str(population_out), "--device", "cpu", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "reproduce",
+                "--preset",
+                "tiny",
+                "--seeds",
+                "1,2,3",
+                "--out",
+                str(population_out),
+                "--device",
+                "cpu",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert json.loads((population_out / "summary.json").read_text())["population"] == summary["population"]
     # `reproduce --seed 2 --out DIR/seed-2` finds its four runs done, and agrees with DIR/seed-2/summary.json
     single = reproduce("tiny", 2, population_out / "seed-2", device="cpu", progress=False, workers=1)
-    assert json.loads(json.dumps(single.to_dict())) == json.loads((population_out / "seed-2" / "summary.json").read_text())
+    assert json.loads(json.dumps(single.to_dict())) == json.loads(
+        (population_out / "seed-2" / "summary.json").read_text()
+    )
     assert {p: p.stat().st_mtime_ns for p in weights} == before
 
 
@@ -291,7 +393,22 @@ def test_both_protocols_read_one_folder_and_keep_their_summaries(population_out:
     strict = json.loads((out / "summary.json").read_text())
     assert json.loads((out / "summary-strict.json").read_text()) == strict
     lr = str(json.loads((out / "seed-1" / "symmetric" / "small-init" / "config.json").read_text())["train"]["lr"])
-    args = ["reproduce", "--preset", "tiny", "--seeds", "1,2,3", "--protocol", "paper", "--lrs", lr, "--out", str(out), "--device", "cpu", "--quiet"]
+    args = [
+        "reproduce",
+        "--preset",
+        "tiny",
+        "--seeds",
+        "1,2,3",
+        "--protocol",
+        "paper",
+        "--lrs",
+        lr,
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+        "--quiet",
+    ]
     assert main(args) == 0
     assert {p: p.stat().st_mtime_ns for p in out.glob("seed-*/*/*/model.safetensors")} == weights
     paper = json.loads((out / "summary-paper.json").read_text())
@@ -307,8 +424,12 @@ def test_population_report_shows_the_population(population_out: Path) -> None:
     assert "a population of 3 seeds" in page and PROTOCOL_TEXT["strict"] in page
     from training.studies.report.cells import unpack_scripts
 
-    assert "Population of 3 seeds" in unpack_scripts(page)["figures"]  # the dot figure's title, in the page's packed figures
-    assert "small-init inferential &gt;= 0.8 whatever (3,4) does" in page  # the reading beside the strict criterion (escaped by to_html)
+    assert (
+        "Population of 3 seeds" in unpack_scripts(page)["figures"]
+    )  # the dot figure's title, in the page's packed figures
+    assert (
+        "small-init inferential &gt;= 0.8 whatever (3,4) does" in page
+    )  # the reading beside the strict criterion (escaped by to_html)
 
 
 @pytest.mark.parametrize(
@@ -321,16 +442,23 @@ def test_population_report_shows_the_population(population_out: Path) -> None:
         (["--seeds", "1,2", "--protocol", "paper", "--lrs", "1e-4,-2"], "finite positive"),
         (["--logged-every", "3"], "give --seeds"),
         (["--seeds", "1,2", "--logged-every", "3"], "give --protocol paper"),
-        (["--seeds", "1,2", "--protocol", "paper", "--lrs", "1e-4", "--logged-every", "0"], "--logged-every must be an integer >= 1"),
+        (
+            ["--seeds", "1,2", "--protocol", "paper", "--lrs", "1e-4", "--logged-every", "0"],
+            "--logged-every must be an integer >= 1",
+        ),
     ],
 )
-def test_reproduce_population_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
+def test_reproduce_population_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
     assert main(["reproduce", "--preset", "tiny", "--out", str(tmp_path / "x"), *args]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
 
 
-def test_single_seed_says_it_is_one_draw(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_single_seed_says_it_is_one_draw(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     import training.cli as rep
     import training.studies.report as report
 
@@ -348,7 +476,24 @@ def test_single_seed_says_it_is_one_draw(tmp_path: Path, capsys: pytest.CaptureF
 @pytest.mark.slow
 def test_reproduce_paper_protocol_reads_the_best_lr_and_epoch(tmp_path: Path) -> None:
     out = tmp_path / "paper"
-    args = ["reproduce", "--preset", "tiny", "--seeds", "7", "--protocol", "paper", "--lrs", "1e-3,3e-3", "--out", str(out), "--device", "cpu", "--quiet", "--workers", "1"]
+    args = [
+        "reproduce",
+        "--preset",
+        "tiny",
+        "--seeds",
+        "7",
+        "--protocol",
+        "paper",
+        "--lrs",
+        "1e-3,3e-3",
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+        "--quiet",
+        "--workers",
+        "1",
+    ]
     assert main(args) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["protocol"] == "paper" and summary["lrs"] == [1e-3, 3e-3]
@@ -403,7 +548,23 @@ def test_phase_diagram_names_its_protocol(lr_sweep: Path, capsys: pytest.Capture
     assert main(["phase-diagram", str(lr_sweep), "--figure", "journal_fig3b", "--logged-every", "2"]) == 2
     assert "give --protocol paper" in capsys.readouterr().err
     out = lr_sweep / "logged.html"
-    assert main(["phase-diagram", str(lr_sweep), "--figure", "journal_fig3b", "--protocol", "paper", "--logged-every", "2", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "phase-diagram",
+                str(lr_sweep),
+                "--figure",
+                "journal_fig3b",
+                "--protocol",
+                "paper",
+                "--logged-every",
+                "2",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert protocol_text("paper", 2) in out.read_text()
 
 
@@ -426,7 +587,9 @@ def _derived(seed: int, name: str) -> int:
 
 def test_default_seeds_and_config_are_unchanged() -> None:
     cfg = make_run_config("tiny", seed=9)
-    assert cfg.seeds == {name: _derived(9, name) for name in ("init", "data.train", "data.id_test", "data.heldout", "shuffle")}
+    assert cfg.seeds == {
+        name: _derived(9, name) for name in ("init", "data.train", "data.id_test", "data.heldout", "shuffle")
+    }
     assert "init_seed" not in cfg.to_dict() and "data_seed" not in cfg.to_dict()
     fixed = cfg.with_options(data_seed=4)
     assert RunConfig.from_dict(json.loads(json.dumps(fixed.to_dict()))) == fixed
@@ -440,7 +603,9 @@ def test_vary_init_keeps_the_data_and_vary_data_keeps_the_init() -> None:
 
     def draw(cfg: RunConfig) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
         model = build_model(cfg.model, cfg.init, cfg.seeds["init"])
-        perm = torch.randperm(cfg.data.n_train, generator=torch.Generator().manual_seed(cfg.seeds["shuffle"])).tolist()[:20]
+        perm = torch.randperm(cfg.data.n_train, generator=torch.Generator().manual_seed(cfg.seeds["shuffle"])).tolist()[
+            :20
+        ]
         return model.W_E.detach().clone(), make_run_data(cfg).train.tokens, perm
 
     plan_init = StudySpec.reproduction("tiny", (1, 2), vary="init", fixed_seed=7)

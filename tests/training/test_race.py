@@ -45,25 +45,40 @@ def test_under_trained_run_by_hand() -> None:
 
 
 def test_early_copy_infers_never_fits_and_still_moving() -> None:
-    copy = race_of(_history([_rec(1, 5e-4, 0.4, 0.0, 0.3, 0.7), _rec(2, 4e-4, 0.99, 0.0, 0.99), _rec(3, 1e-4, 1.0, 0.0, 1.0)]))
+    copy = race_of(
+        _history([_rec(1, 5e-4, 0.4, 0.0, 0.3, 0.7), _rec(2, 4e-4, 0.99, 0.0, 0.99), _rec(3, 1e-4, 1.0, 0.0, 1.0)])
+    )
     assert (copy.fit_epoch, copy.symmetric_at_fit, copy.mode, copy.settled_epoch) == (2, 0.99, "early copy", 2)
     assert copy.copy_epoch == 2 and race_of(_history(UNDER_TRAINED)).copy_epoch is None  # symmetric first >= 0.8; never
-    infers = race_of(_history([_rec(1, 5e-4, 0.95, 0.5, 0.1), _rec(2, 4e-4, 0.99, 0.85, 0.0), _rec(3, 4e-5, 1.0, 0.86, 0.0)]))
+    infers = race_of(
+        _history([_rec(1, 5e-4, 0.95, 0.5, 0.1), _rec(2, 4e-4, 0.99, 0.85, 0.0), _rec(3, 4e-5, 1.0, 0.86, 0.0)])
+    )
     assert (infers.fit_epoch, infers.inferential_at_fit, infers.mode) == (1, 0.5, "infers")
-    never = race_of(_history([_rec(1, 5e-4, 0.2, 0.7, 0.0), _rec(2, 4e-4, 0.5, 0.9, 0.0), _rec(3, 1e-4, 0.6, 0.9, 0.0)]))
+    never = race_of(
+        _history([_rec(1, 5e-4, 0.2, 0.7, 0.0), _rec(2, 4e-4, 0.5, 0.9, 0.0), _rec(3, 1e-4, 0.6, 0.9, 0.0)])
+    )
     assert never.fit_epoch is None and never.inferential_at_fit is None and not never.fitted
     assert never.mode == "under-trained"  # inferential 0.9 but (3,4) never fitted: not inferring
-    moving = race_of(_history([_rec(1, 5e-4, 0.95, 0.1, 0.0), _rec(2, 4e-4, 0.99, 0.3, 0.0), _rec(3, 3e-4, 1.0, 0.5, 0.0)]))
+    moving = race_of(
+        _history([_rec(1, 5e-4, 0.95, 0.1, 0.0), _rec(2, 4e-4, 0.99, 0.3, 0.0), _rec(3, 3e-4, 1.0, 0.5, 0.0)])
+    )
     assert moving.still_moving and moving.settled_epoch == 3 and moving.mode == "under-trained"
 
 
 def test_epochs_without_evaluation_and_empty_history() -> None:
-    history = [_rec(1, 5e-4, 0.95, 0.1, 0.0), {"epoch": 2, "step": 20, "loss": 0.5, "lr": 4e-4}, _rec(3, 1e-4, 1.0, 0.1, 0.0)]
+    history = [
+        _rec(1, 5e-4, 0.95, 0.1, 0.0),
+        {"epoch": 2, "step": 20, "loss": 0.5, "lr": 4e-4},
+        _rec(3, 1e-4, 1.0, 0.1, 0.0),
+    ]
     race = race_of(_history(history))
     assert race.settled_epoch == 1 and race.last_epoch == 3 and race.peak_lr == 5e-4
     assert epoch_shares(_history(history)) == ([1, 3], [0.1, 0.1], [0.0, 0.0])
     empty = race_of(())
-    assert empty == Race(None, None, None, None, None, None, None, None, False, None, None) and empty.mode == "under-trained"
+    assert (
+        empty == Race(None, None, None, None, None, None, None, None, False, None, None)
+        and empty.mode == "under-trained"
+    )
     with pytest.raises(ValueError, match="copy_epoch 4 must lie in 1..3"):
         Race(1, 0.0, 0.0, 0.0, 0.9, 3, 1e-4, 5e-4, False, 0.99, 3, copy_epoch=4)
     with pytest.raises(ValueError, match="tolerance"):
@@ -75,8 +90,12 @@ def test_race_of_record_reads_the_history_and_the_config_peak(tmp_path: Path) ->
 
     for name, task, history in (("sym", "symmetric", UNDER_TRAINED), ("fresh", "symmetric", []), ("ood", "id-ood", [])):
         (tmp_path / name).mkdir()
-        (tmp_path / name / "config.json").write_text(json.dumps(make_run_config("tiny", task=task, lr=2e-3, epochs=12).to_dict()))
-        (tmp_path / name / "metrics.json").write_text(json.dumps({"status": "running", "final": {}, "history": history}))
+        (tmp_path / name / "config.json").write_text(
+            json.dumps(make_run_config("tiny", task=task, lr=2e-3, epochs=12).to_dict())
+        )
+        (tmp_path / name / "metrics.json").write_text(
+            json.dumps({"status": "running", "final": {}, "history": history})
+        )
     race = race_of_record(RunRecord.read(tmp_path / "sym"))
     assert race is not None and race.peak_lr == 2e-3 and race.mode == "under-trained"
     assert race.to_dict()["mode"] == "under-trained" and race.to_dict()["lr_high"] is False
@@ -89,7 +108,9 @@ def _script(name: str):
     """The module of ``experiments/<name>.py`` (the experiments folder is not a package)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[2] / "experiments" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(
+        name, Path(__file__).resolve().parents[2] / "experiments" / f"{name}.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -100,7 +121,11 @@ def _write_run(folder: Path, config: dict, status: str, history: list[dict]) -> 
     last epoch's) and, for a completed run, a weights file as a finished run's folder holds."""
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps(config))
-    final = {k: v for k, v in history[-1].items() if k not in ("epoch", "step", "loss", "lr")} if status == "completed" else {}
+    final = (
+        {k: v for k, v in history[-1].items() if k not in ("epoch", "step", "loss", "lr")}
+        if status == "completed"
+        else {}
+    )
     (folder / "metrics.json").write_text(json.dumps({"status": status, "final": final, "history": history}))
     if status == "completed":
         (folder / "model.safetensors").write_bytes(b"")
@@ -123,20 +148,36 @@ def test_experiments_race_prints_one_row_per_run(tmp_path: Path) -> None:
     module = _script("race")
     sweep = tmp_path / "sweep"
     sweep.mkdir()
-    (sweep / "sweep.json").write_text(json.dumps({"base": {"preset": "tiny"}, "grid": {"weight_decay": [0.1, 1.0], "seed": [1, 2]}}))
+    (sweep / "sweep.json").write_text(
+        json.dumps({"base": {"preset": "tiny"}, "grid": {"weight_decay": [0.1, 1.0], "seed": [1, 2]}})
+    )
     runs = {
         "seed=1__weight_decay=0.1": (1, 0.1, "completed", UNDER_TRAINED),
-        "seed=2__weight_decay=1.0": (2, 1.0, "running", [_rec(1, 5e-4, 0.4, 0.0, 0.3, 0.7), _rec(2, 4e-4, 0.99, 0.0, 0.99)]),
+        "seed=2__weight_decay=1.0": (
+            2,
+            1.0,
+            "running",
+            [_rec(1, 5e-4, 0.4, 0.0, 0.3, 0.7), _rec(2, 4e-4, 0.99, 0.0, 0.99)],
+        ),
     }
     for name, (seed, wd, status, history) in runs.items():
-        _write_run(sweep / name, make_run_config("tiny", task="symmetric", seed=seed, weight_decay=wd, lr=5e-4, epochs=12).to_dict(), status, history)
+        _write_run(
+            sweep / name,
+            make_run_config("tiny", task="symmetric", seed=seed, weight_decay=wd, lr=5e-4, epochs=12).to_dict(),
+            status,
+            history,
+        )
     result = CliRunner().invoke(module.main, [str(sweep)])
     assert result.exit_code == 0, result.output
     rows = _table_rows(result.output, 2)
     assert rows[0]["seed"] == "1" and rows[0]["knobs"] == "weight_decay=0.1" and rows[0]["(3,4) fit epoch"] == "5"
     assert rows[0]["inf / sym at fit"] == "0.34 / 0.00" and rows[0]["inf / sym at end"] == "0.69 / 0.00"
     assert rows[0]["stopped moving"] == "8" and rows[0]["lr > peak/10"] == "yes" and rows[0]["mode"] == "neither"
-    assert rows[1]["knobs"] == "weight_decay=1.0" and rows[1]["(3,4) fit epoch"] == "2" and rows[1]["mode"] == "early copy so far"
+    assert (
+        rows[1]["knobs"] == "weight_decay=1.0"
+        and rows[1]["(3,4) fit epoch"] == "2"
+        and rows[1]["mode"] == "early copy so far"
+    )
     assert "neither: 1 (of 1 completed runs)" in result.output
 
 
@@ -158,7 +199,9 @@ def test_experiments_race_cells_across_two_sweeps(tmp_path: Path) -> None:
     }  # fmt: skip
     for folder, lr in (("lr-low", 2.5e-4), ("lr-high", 5e-4)):
         (tmp_path / folder).mkdir()
-        (tmp_path / folder / "sweep.json").write_text(json.dumps({"base": {"preset": "tiny", "lr": lr}, "grid": {"gamma": [0.8], "seed": [1, 2, 3]}}))
+        (tmp_path / folder / "sweep.json").write_text(
+            json.dumps({"base": {"preset": "tiny", "lr": lr}, "grid": {"gamma": [0.8], "seed": [1, 2, 3]}})
+        )
         for name, (seed, gamma, status, history) in runs[folder].items():
             config = make_run_config("tiny", task="symmetric", seed=seed, gamma=gamma, lr=lr, epochs=3).to_dict()
             _write_run(tmp_path / folder / name, config, status, history)
@@ -168,13 +211,20 @@ def test_experiments_race_cells_across_two_sweeps(tmp_path: Path) -> None:
     runs_table = _table_rows(result.output, 5)
     assert [r["copy epoch"] for r in runs_table] == ["2", "-", "2", "3", "2"]
     cells_table = _table_rows(result.output.split("\n\n")[-1], 2)
-    assert cells_table[0]["cell"] == "lr=0.00025, gamma=0.8" and cells_table[0]["runs"] == "2"  # the running seed 3 is left out
+    assert (
+        cells_table[0]["cell"] == "lr=0.00025, gamma=0.8" and cells_table[0]["runs"] == "2"
+    )  # the running seed 3 is left out
     assert cells_table[0]["copy"] == "1/2 [0.01, 0.99]" and cells_table[0]["modes"] == "early copy 1, neither 1"
     assert cells_table[0]["fit -> copy (seed)"] == "2 -> 2 (1), 1 -> - (2)"
-    assert cells_table[1]["copy"] == "2/2 [0.16, 1.00]" and cells_table[1]["fit -> copy (seed)"] == "1 -> 3 (1), 2 -> 2 (2)"
+    assert (
+        cells_table[1]["copy"] == "2/2 [0.16, 1.00]"
+        and cells_table[1]["fit -> copy (seed)"] == "1 -> 3 (1), 2 -> 2 (2)"
+    )
     fig = module.race_diagram(module.race_rows([tmp_path / "lr-low", tmp_path / "lr-high"], ("lr", "gamma")))
     markers = [(t.name, x, y) for t in fig.data if t.mode == "markers+text" for x, y in zip(t.x, t.y, strict=True)]
-    assert sorted(markers) == sorted([("early copy", 2, 2), ("neither", 1, 4), ("early copy", 1, 3), ("early copy", 2, 2)])  # never = epoch 4
+    assert sorted(markers) == sorted(
+        [("early copy", 2, 2), ("neither", 1, 4), ("early copy", 1, 3), ("early copy", 2, 2)]
+    )  # never = epoch 4
     unknown = CliRunner().invoke(module.main, [*folders, "--knob", "lrr"])
     assert unknown.exit_code == 2 and "--knob 'lrr' is not an option" in unknown.output
     (tmp_path / "taken.png").write_bytes(b"")
@@ -190,13 +240,26 @@ def test_population_table_shows_the_race(tmp_path: Path) -> None:
     def folder(name: str, task: str, history: list[dict]) -> Path:
         path = tmp_path / name
         path.mkdir()
-        (path / "config.json").write_text(json.dumps(make_run_config("tiny", task=task, lr=5e-4, epochs=len(history)).to_dict()))
-        (path / "metrics.json").write_text(json.dumps({"status": "completed", "final": history[-1], "history": history}))
+        (path / "config.json").write_text(
+            json.dumps(make_run_config("tiny", task=task, lr=5e-4, epochs=len(history)).to_dict())
+        )
+        (path / "metrics.json").write_text(
+            json.dumps({"status": "completed", "final": history[-1], "history": history})
+        )
         return path
 
     never = [_rec(1, 5e-4, 0.2, 0.7, 0.0), _rec(2, 1e-4, 0.5, 0.9, 0.0)]
     copy = [_rec(1, 5e-4, 0.95, 0.0, 0.9), _rec(2, 1e-4, 1.0, 0.0, 1.0)]
-    ood = {"epoch": 1, "loss": 1.0, "lr": 5e-4, "train_acc": 1.0, "id_acc": 1.0, "per_pair": {}, "ood_acc": 0.6, "commutativity": 1.0}
+    ood = {
+        "epoch": 1,
+        "loss": 1.0,
+        "lr": 5e-4,
+        "train_acc": 1.0,
+        "id_acc": 1.0,
+        "per_pair": {},
+        "ood_acc": 0.6,
+        "commutativity": 1.0,
+    }
     results = (
         regime_result("symmetric", "small-init", 0.8, [folder("s", "symmetric", never)], "strict"),
         regime_result("symmetric", "large-init", 0.5, [folder("l", "symmetric", copy)], "strict"),
@@ -205,15 +268,24 @@ def test_population_table_shows_the_race(tmp_path: Path) -> None:
     )
     population = Population("tiny", "strict", (SeedRow(7, results),))
     table = population.seeds_table().set_index("seed")
-    assert table.loc[7, "symmetric small (3,4) fit epoch"] == "never" and table.loc[7, "symmetric small mode"] == "under-trained"
-    assert table.loc[7, "symmetric large (3,4) fit epoch"] == "1" and table.loc[7, "symmetric large mode"] == "early copy"
-    assert table.loc[7, "symmetric small inf"] == 0.9 and not population.rows[0].checks[
-        "symmetric: small-init inferential >= 0.8 with (3,4) fitted"
-    ]  # inferential 0.9, but (3,4) never fitted: the criterion fails
+    assert (
+        table.loc[7, "symmetric small (3,4) fit epoch"] == "never"
+        and table.loc[7, "symmetric small mode"] == "under-trained"
+    )
+    assert (
+        table.loc[7, "symmetric large (3,4) fit epoch"] == "1" and table.loc[7, "symmetric large mode"] == "early copy"
+    )
+    assert (
+        table.loc[7, "symmetric small inf"] == 0.9
+        and not population.rows[0].checks["symmetric: small-init inferential >= 0.8 with (3,4) fitted"]
+    )  # inferential 0.9, but (3,4) never fitted: the criterion fails
     assert "under-trained" in population.format()
     assert population.to_dict()["per_seed"][0]["runs"]["symmetric"]["small-init"]["race"]["mode"] == "under-trained"
     again = Population.from_dict(json.loads(json.dumps(population.to_dict())))  # summary.json read back keeps the race
-    assert again.rows[0].result("symmetric", "small-init").race == population.rows[0].result("symmetric", "small-init").race
+    assert (
+        again.rows[0].result("symmetric", "small-init").race
+        == population.rows[0].result("symmetric", "small-init").race
+    )
 
 
 def test_experiments_paper_statistic_takes_each_seeds_best_lr_and_epoch(tmp_path: Path) -> None:
@@ -235,18 +307,34 @@ def test_experiments_paper_statistic_takes_each_seeds_best_lr_and_epoch(tmp_path
         (2, 6e-4, "running"): [_rec(1, 6e-4, 1.0, 1.0, 1.0, 1.0)],
     }
     for (seed, lr, status), history in runs.items():
-        _write_run(sweep / f"lr={lr}__seed={seed}", make_run_config("tiny", task="symmetric", seed=seed, lr=lr, epochs=2).to_dict(), status, history)
+        _write_run(
+            sweep / f"lr={lr}__seed={seed}",
+            make_run_config("tiny", task="symmetric", seed=seed, lr=lr, epochs=2).to_dict(),
+            status,
+            history,
+        )
     result = CliRunner().invoke(module.main, [str(sweep)])
     assert result.exit_code == 0, result.output
     rows = _table_rows(result.output, 3)
     assert rows[0]["seed"] == "1" and rows[0]["runs"] == "2" and rows[1]["runs"] == "2"
-    assert rows[0]["best heldout_inferential"] == "0.90 (lr 0.0002, epoch 1)" and rows[0]["(3,4) at the inferential pick"] == "0.50"
-    assert rows[0]["best id_acc"] == "0.99 (lr 0.0004, epoch 2)" and rows[0]["best heldout_symmetric"] == "0.70 (lr 0.0002, epoch 2)"
-    assert rows[1]["best heldout_inferential"] == "0.85 (lr 0.0004, epoch 2)" and rows[1]["(3,4) at the inferential pick"] == "0.95"
+    assert (
+        rows[0]["best heldout_inferential"] == "0.90 (lr 0.0002, epoch 1)"
+        and rows[0]["(3,4) at the inferential pick"] == "0.50"
+    )
+    assert (
+        rows[0]["best id_acc"] == "0.99 (lr 0.0004, epoch 2)"
+        and rows[0]["best heldout_symmetric"] == "0.70 (lr 0.0002, epoch 2)"
+    )
+    assert (
+        rows[1]["best heldout_inferential"] == "0.85 (lr 0.0004, epoch 2)"
+        and rows[1]["(3,4) at the inferential pick"] == "0.95"
+    )
     assert rows[2]["seed"] == "mean over seeds" and rows[2]["best heldout_inferential"] == "0.88"  # (0.90 + 0.85) / 2
     assert "inferential >= 0.8 at some lr and epoch: 2 of 2 seeds" in result.output
     assert "with (3,4) fitted at that epoch: 1 of 2" in result.output and "1 runs not completed yet" in result.output
-    (sweep / "lr=0.0004__seed=1" / "config.json").write_text(json.dumps(make_run_config("tiny", task="symmetric", seed=1, lr=4e-4, weight_decay=0.5, epochs=2).to_dict()))
+    (sweep / "lr=0.0004__seed=1" / "config.json").write_text(
+        json.dumps(make_run_config("tiny", task="symmetric", seed=1, lr=4e-4, weight_decay=0.5, epochs=2).to_dict())
+    )
     refused = CliRunner().invoke(module.main, [str(sweep)])
     assert refused.exit_code == 1 and "differ in ['weight_decay']" in refused.output
 
@@ -262,16 +350,31 @@ def test_experiments_paper_statistic_reads_only_the_logged_epochs(tmp_path: Path
     module = _script("paper_statistic")
     sweep = tmp_path / "sweep"
     sweep.mkdir()
-    infs = {(1, 2e-4): [0.1, 0.2, 0.3, 0.9, 0.4, 0.5, 0.95], (1, 4e-4): [0.1, 0.2, 0.35, 0.6, 0.2, 0.1, 0.9], (2, 2e-4): [0.0, 0.1, 0.2, 0.85, 0.7, 0.75, 0.8]}
+    infs = {
+        (1, 2e-4): [0.1, 0.2, 0.3, 0.9, 0.4, 0.5, 0.95],
+        (1, 4e-4): [0.1, 0.2, 0.35, 0.6, 0.2, 0.1, 0.9],
+        (2, 2e-4): [0.0, 0.1, 0.2, 0.85, 0.7, 0.75, 0.8],
+    }
     for (seed, lr), values in infs.items():
         history = [_rec(e, lr, 0.99, inf, 0.0) for e, inf in enumerate(values, start=1)]
-        _write_run(sweep / f"lr={lr}__seed={seed}", make_run_config("tiny", task="symmetric", seed=seed, lr=lr, epochs=7).to_dict(), "completed", history)
+        _write_run(
+            sweep / f"lr={lr}__seed={seed}",
+            make_run_config("tiny", task="symmetric", seed=seed, lr=lr, epochs=7).to_dict(),
+            "completed",
+            history,
+        )
     every = _table_rows(CliRunner().invoke(module.main, [str(sweep)]).output, 3)
-    assert every[0]["best heldout_inferential"] == "0.95 (lr 0.0002, epoch 7)" and every[1]["best heldout_inferential"] == "0.85 (lr 0.0002, epoch 4)"
+    assert (
+        every[0]["best heldout_inferential"] == "0.95 (lr 0.0002, epoch 7)"
+        and every[1]["best heldout_inferential"] == "0.85 (lr 0.0002, epoch 4)"
+    )
     result = CliRunner().invoke(module.main, [str(sweep), "--logged-every", "3"])
     assert result.exit_code == 0, result.output
     logged = _table_rows(result.output, 3)
-    assert logged[0]["best heldout_inferential"] == "0.50 (lr 0.0002, epoch 6)" and logged[1]["best heldout_inferential"] == "0.75 (lr 0.0002, epoch 6)"
+    assert (
+        logged[0]["best heldout_inferential"] == "0.50 (lr 0.0002, epoch 6)"
+        and logged[1]["best heldout_inferential"] == "0.75 (lr 0.0002, epoch 6)"
+    )
     assert logged[2]["best heldout_inferential"] == "0.62"  # (0.50 + 0.75) / 2
     assert "inferential >= 0.8 at some lr and epoch: 0 of 2 seeds" in result.output and "-pae 3" in result.output
     assert CliRunner().invoke(module.main, [str(sweep), "--logged-every", "0"]).exit_code == 2

@@ -41,7 +41,12 @@ def test_paper_quantities_by_hand():
     assert r.summed_lr == pytest.approx(total, rel=1e-9)
     assert r.summed_lr_wd == pytest.approx(total * 0.01, rel=1e-9)
     # the issue's table: 0.17, 0.60, 10.1, 0.10
-    assert (round(r.forward_scale, 2), round(r.adam_step, 2), round(r.summed_lr, 1), round(r.summed_lr_wd, 2)) == (0.17, 0.60, 10.1, 0.10)
+    assert (round(r.forward_scale, 2), round(r.adam_step, 2), round(r.summed_lr, 1), round(r.summed_lr_wd, 2)) == (
+        0.17,
+        0.60,
+        10.1,
+        0.10,
+    )
 
 
 def test_cpu_quantities_by_hand():
@@ -58,9 +63,21 @@ def test_cpu_quantities_by_hand():
 
 def test_summed_lr_tiny_schedule_by_hand():
     # 4 samples, batch 2: 2 steps an epoch at epochs 0, .5, 1, 1.5, 2, 2.5; warm-up 1 epoch, cosine 1 epoch, then min
-    cfg = make_run_config("tiny", n_train=4, batch_size=2, epochs=3, lr=1e-3, warmup_start_lr=2e-4, min_lr=1e-4, warmup_epochs=1.0, cosine_epochs=1.0)
+    cfg = make_run_config(
+        "tiny",
+        n_train=4,
+        batch_size=2,
+        epochs=3,
+        lr=1e-3,
+        warmup_start_lr=2e-4,
+        min_lr=1e-4,
+        warmup_epochs=1.0,
+        cosine_epochs=1.0,
+    )
     s, peak, low = 2e-4, 1e-3, 1e-4
-    assert summed_lr(cfg.train, cfg.data.n_train) == pytest.approx(s + (s + peak) / 2 + peak + (peak + low) / 2 + low + low)
+    assert summed_lr(cfg.train, cfg.data.n_train) == pytest.approx(
+        s + (s + peak) / 2 + peak + (peak + low) / 2 + low + low
+    )
 
 
 def test_carry_holds_forward_scale_and_weight_shrinkage():
@@ -71,7 +88,11 @@ def test_carry_holds_forward_scale_and_weight_shrinkage():
     cpu_total = _warmup_sum(391, 2.5e-5, 5e-4) + _cosine_sum(11 * 391, 5e-4, 2.5e-5)
     paper_total = _warmup_sum(3700, 1e-5, 2.5e-4) + _cosine_sum(74_000, 2.5e-4, 1e-5)
     assert out.train.weight_decay * cpu_total == pytest.approx(paper_total * 0.01, rel=1e-3)
-    assert (out.train.lr, out.train.epochs, out.model.d_model) == (cfg.train.lr, cfg.train.epochs, 128)  # not held: kept
+    assert (out.train.lr, out.train.epochs, out.model.d_model) == (
+        cfg.train.lr,
+        cfg.train.epochs,
+        128,
+    )  # not held: kept
     wide = carry_recipe(cfg.with_options(d_model=256, d_head=128, d_mlp=768))
     assert wide.init.gamma == pytest.approx(0.82, abs=0.005)  # the issue's "gamma about 0.82 there"
     large = carry_recipe(cfg.with_options(gamma=0.5))
@@ -87,7 +108,9 @@ def test_carry_adam_step_and_length():
     assert out.train.weight_decay == pytest.approx(0.05, rel=0.1)  # "wd about 0.05 at the present length"
     longer = carry_recipe(cfg, ("summed_lr",))
     e = longer.train.epochs
-    assert longer.train.cosine_epochs == pytest.approx(11 * e / 12) and longer.train.warmup_epochs == pytest.approx(e / 12)
+    assert longer.train.cosine_epochs == pytest.approx(11 * e / 12) and longer.train.warmup_epochs == pytest.approx(
+        e / 12
+    )
     shorter = cfg.with_options(epochs=e - 1, warmup_epochs=(e - 1) / 12, cosine_epochs=11 * (e - 1) / 12)
     assert summed_lr(longer.train, 200_000) >= paper_recipe().summed_lr > summed_lr(shorter.train, 200_000)
 
@@ -99,7 +122,9 @@ def test_paper_preset_is_the_rule_at_its_own_width():
         assert carry_recipe(cfg, hold) == cfg  # its fixed point, whatever is held
     # the text's 900,000 samples at random, with the last partial batch kept, are not: 440 steps an epoch
     text = cfg.with_options(n_train=900_000, balanced_pairs=False, drop_last=False)
-    assert recipe_of(text).steps_per_epoch == 440 and carry_recipe(text).train.weight_decay == pytest.approx(0.01 * 370 / 440, rel=0.01)
+    assert recipe_of(text).steps_per_epoch == 440 and carry_recipe(text).train.weight_decay == pytest.approx(
+        0.01 * 370 / 440, rel=0.01
+    )
 
 
 def test_bad_hold_and_table():
@@ -113,14 +138,21 @@ def test_bad_hold_and_table():
 def test_cli_show_and_carry_recipe(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
     from training.cli import main
 
-    assert main(["train", "--task", "symmetric", "--preset", "cpu", "--gamma", "0.8", "--show-recipe", "--carry-recipe"]) == 0
+    assert (
+        main(["train", "--task", "symmetric", "--preset", "cpu", "--gamma", "0.8", "--show-recipe", "--carry-recipe"])
+        == 0
+    )
     out, settings = capsys.readouterr().out.split("\n\nsettings: ")
     lines = {line[:32].strip(): line[32:].split() for line in out.splitlines()}
     assert lines["forward scale std*sqrt(d)"] == ["0.1657", "0.1657"]  # carried: the paper's forward scale at width 128
     # below the recipe, each setting with the layer it came from
     layers = {line.split()[0]: (line.split()[1], line.split()[-1]) for line in settings.splitlines()[1:]}
     assert layers["gamma"] == ("0.8705", "recipe") and layers["weight_decay"] == ("0.08201", "recipe")
-    assert layers["d_model"] == ("128", "preset") and layers["lr"] == ("0.0005", "preset") and layers["seed"] == ("0", "given")
+    assert (
+        layers["d_model"] == ("128", "preset")
+        and layers["lr"] == ("0.0005", "preset")
+        and layers["seed"] == ("0", "given")
+    )
     assert layers["d_vocab"][1] == "task" and layers["beta1"] == ("0.9", "default")
     assert lines["summed lr x weight decay"] == ["0.101", "0.101"]
     assert lines["gamma"] == ["0.8705", "0.8"] and lines["weight decay"] == ["0.08201", "0.01"]
@@ -130,9 +162,16 @@ def test_cli_show_and_carry_recipe(capsys: pytest.CaptureFixture[str], tmp_path)
     # the paper preset is the released run: each of its quantities equals the paper's
     assert main(["train", "--preset", "paper", "--gamma", "0.8", "--show-recipe"]) == 0
     out = capsys.readouterr().out.split("\n\nsettings: ")[0]
-    lines = {line[:32].strip(): line[32:].split() for line in out.splitlines() if not line.startswith(("quantity", "paper:", "this run:"))}
+    lines = {
+        line[:32].strip(): line[32:].split()
+        for line in out.splitlines()
+        if not line.startswith(("quantity", "paper:", "this run:"))
+    }
     assert all(mine == paper for mine, paper in lines.values()) and len(lines) == 11
-    assert lines["steps per epoch"] == ["370", "370"] and lines["training samples per seen pair"] == ["50,625", "50,625"]
+    assert lines["steps per epoch"] == ["370", "370"] and lines["training samples per seen pair"] == [
+        "50,625",
+        "50,625",
+    ]
     assert "this run: 759,375 samples, balanced per pair, drop_last" in out
     assert main(["train", "--preset", "cpu", "--gamma", "0.8"]) == 2  # neither --out nor --show-recipe
     assert "Missing option '--out'" in capsys.readouterr().err
@@ -144,7 +183,11 @@ def test_train_help_shows_the_papers_quantities(capsys: pytest.CaptureFixture[st
 
     assert main(["train", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
-    assert "forward scale std*sqrt(d) 0.166" in text and "summed lr over all steps 10.1" in text and "--carry-recipe" in text
+    assert (
+        "forward scale std*sqrt(d) 0.166" in text
+        and "summed lr over all steps 10.1" in text
+        and "--carry-recipe" in text
+    )
 
 
 def test_reproduce_carries_every_regime_and_refuses_two_lrs() -> None:
@@ -155,12 +198,18 @@ def test_reproduce_carries_every_regime_and_refuses_two_lrs() -> None:
     large = regime_config("cpu", "large-init", "symmetric", seed=1, carry=DEFAULT_HOLD)
     assert (small.init.gamma, large.init.gamma) == (0.8705, 0.5)
     assert small.train.weight_decay == large.train.weight_decay == 0.08201
-    spec = StudySpec.reproduction("cpu", (1,), "paper", (1e-4, 3e-4), tasks=("symmetric",), carry=("forward_scale", "summed_lr_wd"))
+    spec = StudySpec.reproduction(
+        "cpu", (1,), "paper", (1e-4, 3e-4), tasks=("symmetric",), carry=("forward_scale", "summed_lr_wd")
+    )
     wds = sorted({job.config.train.weight_decay for job in spec.jobs("out")})
-    assert len(wds) == 2 and wds[0] < wds[1]  # the summed lr x wd held per lr of the grid: the larger lr gets the smaller wd
+    assert (
+        len(wds) == 2 and wds[0] < wds[1]
+    )  # the summed lr x wd held per lr of the grid: the larger lr gets the smaller wd
     with pytest.raises(ValueError, match="adam-step sets the lr, and so does --lrs"):
         StudySpec.reproduction("cpu", (1,), "paper", (1e-4, 3e-4), carry=("adam_step",))
-    single = StudySpec.reproduction("cpu", (1,), tasks=("symmetric",), single=True, carry=DEFAULT_HOLD)  # reproduce --seed: a population of one
+    single = StudySpec.reproduction(
+        "cpu", (1,), tasks=("symmetric",), single=True, carry=DEFAULT_HOLD
+    )  # reproduce --seed: a population of one
     assert [job.config for job in single.jobs("out")] == [small, large]
 
 
@@ -172,7 +221,22 @@ def test_reproduce_cli_threads_the_carry(monkeypatch: pytest.MonkeyPatch, tmp_pa
     specs = []
     monkeypatch.setattr(rep, "run_reproduction_cli", lambda spec, *a, **k: (specs.append(spec), ("", None))[1])
     assert main(["reproduce", "--preset", "tiny", "--seed", "1", "--out", str(tmp_path), "--carry-recipe"]) == 0
-    assert main(["reproduce", "--preset", "tiny", "--seeds", "1,2", "--out", str(tmp_path), "--carry-recipe", "summed-lr-wd"]) == 0
+    assert (
+        main(
+            [
+                "reproduce",
+                "--preset",
+                "tiny",
+                "--seeds",
+                "1,2",
+                "--out",
+                str(tmp_path),
+                "--carry-recipe",
+                "summed-lr-wd",
+            ]
+        )
+        == 0
+    )
     assert main(["reproduce", "--preset", "tiny", "--seed", "1", "--out", str(tmp_path)]) == 0
     assert [s.carry for s in specs] == [DEFAULT_HOLD, ("summed_lr_wd",), None]
     assert specs[0].single and not specs[1].single
@@ -183,16 +247,34 @@ def test_one_function_resolves_a_runs_settings_layer_by_layer() -> None:
     (a task's regime over the regime, an option given over both, the recipe last)."""
     from training.studies.study import SETTING_LAYERS, resolve_run
 
-    assert SETTING_LAYERS == ("default", "task", "preset", "task's preset", "regime", "task's regime", "given", "recipe")
+    assert SETTING_LAYERS == (
+        "default",
+        "task",
+        "preset",
+        "task's preset",
+        "regime",
+        "task's regime",
+        "given",
+        "recipe",
+    )
     large = resolve_run("cpu", "symmetric", {"seed": 3}, regime="large-init")
     assert large.config == make_run_config("cpu", task="symmetric", seed=3, gamma=0.5)
-    assert (large.sources["gamma"], large.sources["seed"], large.sources["d_model"], large.sources["beta1"]) == ("regime", "given", "preset", "default")
+    assert (large.sources["gamma"], large.sources["seed"], large.sources["d_model"], large.sources["beta1"]) == (
+        "regime",
+        "given",
+        "preset",
+        "default",
+    )
     id_ood = resolve_run("cpu", "id-ood", {}, regime="large-init")  # cpu takes gamma 0.4 for id-ood's large init
     assert id_ood.config.init.gamma == 0.4 and id_ood.sources["gamma"] == "task's regime"
     given = resolve_run("cpu", "id-ood", {"gamma": 0.45}, regime="large-init")
     assert given.config.init.gamma == 0.45 and given.sources["gamma"] == "given"
     carried = resolve_run("cpu", "symmetric", {"gamma": 0.8}, carry=DEFAULT_HOLD)
     assert carried.config == carry_recipe(make_run_config("cpu", task="symmetric", gamma=0.8), DEFAULT_HOLD)
-    assert carried.uncarried.init.gamma == 0.8 and carried.sources["gamma"] == "recipe" and carried.sources["lr"] == "preset"
+    assert (
+        carried.uncarried.init.gamma == 0.8
+        and carried.sources["gamma"] == "recipe"
+        and carried.sources["lr"] == "preset"
+    )
     with pytest.raises(ValueError, match="unknown regime"):
         resolve_run("cpu", "symmetric", {}, regime="medium-init")

@@ -37,7 +37,11 @@ def test_sigkill_then_same_command_resumes_to_identical_result(tmp_path: Path) -
     ref, run = tmp_path / "ref", tmp_path / "run"
     subprocess.run([*_CLI, *_KILL_ARGS, "--out", str(ref)], check=True, env=_env(), capture_output=True)
     # SIGKILL right after the second checkpoint and its metrics landed (the run folder's fault-injection switch)
-    killed = subprocess.run([*_CLI, *_KILL_ARGS, "--out", str(run)], env={**_env(), "INTERP_INIT_KILL_AT": "after:metrics.json:2"}, capture_output=True)
+    killed = subprocess.run(
+        [*_CLI, *_KILL_ARGS, "--out", str(run)],
+        env={**_env(), "INTERP_INIT_KILL_AT": "after:metrics.json:2"},
+        capture_output=True,
+    )
     assert killed.returncode == -signal.SIGKILL
     metrics = read_metrics(run)
     assert metrics["status"] == "running" and len(metrics["history"]) == 2

@@ -78,7 +78,10 @@ def test_plotly_and_circuitsvis_are_inlined_once_and_nothing_is_fetched(report: 
     assert len(figures) == len(set(figures)) >= 3 * 8 and all(json.dumps(f) in scripts["figures"] for f in figures)
     # every figure's template written once, shared: the plotly default template for all
     line = next(line for line in scripts["figures"].splitlines() if line.startswith("const templates = "))
-    assert len(json.loads(line.removeprefix("const templates = ").rstrip(";"))) == 1 and '"template":' not in scripts["figures"]
+    assert (
+        len(json.loads(line.removeprefix("const templates = ").rstrip(";"))) == 1
+        and '"template":' not in scripts["figures"]
+    )
     # no external script, stylesheet, import or font
     assert not re.search(r"<script\b[^>]*\bsrc\s*=", page, re.IGNORECASE)
     assert not re.search(r"<link\b[^>]*\bhref\s*=\s*[\"']?\s*(https?:)?//", page, re.IGNORECASE)
@@ -119,7 +122,11 @@ def test_race_section_and_the_runs_recipe(report: tuple[Path, str]) -> None:
     page = report[0].read_text(encoding="utf-8")
     race = page[page.index('<section id="race">') : page.index('<section id="accuracies">')]
     assert "symmetric/small-init" in race and "symmetric/large-init" in race and "id-ood/one-layer" not in race
-    assert "(3,4) fitted at epoch" in race and "copied (symmetric &gt;= 0.8) at epoch" in race and 'class="plotly-graph-div"' in race
+    assert (
+        "(3,4) fitted at epoch" in race
+        and "copied (symmetric &gt;= 0.8) at epoch" in race
+        and 'class="plotly-graph-div"' in race
+    )
     (table,) = re.findall(r'<table[^>]*class="dataframe runs"[^>]*>.*?</table>', page, re.DOTALL)
     assert f"{32 ** (0.5 - 0.8):.3g} (paper {400 ** (0.5 - 0.8):.3g})" in table  # tiny: d_model 32, gamma 0.8
 
@@ -165,7 +172,9 @@ def _measured(caption: str) -> str:
 FIG3_LABELS = ["35", "63", "x=99", "a1=4", "a2=3", "38", "42", "36", "62"]
 
 
-def test_captions_state_what_the_papers_expect_and_what_the_runs_measured(report: tuple[Path, str], runs_root: Path) -> None:
+def test_captions_state_what_the_papers_expect_and_what_the_runs_measured(
+    report: tuple[Path, str], runs_root: Path
+) -> None:
     """Each caption names small and large init and states every run's number, checked here
     against a computation of that number from the run's metrics or model."""
     import numpy as np
@@ -185,7 +194,12 @@ def test_captions_state_what_the_papers_expect_and_what_the_runs_measured(report
             assert "small init" in caption and "large init" in caption, key
     # the verdict's caption does not restate the table below it: the table says what each run learned
     assert "Measured here" not in captions.pop("verdict")
-    verdict = dict(re.findall(r"<tr>\s*<td>([^<]+)</td>\s*<td>([^<]+)</td>", page[page.index('<section id="verdict">') : page.index('<section id="curves">')]))
+    verdict = dict(
+        re.findall(
+            r"<tr>\s*<td>([^<]+)</td>\s*<td>([^<]+)</td>",
+            page[page.index('<section id="verdict">') : page.index('<section id="curves">')],
+        )
+    )
     measured = {key: _measured(caption) for key, caption in captions.items()}
     tokens = torch.tensor([[35, 63, 99, 4, 3, 38, 42, 36, 62]])
     for run in load_runs([runs_root]):
@@ -203,7 +217,9 @@ def test_captions_state_what_the_papers_expect_and_what_the_runs_measured(report
             assert f"{name} OOD {final['ood_acc']:.2f}" in measured["accuracies"]
         # attention: layer 0, a1 (position 3) and a2 (position 4) on the key (position 2)
         layer0 = attention_patterns(model, tokens)[0, 0]  # [head, query, source]
-        assert f"{name} {float(layer0[:, 3, 2].max()):.2f} / {float(layer0[:, 4, 2].max()):.2f}" in measured["attention"]
+        assert (
+            f"{name} {float(layer0[:, 3, 2].max()):.2f} / {float(layer0[:, 4, 2].max()):.2f}" in measured["attention"]
+        )
         best = top_paths(information_flow(model, tokens), threshold=0.05, k=1).iloc[0]
         assert f"{name} {' -> '.join(FIG3_LABELS[p] for p in best['path'])} ({best['score']:.2f})" in measured["flow"]
         # key masking: Ward clusters of the masked outputs against unordered and ordered pairs
@@ -223,7 +239,10 @@ def test_captions_state_what_the_papers_expect_and_what_the_runs_measured(report
         g = np.array([x + SHIFTS[a] for x, (a, _) in zip(data.keys.tolist(), pairs, strict=True)])
         off = ~np.eye(len(g), dtype=bool)
         same = (g[:, None] == g[None, :]) & off
-        assert f"{name} {similarity[same].mean() - similarity[~same & off].mean():.3f}" in measured["second-anchor-masking"]
+        assert (
+            f"{name} {similarity[same].mean() - similarity[~same & off].mean():.3f}"
+            in measured["second-anchor-masking"]
+        )
         # similarity heatmaps: layer 1, so the 2-layer runs only
         for key, probe, grid_pairs in (
             ("residual-similarity", residual_similarity, [(1, 2), (2, 1), (1, 3), (3, 4), (4, 3), (2, 4)]),
@@ -287,7 +306,9 @@ def test_find_run_dirs_expands_parents_and_refuses_empty_folders(runs_root: Path
         (runs_root / "symmetric" / "large-init").resolve(),
         (runs_root / "symmetric" / "small-init").resolve(),
     ]  # in the order given
-    with pytest.raises(ValueError, match="small-init is given twice"):  # a run and a folder holding it: one run twice (issue 46)
+    with pytest.raises(
+        ValueError, match="small-init is given twice"
+    ):  # a run and a folder holding it: one run twice (issue 46)
         find_run_dirs([runs_root / "symmetric" / "small-init", runs_root / "symmetric"])
     with pytest.raises(ValueError, match="holds no run folder"):
         find_run_dirs([tmp_path])
@@ -310,7 +331,9 @@ def test_balanced_inputs_hold_every_pair_equally(task: str) -> None:
     assert torch.equal(data.tokens[rows, data.key_positions + 2], data.anchor_pairs[:, 1])
     for (a, b), x, target in zip(pairs, data.keys.tolist(), data.targets.tolist(), strict=True):
         assert target == x + SHIFTS[a] + SHIFTS[b] + (spec.offset((a, b)) if (a, b) in spec.train_pairs else 0)
-    assert torch.equal(data.targets[-5:], composite(data.keys[-5:], data.anchor_pairs[-5:, 0], data.anchor_pairs[-5:, 1]))
+    assert torch.equal(
+        data.targets[-5:], composite(data.keys[-5:], data.anchor_pairs[-5:, 0], data.anchor_pairs[-5:, 1])
+    )
 
 
 def test_every_projection_the_report_offers_is_one_the_probe_draws() -> None:
@@ -388,7 +411,9 @@ return {figures: figs.length, drawn: drawn.length, views: views.length,
 """
 
 
-def _open(driver, path: Path, expect_views: int | None = None, timeout: float = 90.0) -> tuple[dict, list[dict], list[str], list[dict]]:  # noqa: ANN001
+def _open(
+    driver, path: Path, expect_views: int | None = None, timeout: float = 90.0
+) -> tuple[dict, list[dict], list[str], list[dict]]:  # noqa: ANN001
     """Load ``path`` over file://; return the render state, console errors, requested URLs and failed requests."""
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -398,7 +423,9 @@ def _open(driver, path: Path, expect_views: int | None = None, timeout: float = 
 
     def ready(d) -> dict | bool:  # noqa: ANN001
         state = d.execute_script(RENDER_STATE)
-        done = state["drawn"] == state["figures"] and state["mounted"] == (state["views"] if expect_views is None else expect_views)
+        done = state["drawn"] == state["figures"] and state["mounted"] == (
+            state["views"] if expect_views is None else expect_views
+        )
         return state if done else False
 
     try:
@@ -430,7 +457,9 @@ def test_report_renders_offline_in_headless_chromium(browser, report: tuple[Path
     state, errors, urls, failed = _open(browser, report[0])
     assert errors == [], errors
     assert failed == [], failed
-    assert urls and all(u.startswith(("file://", "data:")) for u in urls), [u[:80] for u in urls if not u.startswith(("file://", "data:"))]
+    assert urls and all(u.startswith(("file://", "data:")) for u in urls), [
+        u[:80] for u in urls if not u.startswith(("file://", "data:"))
+    ]
     assert state["figures"] >= 3 * 8 and state["drawn"] == state["figures"], state
     assert state["views"] == 3 and state["mounted"] == 3, state
     pytest.importorskip("PIL", reason="pillow is not installed (pip install -e '.[dev]')")
@@ -449,15 +478,22 @@ def test_two_circuitsvis_views_on_one_page_both_render(browser, tmp_path: Path) 
     tokens = ["a", "b", "c", "d"]
     ours = tmp_path / "ours.html"
     views = "\n".join(circuitsvis_view("AttentionHeads", attention=pattern, tokens=tokens) for _ in range(2))
-    ours.write_text(f"<!DOCTYPE html><html><head><meta charset='utf-8'><script>{circuitsvis_bundle()}</script></head><body>{views}</body></html>", encoding="utf-8")
+    ours.write_text(
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><script>{circuitsvis_bundle()}</script></head><body>{views}</body></html>",
+        encoding="utf-8",
+    )
     state, errors, _, failed = _open(browser, ours)
     assert (state["views"], state["mounted"]) == (2, 2), state
     assert errors == [] and failed == []
 
     upstream = tmp_path / "upstream.html"
-    fragments = "\n".join(circuitsvis.attention.attention_heads(attention=pattern, tokens=tokens).local_src for _ in range(2))
+    fragments = "\n".join(
+        circuitsvis.attention.attention_heads(attention=pattern, tokens=tokens).local_src for _ in range(2)
+    )
     assert re.search(r"<div\b[^>]*/>", fragments)  # the upstream bug this guards against
-    upstream.write_text(f"<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>{fragments}</body></html>", encoding="utf-8")
+    upstream.write_text(
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>{fragments}</body></html>", encoding="utf-8"
+    )
     state, _, _, _ = _open(browser, upstream, expect_views=2, timeout=4)
     assert state["mounted"] < 2, state
 
@@ -478,7 +514,9 @@ def test_svg_only_redraws_webgl_traces_as_svg() -> None:
     from training.studies.report.page import svg_only
 
     x = list(range(1500))
-    fig = go.Figure([go.Scattergl(x=x, y=[v * v for v in x], mode="lines", name="gl"), go.Bar(x=[1], y=[2])]).update_layout(height=123)
+    fig = go.Figure(
+        [go.Scattergl(x=x, y=[v * v for v in x], mode="lines", name="gl"), go.Bar(x=[1], y=[2])]
+    ).update_layout(height=123)
     out = svg_only(fig)
     assert [t.type for t in out.data] == ["scatter", "bar"]
     assert list(out.data[0].x) == x and list(out.data[0].y) == [v * v for v in x] and out.data[0].name == "gl"
@@ -523,7 +561,10 @@ def test_first_screen_names_the_preset_and_each_run_once(report: tuple[Path, str
     page = report[0].read_text(encoding="utf-8")
     first = page[: page.index("<nav>")]
     lead = html.unescape(re.sub(r"<[^>]+>", "", re.search(r'<div class="lead">(.*?)</div>', first, re.DOTALL).group(1)))
-    assert lead.startswith("Preset tiny: a smoke test (d_model 32, 3 epochs on 2,000 samples") and "not expected to reproduce anything" in lead
+    assert (
+        lead.startswith("Preset tiny: a smoke test (d_model 32, 3 epochs on 2,000 samples")
+        and "not expected to reproduce anything" in lead
+    )
     (table,) = re.findall(r'<table[^>]*class="dataframe runs"[^>]*>.*?</table>', first, re.DOTALL)
     labels = re.findall(r"<tr>\s*<td>([^<]+)</td>", table)
     assert labels == ["id-ood/one-layer", "symmetric/large-init", "symmetric/small-init"]
@@ -543,17 +584,33 @@ def test_missing_values_read_as_a_dash_or_in_words(runs_root: Path) -> None:
     from training.studies.report.cells import MISSING, html_table, table_cell
     from training.studies.report.outcomes import race_table
 
-    assert [table_cell(v) for v in (None, float("nan"), pd.NA, np.float32(0.25), True, "x")] == [MISSING, MISSING, MISSING, "0.250", "yes", "x"]
+    assert [table_cell(v) for v in (None, float("nan"), pd.NA, np.float32(0.25), True, "x")] == [
+        MISSING,
+        MISSING,
+        MISSING,
+        "0.250",
+        "yes",
+        "x",
+    ]
     frame = pd.DataFrame({"epoch": pd.array([3, None], dtype="Int64"), "share": [0.5, None], "word": [None, "x"]})
     shown = html_table(frame)
-    assert "None" not in shown and "&lt;NA&gt;" not in shown and "NaN" not in shown and shown.count(f"<td>{MISSING}</td>") == 3
+    assert (
+        "None" not in shown
+        and "&lt;NA&gt;" not in shown
+        and "NaN" not in shown
+        and shown.count(f"<td>{MISSING}</td>") == 3
+    )
     # the race of runs that fitted nothing in 2 epochs: words, not empty epochs
     table = race_table(load_runs([runs_root / "symmetric"]))
-    assert set(table["(3,4) fitted at epoch"]) == {"not in 2 epochs"} and set(table["(4,3) inferential / symmetric at fit"]) == {"not fitted"}
+    assert set(table["(3,4) fitted at epoch"]) == {"not in 2 epochs"} and set(
+        table["(4,3) inferential / symmetric at fit"]
+    ) == {"not fitted"}
     assert not table.isna().any().any()
 
 
-def test_packed_scripts_round_trip_and_plotly_falls_back_to_the_full_bundle(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_packed_scripts_round_trip_and_plotly_falls_back_to_the_full_bundle(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     from training.studies.report import cells as inline
 
     packed = inline.packed_script("let a = '</script>';", "one")
@@ -561,7 +618,9 @@ def test_packed_scripts_round_trip_and_plotly_falls_back_to_the_full_bundle(monk
     assert inline.unpack_scripts(f"<p>{packed}</p>") == {"one": "let a = '</script>';"}
     full = plotly.offline.get_plotlyjs()
     cartesian = inline.CARTESIAN_BUNDLE.read_text(encoding="utf-8")
-    assert inline.plotly_version(cartesian)[0] == inline.plotly_version(full)[0]  # the vendored bundle matches the installed plotly
+    assert (
+        inline.plotly_version(cartesian)[0] == inline.plotly_version(full)[0]
+    )  # the vendored bundle matches the installed plotly
     assert inline.plotly_js({"scatter", "bar", "heatmap"}) == cartesian
     assert inline.plotly_js({"scatter", "scatter3d"}) == full  # a trace type the partial bundle lacks
     other = tmp_path / "plotly-cartesian.min.js"

@@ -114,13 +114,19 @@ def test_report_layout_in_headless_chromium(browser, report: tuple[Path, str], t
         assert page["verdict"] is not None and len(page["verdict"]) == 3, page["verdict"]
         for row in page["verdict"]:
             assert row.get("learned"), row
-        assert sorted(row["run"].split(" ")[0] for row in page["verdict"]) == ["id-ood/one-layer", "symmetric/large-init", "symmetric/small-init"]
+        assert sorted(row["run"].split(" ")[0] for row in page["verdict"]) == [
+            "id-ood/one-layer",
+            "symmetric/large-init",
+            "symmetric/small-init",
+        ]
         # a clean console, no failed request
         assert page["errors"] == [], page["errors"]
         assert page["failed"] == [], page["failed"]
         # every figure drawn, with a visible size
         assert len(page["figures"]) == page["figure_divs"] >= 3 * 8
-        assert all(f["width"] > 50 and f["height"] > 50 for f in page["figures"]), [f for f in page["figures"] if f["width"] <= 50 or f["height"] <= 50]
+        assert all(f["width"] > 50 and f["height"] > 50 for f in page["figures"]), [
+            f for f in page["figures"] if f["width"] <= 50 or f["height"] <= 50
+        ]
         # each figure within its cell, and the page no wider than the window
         assert all(f["fits"] for f in page["figures"]), [f for f in page["figures"] if not f["fits"]]
         assert page["page_overflow"] <= 1, page["page_overflow"]
@@ -137,7 +143,9 @@ def test_report_layout_in_headless_chromium(browser, report: tuple[Path, str], t
             assert image and outline and image["width"] > 50, figure
             assert all(abs(outline[side] - image[side]) <= 2.5 for side in ("left", "right", "top", "bottom")), figure
         # every legend shows all its entries; none is scrolled out of sight
-        assert page["legends"] and all(legend["hidden"] == 0 for legend in page["legends"]), [g for g in page["legends"] if g["hidden"]]
+        assert page["legends"] and all(legend["hidden"] == 0 for legend in page["legends"]), [
+            g for g in page["legends"] if g["hidden"]
+        ]
         # the accuracies' legend sits just above the plot: no empty band between them
         assert page["top_gaps"] and all(0 <= g["above_plot"] <= 30 for g in page["top_gaps"]), page["top_gaps"]
     finally:
@@ -200,7 +208,25 @@ def first_minute(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from training.cli import main
 
     out = tmp_path_factory.mktemp("first-minute")
-    assert main(["reproduce", "--preset", "tiny", "--seed", "0", "--out", str(out), "--device", "cpu", "--quiet", "--workers", "1"]) == 0
+    assert (
+        main(
+            [
+                "reproduce",
+                "--preset",
+                "tiny",
+                "--seed",
+                "0",
+                "--out",
+                str(out),
+                "--device",
+                "cpu",
+                "--quiet",
+                "--workers",
+                "1",
+            ]
+        )
+        == 0
+    )
     return out / "report.html"
 
 
@@ -230,24 +256,47 @@ def test_first_minute_report_reads_at_a_glance(browser, first_minute: Path, tmp_
     assert state["drawn"] == state["figures"] >= 4 * 8 and state["mounted"] == state["views"] == 4, state
     # the first screen names the preset, says what it means, and shows the runs
     assert page["lead"] is not None and page["lead"]["bottom"] <= page["height"], page["lead"]
-    assert "Preset tiny" in page["lead"]["text"] and "smoke test" in page["lead"]["text"] and "not expected to reproduce" in page["lead"]["text"]
+    assert (
+        "Preset tiny" in page["lead"]["text"]
+        and "smoke test" in page["lead"]["text"]
+        and "not expected to reproduce" in page["lead"]["text"]
+    )
     assert "--preset cpu" in page["lead"]["text"] and "--preset paper" in page["lead"]["text"]
     assert page["runs_bottom"] is not None and page["runs_bottom"] <= page["height"]
     # each run named once, by a short label, with its settings in that one table
     labels = ["symmetric/small-init", "symmetric/large-init", "id-ood/small-init", "id-ood/large-init"]
     assert page["runs_labels"] == labels
     assert {"run", "task", "architecture", "gamma", "status"} <= set(page["runs_heads"]), page["runs_heads"]
-    settings = {"task", "architecture", "gamma", "weight decay", "weight_decay", "lr", "d_model", "layers", "heads", "seed", "preset"}
+    settings = {
+        "task",
+        "architecture",
+        "gamma",
+        "weight decay",
+        "weight_decay",
+        "lr",
+        "d_model",
+        "layers",
+        "heads",
+        "seed",
+        "preset",
+    }
     for table in page["tables"]:
         assert not settings & set(table["heads"]), table  # settings only in the table of runs
         if table["heads"][:1] == ["run"]:
             assert set(table["first"]) <= set(labels), table
     assert set(page["cell_titles"]) == set(labels)
     for key, caption in page["captions"].items():
-        assert not re.search(r"\b(architecture|gamma|task)=", caption), (key, caption)  # no "(architecture=neurips, gamma=0.8, ...)"
-    assert not any(label in page["captions"]["verdict"] for label in labels)  # the verdict's prose does not restate its table
+        assert not re.search(r"\b(architecture|gamma|task)=", caption), (
+            key,
+            caption,
+        )  # no "(architecture=neurips, gamma=0.8, ...)"
+    assert not any(
+        label in page["captions"]["verdict"] for label in labels
+    )  # the verdict's prose does not restate its table
     # no raw missing value in any cell
-    assert not [c for c in page["cells"] if c in ("None", "nan", "NaN", "NaT") or "<NA>" in c], [c for c in page["cells"] if "None" in c or "NA" in c]
+    assert not [c for c in page["cells"] if c in ("None", "nan", "NaN", "NaT") or "<NA>" in c], [
+        c for c in page["cells"] if "None" in c or "NA" in c
+    ]
     # no table wider than the page, nothing scrolls sideways
     assert page["wide"] == [] and page["page_overflow"] <= 1, (page["wide"], page["page_overflow"])
     # each zoomed attention pattern is drawn at a readable size (it was about 30 px)
@@ -259,10 +308,14 @@ def test_a_browser_that_cannot_unpack_the_page_says_so(browser, report: tuple[Pa
     page says which browsers open it, instead of a page of empty figures."""
     from test_report import _open
 
-    script = browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": "delete window.DecompressionStream;"})
+    script = browser.execute_cdp_cmd(
+        "Page.addScriptToEvaluateOnNewDocument", {"source": "delete window.DecompressionStream;"}
+    )
     try:
         _open(browser, report[0], timeout=5)
-        problem = browser.execute_script("const p = document.getElementById('unpack-problem'); return p.hidden ? null : p.innerText;")
+        problem = browser.execute_script(
+            "const p = document.getElementById('unpack-problem'); return p.hidden ? null : p.innerText;"
+        )
     finally:
         browser.execute_cdp_cmd("Page.removeScriptToEvaluateOnNewDocument", {"identifier": script["identifier"]})
     assert problem is not None and "DecompressionStream" in problem and "Firefox 113" in problem, problem

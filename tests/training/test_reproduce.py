@@ -21,7 +21,22 @@ def tiny_out(tmp_path_factory):
     out = tmp_path_factory.mktemp("reproduce")
     # one worker: the runs train in this process (worker processes, each importing torch, took
     # two thirds of the fixture's time; the pool is tested by test_population's --seeds fixture)
-    code = main(["reproduce", "--preset", "tiny", "--seed", "3", "--out", str(out), "--device", "cpu", "--quiet", "--workers", "1"])
+    code = main(
+        [
+            "reproduce",
+            "--preset",
+            "tiny",
+            "--seed",
+            "3",
+            "--out",
+            str(out),
+            "--device",
+            "cpu",
+            "--quiet",
+            "--workers",
+            "1",
+        ]
+    )
     assert code == 0
     return out
 
@@ -94,7 +109,13 @@ def test_a_task_changes_a_regime_of_a_preset():
 def _summary(inf=0.9, sym=0.9, small_ood=0.6, large_ood=0.1, id_acc=0.95, exception=0.97):
     return {
         "symmetric": {
-            "small-init": {"gamma": 1, "id_acc": id_acc, "heldout_inferential": inf, "heldout_symmetric": 0.0, "exception_acc": exception},
+            "small-init": {
+                "gamma": 1,
+                "id_acc": id_acc,
+                "heldout_inferential": inf,
+                "heldout_symmetric": 0.0,
+                "exception_acc": exception,
+            },
             "large-init": {"gamma": 0, "id_acc": id_acc, "heldout_inferential": 0.0, "heldout_symmetric": sym},
         },
         "id-ood": {
@@ -109,8 +130,14 @@ def _summary(inf=0.9, sym=0.9, small_ood=0.6, large_ood=0.1, id_acc=0.95, except
     [
         ({}, None),
         ({"inf": 0.79}, "symmetric: small-init inferential >= 0.8 with (3,4) fitted"),
-        ({"inf": 0.85, "exception": 0.5}, "symmetric: small-init inferential >= 0.8 with (3,4) fitted"),  # never learned the exception
-        ({"exception": None}, "symmetric: small-init inferential >= 0.8 with (3,4) fitted"),  # a summary from before it was recorded
+        (
+            {"inf": 0.85, "exception": 0.5},
+            "symmetric: small-init inferential >= 0.8 with (3,4) fitted",
+        ),  # never learned the exception
+        (
+            {"exception": None},
+            "symmetric: small-init inferential >= 0.8 with (3,4) fitted",
+        ),  # a summary from before it was recorded
         ({"sym": 0.5}, "symmetric: large-init symmetric >= 0.8"),
         ({"small_ood": 0.49}, "id-ood: small-init OOD >= 0.5"),
         ({"large_ood": 0.3}, None),
@@ -129,7 +156,9 @@ def test_check_flip(kwargs, failed):
 def cpu_summary(tmp_path_factory):
     """The ``cpu`` preset on seed 101, the first of the eight verification seeds of
     docs/faithful-models.md (about 9 minutes on 2 cores)."""
-    return reproduce("cpu", 101, tmp_path_factory.mktemp("cpu"), device="cpu", progress=False).to_dict()["per_seed"][0]["runs"]
+    return reproduce("cpu", 101, tmp_path_factory.mktemp("cpu"), device="cpu", progress=False).to_dict()["per_seed"][0][
+        "runs"
+    ]
 
 
 @pytest.mark.slow
@@ -150,7 +179,11 @@ def test_cpu_preset_reproduces_the_documented_seed(cpu_summary):
                 assert cpu_summary[task][regime][name] == pytest.approx(value, abs=0.02), (task, regime, name)
     checks = check_flip(cpu_summary)
     failed = {name for name, ok in checks.items() if not ok and name != "all"}
-    assert failed == {"symmetric: small-init inferential >= 0.8 with (3,4) fitted", "symmetric: large-init symmetric >= 0.8", "id-ood: small-init OOD >= 0.5"}
+    assert failed == {
+        "symmetric: small-init inferential >= 0.8 with (3,4) fitted",
+        "symmetric: large-init symmetric >= 0.8",
+        "id-ood: small-init OOD >= 0.5",
+    }
 
 
 def test_reproduce_ends_with_an_offline_report(tiny_out, capsys):

@@ -23,13 +23,19 @@ def _search_cli():
 
 def _run(folder: Path, task: str, seed: int, final: dict, status: str = "completed", **seeds: int) -> None:
     folder.mkdir(parents=True)
-    (folder / "config.json").write_text(json.dumps(make_run_config("tiny", task=task, seed=seed, epochs=1, **seeds).to_dict()))  # the metrics' one epoch
+    (folder / "config.json").write_text(
+        json.dumps(make_run_config("tiny", task=task, seed=seed, epochs=1, **seeds).to_dict())
+    )  # the metrics' one epoch
     final = {"epoch": 1, "step": 1, "loss": 0.1, "lr": 1e-3, "train_acc": 1.0, "per_pair": {}, **final}
     (folder / "metrics.json").write_text(json.dumps({"status": status, "final": final, "history": [final]}))
 
 
 def _symmetric(id_acc: float, inferential: float, exception: float = 1.0) -> dict:
-    return {"id_acc": id_acc, "per_pair": {"3,4": exception}, "heldout": {"4,3": {"inferential": inferential, "symmetric": 1 - inferential}}}
+    return {
+        "id_acc": id_acc,
+        "per_pair": {"3,4": exception},
+        "heldout": {"4,3": {"inferential": inferential, "symmetric": 1 - inferential}},
+    }
 
 
 def _ood(id_acc: float, ood_acc: float) -> dict:
@@ -42,7 +48,9 @@ def test_rates_count_seeds_per_criterion_with_exact_intervals(tmp_path: Path) ->
     _run(sym / "seed=1", "symmetric", 1, _symmetric(0.66, 0.90))  # infers, not fitted
     _run(sym / "seed=2", "symmetric", 2, _symmetric(1.00, 0.00))  # fits, copies
     _run(sym / "seed=3", "symmetric", 3, _symmetric(1.00, 1.00), status="running")  # not counted
-    _run(sym / "seed=4", "symmetric", 4, _symmetric(0.93, 0.85, exception=0.2))  # infers without the exception (3,4) fitted: fails
+    _run(
+        sym / "seed=4", "symmetric", 4, _symmetric(0.93, 0.85, exception=0.2)
+    )  # infers without the exception (3,4) fitted: fails
     ood = tmp_path / "ood"
     _run(ood / "seed=0", "id-ood", 0, _ood(0.99, 0.12))
     _run(ood / "seed=1", "id-ood", 1, _ood(0.99, 0.84))
@@ -58,7 +66,10 @@ def test_rates_count_seeds_per_criterion_with_exact_intervals(tmp_path: Path) ->
     assert rows[0][1:5] == ["symmetric", "small-init", "4", interval(3, 4)]
     assert rows[0][6:8] == [interval(2, 4), interval(1, 4)]
     # beside it, the same without the (3,4) condition: seed 4 (0.85 with (3,4) at 0.2) counts there
-    assert rows[1][5].startswith("small-init inferential >= 0.8 whatever (3,4) does") and rows[1][6:8] == [interval(3, 4), interval(2, 4)]
+    assert rows[1][5].startswith("small-init inferential >= 0.8 whatever (3,4) does") and rows[1][6:8] == [
+        interval(3, 4),
+        interval(2, 4),
+    ]
     assert rows[2][1:5] == ["id-ood", "large-init", "2", interval(2, 2)]
     assert rows[2][6:8] == [interval(1, 2), interval(1, 2)]
 
@@ -85,10 +96,16 @@ def test_rates_read_one_cell_of_a_sweep_by_a_glob(tmp_path: Path) -> None:
     _run(sweep / "gamma=0.4__seed=1", "id-ood", 1, _ood(0.99, 0.12))
     _run(sweep / "gamma=0.4__seed=2", "id-ood", 2, _ood(0.98, 0.84))
     _run(sweep / "gamma=0.8__seed=1", "id-ood", 1, _ood(0.99, 0.70))
-    result = CliRunner().invoke(_search_cli(), ["rates", f"{sweep}:large-init:gamma=0.4__*", f"{sweep}:small-init:gamma=0.8__*"])
+    result = CliRunner().invoke(
+        _search_cli(), ["rates", f"{sweep}:large-init:gamma=0.4__*", f"{sweep}:small-init:gamma=0.8__*"]
+    )
     assert result.exit_code == 0, result.output
     rows = [line.split(" | ") for line in result.output.splitlines()[2:]]
-    assert rows[0][0] == "| sweep (gamma=0.4__*)" and rows[0][3] == "2" and rows[0][6].startswith("1 of 2")  # OOD <= 0.3 on seed 1 only
-    assert rows[1][0] == "| sweep (gamma=0.8__*)" and rows[1][3] == "1" and rows[1][6].startswith("1 of 1")  # OOD >= 0.5
+    assert (
+        rows[0][0] == "| sweep (gamma=0.4__*)" and rows[0][3] == "2" and rows[0][6].startswith("1 of 2")
+    )  # OOD <= 0.3 on seed 1 only
+    assert (
+        rows[1][0] == "| sweep (gamma=0.8__*)" and rows[1][3] == "1" and rows[1][6].startswith("1 of 1")
+    )  # OOD >= 0.5
     bad = CliRunner().invoke(_search_cli(), ["rates", f"{sweep}:medium-init:gamma=0.4__*"])
     assert bad.exit_code == 2 and ":GLOB" in bad.output

@@ -36,7 +36,16 @@ SEP, EOS = 1, 2
 
 
 def _model(architecture: str, n_layers: int, seed: int = 0, d_vocab: int = 12, n_ctx: int = 10):
-    cfg = ModelConfig(architecture=architecture, n_layers=n_layers, d_model=24, n_heads=2, d_head=8, d_mlp=40, d_vocab=d_vocab, n_ctx=n_ctx)
+    cfg = ModelConfig(
+        architecture=architecture,
+        n_layers=n_layers,
+        d_model=24,
+        n_heads=2,
+        d_head=8,
+        d_mlp=40,
+        d_vocab=d_vocab,
+        n_ctx=n_ctx,
+    )
     model = build_model(cfg, InitConfig(gamma=0.3), seed=seed)
     gen = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():  # biases and norm weights start at 0 / 1: perturb every parameter
@@ -62,7 +71,9 @@ def test_all_position_logits_and_gradients_equal_the_hooked_forward(architecture
     torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-5 * max(1.0, ref.abs().max().item()))
     overall = max(g.abs().max().item() for g in ref_grads.values())
     for name, g in ref_grads.items():
-        torch.testing.assert_close(grads[name], g, rtol=1e-4, atol=1e-5 * g.abs().max().item() + 1e-6 * overall, msg=name)
+        torch.testing.assert_close(
+            grads[name], g, rtol=1e-4, atol=1e-5 * g.abs().max().item() + 1e-6 * overall, msg=name
+        )
 
 
 def test_the_step_loss_is_the_mean_cross_entropy_over_the_target_positions() -> None:
@@ -75,12 +86,16 @@ def test_the_step_loss_is_the_mean_cross_entropy_over_the_target_positions() -> 
         logp = torch.log_softmax(model(tokens), -1)
         picked = [-logp[i, p, targets[i, p]] for i in range(6) for p in range(10) if targets[i, p] != IGNORE]
         expected = torch.stack(picked).mean()
-    loss = train_step(model, make_optimizer(model, make_run_config("tiny").train), tokens, targets, logits_fn=all_position_logits)
+    loss = train_step(
+        model, make_optimizer(model, make_run_config("tiny").train), tokens, targets, logits_fn=all_position_logits
+    )
     torch.testing.assert_close(loss, expected, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("architecture", architecture_names())
-def test_the_target_position_shortcut_equals_the_hooked_forward_in_loss_gradients_and_predictions(architecture: str) -> None:
+def test_the_target_position_shortcut_equals_the_hooked_forward_in_loss_gradients_and_predictions(
+    architecture: str,
+) -> None:
     model = _model(architecture, 2)
     gen = torch.Generator().manual_seed(1)
     tokens = torch.randint(0, 12, (6, 10), generator=gen)
@@ -100,7 +115,9 @@ def test_the_target_position_shortcut_equals_the_hooked_forward_in_loss_gradient
     torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-6)
     overall = max(g.abs().max().item() for g in ref_grads.values())
     for name, g in ref_grads.items():
-        torch.testing.assert_close(grads[name], g, rtol=1e-4, atol=1e-5 * g.abs().max().item() + 1e-6 * overall, msg=name)
+        torch.testing.assert_close(
+            grads[name], g, rtol=1e-4, atol=1e-5 * g.abs().max().item() + 1e-6 * overall, msg=name
+        )
     fast = predict_sequences(model, tokens, targets, batch_size=4, logits_fn=all_position_logits)
     hooked = predict_sequences(model, tokens, targets, batch_size=4)
     assert torch.equal(fast.argmax, hooked.argmax) and bool((fast.argmax[targets == IGNORE] == IGNORE).all())
@@ -133,7 +150,11 @@ class _Oracle(torch.nn.Module):
 def test_the_one_pass_exact_match_equals_greedy_decoding() -> None:
     gen = torch.Generator().manual_seed(5)
     n, seq, vocab = 40, 12, 9
-    references, targets, prompts = torch.zeros(n, seq, dtype=torch.long), torch.full((n, seq), IGNORE), torch.zeros(n, dtype=torch.long)
+    references, targets, prompts = (
+        torch.zeros(n, seq, dtype=torch.long),
+        torch.full((n, seq), IGNORE),
+        torch.zeros(n, dtype=torch.long),
+    )
     for i in range(n):  # [source, SEP, target, EOS, pad]: lengths vary
         src = torch.randint(3, vocab, (int(torch.randint(1, 4, (1,), generator=gen)),), generator=gen)
         tgt = torch.randint(3, vocab, (int(torch.randint(1, 5, (1,), generator=gen)),), generator=gen)
@@ -195,7 +216,9 @@ class CopyTask(Task):
         tr, te = predict(train.tokens, train.targets), predict(id_test.tokens, id_test.targets)
         assert isinstance(te, SequencePredictions)
         em = [float(exact_match(p.argmax, d.targets).float().mean()) for p, d in ((tr, train), (te, id_test))]
-        return CopyMetrics(em[0], em[1], token_accuracy(te.argmax, id_test.targets), perplexity(te.nll, id_test.targets))
+        return CopyMetrics(
+            em[0], em[1], token_accuracy(te.argmax, id_test.targets), perplexity(te.nll, id_test.targets)
+        )
 
 
 def test_a_sequence_task_trains_through_fit_and_greedy_decoding_confirms_its_exact_match() -> None:

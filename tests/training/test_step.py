@@ -35,8 +35,14 @@ def _fourth_architecture_registered():
 
 
 def _model(
-    n_layers: int, n_heads: int, norm: str = "LN", act_fn: str | None = "gelu", seed: int = 0, architecture: str = "standard",
-    gamma: float = 0.3, noise: float = 0.2,
+    n_layers: int,
+    n_heads: int,
+    norm: str = "LN",
+    act_fn: str | None = "gelu",
+    seed: int = 0,
+    architecture: str = "standard",
+    gamma: float = 0.3,
+    noise: float = 0.2,
 ) -> HookedTransformer:
     cfg = ModelConfig(
         architecture=architecture, n_layers=n_layers, d_model=24, n_heads=n_heads, d_head=8, d_mlp=40,
@@ -73,7 +79,9 @@ def _assert_same_as_hooked(model: HookedTransformer, n_pos: int = 9) -> None:
     overall = max(g.abs().max().item() for g in ref_grads.values())
     for name in ref_grads:
         scale = ref_grads[name].abs().max().item()
-        torch.testing.assert_close(grads[name], ref_grads[name], rtol=1e-4, atol=1e-5 * scale + 1e-6 * overall, msg=name)
+        torch.testing.assert_close(
+            grads[name], ref_grads[name], rtol=1e-4, atol=1e-5 * scale + 1e-6 * overall, msg=name
+        )
 
 
 @pytest.mark.parametrize("norm", NORMS)
@@ -146,7 +154,9 @@ def test_each_architectures_fast_forward_is_its_own() -> None:
         calls = []
         arch = get_architecture(name)  # a frozen dataclass: patched through object.__setattr__, then restored
         real = arch.last_position
-        object.__setattr__(arch, "last_position", lambda block, resid, real=real: calls.append(name) or real(block, resid))
+        object.__setattr__(
+            arch, "last_position", lambda block, resid, real=real: calls.append(name) or real(block, resid)
+        )
         try:
             last_position_logits(model, torch.randint(0, 201, (2, 9)))
         finally:

@@ -40,7 +40,9 @@ def _store(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, st
     return int(done.value.code or 0), out.out, out.err
 
 
-def test_a_stored_reproduction_reads_as_its_source(study: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_stored_reproduction_reads_as_its_source(
+    study: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     dest = tmp_path / "results" / "tiny-3"
     code, out, _ = _store([str(study), str(dest), *INFO], capsys)
     assert code == 0 and "stored 2 runs (2 completed) of the reproduction study" in out and " KB in all" in out
@@ -49,7 +51,10 @@ def test_a_stored_reproduction_reads_as_its_source(study: Path, tmp_path: Path, 
     run = dest / "seed-3" / "symmetric" / "small-init"
     assert {p.name for p in run.iterdir()} == {"config.json", "metrics.json", RANKS_FILE, STORED_FILE}
     source_run = study / "seed-3" / "symmetric" / "small-init"
-    assert RunRecord.read(run).status == RunStatus.COMPLETED and RunRecord.read(run).metrics == RunRecord.read(source_run).metrics
+    assert (
+        RunRecord.read(run).status == RunStatus.COMPLETED
+        and RunRecord.read(run).metrics == RunRecord.read(source_run).metrics
+    )
     assert run_stable_ranks(run) == run_stable_ranks(source_run)
     stored = StoredStudy.read(dest)
     assert stored.kind == "reproduction" and stored.spec() == SPEC  # reproduction.json rebuilds the spec
@@ -58,14 +63,29 @@ def test_a_stored_reproduction_reads_as_its_source(study: Path, tmp_path: Path, 
     assert mine["population"] == theirs["population"] and mine["readings"] == theirs["readings"]
     manifest = json.loads((dest / STORED_STUDY_FILE).read_text())
     assert manifest["commit"] == "f84dd73" and manifest["runs"]["statuses"] == {"completed": 2}
-    assert manifest["total_bytes"] == sum(f["bytes"] for f in manifest["files"].values()) == sum((dest / f).stat().st_size for f in manifest["files"])
-    assert manifest["left_behind"]["model.safetensors"]["files"] == 2 and manifest["dates"]["first_run_started"].endswith("UTC")
+    assert (
+        manifest["total_bytes"]
+        == sum(f["bytes"] for f in manifest["files"].values())
+        == sum((dest / f).stat().st_size for f in manifest["files"])
+    )
+    assert manifest["left_behind"]["model.safetensors"]["files"] == 2 and manifest["dates"][
+        "first_run_started"
+    ].endswith("UTC")
     page = (dest / STUDY_PAGE).read_text()
-    for said in ("interp-init reproduce --preset tiny", "f84dd73", "2-core CPU", "the tests", "first run started", "model.safetensors (2 files"):
+    for said in (
+        "interp-init reproduce --preset tiny",
+        "f84dd73",
+        "2-core CPU",
+        "the tests",
+        "first run started",
+        "model.safetensors (2 files",
+    ):
         assert said in page, said
 
 
-def test_stored_records_are_never_overwritten_but_by_replace(study: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_stored_records_are_never_overwritten_but_by_replace(
+    study: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "notes.txt").write_text("mine")
@@ -84,7 +104,9 @@ def test_stored_records_are_never_overwritten_but_by_replace(study: Path, tmp_pa
     assert not list(tmp_path.glob(".dest*"))  # no working copy left beside it
 
 
-def test_unfinished_runs_big_files_and_bad_input_are_refused(study: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_unfinished_runs_big_files_and_bad_input_are_refused(
+    study: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     unfinished = tmp_path / "unfinished"
     shutil.copytree(study, unfinished)
     run = unfinished / "seed-3" / "symmetric" / "large-init"
@@ -110,17 +132,24 @@ def test_unfinished_runs_big_files_and_bad_input_are_refused(study: Path, tmp_pa
     assert code == 2 and "is not the run summary.json names (gamma 0.7, the spec's 0.8)" in err
 
 
-def test_records_kept_before_the_command_are_marked_in_place(study: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_records_kept_before_the_command_are_marked_in_place(
+    study: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     old = tmp_path / "old"
     shutil.copytree(study / "seed-3", old)
     for weights in old.rglob("model.safetensors"):
         weights.unlink()
-    assert RunRecord.read(old / "symmetric" / "small-init").status == RunStatus.PENDING  # before: weights lost, not stored
+    assert (
+        RunRecord.read(old / "symmetric" / "small-init").status == RunStatus.PENDING
+    )  # before: weights lost, not stored
     before = {p: p.read_bytes() for p in old.rglob("*") if p.is_file()}
     code, out, _ = _store(["--mark", "runs", str(old), *INFO, "--dates", "2026-11-26"], capsys)
     assert code == 0 and "stored 2 runs (2 completed)" in out
     assert all(p.read_bytes() == data for p, data in before.items())  # nothing changed, only added
-    assert StoredStudy.read(old).kind == "runs" and [r.status for r in StoredStudy.read(old).records()] == ["completed", "completed"]
+    assert StoredStudy.read(old).kind == "runs" and [r.status for r in StoredStudy.read(old).records()] == [
+        "completed",
+        "completed",
+    ]
     assert "2026-11-26" in (old / STUDY_PAGE).read_text()
     code, _, err = _store(["--mark", "runs", str(old), *INFO], capsys)
     assert code == 2 and "is marked already" in err
@@ -129,7 +158,9 @@ def test_records_kept_before_the_command_are_marked_in_place(study: Path, tmp_pa
 def test_the_gpu_suite_records_read_as_stored() -> None:
     """The GPU suite's runs, stored before experiments/store.py, are marked: they read as the
     interrupted runs they are, with their histories."""
-    study = StoredStudy.read(Path(__file__).resolve().parents[2] / "experiments" / "results" / "gpu-suite-h200-2026-11-26")
+    study = StoredStudy.read(
+        Path(__file__).resolve().parents[2] / "experiments" / "results" / "gpu-suite-h200-2026-11-26"
+    )
     records = study.records()
     assert study.kind == "gpu-suite" and len(records) == 6 and {r.status for r in records} == {RunStatus.INTERRUPTED}
     assert {r.epochs_run for r in records} == {94} and study.get("commit") == "dc2ea08"
@@ -143,7 +174,9 @@ def _tree(folder: Path) -> dict[str, bytes]:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def test_a_second_store_into_the_same_place_is_refused_by_name(study: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_second_store_into_the_same_place_is_refused_by_name(
+    study: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Issue 56, class 2: every store holds the project's lock on DEST's parent; a second one
     meanwhile is one line, exit 2, and writes nothing."""
     from interp_init.fileio import hold_folder
@@ -151,12 +184,24 @@ def test_a_second_store_into_the_same_place_is_refused_by_name(study: Path, tmp_
     (tmp_path / "results").mkdir()
     with hold_folder(tmp_path / "results", "is held by the test ({owner})"):
         code, _, err = _store([str(study), str(tmp_path / "results" / "d"), *INFO], capsys)
-    assert code == 2 and err.count("\n") == 1 and "is being stored into by another experiments/store.py (pid" in err, err
+    assert code == 2 and err.count("\n") == 1 and "is being stored into by another experiments/store.py (pid" in err, (
+        err
+    )
     assert [p.name for p in (tmp_path / "results").iterdir()] == []
 
 
-@pytest.mark.parametrize(("signum", "code", "line"), [(15, 143, "terminated (SIGTERM)"), (2, 130, "aborted")], ids=["SIGTERM", "SIGINT"])
-def test_a_signal_mid_store_leaves_the_records_as_they_were(signum: int, code: int, line: str, study: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("signum", "code", "line"), [(15, 143, "terminated (SIGTERM)"), (2, 130, "aborted")], ids=["SIGTERM", "SIGINT"]
+)
+def test_a_signal_mid_store_leaves_the_records_as_they_were(
+    signum: int,
+    code: int,
+    line: str,
+    study: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """Issue 56, class 3 (and a doubtful case, decided: SIGINT is 130, as ``interp-init``'s):
     SIGTERM or SIGINT while the copy is written: one line, exit 143 or 130, no temporary
     folder, and the records DEST held before (a ``--replace``) unchanged."""
@@ -165,8 +210,10 @@ def test_a_signal_mid_store_leaves_the_records_as_they_were(signum: int, code: i
     dest = tmp_path / "dest"
     assert _store([str(study), str(dest), *INFO], capsys)[0] == 0
     before = _tree(dest)
+    import interp_init.fileio as fileio
+
     store = load_script("experiments/store.py")
-    real, calls = store.atomic_write, []
+    real, calls = fileio.atomic_write, []  # the one writer's, which store.py writes through
 
     def write_then_stop(path, data):
         calls.append(path)
@@ -174,7 +221,7 @@ def test_a_signal_mid_store_leaves_the_records_as_they_were(signum: int, code: i
             os.kill(os.getpid(), signum)
         return real(path, data)
 
-    monkeypatch.setattr(store, "atomic_write", write_then_stop)
+    monkeypatch.setattr(fileio, "atomic_write", write_then_stop)
     with pytest.raises(SystemExit) as done:
         store.main([str(study), str(dest), *INFO, "--replace", "--note", "second"])
     err = capsys.readouterr().err
@@ -182,7 +229,9 @@ def test_a_signal_mid_store_leaves_the_records_as_they_were(signum: int, code: i
     assert _tree(dest) == before and sorted(p.name for p in tmp_path.iterdir()) == ["dest"]
 
 
-def test_a_store_killed_mid_copy_is_cleaned_up_by_the_next(study: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_store_killed_mid_copy_is_cleaned_up_by_the_next(
+    study: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Issue 56, class 3: SIGKILL while the copy is written leaves ``.DEST.storing-<pid>``
     beside the records, which stay as they were; the next store removes it, whoever left it."""
     import os
@@ -194,14 +243,30 @@ def test_a_store_killed_mid_copy_is_cleaned_up_by_the_next(study: Path, tmp_path
     dest = tmp_path / "dest"
     assert _store([str(study), str(dest), *INFO], capsys)[0] == 0
     before = _tree(dest)
-    env = {**os.environ, "INTERP_INIT_KILL_AT": "before:metrics.json:2", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    killed = subprocess.run([sys.executable, str(ROOT / "experiments" / "store.py"), str(study), str(dest), *INFO, "--replace"], env=env, capture_output=True, text=True, check=False)
+    env = {
+        **os.environ,
+        "INTERP_INIT_KILL_AT": "before:metrics.json:2",
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": str(ROOT),
+    }
+    killed = subprocess.run(
+        [sys.executable, str(ROOT / "experiments" / "store.py"), str(study), str(dest), *INFO, "--replace"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert killed.returncode == -9, killed.stderr
-    left = [p.name for p in tmp_path.iterdir() if p.name not in ("dest", ".lock")]  # the dead store's lock, no longer held
+    left = [
+        p.name for p in tmp_path.iterdir() if p.name not in ("dest", ".lock")
+    ]  # the dead store's lock, no longer held
     assert len(left) == 1 and left[0].startswith(".dest.storing-") and _tree(dest) == before
     code, _, err = _store([str(study), str(dest), *INFO, "--replace", "--note", "after the kill"], capsys)
     assert code == 0, err
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["dest"] and json.loads((dest / STORED_STUDY_FILE).read_text())["note"] == "after the kill"
+    assert (
+        sorted(p.name for p in tmp_path.iterdir()) == ["dest"]
+        and json.loads((dest / STORED_STUDY_FILE).read_text())["note"] == "after the kill"
+    )
 
 
 def test_symlinks_are_refused_by_one_rule(study: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -232,8 +297,13 @@ def test_symlinks_are_refused_by_one_rule(study: Path, tmp_path: Path, capsys: p
     assert code == 2 and "notes.txt is a symlink" in err and not (old / STORED_STUDY_FILE).exists()
 
 
-@pytest.mark.parametrize(("damage", "said"), [({"per_seed": []}, "has an empty or misshapen per_seed"), ({"preset": None}, "has no 'preset'")])
-def test_a_damaged_summary_is_one_line(damage: dict, said: str, study: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("damage", "said"),
+    [({"per_seed": []}, "has an empty or misshapen per_seed"), ({"preset": None}, "has no 'preset'")],
+)
+def test_a_damaged_summary_is_one_line(
+    damage: dict, said: str, study: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Issue 56, class 4: a summary without seeds' rows or without its preset: one line, exit 2."""
     source = tmp_path / "source"
     shutil.copytree(study, source)

@@ -66,7 +66,9 @@ def test_every_backend_is_classified():
 
 
 @pytest.mark.parametrize("backend", sorted(SCHEDULERS))
-def test_a_scheduler_that_refuses_is_one_line_exit_2_and_leaves_the_folder_as_it_was(backend, tmp_path, monkeypatch, capsys):
+def test_a_scheduler_that_refuses_is_one_line_exit_2_and_leaves_the_folder_as_it_was(
+    backend, tmp_path, monkeypatch, capsys
+):
     flags, words = SCHEDULERS[backend](tmp_path, monkeypatch)
     spec = {"base": {"preset": "tiny", "task": "symmetric"}, "grid": {"seed": [0]}}
     (tmp_path / "spec.json").write_text(json.dumps(spec))
@@ -97,6 +99,8 @@ def test_conflicting_sbatch_options_are_refused_before_anything_is_written(tmp_p
                         (["--slurm-sbatch", "cpus_per_task=4"], "sets what --slurm-cpus sets"),
                         (["--slurm-sbatch", "output=log.txt"], "sets what the launcher sets itself"),
                         (["--slurm-sbatch", "reservation=a", "--slurm-sbatch", "reservation=b"], "sets reservation twice")):  # fmt: skip
-        assert main(["sweep", "--preset-name", "neurips-fig2-cpu", "--out", str(out), "--backend", "slurm", *flags]) == 2
+        assert (
+            main(["sweep", "--preset-name", "neurips-fig2-cpu", "--out", str(out), "--backend", "slurm", *flags]) == 2
+        )
         _one_line(capsys.readouterr().err, said)
         assert not out.exists()

@@ -20,7 +20,15 @@ from training.cli import main
 from training.config import PRESETS
 from training.studies.records import RunRecord
 from training.studies.study import StudySpec
-from training.studies.sweep import RESULTS_FILE, SweepOptions, collect_results, load_preset, load_results, preset_names, run_sweep
+from training.studies.sweep import (
+    RESULTS_FILE,
+    SweepOptions,
+    collect_results,
+    load_preset,
+    load_results,
+    preset_names,
+    run_sweep,
+)
 from training.studies.sweep.results import PAIR_COLUMNS, TIMING_COLUMNS, epochs_to_loss, epochs_to_pair_accuracy
 
 # A few seconds per run on one CPU thread.
@@ -41,6 +49,7 @@ def _mtimes(folder: Path) -> dict[str, int]:
 
 
 # ------------------------------------------------------------------------ validation
+
 
 @pytest.mark.parametrize(
     ("spec", "key"),
@@ -81,8 +90,14 @@ def test_grid_points_names_and_configs():
 
 
 def test_toml_spec_equals_json(tmp_path):
-    (tmp_path / "s.toml").write_text('[base]\npreset = "tiny"\ntask = "id-ood"\n\n[grid]\ngamma = [0.3, 0.8]\nweight_decay = [0.0, 0.1]\n')
-    (tmp_path / "s.json").write_text(json.dumps({"base": {"preset": "tiny", "task": "id-ood"}, "grid": {"gamma": [0.3, 0.8], "weight_decay": [0.0, 0.1]}}))
+    (tmp_path / "s.toml").write_text(
+        '[base]\npreset = "tiny"\ntask = "id-ood"\n\n[grid]\ngamma = [0.3, 0.8]\nweight_decay = [0.0, 0.1]\n'
+    )
+    (tmp_path / "s.json").write_text(
+        json.dumps(
+            {"base": {"preset": "tiny", "task": "id-ood"}, "grid": {"gamma": [0.3, 0.8], "weight_decay": [0.0, 0.1]}}
+        )
+    )
     a, b = StudySpec.from_file(tmp_path / "s.toml"), StudySpec.from_file(tmp_path / "s.json")
     assert [p.config for p in a.points()] == [p.config for p in b.points()]
 
@@ -98,6 +113,7 @@ def test_a_folder_holding_another_sweep_is_refused_before_training(tmp_path):
 
 # --------------------------------------------------------------- runs, resume, table
 
+
 def test_tiny_grid_twice_gives_the_same_table(tmp_path):
     spec = _spec({"gamma": [0.3, 0.8], "seed": [0, 1]})
     first = run_sweep(spec, tmp_path / "a", SweepOptions(progress=False))
@@ -105,7 +121,12 @@ def test_tiny_grid_twice_gives_the_same_table(tmp_path):
     table = first.results
     assert list(table["run"]) == sorted(p.name for p in spec.points())
     assert table["status"].eq("completed").all()
-    assert table[["train_acc", "id_acc", "heldout_inferential", "heldout_symmetric", "stable_rank_wq0", "stable_rank_we"]].notna().all().all()
+    assert (
+        table[["train_acc", "id_acc", "heldout_inferential", "heldout_symmetric", "stable_rank_wq0", "stable_rank_we"]]
+        .notna()
+        .all()
+        .all()
+    )
     assert table["ood_acc"].isna().all()  # not the id-ood task
     # An independent second sweep: the same content.
     second = run_sweep(spec, tmp_path / "b", SweepOptions(progress=False))
@@ -216,7 +237,20 @@ def test_a_killed_process_pool_sweep_leaves_no_worker(tmp_path, sig):
     out = tmp_path / "sweep"
     # SIGINT raises KeyboardInterrupt even where the test runner's shell ignores it.
     code = "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); from training.cli import main; sys.exit(main())"
-    argv = [sys.executable, "-c", code, "sweep", str(spec_path), "--out", str(out), "--workers", "2", "--threads", "1", "--quiet"]
+    argv = [
+        sys.executable,
+        "-c",
+        code,
+        "sweep",
+        str(spec_path),
+        "--out",
+        str(out),
+        "--workers",
+        "2",
+        "--threads",
+        "1",
+        "--quiet",
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     with open(tmp_path / "stderr.txt", "wb") as stderr:
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=stderr, env=env)
@@ -231,7 +265,9 @@ def test_a_killed_process_pool_sweep_leaves_no_worker(tmp_path, sig):
         assert children, "the sweep has no child process"
         os.kill(proc.pid, sig)
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and (proc.poll() is None or any(_alive(pid, start) for pid, start in children.items())):
+        while time.monotonic() < deadline and (
+            proc.poll() is None or any(_alive(pid, start) for pid, start in children.items())
+        ):
             time.sleep(0.1)
         survivors = [pid for pid, start in children.items() if _alive(pid, start)]
         assert not survivors, f"worker processes {survivors} outlived the sweep killed by {sig.name}"
@@ -304,7 +340,10 @@ def test_epochs_to_thresholds_match_a_hand_count():
     assert epochs_to_loss(history, threshold=0.1) == 2
     assert math.isnan(epochs_to_loss(history, threshold=0.001))
     assert epochs_to_pair_accuracy(history) == {"1,2": 3.0, "3,4": 1.0}
-    assert epochs_to_pair_accuracy(history, threshold=0.95) == {"1,2": pytest.approx(math.nan, nan_ok=True), "3,4": pytest.approx(math.nan, nan_ok=True)}
+    assert epochs_to_pair_accuracy(history, threshold=0.95) == {
+        "1,2": pytest.approx(math.nan, nan_ok=True),
+        "3,4": pytest.approx(math.nan, nan_ok=True),
+    }
 
 
 def test_complexity_table_has_per_pair_epochs(tmp_path):
@@ -321,6 +360,7 @@ def test_complexity_table_has_per_pair_epochs(tmp_path):
 
 
 # --------------------------------------------------------------------------- backends
+
 
 def test_ray_backend_gives_the_same_table_as_local(tmp_path):
     ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'interp-init[ray]')")
@@ -352,12 +392,24 @@ def test_ensemble_backend_matches_one_by_one(tmp_path, monkeypatch):
 
     calls = []
     real = training.launch.backends.execute
-    monkeypatch.setattr(training.launch.backends, "execute", lambda jobs, *a, **kw: calls.append(len(jobs)) or real(jobs, *a, **kw))
-    ens = run_sweep(spec, tmp_path / "e", SweepOptions(backend="ensemble", device="cpu", progress=False, ensemble_size=3)).results
+    monkeypatch.setattr(
+        training.launch.backends, "execute", lambda jobs, *a, **kw: calls.append(len(jobs)) or real(jobs, *a, **kw)
+    )
+    ens = run_sweep(
+        spec, tmp_path / "e", SweepOptions(backend="ensemble", device="cpu", progress=False, ensemble_size=3)
+    ).results
     assert sorted(calls) == [1, 1, 3, 3]  # 2 shapes x 4 points, at most 3 at once
     one = run_sweep(spec, tmp_path / "one", SweepOptions(progress=False)).results
     assert ens["status"].eq("completed").all()
-    metrics = ["train_acc", "id_acc", "heldout_inferential", "heldout_symmetric", "final_loss", "stable_rank_wq0", "stable_rank_we"]
+    metrics = [
+        "train_acc",
+        "id_acc",
+        "heldout_inferential",
+        "heldout_symmetric",
+        "final_loss",
+        "stable_rank_wq0",
+        "stable_rank_we",
+    ]
     pd.testing.assert_frame_equal(ens[metrics], one[metrics], atol=0.02, rtol=0.01)
 
 
@@ -386,6 +438,7 @@ def test_process_pool_gives_the_same_table_as_sequential(tmp_path):
 
 
 # ---------------------------------------------------------------------------- presets
+
 
 def test_presets_validate_and_paper_grids_match_the_spec():
     names = preset_names()

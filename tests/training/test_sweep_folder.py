@@ -63,14 +63,21 @@ def test_another_spec_is_refused_naming_the_folder_and_the_fix(
     assert main(["sweep", str(spec), "--out", str(sweep_copy), "--quiet"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err
-    assert err.startswith(f"interp-init: error: {sweep_copy} holds another sweep ({difference}; see {sweep_copy / SPEC_FILE})")
+    assert err.startswith(
+        f"interp-init: error: {sweep_copy} holds another sweep ({difference}; see {sweep_copy / SPEC_FILE})"
+    )
     assert "use another --out, or pass --extend" in err
     assert _snapshot(sweep_copy) == before  # nothing trained, nothing rewritten
 
 
-def test_dry_run_checks_the_folder_and_writes_nothing(sweep_copy: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_dry_run_checks_the_folder_and_writes_nothing(
+    sweep_copy: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     before = _snapshot(sweep_copy)
-    assert main(["sweep", str(_write_spec(tmp_path / "other.json", {"seed": [0]})), "--out", str(sweep_copy), "--dry-run"]) == 2
+    assert (
+        main(["sweep", str(_write_spec(tmp_path / "other.json", {"seed": [0]})), "--out", str(sweep_copy), "--dry-run"])
+        == 2
+    )
     assert "holds another sweep" in capsys.readouterr().err
     same = _write_spec(tmp_path / "same.json", {"gamma": [0.8]})
     assert main(["sweep", str(same), "--out", str(sweep_copy), "--dry-run"]) == 0
@@ -78,19 +85,26 @@ def test_dry_run_checks_the_folder_and_writes_nothing(sweep_copy: Path, tmp_path
     assert _snapshot(sweep_copy) == before
 
 
-def test_the_same_spec_or_a_part_of_it_resumes(sweep_copy: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_same_spec_or_a_part_of_it_resumes(
+    sweep_copy: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     spec = StudySpec(TINY, {"gamma": [0.8]})
     assert check_sweep_folder(spec, sweep_copy) == spec
     # A part of a larger recorded sweep (a retry of some points) keeps the recorded spec.
     larger = StudySpec(TINY, {"gamma": [0.8, 0.5]})
     (sweep_copy / SPEC_FILE).write_text(json.dumps(larger.to_dict()))
     assert check_sweep_folder(spec, sweep_copy) == larger
-    assert main(["sweep", str(_write_spec(tmp_path / "part.json", {"gamma": [0.8]})), "--out", str(sweep_copy), "--quiet"]) == 0
+    assert (
+        main(["sweep", str(_write_spec(tmp_path / "part.json", {"gamma": [0.8]})), "--out", str(sweep_copy), "--quiet"])
+        == 0
+    )
     assert "1 already done" in capsys.readouterr().out
     assert json.loads((sweep_copy / SPEC_FILE).read_text())["grid"] == {"gamma": [0.8, 0.5]}
 
 
-def test_extend_adds_values_with_the_same_keys(sweep_copy: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_extend_adds_values_with_the_same_keys(
+    sweep_copy: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     spec = _write_spec(tmp_path / "more.json", {"gamma": [0.5, 0.8]})
     assert main(["sweep", str(spec), "--out", str(sweep_copy), "--extend", "--threads", "1", "--quiet"]) == 0
     assert "2 runs (1 already done): 2 completed" in capsys.readouterr().out
@@ -106,7 +120,10 @@ def test_extend_with_other_keys_or_base_is_refused(
     spec = _write_spec(tmp_path / "other.json", grid, **base)
     assert main(["sweep", str(spec), "--out", str(sweep_copy), "--extend", "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert f"{sweep_copy} holds another sweep" in err and "--extend adds grid values to a sweep with the same base and grid keys only" in err
+    assert (
+        f"{sweep_copy} holds another sweep" in err
+        and "--extend adds grid values to a sweep with the same base and grid keys only" in err
+    )
     assert _snapshot(sweep_copy) == before
 
 
@@ -121,7 +138,9 @@ def test_a_damaged_sweep_json_is_refused_naming_it(sweep_copy: Path, capsys: pyt
 # ------------------------------------------------------------------ read-only commands
 
 
-def test_phase_diagram_writes_nothing_into_a_folder_it_refuses(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_phase_diagram_writes_nothing_into_a_folder_it_refuses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     assert main(["phase-diagram", str(empty)]) == 2
@@ -129,7 +148,9 @@ def test_phase_diagram_writes_nothing_into_a_folder_it_refuses(tmp_path: Path, c
     assert list(empty.iterdir()) == []  # no results.csv, no figure
 
 
-def test_phase_diagram_refusing_a_sweep_leaves_its_files_as_they_were(sweep_copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_phase_diagram_refusing_a_sweep_leaves_its_files_as_they_were(
+    sweep_copy: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # A sweep whose only run has failed: no figure can use it.
     run = sweep_copy / "gamma=0.8"
     for name in ("metrics.json", "model.safetensors"):

@@ -39,7 +39,11 @@ def test_run_folder_and_metrics_layout(tmp_path: Path) -> None:
     for record in metrics["history"]:
         assert {"epoch", "step", "loss", "train_acc", "id_acc"} <= set(record)
     config = json.loads((out / "config.json").read_text())
-    assert config["init"]["gamma"] == 0.8 and config["seed"] == 0 and set(config["seeds"]) >= {"init", "data.train", "shuffle"}
+    assert (
+        config["init"]["gamma"] == 0.8
+        and config["seed"] == 0
+        and set(config["seeds"]) >= {"init", "data.train", "shuffle"}
+    )
 
 
 def test_id_ood_metrics(tmp_path: Path) -> None:
@@ -63,7 +67,10 @@ def test_same_seed_same_weights_and_metrics(tmp_path: Path) -> None:
     for (name, pa), pb in zip(a.model.named_parameters(), b.model.parameters()):
         assert torch.equal(pa, pb), name
     assert a.metrics["history"] == b.metrics["history"]
-    saved_a, saved_b = load_file(str(tmp_path / "a" / "model.safetensors")), load_file(str(tmp_path / "b" / "model.safetensors"))
+    saved_a, saved_b = (
+        load_file(str(tmp_path / "a" / "model.safetensors")),
+        load_file(str(tmp_path / "b" / "model.safetensors")),
+    )
     assert saved_a.keys() == saved_b.keys() and all(torch.equal(saved_a[k], saved_b[k]) for k in saved_a)
     assert not torch.equal(a.model.W_E, c.model.W_E)
 
@@ -101,7 +108,13 @@ def test_interrupted_run_resumes_to_identical_result(tmp_path: Path) -> None:
     steps_per_epoch = math.ceil(cfg.data.n_train / cfg.train.batch_size)
     evals_per_epoch = 3  # train subset, id test, heldout: one batch each at tiny size
     with pytest.raises(_Interrupt):
-        train(cfg, tmp_path / "run", device="cpu", progress=False, logits_fn=_interrupting(steps_per_epoch + evals_per_epoch + 2))
+        train(
+            cfg,
+            tmp_path / "run",
+            device="cpu",
+            progress=False,
+            logits_fn=_interrupting(steps_per_epoch + evals_per_epoch + 2),
+        )
     assert (tmp_path / "run" / "checkpoint.pt").exists()
     assert read_metrics(tmp_path / "run")["status"] == "interrupted"  # the stop recorded (a SIGKILL leaves "running")
     resumed = train(cfg, tmp_path / "run", device="cpu", progress=False)
@@ -153,7 +166,9 @@ def test_paper_schedule_is_expressible() -> None:
     assert tc.lr_at(110) == pytest.approx((2.5e-4 + 1e-5) / 2)
     assert tc.lr_at(210) == pytest.approx(1e-5)
     assert make_run_config("paper", task="id-ood").train.lr == pytest.approx(1.5e-4)
-    assert make_run_config("paper", task="complexity", k=2).data.n_train == 90_000  # the papers' 100,000 less the released ID test sets
+    assert (
+        make_run_config("paper", task="complexity", k=2).data.n_train == 90_000
+    )  # the papers' 100,000 less the released ID test sets
 
 
 @pytest.mark.parametrize(
@@ -180,7 +195,10 @@ def test_bad_train_config(field: str, value: object, message: str) -> None:
         (dict(n_train=0), "n_train must be an integer >= 1"),
         (dict(task="complexity", k=7), "must be an integer in 0..6"),
         (dict(colour="red"), "unknown option\\(s\\) \\['colour'\\]"),
-        (dict(d_vocab=10), "d_vocab 10 is too small for the 'symmetric' task, whose tokens and targets reach 109: use d_vocab >= 110"),
+        (
+            dict(d_vocab=10),
+            "d_vocab 10 is too small for the 'symmetric' task, whose tokens and targets reach 109: use d_vocab >= 110",
+        ),
         (dict(task="complexity", k=6, offset=20, d_vocab=120), "targets reach 125: use d_vocab >= 126"),
         (dict(n_ctx=5), "n_ctx 5 is shorter than the task's 9-token sequences: use n_ctx >= 9"),
     ],
@@ -209,7 +227,9 @@ def test_a_deadline_stops_after_an_epoch_and_the_same_call_resumes_to_the_same_r
     assert reference.finished
     out, chunks = tmp_path / "run", []
     while not chunks or not chunks[-1].finished:
-        chunks.append(train(cfg, out, device="cpu", progress=False, deadline=time.monotonic()))  # always passed: one epoch per call
+        chunks.append(
+            train(cfg, out, device="cpu", progress=False, deadline=time.monotonic())
+        )  # always passed: one epoch per call
         if not chunks[-1].finished:
             metrics = read_metrics(out)
             assert metrics["status"] == "interrupted" and chunks[-1].metrics == metrics
@@ -243,7 +263,9 @@ def test_the_evaluation_cadence_evaluates_every_early_epoch_then_sparsely(tmp_pa
     assert [e for e in range(1, 4) if _tiny(eval_every=2).train.evaluates(e)] == [2, 3]
 
 
-def test_a_deadline_stops_before_an_epoch_as_long_as_the_last_would_pass_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_deadline_stops_before_an_epoch_as_long_as_the_last_would_pass_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Each step sleeps 0.2 s, so an epoch (8 steps) takes at least 1.6 s: with 2.5 s left at
     the start, the run stops after its first epoch (a second would end past the deadline),
     where a check of the clock alone would have started the second."""
@@ -266,7 +288,9 @@ def test_the_trainer_hands_its_history_and_checkpoints_to_its_sinks_and_resumes_
     state to the checkpoint sink, and that state resumes the run to the uninterrupted one's end."""
     from training.trainer.loop import Sinks, fit
 
-    cfg = make_run_config("tiny", task="symmetric", epochs=3, n_train=256, n_test=64, eval_samples=64, checkpoint_every=1)
+    cfg = make_run_config(
+        "tiny", task="symmetric", epochs=3, n_train=256, n_test=64, eval_samples=64, checkpoint_every=1
+    )
     whole = fit(cfg, device="cpu", progress=False)
     records: list[dict] = []
     states: list[tuple[dict, dict]] = []

@@ -20,10 +20,17 @@ from training.studies.records import run_verdict
     ],
 )
 def test_symmetric_task(inf: float, sym: float, id_acc: float, exception: float, solution: str) -> None:
-    final = {"id_acc": id_acc, "heldout": {"4,3": {"inferential": inf, "symmetric": sym}}, "per_pair": {"3,4": exception, "1,1": 1.0}}
+    final = {
+        "id_acc": id_acc,
+        "heldout": {"4,3": {"inferential": inf, "symmetric": sym}},
+        "per_pair": {"3,4": exception, "1,1": 1.0},
+    }
     v = run_verdict("symmetric", final, "completed", stable_rank=2.04)
     assert v.solution == solution
-    assert v.evidence == f"ID accuracy {id_acc:.2f}, held-out (4,3) inferential {inf:.2f}, symmetric {sym:.2f}, seen (3,4) {exception:.2f}, stable rank of layer 0's W_Q 2.0"
+    assert (
+        v.evidence
+        == f"ID accuracy {id_acc:.2f}, held-out (4,3) inferential {inf:.2f}, symmetric {sym:.2f}, seen (3,4) {exception:.2f}, stable rank of layer 0's W_Q 2.0"
+    )
     assert "inferential" in v.expected and "symmetric" in v.expected
 
 
@@ -50,7 +57,10 @@ def test_verdict_word_race_mode_and_flip_criteria_agree() -> None:
         mode = race_of(history).mode
         row = {"id_acc": 0.99, "heldout_inferential": inf, "heldout_symmetric": sym, "exception_acc": exception}
         checks = check_flip({"symmetric": {"small-init": row, "large-init": row}})
-        small, large = checks["symmetric: small-init inferential >= 0.8 with (3,4) fitted"], checks["symmetric: large-init symmetric >= 0.8"]
+        small, large = (
+            checks["symmetric: small-init inferential >= 0.8 with (3,4) fitted"],
+            checks["symmetric: large-init symmetric >= 0.8"],
+        )
         assert small == (solution == "inferential") == (mode == "infers"), (inf, sym, exception, solution, mode)
         assert large == (solution == "symmetric") == (mode == "early copy"), (inf, sym, exception, solution, mode)
 

@@ -35,7 +35,9 @@ def run_command(command: click.Command, args: Sequence[str], prog: str, obj: Any
             code = rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
     except Stopped as exc:
         if code is not None:  # the signal came after the command had finished: its work is whole
-            click.echo(f"{prog}: {exc.message.split(' (')[0]} after the command had finished; its work is complete", err=True)
+            click.echo(
+                f"{prog}: {exc.message.split(' (')[0]} after the command had finished; its work is complete", err=True
+            )
             return code
         click.echo(f"{prog}: {exc.message}", err=True)
         return exc.exit_code
@@ -64,7 +66,13 @@ def run_command(command: click.Command, args: Sequence[str], prog: str, obj: Any
 class _ThroughTheLayer:
     """A click command whose process runs through :func:`run_command`."""
 
-    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:  # type: ignore[override]
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:  # type: ignore[override]
         if not standalone_mode:
             return super().main(args=args, prog_name=prog_name, standalone_mode=False, **extra)  # type: ignore[misc]
         code = run_command(self, list(sys.argv[1:] if args is None else args), script_name(self), extra.get("obj"))  # type: ignore[arg-type]

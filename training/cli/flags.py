@@ -45,8 +45,22 @@ class Number(click.ParamType):
     refuses).  ``minimum``/``maximum`` are inclusive unless ``min_open``/``max_open``; ``maximum``
     defaults to 1e12 (a number no option means), so every number is bounded."""
 
-    def __init__(self, minimum: float | None = None, maximum: float = 1e12, *, min_open: bool = False, max_open: bool = False, integer: bool = False) -> None:
-        self.minimum, self.maximum, self.min_open, self.max_open, self.integer = minimum, maximum, min_open, max_open, integer
+    def __init__(
+        self,
+        minimum: float | None = None,
+        maximum: float = 1e12,
+        *,
+        min_open: bool = False,
+        max_open: bool = False,
+        integer: bool = False,
+    ) -> None:
+        self.minimum, self.maximum, self.min_open, self.max_open, self.integer = (
+            minimum,
+            maximum,
+            min_open,
+            max_open,
+            integer,
+        )
         self.name = "integer" if integer else "number"
 
     def bounds(self) -> str:
@@ -61,7 +75,9 @@ class Number(click.ParamType):
         if isinstance(value, bool):
             self.fail(f"{value!r} is not {self.bounds()}", param, ctx)
         try:
-            number = (int(value) if isinstance(value, int) else int(str(value).strip())) if self.integer else float(value)
+            number = (
+                (int(value) if isinstance(value, int) else int(str(value).strip())) if self.integer else float(value)
+            )
         except (TypeError, ValueError):
             self.fail(f"{value!r} is not {self.bounds()}", param, ctx)
         if not math.isfinite(number):
@@ -103,6 +119,8 @@ _TASK_HELP = (
     "code-lm (a byte-level language model on the standard library's sources: perplexity), "
     "or your own task class as package.module:ClassName (importable; see docs/tasks.md)."
 )
+
+
 def _cpu_time() -> str:
     """The cpu preset's minutes a model, from the shipped models' records (interp_init.pretrained)."""
     from interp_init.pretrained import training_time

@@ -449,7 +449,9 @@ class RunChunk:
         def warned(signum: int, frame: Any) -> None:
             at = time.monotonic()
             if limit is None:  # squeue did not say the time left: the true limit may be as near as the warning's delay
-                say("Slurm's warning (SIGUSR2) came and this chunk could not read its time limit from squeue: it requeues at once")
+                say(
+                    "Slurm's warning (SIGUSR2) came and this chunk could not read its time limit from squeue: it requeues at once"
+                )
                 now(signum, frame)
                 return
             if at >= limit - self.signal_delay_s:

@@ -3,7 +3,8 @@
 A *population* is a reproduction on one or more seeds (a single seed is a population of
 one); each criterion of the flip (:meth:`interp_init.tasks.base.Task.flip_checks`, thresholds
 :data:`interp_init.tasks.anchor.FLIP_CRITERIA`: :func:`check_flip`) is then a rate, ``k`` of ``n``
-seeds, with its 95% exact binomial (Clopper-Pearson) interval (:func:`exact_interval`).
+seeds, with its 95% exact binomial (Clopper-Pearson) interval (:func:`exact_interval`); two
+inits' per-seed shares are told apart by the exact rank test (:func:`mann_whitney`).
 What a run's number is depends on the protocol (:mod:`training.studies.records`: ``strict`` or
 ``paper``), which every table names.
 
@@ -70,6 +71,7 @@ __all__ = [
     "check_summary_file",
     "exact_interval",
     "failed_criteria",
+    "mann_whitney",
     "protocol_summary",
     "read_population",
     "read_summary",
@@ -106,6 +108,17 @@ def exact_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, flo
         raise ValueError(f"k must be an integer in 0..{n}, got {k!r}")
     ci = binomtest(k, n).proportion_ci(confidence_level=confidence, method="exact")
     return float(ci.low), float(ci.high)
+
+
+def mann_whitney(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """The two-sided exact Mann-Whitney U test's p of ``x`` against ``y`` (None where a side is
+    empty): how two inits' per-seed shares are told apart (experiments/contrast.py, the GPU
+    campaign's contrast)."""
+    from scipy.stats import mannwhitneyu
+
+    if not len(x) or not len(y):
+        return None
+    return float(mannwhitneyu(list(x), list(y), alternative="two-sided", method="exact").pvalue)
 
 
 def check_flip(

@@ -108,7 +108,9 @@ def check_ensemble(cfgs: Sequence[RunConfig]) -> None:
             raise ValueError(f"configs[{i}] is a {type(cfg).__name__}, not a RunConfig")
     task = cfgs[0].data.make_task()
     if task.output != "last":  # the stacked step's loss reads the last position
-        raise ValueError(f"task {task.name!r} predicts sequences, and an ensemble trains last-position tasks only; train its runs one by one with train()")
+        raise ValueError(
+            f"task {task.name!r} predicts sequences, and an ensemble trains last-position tasks only; train its runs one by one with train()"
+        )
     first = cfgs[0].flat()
     for i, cfg in enumerate(cfgs[1:], start=1):
         for name, value in cfg.flat().items():
