@@ -13,7 +13,9 @@ from helpers import ROOT, load_script
 
 def test_bad_input_table_matches_the_cli(tmp_path: Path) -> None:
     module = load_script("docs/make_bad_input_table.py")
-    rows = re.findall(r"^\| `interp-init (.+?)` \| (\d+) \| `(.+)` \|$", (ROOT / "docs" / "bad-input.md").read_text(), re.M)
+    rows = re.findall(
+        r"^\| `interp-init (.+?)` \| (\d+) \| `(.+)` \|$", (ROOT / "docs" / "bad-input.md").read_text(), re.M
+    )
     assert len(rows) == len(module.CASES)
     for case, code, message in rows:
         assert module.run_case(case, tmp_path) == (int(code), message), case
@@ -31,7 +33,9 @@ def test_the_layout_table_is_what_its_generator_writes(tmp_path: Path) -> None:
 
 def test_damaged_file_table_matches_the_cli(tmp_path: Path) -> None:
     module = load_script("docs/make_bad_input_table.py")
-    rows = re.findall(r"^\| `([\w.]+)` \| (.+?) \| (\d+) \| `(.+)` \|$", (ROOT / "docs" / "bad-input.md").read_text(), re.M)
+    rows = re.findall(
+        r"^\| `([\w.]+)` \| (.+?) \| (\d+) \| `(.+)` \|$", (ROOT / "docs" / "bad-input.md").read_text(), re.M
+    )
     assert [(name, what) for name, what, _, _ in rows] == [(name, what) for name, what, _ in module.FILE_CASES]
     for index, (_, _, code, message) in enumerate(rows):
         assert module.run_file_case(index, tmp_path) == (int(code), message), rows[index]
@@ -39,7 +43,11 @@ def test_damaged_file_table_matches_the_cli(tmp_path: Path) -> None:
 
 def test_data_table_matches_the_cli(tmp_path: Path) -> None:
     module = load_script("docs/make_bad_input_table.py")
-    rows = re.findall(r"^\| ([\w-]+) \| `([\w./]+)` \| (.+?) \| (\d+) \| `(.+)` \|$", (ROOT / "docs" / "bad-input.md").read_text(), re.M)
+    rows = re.findall(
+        r"^\| ([\w-]+) \| `([\w./]+)` \| (.+?) \| (\d+) \| `(.+)` \|$",
+        (ROOT / "docs" / "bad-input.md").read_text(),
+        re.M,
+    )
     assert [(task, name, what) for task, name, what, _, _ in rows] == module.DATA_CASES
     for index, (*_, code, message) in enumerate(rows):
         assert module.run_data_case(index, tmp_path) == (int(code), message), rows[index]
@@ -47,8 +55,14 @@ def test_data_table_matches_the_cli(tmp_path: Path) -> None:
 
 def test_leaf_table_matches_the_cli(tmp_path: Path) -> None:
     module = load_script("docs/make_bad_input_table.py")
-    rows = re.findall(r"^\| ([\w. ,]+?) \| `interp-init (.+?)` \| (\d+) \| `(.+)` \|$", (ROOT / "docs" / "bad-input.md").read_text(), re.M)
-    assert [(what, command) for what, command, _, _ in rows] == [(what, command) for what, _, command in module.LEAF_CASES]
+    rows = re.findall(
+        r"^\| ([\w. ,]+?) \| `interp-init (.+?)` \| (\d+) \| `(.+)` \|$",
+        (ROOT / "docs" / "bad-input.md").read_text(),
+        re.M,
+    )
+    assert [(what, command) for what, command, _, _ in rows] == [
+        (what, command) for what, _, command in module.LEAF_CASES
+    ]
     for index, (_, _, code, message) in enumerate(rows):
         assert module.run_leaf_case(index, tmp_path) == (int(code), message), rows[index]
 
@@ -143,7 +157,9 @@ def outside_paths(page: Path) -> list[str]:
         for match in MACHINE_FOLDERS.finditer(line):
             found.append(f"{page.relative_to(ROOT)}:{number}: {match.group().rstrip('.,;:')}")
         # a link resolves from its page; a path in a code span from the repository's root, where commands run
-        targets = [(page.parent, t) for t in re.findall(r"\]\(([^)\s#]+)", line)] + [(ROOT, t) for t in re.findall(r"`(\.\./[^`\s]+)`", line)]
+        targets = [(page.parent, t) for t in re.findall(r"\]\(([^)\s#]+)", line)] + [
+            (ROOT, t) for t in re.findall(r"`(\.\./[^`\s]+)`", line)
+        ]
         for base, target in targets:
             if "://" in target or target.startswith(("mailto:", "/")):
                 continue
@@ -155,7 +171,11 @@ def outside_paths(page: Path) -> list[str]:
 def unintended_blockquotes(page: Path) -> list[str]:
     """Lines that Markdown renders as a blockquote although they do not mean one: a line
     (or a list item's continuation) that starts with ``>`` followed by no space, e.g. ``>= 6 of 8``."""
-    return [f"{page.relative_to(ROOT)}:{number}: {line.strip()}" for number, line in _prose_lines(page) if re.match(r"^\s*>[^\s>]", line)]
+    return [
+        f"{page.relative_to(ROOT)}:{number}: {line.strip()}"
+        for number, line in _prose_lines(page)
+        if re.match(r"^\s*>[^\s>]", line)
+    ]
 
 
 def _stored_presets_on_a_gpu() -> set[str]:
@@ -177,7 +197,9 @@ def contradicted_not_yet(page: Path, on_gpu: set[str], stored: set[str]) -> list
             continue
         for preset in re.findall(r"`(\w+)` preset", line):
             if preset in on_gpu and "GPU" in line and re.search(r"not yet (?:been )?(?:run|trained)", line):
-                found.append(f"{page.relative_to(ROOT)}:{number}: the `{preset}` preset is stored as run on a GPU: {line.strip()}")
+                found.append(
+                    f"{page.relative_to(ROOT)}:{number}: the `{preset}` preset is stored as run on a GPU: {line.strip()}"
+                )
         for study in stored:
             if re.search(rf"\b{re.escape(study)}\b[^.]*not yet (?:been )?(?:run|trained|stored)", line):
                 found.append(f"{page.relative_to(ROOT)}:{number}: {study} is stored: {line.strip()}")
@@ -208,7 +230,11 @@ def test_the_page_checks_catch_what_they_are_for(tmp_path: Path) -> None:
         "The `paper` preset, for a GPU, not yet run on one; pc-depth2-const is not yet trained.\n"
     )
     try:
-        assert [f.split(": ", 1)[1] for f in outside_paths(page)] == ["/work/exp/run-1", "../../elsewhere.md", "../shared/FINDINGS.md"]
+        assert [f.split(": ", 1)[1] for f in outside_paths(page)] == [
+            "/work/exp/run-1",
+            "../../elsewhere.md",
+            "../shared/FINDINGS.md",
+        ]
         assert [f.split(": ", 1)[1] for f in unintended_blockquotes(page)] == [">= 6 of 8 seeds)"]
         assert len(contradicted_not_yet(page, {"paper"}, {"pc-depth2-const"})) == 2
     finally:

@@ -112,7 +112,15 @@ class CodeLmTask(Task):
     seq_len: ClassVar[int] = 128
     default_architecture: ClassVar[str] = "standard"
     has_heldout: ClassVar[bool] = False
-    report_sections: ClassVar[tuple[str, ...]] = ("verdict", "curves", "accuracies", "flow", "condensation", "stable_ranks", "spectra")
+    report_sections: ClassVar[tuple[str, ...]] = (
+        "verdict",
+        "curves",
+        "accuracies",
+        "flow",
+        "condensation",
+        "stable_ranks",
+        "spectra",
+    )
     expected: ClassVar[str] = (
         "The journal (Fig. 7D): a GPT-2 trained on code (SlimPajama's GitHub section) reaches a lower test perplexity "
         "at smaller init; this corpus (the Python standard library) is a stand-in, not the same data."
@@ -127,7 +135,9 @@ class CodeLmTask(Task):
         have = {split: len(w) for split, w in self.pools().items()}
         for split, n in sizes.items():
             if split in have and n > have[split]:
-                raise ValueError(f"code-lm: {flags[split]} {n} exceeds the {have[split]:,} {split} windows of the corpus; use {flags[split]} <= {have[split]}")
+                raise ValueError(
+                    f"code-lm: {flags[split]} {n} exceeds the {have[split]:,} {split} windows of the corpus; use {flags[split]} <= {have[split]}"
+                )
 
     def make_split(self, split: str, n: int, seed: int) -> Samples:
         import torch
@@ -141,9 +151,17 @@ class CodeLmTask(Task):
             self.check_split_sizes({split: n})
         order = np.random.Generator(np.random.SFC64(np.random.SeedSequence(seed))).permutation(len(pools[split]))[:n]
         windows = torch.from_numpy(pools[split][order].copy())
-        return Samples(self.name, split, windows[:, :-1], windows[:, 1:].long(), {"index": torch.from_numpy(order.astype(np.int64))})
+        return Samples(
+            self.name,
+            split,
+            windows[:, :-1],
+            windows[:, 1:].long(),
+            {"index": torch.from_numpy(order.astype(np.int64))},
+        )
 
-    def evaluate(self, predict: PredictSequences, train: Samples, id_test: Samples, heldout: Samples | None) -> CodeLmMetrics:
+    def evaluate(
+        self, predict: PredictSequences, train: Samples, id_test: Samples, heldout: Samples | None
+    ) -> CodeLmMetrics:
         tr, te = predict(train.tokens, train.targets), predict(id_test.tokens, id_test.targets)
         return CodeLmMetrics(
             token_accuracy(tr.argmax, train.targets), token_accuracy(te.argmax, id_test.targets),
@@ -167,4 +185,8 @@ class CodeLmTask(Task):
             return dict(n_train=1_000, n_test=250, batch_size=128, eval_samples=250)
         if preset not in ("paper", "cpu"):
             return {}
-        return journal_recipe(preset) | dict(n_train=40_000, n_test=2_000, eval_samples=2_000) | ({"epochs": 10} if preset == "cpu" else {})
+        return (
+            journal_recipe(preset)
+            | dict(n_train=40_000, n_test=2_000, eval_samples=2_000)
+            | ({"epochs": 10} if preset == "cpu" else {})
+        )

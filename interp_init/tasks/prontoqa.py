@@ -46,7 +46,20 @@ CONCEPTS: tuple[str, ...] = (
     "lempus", "sterpus", "grimpus", "lorpus", "brimpus", "rempus", "felpus", "kerpus", "timpus", "yimpus", "zhumpus", "bempus",
 )  # fmt: skip
 #: The properties a rule may give.
-PROPERTIES: tuple[str, ...] = ("red", "blue", "small", "large", "hot", "cold", "fast", "slow", "happy", "sad", "bright", "dull")
+PROPERTIES: tuple[str, ...] = (
+    "red",
+    "blue",
+    "small",
+    "large",
+    "hot",
+    "cold",
+    "fast",
+    "slow",
+    "happy",
+    "sad",
+    "bright",
+    "dull",
+)
 #: The entities a question is about.
 NAMES: tuple[str, ...] = ("alex", "fae", "max", "polly", "rex", "sally", "sam", "wren")
 #: The function words, the two answers and the padding.
@@ -125,7 +138,13 @@ class PrOntoQATask(Task):
             ids = [index[w] for s in sentences for w in s]
             tokens[row, self.seq_len - len(ids) :] = ids  # left-padded: the question ends at the last position
             answers[row] = TRUE if answer else FALSE
-        return Samples(self.name, split, torch.from_numpy(tokens), torch.from_numpy(answers), {"hops": torch.from_numpy(depth.astype(np.int64))})
+        return Samples(
+            self.name,
+            split,
+            torch.from_numpy(tokens),
+            torch.from_numpy(answers),
+            {"hops": torch.from_numpy(depth.astype(np.int64))},
+        )
 
     def evaluate(self, predict: Predict, train: Samples, id_test: Samples, heldout: Samples | None) -> PrOntoQAMetrics:
         def acc(data: Samples | None) -> float:
@@ -142,7 +161,11 @@ class PrOntoQATask(Task):
             solution = "did not fit"
         else:
             solution = "generalizes" if ood is not None and ood >= OOD_THRESHOLD else "ID only"
-        return Verdict(status_solution(solution, status), f"ID accuracy {num(id_acc)}, {self.hops + 1}-hop accuracy {num(ood)}", self.expected)
+        return Verdict(
+            status_solution(solution, status),
+            f"ID accuracy {num(id_acc)}, {self.hops + 1}-hop accuracy {num(ood)}",
+            self.expected,
+        )
 
     def token_labels(self, tokens: list[int]) -> list[str]:
         return [VOCABULARY[t] if 0 <= t < len(VOCABULARY) else str(t) for t in tokens]

@@ -56,10 +56,34 @@ def journal_recipe(preset: str) -> dict[str, Any]:
     constant = dict(warmup_epochs=0.0, cosine_epochs=0.0, weight_decay=0.0)
     if preset == "paper":
         lr = 5e-5
-        return dict(n_layers=12, d_model=768, n_heads=12, d_head=64, d_mlp=3072, epochs=20, batch_size=20, lr=lr, warmup_start_lr=lr, min_lr=lr, **constant)
+        return dict(
+            n_layers=12,
+            d_model=768,
+            n_heads=12,
+            d_head=64,
+            d_mlp=3072,
+            epochs=20,
+            batch_size=20,
+            lr=lr,
+            warmup_start_lr=lr,
+            min_lr=lr,
+            **constant,
+        )
     if preset == "cpu":
         lr = 5e-4
-        return dict(n_layers=2, d_model=128, n_heads=4, d_head=32, d_mlp=512, epochs=20, batch_size=64, lr=lr, warmup_start_lr=lr, min_lr=lr, **constant)
+        return dict(
+            n_layers=2,
+            d_model=128,
+            n_heads=4,
+            d_head=32,
+            d_mlp=512,
+            epochs=20,
+            batch_size=64,
+            lr=lr,
+            warmup_start_lr=lr,
+            min_lr=lr,
+            **constant,
+        )
     return {}
 
 
@@ -88,7 +112,15 @@ class Seq2SeqTask(Task):
     #: The benchmark's name in messages (``SCAN (turn-left)``).
     benchmark: ClassVar[str] = ""
     #: The report sections that apply (the anchor-only ones do not).
-    report_sections: ClassVar[tuple[str, ...]] = ("verdict", "curves", "accuracies", "flow", "condensation", "stable_ranks", "spectra")
+    report_sections: ClassVar[tuple[str, ...]] = (
+        "verdict",
+        "curves",
+        "accuracies",
+        "flow",
+        "condensation",
+        "stable_ranks",
+        "spectra",
+    )
 
     def read_pools(self) -> dict[str, list[Pair]]:
         """Every split's (source, target) pairs, in the files' order."""
@@ -153,10 +185,15 @@ class Seq2SeqTask(Task):
             self.check_split_sizes({split: n})
         order = np.random.Generator(np.random.SFC64(np.random.SeedSequence(seed))).permutation(len(pool))[:n]
         tokens, targets = self.encode([pool[i] for i in order])
-        meta = {"index": torch.from_numpy(order.astype(np.int64)), "source_len": torch.tensor([len(pool[i][0]) for i in order])}
+        meta = {
+            "index": torch.from_numpy(order.astype(np.int64)),
+            "source_len": torch.tensor([len(pool[i][0]) for i in order]),
+        }
         return Samples(self.name, split, tokens, targets, meta)
 
-    def evaluate(self, predict: PredictSequences, train: Samples, id_test: Samples, heldout: Samples | None) -> TaskMetrics:
+    def evaluate(
+        self, predict: PredictSequences, train: Samples, id_test: Samples, heldout: Samples | None
+    ) -> TaskMetrics:
         def acc(data: Samples | None) -> float:
             if data is None:
                 return float("nan")

@@ -52,12 +52,32 @@ def test_every_answer_is_the_chains_and_no_shortcut_beats_chance(hops: int) -> N
         shortcut = np.array([s for _, _, s in solved])
         assert 0.35 < (shortcut == answers).mean() < 0.65  # the sentence order gives nothing away
     assert torch.equal(task.make_split("train", 32, 7).token_ids, task.make_split("train", 32, 7).token_ids)
-    assert bool((task.make_split("train", 32, 7).token_ids[:, -1] == VOCABULARY.index("?")).all())  # the question ends at the last position
+    assert bool(
+        (task.make_split("train", 32, 7).token_ids[:, -1] == VOCABULARY.index("?")).all()
+    )  # the question ends at the last position
 
 
 def test_prontoqa_trains_from_the_cli_with_hops(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = tmp_path / "run"
-    assert main(["train", "--task", "prontoqa", "--hops", "2", "--preset", "tiny", "--out", str(run), "--device", "cpu", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--task",
+                "prontoqa",
+                "--hops",
+                "2",
+                "--preset",
+                "tiny",
+                "--out",
+                str(run),
+                "--device",
+                "cpu",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     final = json.loads((run / "metrics.json").read_text())["final"]
     assert {"train_acc", "id_acc", "ood_acc"} <= set(final)
     assert json.loads((run / "config.json").read_text())["data"]["hops"] == 2

@@ -35,8 +35,14 @@ def test_the_splits_are_the_shipped_files_and_the_primitive_is_seen_alone_only(s
     task = ScanTask(split=split)
     pools = task.pools()
     train_file, test_file = SCAN_SPLITS[split]
-    train_lines = [parse_line(line) for line in lzma.decompress((shipped.FILES / f"{train_file}.xz").read_bytes()).decode().splitlines()]
-    test_lines = [parse_line(line) for line in lzma.decompress((shipped.FILES / f"{test_file}.xz").read_bytes()).decode().splitlines()]
+    train_lines = [
+        parse_line(line)
+        for line in lzma.decompress((shipped.FILES / f"{train_file}.xz").read_bytes()).decode().splitlines()
+    ]
+    test_lines = [
+        parse_line(line)
+        for line in lzma.decompress((shipped.FILES / f"{test_file}.xz").read_bytes()).decode().splitlines()
+    ]
     assert pools["heldout"] == test_lines
     assert sorted(pools["train"] + pools["id_test"]) == sorted(train_lines)  # the training file, partitioned
     assert not set(pools["train"]) & set(pools["id_test"])  # no ID test command is ever trained on
@@ -72,7 +78,9 @@ def test_exact_match_metrics_and_verdict_from_stand_in_predictions() -> None:
     def right(tokens: torch.Tensor, targets: torch.Tensor) -> SequencePredictions:
         return SequencePredictions(torch.where(targets == IGNORE, 0, targets), torch.zeros(targets.shape))
 
-    def wrong_ood(tokens: torch.Tensor, targets: torch.Tensor) -> SequencePredictions:  # one wrong action on OOD commands
+    def wrong_ood(
+        tokens: torch.Tensor, targets: torch.Tensor
+    ) -> SequencePredictions:  # one wrong action on OOD commands
         out = right(tokens, targets)
         if any(_has(tuple(task.token_labels(t)), ("turn", "left")) for t in tokens.tolist()):
             first = (targets != IGNORE).int().argmax(1)
@@ -112,7 +120,18 @@ def test_a_sweep_over_both_splits_tables_the_ood_exact_match(tmp_path: Path) -> 
     from training.studies.study import StudySpec
     from training.studies.sweep import SweepOptions, collect_results, run_sweep
 
-    spec = StudySpec({"preset": "tiny", "task": "scan", "n_train": 300, "n_test": 100, "epochs": 1, "warmup_epochs": 0.0, "cosine_epochs": 1.0}, {"split": ["turn-left", "jump"]})
+    spec = StudySpec(
+        {
+            "preset": "tiny",
+            "task": "scan",
+            "n_train": 300,
+            "n_test": 100,
+            "epochs": 1,
+            "warmup_epochs": 0.0,
+            "cosine_epochs": 1.0,
+        },
+        {"split": ["turn-left", "jump"]},
+    )
     run_sweep(spec, tmp_path, SweepOptions(progress=False, device="cpu"))
     table = collect_results(tmp_path, write=True)
     assert sorted(table["split"]) == ["jump", "turn-left"] and {"train_acc", "id_acc", "ood_acc"} <= set(table.columns)
@@ -127,7 +146,28 @@ def test_bad_input_is_one_line_and_leaves_nothing(tmp_path: Path, capsys: pytest
     # SCAN's own: a training size above its split's pool (an unknown split, a short context and
     # a damaged data file, alike for the four sequence tasks: tests/interp_init/test_sequence_bad_input.py)
     out = tmp_path / "run"
-    assert main(["train", "--task", "scan", "--preset", "tiny", "--out", str(out), "--quiet", "--split", "jump", "--n-train", "14000"]) == 2
+    assert (
+        main(
+            [
+                "train",
+                "--task",
+                "scan",
+                "--preset",
+                "tiny",
+                "--out",
+                str(out),
+                "--quiet",
+                "--split",
+                "jump",
+                "--n-train",
+                "14000",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
-    assert err == "interp-init: error: SCAN (jump): --n-train 14000 exceeds the 13,350 train samples the benchmark has; use --n-train <= 13350"
+    assert (
+        err
+        == "interp-init: error: SCAN (jump): --n-train 14000 exceeds the 13,350 train samples the benchmark has; use --n-train <= 13350"
+    )
     assert not out.exists()

@@ -158,7 +158,9 @@ def test_an_unknown_split_is_one_value_error_in_the_library(task: str) -> None:
     for split in SPLITS[task]:  # every split it names is one
         assert make_task(task).make_split(split, 1, 0).token_ids.shape[0] == 1
     if task == "scan":  # SCAN's benchmark split, an option of the task
-        with pytest.raises(ValueError, match=r"^scan task: unknown split 'nope'; choose one of \('turn-left', 'jump'\)"):
+        with pytest.raises(
+            ValueError, match=r"^scan task: unknown split 'nope'; choose one of \('turn-left', 'jump'\)"
+        ):
             make_task("scan", split="nope")
 
 
@@ -174,7 +176,9 @@ def test_a_context_shorter_than_the_sequences_is_refused_by_train_in_one_line_le
     short = SEQ_LEN[task] - 1
     assert main(_train(task, out, "--n-ctx", str(short))) == 2
     err = _one_line_error(capsys)
-    assert err == f"n_ctx {short} is shorter than the task's {SEQ_LEN[task]}-token sequences: use n_ctx >= {SEQ_LEN[task]}"
+    assert (
+        err == f"n_ctx {short} is shorter than the task's {SEQ_LEN[task]}-token sequences: use n_ctx >= {SEQ_LEN[task]}"
+    )
     assert not out.exists()
 
 
@@ -186,7 +190,9 @@ def test_a_context_shorter_than_the_sequences_is_refused_by_sweep_in_one_line_le
     spec.write_text(json.dumps({"base": {"preset": "tiny", "task": task}, "grid": {"n_ctx": [SEQ_LEN[task], 20]}}))
     assert main(["sweep", str(spec), "--out", str(out), "--device", "cpu", "--quiet"]) == 2
     err = _one_line_error(capsys)
-    assert err.endswith(f"n_ctx 20 is shorter than the task's {SEQ_LEN[task]}-token sequences: use n_ctx >= {SEQ_LEN[task]}")
+    assert err.endswith(
+        f"n_ctx 20 is shorter than the task's {SEQ_LEN[task]}-token sequences: use n_ctx >= {SEQ_LEN[task]}"
+    )
     assert "grid['n_ctx'] value 20" in err and not out.exists()
 
 

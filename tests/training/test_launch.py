@@ -19,7 +19,9 @@ from training.studies.study import regime_config
 _TINY = ["--preset", "tiny", "--device", "cpu", "--quiet", "--workers", "1"]
 
 
-def test_reproduce_seeds_reports_a_run_another_process_trains_as_running(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_reproduce_seeds_reports_a_run_another_process_trains_as_running(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "P"
     busy = out / "seed-0" / "symmetric" / "small-init"
     busy.mkdir(parents=True)
@@ -43,7 +45,9 @@ _WRITERS = {
 
 
 @pytest.mark.parametrize("command", list(_WRITERS))
-def test_another_runs_folder_is_refused_before_anything_trains(command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_another_runs_folder_is_refused_before_anything_trains(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A run folder holding another run (its config.json: gamma 0.42, asked for by none of
     these) is refused by every command that writes run folders: exit 2, one line naming the
     folder, the field that differs and the fix, nothing written."""
@@ -51,7 +55,9 @@ def test_another_runs_folder_is_refused_before_anything_trains(command: str, tmp
     out = tmp_path / "OUT"
     foreign = out / where
     foreign.mkdir(parents=True)
-    RunFolder(foreign).write_config(regime_config("tiny", "small-init", "symmetric", 0).with_options(gamma=0.42).to_dict())
+    RunFolder(foreign).write_config(
+        regime_config("tiny", "small-init", "symmetric", 0).with_options(gamma=0.42).to_dict()
+    )
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"base": {"preset": "tiny", "task": "symmetric"}, "grid": {"seed": [0]}}))
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
@@ -131,7 +137,9 @@ def test_a_single_seed_summary_written_before_one_schema_reads_as_a_population_o
     assert read_summary(tmp_path / "missing.json") is None
 
 
-def test_the_ensemble_launcher_under_a_deadline_starts_no_group_it_cannot_fit_and_the_study_resumes(tmp_path: Path) -> None:
+def test_the_ensemble_launcher_under_a_deadline_starts_no_group_it_cannot_fit_and_the_study_resumes(
+    tmp_path: Path,
+) -> None:
     """A deadline that one group's predicted epoch does not fit: that group is not started (left
     pending, named in ``refused``); the one that starts stops before an epoch that would pass
     the deadline, checkpointed; the same study, launched again with time, ends every run
@@ -150,12 +158,24 @@ def test_the_ensemble_launcher_under_a_deadline_starts_no_group_it_cannot_fit_an
     whole = run_study(jobs(tmp_path / "whole"), tmp_path / "whole", EnsembleLauncher(device="cpu"), kind="sweep")
     assert {r.status for r in whole} == {"completed"}
     predicted = {1: 30.0, 2: 1e6}  # depth 1 fits the 60 s, depth 2 does not; depth 1's runs get 60 - 2 x 30 s: none
-    launcher = EnsembleLauncher(device="cpu", deadline=time.monotonic() + 60, margin_epochs=2, epoch_seconds=lambda group: predicted[group[0].config.model.n_layers])
+    launcher = EnsembleLauncher(
+        device="cpu",
+        deadline=time.monotonic() + 60,
+        margin_epochs=2,
+        epoch_seconds=lambda group: predicted[group[0].config.model.n_layers],
+    )
     chunk = {r.name: r.status for r in run_study(jobs(tmp_path / "chunk"), tmp_path / "chunk", launcher, kind="sweep")}
     assert launcher.refused == [(["d2-s0", "d2-s1"], 1e6)]
     assert chunk["d1-s0"] == chunk["d1-s1"] == "interrupted"
-    assert chunk["d2-s0"] == chunk["d2-s1"] == "pending" and not (tmp_path / "chunk" / "d2-s0" / "metrics.json").exists()
-    again = run_study(jobs(tmp_path / "chunk"), tmp_path / "chunk", EnsembleLauncher(device="cpu", deadline=time.monotonic() + 1e6), kind="sweep")
+    assert (
+        chunk["d2-s0"] == chunk["d2-s1"] == "pending" and not (tmp_path / "chunk" / "d2-s0" / "metrics.json").exists()
+    )
+    again = run_study(
+        jobs(tmp_path / "chunk"),
+        tmp_path / "chunk",
+        EnsembleLauncher(device="cpu", deadline=time.monotonic() + 1e6),
+        kind="sweep",
+    )
     assert {r.status for r in again} == {"completed"}
     for name in cfgs:
         a, b = (json.loads((tmp_path / root / name / "metrics.json").read_text()) for root in ("whole", "chunk"))
