@@ -867,10 +867,21 @@ def fig2_sentence(records: Records) -> str:
             f"panel ({row.panel}) {row.name} small init {_num(ms)} against large init {_num(ml)} (p = {p}; {_num(ls)} against {_num(ll)} on the logged epochs)"
         )
     spikes = sum(s.spike for s in small.picks("heldout_inferential"))
-    return (f"**Fig. 2 read as the contrast it is** (both inits under the papers' statistic, seeds "
-            f"{_seeds(small.finished)} small and {_seeds(large.finished)} large, every lr finished): {'; '.join(panels)}: "
-            f"{contrast.contrast_word(every)} (two-sided exact Mann-Whitney, pre-registered in "
-            f"`docs/fig2-contrast.md`); {spikes} of small init's {len(small.finished)} inferential picks are one-epoch spikes.")  # fmt: skip
+    lr = contrast.PRESET_LR
+    s_at, l_at = contrast.Strict.of(small.at_lr(lr)), contrast.Strict.of(large.at_lr(lr))
+    p_inf, p_copy = (
+        contrast.fisher((getattr(s_at, w), s_at.n), (getattr(l_at, w), l_at.n)) for w in ("infers", "copies")
+    )
+    strict = (
+        f"read strictly (each seed's last epoch at lr {lr:g}), small init infers on {s_at.rate('infers')} against large init's "
+        f"{l_at.rate('infers')} (Fisher p = {_num(p_inf)}) and copies on {s_at.rate('copies')} against {l_at.rate('copies')} (p = {_num(p_copy)})"
+    )
+    return (
+        f"**Fig. 2 read as the contrast it is** (both inits under the papers' statistic, seeds "
+        f"{_seeds(small.finished)} small and {_seeds(large.finished)} large, every lr finished): {'; '.join(panels)}: "
+        f"{contrast.contrast_word(every)} (two-sided exact Mann-Whitney, pre-registered in "
+        f"`docs/fig2-contrast.md`); {spikes} of small init's {len(small.finished)} inferential picks are one-epoch spikes; {strict}."
+    )
 
 
 def slice_sentence(records: Records) -> str:
