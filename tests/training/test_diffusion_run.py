@@ -76,7 +76,9 @@ def test_a_run_killed_after_a_checkpoint_resumes_to_the_uninterrupted_weights(
         "execute([Job('k', diffusion_config('tiny', gamma=1.0, seed=4, epochs=4), Path(sys.argv[1]))], device='cpu', threads=1)"
     )
     env = {**os.environ, "OMP_NUM_THREADS": "1", "INTERP_INIT_KILL_AT": "after:checkpoint.pt:2"}
-    done = subprocess.run([sys.executable, "-c", script, str(killed)], capture_output=True, env=env, timeout=600, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(killed)], capture_output=True, env=env, timeout=600, check=False
+    )
     assert done.returncode == -signal.SIGKILL, done.stderr.decode()[-2000:]
     assert (killed / "checkpoint.pt").exists() and not (killed / "model.safetensors").exists()
     assert torch.load(killed / "checkpoint.pt", weights_only=True)["epoch"] == 2
@@ -168,7 +170,9 @@ def test_the_judge_counts_a_sample_without_an_object_wrong_on_every_concept() ->
     speck[:, 10:12, 10:12] = torch.tensor([0.9, 0.1, 0.1])[:, None, None]
     # blank, a grey field, a black field, a speck: before the no-object outcome the fields read
     # as a large red circle (000) and the speck as a small red circle (010)
-    blank = torch.stack([torch.ones(3, side, side), torch.full((3, side, side), 0.5), torch.zeros(3, side, side), speck])
+    blank = torch.stack(
+        [torch.ones(3, side, side), torch.full((3, side, side), 0.5), torch.zeros(3, side, side), speck]
+    )
     for code in ("000", "010", "011"):
         got = judge_samples(blank, code, config)
         assert got == {"shape_acc": 0.0, "size_acc": 0.0, "colour_acc": 0.0, "all_acc": 0.0, "empty": 1.0, "n": 4}
