@@ -86,6 +86,12 @@ STUDY_NAMES = {
     "gamma-slice-d2": "gamma-slice-d2",
     "gamma-slice-d3": "gamma-slice-d3",
     "gamma-slice-g1.2": "gamma-slice-g1.2",
+    # docs/beyond-anchor-functions.md (issue 54): the journal's Fig. 7 at CPU scale, one sweep per task and setting
+    **{
+        f"{fig}-{task}-{side}": f"{fig}-{task}-{side}"
+        for fig, task in (("fig7a", "scan"), ("fig7e", "prontoqa"), ("fig7d", "code-lm"), ("fig7b", "cogs"))
+        for side in ("small", "large")
+    },
     "first-minute": "first-minute-tiny-0",  # interp-init reproduce --preset tiny --seed 0: README's first minute
 }
 
@@ -728,6 +734,62 @@ def gamma_slice(records: Records) -> str:
     folders += [records.study(STUDY_NAMES[r]).path for r in SLICE[1:] if records.stored(STUDY_NAMES[r])]
     cells = contrast.slice_cells(folders)
     return contrast.slice_table(cells) + "\n\n" + contrast.slice_rules(cells)
+
+
+# -- the journal's Fig. 7 at CPU scale (docs/beyond-anchor-functions.md, pre-registered; experiments/fig7.py)
+
+#: Each figure's task and its two settings' stored sweeps, in the pre-registered order.
+FIG7 = {"7A": "fig7a-scan", "7E": "fig7e-prontoqa", "7D": "fig7d-code-lm", "7B": "fig7b-cogs"}
+
+
+def _fig7(records: Records, figure: str) -> tuple[ModuleType, Any, Any]:
+    """experiments/fig7.py and one figure's two settings (MissingRecords where one is not stored)."""
+    fig7 = records.script("fig7")
+    small, large = (
+        fig7.Side.read([records.study(STUDY_NAMES[f"{FIG7[figure]}-{side}"]).path]) for side in ("small", "large")
+    )
+    return fig7, small, large
+
+
+def _fig7_table(figure: str) -> Callable[[Records], str]:
+    def make(records: Records) -> str:
+        fig7, small, large = _fig7(records, figure)
+        return fig7.table(small, large)
+
+    return make
+
+
+for _figure, _stem in FIG7.items():
+    generator(
+        f"fig{_figure.lower()}",
+        f"{_stem}-small",
+        f"{_stem}-large",
+        what=f"docs/beyond-anchor-functions.md: Fig. {_figure}, small against large init per data size (rules B1-B3)",
+    )(_fig7_table(_figure))
+
+
+@generator("readme-beyond", *(f"{stem}-{side}" for stem in FIG7.values() for side in ("small", "large")),
+           what="README: the journal's Fig. 7 at CPU scale, per figure the word of rule B2 and small-beats-large per data size, or that it has not run")  # fmt: skip
+def readme_beyond(records: Records) -> str:
+    lines = []
+    for figure, stem in FIG7.items():
+        task = stem.split("-", 1)[1]
+        if not all(records.stored(STUDY_NAMES[f"{stem}-{side}"]) for side in ("small", "large")):
+            lines.append(
+                f"- **Fig. {figure}** (`{task}`): not run yet (pre-registered in `docs/beyond-anchor-functions.md`)."
+            )
+            continue
+        fig7, small, large = _fig7(records, figure)
+        rows = fig7.compare(small, large)
+        sizes = "; ".join(
+            f"{r.n_train:,} samples: small init better on {fig7.rate(r.beats, len(r.seeds))} seeds (p = {_num(r.p)})"
+            for r in rows
+            if r.seeds
+        )
+        lines.append(
+            f"- **Fig. {figure}** (`{task}`, {fig7.METRICS[task][0]}): {fig7.figure_word(rows, task)}; {sizes}."
+        )
+    return "\n".join(lines)
 
 
 @generator("pc-depth2-inits", STUDY_NAMES["pc-depth2-const"], STUDY_NAMES["pc-depth2-const-large"],
