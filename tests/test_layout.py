@@ -429,6 +429,7 @@ PROJECT_CHECKS = frozenset(
     (
         "test_benchmarks.py",
         "test_contrast.py",
+        "test_fig7.py",
         "test_docs.py",
         "test_docstrings.py",
         "test_examples.py",
