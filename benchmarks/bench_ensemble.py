@@ -51,7 +51,7 @@ def bench(d_model: int, n_models: int, batch: int, reps: int, steps: int, dev: t
             weight_decay=[0.0, 0.01, 0.1, 1.0][j % 4],
             lr=1e-4 * (1 + j),
             seed=j,
-        )  # fmt: skip
+        )
         for j in range(n_models)
     ]
     members = [new_member(c, dev, make_run_data(c, dev)) for c in cfgs]
@@ -110,8 +110,10 @@ def main(d_models, model_counts, batch, reps, steps, threads, device) -> None:
     for d in d_models:
         for m in model_counts:
             r = bench(d, m, batch, reps, steps, dev)
-            click.echo(f"{d:>7} {m:>6} {r['one-by-one']:>11.0f} {r['ensemble']:>9.0f} {r['batched']:>8.0f} {r['ensemble'] / r['one-by-one']:>6.2f} "
-                       f"{r['batched'] / r['ensemble']:>16.2f}")  # fmt: skip
+            click.echo(
+                f"{d:>7} {m:>6} {r['one-by-one']:>11.0f} {r['ensemble']:>9.0f} {r['batched']:>8.0f} {r['ensemble'] / r['one-by-one']:>6.2f} "
+                f"{r['batched'] / r['ensemble']:>16.2f}"
+            )
 
 
 if __name__ == "__main__":

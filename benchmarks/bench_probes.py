@@ -63,9 +63,17 @@ def measure(call: Callable[[], object]) -> tuple[float, float, object]:
 
 def build(layers: int, d_model: int, heads: int, vocab: int, seq: int) -> HookedTransformer:
     cfg = HookedTransformerConfig(
-        n_layers=layers, d_model=d_model, n_heads=heads, d_head=d_model // heads, d_mlp=4 * d_model, d_vocab=vocab,
-        n_ctx=seq, act_fn="gelu_new", normalization_type="LN", seed=0,
-    )  # fmt: skip
+        n_layers=layers,
+        d_model=d_model,
+        n_heads=heads,
+        d_head=d_model // heads,
+        d_mlp=4 * d_model,
+        d_vocab=vocab,
+        n_ctx=seq,
+        act_fn="gelu_new",
+        normalization_type="LN",
+        seed=0,
+    )
     with quiet_deprecation():
         return HookedTransformer(cfg).eval()
 
@@ -217,8 +225,15 @@ def row(name: str, probe: Callable, hand: Callable, reps: int, size_of: Callable
             del result
     t = {k: statistics.median(v) for k, v in times.items()}
     m = {k: statistics.median(v) for k, v in peaks.items()} if size_of is None else sizes
-    return {"probe": name, "probe s": t["probe"], "hand s": t["hand"], "time ratio": t["probe"] / t["hand"],
-            "probe MiB": m["probe"], "hand MiB": m["hand"], "memory ratio": m["probe"] / max(m["hand"], 1e-9)}  # fmt: skip
+    return {
+        "probe": name,
+        "probe s": t["probe"],
+        "hand s": t["hand"],
+        "time ratio": t["probe"] / t["hand"],
+        "probe MiB": m["probe"],
+        "hand MiB": m["hand"],
+        "memory ratio": m["probe"] / max(m["hand"], 1e-9),
+    }
 
 
 @click.command(cls=Script)

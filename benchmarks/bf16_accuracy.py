@@ -36,12 +36,26 @@ def _configs(epochs_128: int, gamma_128: float) -> dict[str, dict]:
     return {
         "tiny": dict(preset="tiny"),
         "d128": dict(
-            preset="tiny", n_layers=2, d_model=128, n_heads=1, d_head=64, d_mlp=384,
-            n_train=40_000, n_test=2_000, eval_samples=2_000, batch_size=512, epochs=epochs_128,
-            lr=1e-3, warmup_start_lr=1e-5, min_lr=5e-5, warmup_epochs=0.05 * epochs_128,
-            cosine_epochs=0.95 * epochs_128, eval_every=epochs_128, gamma=gamma_128,
+            preset="tiny",
+            n_layers=2,
+            d_model=128,
+            n_heads=1,
+            d_head=64,
+            d_mlp=384,
+            n_train=40_000,
+            n_test=2_000,
+            eval_samples=2_000,
+            batch_size=512,
+            epochs=epochs_128,
+            lr=1e-3,
+            warmup_start_lr=1e-5,
+            min_lr=5e-5,
+            warmup_epochs=0.05 * epochs_128,
+            cosine_epochs=0.95 * epochs_128,
+            eval_every=epochs_128,
+            gamma=gamma_128,
         ),
-    }  # fmt: skip
+    }
 
 
 @click.command(cls=Script)
@@ -96,8 +110,14 @@ def main(only: str | None, epochs_128: int, gamma_128: float, seed: int, threads
         for precision in ("fp32", "bf16"):
             record = records[f"{name}-{precision}"]
             final = record.final_columns()
-            values[precision] = v = [final["train_acc"], final["id_acc"], final["heldout_inferential"], final["heldout_symmetric"],
-                                     record.history[-1].loss, record.elapsed_s]  # fmt: skip
+            values[precision] = v = [
+                final["train_acc"],
+                final["id_acc"],
+                final["heldout_inferential"],
+                final["heldout_symmetric"],
+                record.history[-1].loss,
+                record.elapsed_s,
+            ]
             click.echo(
                 f"{name:>6} {precision:>9} {v[0]:>6.3f} {v[1]:>6.3f} {v[2]:>11.3f} {v[3]:>9.3f} {v[4]:>10.4f} {v[5]:>7.1f}"
             )

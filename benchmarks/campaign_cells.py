@@ -81,9 +81,18 @@ class Cell:
 
     def spec(self) -> dict[str, Any]:
         """The cell as ``cell.json`` records it."""
-        return {"name": self.name, "question": self.question, "task": self.task, "options": dict(self.options),
-                "grid": {k: list(v) for k, v in self.grid}, "epochs": self.epochs, "tf32": self.tf32, "extends": list(self.extends),
-                "precision_from": self.precision_from, "rules": f"docs/campaign.md, cell {self.name[:2]}"}  # fmt: skip
+        return {
+            "name": self.name,
+            "question": self.question,
+            "task": self.task,
+            "options": dict(self.options),
+            "grid": {k: list(v) for k, v in self.grid},
+            "epochs": self.epochs,
+            "tf32": self.tf32,
+            "extends": list(self.extends),
+            "precision_from": self.precision_from,
+            "rules": f"docs/campaign.md, cell {self.name[:2]}",
+        }
 
 
 @dataclass(frozen=True)

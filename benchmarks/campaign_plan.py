@@ -54,11 +54,21 @@ class Gpu:
 
 #: The GPUs a dry run plans for (``--gpu``).
 GPUS: dict[str, Gpu] = {
-    "h200": Gpu("NVIDIA H200", 784.88e12, 67e12, 399.13e12,
-                "bf16 784.88 and TF32 399.13 TFLOP/s measured beside the first run (2026-11-26); fp32 without TF32 67 TFLOP/s as NVIDIA states it, not measured"),
-    "h100": Gpu("NVIDIA H100 80GB HBM3", 798e12, 67e12, 399.13e12,
-                "bf16 798 TFLOP/s measured on one 8192^3 product on this workplace's H100 (2026-11-13); TF32 taken as the H200's 399.13 and fp32 without TF32 67 TFLOP/s as NVIDIA states it, neither measured"),
-}  # fmt: skip
+    "h200": Gpu(
+        "NVIDIA H200",
+        784.88e12,
+        67e12,
+        399.13e12,
+        "bf16 784.88 and TF32 399.13 TFLOP/s measured beside the first run (2026-11-26); fp32 without TF32 67 TFLOP/s as NVIDIA states it, not measured",
+    ),
+    "h100": Gpu(
+        "NVIDIA H100 80GB HBM3",
+        798e12,
+        67e12,
+        399.13e12,
+        "bf16 798 TFLOP/s measured on one 8192^3 product on this workplace's H100 (2026-11-13); TF32 taken as the H200's 399.13 and fp32 without TF32 67 TFLOP/s as NVIDIA states it, neither measured",
+    ),
+}
 
 
 @dataclass
@@ -174,8 +184,15 @@ def simulate(
     return out
 
 
-def next_part(results: CampaignResults, costs: Costs, rate: Rate, left_s: float, done: set[tuple[str, str]] = frozenset(),
-              skipped: Callable[[Cell, float], None] | None = None, assume_bf16: bool = False) -> Part | None:  # fmt: skip
+def next_part(
+    results: CampaignResults,
+    costs: Costs,
+    rate: Rate,
+    left_s: float,
+    done: set[tuple[str, str]] = frozenset(),
+    skipped: Callable[[Cell, float], None] | None = None,
+    assume_bf16: bool = False,
+) -> Part | None:
     """The part the next ``left_s`` seconds train: of the first unfinished cell whose runs are
     known; a cell whose next run cannot fit even a whole lease is passed over (``skipped`` is
     told, with the seconds its first run needs)."""

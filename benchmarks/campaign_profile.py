@@ -50,8 +50,14 @@ def summarize(prof: profile, cuda: bool) -> dict[str, Any]:
         table = averages.table(sort_by=sort, row_limit=TABLE_ROWS, max_name_column_width=60)
     except (AttributeError, KeyError, ValueError):  # a torch that names device time cuda time
         table = averages.table(sort_by="self_cuda_time_total" if cuda else "self_cpu_time_total", row_limit=TABLE_ROWS)
-    return {"wall_s": wall_us / 1e6, "device_busy_s": device_us / 1e6, "device_busy_fraction": device_us / wall_us if cuda and wall_us else None,
-            "cpu_self_s": sum(e.self_cpu_time_total for e in averages) / 1e6, "kernels": kernels, "table": table}  # fmt: skip
+    return {
+        "wall_s": wall_us / 1e6,
+        "device_busy_s": device_us / 1e6,
+        "device_busy_fraction": device_us / wall_us if cuda and wall_us else None,
+        "cpu_self_s": sum(e.self_cpu_time_total for e in averages) / 1e6,
+        "kernels": kernels,
+        "table": table,
+    }
 
 
 @contextlib.contextmanager
@@ -125,8 +131,11 @@ class TimedStep:
     def timing(self, end: float) -> dict[str, Any]:
         """Seconds per epoch of steps and between epochs (the last one until ``end``)."""
         starts = self.epoch_start[1:] + [end]
-        return {"steps_s": [round(b - a, 4) for a, b in zip(self.epoch_start, self.epoch_end)],
-                "between_s": [round(b - a, 4) for a, b in zip(self.epoch_end, starts)], "probe": self.probe}  # fmt: skip
+        return {
+            "steps_s": [round(b - a, 4) for a, b in zip(self.epoch_start, self.epoch_end)],
+            "between_s": [round(b - a, 4) for a, b in zip(self.epoch_end, starts)],
+            "probe": self.probe,
+        }
 
 
 def timed(step: str, record: list[TimedStep], profiler: Any = None) -> Callable:

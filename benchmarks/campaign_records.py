@@ -72,8 +72,14 @@ class CampaignResults:
 
     def parts(self, cell: Cell) -> list[dict[str, Any]]:
         """Every part's ``part.json``, in order."""
-        parts = [read_json(p / "part.json", "a part's record is damaged: restore it from the archive the lease brought back, or remove the part's folder to train it again")
-                 for p in self.part_dirs(cell) if (p / "part.json").is_file()]  # fmt: skip
+        parts = [
+            read_json(
+                p / "part.json",
+                "a part's record is damaged: restore it from the archive the lease brought back, or remove the part's folder to train it again",
+            )
+            for p in self.part_dirs(cell)
+            if (p / "part.json").is_file()
+        ]
         for path, part in zip(
             (p / "part.json" for p in self.part_dirs(cell) if (p / "part.json").is_file()), parts, strict=True
         ):
@@ -152,8 +158,10 @@ class CampaignResults:
         if path.is_file() and read_json(
             path, "restore the cell's spec from the archive, or give another --results"
         ) != self.spec(cell):
-            raise ValueError(f"{path} records another spec (or scale) than the campaign's code for cell {cell.name}: a registered cell is never changed; "
-                             "add a new cell instead, or give another --results")  # fmt: skip
+            raise ValueError(
+                f"{path} records another spec (or scale) than the campaign's code for cell {cell.name}: a registered cell is never changed; "
+                "add a new cell instead, or give another --results"
+            )
 
     def spec(self, cell: Cell) -> dict[str, Any]:
         """``cell.json``: the cell's spec and the scale its records were trained at."""
@@ -248,8 +256,9 @@ def _decide_small(records: list[RunRecord]) -> Decision:
     stat, best = _paper_statistic(records, "heldout_inferential")
     sym, best_sym = _paper_statistic(records, "heldout_symmetric")
     strict, n = _seeds_ending(records, "inferential"), len(best)
-    table = tuple(f"seed {s}: best (4,3) inferential {v:.2f}, best symmetric {best_sym[s]:.2f}" for s, v in best.items()) + (
-        f"means: inferential {stat:.2f}, symmetric {sym:.2f}; seeds ending inferential at some lr: {strict} of {n}",)  # fmt: skip
+    table = tuple(
+        f"seed {s}: best (4,3) inferential {v:.2f}, best symmetric {best_sym[s]:.2f}" for s, v in best.items()
+    ) + (f"means: inferential {stat:.2f}, symmetric {sym:.2f}; seeds ending inferential at some lr: {strict} of {n}",)
     if strict:  # "flip" until 2026-11-29: one init's runs cannot show a flip (docs/campaign.md, the amendments)
         return Decision(
             "infers",
@@ -434,8 +443,10 @@ def decide_contrast(results: CampaignResults) -> Decision:
         )
         if p < CONTRAST_ALPHA:
             (held if higher == expected else reversed_).append(letter)
-    table.append(f"seeds ending inferential at some lr: small init {_seeds_ending(small, 'inferential')} of {len(_by_seed(small))}, "
-                 f"large init {_seeds_ending(large, 'inferential')} of {len(_by_seed(large))}")  # fmt: skip
+    table.append(
+        f"seeds ending inferential at some lr: small init {_seeds_ending(small, 'inferential')} of {len(_by_seed(small))}, "
+        f"large init {_seeds_ending(large, 'inferential')} of {len(_by_seed(large))}"
+    )
     if reversed_:
         return Decision(
             "reversed", f"panel {' and '.join(reversed_)} separated against the papers' direction", tuple(table)

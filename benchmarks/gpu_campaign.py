@@ -199,9 +199,15 @@ def versions() -> dict[str, Any]:
     with contextlib.suppress(OSError, subprocess.SubprocessError):
         done = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
         commit = done.stdout.strip() or None
-    return {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
-            "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
-            "transformer_lens": installed("transformer-lens"), "numpy": installed("numpy"), "git_commit": commit}  # fmt: skip
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "transformer_lens": installed("transformer-lens"),
+        "numpy": installed("numpy"),
+        "git_commit": commit,
+    }
 
 
 def device_info(dev: torch.device) -> dict[str, Any]:
@@ -212,8 +218,13 @@ def device_info(dev: torch.device) -> dict[str, Any]:
             "processor": platform.processor() or platform.machine(),
         }
     props = torch.cuda.get_device_properties(dev)
-    return {"type": "cuda", "name": props.name, "capability": [props.major, props.minor], "memory_gib": round(props.total_memory / 2**30, 1),
-            "multiprocessors": props.multi_processor_count}  # fmt: skip
+    return {
+        "type": "cuda",
+        "name": props.name,
+        "capability": [props.major, props.minor],
+        "memory_gib": round(props.total_memory / 2**30, 1),
+        "multiprocessors": props.multi_processor_count,
+    }
 
 
 def part_record(
@@ -238,18 +249,37 @@ def part_record(
     rate_s = run.samples / run.timing["train_s"] if run.timing["train_s"] > 0 else None
     precision_peak = peaks[precision_of(part.runs[0])]
     probe = (run.timing.get("probe") or {}).get("samples_per_s")
-    speed = {"samples_per_s": rate_s, "train_mflop_per_sample": train_flops / 1e6, "realized_tflops": work / run.timing["train_s"] / 1e12,
-             "fraction_of_bf16_peak": None if rate_s is None else rate_s * train_flops / peaks["bf16"],
-             "fraction_of_precision_peak": work / run.timing["train_s"] / precision_peak, "probe_samples_per_s": probe,
-             "probe_over_realized": None if not (probe and rate_s) else probe / rate_s, "planned_seconds": round(part.seconds, 1),
-             "planned_efficiency": rate.efficiency.get(precision_of(part.runs[0]), MEASURED_EFFICIENCY)}  # fmt: skip
-    return {"cell": part.cell.name, "part": number, "status": "complete" if run.finished else "stopped",
-            "runs": {r.name: {"epochs": rec.epochs_run, "status": rec.recorded_status} for r, rec in zip(part.runs, records)},
-            "evaluated_epochs": [e.epoch for e in records[0].history if e.metrics is not None],
-            "precision": part.runs[0].config.train.precision, "tf32": part.runs[0].tf32, "budget_s": budget,
-            "step": {"path": run.path, "fallbacks": run.events}, "timing": run.timing, "speed": speed,
-            "peaks_tflops": {k: v / 1e12 for k, v in peaks.items()}, "device": device_info(dev), "versions": versions(),
-            "profile": run.profile, "written": time.strftime("%Y-%m-%dT%H:%M:%S%z")}  # fmt: skip
+    speed = {
+        "samples_per_s": rate_s,
+        "train_mflop_per_sample": train_flops / 1e6,
+        "realized_tflops": work / run.timing["train_s"] / 1e12,
+        "fraction_of_bf16_peak": None if rate_s is None else rate_s * train_flops / peaks["bf16"],
+        "fraction_of_precision_peak": work / run.timing["train_s"] / precision_peak,
+        "probe_samples_per_s": probe,
+        "probe_over_realized": None if not (probe and rate_s) else probe / rate_s,
+        "planned_seconds": round(part.seconds, 1),
+        "planned_efficiency": rate.efficiency.get(precision_of(part.runs[0]), MEASURED_EFFICIENCY),
+    }
+    return {
+        "cell": part.cell.name,
+        "part": number,
+        "status": "complete" if run.finished else "stopped",
+        "runs": {
+            r.name: {"epochs": rec.epochs_run, "status": rec.recorded_status} for r, rec in zip(part.runs, records)
+        },
+        "evaluated_epochs": [e.epoch for e in records[0].history if e.metrics is not None],
+        "precision": part.runs[0].config.train.precision,
+        "tf32": part.runs[0].tf32,
+        "budget_s": budget,
+        "step": {"path": run.path, "fallbacks": run.events},
+        "timing": run.timing,
+        "speed": speed,
+        "peaks_tflops": {k: v / 1e12 for k, v in peaks.items()},
+        "device": device_info(dev),
+        "versions": versions(),
+        "profile": run.profile,
+        "written": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
 
 
 def remove_stale_copies(results: CampaignResults) -> list[Path]:
@@ -315,10 +345,13 @@ def plan_text(
     aimed efficiency, the leases each rate needs, and what the next lease trains."""
     measured = Rate(peaks, {}, rate.setup_s)
     aim = Rate(peaks, dict.fromkeys(("bf16", "tf32", "fp32"), AIM_EFFICIENCY), rate.setup_s)
-    lines = [f"Campaign plan at scale {results.scale} on {label}.",
-             f"A lease runs `next --budget-seconds {budget:g}`; a part's set-up is taken as {rate.setup_s:.0f} s.", "",
-             f"| cell | runs | run-epochs | PFLOP | device s at {MEASURED_EFFICIENCY:.1%} (measured) | device s at {AIM_EFFICIENCY:.0%} (aim) | finished |",
-             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        f"Campaign plan at scale {results.scale} on {label}.",
+        f"A lease runs `next --budget-seconds {budget:g}`; a part's set-up is taken as {rate.setup_s:.0f} s.",
+        "",
+        f"| cell | runs | run-epochs | PFLOP | device s at {MEASURED_EFFICIENCY:.1%} (measured) | device s at {AIM_EFFICIENCY:.0%} (aim) | finished |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for cell in CELLS:
         runs = results.runs(cell, assume_bf16=True)
         note = ""
@@ -333,15 +366,23 @@ def plan_text(
             note = "at most "
         done = len(results.records(cell))
         work = sum(costs.work(r) for r in runs)
-        lines.append(f"| {cell.name} | {note}{len(runs)} | {note}{sum(r.config.train.epochs for r in runs):,} | {note}{work / 1e15:,.1f} "
-                     f"| {note}{cell_seconds(runs, costs, measured):,.0f} | {note}{cell_seconds(runs, costs, aim):,.0f} | {done} of {len(runs) if not note else '?'} |")  # fmt: skip
+        lines.append(
+            f"| {cell.name} | {note}{len(runs)} | {note}{sum(r.config.train.epochs for r in runs):,} | {note}{work / 1e15:,.1f} "
+            f"| {note}{cell_seconds(runs, costs, measured):,.0f} | {note}{cell_seconds(runs, costs, aim):,.0f} | {done} of {len(runs) if not note else '?'} |"
+        )
     for name, r in (("measured", measured), ("aim", aim)):
         leases = simulate(results, costs, r, budget)
-        lines.append(f"\nAt the {name} efficiency, the cells whose runs are known (03-05 taken in bf16) need {len(leases)} leases; the first: "
-                     + "; ".join(p.describe() for p in leases[0]) if leases else f"\nAt the {name} efficiency nothing is left that a lease fits.")  # fmt: skip
+        lines.append(
+            f"\nAt the {name} efficiency, the cells whose runs are known (03-05 taken in bf16) need {len(leases)} leases; the first: "
+            + "; ".join(p.describe() for p in leases[0])
+            if leases
+            else f"\nAt the {name} efficiency nothing is left that a lease fits."
+        )
     nxt = simulate(results, costs, rate, budget, leases=1)
-    lines.append(f"\nThe next lease, at {rate.efficiency.get('bf16', MEASURED_EFFICIENCY):.1%} of the bf16 peak: "
-                 + ("; ".join(p.describe() for p in nxt[0]) if nxt else "nothing (every known cell finished)"))  # fmt: skip
+    lines.append(
+        f"\nThe next lease, at {rate.efficiency.get('bf16', MEASURED_EFFICIENCY):.1%} of the bf16 peak: "
+        + ("; ".join(p.describe() for p in nxt[0]) if nxt else "nothing (every known cell finished)")
+    )
     return "\n".join(lines)
 
 
@@ -357,8 +398,11 @@ def status_text(results: CampaignResults) -> str:
         for p in results.parts(cell):
             speed = p.get("speed") or {}
             frac, ratio = speed.get("fraction_of_bf16_peak"), speed.get("probe_over_realized")
-            lines.append(f"- part {p['part']}: {p['status']}, {len(p.get('runs', []))} runs, {p.get('device', {}).get('name')}, step {p.get('step', {}).get('path')}"
-                         + ("" if frac is None else f", {frac:.1%} of the bf16 peak") + ("" if ratio is None else f", probe/realized {ratio:.2f}"))  # fmt: skip
+            lines.append(
+                f"- part {p['part']}: {p['status']}, {len(p.get('runs', []))} runs, {p.get('device', {}).get('name')}, step {p.get('step', {}).get('path')}"
+                + ("" if frac is None else f", {frac:.1%} of the bf16 peak")
+                + ("" if ratio is None else f", probe/realized {ratio:.2f}")
+            )
         if done:
             finished = runs is not None and len(done) == len(runs)
             lines += ["", ("" if finished else "(so far) ") + decide(results, cell).format(), ""]
@@ -470,9 +514,25 @@ MAX_SECONDS = 3.2e7
 @click.option(
     "--threads", type=Number(1, 1e6, integer=True), default=None, help="torch CPU threads [default: torch's]."
 )
-def main(action: str, out: Path | None, results: Path | None, budget_seconds: float | None, scale: str, device: str, dry_run: bool, gpu: str | None,
-         path: str | None, profile: bool, peak_tflops: float | None, efficiency: float | None, setup_seconds: float | None, margin_seconds: float,
-         max_parts: int | None, archive: Path | None, threads: int | None) -> None:  # fmt: skip
+def main(
+    action: str,
+    out: Path | None,
+    results: Path | None,
+    budget_seconds: float | None,
+    scale: str,
+    device: str,
+    dry_run: bool,
+    gpu: str | None,
+    path: str | None,
+    profile: bool,
+    peak_tflops: float | None,
+    efficiency: float | None,
+    setup_seconds: float | None,
+    margin_seconds: float,
+    max_parts: int | None,
+    archive: Path | None,
+    threads: int | None,
+) -> None:
     """Train the campaign's next parts (next), or print its plan (--dry-run) or its progress and outcomes (status)."""
     start = time.monotonic()
     root = results or ROOT / RESULTS
@@ -549,23 +609,54 @@ def main(action: str, out: Path | None, results: Path | None, budget_seconds: fl
         ):
             for stale in remove_stale_copies(store):
                 click.echo(f"removed {stale}, the copy of a part a killed call left", err=True)
-            run_next(store, costs, dev, out, start + budget_seconds, budget_seconds, path,
-                     profile, peak_tflops, efficiency, setup_seconds, margin_seconds, max_parts, archive)  # fmt: skip
+            run_next(
+                store,
+                costs,
+                dev,
+                out,
+                start + budget_seconds,
+                budget_seconds,
+                path,
+                profile,
+                peak_tflops,
+                efficiency,
+                setup_seconds,
+                margin_seconds,
+                max_parts,
+                archive,
+            )
     finally:
         for folder in sorted(made, key=lambda p: len(p.parts), reverse=True):  # what this call made and left empty
             with contextlib.suppress(OSError):
                 folder.rmdir()
 
 
-def run_next(store: CampaignResults, costs: Costs, dev: torch.device, out: Path, end: float, budget: float, path: str, profile: bool,
-             peak_tflops: float | None, efficiency: float | None, setup: float | None, margin: float, max_parts: int | None, archive: Path | None) -> None:  # fmt: skip
+def run_next(
+    store: CampaignResults,
+    costs: Costs,
+    dev: torch.device,
+    out: Path,
+    end: float,
+    budget: float,
+    path: str,
+    profile: bool,
+    peak_tflops: float | None,
+    efficiency: float | None,
+    setup: float | None,
+    margin: float,
+    max_parts: int | None,
+    archive: Path | None,
+) -> None:
     """``next``: parts of the first unfinished cells while one fits before ``end`` (a ``time.monotonic()`` value);
     the registered cells' specs are checked by the caller, before anything is written."""
     peaks = dict.fromkeys(("bf16", "fp32", "tf32"), peak_tflops * 1e12) if peak_tflops else measure_peaks(dev)
     name = device_info(dev)["name"]
     rate = _rate_for(peaks, efficiency, store, name, setup)
-    click.echo(f"{name}; torch {torch.__version__}; peaks (TFLOP/s): " + ", ".join(f"{k} {v / 1e12:.1f}" for k, v in peaks.items())
-               + f"; planning at {', '.join(f'{k} {v:.1%}' for k, v in rate.efficiency.items()) or f'{MEASURED_EFFICIENCY:.1%} (the first GPU run)'}, set-up {rate.setup_s:.0f} s")  # fmt: skip
+    click.echo(
+        f"{name}; torch {torch.__version__}; peaks (TFLOP/s): "
+        + ", ".join(f"{k} {v / 1e12:.1f}" for k, v in peaks.items())
+        + f"; planning at {', '.join(f'{k} {v:.1%}' for k, v in rate.efficiency.items()) or f'{MEASURED_EFFICIENCY:.1%} (the first GPU run)'}, set-up {rate.setup_s:.0f} s"
+    )
     data, trained, touched, needed = DataCache(), 0, [], None
     while max_parts is None or trained < max_parts:
         left = end - time.monotonic() - margin
@@ -589,8 +680,15 @@ def run_next(store: CampaignResults, costs: Costs, dev: torch.device, out: Path,
                 part, out / part.cell.name / f"part-{number}", dev, path, end - margin, data, profile and not trained
             )
         except Exception as err:
-            failed = {"cell": part.cell.name, "part": number, "status": "failed", "runs": [r.name for r in part.runs],
-                      "error": f"{type(err).__name__}: {err}"[:2000], "device": device_info(dev), "versions": versions()}  # fmt: skip
+            failed = {
+                "cell": part.cell.name,
+                "part": number,
+                "status": "failed",
+                "runs": [r.name for r in part.runs],
+                "error": f"{type(err).__name__}: {err}"[:2000],
+                "device": device_info(dev),
+                "versions": versions(),
+            }
             place_folder(
                 store.cell_dir(part.cell) / f"part-{number}",
                 {"part.json": (json.dumps(failed, indent=1) + "\n").encode()},
@@ -603,8 +701,10 @@ def run_next(store: CampaignResults, costs: Costs, dev: torch.device, out: Path,
         touched.append(part.cell)
         trained += 1
         speed = record["speed"]
-        click.echo(f"  {record['status']} on the {done.path} step in {done.timing['setup_s'] + done.timing['train_s']:.0f} s (set-up {done.timing['setup_s']:.0f} s): "
-                   f"{speed['samples_per_s']:,.0f} samples/s, {speed['fraction_of_bf16_peak']:.1%} of the bf16 peak; records in {folder}")  # fmt: skip
+        click.echo(
+            f"  {record['status']} on the {done.path} step in {done.timing['setup_s'] + done.timing['train_s']:.0f} s (set-up {done.timing['setup_s']:.0f} s): "
+            f"{speed['samples_per_s']:,.0f} samples/s, {speed['fraction_of_bf16_peak']:.1%} of the bf16 peak; records in {folder}"
+        )
         if record["status"] != "complete":
             break
         rate.efficiency[precision_of(part.runs[0])] = efficiency or speed["fraction_of_precision_peak"]

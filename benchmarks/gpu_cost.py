@@ -167,8 +167,14 @@ def measured_efficiency(
 
 #: Dense bf16 tensor-core peaks as the vendors state them (TFLOP/s, without sparsity): not measurements.
 STATED_BF16_TFLOPS: dict[str, float] = {
-    "H200": 989, "H100 SXM": 989, "H100 PCIe": 756, "A100": 312, "L40S": 362, "A10": 125, "L4": 121,
-}  # fmt: skip
+    "H200": 989,
+    "H100 SXM": 989,
+    "H100 PCIe": 756,
+    "A100": 312,
+    "L40S": 362,
+    "A10": 125,
+    "L4": 121,
+}
 #: The fractions of the peak every estimate is given at.
 EFFICIENCIES = (0.2, 0.4)
 
@@ -192,8 +198,12 @@ def cost_table(total: float, runs: int) -> str:
     head = (
         "| GPU | stated dense bf16 TFLOP/s | " + " | ".join(f"hours on one GPU at {e:.0%}" for e in EFFICIENCIES) + " |"
     )
-    lines = [f"The paper-scale population: {runs} runs, {total:.3g} FLOP (training and evaluation).", "", head,
-             "|---|---|" + "---|" * len(EFFICIENCIES)]  # fmt: skip
+    lines = [
+        f"The paper-scale population: {runs} runs, {total:.3g} FLOP (training and evaluation).",
+        "",
+        head,
+        "|---|---|" + "---|" * len(EFFICIENCIES),
+    ]
     for gpu, tflops in STATED_BF16_TFLOPS.items():
         hours = [total / (tflops * 1e12 * e) / 3600 for e in EFFICIENCIES]
         lines.append(f"| {gpu} | {tflops:g} | " + " | ".join(f"{h:.2f}" for h in hours) + " |")

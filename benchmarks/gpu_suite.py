@@ -189,8 +189,15 @@ def run_row(group: Group, run: Run) -> dict:
         columns.update({} if final is None else final.columns())
     if status in ("running", "interrupted"):  # a chunk's budget leaves its runs interrupted
         status += f" ({record.epochs_run}/{run.cfg.train.epochs} epochs)"
-    row = {"gamma": run.cfg.init.gamma, "lr": run.cfg.train.lr, **{k: v for k, v in columns.items() if k != "train_acc"}, "weight_decay": run.cfg.train.weight_decay,
-           "precision": run.cfg.train.precision, "seconds": None if record is None else record.elapsed_s, "run_dir": str(run.folder)}  # fmt: skip
+    row = {
+        "gamma": run.cfg.init.gamma,
+        "lr": run.cfg.train.lr,
+        **{k: v for k, v in columns.items() if k != "train_acc"},
+        "weight_decay": run.cfg.train.weight_decay,
+        "precision": run.cfg.train.precision,
+        "seconds": None if record is None else record.elapsed_s,
+        "run_dir": str(run.folder),
+    }
     return {
         "task": group.task,
         "architecture": run.cfg.model.architecture,
@@ -261,8 +268,17 @@ def _clock() -> float:
     return time.monotonic()
 
 
-def print_plan(groups: list[Group], dev: torch.device, precision: str, tf32: bool, together: bool, peak_tflops: float | None,
-               efficiency: float | None, probe_steps: int, logits_fn: Any) -> tuple[float, float]:  # fmt: skip
+def print_plan(
+    groups: list[Group],
+    dev: torch.device,
+    precision: str,
+    tf32: bool,
+    together: bool,
+    peak_tflops: float | None,
+    efficiency: float | None,
+    probe_steps: int,
+    logits_fn: Any,
+) -> tuple[float, float]:
     """Print the plan (the peak, each task's efficiency and FLOPs left, the minutes they take)
     and set each group's FLOPs and efficiency; returns the training precision's peak and the bf16 peak."""
     if peak_tflops is None:
@@ -543,10 +559,13 @@ def main(
         else f"CPU ({torch.get_num_threads()} threads)"
     )
     header = (
-        f"Device: {device_name}; torch {torch.__version__}; scale `{scale}`" + ("" if epochs is None else f", shortened to {epochs} epochs")
+        f"Device: {device_name}; torch {torch.__version__}; scale `{scale}`"
+        + ("" if epochs is None else f", shortened to {epochs} epochs")
         + f"; precision {precision}; TF32 {'on' if tf32 else 'off'}; compile {'on' if compile_ else 'off'}; "
-        + f"runs of a task {'trained together' if together else 'one by one'}; {PROTOCOL_TEXT[protocol]}" + ("" if lrs is None else f" (lrs {lrs})") + "."
-    )  # fmt: skip
+        + f"runs of a task {'trained together' if together else 'one by one'}; {PROTOCOL_TEXT[protocol]}"
+        + ("" if lrs is None else f" (lrs {lrs})")
+        + "."
+    )
     click.echo(header)
     peak, bf16_peak = print_plan(
         groups, dev, precision, tf32, together, peak_tflops, efficiency, probe_steps, logits_fn
@@ -564,9 +583,14 @@ def main(
             raise click.UsageError(str(err)) from err
     else:
         group_of = {r.name: g for g in groups for r in g.runs}
-        launcher = EnsembleLauncher(device=str(dev), ensemble_size=None if together else 1, logits_fn=logits_fn,
-                                    deadline=None if budget_seconds is None else start + budget_seconds, margin_epochs=2,
-                                    epoch_seconds=lambda jobs: group_of[jobs[0].name].epoch_seconds(jobs, peak))  # fmt: skip
+        launcher = EnsembleLauncher(
+            device=str(dev),
+            ensemble_size=None if together else 1,
+            logits_fn=logits_fn,
+            deadline=None if budget_seconds is None else start + budget_seconds,
+            margin_epochs=2,
+            epoch_seconds=lambda jobs: group_of[jobs[0].name].epoch_seconds(jobs, peak),
+        )
         pending = {r.name for g in groups for r in g.todo()}
     try:  # the study folder held, a folder of another run refused before anything trains
         returns = run_study(

@@ -187,8 +187,10 @@ def main(argv: list[str] | None = None) -> int:
     post_ln = any(isinstance(block, PostLNBlock) for block in model.blocks)
     adds_up = summary["decompose_resid adds up to the last residual stream"]
     if post_ln:  # the line above reads False there, and should
-        print(f"decompose_resid {'adds up' if adds_up else 'does not add up'}: expected not to for this post-LN model, whose blocks "
-              "normalize the stream after adding to it, so its parts are rescaled and no longer sum to the final stream")  # fmt: skip
+        print(
+            f"decompose_resid {'adds up' if adds_up else 'does not add up'}: expected not to for this post-LN model, whose blocks "
+            "normalize the stream after adding to it, so its parts are rescaled and no longer sum to the final stream"
+        )
     else:
         print(
             f"decompose_resid {'adds up' if adds_up else 'does not add up'}: expected to, for a block that adds its output to the stream"

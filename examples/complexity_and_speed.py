@@ -79,13 +79,21 @@ def main(preset: str, out: Path, ks: tuple[int, ...], seed: int, device: str, pe
             history = RunRecord.read(run_dir).history  # typed: one EpochRecord per epoch
             offset_pairs = {f"{a},{b}" for group in SYMMETRIC_GROUPS[:k] for a, b in group}
             pair_epochs = epochs_to_pair_accuracy(history)
-            rows.append({
-                "regime": regime, "gamma": cfg.init.gamma, "k": k,
-                f"epochs to loss < {LOSS_THRESHOLD}": epochs_to_loss(history),
-                f"all offset pairs at {PAIR_ACC_THRESHOLD:.0%}": _slowest(e for p, e in pair_epochs.items() if p in offset_pairs),
-                f"all inferential pairs at {PAIR_ACC_THRESHOLD:.0%}": _slowest(e for p, e in pair_epochs.items() if p not in offset_pairs),
-                "final loss": history[-1].loss,
-            })  # fmt: skip
+            rows.append(
+                {
+                    "regime": regime,
+                    "gamma": cfg.init.gamma,
+                    "k": k,
+                    f"epochs to loss < {LOSS_THRESHOLD}": epochs_to_loss(history),
+                    f"all offset pairs at {PAIR_ACC_THRESHOLD:.0%}": _slowest(
+                        e for p, e in pair_epochs.items() if p in offset_pairs
+                    ),
+                    f"all inferential pairs at {PAIR_ACC_THRESHOLD:.0%}": _slowest(
+                        e for p, e in pair_epochs.items() if p not in offset_pairs
+                    ),
+                    "final loss": history[-1].loss,
+                }
+            )
             if k in (min(ks), max(ks)):
                 report_dirs.append(run_dir)
     click.echo(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:.2f}"))

@@ -67,17 +67,19 @@ def main(preset: str, out: Path, seed: int, device: str, per_pair: int) -> None:
         clusters = probes.cluster_scores(masked, probes.candidate_labelings(data), method="agglomerative").set_index(
             "labeling"
         )
-        rows.append({
-            "regime": regime,
-            "top path": " -> ".join(str(int(FIG3_INPUT[p])) for p in paths["path"].iloc[0]),
-            "key-masked ARI ordered": clusters.loc["ordered_pair", "ari"],
-            "key-masked ARI unordered": clusters.loc["unordered_pair", "ari"],
-            "residual block score": probes.residual_similarity(model, grid).score,
-            "value block score": probes.value_similarity(model, value_grid).score,
-            "W_Q groups": probes.condensation(probes.merged_weight(model, "W_Q", 0).T, threshold=0.7).n_groups,
-            "ordinal score": probes.embedding_pca(model, tokens=range(20, 100)).ordinal_score,
-            "W_Q stable rank": probes.stable_rank(probes.merged_weight(model, "W_Q", 0)),
-        })  # fmt: skip
+        rows.append(
+            {
+                "regime": regime,
+                "top path": " -> ".join(str(int(FIG3_INPUT[p])) for p in paths["path"].iloc[0]),
+                "key-masked ARI ordered": clusters.loc["ordered_pair", "ari"],
+                "key-masked ARI unordered": clusters.loc["unordered_pair", "ari"],
+                "residual block score": probes.residual_similarity(model, grid).score,
+                "value block score": probes.value_similarity(model, value_grid).score,
+                "W_Q groups": probes.condensation(probes.merged_weight(model, "W_Q", 0).T, threshold=0.7).n_groups,
+                "ordinal score": probes.embedding_pca(model, tokens=range(20, 100)).ordinal_score,
+                "W_Q stable rank": probes.stable_rank(probes.merged_weight(model, "W_Q", 0)),
+            }
+        )
         run_dirs.append(run_dir)
     click.echo(pd.DataFrame(rows).set_index("regime").T.to_string(float_format=lambda v: f"{v:.3f}"))
     report = write_report(

@@ -46,10 +46,19 @@ def gpt2_shaped(preset: str, seed: int, device: torch.device) -> HookedTransform
     """A researcher's own model: a HookedTransformer from a GPT-2-shaped config."""
     n_layers, d_model, n_heads, d_vocab, seq = SIZES[preset]
     cfg = HookedTransformerConfig(
-        n_layers=n_layers, d_model=d_model, n_heads=n_heads, d_head=d_model // n_heads, d_mlp=4 * d_model,
-        d_vocab=d_vocab, n_ctx=seq, act_fn="gelu_new", normalization_type="LN", positional_embedding_type="standard",
-        seed=seed, device=str(device),
-    )  # fmt: skip
+        n_layers=n_layers,
+        d_model=d_model,
+        n_heads=n_heads,
+        d_head=d_model // n_heads,
+        d_mlp=4 * d_model,
+        d_vocab=d_vocab,
+        n_ctx=seq,
+        act_fn="gelu_new",
+        normalization_type="LN",
+        positional_embedding_type="standard",
+        seed=seed,
+        device=str(device),
+    )
     with quiet_deprecation():
         return HookedTransformer(cfg)
 

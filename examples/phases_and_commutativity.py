@@ -79,8 +79,16 @@ def main(
             run_dir = out / "id-ood" / f"gamma{gamma}-wd{weight_decay}"
             final = train(cfg, run_dir, device=device, progress=False).metrics["final"]
             w_q = merged_weight(load_model(run_dir), "W_Q", 0)
-            rows.append({"gamma": gamma, "weight decay": weight_decay, "ID acc": final["id_acc"], "OOD acc": final["ood_acc"],
-                         "commutativity": final["commutativity"], "W_Q stable rank": stable_rank(w_q)})  # fmt: skip
+            rows.append(
+                {
+                    "gamma": gamma,
+                    "weight decay": weight_decay,
+                    "ID acc": final["id_acc"],
+                    "OOD acc": final["ood_acc"],
+                    "commutativity": final["commutativity"],
+                    "W_Q stable rank": stable_rank(w_q),
+                }
+            )
             run_dirs.append(run_dir)
     table = pd.DataFrame(rows)
     table.insert(4, "phase", classify_phase(table["ID acc"], table["OOD acc"]).to_numpy())

@@ -58,8 +58,15 @@ def main(preset: str, out: Path, seed: int, device: str, per_pair: int) -> None:
         run_dir = out / "symmetric" / regime
         final = train(cfg, run_dir, device=device, progress=False).metrics["final"]
         heldout = final["heldout"]["4,3"]
-        rows.append({"regime": regime, "gamma": cfg.init.gamma, "ID acc": final["id_acc"],
-                     "(4,3) inferential x-10": heldout["inferential"], "(4,3) symmetric x-6": heldout["symmetric"]})  # fmt: skip
+        rows.append(
+            {
+                "regime": regime,
+                "gamma": cfg.init.gamma,
+                "ID acc": final["id_acc"],
+                "(4,3) inferential x-10": heldout["inferential"],
+                "(4,3) symmetric x-6": heldout["symmetric"],
+            }
+        )
         run_dirs.append(run_dir)
     click.echo(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     report = write_report(

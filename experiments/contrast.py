@@ -280,8 +280,10 @@ def _seed_values(picks: Sequence[SeedPick]) -> str:
 
 def panel_table(rows: Sequence[PanelRow]) -> str:
     """The contrast as Fig. 2 reads it: per panel and reading, both inits' means (per seed), the difference, p, the word."""
-    out = ["| panel | reading | small init (gamma 0.8): mean (per seed) | large init (gamma 0.5): mean (per seed) | small - large | Mann-Whitney U, two-sided exact | rule C1 |",
-           "|---|---|---|---|---|---|---|"]  # fmt: skip
+    out = [
+        "| panel | reading | small init (gamma 0.8): mean (per seed) | large init (gamma 0.5): mean (per seed) | small - large | Mann-Whitney U, two-sided exact | rule C1 |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         ms, ml = r.means
         diff = "-" if ms is None or ml is None else f"{ms - ml:+.2f}"
@@ -333,14 +335,16 @@ def strict_table(small: InitSweep, large: InitSweep, lr: float = PRESET_LR) -> s
             else f"p = {p:.3f}: " + ("separated" if p < ALPHA else f"not separated at {s_at.n} vs {l_at.n} seeds")
         )
 
-    return "\n".join([
-        f"| reading | small init (gamma 0.8) | large init (gamma 0.5) | Fisher's exact test, two-sided (per seed at lr {lr:g}) |",
-        "|---|---|---|---|",
-        f"| infers, per seed at lr {lr:g} | {s_at.rate('infers')} | {l_at.rate('infers')} | {word(p_inf)} |",
-        f"| copies, per seed at lr {lr:g} | {s_at.rate('copies')} | {l_at.rate('copies')} | {word(p_copy)} |",
-        f"| infers, runs over {len(small.lrs)} lrs (not independent; not tested) | {s_all.rate('infers')} | {l_all.rate('infers')} | - |",
-        f"| copies, runs over {len(large.lrs)} lrs (not independent; not tested) | {s_all.rate('copies')} | {l_all.rate('copies')} | - |",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            f"| reading | small init (gamma 0.8) | large init (gamma 0.5) | Fisher's exact test, two-sided (per seed at lr {lr:g}) |",
+            "|---|---|---|---|",
+            f"| infers, per seed at lr {lr:g} | {s_at.rate('infers')} | {l_at.rate('infers')} | {word(p_inf)} |",
+            f"| copies, per seed at lr {lr:g} | {s_at.rate('copies')} | {l_at.rate('copies')} | {word(p_copy)} |",
+            f"| infers, runs over {len(small.lrs)} lrs (not independent; not tested) | {s_all.rate('infers')} | {l_all.rate('infers')} | - |",
+            f"| copies, runs over {len(large.lrs)} lrs (not independent; not tested) | {s_all.rate('copies')} | {l_all.rate('copies')} | - |",
+        ]
+    )
 
 
 def seeds_line(small: InitSweep, large: InitSweep) -> str:
@@ -358,13 +362,15 @@ def seeds_line(small: InitSweep, large: InitSweep) -> str:
 
 def fig2_text(small: InitSweep, large: InitSweep) -> str:
     rows = panel_rows(small, large) + panel_rows(small, large, 3)
-    return "\n\n".join([
-        seeds_line(small, large),
-        panel_table(rows),
-        f"rule C1 (every epoch): {contrast_word(rows[:2])}; {spikes_sentence(small, large)}",
-        picks_table(small, large),
-        strict_table(small, large),
-    ])  # fmt: skip
+    return "\n\n".join(
+        [
+            seeds_line(small, large),
+            panel_table(rows),
+            f"rule C1 (every epoch): {contrast_word(rows[:2])}; {spikes_sentence(small, large)}",
+            picks_table(small, large),
+            strict_table(small, large),
+        ]
+    )
 
 
 # ----------------------------------------------------------------------------- the gamma slice
@@ -403,16 +409,20 @@ def slice_cells(folders: Sequence[Path]) -> dict[tuple[int, float], Cell]:
 
 def slice_table(cells: dict[tuple[int, float], Cell]) -> str:
     """Rule S1: per cell the strict counts and both best shares (mean and per seed)."""
-    out = ["| depth | gamma (init std, d_model^-gamma) | seeds finished | infers: >= 0.8 with (3,4) fitted | copies: symmetric >= 0.8 | best inferential: mean (per seed) | best symmetric: mean (per seed) | final ID accuracy: mean (per seed) |",
-           "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    out = [
+        "| depth | gamma (init std, d_model^-gamma) | seeds finished | infers: >= 0.8 with (3,4) fitted | copies: symmetric >= 0.8 | best inferential: mean (per seed) | best symmetric: mean (per seed) | final ID accuracy: mean (per seed) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for (depth, gamma), cell in cells.items():
         inf, sym = cell.best("heldout_inferential"), cell.best("heldout_symmetric")
         ids = [r.final_columns().get("id_acc") for r in cell.runs]
         seeds = ", ".join(str(r.config.seed) for r in cell.runs)
         std = cell.runs[0].config.model.d_model ** -gamma
-        out.append(f"| {depth} | {gamma:g} ({std:.4f}) | {seeds} | {cell.strict.rate('infers')} | {cell.strict.rate('copies')} | "
-                   f"{_num(_mean(inf))} ({', '.join(map(_num, inf))}) | {_num(_mean(sym))} ({', '.join(map(_num, sym))}) | "
-                   f"{_num(_mean(ids))} ({', '.join(map(_num, ids))}) |")  # fmt: skip
+        out.append(
+            f"| {depth} | {gamma:g} ({std:.4f}) | {seeds} | {cell.strict.rate('infers')} | {cell.strict.rate('copies')} | "
+            f"{_num(_mean(inf))} ({', '.join(map(_num, inf))}) | {_num(_mean(sym))} ({', '.join(map(_num, sym))}) | "
+            f"{_num(_mean(ids))} ({', '.join(map(_num, ids))}) |"
+        )
     return "\n".join(out)
 
 
@@ -425,18 +435,22 @@ def slice_rules(cells: dict[tuple[int, float], Cell]) -> str:
             s, l = small.strict, large.strict
             met = s.infers >= 3 and l.copies >= 3 and s.n >= 4 and l.n >= 4
             word = "met: a candidate preset, to be verified on seeds 801-808" if met else "not met"
-            lines.append(f"- depth {depth}, rule S2 (gamma 1.0 infers on >= 3 of 4 and gamma 0.5 copies on >= 3 of 4): "
-                         f"gamma 1.0 infers on {s.infers} of {s.n}, gamma 0.5 copies on {l.copies} of {l.n}: {word}")  # fmt: skip
+            lines.append(
+                f"- depth {depth}, rule S2 (gamma 1.0 infers on >= 3 of 4 and gamma 0.5 copies on >= 3 of 4): "
+                f"gamma 1.0 infers on {s.infers} of {s.n}, gamma 0.5 copies on {l.copies} of {l.n}: {word}"
+            )
         for other in (SMALL_GAMMA, LARGE_GAMMA):
             a, b = cells.get((depth, PAPER_STD_GAMMA)), cells.get((depth, other))
             if not a or not b:
                 continue
             p_count = fisher((a.strict.infers, a.strict.n), (b.strict.infers, b.strict.n))
             p_rank = mann_whitney(a.best("heldout_inferential"), b.best("heldout_inferential"))
-            lines.append(f"- depth {depth}, rule S3, gamma 1.0 against {other:g}: strict infers {a.strict.infers} of {a.strict.n} vs "
-                         f"{b.strict.infers} of {b.strict.n}, Fisher p = {p_count:.3f}; best inferential {_num(_mean(a.best('heldout_inferential')))} vs "
-                         f"{_num(_mean(b.best('heldout_inferential')))}, Mann-Whitney p = {'-' if p_rank is None else f'{p_rank:.3f}'}: "
-                         + ("separated" if (p_count < ALPHA or (p_rank is not None and p_rank < ALPHA)) else "not separated"))  # fmt: skip
+            lines.append(
+                f"- depth {depth}, rule S3, gamma 1.0 against {other:g}: strict infers {a.strict.infers} of {a.strict.n} vs "
+                f"{b.strict.infers} of {b.strict.n}, Fisher p = {p_count:.3f}; best inferential {_num(_mean(a.best('heldout_inferential')))} vs "
+                f"{_num(_mean(b.best('heldout_inferential')))}, Mann-Whitney p = {'-' if p_rank is None else f'{p_rank:.3f}'}: "
+                + ("separated" if (p_count < ALPHA or (p_rank is not None and p_rank < ALPHA)) else "not separated")
+            )
     return "\n".join(lines)
 
 
@@ -463,11 +477,33 @@ def figure(small: InitSweep, large: InitSweep, cells: dict[tuple[int, float], Ce
         for label, sweep in (("large", large), ("small", small)):
             values = [p.pick.value for p in sweep.picks(column) if p.pick.value is not None]
             x = f"{label} init (gamma {sweep.gamma:g})"
-            fig.add_trace(go.Scatter(x=[x] * len(values), y=values, mode="markers", marker={"color": colours[label], "size": 9, "opacity": 0.6},
-                                     name=f"{label} init: a seed", showlegend=col == 1, legendgroup=label), row=1, col=col)  # fmt: skip
+            fig.add_trace(
+                go.Scatter(
+                    x=[x] * len(values),
+                    y=values,
+                    mode="markers",
+                    marker={"color": colours[label], "size": 9, "opacity": 0.6},
+                    name=f"{label} init: a seed",
+                    showlegend=col == 1,
+                    legendgroup=label,
+                ),
+                row=1,
+                col=col,
+            )
             if values:
-                fig.add_trace(go.Scatter(x=[x], y=[statistics.fmean(values)], mode="markers", marker={"color": colours[label], "size": 18, "symbol": "line-ew-open", "line": {"width": 3}},
-                                         name=f"{label} init: mean", showlegend=col == 1, legendgroup=label), row=1, col=col)  # fmt: skip
+                fig.add_trace(
+                    go.Scatter(
+                        x=[x],
+                        y=[statistics.fmean(values)],
+                        mode="markers",
+                        marker={"color": colours[label], "size": 18, "symbol": "line-ew-open", "line": {"width": 3}},
+                        name=f"{label} init: mean",
+                        showlegend=col == 1,
+                        legendgroup=label,
+                    ),
+                    row=1,
+                    col=col,
+                )
         fig.update_yaxes(range=[-0.05, 1.05], title_text="share of the held-out (4,3)", row=1, col=col)
         if cells:
             depths, gammas = sorted({d for d, _ in cells}), sorted({g for _, g in cells})
@@ -479,8 +515,22 @@ def figure(small: InitSweep, large: InitSweep, cells: dict[tuple[int, float], Ce
                 ]
                 for row, d in zip(z, depths, strict=True)
             ]
-            fig.add_trace(go.Heatmap(z=z, x=[f"gamma {g:g}" for g in gammas], y=[f"depth {d}" for d in depths], zmin=0, zmax=1, colorscale="Viridis",
-                                     text=text, texttemplate="%{text}", showscale=col == 2, colorbar={"len": 0.42, "y": 0.21}), row=2, col=col)  # fmt: skip
+            fig.add_trace(
+                go.Heatmap(
+                    z=z,
+                    x=[f"gamma {g:g}" for g in gammas],
+                    y=[f"depth {d}" for d in depths],
+                    zmin=0,
+                    zmax=1,
+                    colorscale="Viridis",
+                    text=text,
+                    texttemplate="%{text}",
+                    showscale=col == 2,
+                    colorbar={"len": 0.42, "y": 0.21},
+                ),
+                row=2,
+                col=col,
+            )
     fig.update_layout(
         width=1000,
         height=420 * rows,

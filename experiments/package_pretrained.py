@@ -63,8 +63,12 @@ def _compare(run: Path, record: Path) -> dict[str, Any]:
 @click.option("--commit", required=True, help="The commit of the code that trained it.")
 @click.option("--machine", required=True, help="The machine: cores, accelerator, threads per run.")
 @click.option("--beside", required=True, help="What ran beside it on the same machine ('nothing' if nothing).")
-@click.option("--records", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
-              help="The stored records of the same runs (<task>/<regime> folders) to compare with.")  # fmt: skip
+@click.option(
+    "--records",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="The stored records of the same runs (<task>/<regime> folders) to compare with.",
+)
 @click.option("--replace", is_flag=True, help="Replace models this script shipped before (and nothing else).")
 def main(
     source: Path, command_: str, commit: str, machine: str, beside: str, records: Path | None, replace: bool
@@ -86,10 +90,15 @@ def main(
         task, regime = run.parent.name, run.name
         name = f"{task}-{regime}"
         models[name] = {
-            "task": task, "regime": regime, "gamma": config["init"]["gamma"], "seed": config["seed"], "preset": config["preset"],
-            "elapsed_s": metrics["elapsed_s"], "sha256": {f: file_sha256(run / f) for f in MODEL_FILES},
+            "task": task,
+            "regime": regime,
+            "gamma": config["init"]["gamma"],
+            "seed": config["seed"],
+            "preset": config["preset"],
+            "elapsed_s": metrics["elapsed_s"],
+            "sha256": {f: file_sha256(run / f) for f in MODEL_FILES},
             **({"compared": _compare(run, records / task / regime)} if records is not None else {}),
-        }  # fmt: skip
+        }
     index_path = PRETRAINED_DIR / INDEX_FILE
     old = json.loads(index_path.read_text()) if index_path.is_file() else None
     for name in models:
@@ -121,8 +130,10 @@ def main(
     for name, entry in models.items():
         if "compared" in entry:
             c = entry["compared"]
-            click.echo(f"{name}: weights {'equal' if c['weights_sha256_equal'] else 'differ'}, final metrics "
-                       f"{'equal' if c['final_equal'] else 'differ by up to ' + format(c['largest_final_difference'], '.3g')} to {c['record']}")  # fmt: skip
+            click.echo(
+                f"{name}: weights {'equal' if c['weights_sha256_equal'] else 'differ'}, final metrics "
+                f"{'equal' if c['final_equal'] else 'differ by up to ' + format(c['largest_final_difference'], '.3g')} to {c['record']}"
+            )
 
 
 if __name__ == "__main__":

@@ -114,8 +114,13 @@ def statistic_text(folder: Path, logged_every: int | None = None) -> str:
     (reach, fitted), n = reaching(picks, exception), len(picks)
     low, high = exact_interval(reach, n)
     low2, high2 = exact_interval(fitted, n)
-    lines += ["", (f"inferential >= {INFERS} at some lr and epoch: {reach} of {n} seeds [{low:.2f}, {high:.2f}]; "
-                   f"with (3,4) fitted at that epoch: {fitted} of {n} [{low2:.2f}, {high2:.2f}]")]  # fmt: skip
+    lines += [
+        "",
+        (
+            f"inferential >= {INFERS} at some lr and epoch: {reach} of {n} seeds [{low:.2f}, {high:.2f}]; "
+            f"with (3,4) fitted at that epoch: {fitted} of {n} [{low2:.2f}, {high2:.2f}]"
+        ),
+    ]
     if pending:
         lines.append(f"{pending} runs not completed yet (left out)")
     if logged_every is not None:

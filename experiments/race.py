@@ -90,19 +90,27 @@ def race_rows(roots: list[Path], knobs: tuple[str, ...] = ()) -> list[dict[str, 
                     }
                 )
                 continue
-            rows.append({
-                "run": f"{root.name}/{folder.name}" if folder != root else folder.name, "seed": _seed(flat), "knobs": cell,
-                "gamma": f"{flat['gamma']:g}", "epochs": f"{race.last_epoch}/{flat['epochs']}", "status": status,
-                "(3,4) fit epoch": _num(race.fit_epoch, "{}"), "copy epoch": _num(race.copy_epoch, "{}"),
-                "inf / sym at fit": f"{_num(race.inferential_at_fit)} / {_num(race.symmetric_at_fit)}",
-                "inf / sym at end": f"{_num(race.inferential_end)} / {_num(race.symmetric_end)}",
-                "ID at end": _num(race.final_id_acc),
-                "stopped moving": f"{race.settled_epoch}" + (" (still moving)" if race.still_moving else ""),
-                "lr then": _num(race.lr_at_settled, "{:.2g}"),
-                "lr > peak/10": "-" if race.lr_high is None else ("yes" if race.lr_high else "no"),
-                "mode": race.mode if status == "completed" else f"{race.mode} so far",
-                "race": race, "epochs run": flat["epochs"],
-            })  # fmt: skip
+            rows.append(
+                {
+                    "run": f"{root.name}/{folder.name}" if folder != root else folder.name,
+                    "seed": _seed(flat),
+                    "knobs": cell,
+                    "gamma": f"{flat['gamma']:g}",
+                    "epochs": f"{race.last_epoch}/{flat['epochs']}",
+                    "status": status,
+                    "(3,4) fit epoch": _num(race.fit_epoch, "{}"),
+                    "copy epoch": _num(race.copy_epoch, "{}"),
+                    "inf / sym at fit": f"{_num(race.inferential_at_fit)} / {_num(race.symmetric_at_fit)}",
+                    "inf / sym at end": f"{_num(race.inferential_end)} / {_num(race.symmetric_end)}",
+                    "ID at end": _num(race.final_id_acc),
+                    "stopped moving": f"{race.settled_epoch}" + (" (still moving)" if race.still_moving else ""),
+                    "lr then": _num(race.lr_at_settled, "{:.2g}"),
+                    "lr > peak/10": "-" if race.lr_high is None else ("yes" if race.lr_high else "no"),
+                    "mode": race.mode if status == "completed" else f"{race.mode} so far",
+                    "race": race,
+                    "epochs run": flat["epochs"],
+                }
+            )
     return rows
 
 
@@ -144,11 +152,17 @@ def cell_rows(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
         modes = [row["mode"] for row in done]
         copies = modes.count("early copy")
         low, high = exact_interval(copies, len(done))
-        out.append({
-            "cell": knobs, "runs": str(len(done)), "copy": f"{copies}/{len(done)} [{low:.2f}, {high:.2f}]",
-            "modes": ", ".join(f"{m} {modes.count(m)}" for m in MODES if m in modes),
-            "fit -> copy (seed)": ", ".join(f"{_epoch(r['race'].fit_epoch)} -> {_epoch(r['race'].copy_epoch)} ({r['seed']})" for r in done),
-        })  # fmt: skip
+        out.append(
+            {
+                "cell": knobs,
+                "runs": str(len(done)),
+                "copy": f"{copies}/{len(done)} [{low:.2f}, {high:.2f}]",
+                "modes": ", ".join(f"{m} {modes.count(m)}" for m in MODES if m in modes),
+                "fit -> copy (seed)": ", ".join(
+                    f"{_epoch(r['race'].fit_epoch)} -> {_epoch(r['race'].copy_epoch)} ({r['seed']})" for r in done
+                ),
+            }
+        )
     return out
 
 
@@ -208,11 +222,22 @@ def race_diagram(rows: list[dict[str, Any]]) -> Any:
             mine = [(r, x, y) for r, x, y in points if r["mode"] == mode]
             if not mine:
                 continue
-            fig.add_trace(go.Scatter(
-                x=[x for _, x, _ in mine], y=[y for _, _, y in mine], mode="markers+text", text=[r["seed"] for r, _, _ in mine],
-                textposition="bottom center", textfont=dict(size=9), marker=dict(size=10, color=colours[mode], opacity=0.8),
-                name=mode, legendgroup=mode, showlegend=mode not in {t.name for t in fig.data},
-            ), row=row + 1, col=col + 1)  # fmt: skip
+            fig.add_trace(
+                go.Scatter(
+                    x=[x for _, x, _ in mine],
+                    y=[y for _, _, y in mine],
+                    mode="markers+text",
+                    text=[r["seed"] for r, _, _ in mine],
+                    textposition="bottom center",
+                    textfont=dict(size=9),
+                    marker=dict(size=10, color=colours[mode], opacity=0.8),
+                    name=mode,
+                    legendgroup=mode,
+                    showlegend=mode not in {t.name for t in fig.data},
+                ),
+                row=row + 1,
+                col=col + 1,
+            )
     step = max(1, never // 6)
     ticks = dict(
         tickvals=[*range(1, never, step), never],

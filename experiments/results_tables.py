@@ -139,9 +139,15 @@ def _failing(population: Any, name: str, seeds: list[int]) -> str:
     rows = {r.seed: r for r in population.rows}
     task = name.split(":", 1)[0]
     if "both ID" in name:
-        return "; ".join(f"{s}: " + ", ".join(f"{g.split('-')[0]} init ID {_num(rows[s].result(task, g).value('id_acc'))}"
-                                             for g in ("small-init", "large-init") if (rows[s].result(task, g).value("id_acc") or 0) < 0.9)
-                         for s in seeds)  # fmt: skip
+        return "; ".join(
+            f"{s}: "
+            + ", ".join(
+                f"{g.split('-')[0]} init ID {_num(rows[s].result(task, g).value('id_acc'))}"
+                for g in ("small-init", "large-init")
+                if (rows[s].result(task, g).value("id_acc") or 0) < 0.9
+            )
+            for s in seeds
+        )
     regime = "small-init" if "small-init" in name else "large-init"
     if task == "symmetric":
         return _modes(population, seeds, task, regime)
@@ -162,8 +168,13 @@ def rates_rows(population: Any, with_all: bool) -> list[list[str]]:
         }
         met = _rate(rate.met, rate.of)
         label = rate.name if rate.beside is None else f"{rate.name} (beside the criterion above; not a criterion)"
-        rows.append([label, f"**{met}**" if rate.name.startswith("symmetric: small-init") else met,
-                     "" if rate.name == "all" else _failing(population, rate.name, [s for s, ok in held.items() if not ok])])  # fmt: skip
+        rows.append(
+            [
+                label,
+                f"**{met}**" if rate.name.startswith("symmetric: small-init") else met,
+                "" if rate.name == "all" else _failing(population, rate.name, [s for s, ok in held.items() if not ok]),
+            ]
+        )
     return rows
 
 
@@ -198,9 +209,12 @@ def paper_statistic_row(records: Records) -> list[str]:
     per_seed = ", ".join(_num(row["heldout_inferential"].value) for row in picks.values())
     every = PAPER_READINGS[-1]
     logged = paper_statistic.mean_picks(paper_statistic.seed_picks(study.path, every)[0])["heldout_inferential"]
-    return [f"the papers' statistic: small init's best inferential share over {lrs} lrs and epochs, mean of {n} seeds ({_seeds(picks)})",
-            f"{_num(mean)} (per seed {per_seed}; {_num(logged)} on the epochs the released scripts log, -pae {every}); "
-            f">= 0.8 at the pick: {_rate(reach, n)}; with (3,4) fitted at the pick: **{_rate(fitted, n)}**", ""]  # fmt: skip
+    return [
+        f"the papers' statistic: small init's best inferential share over {lrs} lrs and epochs, mean of {n} seeds ({_seeds(picks)})",
+        f"{_num(mean)} (per seed {per_seed}; {_num(logged)} on the epochs the released scripts log, -pae {every}); "
+        f">= 0.8 at the pick: {_rate(reach, n)}; with (3,4) fitted at the pick: **{_rate(fitted, n)}**",
+        "",
+    ]
 
 
 def _rate_of(population: Any, start: str) -> Any:
@@ -208,8 +222,13 @@ def _rate_of(population: Any, start: str) -> Any:
     return next(r for r in population.rates if r.name.startswith(start) and r.beside is None)
 
 
-@generator("readme-answer", STUDY_NAMES["verification"], STUDY_NAMES["paper-statistic"], STUDY_NAMES["gpu"],
-           what="README's and docs/index.md's answer: each flip with its rate, interval and scale, and the papers' statistic reconciled with the strict reading")  # fmt: skip
+@generator(
+    "readme-answer",
+    STUDY_NAMES["verification"],
+    STUDY_NAMES["paper-statistic"],
+    STUDY_NAMES["gpu"],
+    what="README's and docs/index.md's answer: each flip with its rate, interval and scale, and the papers' statistic reconciled with the strict reading",
+)
 def readme_answer(records: Records) -> str:
     study = records.study(STUDY_NAMES["verification"])
     population, config = study.population(), RecordsConfig.of(study)
@@ -233,7 +252,7 @@ def readme_answer(records: Records) -> str:
         f"{_rate(infers.met, infers.of)} seeds, large init copies the seen answer on {_rate(copies.met, copies.of)}; at the "
         f"papers' scale on a GPU small init inferred on {_rate(gpu_infers, len(gpu))} after {gpu[0]['race'].last_epoch} of "
         f"{gpu_config.epochs} epochs.",
-    ]  # fmt: skip
+    ]
     if records.stored(STUDY_NAMES["paper-statistic"]):
         paper_statistic = records.script("paper_statistic")
         ps = records.study(STUDY_NAMES["paper-statistic"])
@@ -247,7 +266,7 @@ def readme_answer(records: Records) -> str:
             f"- **The papers' statistic agrees**: read their way (each seed's best inferential share over {lrs} lrs and every "
             f"epoch, mean of {len(picks)} seeds: {_num(mean)}; {fitted} of {len(picks)} seeds reach 0.8) it finds the moments a "
             f"run infers, yet only {final} of those {len(runs)} runs infers at its final epoch."
-        )  # fmt: skip
+        )
     if records.stored(STUDY_NAMES["fig2-large-401-403"]):
         lines.append(f"- {fig2_sentence(records)}")
     if records.stored(STUDY_NAMES["gamma-slice-d2"]):
@@ -256,33 +275,46 @@ def readme_answer(records: Records) -> str:
         f"- Scale: the `{config.preset}` preset (the papers' models at d_model {config.d_model}, theirs {gpu_config.d_model}; "
         f"{model.n_layers} layers, {config.n_train:,} samples, {config.epochs} epochs), seeds {seeds}, each seed's final model, "
         f"95% exact intervals."
-    )  # fmt: skip
+    )
     return "\n".join(lines)
 
 
-@generator("readme-verification", STUDY_NAMES["verification"], STUDY_NAMES["paper-statistic"],
-           what="README's main table: the verification seeds' rates (strict, with the reading without the (3,4) condition), the failing seeds' modes, the papers' statistic")  # fmt: skip
+@generator(
+    "readme-verification",
+    STUDY_NAMES["verification"],
+    STUDY_NAMES["paper-statistic"],
+    what="README's main table: the verification seeds' rates (strict, with the reading without the (3,4) condition), the failing seeds' modes, the papers' statistic",
+)
 def readme_verification(records: Records) -> str:
     population = records.study(STUDY_NAMES["verification"]).population()
     rows = rates_rows(population, with_all=False) + [paper_statistic_row(records)]
     return _markdown(("criterion", "seeds meeting it", "failing seeds: what they show"), rows)
 
 
-@generator("verification-rates", STUDY_NAMES["verification"],
-           what="docs/faithful-models.md: the verification seeds' rates with the failing seeds' modes, and all six")  # fmt: skip
+@generator(
+    "verification-rates",
+    STUDY_NAMES["verification"],
+    what="docs/faithful-models.md: the verification seeds' rates with the failing seeds' modes, and all six",
+)
 def verification_rates(records: Records) -> str:
     population = records.study(STUDY_NAMES["verification"]).population()
     return _markdown(("criterion", "met", "failing seeds: what they show"), rates_rows(population, with_all=True))
 
 
-@generator("verification-population", STUDY_NAMES["verification"],
-           what="docs/faithful-models.md: the verification's population as Population.format() gives it")  # fmt: skip
+@generator(
+    "verification-population",
+    STUDY_NAMES["verification"],
+    what="docs/faithful-models.md: the verification's population as Population.format() gives it",
+)
 def verification_population(records: Records) -> str:
     return f"```\n{records.study(STUDY_NAMES['verification']).population().format()}\n```"
 
 
-@generator("paper-statistic", STUDY_NAMES["paper-statistic"],
-           what="docs/faithful-models.md: what experiments/paper_statistic.py prints for the stored sweep, on every epoch and on the logged epochs (--logged-every 3)")  # fmt: skip
+@generator(
+    "paper-statistic",
+    STUDY_NAMES["paper-statistic"],
+    what="docs/faithful-models.md: what experiments/paper_statistic.py prints for the stored sweep, on every epoch and on the logged epochs (--logged-every 3)",
+)
 def paper_statistic_table(records: Records) -> str:
     study = records.study(STUDY_NAMES["paper-statistic"])
     blocks = []
@@ -295,8 +327,11 @@ def paper_statistic_table(records: Records) -> str:
     return "\n\n".join(blocks)
 
 
-@generator("paper-statistic-modes", STUDY_NAMES["paper-statistic"],
-           what="docs/faithful-models.md: the sweep's runs by their mode at the last epoch (experiments/race.py), the runs that answer named")  # fmt: skip
+@generator(
+    "paper-statistic-modes",
+    STUDY_NAMES["paper-statistic"],
+    what="docs/faithful-models.md: the sweep's runs by their mode at the last epoch (experiments/race.py), the runs that answer named",
+)
 def paper_statistic_modes(records: Records) -> str:
     from training.studies.records import MODES
 
@@ -343,8 +378,22 @@ def gpu_race(records: Records) -> str:
         "shares stopped moving (epoch)",
         "mode so far",
     )
-    return _markdown(header, ([f"{'small' if r['gamma'] == '0.8' else 'large'} init ({r['gamma']}), seed {r['seed']}", r["(3,4) fit epoch"], r["copy epoch"],
-                               r["inf / sym at fit"], r["inf / sym at end"], r["ID at end"], r["stopped moving"], r["race"].mode] for r in rows))  # fmt: skip
+    return _markdown(
+        header,
+        (
+            [
+                f"{'small' if r['gamma'] == '0.8' else 'large'} init ({r['gamma']}), seed {r['seed']}",
+                r["(3,4) fit epoch"],
+                r["copy epoch"],
+                r["inf / sym at fit"],
+                r["inf / sym at end"],
+                r["ID at end"],
+                r["stopped moving"],
+                r["race"].mode,
+            ]
+            for r in rows
+        ),
+    )
 
 
 @generator(
@@ -358,10 +407,12 @@ def readme_gpu(records: Records) -> str:
     config = RecordsConfig.of(study)
     infers = sum(r["race"].mode == "infers" for r in small)
     copies = [r for r in small if r["race"].mode == "early copy"]
-    return (f"the `{config.preset}` preset (d_model {config.d_model}, {config.n_train:,} samples, {config.precision}) trained small init on seeds "
-            f"{_seeds(int(r['seed']) for r in small)} for {small[0]['race'].last_epoch} of its {config.epochs} epochs before the session's device time ran out; "
-            f"it inferred on {_rate(infers, len(small))} and copied the symmetric answer on {len(copies)} of {len(small)}, whose shares stopped moving "
-            f"at epochs {' and '.join(r['stopped moving'] for r in copies)} (`experiments/race.py`)")  # fmt: skip
+    return (
+        f"the `{config.preset}` preset (d_model {config.d_model}, {config.n_train:,} samples, {config.precision}) trained small init on seeds "
+        f"{_seeds(int(r['seed']) for r in small)} for {small[0]['race'].last_epoch} of its {config.epochs} epochs before the session's device time ran out; "
+        f"it inferred on {_rate(infers, len(small))} and copied the symmetric answer on {len(copies)} of {len(small)}, whose shares stopped moving "
+        f"at epochs {' and '.join(r['stopped moving'] for r in copies)} (`experiments/race.py`)"
+    )
 
 
 def _span(values: Iterable[float | int], fmt: str = "{}") -> str:
@@ -388,9 +439,13 @@ def gpu_rates(records: Records) -> str:
         ]
         best[record.config.seed] = max(shares)
     infers, copies = sum(r["race"].mode == "infers" for r in small), sum(r["race"].mode == "early copy" for r in small)
-    return (f"**Small init infers on {_rate(infers, len(small))} by epoch {small[0]['race'].last_epoch} and copies on {_rate(copies, len(small))}; "
-            f"large init copies on {_rate(sum(r['race'].mode == 'early copy' for r in large), len(large))}.** The highest inferential share each small-init "
-            f"run reached at any epoch: " + ", ".join(f"seed {seed} {share:.2f} (epoch {epoch})" for seed, (share, epoch) in sorted(best.items())) + ".")  # fmt: skip
+    return (
+        f"**Small init infers on {_rate(infers, len(small))} by epoch {small[0]['race'].last_epoch} and copies on {_rate(copies, len(small))}; "
+        f"large init copies on {_rate(sum(r['race'].mode == 'early copy' for r in large), len(large))}.** The highest inferential share each small-init "
+        f"run reached at any epoch: "
+        + ", ".join(f"seed {seed} {share:.2f} (epoch {epoch})" for seed, (share, epoch) in sorted(best.items()))
+        + "."
+    )
 
 
 @generator(
@@ -426,8 +481,10 @@ def gpu_bands(records: Records) -> str:
         parts.append(
             f"{'small' if run.config.init.gamma == 0.8 else 'large'} init seed {run.config.seed} {inf} / {sym}"
         )
-    return (f"Every run's training loss was at most {at_11:.2f} at epoch 11 (later single epochs rose to {later:.2f} and came back). From epoch "
-            f"{GPU_BANDS_FROM} to {last} the (4,3) inferential / symmetric shares moved within these bands: {'; '.join(parts)}.")  # fmt: skip
+    return (
+        f"Every run's training loss was at most {at_11:.2f} at epoch 11 (later single epochs rose to {later:.2f} and came back). From epoch "
+        f"{GPU_BANDS_FROM} to {last} the (4,3) inferential / symmetric shares moved within these bands: {'; '.join(parts)}."
+    )
 
 
 @generator(
@@ -442,8 +499,11 @@ def gpu_fit_epochs(records: Records) -> str:
     return f"epochs {_span(small)} against {_span(large)}"
 
 
-@generator("first-minute-output", STUDY_NAMES["first-minute"],
-           what="docs/getting-started.md: what the first minute prints (its table and verdict), from its stored runs; the call's own seconds are not recorded")  # fmt: skip
+@generator(
+    "first-minute-output",
+    STUDY_NAMES["first-minute"],
+    what="docs/getting-started.md: what the first minute prints (its table and verdict), from its stored runs; the call's own seconds are not recorded",
+)
 def first_minute_output(records: Records) -> str:
     from training.studies.population import failed_criteria
 
@@ -541,8 +601,11 @@ def _answers(record: Any) -> tuple[bool, bool, bool]:
 
 
 def _per_seed(runs: list) -> str:
-    return ", ".join(f"{r.config.seed}: {_num(r.final_columns()['heldout_inferential'])} / {_num(r.final_columns()['heldout_symmetric'])} "
-                     f"({_num(r.final_columns()['exception_acc'])})" for r in sorted(runs, key=lambda r: r.config.seed))  # fmt: skip
+    return ", ".join(
+        f"{r.config.seed}: {_num(r.final_columns()['heldout_inferential'])} / {_num(r.final_columns()['heldout_symmetric'])} "
+        f"({_num(r.final_columns()['exception_acc'])})"
+        for r in sorted(runs, key=lambda r: r.config.seed)
+    )
 
 
 def _init_table(by_gamma: dict[float, list], gammas: Sequence[float] = ()) -> str:
@@ -555,10 +618,24 @@ def _init_table(by_gamma: dict[float, list], gammas: Sequence[float] = ()) -> st
             rows.append([label, "0", "-", "-", "-", "not trained yet"])
             continue
         answers = [_answers(r) for r in runs]
-        rows.append([label, str(len(runs)), _rate(sum(a[0] for a in answers), len(runs)),
-                     _rate(sum(a[1] for a in answers), len(runs)), _rate(sum(a[2] for a in answers), len(runs)), _per_seed(runs)])  # fmt: skip
-    header = ("init", "seeds finished", "infers: >= 0.8 with (3,4) fitted", "infers: >= 0.8 whatever (3,4) does", "copies: symmetric >= 0.8",
-              "per seed: inferential / symmetric ((3,4))")  # fmt: skip
+        rows.append(
+            [
+                label,
+                str(len(runs)),
+                _rate(sum(a[0] for a in answers), len(runs)),
+                _rate(sum(a[1] for a in answers), len(runs)),
+                _rate(sum(a[2] for a in answers), len(runs)),
+                _per_seed(runs),
+            ]
+        )
+    header = (
+        "init",
+        "seeds finished",
+        "infers: >= 0.8 with (3,4) fitted",
+        "infers: >= 0.8 whatever (3,4) does",
+        "copies: symmetric >= 0.8",
+        "per seed: inferential / symmetric ((3,4))",
+    )
     return _markdown(header, rows)
 
 
@@ -571,8 +648,12 @@ def pc_main(records: Records) -> str:
     return _init_table(_small_large(records, "pc"))
 
 
-@generator("pc-depth2", STUDY_NAMES["pc-depth2-const"], STUDY_NAMES["pc-depth2-const-large"],
-           what="docs/positive-control.md: small and large init at depth 2 with the lr held (rule 5; large init 'not trained yet' until stored)")  # fmt: skip
+@generator(
+    "pc-depth2",
+    STUDY_NAMES["pc-depth2-const"],
+    STUDY_NAMES["pc-depth2-const-large"],
+    what="docs/positive-control.md: small and large init at depth 2 with the lr held (rule 5; large init 'not trained yet' until stored)",
+)
 def pc_depth2(records: Records) -> str:
     by_gamma = _small_large(records, "pc-depth2-const")
     if records.stored(STUDY_NAMES["pc-depth2-const-large"]):
@@ -582,8 +663,12 @@ def pc_depth2(records: Records) -> str:
 
 
 #: The cause variants against P, in the pre-registered order, and what each changes.
-CAUSES = (("pc", "P: depth 3, the lr held at its peak, 20 epochs"), ("pc-depth3-cosine", "depth 3 under the preset's cosine (12 epochs)"),
-          ("pc-depth2-const", "depth 2, the lr held (20 epochs)"), ("pc-depth4-const", "depth 4, the lr held (20 epochs)"))  # fmt: skip
+CAUSES = (
+    ("pc", "P: depth 3, the lr held at its peak, 20 epochs"),
+    ("pc-depth3-cosine", "depth 3 under the preset's cosine (12 epochs)"),
+    ("pc-depth2-const", "depth 2, the lr held (20 epochs)"),
+    ("pc-depth4-const", "depth 4, the lr held (20 epochs)"),
+)
 
 
 @generator(
@@ -614,8 +699,16 @@ def pc_causes(records: Records) -> str:
             p = float(fisher_exact([[p_met, p_n - p_met], [met, n - met]])[1])
             against = f"p = {p:.3f}: " + ("separated" if p < 0.05 else f"not separated at {min(n, p_n)} seeds")
         rows.append([label, str(n), _rate(met, n) if n else "-", _rate(loose, n) if n else "-", against])
-    return _markdown(("small init (gamma 0.8)", "seeds finished", "infers: >= 0.8 with (3,4) fitted", "infers: >= 0.8 whatever (3,4) does",
-                      "against P (Fisher's exact test, two-sided, strict counts)"), rows)  # fmt: skip
+    return _markdown(
+        (
+            "small init (gamma 0.8)",
+            "seeds finished",
+            "infers: >= 0.8 with (3,4) fitted",
+            "infers: >= 0.8 whatever (3,4) does",
+            "against P (Fisher's exact test, two-sided, strict counts)",
+        ),
+        rows,
+    )
 
 
 # -- where the strict answer appears (README's and docs/faithful-models.md's last results table)
@@ -633,8 +726,11 @@ def _configuration(config: Any, lrs: Sequence[float] = ()) -> str:
     return f"`{config.preset}`, depth {config.model.n_layers}, {peak}, {schedule}, {train.epochs} epochs, gamma {config.init.gamma:g}"
 
 
-@generator("strict-breadth", *(STUDY_NAMES[r] for r in BREADTH),
-           what="README and docs/faithful-models.md: where small init infers strictly, per stored CPU study: configuration, seeds, both readings, the closest share (a study not stored yet is left out)")  # fmt: skip
+@generator(
+    "strict-breadth",
+    *(STUDY_NAMES[r] for r in BREADTH),
+    what="README and docs/faithful-models.md: where small init infers strictly, per stored CPU study: configuration, seeds, both readings, the closest share (a study not stored yet is left out)",
+)
 def strict_breadth(records: Records) -> str:
     rows = []
     for role in BREADTH:
@@ -655,11 +751,22 @@ def strict_breadth(records: Records) -> str:
             f" x {len(lrs)} lrs ({len(small)} runs)" if len(lrs) > 1 else ""
         )
         where = f"seed {closest.config.seed}" + (f", lr {closest.config.train.lr:g}" if len(lrs) > 1 else "")
-        rows.append([f"{STUDY_NAMES[role]}: {_configuration(small[0].config, lrs)}", seeds,
-                     _rate(sum(a[0] for a in answers), len(small)), _rate(sum(a[1] for a in answers), len(small)),
-                     f"{_num(columns['heldout_inferential'])} ({where}, (3,4) {_num(columns['exception_acc'])})"])  # fmt: skip
-    header = ("stored study: small init on `symmetric`", "seeds (runs) finished", "infers: >= 0.8 with (3,4) fitted", "infers: >= 0.8 whatever (3,4) does",
-              "highest final inferential share")  # fmt: skip
+        rows.append(
+            [
+                f"{STUDY_NAMES[role]}: {_configuration(small[0].config, lrs)}",
+                seeds,
+                _rate(sum(a[0] for a in answers), len(small)),
+                _rate(sum(a[1] for a in answers), len(small)),
+                f"{_num(columns['heldout_inferential'])} ({where}, (3,4) {_num(columns['exception_acc'])})",
+            ]
+        )
+    header = (
+        "stored study: small init on `symmetric`",
+        "seeds (runs) finished",
+        "infers: >= 0.8 with (3,4) fitted",
+        "infers: >= 0.8 whatever (3,4) does",
+        "highest final inferential share",
+    )
     return _markdown(header, rows)
 
 
@@ -688,8 +795,11 @@ def _fig2(records: Records) -> tuple[ModuleType, Any, Any]:
 _FIG2_STUDIES = tuple(STUDY_NAMES[r] for roles in FIG2_SWEEPS.values() for r in roles)
 
 
-@generator("fig2-contrast", *_FIG2_STUDIES,
-           what="README and docs/fig2-contrast.md: Fig. 2's two panels for both inits under the papers' statistic (every epoch and the logged epochs), with the Mann-Whitney test and rule C1's word")  # fmt: skip
+@generator(
+    "fig2-contrast",
+    *_FIG2_STUDIES,
+    what="README and docs/fig2-contrast.md: Fig. 2's two panels for both inits under the papers' statistic (every epoch and the logged epochs), with the Mann-Whitney test and rule C1's word",
+)
 def fig2_contrast(records: Records) -> str:
     contrast, small, large = _fig2(records)
     return contrast.panel_table(contrast.panel_rows(small, large) + contrast.panel_rows(small, large, 3))
@@ -702,8 +812,10 @@ def fig2_contrast(records: Records) -> str:
 )
 def fig2_verdict(records: Records) -> str:
     contrast, small, large = _fig2(records)
-    return (f"{contrast.seeds_line(small, large)}. Rule C1 on the every-epoch reading: {contrast.contrast_word(contrast.panel_rows(small, large))}; "
-            f"{contrast.spikes_sentence(small, large)}")  # fmt: skip
+    return (
+        f"{contrast.seeds_line(small, large)}. Rule C1 on the every-epoch reading: {contrast.contrast_word(contrast.panel_rows(small, large))}; "
+        f"{contrast.spikes_sentence(small, large)}"
+    )
 
 
 @generator(
@@ -726,8 +838,11 @@ def fig2_strict(records: Records) -> str:
     return contrast.strict_table(small, large)
 
 
-@generator("gamma-slice", *(STUDY_NAMES[r] for r in SLICE),
-           what="README and docs/fig2-contrast.md: the gamma slice per depth x gamma (rule S1) and rules S2-S3 (a sweep not stored yet is left out)")  # fmt: skip
+@generator(
+    "gamma-slice",
+    *(STUDY_NAMES[r] for r in SLICE),
+    what="README and docs/fig2-contrast.md: the gamma slice per depth x gamma (rule S1) and rules S2-S3 (a sweep not stored yet is left out)",
+)
 def gamma_slice(records: Records) -> str:
     contrast = records.script("contrast")
     folders = [records.study(STUDY_NAMES[SLICE[0]]).path]
@@ -768,8 +883,11 @@ for _figure, _stem in FIG7.items():
     )(_fig7_table(_figure))
 
 
-@generator("readme-beyond", *(f"{stem}-{side}" for stem in FIG7.values() for side in ("small", "large")),
-           what="README: the journal's Fig. 7 at CPU scale, per figure the word of rule B2 and small-beats-large per data size, or that it has not run")  # fmt: skip
+@generator(
+    "readme-beyond",
+    *(f"{stem}-{side}" for stem in FIG7.values() for side in ("small", "large")),
+    what="README: the journal's Fig. 7 at CPU scale, per figure the word of rule B2 and small-beats-large per data size, or that it has not run",
+)
 def readme_beyond(records: Records) -> str:
     lines = []
     for figure, stem in FIG7.items():
@@ -792,8 +910,12 @@ def readme_beyond(records: Records) -> str:
     return "\n".join(lines)
 
 
-@generator("pc-depth2-inits", STUDY_NAMES["pc-depth2-const"], STUDY_NAMES["pc-depth2-const-large"],
-           what="docs/positive-control.md: small against large init at depth 2 with the lr held, copies and strict infers, by Fisher's exact test (post hoc)")  # fmt: skip
+@generator(
+    "pc-depth2-inits",
+    STUDY_NAMES["pc-depth2-const"],
+    STUDY_NAMES["pc-depth2-const-large"],
+    what="docs/positive-control.md: small against large init at depth 2 with the lr held, copies and strict infers, by Fisher's exact test (post hoc)",
+)
 def pc_depth2_inits(records: Records) -> str:
     contrast = records.script("contrast")
     small, large = (
@@ -802,8 +924,10 @@ def pc_depth2_inits(records: Records) -> str:
     )
     s, l = (contrast.Strict.of(runs) for runs in (small, large))
     p_copy, p_inf = contrast.fisher((l.copies, l.n), (s.copies, s.n)), contrast.fisher((s.infers, s.n), (l.infers, l.n))
-    return (f"large init copies on {l.copies} of {l.n} against small init's {s.copies} of {s.n} (two-sided Fisher's exact test p = {p_copy:.3f}), "
-            f"and small init infers strictly on {s.infers} of {s.n} against large init's {l.infers} of {l.n} (p = {p_inf:.3f})")  # fmt: skip
+    return (
+        f"large init copies on {l.copies} of {l.n} against small init's {s.copies} of {s.n} (two-sided Fisher's exact test p = {p_copy:.3f}), "
+        f"and small init infers strictly on {s.infers} of {s.n} against large init's {l.infers} of {l.n} (p = {p_inf:.3f})"
+    )
 
 
 # -- what the benchmark scripts print (docs/campaign.md, docs/clusters.md, benchmarks/README.md), so that a page cannot disagree with the code
@@ -894,15 +1018,32 @@ def pretrained_models(records: Records) -> str:
         record = RunRecord.read(info.path)
         final = record.final_columns()
         if final.get("heldout_inferential") is not None:
-            learned = (f"{symmetric_solution(final['id_acc'], final['heldout_inferential'], final['heldout_symmetric'], final['exception_acc'])}: "
-                       f"(4,3) inferential {_num(final['heldout_inferential'])}, symmetric {_num(final['heldout_symmetric'])}, (3,4) {_num(final['exception_acc'])}")  # fmt: skip
+            learned = (
+                f"{symmetric_solution(final['id_acc'], final['heldout_inferential'], final['heldout_symmetric'], final['exception_acc'])}: "
+                f"(4,3) inferential {_num(final['heldout_inferential'])}, symmetric {_num(final['heldout_symmetric'])}, (3,4) {_num(final['exception_acc'])}"
+            )
         else:
             learned = f"OOD {_num(final.get('ood_acc'))}, commutativity {_num(final.get('commutativity'))}"
         compared = info.compared
-        same = "-" if compared is None else ("weights and final metrics equal" if compared["weights_sha256_equal"] and compared["final_equal"]
-                                             else f"final metrics differ by up to {compared['largest_final_difference']:.3g}")  # fmt: skip
-        rows.append([f"`{name}`", f"{info.task}, gamma {info.gamma:g}, seed {info.seed}", _num(final["id_acc"]), learned,
-                     f"{info.elapsed_s / 60:.1f}", f"{same} (`{compared['record']}`)" if compared else same])  # fmt: skip
+        same = (
+            "-"
+            if compared is None
+            else (
+                "weights and final metrics equal"
+                if compared["weights_sha256_equal"] and compared["final_equal"]
+                else f"final metrics differ by up to {compared['largest_final_difference']:.3g}"
+            )
+        )
+        rows.append(
+            [
+                f"`{name}`",
+                f"{info.task}, gamma {info.gamma:g}, seed {info.seed}",
+                _num(final["id_acc"]),
+                learned,
+                f"{info.elapsed_s / 60:.1f}",
+                f"{same} (`{compared['record']}`)" if compared else same,
+            ]
+        )
     return _markdown(
         (
             "name",
@@ -960,5 +1101,7 @@ def slice_sentence(records: Records) -> str:
         parts.append(
             f"at depth {depth} gamma 1.0 infers on {small.strict.rate('infers')} (final ID {_span(ids, '{:.2f}')}) and gamma 0.5 copies on {large.strict.rate('copies')}"
         )
-    return (f"**Gamma where the paper's init scale lies** (gamma 1.0 gives width 128 the paper's init std; the `cpu` preset's schedule, seeds 701-704, "
-            f"finished seeds only): {'; '.join(parts) or 'no cell with both gammas finished yet'} (`docs/fig2-contrast.md`).")  # fmt: skip
+    return (
+        f"**Gamma where the paper's init scale lies** (gamma 1.0 gives width 128 the paper's init std; the `cpu` preset's schedule, seeds 701-704, "
+        f"finished seeds only): {'; '.join(parts) or 'no cell with both gammas finished yet'} (`docs/fig2-contrast.md`)."
+    )

@@ -40,10 +40,19 @@ from training.studies.study import StudySpec, record_study, refuse_strangers, ru
 
 #: The search's base (2 layers, 1 head, d_head = d_model / 2, d_mlp = 3 d_model).
 BASE = dict(
-    n_layers=2, n_heads=1, n_train=40_000, n_test=2_000, batch_size=512,
-    weight_decay=0.01, grad_clip=1.0, eval_every=1, eval_samples=2_000,
-    balanced_pairs=False, drop_last=False, n_heldout=None,  # the sets as the search drew them (the paper preset now draws the released ones)
-)  # fmt: skip
+    n_layers=2,
+    n_heads=1,
+    n_train=40_000,
+    n_test=2_000,
+    batch_size=512,
+    weight_decay=0.01,
+    grad_clip=1.0,
+    eval_every=1,
+    eval_samples=2_000,
+    balanced_pairs=False,
+    drop_last=False,
+    n_heldout=None,  # the sets as the search drew them (the paper preset now draws the released ones)
+)
 
 
 def parse_spec(spec: str) -> dict:

@@ -227,8 +227,10 @@ def reproduction_spec(source: Path, carry: tuple[str, ...] | None = None) -> Stu
             if recorded.get(key) != asked.get(key)
         ]
         if diffs:
-            raise ValueError(f"{job.run_dir} is not the run {SUMMARY_FILE} names ({'; '.join(diffs[:4])}); "
-                             "if the reproduction held the paper's recipe, give its quantities with --carry")  # fmt: skip
+            raise ValueError(
+                f"{job.run_dir} is not the run {SUMMARY_FILE} names ({'; '.join(diffs[:4])}); "
+                "if the reproduction held the paper's recipe, give its quantities with --carry"
+            )
     return spec
 
 
@@ -378,16 +380,34 @@ def manifest(plan: Plan, name: str, info: StudyInfo, source: str, made_by: str, 
     if info.dates:
         dates = {"text": info.dates}
     else:
-        dates = {"first_run_started": _utc(min(plan.starts)) if plan.starts else None, "last_run_finished": _utc(max(plan.ends)) if plan.ends else None,
-                 "from": "the modification times of the run folders' config.json (written when a run starts) and metrics.json (when it ends)"}  # fmt: skip
+        dates = {
+            "first_run_started": _utc(min(plan.starts)) if plan.starts else None,
+            "last_run_finished": _utc(max(plan.ends)) if plan.ends else None,
+            "from": "the modification times of the run folders' config.json (written when a run starts) and metrics.json (when it ends)",
+        }
     return {
-        "format": STUDY_FORMAT, "name": name, "kind": plan.kind, "description": plan.description,
-        "command": info.command, "commit": info.commit, "machine": info.machine, "beside": info.beside, "note": info.note,
-        "dates": dates, "source": source, "made_by": made_by, "stored": {"at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), "partial": partial},
-        "runs": {"count": sum(plan.statuses.values()), "statuses": dict(sorted(plan.statuses.items())), "training_seconds": round(plan.seconds, 1)},
+        "format": STUDY_FORMAT,
+        "name": name,
+        "kind": plan.kind,
+        "description": plan.description,
+        "command": info.command,
+        "commit": info.commit,
+        "machine": info.machine,
+        "beside": info.beside,
+        "note": info.note,
+        "dates": dates,
+        "source": source,
+        "made_by": made_by,
+        "stored": {"at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), "partial": partial},
+        "runs": {
+            "count": sum(plan.statuses.values()),
+            "statuses": dict(sorted(plan.statuses.items())),
+            "training_seconds": round(plan.seconds, 1),
+        },
         "left_behind": {k: {"files": v[0], "bytes": v[1]} for k, v in sorted(plan.left_behind.items())},
-        "files": files, "total_bytes": sum(f["bytes"] for f in files.values()),
-    }  # fmt: skip
+        "files": files,
+        "total_bytes": sum(f["bytes"] for f in files.values()),
+    }
 
 
 def _size(n: int) -> str:
@@ -412,19 +432,32 @@ def study_page(data: dict[str, Any]) -> str:
         or "nothing"
     )
     lines = [
-        f"# {data['name']}", "", *([data["description"], ""] if data["description"] else []),
+        f"# {data['name']}",
+        "",
+        *([data["description"], ""] if data["description"] else []),
         f"The records of a {data['kind']} study: {runs['count']} runs ({statuses}), kept without weights or checkpoints.",
         "Read them with `training.studies.population.StoredStudy` (a stored run reads as finished through `training.studies.records.RunRecord`);",
-        "`python experiments/tables.py` writes the docs' tables from them.", "",
-        f"- **Command**: `{data['command']}`", f"- **Commit**: {data['commit']}", f"- **Machine**: {data['machine']}",
-        f"- **Beside it**: {data['beside']}", f"- **Dates**: {when}",
-        *([f"- **Training time**: {runs['training_seconds'] / 3600:.2f} h summed over the runs (their `elapsed_s`)"] if runs["training_seconds"] else []),
-        f"- **Stored**: {data['stored']['at']} by `{data['made_by']}`" + (" (--partial: unfinished runs kept as they were)" if data["stored"]["partial"] else ""),
-        (f"- **Kept**: {len(data['files'])} files, {_size(data['total_bytes'])} in all (besides stored-study.json and this page); "
-         f"the largest {_size(max((f['bytes'] for f in data['files'].values()), default=0))}"),
+        "`python experiments/tables.py` writes the docs' tables from them.",
+        "",
+        f"- **Command**: `{data['command']}`",
+        f"- **Commit**: {data['commit']}",
+        f"- **Machine**: {data['machine']}",
+        f"- **Beside it**: {data['beside']}",
+        f"- **Dates**: {when}",
+        *(
+            [f"- **Training time**: {runs['training_seconds'] / 3600:.2f} h summed over the runs (their `elapsed_s`)"]
+            if runs["training_seconds"]
+            else []
+        ),
+        f"- **Stored**: {data['stored']['at']} by `{data['made_by']}`"
+        + (" (--partial: unfinished runs kept as they were)" if data["stored"]["partial"] else ""),
+        (
+            f"- **Kept**: {len(data['files'])} files, {_size(data['total_bytes'])} in all (besides stored-study.json and this page); "
+            f"the largest {_size(max((f['bytes'] for f in data['files'].values()), default=0))}"
+        ),
         f"- **Left behind**: {left}",
         *([f"- **Note**: {data['note']}"] if data["note"] else []),
-    ]  # fmt: skip
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -493,8 +526,17 @@ def exchange(a: Path, b: Path) -> bool:
     return False
 
 
-def store(source: str | Path, dest: str | Path, info: StudyInfo, *, replace: bool = False, partial: bool = False,
-          carry: tuple[str, ...] | None = None, max_file_mb: float = MAX_FILE_MB, made_by: str = MADE_BY) -> dict[str, Any]:  # fmt: skip
+def store(
+    source: str | Path,
+    dest: str | Path,
+    info: StudyInfo,
+    *,
+    replace: bool = False,
+    partial: bool = False,
+    carry: tuple[str, ...] | None = None,
+    max_file_mb: float = MAX_FILE_MB,
+    made_by: str = MADE_BY,
+) -> dict[str, Any]:
     """Store the finished study ``source`` in ``dest`` (see the module docstring); returns the manifest."""
     source, dest = Path(source).absolute(), Path(dest).absolute()
     if source == dest or source in dest.parents or dest in source.parents:
@@ -588,8 +630,15 @@ def _mark_held(folder: Path, info: StudyInfo, kind: str) -> dict[str, Any]:
             raw["status"] if raw.get("status") in FINISHED_STATUSES else str(record.status)
         )  # a finished run without weights: stored, once marked
         rel = run.relative_to(folder).as_posix()
-        markers[f"{rel}/{STORED_FILE}"] = _json_bytes({"format": STORED_FORMAT, "status": status, "weights_sha256": raw.get("weights_sha256"),
-                                                       "weights_bytes": None, "left_behind": []})  # fmt: skip
+        markers[f"{rel}/{STORED_FILE}"] = _json_bytes(
+            {
+                "format": STORED_FORMAT,
+                "status": status,
+                "weights_sha256": raw.get("weights_sha256"),
+                "weights_bytes": None,
+                "left_behind": [],
+            }
+        )
         plan.statuses[status] += 1
         plan.seconds += record.elapsed_s or 0.0
     for path in sorted(p for p in folder.rglob("*") if p.is_file() and p != folder / LOCK_FILE):
@@ -635,8 +684,21 @@ def _mark_held(folder: Path, info: StudyInfo, kind: str) -> dict[str, Any]:
     help="Mark SOURCE, records already kept without weights, as a stored study of this kind (no DEST).",
 )
 @click.option("--dates", default="", help="When the study ran (with --mark: the files' own times are the checkout's).")
-def main(source: Path, dest: Path | None, command_: str, commit: str, machine: str, beside: str, note: str, replace: bool, partial: bool,
-         carry: str | None, max_file_mb: float, mark_kind: str | None, dates: str) -> None:  # fmt: skip
+def main(
+    source: Path,
+    dest: Path | None,
+    command_: str,
+    commit: str,
+    machine: str,
+    beside: str,
+    note: str,
+    replace: bool,
+    partial: bool,
+    carry: str | None,
+    max_file_mb: float,
+    mark_kind: str | None,
+    dates: str,
+) -> None:
     """Store the finished study SOURCE in DEST (experiments/results/<study>) without weights; or --mark SOURCE."""
     # Errors go through the command line's one layer (training.cli.errors): one line, exit 2.
     info = StudyInfo(command_, commit, machine, beside, note, dates)
@@ -659,8 +721,10 @@ def main(source: Path, dest: Path | None, command_: str, commit: str, machine: s
         )
         where = dest
     statuses = ", ".join(f"{n} {s}" for s, n in data["runs"]["statuses"].items())
-    click.echo(f"stored {data['runs']['count']} runs ({statuses}) of the {data['kind']} study in {where}: "
-               f"{len(data['files'])} files, {_size(data['total_bytes'])} in all (besides {STORED_STUDY_FILE} and {STUDY_PAGE})")  # fmt: skip
+    click.echo(
+        f"stored {data['runs']['count']} runs ({statuses}) of the {data['kind']} study in {where}: "
+        f"{len(data['files'])} files, {_size(data['total_bytes'])} in all (besides {STORED_STUDY_FILE} and {STUDY_PAGE})"
+    )
 
 
 if __name__ == "__main__":

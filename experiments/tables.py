@@ -437,8 +437,11 @@ def main(check: bool, listing: bool, root: Path, records: Path | None, require_r
         click.echo(f"not checkable yet: {line}")
     if outcome.history and not listing:
         pages = Counter(line.split(":", 1)[0] for line in outcome.history)
-        click.echo(f"not checkable (history, typed by hand): {len(outcome.history)} blocks ("
-                   + ", ".join(f"{page} {n}" for page, n in sorted(pages.items())) + "; --list names them)")  # fmt: skip
+        click.echo(
+            f"not checkable (history, typed by hand): {len(outcome.history)} blocks ("
+            + ", ".join(f"{page} {n}" for page, n in sorted(pages.items()))
+            + "; --list names them)"
+        )
     for name in outcome.unplaced:
         click.echo(
             f"not placed in any page: {name} (put <!-- table:{name} --> <!-- /table:{name} --> where it belongs)"

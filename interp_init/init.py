@@ -56,9 +56,14 @@ _GROUPS: dict[str, str] = {
 _RESIDUAL_OUTPUTS = ("W_O", "W_out")
 #: bias name -> the weight whose fan-in PyTorch's default bias rule uses
 _BIAS_WEIGHT: dict[str, str] = {
-    "b_Q": "W_Q", "b_K": "W_K", "b_V": "W_V", "b_O": "W_O",
-    "b_in": "W_in", "b_out": "W_out", "b_U": "W_U",
-}  # fmt: skip
+    "b_Q": "W_Q",
+    "b_K": "W_K",
+    "b_V": "W_V",
+    "b_O": "W_O",
+    "b_in": "W_in",
+    "b_out": "W_out",
+    "b_U": "W_U",
+}
 
 
 def _weight_params(model: HookedTransformer) -> Iterator[tuple[str, torch.nn.Parameter, str]]:

@@ -43,8 +43,11 @@ def check_metrics_values(path: Path, data: dict[str, Any], fix: str) -> None:
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise BadRunFile(path, f"has format_version {version!r}, not a positive integer", fix)
     if version > METRICS_FORMAT_VERSION:
-        raise BadRunFile(path, f"has format_version {version}, newer than the {METRICS_FORMAT_VERSION} this version of interp-init reads",
-                         "upgrade interp-init (pip install -U interp-init) to read it")  # fmt: skip
+        raise BadRunFile(
+            path,
+            f"has format_version {version}, newer than the {METRICS_FORMAT_VERSION} this version of interp-init reads",
+            "upgrade interp-init (pip install -U interp-init) to read it",
+        )
     final, status = data["final"], data["status"]
     if status == "completed":
         if not data["history"]:

@@ -25,8 +25,15 @@ from interp_init.config import InitConfig, ModelConfig, config_to_dict
 from interp_init.fileio import BadRunFile, MissingRunFile, atomic_write
 from interp_init.init import gamma_init_
 
-__all__ = ["build_model", "empty_model", "load_weights", "quiet_deprecation",
-           "resolve_device", "save_weights", "weights_metadata"]  # fmt: skip
+__all__ = [
+    "build_model",
+    "empty_model",
+    "load_weights",
+    "quiet_deprecation",
+    "resolve_device",
+    "save_weights",
+    "weights_metadata",
+]
 
 
 @contextlib.contextmanager

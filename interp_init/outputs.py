@@ -61,12 +61,22 @@ OUTPUTS_RECORD = ".interp-init-outputs.json"
 
 #: The files the toolkit writes, by name, and what each is: an output page never replaces one.
 TOOLKIT_FILES: dict[str, str] = {
-    CONFIG_FILE: "a run's config", METRICS_FILE: "a run's metrics", WEIGHTS_FILE: "a run's finished weights",
-    CHECKPOINT_FILE: "a run's checkpoint", ERROR_FILE: "a sweep's record of a failed run", SWEEP_SPEC_FILE: "a sweep's spec",
-    SUMMARY_FILE: "a reproduction's summary", "results.csv": "a sweep's results table", "ranks.json": "a run's stable ranks",
-    LOCK_FILE: "a folder's lock", STUDY_FILE: "a study's record of its runs", OUTPUTS_RECORD: "a folder's record of its outputs",
-    STORED_FILE: "a stored run's marker", STORED_STUDY_FILE: "a stored study's manifest", STUDY_PAGE: "a stored study's page",
-}  # fmt: skip
+    CONFIG_FILE: "a run's config",
+    METRICS_FILE: "a run's metrics",
+    WEIGHTS_FILE: "a run's finished weights",
+    CHECKPOINT_FILE: "a run's checkpoint",
+    ERROR_FILE: "a sweep's record of a failed run",
+    SWEEP_SPEC_FILE: "a sweep's spec",
+    SUMMARY_FILE: "a reproduction's summary",
+    "results.csv": "a sweep's results table",
+    "ranks.json": "a run's stable ranks",
+    LOCK_FILE: "a folder's lock",
+    STUDY_FILE: "a study's record of its runs",
+    OUTPUTS_RECORD: "a folder's record of its outputs",
+    STORED_FILE: "a stored run's marker",
+    STORED_STUDY_FILE: "a stored study's manifest",
+    STUDY_PAGE: "a stored study's page",
+}
 
 
 def looks_like_run(path: Path) -> bool:

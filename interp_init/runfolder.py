@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from interp_init.config import ModelConfig
-from interp_init.fileio import (  # fmt: skip
+from interp_init.fileio import (
     BadRunFile,
     MissingRunFile,
     RunFolderBusy,
@@ -70,7 +70,7 @@ from interp_init.fileio import (  # fmt: skip
     write_json,
 )
 from interp_init.metrics_values import check_metrics_values
-from interp_init.outputs import (  # fmt: skip
+from interp_init.outputs import (
     CHECKPOINT_FILE,
     CHECKPOINT_FORMAT,
     CONFIG_FILE,
@@ -83,8 +83,22 @@ from interp_init.outputs import (  # fmt: skip
 )
 from interp_init.stored import is_stored, refuse_stored_weights
 
-__all__ = ["BadRunFile", "MissingRunFile", "RunFolder", "RunFolderBusy", "RunStatus", "atomic_write", "config_digest", "file_sha256",
-           "hold_folder", "load_model", "looks_like_run", "refuse_inside_run", "refuse_non_run_folder", "write_json"]  # fmt: skip
+__all__ = [
+    "BadRunFile",
+    "MissingRunFile",
+    "RunFolder",
+    "RunFolderBusy",
+    "RunStatus",
+    "atomic_write",
+    "config_digest",
+    "file_sha256",
+    "hold_folder",
+    "load_model",
+    "looks_like_run",
+    "refuse_inside_run",
+    "refuse_non_run_folder",
+    "write_json",
+]
 
 if TYPE_CHECKING:
     import torch
@@ -293,8 +307,16 @@ class RunFolder:
         again = "or delete the folder (or choose another --out) to train the run again"
         if has_weights:
             said = "is missing" if metrics is None else f"says {metrics['status']!r}"
-            raise BadRunFile(self.weights_path, f"holds a finished run's weights, but {METRICS_FILE} {said} and there is no {CHECKPOINT_FILE} to resume from: training again would replace the finished weights", f"restore {METRICS_FILE}, {again}")  # fmt: skip
-        raise BadRunFile(self.metrics_path, f"says the run {metrics['status']}, but {WEIGHTS_FILE} is missing and there is no {CHECKPOINT_FILE} to resume from: training again would replace the finished metrics", f"restore {WEIGHTS_FILE}, {again}")  # fmt: skip
+            raise BadRunFile(
+                self.weights_path,
+                f"holds a finished run's weights, but {METRICS_FILE} {said} and there is no {CHECKPOINT_FILE} to resume from: training again would replace the finished weights",
+                f"restore {METRICS_FILE}, {again}",
+            )
+        raise BadRunFile(
+            self.metrics_path,
+            f"says the run {metrics['status']}, but {WEIGHTS_FILE} is missing and there is no {CHECKPOINT_FILE} to resume from: training again would replace the finished metrics",
+            f"restore {WEIGHTS_FILE}, {again}",
+        )
 
     # ----------------------------------------------------------------- metrics.json
 
@@ -455,7 +477,11 @@ class RunFolder:
                 "give this user read access to it (chmod), or run as its owner",
             ) from None
         except Exception as err:  # noqa: BLE001 - any unreadable file gets the same clear message
-            raise BadRunFile(path, f"is not a readable checkpoint ({type(err).__name__}: {err}); it may be truncated or foreign", "remove it to restart the run") from None  # fmt: skip
+            raise BadRunFile(
+                path,
+                f"is not a readable checkpoint ({type(err).__name__}: {err}); it may be truncated or foreign",
+                "remove it to restart the run",
+            ) from None
         if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
             raise BadRunFile(path, "is not an interp-init checkpoint", "remove it to restart the run")
         if state.get("config") != config:

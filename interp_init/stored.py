@@ -106,9 +106,10 @@ def refuse_stored_weights(run_dir: str | Path) -> None:
     if (Path(run_dir) / STORED_FILE).is_file():
         where = f"{root / STUDY_PAGE}" if root is not None else "the study's STUDY.md"
         raise BadRunFile(
-            Path(run_dir) / "model.safetensors", "is absent: this run is a stored record, kept without its weights",
+            Path(run_dir) / "model.safetensors",
+            "is absent: this run is a stored record, kept without its weights",
             f"train it again with the command in {where} (into another folder) to load its model",
-        )  # fmt: skip
+        )
 
 
 __all__ = [

@@ -81,9 +81,15 @@ def anchor_positions(tokens: Int[Tensor, "batch pos"] | Sequence) -> Int[Tensor,
 
 
 def _mask_named(
-    model: HookedModel, dataset: AnchorDataset | Tensor | Sequence, position: str, layers: int | Iterable[int] | None, heads: int | Iterable[int] | None,
-    query_positions: int | Iterable[int] | None, renormalize: bool, names_filter: object,
-) -> MaskedRun:  # fmt: skip
+    model: HookedModel,
+    dataset: AnchorDataset | Tensor | Sequence,
+    position: str,
+    layers: int | Iterable[int] | None,
+    heads: int | Iterable[int] | None,
+    query_positions: int | Iterable[int] | None,
+    renormalize: bool,
+    names_filter: object,
+) -> MaskedRun:
     """:func:`masked_run` hiding the dataset's named ``position`` (token ids: found by :func:`anchor_positions`)."""
     check_model(model)
     if isinstance(dataset, AnchorDataset) or hasattr(dataset, "key_positions"):

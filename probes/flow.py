@@ -195,8 +195,13 @@ def information_flow(
         )
         chunks = [(real, lambda take: [take(i, pattern.detach()) for i, pattern in enumerate(cached)])]
     else:
-        chunks = ((c.attention_mask if c.attention_mask is not None else torch.ones_like(c.tokens), lambda take, c=c: _run_patterns(model, c, layers, "information_flow", take))
-                  for c in inputs.batches(size))  # fmt: skip
+        chunks = (
+            (
+                c.attention_mask if c.attention_mask is not None else torch.ones_like(c.tokens),
+                lambda take, c=c: _run_patterns(model, c, layers, "information_flow", take),
+            )
+            for c in inputs.batches(size)
+        )
     for real, feed in chunks:
         both = einops.einsum(
             real.double().cpu(), real.double().cpu(), "batch q, batch k -> batch q k"
@@ -399,21 +404,27 @@ def plot_flow(
         ]
         fig.add_trace(
             go.Scatter(
-                x=xs, y=ys, mode="lines", showlegend=False, hoverinfo="text",
+                x=xs,
+                y=ys,
+                mode="lines",
+                showlegend=False,
+                hoverinfo="text",
                 hovertext=[t for t in text for _ in range(3)],
                 line={"width": 0.5 + (band + 0.5), "color": "rgba(90,90,90,0.45)"},
             )
-        )  # fmt: skip
+        )
     colors = ["#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"]
     if paths is not None:
         for i, row in enumerate(paths.head(n_highlight).itertuples()):
             fig.add_trace(
                 go.Scatter(
-                    x=list(row.path), y=list(range(len(row.path))), mode="lines",
+                    x=list(row.path),
+                    y=list(range(len(row.path))),
+                    mode="lines",
                     line={"width": 3, "color": colors[i % len(colors)]},
                     name=f"path {i + 1}: {' -> '.join(labels[p] for p in row.path)} ({row.score:.3f})",
                 )
-            )  # fmt: skip
+            )
     xs, ys = np.meshgrid(np.arange(n_pos), np.arange(n_layers + 1))
     fig.add_trace(
         go.Scatter(

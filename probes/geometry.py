@@ -155,10 +155,16 @@ def plot_condensation(
     cells = list(range(n))
     fig = go.Figure(
         go.Heatmap(
-            z=result.reordered, x=cells, y=cells, zmin=-1, zmax=1, colorscale="RdBu_r", colorbar={"title": "cosine"},
+            z=result.reordered,
+            x=cells,
+            y=cells,
+            zmin=-1,
+            zmax=1,
+            colorscale="RdBu_r",
+            colorbar={"title": "cosine"},
             hovertemplate="cells %{y} and %{x} of the grouped order: cosine %{z:.2f}<extra></extra>",
         )
-    )  # fmt: skip
+    )
     starts = np.concatenate([[0], np.cumsum(result.group_sizes)[:-1]]) - 0.5
     ends = starts + np.asarray(result.group_sizes)
     gap = np.full(len(starts), np.nan)
@@ -219,11 +225,17 @@ class EmbeddingPCA(TableDisplay):
 
     def table(self) -> pd.DataFrame:
         """One row: tokens, the variance PC1 and PC2 explain, and the ordinal score with its component."""
-        return pd.DataFrame([{
-            "tokens": len(self.coordinates), "PC1 variance": float(self.explained_variance_ratio[0]),
-            "PC2 variance": float(self.explained_variance_ratio[1]), "ordinal score": self.ordinal_score,
-            "ordinal component": self.ordinal_component,
-        }])  # fmt: skip
+        return pd.DataFrame(
+            [
+                {
+                    "tokens": len(self.coordinates),
+                    "PC1 variance": float(self.explained_variance_ratio[0]),
+                    "PC2 variance": float(self.explained_variance_ratio[1]),
+                    "ordinal score": self.ordinal_score,
+                    "ordinal component": self.ordinal_component,
+                }
+            ]
+        )
 
 
 def embedding_pca(model: HookedModel, tokens: Iterable[int] | None = None) -> EmbeddingPCA:

@@ -314,8 +314,10 @@ def activation_stable_ranks(
     if is_cache(tokens):  # the activations a user already has: read, not run
         missing = [name for name, _ in captures if name not in set(tokens.keys())]
         if missing and not is_filter_function(names_filter):
-            raise ValueError(f"activation_stable_ranks: the cache holds no {missing[0]} ({len(missing)} of those names_filter picks are missing); "
-                             "cache them with model.run_with_cache(tokens, names_filter=...) or pass the tokens")  # fmt: skip
+            raise ValueError(
+                f"activation_stable_ranks: the cache holds no {missing[0]} ({len(missing)} of those names_filter picks are missing); "
+                "cache them with model.run_with_cache(tokens, names_filter=...) or pass the tokens"
+            )
         store = {name: tokens[name] for name, _ in captures if name not in missing}
         first = next(iter(store.values()))
         n_pos = first.shape[2] if next(iter(store)).endswith(("hook_pattern", "hook_attn_scores")) else first.shape[1]

@@ -374,10 +374,13 @@ def plot_similarity(result: SimilarityResult, title: str | None = None) -> go.Fi
     rows, cols = torch.nonzero(result.equal_target & ~torch.eye(len(labels), dtype=torch.bool), as_tuple=True)
     fig.add_trace(
         go.Scatter(
-            x=[labels[c] for c in cols.tolist()], y=[labels[r] for r in rows.tolist()], mode="markers",
-            marker={"symbol": "square-open", "size": 9, "color": "black", "line": {"width": 1.5}}, name="equal target",
+            x=[labels[c] for c in cols.tolist()],
+            y=[labels[r] for r in rows.tolist()],
+            mode="markers",
+            marker={"symbol": "square-open", "size": 9, "color": "black", "line": {"width": 1.5}},
+            name="equal target",
         )
-    )  # fmt: skip
+    )
     fig.update_layout(
         title=title or f"{result.name} at {result.position}: block score {result.score:.3f}",
         yaxis={"autorange": "reversed"},

@@ -35,9 +35,16 @@ def foreign_model(
     ``HookedTransformerConfig`` (``d_mlp`` 4 d_model, ``n_ctx`` 9, GELU, LayerNorm unless given).
     """
     kwargs: dict[str, Any] = dict(
-        n_layers=n_layers, d_model=d_model, n_heads=n_heads, d_head=d_head or d_model // n_heads,
-        d_mlp=4 * d_model, n_ctx=9, d_vocab=201, act_fn="gelu", normalization_type="LN",
-    )  # fmt: skip
+        n_layers=n_layers,
+        d_model=d_model,
+        n_heads=n_heads,
+        d_head=d_head or d_model // n_heads,
+        d_mlp=4 * d_model,
+        n_ctx=9,
+        d_vocab=201,
+        act_fn="gelu",
+        normalization_type="LN",
+    )
     kwargs.update(overrides)
     with quiet_deprecation():
         return HookedTransformer(HookedTransformerConfig(**kwargs)).eval()

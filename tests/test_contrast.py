@@ -21,8 +21,18 @@ def _run(run: Path, config: dict, epochs: list[dict[str, float]]) -> None:
     ``tiny`` preset's 3 epochs: a run with fewer reads as not completed)."""
     rows = []
     for e, n in enumerate(epochs, start=1):
-        rows.append({"epoch": e, "step": 10 * e, "loss": 0.01, "lr": 1e-3, "train_acc": 1.0, "id_acc": n.get("id", 1.0),
-                     "per_pair": {"1,1": 1.0, "3,4": n.get("fit", 1.0)}, "heldout": {"4,3": {"inferential": n["inf"], "symmetric": n["sym"]}}})  # fmt: skip
+        rows.append(
+            {
+                "epoch": e,
+                "step": 10 * e,
+                "loss": 0.01,
+                "lr": 1e-3,
+                "train_acc": 1.0,
+                "id_acc": n.get("id", 1.0),
+                "per_pair": {"1,1": 1.0, "3,4": n.get("fit", 1.0)},
+                "heldout": {"4,3": {"inferential": n["inf"], "symmetric": n["sym"]}},
+            }
+        )
     final = {k: v for k, v in rows[-1].items() if k not in ("epoch", "step", "loss", "lr")}
     run.mkdir(parents=True)
     (run / "config.json").write_text(json.dumps(config))

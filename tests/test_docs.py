@@ -73,29 +73,31 @@ def test_the_reference_reads_rest_docstrings_as_markdown() -> None:
     what is already code or a link stays as it is."""
     pytest.importorskip("griffe", reason="griffe is not installed (pip install -e '.[dev]')")
     rest = load_script("docs/griffe_rest.py")
-    text = "\n".join([
-        "Runs it (`docs/science.md <../docs/science.md#training>`_; docs/tasks.md, ``docs/sweeps.md``).",
-        "See [docs/cli.md](/cli.md) and `the paper <https://arxiv.org/abs/2405.05409>`_.",
-        "",
-        "Example::",
-        "",
-        "    >>> 1 + 1",
-        "    2",
-        "",
-        "Command line::",
-        "",
-        "    interp-init report RUNS --out report.html  # docs/tasks.md is not linked here",
-        "",
-        "A spec ::",
-        "",
-        '    {"base": {"preset": "cpu"}}',
-        "",
-        "::",
-        "",
-        "    DIR/config.json   the run config",
-        "",
-        "Done.",
-    ])  # fmt: skip
+    text = "\n".join(
+        [
+            "Runs it (`docs/science.md <../docs/science.md#training>`_; docs/tasks.md, ``docs/sweeps.md``).",
+            "See [docs/cli.md](/cli.md) and `the paper <https://arxiv.org/abs/2405.05409>`_.",
+            "",
+            "Example::",
+            "",
+            "    >>> 1 + 1",
+            "    2",
+            "",
+            "Command line::",
+            "",
+            "    interp-init report RUNS --out report.html  # docs/tasks.md is not linked here",
+            "",
+            "A spec ::",
+            "",
+            '    {"base": {"preset": "cpu"}}',
+            "",
+            "::",
+            "",
+            "    DIR/config.json   the run config",
+            "",
+            "Done.",
+        ]
+    )
     assert rest.markdown(text).split("\n") == [
         "Runs it ([docs/science.md](/science.md#training); [docs/tasks.md](/tasks.md), [`docs/sweeps.md`](/sweeps.md)).",
         "See [docs/cli.md](/cli.md) and [the paper](https://arxiv.org/abs/2405.05409).",
@@ -124,7 +126,7 @@ def test_the_reference_reads_rest_docstrings_as_markdown() -> None:
         "```",
         "",
         "Done.",
-    ]  # fmt: skip
+    ]
 
 
 # ------------------------------------------------------- pages that stay right (issue 57)

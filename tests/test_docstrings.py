@@ -50,8 +50,11 @@ def _griffe_object(package: str, name: str):  # noqa: ANN202 - a griffe Object
         return _griffe_package(top)[f"{obj.__module__.removeprefix(top + '.')}.{obj.__qualname__}".removeprefix(".")]
     # a value: the module that assigns it (where two assign the name, the one whose value it is)
     candidates = [
-        m.members[name] for p in PACKAGES for m in _griffe_modules(_griffe_package(p)) if name in m.members and not m.members[name].is_alias
-    ]  # fmt: skip
+        m.members[name]
+        for p in PACKAGES
+        for m in _griffe_modules(_griffe_package(p))
+        if name in m.members and not m.members[name].is_alias
+    ]
     for member in candidates:
         if len(candidates) == 1 or vars(importlib.import_module(member.parent.path)).get(name) is obj:
             return member

@@ -272,8 +272,19 @@ def test_the_dry_run_prints_each_cells_device_seconds(tmp_path: Path) -> None:
 def _write_run(folder: Path, cfg, history: list[tuple[float, float, float, float]]) -> None:
     """A stored record: ``history`` holds per epoch (ID, (4,3) inferential, (4,3) symmetric, (3,4))."""
     folder.mkdir(parents=True)
-    entries = [{"epoch": e, "step": e, "loss": 0.1, "lr": 1e-4, "train_acc": 1.0, "id_acc": i, "per_pair": {"3,4": x},
-                "heldout": {"4,3": {"inferential": inf, "symmetric": sym}}} for e, (i, inf, sym, x) in enumerate(history, start=1)]  # fmt: skip
+    entries = [
+        {
+            "epoch": e,
+            "step": e,
+            "loss": 0.1,
+            "lr": 1e-4,
+            "train_acc": 1.0,
+            "id_acc": i,
+            "per_pair": {"3,4": x},
+            "heldout": {"4,3": {"inferential": inf, "symmetric": sym}},
+        }
+        for e, (i, inf, sym, x) in enumerate(history, start=1)
+    ]
     (folder / "config.json").write_text(json.dumps(cfg.to_dict()))
     (folder / "metrics.json").write_text(json.dumps({"status": "completed", "final": entries[-1], "history": entries}))
 
@@ -370,8 +381,11 @@ def test_bad_use_is_refused_with_a_line(tmp_path: Path) -> None:
 
 def _visible(results: Path) -> dict[str, bytes]:
     """The records as a reader sees them (no hidden temporary folder, no lock)."""
-    return {p.relative_to(results).as_posix(): p.read_bytes() for p in sorted(results.rglob("*"))
-            if p.is_file() and not any(part.startswith(".") for part in p.relative_to(results).parts)}  # fmt: skip
+    return {
+        p.relative_to(results).as_posix(): p.read_bytes()
+        for p in sorted(results.rglob("*"))
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(results).parts)
+    }
 
 
 def test_a_kill_mid_copy_leaves_the_records_as_they_were_and_the_next_call_cleans_up(tmp_path: Path) -> None:
@@ -381,8 +395,22 @@ def test_a_kill_mid_copy_leaves_the_records_as_they_were_and_the_next_call_clean
     import subprocess
 
     results = tmp_path / "results"
-    argv = [sys.executable, str(ROOT / "benchmarks" / "gpu_campaign.py"), "next", *TINY, "--results", str(results), "--out", str(tmp_path / "runs"),
-            "--budget-seconds", "300", "--efficiency", "0.5", "--max-parts", "1"]  # fmt: skip
+    argv = [
+        sys.executable,
+        str(ROOT / "benchmarks" / "gpu_campaign.py"),
+        "next",
+        *TINY,
+        "--results",
+        str(results),
+        "--out",
+        str(tmp_path / "runs"),
+        "--budget-seconds",
+        "300",
+        "--efficiency",
+        "0.5",
+        "--max-parts",
+        "1",
+    ]
     env = {**os.environ, "INTERP_INIT_KILL_AT": "before:part.json:1", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     killed = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
     assert killed.returncode == -9, killed.stderr

@@ -22,8 +22,17 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 #: The node image's packages that the toolkit imports (numpy comes with them).
 IMAGE_PACKAGES = [
-    "torch==2.13.0", "transformers==5.17.0", "einops", "jaxtyping", "pandas", "scipy", "scikit-learn", "safetensors", "click", "tqdm",
-]  # fmt: skip
+    "torch==2.13.0",
+    "transformers==5.17.0",
+    "einops",
+    "jaxtyping",
+    "pandas",
+    "scipy",
+    "scikit-learn",
+    "safetensors",
+    "click",
+    "tqdm",
+]
 
 
 def _run(args: list[str], **kwargs) -> str:

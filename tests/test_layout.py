@@ -340,13 +340,24 @@ def test_the_circle_checks_see_a_type_only_import_and_a_circle_of_folders(tmp_pa
             (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
             (tmp_path / rel).write_text(text)
 
-    write({"training/__init__.py": "", "training/a/__init__.py": "", "training/b/__init__.py": "",
-           "training/a/x.py": "from training.b.y import g\n",
-           "training/b/y.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from training.a.x import f  # planted: only for the types\n"})  # fmt: skip
+    write(
+        {
+            "training/__init__.py": "",
+            "training/a/__init__.py": "",
+            "training/b/__init__.py": "",
+            "training/a/x.py": "from training.b.y import g\n",
+            "training/b/y.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from training.a.x import f  # planted: only for the types\n",
+        }
+    )
     assert import_cycles(tmp_path, ("training",)) == [["training.a.x", "training.b.y"]]
     assert cycles(folder_graph(tmp_path, ("training",))) == [["training/a", "training/b"]]
-    write({"training/b/y.py": "def g():\n    pass\n", "training/b/z.py": "def h():\n    from training.a.w import f  # planted: a, b and back\n",
-           "training/a/w.py": "def f():\n    pass\n"})  # fmt: skip
+    write(
+        {
+            "training/b/y.py": "def g():\n    pass\n",
+            "training/b/z.py": "def h():\n    from training.a.w import f  # planted: a, b and back\n",
+            "training/a/w.py": "def f():\n    pass\n",
+        }
+    )
     assert import_cycles(tmp_path, ("training",)) == []  # no module reaches itself ...
     assert cycles(folder_graph(tmp_path, ("training",))) == [["training/a", "training/b"]]  # ... but the folders do
 

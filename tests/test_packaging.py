@@ -58,9 +58,22 @@ def test_licence_file_and_type_markers_exist_and_are_packaged() -> None:
 @pytest.mark.slow
 def test_the_wheel_holds_the_licence_and_the_type_markers(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(ROOT)],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     names = zipfile.ZipFile(next(tmp_path.glob("interp_init-*.whl"))).namelist()
     assert {f"{p}/py.typed" for p in PACKAGES} <= set(names)

@@ -47,9 +47,11 @@ def _public_definitions(dotted: str) -> list[str]:
     module = importlib.import_module(dotted)
     names = getattr(module, "__all__", None) or [n for n in vars(module) if not n.startswith("_")]
     return [
-        name for name in names
-        if (inspect.isfunction(getattr(module, name)) or inspect.isclass(getattr(module, name))) and getattr(module, name).__module__ == dotted
-    ]  # fmt: skip
+        name
+        for name in names
+        if (inspect.isfunction(getattr(module, name)) or inspect.isclass(getattr(module, name)))
+        and getattr(module, name).__module__ == dotted
+    ]
 
 
 def _summary(obj: object) -> str:
@@ -79,9 +81,23 @@ def build(tmp_path_factory: pytest.TempPathFactory) -> Build:
     out = tmp_path_factory.mktemp("site")
     env = {k: v for k, v in os.environ.items() if k not in ("NO_MKDOCS_2_WARNING", "DISABLE_MKDOCS_2_WARNING")}
     done = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(ROOT / "mkdocs.yml"), "--site-dir", str(out)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "--config-file",
+            str(ROOT / "mkdocs.yml"),
+            "--site-dir",
+            str(out),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-6000:]
     return Build(out, done.stdout + done.stderr)
 

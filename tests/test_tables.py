@@ -331,8 +331,12 @@ def test_history_blocks_and_bad_markers(tmp_path: Path, capsys: pytest.CaptureFi
         "block docs/page.md: history old-runs (typed at abc1234): history, not checkable"
         in _check(root, capsys, "--list")[1]
     )
-    for bad, said in (("<!-- history:x -->\n<!-- /history:x -->", "says when it was typed"), ("<!-- table:no-such -->\n<!-- /table:no-such -->", "no generator of that name"),
-                      ("<!-- table:gpu-race -->\n", "has no matching opening or closing marker"), ("<!-- history:gpu-race typed at abc1234 -->\n<!-- /history:gpu-race -->", "cannot be history")):  # fmt: skip
+    for bad, said in (
+        ("<!-- history:x -->\n<!-- /history:x -->", "says when it was typed"),
+        ("<!-- table:no-such -->\n<!-- /table:no-such -->", "no generator of that name"),
+        ("<!-- table:gpu-race -->\n", "has no matching opening or closing marker"),
+        ("<!-- history:gpu-race typed at abc1234 -->\n<!-- /history:gpu-race -->", "cannot be history"),
+    ):
         page.write_text(bad)
         code, _, err = _check(root, capsys, "--check")
         assert code == 1 and said in err, (bad, err)

@@ -53,9 +53,18 @@ from interp_init.architectures.neurips import NEURIPS, PostLNBlock
 from interp_init.architectures.standard import STANDARD
 
 __all__ = [
-    "BIAS_RULES", "Architecture", "JournalBlock", "PostLNBlock", "architecture_names", "architecture_of",
-    "get_architecture", "install_blocks", "register_architecture", "registered", "unregister_architecture",
-]  # fmt: skip
+    "BIAS_RULES",
+    "Architecture",
+    "JournalBlock",
+    "PostLNBlock",
+    "architecture_names",
+    "architecture_of",
+    "get_architecture",
+    "install_blocks",
+    "register_architecture",
+    "registered",
+    "unregister_architecture",
+]
 
 # The built-in architectures: one registration line each.
 register_architecture(STANDARD)

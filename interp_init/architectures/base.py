@@ -25,9 +25,15 @@ from torch import Tensor
 from transformer_lens.components import TransformerBlock
 
 __all__ = [
-    "BIAS_RULES", "Architecture", "architecture_names", "get_architecture", "refuse_extras",
-    "register_architecture", "registered", "unregister_architecture",
-]  # fmt: skip
+    "BIAS_RULES",
+    "Architecture",
+    "architecture_names",
+    "get_architecture",
+    "refuse_extras",
+    "register_architecture",
+    "registered",
+    "unregister_architecture",
+]
 
 #: ``"zero"``: zero bias parameters; ``"default"``: parameters drawn by PyTorch's rule for a
 #: linear layer, U(-1/sqrt(fan_in), 1/sqrt(fan_in)); ``"none"``: the attention and MLP have

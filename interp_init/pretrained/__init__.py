@@ -127,10 +127,20 @@ def _index() -> dict[str, Any]:
 
 def _entries() -> dict[str, Pretrained]:
     return {
-        name: Pretrained(name, entry["task"], entry["regime"], float(entry["gamma"]), int(entry["seed"]), entry["preset"],
-                         PRETRAINED_DIR / name, dict(entry["sha256"]), float(entry["elapsed_s"]), entry.get("compared"))
+        name: Pretrained(
+            name,
+            entry["task"],
+            entry["regime"],
+            float(entry["gamma"]),
+            int(entry["seed"]),
+            entry["preset"],
+            PRETRAINED_DIR / name,
+            dict(entry["sha256"]),
+            float(entry["elapsed_s"]),
+            entry.get("compared"),
+        )
         for name, entry in _index()["models"].items()
-    }  # fmt: skip
+    }
 
 
 def list_pretrained(pattern: str = "*") -> list[str]:

@@ -104,9 +104,18 @@ class AdditionTask(Task):
         if preset != "cpu":
             return {}
         return dict(
-            d_model=64, d_head=32, d_mlp=256, n_train=50_000, epochs=30, batch_size=256,
-            lr=3e-3, warmup_start_lr=1e-4, min_lr=1e-4, warmup_epochs=1.0, cosine_epochs=29.0,
-        )  # fmt: skip
+            d_model=64,
+            d_head=32,
+            d_mlp=256,
+            n_train=50_000,
+            epochs=30,
+            batch_size=256,
+            lr=3e-3,
+            warmup_start_lr=1e-4,
+            min_lr=1e-4,
+            warmup_epochs=1.0,
+            cosine_epochs=29.0,
+        )
 
     def in_square(self, a: Any, b: Any) -> Any:
         """Whether (a, b) lies in the held-out square (ints or arrays)."""

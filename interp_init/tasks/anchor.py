@@ -78,8 +78,15 @@ SMALL_INFERENTIAL = "symmetric: small-init inferential >= 0.8 with (3,4) fitted"
 SMALL_INFERENTIAL_ANY = "symmetric: small-init inferential >= 0.8 whatever (3,4) does"
 #: Every report section (the probes of key masking and similarity read the anchors).
 ANCHOR_SECTIONS: tuple[str, ...] = (
-    *GENERIC_SECTIONS, "attention", "key_masking", "second_anchor_masking", "residual_similarity", "value_similarity", "embedding", "eigenvalues",
-)  # fmt: skip
+    *GENERIC_SECTIONS,
+    "attention",
+    "key_masking",
+    "second_anchor_masking",
+    "residual_similarity",
+    "value_similarity",
+    "embedding",
+    "eigenvalues",
+)
 
 
 def journal_phase(

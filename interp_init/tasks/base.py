@@ -453,5 +453,11 @@ def read_run_metrics(task: Task, data: Mapping[str, Any], where: str = "metrics.
     )
     elapsed = data.get("elapsed_s")
     stopped = data.get("stopped_early")
-    return RunMetrics(str(data.get("status", "")), final, history, None if elapsed is None else float(elapsed), data.get("diverged_at_step"),
-                      stopped if isinstance(stopped, Mapping) else None)  # fmt: skip
+    return RunMetrics(
+        str(data.get("status", "")),
+        final,
+        history,
+        None if elapsed is None else float(elapsed),
+        data.get("diverged_at_step"),
+        stopped if isinstance(stopped, Mapping) else None,
+    )

@@ -164,9 +164,11 @@ class CodeLmTask(Task):
     ) -> CodeLmMetrics:
         tr, te = predict(train.tokens, train.targets), predict(id_test.tokens, id_test.targets)
         return CodeLmMetrics(
-            token_accuracy(tr.argmax, train.targets), token_accuracy(te.argmax, id_test.targets),
-            perplexity(tr.nll, train.targets), perplexity(te.nll, id_test.targets),
-        )  # fmt: skip
+            token_accuracy(tr.argmax, train.targets),
+            token_accuracy(te.argmax, id_test.targets),
+            perplexity(tr.nll, train.targets),
+            perplexity(te.nll, id_test.targets),
+        )
 
     def verdict(self, final: TaskMetrics | None, status: str) -> Verdict:
         """A language model has no solution to name: ``language model``, with its test perplexity."""

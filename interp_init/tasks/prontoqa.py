@@ -42,9 +42,31 @@ from interp_init.tasks.base import FIT_THRESHOLD, Predict, Samples, Task, TaskMe
 
 #: Fictional concept names (the paper's kind of made-up nouns).
 CONCEPTS: tuple[str, ...] = (
-    "wumpus", "yumpus", "zumpus", "dumpus", "rompus", "numpus", "tumpus", "vumpus", "impus", "jompus", "gorpus", "shumpus",
-    "lempus", "sterpus", "grimpus", "lorpus", "brimpus", "rempus", "felpus", "kerpus", "timpus", "yimpus", "zhumpus", "bempus",
-)  # fmt: skip
+    "wumpus",
+    "yumpus",
+    "zumpus",
+    "dumpus",
+    "rompus",
+    "numpus",
+    "tumpus",
+    "vumpus",
+    "impus",
+    "jompus",
+    "gorpus",
+    "shumpus",
+    "lempus",
+    "sterpus",
+    "grimpus",
+    "lorpus",
+    "brimpus",
+    "rempus",
+    "felpus",
+    "kerpus",
+    "timpus",
+    "yimpus",
+    "zhumpus",
+    "bempus",
+)
 #: The properties a rule may give.
 PROPERTIES: tuple[str, ...] = (
     "red",

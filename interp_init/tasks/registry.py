@@ -33,9 +33,15 @@ from interp_init.tasks.scan import ScanTask
 
 #: The built-in tasks, by name: one line per task.
 BUILTIN_TASKS: dict[str, type[Task]] = {
-    "symmetric": SymmetricTask, "id-ood": IdOodTask, "complexity": ComplexityTask, "addition": AdditionTask, "scan": ScanTask,
-    "cogs": CogsTask, "code-lm": CodeLmTask, "prontoqa": PrOntoQATask,
-}  # fmt: skip
+    "symmetric": SymmetricTask,
+    "id-ood": IdOodTask,
+    "complexity": ComplexityTask,
+    "addition": AdditionTask,
+    "scan": ScanTask,
+    "cogs": CogsTask,
+    "code-lm": CodeLmTask,
+    "prontoqa": PrOntoQATask,
+}
 
 _REGISTRY: dict[str, type[Task]] = {}
 

@@ -46,30 +46,48 @@ _COGS = "github.com/najoungkim/COGS@165a7b669eade971fa47bf568a2e51925360fed8"
 #: Every shipped file, by its path under :data:`FILES` without the ``.xz``.
 SHIPPED: dict[str, ShippedFile] = {
     "scan/tasks_train_addprim_turn_left.txt": ShippedFile(
-        f"{_SCAN}:add_prim_split/tasks_train_addprim_turn_left.txt", "BSD", "scan/LICENSE", 21_890,
+        f"{_SCAN}:add_prim_split/tasks_train_addprim_turn_left.txt",
+        "BSD",
+        "scan/LICENSE",
+        21_890,
         "1b3fed86055dd7689d217f1b90cc8960aeb1cf200f4f209dc47935761b05304c",
     ),
     "scan/tasks_test_addprim_turn_left.txt": ShippedFile(
-        f"{_SCAN}:add_prim_split/tasks_test_addprim_turn_left.txt", "BSD", "scan/LICENSE", 1_208,
+        f"{_SCAN}:add_prim_split/tasks_test_addprim_turn_left.txt",
+        "BSD",
+        "scan/LICENSE",
+        1_208,
         "15a82c2d25ac7c3c1fff7e18051fb085974ef3617de895c520d02144396a10e2",
     ),
     "scan/tasks_train_addprim_jump.txt": ShippedFile(
-        f"{_SCAN}:add_prim_split/tasks_train_addprim_jump.txt", "BSD", "scan/LICENSE", 14_670,
+        f"{_SCAN}:add_prim_split/tasks_train_addprim_jump.txt",
+        "BSD",
+        "scan/LICENSE",
+        14_670,
         "e3c78485692e028eed4205e1b8b3fd0e785ef2c12d45b5b89204dadf5b239e23",
     ),
     "scan/tasks_test_addprim_jump.txt": ShippedFile(
-        f"{_SCAN}:add_prim_split/tasks_test_addprim_jump.txt", "BSD", "scan/LICENSE", 7_706,
+        f"{_SCAN}:add_prim_split/tasks_test_addprim_jump.txt",
+        "BSD",
+        "scan/LICENSE",
+        7_706,
         "8147ae2651422c701162e174d9d66158daa57858a26b30317ac61797118ac7a5",
     ),
     "cogs/train.tsv": ShippedFile(
-        f"{_COGS}:data/train.tsv", "MIT", "cogs/LICENSE", 24_155,
+        f"{_COGS}:data/train.tsv",
+        "MIT",
+        "cogs/LICENSE",
+        24_155,
         "220b3804b562c0156ee986eff1bdd15c27e52142549362a64f57baf86e304c78",
     ),
     "cogs/test.tsv": ShippedFile(
-        f"{_COGS}:data/test.tsv", "MIT", "cogs/LICENSE", 3_000,
+        f"{_COGS}:data/test.tsv",
+        "MIT",
+        "cogs/LICENSE",
+        3_000,
         "68f8e51e9f6d9cd22d64efe68dd21d7ea5ba327e9a2359481030161aea757035",
     ),
-}  # fmt: skip
+}
 
 _FIX = "reinstall interp-init (pip install --force-reinstall interp-init) or restore it from the repository (git checkout -- interp_init/tasks/files)"
 

@@ -107,8 +107,19 @@ def test_the_fig7c_figure_draws_square_accuracy_over_weight_decay_and_gamma() ->
         for wd in (0.01, 1.0):
             for seed in (0, 1):
                 square = 0.9 if gamma == 0.8 or wd == 1.0 else 0.1 + 0.05 * seed
-                rows.append({"run": f"g{gamma}wd{wd}s{seed}", "gamma": gamma, "weight_decay": wd, "seed": seed, "task": "addition",
-                             "status": "completed", "train_acc": 1.0, "id_acc": 0.95, "square_acc": square})  # fmt: skip
+                rows.append(
+                    {
+                        "run": f"g{gamma}wd{wd}s{seed}",
+                        "gamma": gamma,
+                        "weight_decay": wd,
+                        "seed": seed,
+                        "task": "addition",
+                        "status": "completed",
+                        "train_acc": 1.0,
+                        "id_acc": 0.95,
+                        "square_acc": square,
+                    }
+                )
     df = pd.DataFrame(rows)
     df.insert(df.columns.get_loc("status"), "lr", 1e-3)
     assert supported_figures(df) == ["journal_fig7c"]

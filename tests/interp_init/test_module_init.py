@@ -44,8 +44,16 @@ def test_fan_in_of_each_layer_type_is_its_hand_value() -> None:
         }
     )
     hand = {
-        "lin": 7, "c1": 15, "c2": 30, "c3": 12, "t1": 18, "t2": 24, "t3": 40, "emb": 12, "bil": 5,
-    }  # fmt: skip
+        "lin": 7,
+        "c1": 15,
+        "c2": 30,
+        "c3": 12,
+        "t1": 18,
+        "t2": 24,
+        "t3": 40,
+        "emb": 12,
+        "bil": 5,
+    }
     plan = module_init_plan(model, gamma=0.7)
     for layer, fan_in in hand.items():
         for leaf in ("weight", "bias"):
@@ -57,9 +65,15 @@ def test_fan_in_of_each_layer_type_is_its_hand_value() -> None:
         assert plan[f"{layer}.weight"].fan_in == nn.init._calculate_fan_in_and_fan_out(model[layer].weight)[0]
     mha = {k.removeprefix("mha."): v.fan_in for k, v in plan.items() if k.startswith("mha.")}
     assert mha == {
-        "q_proj_weight": 16, "k_proj_weight": 10, "v_proj_weight": 6, "in_proj_bias": 16,
-        "bias_k": 10, "bias_v": 6, "out_proj.weight": 16, "out_proj.bias": 16,
-    }  # fmt: skip
+        "q_proj_weight": 16,
+        "k_proj_weight": 10,
+        "v_proj_weight": 6,
+        "in_proj_bias": 16,
+        "bias_k": 10,
+        "bias_v": 6,
+        "out_proj.weight": 16,
+        "out_proj.bias": 16,
+    }
     assert plan["ln.weight"].rule == "one" and plan["ln.bias"].rule == "zero"
 
 
@@ -74,10 +88,13 @@ def test_draws_equal_a_hand_written_sequence_from_the_same_generator(distributio
     # named_parameters order; fan-ins by hand
     expected: dict[str, torch.Tensor] = {}
     for name, shape, fan_in in [
-        ("0.weight", (8, 3, 3, 3), 27), ("0.bias", (8,), 27),
-        ("3.weight", (8, 2, 3, 5), 30), ("3.bias", (8,), 30),
-        ("5.weight", (8, 3, 2, 2), 12), ("5.bias", (6,), 12),
-    ]:  # fmt: skip
+        ("0.weight", (8, 3, 3, 3), 27),
+        ("0.bias", (8,), 27),
+        ("3.weight", (8, 2, 3, 5), 30),
+        ("3.bias", (8,), 30),
+        ("5.weight", (8, 3, 2, 2), 12),
+        ("5.bias", (6,), 12),
+    ]:
         bound = fan_in**-0.6
         if distribution == "normal":
             expected[name] = torch.randn(shape, generator=g) * bound

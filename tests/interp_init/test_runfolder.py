@@ -316,10 +316,16 @@ def test_model_config_of_a_run(two_runs: tuple[Path, Path]) -> None:
 def test_a_second_process_training_the_same_folder_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     run = tmp_path / "run"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from interp_init.runfolder import RunFolder\n"
-         "with RunFolder(sys.argv[1]).lock():\n    print('held', flush=True); time.sleep(600)", str(run)],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from interp_init.runfolder import RunFolder\n"
+            "with RunFolder(sys.argv[1]).lock():\n    print('held', flush=True); time.sleep(600)",
+            str(run),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(RunFolderBusy, match=rf"being trained by another process \(pid {holder.pid}\)"):

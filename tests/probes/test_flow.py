@@ -88,8 +88,10 @@ def _toy_edges() -> pd.DataFrame:
     w[1] = [[1.0, 0, 0], [0.6, 0.4, 0], [0.1, 0.6, 0.3]]
     rows = [
         {"layer": l, "attn_head": "sum", "source": k, "query": q, "weight": w[l, q, k], "std": 0.0}
-        for l in range(2) for q in range(3) for k in range(q + 1)
-    ]  # fmt: skip
+        for l in range(2)
+        for q in range(3)
+        for k in range(q + 1)
+    ]
     return pd.DataFrame(rows), w
 
 

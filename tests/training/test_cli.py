@@ -13,8 +13,30 @@ from training.cli import main
 
 def test_train_writes_run_folder_with_overrides(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "g08"
-    code = main(["train", "--task", "symmetric", "--gamma", "0.8", "--weight-decay", "0.1", "--preset", "tiny",
-                 "--seed", "1", "--d-model", "24", "--d-head", "12", "--epochs", "2", "--out", str(out), "--quiet"])  # fmt: skip
+    code = main(
+        [
+            "train",
+            "--task",
+            "symmetric",
+            "--gamma",
+            "0.8",
+            "--weight-decay",
+            "0.1",
+            "--preset",
+            "tiny",
+            "--seed",
+            "1",
+            "--d-model",
+            "24",
+            "--d-head",
+            "12",
+            "--epochs",
+            "2",
+            "--out",
+            str(out),
+            "--quiet",
+        ]
+    )
     assert code == 0
     config = json.loads((out / "config.json").read_text())
     assert config["init"]["gamma"] == 0.8 and config["train"]["weight_decay"] == 0.1 and config["seed"] == 1

@@ -59,8 +59,10 @@ def test_import_training_cli_imports_neither_torch_nor_transformer_lens() -> Non
 
 @pytest.mark.parametrize("argv", [["--help"], ["train", "--help"]])
 def test_interp_init_help_commands_import_neither(argv: list[str]) -> None:
-    done = _python(f"import sys; from training.cli import main; code = main({argv!r}); assert code == 0; "
-                   f"assert not [m for m in {HEAVY!r} if m in sys.modules], sorted(m for m in {HEAVY!r} if m in sys.modules)")  # fmt: skip
+    done = _python(
+        f"import sys; from training.cli import main; code = main({argv!r}); assert code == 0; "
+        f"assert not [m for m in {HEAVY!r} if m in sys.modules], sorted(m for m in {HEAVY!r} if m in sys.modules)"
+    )
     assert done.returncode == 0, done.stderr
 
 
@@ -126,9 +128,11 @@ def test_the_option_table_matches_the_config_dataclasses() -> None:
     with pytest.raises(ValueError) as norm:
         ModelConfig(architecture="standard", normalization_type="nope")
     expected = {
-        "convention": CONVENTIONS, "precision": PRECISIONS,
-        "act_fn": _allowed(act_fn.value), "normalization_type": _allowed(norm.value),
-    }  # fmt: skip
+        "convention": CONVENTIONS,
+        "precision": PRECISIONS,
+        "act_fn": _allowed(act_fn.value),
+        "normalization_type": _allowed(norm.value),
+    }
     assert {name: set(c) for name, (*_, c) in FIELDS.items() if c} == {name: set(c) for name, c in expected.items()}
 
 

@@ -31,14 +31,28 @@ from training.config import one_line
 
 #: Path-valued options a command reads, never writes (``command option``).
 INPUTS = {
-    "interp-init sweep spec", "interp-init concept-graphs spec", "interp-init phase-diagram sweep_dir", "interp-init report run_dirs",
-    "experiments/race.py folders", "experiments/paper_statistic.py folder", "benchmarks/bench_denormal.py run_dir",
-    "experiments/search_cpu.py status root", "experiments/search_cpu.py json root", "experiments/search_cpu.py table root",
-    "experiments/search_cpu.py rates folders", "experiments/store.py source", "experiments/tables.py records",
-    "experiments/package_pretrained.py source", "experiments/package_pretrained.py records",  # it writes only interp_init/pretrained/, its own
-    "experiments/contrast.py fig2 small", "experiments/contrast.py fig2 large", "experiments/contrast.py slice folders",
-    "experiments/contrast.py figure small", "experiments/contrast.py figure large", "experiments/contrast.py figure slices",
-}  # fmt: skip
+    "interp-init sweep spec",
+    "interp-init concept-graphs spec",
+    "interp-init phase-diagram sweep_dir",
+    "interp-init report run_dirs",
+    "experiments/race.py folders",
+    "experiments/paper_statistic.py folder",
+    "benchmarks/bench_denormal.py run_dir",
+    "experiments/search_cpu.py status root",
+    "experiments/search_cpu.py json root",
+    "experiments/search_cpu.py table root",
+    "experiments/search_cpu.py rates folders",
+    "experiments/store.py source",
+    "experiments/tables.py records",
+    "experiments/package_pretrained.py source",
+    "experiments/package_pretrained.py records",  # it writes only interp_init/pretrained/, its own
+    "experiments/contrast.py fig2 small",
+    "experiments/contrast.py fig2 large",
+    "experiments/contrast.py slice folders",
+    "experiments/contrast.py figure small",
+    "experiments/contrast.py figure large",
+    "experiments/contrast.py figure slices",
+}
 #: Path-valued options whose command edits files it did not make, and why that is its job.
 IN_PLACE = {
     "experiments/tables.py root": "the repository whose README.md and docs/ it regenerates: it rewrites only the blocks between its own markers",
@@ -110,9 +124,12 @@ _PATH_WORDS = {"out", "dir", "dirs", "path", "root", "images", "figure", "file",
 def _path_options() -> set[str]:
     """``command option`` of every path-valued option: a ``click.Path``, or a name that says so."""
     return {
-        f"{name} {param.name}" for name, command in _commands().items() for param in command.params
-        if isinstance(param.type, click.Path) or (param.name is not None and _PATH_WORDS & set(param.name.split("_")) and param.type.name == "text")
-    }  # fmt: skip
+        f"{name} {param.name}"
+        for name, command in _commands().items()
+        for param in command.params
+        if isinstance(param.type, click.Path)
+        or (param.name is not None and _PATH_WORDS & set(param.name.split("_")) and param.type.name == "text")
+    }
 
 
 def test_every_path_option_is_classified() -> None:
@@ -453,10 +470,33 @@ def test_every_input_path_too_long_is_one_line_naming_it(places: Path, capsys: p
 #: Number options of ``interp-init`` validated by the dataclass they fill, which refuses a
 #: non-finite or out-of-range value naming the field (tests/training/test_hostile.py).
 VALIDATED_BY_THEIR_DATACLASS = {
-    **{f"interp-init train {name}": "RunConfig" for name in ("gamma", "gamma_embed", "gamma_qk", "gamma_vo", "gamma_mlp", "gamma_unembed", "lr", "warmup_start_lr", "min_lr",
-                                                            "warmup_epochs", "cosine_epochs", "weight_decay", "beta1", "beta2", "eps", "grad_clip", "stop_below_loss")},
-    **{f"interp-init phase-diagram {name}": "the phase diagram's thresholds" for name in ("id_threshold", "ood_threshold", "loss_threshold", "pair_threshold")},
-}  # fmt: skip
+    **{
+        f"interp-init train {name}": "RunConfig"
+        for name in (
+            "gamma",
+            "gamma_embed",
+            "gamma_qk",
+            "gamma_vo",
+            "gamma_mlp",
+            "gamma_unembed",
+            "lr",
+            "warmup_start_lr",
+            "min_lr",
+            "warmup_epochs",
+            "cosine_epochs",
+            "weight_decay",
+            "beta1",
+            "beta2",
+            "eps",
+            "grad_clip",
+            "stop_below_loss",
+        )
+    },
+    **{
+        f"interp-init phase-diagram {name}": "the phase diagram's thresholds"
+        for name in ("id_threshold", "ood_threshold", "loss_threshold", "pair_threshold")
+    },
+}
 
 
 def _scripts() -> dict[str, click.Command]:
@@ -490,8 +530,13 @@ def test_every_script_runs_through_the_one_error_layer() -> None:
 
 
 def _number_options() -> dict[str, click.Parameter]:
-    return {f"{name} {p.name}": p for name, command in _commands().items() for p in command.params
-            if isinstance(p.type, (click.types.FloatParamType, click.types.IntParamType)) or type(p.type).__name__ == "Number"}  # fmt: skip
+    return {
+        f"{name} {p.name}": p
+        for name, command in _commands().items()
+        for p in command.params
+        if isinstance(p.type, (click.types.FloatParamType, click.types.IntParamType))
+        or type(p.type).__name__ == "Number"
+    }
 
 
 def test_every_number_option_is_finite_and_bounded_by_the_projects_type() -> None:
@@ -500,8 +545,16 @@ def test_every_number_option_is_finite_and_bounded_by_the_projects_type() -> Non
     message), or is validated by the dataclass it fills; click's ``FloatRange`` lets nan through."""
     from training.cli.flags import Number
 
-    loose = {name for name, p in _number_options().items() if not isinstance(p.type, Number) and name not in VALIDATED_BY_THEIR_DATACLASS
-             and (isinstance(p.type, click.types.FloatParamType) or not name.startswith(("interp-init", "benchmarks/bench", "benchmarks/bf16")))}  # fmt: skip
+    loose = {
+        name
+        for name, p in _number_options().items()
+        if not isinstance(p.type, Number)
+        and name not in VALIDATED_BY_THEIR_DATACLASS
+        and (
+            isinstance(p.type, click.types.FloatParamType)
+            or not name.startswith(("interp-init", "benchmarks/bench", "benchmarks/bf16"))
+        )
+    }
     counted = {
         name
         for name in loose

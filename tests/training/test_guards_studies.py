@@ -284,8 +284,14 @@ def test_every_lr_a_valid_schedule_produces_lies_between_its_floor_and_its_peak(
     checked = 0
     for _ in range(400):
         epochs = int(rng.integers(1, 30))
-        values = {"epochs": epochs, "lr": float(10 ** rng.uniform(-6, -1)), "warmup_start_lr": float(10 ** rng.uniform(-7, -1)), "min_lr": float(10 ** rng.uniform(-7, -1)),
-                  "warmup_epochs": float(rng.uniform(0, 1.2) * epochs), "cosine_epochs": float(rng.uniform(0, 2) * epochs)}  # fmt: skip
+        values = {
+            "epochs": epochs,
+            "lr": float(10 ** rng.uniform(-6, -1)),
+            "warmup_start_lr": float(10 ** rng.uniform(-7, -1)),
+            "min_lr": float(10 ** rng.uniform(-7, -1)),
+            "warmup_epochs": float(rng.uniform(0, 1.2) * epochs),
+            "cosine_epochs": float(rng.uniform(0, 2) * epochs),
+        }
         try:
             cfg = dataclasses.replace(make_run_config("tiny").train, **values)
         except ValueError:
@@ -306,12 +312,25 @@ def test_every_lr_a_valid_schedule_produces_lies_between_its_floor_and_its_peak(
 #: suite; the micro-benchmarks under ``benchmarks/bench_*`` measure what they are asked to)
 #: that counts something, with a hostile value: refused before any work, naming the flag.
 COUNTS = {
-    **{f"interp-init train {name}": ("10000000000", flag) for name, flag in [
-        ("n_layers", "--n-layers"), ("d_model", "--d-model"), ("n_heads", "--n-heads"), ("d_head", "--d-head"), ("d_mlp", "--d-mlp"),
-        ("d_vocab", "--d-vocab"), ("n_ctx", "--n-ctx"), ("n_train", "--n-train"), ("n_test", "--n-test"), ("epochs", "--epochs"),
-        ("batch_size", "--batch-size"), ("k", "k (inferential complexity)"), ("n_heldout", "--n-heldout"),
-        ("hops", "prontoqa task: hops must be an integer in 1..5"),
-    ]},
+    **{
+        f"interp-init train {name}": ("10000000000", flag)
+        for name, flag in [
+            ("n_layers", "--n-layers"),
+            ("d_model", "--d-model"),
+            ("n_heads", "--n-heads"),
+            ("d_head", "--d-head"),
+            ("d_mlp", "--d-mlp"),
+            ("d_vocab", "--d-vocab"),
+            ("n_ctx", "--n-ctx"),
+            ("n_train", "--n-train"),
+            ("n_test", "--n-test"),
+            ("epochs", "--epochs"),
+            ("batch_size", "--batch-size"),
+            ("k", "k (inferential complexity)"),
+            ("n_heldout", "--n-heldout"),
+            ("hops", "prontoqa task: hops must be an integer in 1..5"),
+        ]
+    },
     "interp-init reproduce workers": ("100000", "--workers"),
     "interp-init sweep threads": ("100000", "--threads"),
     "interp-init concept-graphs workers": ("100000", "--workers"),
@@ -325,28 +344,51 @@ COUNTS = {
     "experiments/search_cpu.py run threads": ("100000", "--threads"),
     "experiments/search_cpu.py run workers": ("100000", "--workers"),
     "benchmarks/gpu_campaign.py threads": ("100000", "--threads"),
-}  # fmt: skip
+}
 #: Integer options that are not counts of work, and why.
 NOT_COUNTS = {
-    **dict.fromkeys(["interp-init train seed", "interp-init train init_seed", "interp-init train data_seed", "interp-init reproduce seed",
-                     "interp-init reproduce fixed_seed", "interp-init report seed", "benchmarks/gpu_suite.py seeds"], "a seed, not a count"),
-    **dict.fromkeys(["interp-init train eval_every", "interp-init train checkpoint_every"], "a cadence: past --epochs only the last epoch is evaluated or saved"),
+    **dict.fromkeys(
+        [
+            "interp-init train seed",
+            "interp-init train init_seed",
+            "interp-init train data_seed",
+            "interp-init reproduce seed",
+            "interp-init reproduce fixed_seed",
+            "interp-init report seed",
+            "benchmarks/gpu_suite.py seeds",
+        ],
+        "a seed, not a count",
+    ),
+    **dict.fromkeys(
+        ["interp-init train eval_every", "interp-init train checkpoint_every"],
+        "a cadence: past --epochs only the last epoch is evaluated or saved",
+    ),
     "interp-init train eval_samples": "at most --n-train samples are evaluated (the data bounds it)",
     "interp-init train offset": "a shift, not a count: refused where it puts targets outside the vocabulary (with --k > 0)",
     "interp-init train eval_dense_epochs": "a cadence: past --epochs every epoch is evaluated, no more",
     "benchmarks/gpu_campaign.py max_parts": "a cap: the campaign's registered parts and --budget-seconds bound the work",
-    **dict.fromkeys(["interp-init reproduce logged_every", "interp-init phase-diagram logged_every", "experiments/paper_statistic.py logged_every"],
-                    "a stride over the epochs already recorded: it reads, never trains, and past the last epoch reads the last alone"),
-}  # fmt: skip
+    **dict.fromkeys(
+        [
+            "interp-init reproduce logged_every",
+            "interp-init phase-diagram logged_every",
+            "experiments/paper_statistic.py logged_every",
+        ],
+        "a stride over the epochs already recorded: it reads, never trains, and past the last epoch reads the last alone",
+    ),
+}
 
 
 def _int_options() -> set[str]:
     from test_guards_outputs import _commands
 
     return {
-        f"{name} {p.name}" for name, command in _commands().items() if not name.startswith("benchmarks/bench") and not name.startswith("benchmarks/bf16")
-        for p in command.params if (p.type.name in ("integer", "integer range") or p.name == "workers") and not (p.name or "").startswith("slurm_")
-    }  # fmt: skip
+        f"{name} {p.name}"
+        for name, command in _commands().items()
+        if not name.startswith("benchmarks/bench") and not name.startswith("benchmarks/bf16")
+        for p in command.params
+        if (p.type.name in ("integer", "integer range") or p.name == "workers")
+        and not (p.name or "").startswith("slurm_")
+    }
 
 
 def test_every_count_option_is_classified() -> None:
@@ -604,8 +646,28 @@ def test_a_command_leaves_nothing_of_its_own_in_tmpdir(made: dict[str, Path], tm
     tmp.mkdir()
     code = "from training.cli import main; import sys; sys.exit(main(sys.argv[1:]))"
     env = {**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": str(ROOT)}
-    result = subprocess.run([sys.executable, "-c", code, "train", "--preset", "tiny", "--epochs", "1", "--quiet", "--device", "cpu", "--out", str(tmp_path / "run")],
-                            env=env, capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            code,
+            "train",
+            "--preset",
+            "tiny",
+            "--epochs",
+            "1",
+            "--quiet",
+            "--device",
+            "cpu",
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     left = [p.name for p in tmp.iterdir()]
     assert all(name.startswith("torchinductor_") for name in left), left

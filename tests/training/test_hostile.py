@@ -252,8 +252,11 @@ def _wait_for(condition, proc: subprocess.Popen, timeout_s: float = 240) -> None
     assert proc.poll() is None and condition(), "the process ended, or never reached the point to signal"
 
 
-_SIGNALS = {signal.SIGTERM: (143, "interp-init: terminated (SIGTERM)\n"), signal.SIGINT: (130, "interp-init: aborted\n"),
-            signal.SIGHUP: (129, "interp-init: terminated (SIGHUP)\n")}  # fmt: skip
+_SIGNALS = {
+    signal.SIGTERM: (143, "interp-init: terminated (SIGTERM)\n"),
+    signal.SIGINT: (130, "interp-init: aborted\n"),
+    signal.SIGHUP: (129, "interp-init: terminated (SIGHUP)\n"),
+}
 
 
 def _unhandled(signum: int, frame: object) -> None:
@@ -567,10 +570,17 @@ def test_nonsense_numbers_are_refused_saying_the_range(
 
 @pytest.mark.parametrize(
     "args",
-    [["--id-threshold", "nan"], ["--ood-threshold", "-5"], ["--id-threshold", "1.5"], ["--pair-threshold", "2"],
-     ["--loss-threshold", "0"], ["--loss-threshold", "inf"], ["--ood-threshold", "nan"]],
+    [
+        ["--id-threshold", "nan"],
+        ["--ood-threshold", "-5"],
+        ["--id-threshold", "1.5"],
+        ["--pair-threshold", "2"],
+        ["--loss-threshold", "0"],
+        ["--loss-threshold", "inf"],
+        ["--ood-threshold", "nan"],
+    ],
     ids=lambda a: " ".join(a),
-)  # fmt: skip
+)
 def test_phase_diagram_thresholds_are_refused_outside_their_range(
     args: list[str], finished: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -87,10 +87,17 @@ def places(finished: Path, sweep_folder: Path, tmp_path: Path) -> dict[str, Path
 
 #: Files an output page must never replace: (folder, name).
 _NOT_MINE = [
-    ("R", "model.safetensors"), ("R", "metrics.json"), ("R", "config.json"), ("R", "report.html"),
-    ("S", "sweep.json"), ("S", "results.csv"), ("S", "seed=0/model.safetensors"),
-    ("P", "summary.json"), ("mine", "notes.html"), ("mine", "data.csv"),
-]  # fmt: skip
+    ("R", "model.safetensors"),
+    ("R", "metrics.json"),
+    ("R", "config.json"),
+    ("R", "report.html"),
+    ("S", "sweep.json"),
+    ("S", "results.csv"),
+    ("S", "seed=0/model.safetensors"),
+    ("P", "summary.json"),
+    ("mine", "notes.html"),
+    ("mine", "data.csv"),
+]
 
 
 @pytest.mark.parametrize("command", ["report", "phase-diagram"])
@@ -530,11 +537,19 @@ def _nesting(places: dict[str, Path], tmp_path: Path) -> dict[str, list[str]]:
 
 
 _NESTING_CASES = [
-    "train into a reproduction", "train into a folder holding a sweep", "train into a folder holding a run two levels down",
-    "reproduce into a sweep", "reproduce into a run", "reproduce into a folder holding a sweep", "sweep into a reproduction",
-    "sweep into a folder holding a sweep", "sweep dry run into a reproduction", "phase-diagram into a run folder",
-    "phase-diagram into a reproduction", "report into a run folder",
-]  # fmt: skip
+    "train into a reproduction",
+    "train into a folder holding a sweep",
+    "train into a folder holding a run two levels down",
+    "reproduce into a sweep",
+    "reproduce into a run",
+    "reproduce into a folder holding a sweep",
+    "sweep into a reproduction",
+    "sweep into a folder holding a sweep",
+    "sweep dry run into a reproduction",
+    "phase-diagram into a run folder",
+    "phase-diagram into a reproduction",
+    "report into a run folder",
+]
 
 
 @pytest.mark.parametrize("case", _NESTING_CASES)
@@ -710,13 +725,16 @@ def test_a_symlink_loop_or_dangling_link_as_out_is_named(
     assert not (tmp_path / "nowhere").exists()
 
 
-@pytest.mark.parametrize(("suffix", "text", "says"), [
-    (".yaml", "base: {preset: tiny}\ngrid: {gamma: [0.5]}\n", "is a YAML file, which is not read"),
-    (".yml", "base: {preset: tiny}\n", "is a YAML file, which is not read"),
-    (".json", '{"base": {"preset": "tiny", "gamma": "abc"}, "grid": {"seed": [0]}}', "gamma must be"),
-    (".json", '{"base": {"preset": "tiny"}, "grid": {"gamma": ["abc"]}}', "'abc'"),
-    (".toml", '[base]\npreset = "tiny"\nlr = "x"\n[grid]\nseed = [0]\n', "lr"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("suffix", "text", "says"),
+    [
+        (".yaml", "base: {preset: tiny}\ngrid: {gamma: [0.5]}\n", "is a YAML file, which is not read"),
+        (".yml", "base: {preset: tiny}\n", "is a YAML file, which is not read"),
+        (".json", '{"base": {"preset": "tiny", "gamma": "abc"}, "grid": {"seed": [0]}}', "gamma must be"),
+        (".json", '{"base": {"preset": "tiny"}, "grid": {"gamma": ["abc"]}}', "'abc'"),
+        (".toml", '[base]\npreset = "tiny"\nlr = "x"\n[grid]\nseed = [0]\n', "lr"),
+    ],
+)
 def test_a_spec_error_names_its_file(
     suffix: str, text: str, says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -124,11 +124,15 @@ def test_a_single_seed_summary_written_before_one_schema_reads_as_a_population_o
         return {"gamma": gamma, **numbers, "status": "completed", "seconds": 1.0, "run_dir": str(tmp_path / "run")}
 
     legacy = {
-        "symmetric": {"small-init": row(0.8, id_acc=0.95, heldout_inferential=0.9, heldout_symmetric=0.1),
-                      "large-init": row(0.5, id_acc=0.97, heldout_inferential=0.0, heldout_symmetric=0.6)},
-        "id-ood": {"small-init": row(0.8, id_acc=0.99, ood_acc=0.7, commutativity=0.9),
-                   "large-init": row(0.4, id_acc=0.99, ood_acc=0.2, commutativity=0.5)},
-    }  # fmt: skip
+        "symmetric": {
+            "small-init": row(0.8, id_acc=0.95, heldout_inferential=0.9, heldout_symmetric=0.1),
+            "large-init": row(0.5, id_acc=0.97, heldout_inferential=0.0, heldout_symmetric=0.6),
+        },
+        "id-ood": {
+            "small-init": row(0.8, id_acc=0.99, ood_acc=0.7, commutativity=0.9),
+            "large-init": row(0.4, id_acc=0.99, ood_acc=0.2, commutativity=0.5),
+        },
+    }
     (tmp_path / "summary.json").write_text(json.dumps(legacy))
     population = read_summary(tmp_path / "summary.json")
     assert population is not None and len(population.rows) == 1

@@ -69,13 +69,34 @@ def test_a_retried_run_stopped_at_its_chunks_deadline_is_requeued_not_failed(tmp
 
 
 def test_options_map_to_sbatch_and_bad_ones_name_the_field():
-    params = SlurmOptions(partition="gpu", time_min=30, gpus=1, cpus=4, mem_gb=16, account="lab", qos="high",
-                          constraint="h100", signal_delay_s=60, sbatch_args=(("reservation", "day"),), setup=("module load cuda",)).executor_parameters()  # fmt: skip
+    params = SlurmOptions(
+        partition="gpu",
+        time_min=30,
+        gpus=1,
+        cpus=4,
+        mem_gb=16,
+        account="lab",
+        qos="high",
+        constraint="h100",
+        signal_delay_s=60,
+        sbatch_args=(("reservation", "day"),),
+        setup=("module load cuda",),
+    ).executor_parameters()
     assert params == {
-        "time": 30, "cpus_per_task": 4, "signal_delay_s": 60, "array_parallelism": 256, "job_name": "interp-init", "gpus_per_node": 1,
-        "partition": "gpu", "account": "lab", "qos": "high", "constraint": "h100", "mem": "16384M", "setup": ["module load cuda"],
+        "time": 30,
+        "cpus_per_task": 4,
+        "signal_delay_s": 60,
+        "array_parallelism": 256,
+        "job_name": "interp-init",
+        "gpus_per_node": 1,
+        "partition": "gpu",
+        "account": "lab",
+        "qos": "high",
+        "constraint": "h100",
+        "mem": "16384M",
+        "setup": ["module load cuda"],
         "additional_parameters": {"reservation": "day"},
-    }  # fmt: skip
+    }
     with pytest.raises(ValueError, match="time_min 1 leaves no chunk"):
         SlurmOptions(time_min=1, signal_delay_s=90)
     with pytest.raises(ValueError, match="slurm cpus must be an integer >= 1"):
@@ -117,8 +138,27 @@ def test_gpu_suite_through_slurm_trains_each_task_as_one_ensemble_job(tmp_path):
     from helpers import load_script
 
     suite = load_script("benchmarks/gpu_suite.py")
-    args = ["--out", str(tmp_path / "suite"), "--scale", "tiny", "--seeds", "0", "--epochs", "1", "--ensemble", "--peak-tflops", "1",
-            "--backend", "slurm", "--slurm-cluster", "local", "--slurm-time", "1", "--slurm-signal-delay", "10"]  # fmt: skip
+    args = [
+        "--out",
+        str(tmp_path / "suite"),
+        "--scale",
+        "tiny",
+        "--seeds",
+        "0",
+        "--epochs",
+        "1",
+        "--ensemble",
+        "--peak-tflops",
+        "1",
+        "--backend",
+        "slurm",
+        "--slurm-cluster",
+        "local",
+        "--slurm-time",
+        "1",
+        "--slurm-signal-delay",
+        "10",
+    ]
     result = CliRunner().invoke(suite.main, args)
     assert result.exit_code == 0, result.output
     record = json.loads((tmp_path / "suite" / SLURM_FOLDER / JOBS_FILE).read_text())
@@ -156,7 +196,7 @@ def test_reproduce_no_wait_exits_0_saying_what_was_submitted_and_how_to_collect_
             "--slurm-cluster",
             "local",
             "--slurm-no-wait",
-        ]  # fmt: skip
+        ]
         for name, (flag, seed, _) in forms.items()
     }
     for name, args in argv.items():
@@ -198,8 +238,20 @@ def test_sweep_no_wait_exits_0_saying_what_was_submitted(tmp_path, capsys):
 
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"base": {"preset": "tiny", "task": "symmetric"}, "grid": {"seed": [0]}}))
-    args = ["sweep", str(spec), "--out", str(tmp_path / "sweep"), "--device", "cpu", "--quiet",
-            "--backend", "slurm", "--slurm-cluster", "local", "--slurm-no-wait"]  # fmt: skip
+    args = [
+        "sweep",
+        str(spec),
+        "--out",
+        str(tmp_path / "sweep"),
+        "--device",
+        "cpu",
+        "--quiet",
+        "--backend",
+        "slurm",
+        "--slurm-cluster",
+        "local",
+        "--slurm-no-wait",
+    ]
     assert main(args) == 0
     assert (
         f"submitted: 1 of 1 runs are in Slurm jobs, not finished (logs in {tmp_path / 'sweep' / SLURM_FOLDER}); "

@@ -138,20 +138,53 @@ def _synthetic_results() -> pd.DataFrame:
         for depth in (2, 3):
             for seed in (0, 1):
                 poor = gamma == 0.3 and depth == 3
-                rows.append(dict(task="symmetric", gamma=gamma, n_layers=depth, weight_decay=0.01, k=0, seed=seed, status="completed",
-                                 id_acc=0.5 if poor else 0.99, heldout_symmetric=1 - gamma, heldout_inferential=gamma + 0.01 * seed))  # fmt: skip
+                rows.append(
+                    dict(
+                        task="symmetric",
+                        gamma=gamma,
+                        n_layers=depth,
+                        weight_decay=0.01,
+                        k=0,
+                        seed=seed,
+                        status="completed",
+                        id_acc=0.5 if poor else 0.99,
+                        heldout_symmetric=1 - gamma,
+                        heldout_inferential=gamma + 0.01 * seed,
+                    )
+                )
     for gamma in (0.4, 0.6, 0.8):
         for wd in (0.0, 0.1):
             for seed in (0, 1):
-                rows.append(dict(task="id-ood", gamma=gamma, n_layers=2, weight_decay=wd, k=0, seed=seed, status="completed",
-                                 id_acc=0.5 if gamma == 0.4 else 0.95, ood_acc=0.9 if (gamma == 0.8 and wd == 0.1) else 0.2,
-                                 commutativity=0.5 if gamma == 0.6 else 0.9, stable_rank_wq0=10 * (1 - gamma) + wd))  # fmt: skip
+                rows.append(
+                    dict(
+                        task="id-ood",
+                        gamma=gamma,
+                        n_layers=2,
+                        weight_decay=wd,
+                        k=0,
+                        seed=seed,
+                        status="completed",
+                        id_acc=0.5 if gamma == 0.4 else 0.95,
+                        ood_acc=0.9 if (gamma == 0.8 and wd == 0.1) else 0.2,
+                        commutativity=0.5 if gamma == 0.6 else 0.9,
+                        stable_rank_wq0=10 * (1 - gamma) + wd,
+                    )
+                )
     for gamma in (0.3, 0.8):
         for depth in (2, 3):
             for k in (0, 1):
                 for seed in (0, 1):
-                    row = dict(task="complexity", gamma=gamma, n_layers=depth, weight_decay=0.01, k=k, seed=seed, status="completed",
-                               final_loss=0.01, epochs_to_loss=10.0 * depth + 5 * k * (gamma == 0.8) + seed)  # fmt: skip
+                    row = dict(
+                        task="complexity",
+                        gamma=gamma,
+                        n_layers=depth,
+                        weight_decay=0.01,
+                        k=k,
+                        seed=seed,
+                        status="completed",
+                        final_loss=0.01,
+                        epochs_to_loss=10.0 * depth + 5 * k * (gamma == 0.8) + seed,
+                    )
                     for a, b in ALL_PAIRS:
                         row[pair_column((a, b))] = (
                             3.0 + (5.0 if (a, b) in task_spec("complexity", k=k).offsets else 0.0) + seed

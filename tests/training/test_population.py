@@ -200,8 +200,12 @@ def test_the_reading_without_the_exception_stands_beside_the_strict_criterion() 
     the (3,4) condition, not in the strict criterion; the reading never enters "all"."""
     from interp_init.tasks.anchor import SMALL_INFERENTIAL, SMALL_INFERENTIAL_ANY
 
-    rows = (_seed_row(1, 0.9, 0.9, 0.6, 0.1), _seed_row(2, 0.85, 0.9, 0.6, 0.1, exception=0.5), _seed_row(3, 0.95, 0.9, 0.6, 0.1, exception=0.89),
-            _seed_row(4, 0.3, 0.9, 0.6, 0.1))  # fmt: skip
+    rows = (
+        _seed_row(1, 0.9, 0.9, 0.6, 0.1),
+        _seed_row(2, 0.85, 0.9, 0.6, 0.1, exception=0.5),
+        _seed_row(3, 0.95, 0.9, 0.6, 0.1, exception=0.89),
+        _seed_row(4, 0.3, 0.9, 0.6, 0.1),
+    )
     population = Population("cpu", "strict", rows)
     rates = {r.name: (r.met, r.of) for r in population.rates}
     readings = {r.name: (r.met, r.of, r.beside) for r in population.readings}

@@ -14,8 +14,16 @@ from training.studies.records import RunRecord
 
 
 def _rec(epoch: int, lr: float, exception: float, inf: float, sym: float, id_acc: float = 0.99) -> dict:
-    return {"epoch": epoch, "step": 10 * epoch, "loss": 1.0 / epoch, "lr": lr, "train_acc": id_acc, "id_acc": id_acc,
-            "per_pair": {"3,4": exception, "1,1": 1.0}, "heldout": {"4,3": {"inferential": inf, "symmetric": sym}}}  # fmt: skip
+    return {
+        "epoch": epoch,
+        "step": 10 * epoch,
+        "loss": 1.0 / epoch,
+        "lr": lr,
+        "train_acc": id_acc,
+        "id_acc": id_acc,
+        "per_pair": {"3,4": exception, "1,1": 1.0},
+        "heldout": {"4,3": {"inferential": inf, "symmetric": sym}},
+    }
 
 
 def _history(records: list[dict]) -> tuple[EpochRecord, ...]:
@@ -25,10 +33,19 @@ def _history(records: list[dict]) -> tuple[EpochRecord, ...]:
 
 #: Seed A of issue 31: (3,4) fitted at epoch 5, inferential rises to 0.69 and freezes once the lr is low.
 UNDER_TRAINED = [
-    _rec(1, 5e-4, 0.1, 0.05, 0.0, 0.3), _rec(2, 4.9e-4, 0.5, 0.1, 0.0, 0.6), _rec(3, 4.6e-4, 0.7, 0.2, 0.0, 0.8), _rec(4, 4e-4, 0.85, 0.3, 0.0, 0.9),
-    _rec(5, 3.4e-4, 0.93, 0.34, 0.0), _rec(6, 2.6e-4, 0.97, 0.46, 0.0), _rec(7, 1.8e-4, 0.99, 0.60, 0.0), _rec(8, 1.1e-4, 1.0, 0.69, 0.0),
-    _rec(9, 6e-5, 1.0, 0.70, 0.0), _rec(10, 3.5e-5, 1.0, 0.69, 0.0), _rec(11, 2.6e-5, 1.0, 0.69, 0.0), _rec(12, 2.5e-5, 1.0, 0.69, 0.0),
-]  # fmt: skip
+    _rec(1, 5e-4, 0.1, 0.05, 0.0, 0.3),
+    _rec(2, 4.9e-4, 0.5, 0.1, 0.0, 0.6),
+    _rec(3, 4.6e-4, 0.7, 0.2, 0.0, 0.8),
+    _rec(4, 4e-4, 0.85, 0.3, 0.0, 0.9),
+    _rec(5, 3.4e-4, 0.93, 0.34, 0.0),
+    _rec(6, 2.6e-4, 0.97, 0.46, 0.0),
+    _rec(7, 1.8e-4, 0.99, 0.60, 0.0),
+    _rec(8, 1.1e-4, 1.0, 0.69, 0.0),
+    _rec(9, 6e-5, 1.0, 0.70, 0.0),
+    _rec(10, 3.5e-5, 1.0, 0.69, 0.0),
+    _rec(11, 2.6e-5, 1.0, 0.69, 0.0),
+    _rec(12, 2.5e-5, 1.0, 0.69, 0.0),
+]
 
 
 def test_under_trained_run_by_hand() -> None:
@@ -194,9 +211,16 @@ def test_experiments_race_cells_across_two_sweeps(tmp_path: Path) -> None:
     late_copy = [_rec(1, 5e-4, 0.95, 0.1, 0.2), _rec(2, 4e-4, 0.99, 0.1, 0.5), _rec(3, 1e-4, 1.0, 0.0, 0.9)]
     neither = [_rec(1, 5e-4, 0.95, 0.3, 0.0), _rec(2, 4e-4, 1.0, 0.4, 0.1), _rec(3, 1e-4, 1.0, 0.4, 0.1)]
     runs = {  # folder: {run: (seed, gamma, status, history)}
-        "lr-low": {"gamma=0.8__seed=1": (1, 0.8, "completed", copy), "gamma=0.8__seed=2": (2, 0.8, "completed", neither), "gamma=0.8__seed=3": (3, 0.8, "running", copy[:2])},
-        "lr-high": {"gamma=0.8__seed=1": (1, 0.8, "completed", late_copy), "gamma=0.8__seed=2": (2, 0.8, "completed", copy)},
-    }  # fmt: skip
+        "lr-low": {
+            "gamma=0.8__seed=1": (1, 0.8, "completed", copy),
+            "gamma=0.8__seed=2": (2, 0.8, "completed", neither),
+            "gamma=0.8__seed=3": (3, 0.8, "running", copy[:2]),
+        },
+        "lr-high": {
+            "gamma=0.8__seed=1": (1, 0.8, "completed", late_copy),
+            "gamma=0.8__seed=2": (2, 0.8, "completed", copy),
+        },
+    }
     for folder, lr in (("lr-low", 2.5e-4), ("lr-high", 5e-4)):
         (tmp_path / folder).mkdir()
         (tmp_path / folder / "sweep.json").write_text(

@@ -96,8 +96,20 @@ def test_every_section_names_its_paper_figure(report: tuple[Path, str]) -> None:
     page = report[0].read_text(encoding="utf-8")
     sections = re.findall(r'<section id="([^"]+)"><h2>[^<]*</h2><p class="what">([^<]*)</p>', page)
     keys = [key for key, _ in sections]
-    for key in ("curves", "accuracies", "attention", "flow", "key-masking", "second-anchor-masking", "residual-similarity",
-                "value-similarity", "condensation", "embedding-pca", "stable-ranks", "spectra"):  # fmt: skip
+    for key in (
+        "curves",
+        "accuracies",
+        "attention",
+        "flow",
+        "key-masking",
+        "second-anchor-masking",
+        "residual-similarity",
+        "value-similarity",
+        "condensation",
+        "embedding-pca",
+        "stable-ranks",
+        "spectra",
+    ):
         assert key in keys
     for key, sentence in sections:
         assert "Fig." in sentence, key

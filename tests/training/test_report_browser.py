@@ -153,8 +153,14 @@ def test_report_layout_in_headless_chromium(browser, report: tuple[Path, str], t
     if width == 1400:
         pytest.importorskip("PIL", reason="pillow is not installed (pip install -e '.[dev]')")
         total = browser.execute_script("return document.documentElement.scrollHeight")
-        shot = browser.execute_cdp_cmd("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True,
-                                                                   "clip": {"x": 0, "y": 0, "width": width, "height": min(total, 16000), "scale": 1}})  # fmt: skip
+        shot = browser.execute_cdp_cmd(
+            "Page.captureScreenshot",
+            {
+                "format": "png",
+                "captureBeyondViewport": True,
+                "clip": {"x": 0, "y": 0, "width": width, "height": min(total, 16000), "scale": 1},
+            },
+        )
         (tmp_path / "report-1400.png").write_bytes(base64.b64decode(shot["data"]))
         assert (tmp_path / "report-1400.png").stat().st_size > 10_000
 
@@ -245,8 +251,14 @@ def test_first_minute_report_reads_at_a_glance(browser, first_minute: Path, tmp_
         shots = []
         total = browser.execute_script("return document.documentElement.scrollHeight")
         for top in range(0, min(total, 4000), 1000):  # the first screens, kept for a look
-            shot = browser.execute_cdp_cmd("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True,
-                                                                       "clip": {"x": 0, "y": top, "width": page["width"], "height": 1000, "scale": 1}})  # fmt: skip
+            shot = browser.execute_cdp_cmd(
+                "Page.captureScreenshot",
+                {
+                    "format": "png",
+                    "captureBeyondViewport": True,
+                    "clip": {"x": 0, "y": top, "width": page["width"], "height": 1000, "scale": 1},
+                },
+            )
             shots.append(base64.b64decode(shot["data"]))
     finally:
         browser.set_window_size(1400, 1000)

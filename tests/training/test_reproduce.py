@@ -169,10 +169,12 @@ def test_cpu_preset_reproduces_the_documented_seed(cpu_summary):
     draw: the rates over the eight seeds are in the docs, not asserted here.  Training time
     is recorded in the summary and the docs, not asserted."""
     documented = {
-        "symmetric": {"small-init": {"id_acc": 0.96, "heldout_inferential": 0.21, "heldout_symmetric": 0.05},
-                      "large-init": {"id_acc": 0.99, "heldout_inferential": 0.00, "heldout_symmetric": 0.00}},
+        "symmetric": {
+            "small-init": {"id_acc": 0.96, "heldout_inferential": 0.21, "heldout_symmetric": 0.05},
+            "large-init": {"id_acc": 0.99, "heldout_inferential": 0.00, "heldout_symmetric": 0.00},
+        },
         "id-ood": {"small-init": {"id_acc": 0.99, "ood_acc": 0.44}, "large-init": {"id_acc": 0.99, "ood_acc": 0.26}},
-    }  # fmt: skip
+    }
     for task, regimes in documented.items():
         for regime, numbers in regimes.items():
             for name, value in numbers.items():

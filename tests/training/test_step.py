@@ -45,9 +45,15 @@ def _model(
     noise: float = 0.2,
 ) -> HookedTransformer:
     cfg = ModelConfig(
-        architecture=architecture, n_layers=n_layers, d_model=24, n_heads=n_heads, d_head=8, d_mlp=40,
-        act_fn=act_fn, normalization_type=norm,
-    )  # fmt: skip
+        architecture=architecture,
+        n_layers=n_layers,
+        d_model=24,
+        n_heads=n_heads,
+        d_head=8,
+        d_mlp=40,
+        act_fn=act_fn,
+        normalization_type=norm,
+    )
     model = build_model(cfg, InitConfig(gamma=gamma), seed=seed)
     # Biases, LayerNorm weights and biases start at 0 / 1: perturb every parameter so each is exercised.
     gen = torch.Generator().manual_seed(seed + 1)

@@ -19,8 +19,16 @@ from training.studies.population import reproduce_study
 from training.studies.population import REPRODUCTION_FILE, StoredStudy
 from training.studies.study import StudySpec
 
-INFO = ["--command", "interp-init reproduce --preset tiny --seeds 3 --task symmetric --out SRC", "--commit", "f84dd73",
-        "--machine", "2-core CPU, one torch thread", "--beside", "the tests"]  # fmt: skip
+INFO = [
+    "--command",
+    "interp-init reproduce --preset tiny --seeds 3 --task symmetric --out SRC",
+    "--commit",
+    "f84dd73",
+    "--machine",
+    "2-core CPU, one torch thread",
+    "--beside",
+    "the tests",
+]
 SPEC = StudySpec.reproduction("tiny", (3,), tasks=("symmetric",))
 
 

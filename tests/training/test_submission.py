@@ -74,8 +74,10 @@ def test_a_scheduler_that_refuses_is_one_line_exit_2_and_leaves_the_folder_as_it
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     common = ["--device", "cpu", "--quiet", *flags]
     # a new folder: refused, and gone again
-    for command in (["sweep", str(tmp_path / "spec.json"), "--out", str(tmp_path / "new")],
-                    ["reproduce", "--preset", "tiny", "--seed", "0", "--out", str(tmp_path / "new")]):  # fmt: skip
+    for command in (
+        ["sweep", str(tmp_path / "spec.json"), "--out", str(tmp_path / "new")],
+        ["reproduce", "--preset", "tiny", "--seed", "0", "--out", str(tmp_path / "new")],
+    ):
         assert main([*command, *common]) == 2
         _one_line(capsys.readouterr().err, words)
         assert not (tmp_path / "new").exists()
@@ -94,11 +96,16 @@ def test_a_scheduler_that_refuses_is_one_line_exit_2_and_leaves_the_folder_as_it
 
 def test_conflicting_sbatch_options_are_refused_before_anything_is_written(tmp_path, capsys):
     out = tmp_path / "s"
-    for flags, said in ((["--slurm-partition", "a", "--slurm-sbatch", "partition=b"], "--slurm-sbatch partition=b sets what --slurm-partition sets"),
-                        (["--slurm-sbatch", "p=b"], "--slurm-sbatch p=b sets what --slurm-partition sets"),
-                        (["--slurm-sbatch", "cpus_per_task=4"], "sets what --slurm-cpus sets"),
-                        (["--slurm-sbatch", "output=log.txt"], "sets what the launcher sets itself"),
-                        (["--slurm-sbatch", "reservation=a", "--slurm-sbatch", "reservation=b"], "sets reservation twice")):  # fmt: skip
+    for flags, said in (
+        (
+            ["--slurm-partition", "a", "--slurm-sbatch", "partition=b"],
+            "--slurm-sbatch partition=b sets what --slurm-partition sets",
+        ),
+        (["--slurm-sbatch", "p=b"], "--slurm-sbatch p=b sets what --slurm-partition sets"),
+        (["--slurm-sbatch", "cpus_per_task=4"], "sets what --slurm-cpus sets"),
+        (["--slurm-sbatch", "output=log.txt"], "sets what the launcher sets itself"),
+        (["--slurm-sbatch", "reservation=a", "--slurm-sbatch", "reservation=b"], "sets reservation twice"),
+    ):
         assert (
             main(["sweep", "--preset-name", "neurips-fig2-cpu", "--out", str(out), "--backend", "slurm", *flags]) == 2
         )

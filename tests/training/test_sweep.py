@@ -81,8 +81,11 @@ def test_grid_points_names_and_configs():
     spec = _spec({"seed": [0, 1], "gamma": [0.8, 0.3]})
     points = spec.points()
     assert [p.name for p in points] == [
-        "gamma=0.8__seed=0", "gamma=0.3__seed=0", "gamma=0.8__seed=1", "gamma=0.3__seed=1",
-    ]  # fmt: skip
+        "gamma=0.8__seed=0",
+        "gamma=0.3__seed=0",
+        "gamma=0.8__seed=1",
+        "gamma=0.3__seed=1",
+    ]
     assert spec.size == 4
     for p in points:
         assert p.config.init.gamma == p.params["gamma"] and p.config.seed == p.params["seed"]
@@ -166,8 +169,10 @@ def test_sigkill_then_resume_trains_each_point_once(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "INTERP_INIT_KILL_AT": "after:config.json:2"}
     killed = subprocess.run(
         [sys.executable, "-m", "training.cli", "sweep", str(spec_path), "--out", str(out), "--threads", "1", "--quiet"],
-        capture_output=True, env=env, timeout=600,
-    )  # fmt: skip
+        capture_output=True,
+        env=env,
+        timeout=600,
+    )
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     finished = [d for d in out.glob("*") if d.is_dir() and (read_metrics(d) or {}).get("status") == "completed"]
     assert finished, "no run finished before the kill"

@@ -78,9 +78,19 @@ def test_same_seed_same_weights_and_metrics(tmp_path: Path) -> None:
 def test_learns_on_cpu(tmp_path: Path) -> None:
     """A few seconds of training on a small model fits much of the data (the loop really trains)."""
     cfg = make_run_config(
-        "tiny", gamma=0.5, d_model=64, d_head=32, n_heads=2, d_mlp=128, n_train=8000, epochs=12, lr=3e-3,
-        warmup_epochs=1.0, cosine_epochs=11.0, batch_size=256,
-    )  # fmt: skip
+        "tiny",
+        gamma=0.5,
+        d_model=64,
+        d_head=32,
+        n_heads=2,
+        d_mlp=128,
+        n_train=8000,
+        epochs=12,
+        lr=3e-3,
+        warmup_epochs=1.0,
+        cosine_epochs=11.0,
+        batch_size=256,
+    )
     metrics = train(cfg, device="cpu", progress=False).metrics
     assert metrics["history"][-1]["loss"] < metrics["history"][0]["loss"] - 1.0
     assert metrics["final"]["train_acc"] > 0.2

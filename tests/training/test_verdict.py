@@ -46,8 +46,16 @@ def test_verdict_word_race_mode_and_flip_criteria_agree() -> None:
     from training.studies.records import race_of
 
     def record(epoch: int, inf: float, sym: float, exception: float) -> dict:
-        return {"epoch": epoch, "step": epoch, "loss": 0.1, "lr": 1e-3, "id_acc": 0.99, "train_acc": 0.99,
-                "heldout": {"4,3": {"inferential": inf, "symmetric": sym}}, "per_pair": {"3,4": exception}}  # fmt: skip
+        return {
+            "epoch": epoch,
+            "step": epoch,
+            "loss": 0.1,
+            "lr": 1e-3,
+            "id_acc": 0.99,
+            "train_acc": 0.99,
+            "heldout": {"4,3": {"inferential": inf, "symmetric": sym}},
+            "per_pair": {"3,4": exception},
+        }
 
     grid = [(i / 20, s / 20, e / 10) for i in range(21) for s in range(21 - i) for e in (0, 8, 9, 10)]
     for inf, sym, exception in [*grid, (0.69, 0.0, 1.0), (0.69, 0.31, 1.0)]:

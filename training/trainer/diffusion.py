@@ -347,8 +347,14 @@ def fit_diffusion(
         checkpoint(saved, _metrics(status, history, dev, elapsed))
 
     model.train()
-    bar = tqdm(range(start, tc.epochs), initial=start, total=tc.epochs, disable=not progress, unit="epoch",
-               desc=f"concept-diffusion gamma={cfg.init.gamma}")  # fmt: skip
+    bar = tqdm(
+        range(start, tc.epochs),
+        initial=start,
+        total=tc.epochs,
+        disable=not progress,
+        unit="epoch",
+        desc=f"concept-diffusion gamma={cfg.init.gamma}",
+    )
     diverged_at, stopped = None, False
     for epoch in bar:
         t0 = time.perf_counter()
