@@ -610,21 +610,12 @@ def slice_(folders: tuple[Path, ...]) -> None:
 )
 def figure_(small: tuple[Path, ...], large: tuple[Path, ...], slices: tuple[Path, ...], out: Path) -> None:
     """Fig. 2 at CPU scale as a PNG (through kaleido and a headless Chromium)."""
-    from interp_init.outputs import check_output_folder
-    from interp_init.paths import check_path_names
-    from training.studies.report.page import IMAGE_PURPOSE, StaticExportUnavailable, slug, write_images
+    from training.studies.report.page import StaticExportUnavailable, check_image_file, write_images
 
-    if out.suffix != ".png":
-        raise click.UsageError(f"--out {out}: name a .png file")
     try:  # the one output guard, before any work: not in a run or study folder, nor over a file it did not write
-        check_path_names(out, "--out")
-        check_output_folder(out.parent, IMAGE_PURPOSE, [out.name], "--out")
+        check_image_file(out, "--out")
     except ValueError as err:
         raise click.UsageError(str(err)) from err
-    if slug(out.stem) != out.stem:
-        raise click.UsageError(
-            f"--out {out}: name the file with letters, digits and _ . - only (e.g. {slug(out.stem)}.png)"
-        )
     fig = figure(InitSweep.read(small), InitSweep.read(large), slice_cells(slices) if slices else None)
     try:
         (written,) = write_images({out.stem: fig}, out.parent, "png", width=1000, scale=1.5, option="--out")

@@ -278,19 +278,17 @@ def compare_(small: tuple[Path, ...], large: tuple[Path, ...]) -> None:
 @click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="The PNG to write.")
 def figure_(small: tuple[Path, ...], large: tuple[Path, ...], out: Path) -> None:
     """The figure as a PNG (through kaleido and a headless Chromium): the metric against the data size per setting."""
-    from training.studies.report.page import StaticExportUnavailable, slug, write_images
+    from training.studies.report.page import StaticExportUnavailable, check_image_file, write_images
 
-    if out.suffix != ".png" or slug(out.stem) != out.stem:
-        raise click.UsageError(
-            f"--out {out}: name a .png file with letters, digits and _ . - only (e.g. {slug(out.stem)}.png)"
-        )
+    try:  # the output guard, before any work: not in a run or study folder, nor over a file it did not write
+        check_image_file(out, "--out")
+    except ValueError as err:
+        raise click.UsageError(str(err)) from None
     fig = figure(Side.read(small), Side.read(large))
-    try:  # the output guard: never over a file it did not write, nor into a folder of runs
+    try:
         (written,) = write_images({out.stem: fig}, out.parent, "png", width=700, scale=1.5, option="--out")
     except StaticExportUnavailable as err:
         raise click.ClickException(str(err)) from None
-    except ValueError as err:
-        raise click.UsageError(str(err)) from None
     click.echo(f"wrote {written}")
 
 

@@ -52,6 +52,10 @@ INPUTS = {
     "experiments/contrast.py figure small",
     "experiments/contrast.py figure large",
     "experiments/contrast.py figure slices",
+    "experiments/fig7.py compare small",
+    "experiments/fig7.py compare large",
+    "experiments/fig7.py figure small",
+    "experiments/fig7.py figure large",
 }
 #: Path-valued options whose command edits files it did not make, and why that is its job.
 IN_PLACE = {
@@ -80,6 +84,7 @@ OUTPUTS: dict[str, list[str]] = {
     "interp-init report images": ["R", "S", "R/sub", "imgs", "ro/imgs", "r.html", "long"],
     "experiments/race.py figure": ["R/x.png", "S/x.png", "ro/x.png", "imgs/curves.png", "long.png"],
     "experiments/contrast.py figure out": ["R/x.png", "S/x.png", "ro/x.png", "imgs/curves.png", "long.png"],
+    "experiments/fig7.py figure out": ["R/x.png", "S/x.png", "ro/x.png", "imgs/curves.png", "long.png"],
     "experiments/search_cpu.py run root": ["R", "S", "S/sub", "R/sub", "ro/root", "long"],
     "benchmarks/gpu_suite.py out": ["R", "S", "S/sub", "R/sub", "ro/x", "long"],
     "benchmarks/gpu_campaign.py out": ["R", "S", "S/sub", "R/sub", "ro/x", "long"],
@@ -230,6 +235,7 @@ def _argv(option: str, target: str) -> tuple[Callable[[list[str]], int], list[st
         ],  # r.html: both at one path
         "experiments/race.py figure": ["S", "--figure", target],
         "experiments/contrast.py figure out": ["figure", "--small", "S", "--large", "S", "--out", target],
+        "experiments/fig7.py figure out": ["figure", "--small", "S", "--large", "S", "--out", target],
         "experiments/search_cpu.py run root": [
             "run",
             "--root",

@@ -189,6 +189,22 @@ def check_images_folder(out_dir: str | Path, image_format: str = "png", option: 
     return check_output_folder(out, IMAGE_PURPOSE, held, option)
 
 
+def check_image_file(out: str | Path, option: str = "--out") -> Path:
+    """Refuse one image path (before any work): not a ``.png`` named with letters, digits and
+    ``_ . -`` only, in a run or study folder, or over a file this toolkit did not write
+    (:func:`interp_init.outputs.check_output_folder`); ``ValueError`` naming ``option``."""
+    out = Path(out)
+    if out.suffix != ".png":
+        raise ValueError(f"{option} {out}: name a .png file")
+    check_path_names(out, option)
+    check_output_folder(out.parent, IMAGE_PURPOSE, [out.name], option)
+    if slug(out.stem) != out.stem:
+        raise ValueError(
+            f"{option} {out}: name the file with letters, digits and _ . - only (e.g. {slug(out.stem)}.png)"
+        )
+    return out
+
+
 #: The page's sections, in order: what each run learned, how it computes it, and its weights.
 SECTIONS: tuple[Callable[[Context], Section], ...] = (
     section_verdict,
