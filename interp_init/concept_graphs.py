@@ -277,8 +277,11 @@ def _box(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def object_problem(image: Float[np.ndarray, "3 h w"], config: ConceptGraphConfig | None = None) -> str | None:
     """Why ``image`` shows no object (the module docstring's three tests, at the image's side),
     in words; ``None`` when it shows one. ``config`` gives the sizes and jitter of the renders."""
-    config = config or ConceptGraphConfig()
-    mask = object_mask(image)
+    return _mask_problem(object_mask(image), config or ConceptGraphConfig())
+
+
+def _mask_problem(mask: np.ndarray, config: ConceptGraphConfig) -> str | None:
+    """:func:`object_problem` on an image's :func:`object_mask`."""
     area = int(mask.sum())
     side = mask.shape[-1]
     smallest = math.pi * (config.small * (1 - config.size_jitter) * side) ** 2
@@ -300,9 +303,9 @@ def read_concepts(image: Float[np.ndarray, "3 h w"], config: ConceptGraphConfig 
     the frame, a streak), which is wrong on every concept."""
     config = config or ConceptGraphConfig()
     image = np.asarray(image, dtype=np.float64)
-    if object_problem(image, config) is not None:
-        return None
     mask = object_mask(image)
+    if _mask_problem(mask, config) is not None:
+        return None
     area = int(mask.sum())
     colour = int(image[2][mask].mean() > image[0][mask].mean())
     side = image.shape[-1]
