@@ -44,6 +44,7 @@ from training.cli.flags import (
     backend_options,
     carry_option,
     config_options,
+    on_this_machine,
     parse_carry,
     run_options,
     slurm_options,
@@ -272,9 +273,7 @@ def reproduce_command(
     from training.studies.population import reproduction_spec
 
     options = backend_options(backend, device, address, slurm)
-    if backend not in ("ray", "slurm") or (
-        backend == "ray" and address is None
-    ):  # a cluster's cores are not this machine's
+    if on_this_machine(backend, address):  # a cluster's cores are not this machine's
         check_cores(workers, "--workers", "worker processes")
     preset = _preset_or_default(preset, device)
     spec = reproduction_spec(
@@ -342,26 +341,19 @@ def concept_graphs_command(
     """
     from dataclasses import replace
 
-    from training.launch.backends import PoolLauncher, SerialLauncher, build_launcher
+    from training.launch.backends import build_launcher
     from training.studies.concept_graphs import TABLE, ConceptStudySpec, run_concept_study, summarize
 
     options = backend_options(backend, device, address, slurm)  # --device checked unless on a cluster
-    if backend not in ("ray", "slurm") or (backend == "ray" and address is None):  # a cluster's cores are not ours
+    if on_this_machine(backend, address):  # a cluster's cores are not this machine's
         check_cores(workers, "--workers", "worker processes")
         check_cores(threads, "--threads", "torch threads")
     study = ConceptStudySpec.from_file(spec)
     if size is not None:
         study = replace(study, size=size)
-    if backend == "local":
-        launcher = (
-            SerialLauncher(device=device, threads=threads, progress=not quiet)
-            if workers == 1
-            else PoolLauncher(device=device, workers=workers, threads=1)
-        )
-    else:
-        launcher = build_launcher(
-            backend, device=device, workers=workers, threads=threads, progress=not quiet, **options
-        )
+    # local: --threads for the one process with --workers 1, else a pool of one-thread processes
+    threads = 1 if backend == "local" and workers != 1 else threads
+    launcher = build_launcher(backend, device=device, workers=workers, threads=threads, progress=not quiet, **options)
     returns = run_concept_study(study, out, launcher)
     if not launcher.waits and any(r.status == RunStatus.RUNNING for r in returns):  # --slurm-no-wait: submitted
         pending = sum(r.status == RunStatus.RUNNING for r in returns)

@@ -225,14 +225,18 @@ def slurm_options(func: Any) -> Any:
     return func
 
 
+def on_this_machine(backend: str | None, address: str | None) -> bool:
+    """Whether ``--backend`` trains on this machine (its devices and cores are the ones to
+    check): every backend but slurm, and ray only when it starts a local Ray (no ``--address``)."""
+    return backend not in ("ray", "slurm") or (backend == "ray" and address is None)
+
+
 def backend_options(backend: str | None, device: str, address: str | None, slurm: dict[str, Any]) -> dict[str, Any]:
     """The chosen launcher's own options (``--address``, the ``--slurm-*`` ones, each refused
     for another backend); ``--device`` is checked here unless the runs train on a cluster."""
     from training.launch.slurm import slurm_options_from
 
-    if backend not in ("ray", "slurm") or (
-        backend == "ray" and address is None
-    ):  # a cluster's devices are not this machine's
+    if on_this_machine(backend, address):  # a cluster's devices are not this machine's
         check_device(device)
     slurm_opts = slurm_options_from(backend or "", device, slurm)
     if address is not None and backend != "ray":
