@@ -37,7 +37,7 @@ import click
 
 from interp_init.tasks.anchor import ID_THRESHOLD, heldout_answer
 from training.cli.errors import ScriptGroup
-from training.studies.population import exact_interval, mann_whitney
+from training.studies.population import exact_rate, mann_whitney
 from training.studies.records import Pick, RunRecord, pick_paper
 from training.studies.study import StudySpec, run_dirs
 from training.studies.sweep.spec import SPEC_FILE
@@ -180,15 +180,7 @@ class Strict:
 
     def rate(self, what: str) -> str:
         met, low = (self.infers, self.infers_low_id) if what == "infers" else (self.copies, self.copies_low_id)
-        return rate(met, self.n) + (f" ({low} with ID < {ID_THRESHOLD:g})" if low else "")
-
-
-def rate(met: int, of: int) -> str:
-    """``k of n [low, high]``: a count with its 95% exact (Clopper-Pearson) interval."""
-    if of == 0:
-        return "-"
-    low, high = exact_interval(met, of)
-    return f"{met} of {of} [{low:.2f}, {high:.2f}]"
+        return exact_rate(met, self.n) + (f" ({low} with ID < {ID_THRESHOLD:g})" if low else "")
 
 
 # ----------------------------------------------------------------------------- the tests

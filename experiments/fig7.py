@@ -29,7 +29,7 @@ from pathlib import Path
 import click
 
 from training.cli.errors import ScriptGroup
-from training.studies.population import exact_interval, mann_whitney
+from training.studies.population import exact_rate, mann_whitney
 from training.studies.records import RunRecord
 from training.studies.study import run_dirs
 
@@ -111,14 +111,6 @@ class SizeRow:
     @property
     def difference(self) -> float | None:
         return statistics.fmean(self.small) - statistics.fmean(self.large) if self.seeds else None
-
-
-def rate(met: int, of: int) -> str:
-    """``k of n [low, high]``: a count with its 95% exact (Clopper-Pearson) interval."""
-    if of == 0:
-        return "-"
-    low, high = exact_interval(met, of)
-    return f"{met} of {of} [{low:.2f}, {high:.2f}]"
 
 
 def _fit_count(fits: dict[int, bool | None], seeds: Sequence[int]) -> int | None:
@@ -209,7 +201,7 @@ def table(small: Side, large: Side) -> str:
         n, p = len(r.seeds), "-" if r.p is None else f"p = {r.p:.3f}"
         out.append(
             f"| {r.n_train:,} | {', '.join(map(str, r.seeds))} | {_side(r.small)} | {_fits(r.small_fits, n)} "
-            f"| {_side(r.large)} | {_fits(r.large_fits, n)} | {rate(r.beats, n)} | {r.difference:+.2f} | {p} | {r.word} |"
+            f"| {_side(r.large)} | {_fits(r.large_fits, n)} | {exact_rate(r.beats, n)} | {r.difference:+.2f} | {p} | {r.word} |"
         )
     better = "higher" if higher_better else "lower"
     word = figure_word(rows, small.task)

@@ -900,7 +900,7 @@ def readme_beyond(records: Records) -> str:
         fig7, small, large = _fig7(records, figure)
         rows = fig7.compare(small, large)
         sizes = "; ".join(
-            f"{r.n_train:,} samples: small init better on {fig7.rate(r.beats, len(r.seeds))} seeds (p = {_num(r.p)})"
+            f"{r.n_train:,} samples: small init better on {_rate(r.beats, len(r.seeds))} seeds (p = {_num(r.p)})"
             for r in rows
             if r.seeds
         )

@@ -17,7 +17,15 @@ from interp_init.tasks.base import read_run_metrics
 from training.cli import main
 from training.config import RunConfig, make_run_config
 from training.studies.phase.figures import protocol_table
-from training.studies.population import Population, RegimeResult, SeedRow, exact_interval, mann_whitney, read_population
+from training.studies.population import (
+    Population,
+    RegimeResult,
+    SeedRow,
+    exact_interval,
+    exact_rate,
+    mann_whitney,
+    read_population,
+)
 from training.studies.records import RunRecord
 from training.studies.study import REGIME_NAMES, REPRODUCE_TASKS
 from training.studies.population import reproduce
@@ -36,6 +44,12 @@ def test_exact_interval_is_clopper_pearson(k: int, n: int) -> None:
     assert got == pytest.approx((low, high), abs=1e-9)
     if (k, n) == (0, 8):
         assert got[1] == pytest.approx(1 - 0.025 ** (1 / 8))  # the closed form at k = 0
+
+
+def test_exact_rate_prints_the_count_with_its_interval() -> None:
+    # 3 of 3: the lower bound in closed form, 0.025 ** (1 / 3) = 0.292; 0 of 3: 1 - 0.025 ** (1 / 3) = 0.708
+    assert exact_rate(3, 3) == "3 of 3 [0.29, 1.00]" and exact_rate(0, 3) == "0 of 3 [0.00, 0.71]"
+    assert exact_rate(0, 0) == "-"
 
 
 @pytest.mark.parametrize(("k", "n", "message"), [(3, 0, "n must be"), (9, 8, "k must be"), (-1, 8, "k must be")])

@@ -70,6 +70,7 @@ __all__ = [
     "check_readings",
     "check_summary_file",
     "exact_interval",
+    "exact_rate",
     "failed_criteria",
     "mann_whitney",
     "protocol_summary",
@@ -108,6 +109,15 @@ def exact_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, flo
         raise ValueError(f"k must be an integer in 0..{n}, got {k!r}")
     ci = binomtest(k, n).proportion_ci(confidence_level=confidence, method="exact")
     return float(ci.low), float(ci.high)
+
+
+def exact_rate(k: int, n: int) -> str:
+    """``k of n [low, high]``: a count with its 95% exact interval (:func:`exact_interval`), as the
+    docs' tables print it; ``-`` for none of none."""
+    if n == 0:
+        return "-"
+    low, high = exact_interval(k, n)
+    return f"{k} of {n} [{low:.2f}, {high:.2f}]"
 
 
 def mann_whitney(x: Sequence[float], y: Sequence[float]) -> float | None:
