@@ -313,12 +313,21 @@ def spikes_sentence(small: InitSweep, large: InitSweep) -> str:
     return "spikes among the every-epoch picks: " + ", ".join(parts)
 
 
-def strict_table(small: InitSweep, large: InitSweep, lr: float = PRESET_LR) -> str:
-    """Rule C2: per seed at the preset's lr (tested by Fisher's exact test) and over every run of the finished seeds (not tested)."""
+def strict_at(
+    small: InitSweep, large: InitSweep, lr: float = PRESET_LR
+) -> tuple[Strict, Strict, float | None, float | None]:
+    """Rule C2's test: both inits' strict counts per seed at ``lr``, and Fisher's two-sided p of
+    small init's count that infers against large init's, and of the count that copies."""
     s_at, l_at = Strict.of(small.at_lr(lr)), Strict.of(large.at_lr(lr))
-    s_all, l_all = Strict.of(small.runs()), Strict.of(large.runs())
     p_inf = fisher((s_at.infers, s_at.n), (l_at.infers, l_at.n))
     p_copy = fisher((s_at.copies, s_at.n), (l_at.copies, l_at.n))
+    return s_at, l_at, p_inf, p_copy
+
+
+def strict_table(small: InitSweep, large: InitSweep, lr: float = PRESET_LR) -> str:
+    """Rule C2: per seed at the preset's lr (tested by Fisher's exact test) and over every run of the finished seeds (not tested)."""
+    s_at, l_at, p_inf, p_copy = strict_at(small, large, lr)
+    s_all, l_all = Strict.of(small.runs()), Strict.of(large.runs())
 
     def word(p: float | None) -> str:
         return (

@@ -1071,10 +1071,7 @@ def fig2_sentence(records: Records) -> str:
         )
     spikes = sum(s.spike for s in small.picks("heldout_inferential"))
     lr = contrast.PRESET_LR
-    s_at, l_at = contrast.Strict.of(small.at_lr(lr)), contrast.Strict.of(large.at_lr(lr))
-    p_inf, p_copy = (
-        contrast.fisher((getattr(s_at, w), s_at.n), (getattr(l_at, w), l_at.n)) for w in ("infers", "copies")
-    )
+    s_at, l_at, p_inf, p_copy = contrast.strict_at(small, large, lr)
     strict = (
         f"read strictly (each seed's last epoch at lr {lr:g}), small init infers on {s_at.rate('infers')} against large init's "
         f"{l_at.rate('infers')} (Fisher p = {_num(p_inf)}) and copies on {s_at.rate('copies')} against {l_at.rate('copies')} (p = {_num(p_copy)})"
