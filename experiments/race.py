@@ -287,24 +287,13 @@ def _print_table(columns: tuple[str, ...], rows: list[dict[str, Any]]) -> None:
 )
 def main(folders: tuple[Path, ...], knobs: tuple[str, ...], cells: bool, figure: Path | None) -> None:
     """Print the race of every symmetric run under FOLDERS (sweep folders or run folders), one markdown row each."""
-    if figure is not None and figure.suffix.lstrip(".") not in ("png", "svg", "pdf"):
-        raise click.UsageError(f"--figure {figure}: name a .png, .svg or .pdf file")
-    if figure is not None:
-        from interp_init.outputs import check_output_folder
-        from interp_init.paths import check_path_names
-        from training.studies.report.page import IMAGE_PURPOSE, slug
+    if figure is not None:  # the one image guard, before any work
+        from training.studies.report.page import check_image_file
 
-        try:  # the one output guard, before any work: not in a run folder, nor a study's, nor where it cannot be written
-            check_path_names(figure, "--figure")
-            if figure.exists():
-                raise ValueError(f"--figure {figure} exists; name a new file (this script does not overwrite)")
-            check_output_folder(figure.parent, IMAGE_PURPOSE, [figure.name], "--figure")
+        try:
+            check_image_file(figure, "--figure", ("png", "svg", "pdf"))
         except ValueError as err:
             raise click.UsageError(str(err)) from err
-        if slug(figure.stem) != figure.stem:
-            raise click.UsageError(
-                f"--figure {figure}: name the file with letters, digits and _ . - only (e.g. {slug(figure.stem)}{figure.suffix})"
-            )
     rows = race_rows(list(folders), knobs)
     _print_table(COLUMNS, rows)
     modes = [row["mode"] for row in rows if row.get("status") == "completed" and "mode" in row]

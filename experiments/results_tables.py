@@ -10,7 +10,7 @@ protocols, the race).  Adding a table is a function registered here and a marker
     @generator("my-table", STUDY_NAMES["verification"], what="where it goes and what it says")
     def my_table(records: Records) -> str:
         population = records.study(STUDY_NAMES["verification"]).population()
-        return _markdown(("criterion", "met"), ([r.name, _rate(r.met, r.of)] for r in population.rates))
+        return _markdown(("criterion", "met"), ([r.name, exact_rate(r.met, r.of)] for r in population.rates))
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
 
-from training.studies.population import StoredStudy
+from training.studies.population import StoredStudy, exact_rate
 
 
 class Records(Protocol):
@@ -100,13 +100,6 @@ def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def _rate(met: int, of: int) -> str:
-    from training.studies.population import exact_interval
-
-    low, high = exact_interval(met, of)
-    return f"{met} of {of} [{low:.2f}, {high:.2f}]"
-
-
 def _seeds(seeds: Iterable[int]) -> str:
     """``201-203`` for a run of consecutive seeds, else the list."""
     seeds = sorted(seeds)
@@ -166,7 +159,7 @@ def rates_rows(population: Any, with_all: bool) -> list[list[str]]:
             row.seed: (row.checks[rate.name] if rate.beside is None else row.readings[rate.name][1])
             for row in population.rows
         }
-        met = _rate(rate.met, rate.of)
+        met = exact_rate(rate.met, rate.of)
         label = rate.name if rate.beside is None else f"{rate.name} (beside the criterion above; not a criterion)"
         rows.append(
             [
@@ -212,7 +205,7 @@ def paper_statistic_row(records: Records) -> list[str]:
     return [
         f"the papers' statistic: small init's best inferential share over {lrs} lrs and epochs, mean of {n} seeds ({_seeds(picks)})",
         f"{_num(mean)} (per seed {per_seed}; {_num(logged)} on the epochs the released scripts log, -pae {every}); "
-        f">= 0.8 at the pick: {_rate(reach, n)}; with (3,4) fitted at the pick: **{_rate(fitted, n)}**",
+        f">= 0.8 at the pick: {exact_rate(reach, n)}; with (3,4) fitted at the pick: **{exact_rate(fitted, n)}**",
         "",
     ]
 
@@ -247,10 +240,10 @@ def readme_answer(records: Records) -> str:
     gpu_infers = sum(r["race"].mode == "infers" for r in gpu)
     lines = [
         f"- **The journal's flip (`id-ood`) holds**: small init composes the unseen pairs (OOD accuracy >= 0.5) on "
-        f"{_rate(ood_small.met, ood_small.of)} seeds; large init does not (OOD <= 0.3) on {_rate(ood_large.met, ood_large.of)}.",
+        f"{exact_rate(ood_small.met, ood_small.of)} seeds; large init does not (OOD <= 0.3) on {exact_rate(ood_large.met, ood_large.of)}.",
         f"- **The NeurIPS flip (`symmetric`) does not show at this scale**: small init infers the unseen pair (4,3) on "
-        f"{_rate(infers.met, infers.of)} seeds, large init copies the seen answer on {_rate(copies.met, copies.of)}; at the "
-        f"papers' scale on a GPU small init inferred on {_rate(gpu_infers, len(gpu))} after {gpu[0]['race'].last_epoch} of "
+        f"{exact_rate(infers.met, infers.of)} seeds, large init copies the seen answer on {exact_rate(copies.met, copies.of)}; at the "
+        f"papers' scale on a GPU small init inferred on {exact_rate(gpu_infers, len(gpu))} after {gpu[0]['race'].last_epoch} of "
         f"{gpu_config.epochs} epochs.",
     ]
     if records.stored(STUDY_NAMES["paper-statistic"]):
@@ -410,7 +403,7 @@ def readme_gpu(records: Records) -> str:
     return (
         f"the `{config.preset}` preset (d_model {config.d_model}, {config.n_train:,} samples, {config.precision}) trained small init on seeds "
         f"{_seeds(int(r['seed']) for r in small)} for {small[0]['race'].last_epoch} of its {config.epochs} epochs before the session's device time ran out; "
-        f"it inferred on {_rate(infers, len(small))} and copied the symmetric answer on {len(copies)} of {len(small)}, whose shares stopped moving "
+        f"it inferred on {exact_rate(infers, len(small))} and copied the symmetric answer on {len(copies)} of {len(small)}, whose shares stopped moving "
         f"at epochs {' and '.join(r['stopped moving'] for r in copies)} (`experiments/race.py`)"
     )
 
@@ -440,8 +433,8 @@ def gpu_rates(records: Records) -> str:
         best[record.config.seed] = max(shares)
     infers, copies = sum(r["race"].mode == "infers" for r in small), sum(r["race"].mode == "early copy" for r in small)
     return (
-        f"**Small init infers on {_rate(infers, len(small))} by epoch {small[0]['race'].last_epoch} and copies on {_rate(copies, len(small))}; "
-        f"large init copies on {_rate(sum(r['race'].mode == 'early copy' for r in large), len(large))}.** The highest inferential share each small-init "
+        f"**Small init infers on {exact_rate(infers, len(small))} by epoch {small[0]['race'].last_epoch} and copies on {exact_rate(copies, len(small))}; "
+        f"large init copies on {exact_rate(sum(r['race'].mode == 'early copy' for r in large), len(large))}.** The highest inferential share each small-init "
         f"run reached at any epoch: "
         + ", ".join(f"seed {seed} {share:.2f} (epoch {epoch})" for seed, (share, epoch) in sorted(best.items()))
         + "."
@@ -622,9 +615,9 @@ def _init_table(by_gamma: dict[float, list], gammas: Sequence[float] = ()) -> st
             [
                 label,
                 str(len(runs)),
-                _rate(sum(a[0] for a in answers), len(runs)),
-                _rate(sum(a[1] for a in answers), len(runs)),
-                _rate(sum(a[2] for a in answers), len(runs)),
+                exact_rate(sum(a[0] for a in answers), len(runs)),
+                exact_rate(sum(a[1] for a in answers), len(runs)),
+                exact_rate(sum(a[2] for a in answers), len(runs)),
                 _per_seed(runs),
             ]
         )
@@ -698,7 +691,7 @@ def pc_causes(records: Records) -> str:
         else:
             p = float(fisher_exact([[p_met, p_n - p_met], [met, n - met]])[1])
             against = f"p = {p:.3f}: " + ("separated" if p < 0.05 else f"not separated at {min(n, p_n)} seeds")
-        rows.append([label, str(n), _rate(met, n) if n else "-", _rate(loose, n) if n else "-", against])
+        rows.append([label, str(n), exact_rate(met, n) if n else "-", exact_rate(loose, n) if n else "-", against])
     return _markdown(
         (
             "small init (gamma 0.8)",
@@ -755,8 +748,8 @@ def strict_breadth(records: Records) -> str:
             [
                 f"{STUDY_NAMES[role]}: {_configuration(small[0].config, lrs)}",
                 seeds,
-                _rate(sum(a[0] for a in answers), len(small)),
-                _rate(sum(a[1] for a in answers), len(small)),
+                exact_rate(sum(a[0] for a in answers), len(small)),
+                exact_rate(sum(a[1] for a in answers), len(small)),
                 f"{_num(columns['heldout_inferential'])} ({where}, (3,4) {_num(columns['exception_acc'])})",
             ]
         )
@@ -900,7 +893,7 @@ def readme_beyond(records: Records) -> str:
         fig7, small, large = _fig7(records, figure)
         rows = fig7.compare(small, large)
         sizes = "; ".join(
-            f"{r.n_train:,} samples: small init better on {_rate(r.beats, len(r.seeds))} seeds (p = {_num(r.p)})"
+            f"{r.n_train:,} samples: small init better on {exact_rate(r.beats, len(r.seeds))} seeds (p = {_num(r.p)})"
             for r in rows
             if r.seeds
         )

@@ -253,7 +253,9 @@ def test_experiments_race_cells_across_two_sweeps(tmp_path: Path) -> None:
     assert unknown.exit_code == 2 and "--knob 'lrr' is not an option" in unknown.output
     (tmp_path / "taken.png").write_bytes(b"")
     taken = CliRunner().invoke(module.main, [*folders, "--figure", str(tmp_path / "taken.png")])
-    assert taken.exit_code == 2 and "does not overwrite" in taken.output
+    assert taken.exit_code == 2 and "is never overwritten" in taken.output
+    gif = CliRunner().invoke(module.main, [*folders, "--figure", str(tmp_path / "race.gif")])
+    assert gif.exit_code == 2 and "name a .png, .svg or .pdf file" in gif.output
 
 
 def test_population_table_shows_the_race(tmp_path: Path) -> None:

@@ -189,18 +189,21 @@ def check_images_folder(out_dir: str | Path, image_format: str = "png", option: 
     return check_output_folder(out, IMAGE_PURPOSE, held, option)
 
 
-def check_image_file(out: str | Path, option: str = "--out") -> Path:
-    """Refuse one image path (before any work): not a ``.png`` named with letters, digits and
-    ``_ . -`` only, in a run or study folder, or over a file this toolkit did not write
-    (:func:`interp_init.outputs.check_output_folder`); ``ValueError`` naming ``option``."""
+def check_image_file(out: str | Path, option: str = "--out", formats: tuple[str, ...] = ("png",)) -> Path:
+    """Refuse one image path (before any work): not a file of one of ``formats`` (``.png`` unless
+    told) named with letters, digits and ``_ . -`` only, in a run or study folder, or over a file
+    this toolkit did not write (:func:`interp_init.outputs.check_output_folder`); ``ValueError``
+    naming ``option``."""
     out = Path(out)
-    if out.suffix != ".png":
-        raise ValueError(f"{option} {out}: name a .png file")
+    if out.suffix.lstrip(".") not in formats:
+        names = ["." + f for f in formats]
+        listed = ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0]
+        raise ValueError(f"{option} {out}: name a {listed} file")
     check_path_names(out, option)
     check_output_folder(out.parent, IMAGE_PURPOSE, [out.name], option)
     if slug(out.stem) != out.stem:
         raise ValueError(
-            f"{option} {out}: name the file with letters, digits and _ . - only (e.g. {slug(out.stem)}.png)"
+            f"{option} {out}: name the file with letters, digits and _ . - only (e.g. {slug(out.stem)}{out.suffix})"
         )
     return out
 
