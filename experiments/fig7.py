@@ -23,7 +23,7 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
@@ -57,11 +57,13 @@ class Side:
     values: dict[int, dict[int, float]]  # n_train -> seed -> metric
     fits: dict[int, dict[int, bool | None]]  # n_train -> seed -> fits (None: no fit test)
     unfinished: int
+    seconds: dict[int, dict[int, float]] = field(default_factory=dict)  # n_train -> seed -> elapsed_s
 
     @classmethod
     def read(cls, folders: Sequence[Path]) -> Side:
         values: dict[int, dict[int, float]] = defaultdict(dict)
         fits: dict[int, dict[int, bool | None]] = defaultdict(dict)
+        seconds: dict[int, dict[int, float]] = defaultdict(dict)
         settings, unfinished = set(), 0
         for folder in folders:
             for run in run_dirs(Path(folder)):
@@ -78,6 +80,8 @@ class Side:
                     unfinished += 1
                     continue
                 values[config.data.n_train][config.seed] = float(final[column])
+                if record.elapsed_s is not None:
+                    seconds[config.data.n_train][config.seed] = record.elapsed_s
                 id_acc = final.get("id_acc")
                 fits[config.data.n_train][config.seed] = (
                     None if record.task_name == "code-lm" or id_acc is None else id_acc >= FIT
@@ -86,7 +90,7 @@ class Side:
             what = "no run" if not settings else f"runs of {sorted(settings)} (task, gamma, weight decay)"
             raise click.ClickException(f"{', '.join(map(str, folders))}: {what}; give one setting's sweeps together")
         task, gamma, weight_decay = settings.pop()
-        return cls(task, gamma, weight_decay, dict(values), dict(fits), unfinished)
+        return cls(task, gamma, weight_decay, dict(values), dict(fits), unfinished, dict(seconds))
 
     @property
     def label(self) -> str:
@@ -165,6 +169,9 @@ def figure_word(rows: Sequence[SizeRow], task: str) -> str:
         word = "holds at some sizes (" + ", ".join(f"{r.n_train:,}" for r in held) + ")"
     else:
         word = "not shown"
+    unread = [r for r in rows if r.seeds and r.word.startswith("neither")]
+    if read and unread:
+        word += " (" + ", ".join(f"{r.n_train:,}" for r in unread) + " not read: neither fits)"
     if reversed_:
         word = "reversed at " + ", ".join(f"{r.n_train:,}" for r in reversed_) + "; " + word
     if task == "cogs":
@@ -207,7 +214,19 @@ def table(small: Side, large: Side) -> str:
     word = figure_word(rows, small.task)
     left = f"runs not completed (left out): small {small.unfinished}, large {large.unfinished}"
     out += ["", f"{column} at the final epoch ({better} is better); Fig. {letter}: {word}; {left}."]
+    minutes = "; ".join(f"{name} {m}" for name, side in (("small init", small), ("large init", large)) if (m := _minutes(side)))
+    if minutes:
+        out += ["", f"Minutes a run (wall clock, the records' elapsed_s: median, min-max, by training samples): {minutes}."]
     return "\n".join(out)
+
+
+def _minutes(side: Side) -> str:
+    """Per data size, the median and range of the completed runs' wall-clock minutes."""
+    parts = []
+    for n in sorted(side.seconds):
+        mins = sorted(v / 60 for v in side.seconds[n].values())
+        parts.append(f"{n:,}: {statistics.median(mins):.1f} ({mins[0]:.1f}-{mins[-1]:.1f})")
+    return ", ".join(parts)
 
 
 def figure(small: Side, large: Side):
@@ -234,6 +253,7 @@ def figure(small: Side, large: Side):
         title=f"Fig. {letter} at CPU scale ({small.task}): {column} against training samples",
         xaxis_title="training samples",
         yaxis_title=column,
+        legend={"orientation": "h", "yanchor": "top", "y": -0.2},
     )
     return fig
 

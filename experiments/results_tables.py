@@ -893,7 +893,7 @@ def readme_beyond(records: Records) -> str:
         fig7, small, large = _fig7(records, figure)
         rows = fig7.compare(small, large)
         sizes = "; ".join(
-            f"{r.n_train:,} samples: small init better on {exact_rate(r.beats, len(r.seeds))} seeds (p = {_num(r.p)})"
+            f"{r.n_train:,} samples: {r.word}, small init better on {exact_rate(r.beats, len(r.seeds))} seeds (p = {_num(r.p)})"
             for r in rows
             if r.seeds
         )

@@ -35,7 +35,7 @@ def _sweep(
             continue
         epochs = range(1, job.config.train.epochs + 1)  # fewer epochs than the config's read as not completed
         rows = [{"epoch": e, "step": 10 * e, "loss": 0.1, "lr": 1e-3, **final(*key)} for e in epochs]
-        metrics = {"status": "completed", "final": dict(final(*key)), "history": rows}
+        metrics = {"status": "completed", "final": dict(final(*key)), "history": rows, "elapsed_s": 60.0 * key[1]}
         (run / "metrics.json").write_text(json.dumps(metrics))
         (run / STORED_FILE).write_text(json.dumps({"format": STORED_FORMAT, "weights_sha256": None}))
     return folder
@@ -74,6 +74,8 @@ def test_each_size_compares_the_seeds_finished_in_both_settings_by_the_rank_test
         in text
     )
     assert "runs not completed (left out): small 0, large 1" in text
+    # minutes a run from the records' elapsed_s (seed s took s minutes; large's seed 4 at 200 is unfinished)
+    assert "small init 100: 2.5 (1.0-4.0), 200: 2.5 (1.0-4.0); large init 100: 2.5 (1.0-4.0), 200: 2.0 (1.0-3.0)." in text
 
 
 def test_the_journals_direction_a_reversal_and_neither_fitting_are_named(tmp_path: Path) -> None:
@@ -90,7 +92,8 @@ def test_the_journals_direction_a_reversal_and_neither_fitting_are_named(tmp_pat
     at100, at200 = fig7.compare(s, l)
     assert at100.p == pytest.approx(2 / comb(8, 4)) and at100.word == "the journal's direction holds"
     assert at200.word == "neither fits (rule B3): not read"  # every ID 0.5: large's better OOD is not read
-    assert fig7.figure_word([at100, at200], "scan") == "holds at CPU scale"
+    assert fig7.figure_word([at100, at200], "scan") == "holds at CPU scale (200 not read: neither fits)"
+    assert fig7.figure_word([at100], "scan") == "holds at CPU scale"
     # the same large-better values where the runs fit: a reversal, said first
     reversal = fig7.SizeRow(200, (1, 2, 3, 4), at200.small, at200.large, 4, 4, 0, at200.p, "a reversal")
     assert fig7.figure_word([at100, reversal], "cogs") == (
