@@ -58,12 +58,14 @@ class Side:
     fits: dict[int, dict[int, bool | None]]  # n_train -> seed -> fits (None: no fit test)
     unfinished: int
     seconds: dict[int, dict[int, float]] = field(default_factory=dict)  # n_train -> seed -> elapsed_s
+    train: dict[int, dict[int, float]] = field(default_factory=dict)  # n_train -> seed -> final train_acc
 
     @classmethod
     def read(cls, folders: Sequence[Path]) -> Side:
         values: dict[int, dict[int, float]] = defaultdict(dict)
         fits: dict[int, dict[int, bool | None]] = defaultdict(dict)
         seconds: dict[int, dict[int, float]] = defaultdict(dict)
+        train: dict[int, dict[int, float]] = defaultdict(dict)
         settings, unfinished = set(), 0
         for folder in folders:
             for run in run_dirs(Path(folder)):
@@ -80,6 +82,8 @@ class Side:
                     unfinished += 1
                     continue
                 values[config.data.n_train][config.seed] = float(final[column])
+                if final.get("train_acc") is not None:
+                    train[config.data.n_train][config.seed] = float(final["train_acc"])
                 if record.elapsed_s is not None:
                     seconds[config.data.n_train][config.seed] = record.elapsed_s
                 id_acc = final.get("id_acc")
@@ -90,7 +94,7 @@ class Side:
             what = "no run" if not settings else f"runs of {sorted(settings)} (task, gamma, weight decay)"
             raise click.ClickException(f"{', '.join(map(str, folders))}: {what}; give one setting's sweeps together")
         task, gamma, weight_decay = settings.pop()
-        return cls(task, gamma, weight_decay, dict(values), dict(fits), unfinished, dict(seconds))
+        return cls(task, gamma, weight_decay, dict(values), dict(fits), unfinished, dict(seconds), dict(train))
 
     @property
     def label(self) -> str:
@@ -214,10 +218,18 @@ def table(small: Side, large: Side) -> str:
     word = figure_word(rows, small.task)
     left = f"runs not completed (left out): small {small.unfinished}, large {large.unfinished}"
     out += ["", f"{column} at the final epoch ({better} is better); Fig. {letter}: {word}; {left}."]
+    fitted = "; ".join(f"{name} {m}" for name, side in (("small init", small), ("large init", large)) if (m := _train(side)))
+    if fitted:
+        out += ["", f"Training accuracy at the final epoch (mean over the seeds, by training samples; post hoc, read by no rule): {fitted}."]
     minutes = "; ".join(f"{name} {m}" for name, side in (("small init", small), ("large init", large)) if (m := _minutes(side)))
     if minutes:
         out += ["", f"Minutes a run (wall clock, the records' elapsed_s: median, min-max, by training samples): {minutes}."]
     return "\n".join(out)
+
+
+def _train(side: Side) -> str:
+    """Per data size, the mean final training accuracy of the completed runs."""
+    return ", ".join(f"{n:,}: {_num(statistics.fmean(side.train[n].values()))}" for n in sorted(side.train))
 
 
 def _minutes(side: Side) -> str:

@@ -53,7 +53,7 @@ def test_each_size_compares_the_seeds_finished_in_both_settings_by_the_rank_test
 
     def large(n: int, seed: int) -> dict[str, float]:
         ood = 0.2 + seed / 100 if n == 200 else (0.1 if seed % 2 else 0.6)
-        return {"train_acc": 1.0, "id_acc": 0.8 if seed == 1 else 0.99, "ood_acc": ood}
+        return {"train_acc": 0.5 + seed / 10, "id_acc": 0.8 if seed == 1 else 0.99, "ood_acc": ood}
 
     seeds = [1, 2, 3, 4]
     s = fig7.Side.read([_sweep(tmp_path / "s", SCAN, 0.8, 0.1, [100, 200], seeds, small)])
@@ -74,6 +74,7 @@ def test_each_size_compares_the_seeds_finished_in_both_settings_by_the_rank_test
         in text
     )
     assert "runs not completed (left out): small 0, large 1" in text
+    assert "post hoc, read by no rule): small init 100: 1.00, 200: 1.00; large init 100: 0.75, 200: 0.70." in text
     # minutes a run from the records' elapsed_s (seed s took s minutes; large's seed 4 at 200 is unfinished)
     assert "small init 100: 2.5 (1.0-4.0), 200: 2.5 (1.0-4.0); large init 100: 2.5 (1.0-4.0), 200: 2.0 (1.0-3.0)." in text
 
