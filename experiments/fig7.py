@@ -267,6 +267,8 @@ def figure(small: Side, large: Side):
         yaxis_title=column,
         legend={"orientation": "h", "yanchor": "top", "y": -0.2},
     )
+    if column.endswith("_acc"):  # accuracies on their whole scale, so chance does not look like a spread
+        fig.update_yaxes(range=[0, 1.02])
     return fig
 
 
