@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -218,27 +218,38 @@ def table(small: Side, large: Side) -> str:
     word = figure_word(rows, small.task)
     left = f"runs not completed (left out): small {small.unfinished}, large {large.unfinished}"
     out += ["", f"{column} at the final epoch ({better} is better); Fig. {letter}: {word}; {left}."]
-    fitted = "; ".join(f"{name} {m}" for name, side in (("small init", small), ("large init", large)) if (m := _train(side)))
-    if fitted:
-        out += ["", f"Training accuracy at the final epoch (mean over the seeds, by training samples; post hoc, read by no rule): {fitted}."]
-    minutes = "; ".join(f"{name} {m}" for name, side in (("small init", small), ("large init", large)) if (m := _minutes(side)))
-    if minutes:
-        out += ["", f"Minutes a run (wall clock, the records' elapsed_s: median, min-max, by training samples): {minutes}."]
+    for what, per_side, summary in (
+        (
+            "Training accuracy at the final epoch (mean over the seeds, by training samples; post hoc, read by no rule)",
+            (small.train, large.train),
+            _mean,
+        ),
+        (
+            "Minutes a run (wall clock, the records' elapsed_s: median, min-max, by training samples)",
+            (small.seconds, large.seconds),
+            _minutes,
+        ),
+    ):
+        lines = zip(("small init", "large init"), (_per_size(by_size, summary) for by_size in per_side), strict=True)
+        both = "; ".join(f"{name} {line}" for name, line in lines if line)
+        if both:
+            out += ["", f"{what}: {both}."]
     return "\n".join(out)
 
 
-def _train(side: Side) -> str:
-    """Per data size, the mean final training accuracy of the completed runs."""
-    return ", ".join(f"{n:,}: {_num(statistics.fmean(side.train[n].values()))}" for n in sorted(side.train))
+def _per_size(by_size: dict[int, dict[int, float]], summary: Callable[[list[float]], str]) -> str:
+    """``n: summary`` for each data size of the completed runs' per-seed values, in size order."""
+    return ", ".join(f"{n:,}: {summary(list(by_size[n].values()))}" for n in sorted(by_size))
 
 
-def _minutes(side: Side) -> str:
-    """Per data size, the median and range of the completed runs' wall-clock minutes."""
-    parts = []
-    for n in sorted(side.seconds):
-        mins = sorted(v / 60 for v in side.seconds[n].values())
-        parts.append(f"{n:,}: {statistics.median(mins):.1f} ({mins[0]:.1f}-{mins[-1]:.1f})")
-    return ", ".join(parts)
+def _mean(values: Sequence[float]) -> str:
+    return _num(statistics.fmean(values))
+
+
+def _minutes(seconds: Sequence[float]) -> str:
+    """The median and range of wall-clock seconds, in minutes."""
+    mins = sorted(v / 60 for v in seconds)
+    return f"{statistics.median(mins):.1f} ({mins[0]:.1f}-{mins[-1]:.1f})"
 
 
 def figure(small: Side, large: Side):

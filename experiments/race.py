@@ -310,7 +310,9 @@ def main(folders: tuple[Path, ...], knobs: tuple[str, ...], cells: bool, figure:
         from training.studies.report import write_images
 
         figure.parent.mkdir(parents=True, exist_ok=True)
-        written = write_images({figure.stem: race_diagram(rows)}, figure.parent, figure.suffix.lstrip("."), width=1200)
+        written = write_images(
+            {figure.stem: race_diagram(rows)}, figure.parent, figure.suffix.lstrip("."), width=1200, option="--figure"
+        )
         click.echo(f"\nwrote {written[0]}")
 
 

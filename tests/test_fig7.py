@@ -76,7 +76,9 @@ def test_each_size_compares_the_seeds_finished_in_both_settings_by_the_rank_test
     assert "runs not completed (left out): small 0, large 1" in text
     assert "post hoc, read by no rule): small init 100: 1.00, 200: 1.00; large init 100: 0.75, 200: 0.70." in text
     # minutes a run from the records' elapsed_s (seed s took s minutes; large's seed 4 at 200 is unfinished)
-    assert "small init 100: 2.5 (1.0-4.0), 200: 2.5 (1.0-4.0); large init 100: 2.5 (1.0-4.0), 200: 2.0 (1.0-3.0)." in text
+    assert (
+        "small init 100: 2.5 (1.0-4.0), 200: 2.5 (1.0-4.0); large init 100: 2.5 (1.0-4.0), 200: 2.0 (1.0-3.0)." in text
+    )
 
 
 def test_the_journals_direction_a_reversal_and_neither_fitting_are_named(tmp_path: Path) -> None:
