@@ -23,6 +23,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
 
+from interp_init.fileio import read_json
 from training.studies.population import StoredStudy, exact_rate
 
 
@@ -85,6 +86,8 @@ STUDY_NAMES = {
     "fig2-large-404-406": "fig2-large-404-406",
     "gamma-slice-d2": "gamma-slice-d2",
     "gamma-slice-d3": "gamma-slice-d3",
+    # docs/concept-graphs.md (issue 55): the journal's Fig. 6 at CPU scale
+    "concept-graphs-fig6": "concept-graphs-fig6",
     "gamma-slice-g1.2": "gamma-slice-g1.2",
     # docs/beyond-anchor-functions.md (issue 54): the journal's Fig. 7 at CPU scale, one sweep per task and setting
     **{
@@ -901,6 +904,50 @@ def readme_beyond(records: Records) -> str:
             f"- **Fig. {figure}** (`{task}`, {fig7.METRICS[task][0]}): {fig7.figure_word(rows, task)}; {sizes}."
         )
     return "\n".join(lines)
+
+
+# -- the journal's Fig. 6 at CPU scale (docs/concept-graphs.md, pre-registered; interp-init concept-graphs)
+
+
+def _fig6(records: Records) -> tuple[Any, Any, list[Any], Path]:
+    """The stored concept-graph study: the study module, its spec, its rows (the pre-registered
+    reading of its runs, :func:`training.studies.concept_graphs.read_rows`) and its folder."""
+    from training.studies import concept_graphs
+
+    path = records.study(STUDY_NAMES["concept-graphs-fig6"]).path
+    spec = concept_graphs.ConceptStudySpec.from_file(path / concept_graphs.SPEC_FILE)
+    return concept_graphs, spec, concept_graphs.read_rows(spec, path), path
+
+
+@generator(
+    "fig6-concept-graphs",
+    STUDY_NAMES["concept-graphs-fig6"],
+    what="docs/concept-graphs.md: Fig. 6 at CPU scale, per gamma the right-shape share of the unseen tuples over seeds, the rule's reading and verdict, the judge, minutes a run",
+)
+def fig6_concept_graphs(records: Records) -> str:
+    concept_graphs, spec, rows, path = _fig6(records)
+    judge = read_json(path / concept_graphs.SUMMARY, "restore the stored study (git checkout)")["judge"]
+    table = concept_graphs.table_markdown(rows, judge, concept_graphs.run_minutes(spec, path))
+    return table + "\n" + concept_graphs.verdict(rows)["sentence"]
+
+
+@generator(
+    "readme-fig6",
+    STUDY_NAMES["concept-graphs-fig6"],
+    what="README: the journal's Fig. 6 at CPU scale, the pre-registered rule's verdict, or that it has not run",
+)
+def readme_fig6(records: Records) -> str:
+    if not records.stored(STUDY_NAMES["concept-graphs-fig6"]):
+        return "- **Fig. 6** (concept-graph diffusion): not run yet (pre-registered in `docs/concept-graphs.md`)."
+    concept_graphs, spec, rows, _ = _fig6(records)
+    shares = "; ".join(
+        f"gamma {r.gamma:g}: {'-' if r.mean is None else f'{r.mean:.2f}'} ({len(r.counted)} of {r.runs} seeds counted)"
+        for r in rows
+    )
+    return (
+        f"- **Fig. 6** (concept-graph diffusion, right-shape share of the unseen tuples 010 and 011, "
+        f"seeds {', '.join(map(str, spec.seeds))}): {concept_graphs.verdict(rows)['sentence']} Per gamma: {shares}."
+    )
 
 
 @generator(

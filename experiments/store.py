@@ -1,8 +1,9 @@
 """Store a finished study's records in the repository, without weights or checkpoints.
 
 Copies a study folder (a reproduction, ``interp-init reproduce --seed`` or ``--seeds``; a
-sweep, ``interp-init sweep``; a folder of runs such as ``experiments/search_cpu.py run``'s)
-into ``DEST`` (``experiments/results/<study>``)::
+sweep, ``interp-init sweep``; a concept-graph study, ``interp-init concept-graphs``; a folder
+of runs such as ``experiments/search_cpu.py run``'s) into ``DEST``
+(``experiments/results/<study>``)::
 
     python experiments/store.py runs/verify-cpu experiments/results/verify-cpu-201-208 \\
         --command "interp-init reproduce --preset cpu --seeds 201,...,208 --out runs/verify-cpu --workers 1" \\
@@ -18,7 +19,9 @@ from its ``summary.json`` and checked against every run's config), the summaries
 (``summary*.json``, ``results.csv``), ``stored-study.json`` (the manifest: the command, the commit,
 the machine, what ran beside it, the dates from the run folders' own files, every file with
 its size and SHA-256) and ``STUDY.md`` (the same for a reader).  Weights, checkpoints,
-reports and figures are left behind, and said so.
+reports and figures are left behind, and said so, but for a concept-graph study's
+``fig6b.png``: its samples are drawn by the weights that are not kept.  A run of another
+kind than a transformer (a concept-graph diffusion run) is kept alike, without ``ranks.json``.
 
 Before anything is written, it refuses a study still training (a held folder or run), runs
 that did not finish (``--partial`` stores them as they are, and says so), a ``DEST`` it did
@@ -76,6 +79,7 @@ from interp_init.outputs import (
     CONFIG_FILE,
     ERROR_FILE,
     METRICS_FILE,
+    STUDY_FILE,
     SUMMARY_FILE,
     SWEEP_SPEC_FILE,
     refuse_inside_run,
@@ -89,20 +93,23 @@ from interp_init.stored import (
     STUDY_PAGE,
     stored_study_root,
 )
-from training.config import RunConfig
-from training.studies.sweep.results import RANKS_FILE, cached_stable_ranks, ranks_record, stable_ranks_of
-from training.studies.records import RunRecord
-from training.studies.population import REPRODUCTION_FILE, StoredStudy, reproduction_record
-from training.studies.study import run_dirs as run_folders
 from training.cli.errors import Script
 from training.cli.flags import Number
+from training.config import RunConfig
+from training.studies.concept_graphs import SPEC_FILE as CONCEPT_SPEC_FILE
+from training.studies.concept_graphs import STUDY_KIND as CONCEPT_STUDY
+from training.studies.population import REPRODUCTION_FILE, StoredStudy, reproduction_record
+from training.studies.records import RunRecord
 from training.studies.study import StudySpec
+from training.studies.study import run_dirs as run_folders
+from training.studies.sweep.results import RANKS_FILE, cached_stable_ranks, ranks_record, stable_ranks_of
 
 #: The files kept from a run folder as they are (besides ``ranks.json`` and ``stored.json``).
 RUN_FILES: tuple[str, ...] = (CONFIG_FILE, METRICS_FILE, ERROR_FILE)
 #: The files kept from a study folder, at any level above its runs: its spec and summaries.
 STUDY_FILES = re.compile(
-    r"^(summary(-[a-z-]+[0-9]*)?\.json|results\.csv|sweep\.json|study\.json|gpu_suite\.md|suite\.log)$"
+    r"^(summary(-[a-z-]+[0-9]*)?\.json|results\.csv|sweep\.json|study\.json|gpu_suite\.md|suite\.log"
+    r"|concept-graphs\.json|fig6-summary\.json|fig6-table\.md|fig6b\.png)$"
 )
 #: What this command is, as the manifest names it.
 MADE_BY = "experiments/store.py"
@@ -162,7 +169,12 @@ class Plan:
 
 def study_kind(source: Path) -> str:
     """What ``source`` holds: ``sweep`` (``sweep.json``), ``reproduction`` (the ``summary.json``
-    of ``interp-init reproduce``) or ``runs`` (run folders, e.g. the preset search's)."""
+    of ``interp-init reproduce``), ``concept-graphs`` (``interp-init concept-graphs``: its spec,
+    ``concept-graphs.json``, and its ``study.json``) or ``runs`` (run folders, e.g. the preset search's)."""
+    if (source / CONCEPT_SPEC_FILE).is_file() and (source / STUDY_FILE).is_file():
+        recorded = read_json(source / STUDY_FILE, "run the study's command again (it rewrites study.json)")
+        if isinstance(recorded, dict) and recorded.get("kind") == CONCEPT_STUDY:
+            return CONCEPT_STUDY
     if (source / SWEEP_SPEC_FILE).is_file():
         return "sweep"
     if (source / SUMMARY_FILE).is_file():
@@ -247,14 +259,31 @@ def refuse_links(folder: Path, what: str) -> None:
                 )
 
 
+def _is_transformer(run: Path) -> bool:
+    """Whether the run in ``run`` is a transformer's (its ``config.json`` names no other kind of run)."""
+    return "kind" not in RunFolder(run).read_config()
+
+
+def _read_run(run: Path) -> tuple[str, float | None, dict[str, Any] | None]:
+    """A run's status, ``elapsed_s`` and metrics, through the one reader of its kind: a
+    transformer's :class:`RunRecord`, another kind's run folder."""
+    if _is_transformer(run):
+        record = RunRecord.read(run)
+        return str(record.status), record.elapsed_s, record.metrics
+    folder = RunFolder(run)
+    metrics = folder.read_metrics()
+    elapsed = metrics.get("elapsed_s") if metrics else None
+    return str(folder.status()), elapsed if isinstance(elapsed, (int, float)) else None, metrics
+
+
 def _plan_run(plan: Plan, source: Path, run: Path, partial: bool) -> None:
     """Add one run's files and its marker to ``plan``; refuse a run that is not finished."""
-    record, folder = RunRecord.read(run), RunFolder(run)
-    if folder.is_busy() or record.status == "running":
+    (status, elapsed, _), folder = _read_run(run), RunFolder(run)
+    if folder.is_busy() or status == "running":
         raise ValueError(f"{run} is being trained now; store the study once it has finished")
-    if record.status not in FINISHED_STATUSES and not partial:
+    if status not in FINISHED_STATUSES and not partial:
         raise ValueError(
-            f"{run} is {record.status}, not finished; finish it (rerun the study's command) or give --partial to store it as it is"
+            f"{run} is {status}, not finished; finish it (rerun the study's command) or give --partial to store it as it is"
         )
     rel = run.relative_to(source).as_posix()
     rel = "" if rel == "." else rel + "/"
@@ -263,11 +292,14 @@ def _plan_run(plan: Plan, source: Path, run: Path, partial: bool) -> None:
             plan.files[rel + name] = (run / name).read_bytes()
     marker: dict[str, Any] = {
         "format": STORED_FORMAT,
-        "status": str(record.status),
+        "status": status,
         "weights_sha256": None,
         "weights_bytes": None,
     }
-    if folder.weights_path.exists():
+    if folder.weights_path.exists() and not _is_transformer(run):
+        folder.check_bound()  # stable ranks are a transformer's
+        marker.update(weights_sha256=file_sha256(folder.weights_path), weights_bytes=folder.weights_path.stat().st_size)
+    elif folder.weights_path.exists():
         folder.check_bound()  # weights or metrics of another run are refused
         ranks = cached_stable_ranks(run)
         plan.files[rel + RANKS_FILE] = _json_bytes(
@@ -283,11 +315,11 @@ def _plan_run(plan: Plan, source: Path, run: Path, partial: bool) -> None:
         p.name for p in run.iterdir() if p.name not in (*RUN_FILES, RANKS_FILE) and not p.name.startswith(".")
     )
     plan.files[rel + STORED_FILE] = _json_bytes(marker)
-    plan.statuses[str(record.status)] += 1
+    plan.statuses[status] += 1
     plan.starts.append((run / CONFIG_FILE).stat().st_mtime)
     if (run / METRICS_FILE).exists():
         plan.ends.append((run / METRICS_FILE).stat().st_mtime)
-    plan.seconds += record.elapsed_s or 0.0
+    plan.seconds += elapsed or 0.0
 
 
 def plan_study(source: Path, partial: bool = False, carry: tuple[str, ...] | None = None) -> Plan:
@@ -436,7 +468,11 @@ def study_page(data: dict[str, Any]) -> str:
         "",
         *([data["description"], ""] if data["description"] else []),
         f"The records of a {data['kind']} study: {runs['count']} runs ({statuses}), kept without weights or checkpoints.",
-        "Read them with `training.studies.population.StoredStudy` (a stored run reads as finished through `training.studies.records.RunRecord`);",
+        (
+            "Read them with `training.studies.population.StoredStudy` and `training.studies.concept_graphs.read_rows` (diffusion runs);"
+            if data["kind"] == CONCEPT_STUDY
+            else "Read them with `training.studies.population.StoredStudy` (a stored run reads as finished through `training.studies.records.RunRecord`);"
+        ),
         "`python experiments/tables.py` writes the docs' tables from them.",
         "",
         f"- **Command**: `{data['command']}`",
@@ -474,11 +510,9 @@ def verify(stored: Path, source: Path) -> None:
     status, and a reproduction's population equal to the source's."""
     study = StoredStudy.read(stored)
     for run in study.run_dirs():
-        mine, theirs = RunRecord.read(run), RunRecord.read(source / run.relative_to(stored))
-        if mine.status != theirs.status or mine.metrics != theirs.metrics:
-            raise RuntimeError(
-                f"the stored {run} reads as {mine.status}, its source as {theirs.status}: nothing was stored"
-            )
+        mine, theirs = _read_run(run), _read_run(source / run.relative_to(stored))
+        if mine[0] != theirs[0] or mine[2] != theirs[2]:
+            raise RuntimeError(f"the stored {run} reads as {mine[0]}, its source as {theirs[0]}: nothing was stored")
     if study.kind == "reproduction":
         spec = study.spec()
         from training.studies.population import read_population

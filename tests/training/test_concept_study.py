@@ -34,8 +34,8 @@ def test_one_command_trains_a_tiny_row_and_writes_its_table_and_figure(
 ) -> None:
     spec = tmp_path / "spec.json"
     spec.write_text(
-        json.dumps({"size": "tiny", "gammas": [0.5, 1.0], "seeds": [1, 2], "figure_samples": 2, "judge_per_code": 5})
-    )
+        json.dumps({"size": "tiny", "gammas": [0.5, 1.0], "seeds": [1, 2], "figure_samples": 6, "judge_per_code": 5})
+    )  # more figure samples than the 4 a tiny run draws: the figure shows those 4
     out = tmp_path / "study"
     assert main(["concept-graphs", str(spec), "--out", str(out), "--quiet"]) == 0
     printed = capsys.readouterr().out
@@ -46,6 +46,10 @@ def test_one_command_trains_a_tiny_row_and_writes_its_table_and_figure(
         assert json.loads((out / name / "metrics.json").read_text())["status"] == "completed"
     assert json.loads((out / "study.json").read_text())["kind"] == "concept-graphs"
     assert (out / "fig6b.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    from PIL import Image
+
+    # two rows of 16-pixel images 2 apart; per row 2 tuples x 4 samples, 8 pixels between the tuples
+    assert Image.open(out / "fig6b.png").size == (2 * 4 * (16 + 2) + 8 + 2, 2 * (16 + 2) + 2)
     stamp = (out / "gamma-1-seed-2" / "model.safetensors").stat().st_mtime_ns
     assert main(["concept-graphs", str(spec), "--out", str(out), "--quiet", "--no-figure"]) == 0  # a rerun reads
     assert (out / "gamma-1-seed-2" / "model.safetensors").stat().st_mtime_ns == stamp
@@ -141,3 +145,73 @@ def test_the_shipped_study_is_the_preregistered_row() -> None:
     configs = spec.configs()
     assert len(configs) == len(spec.gammas) * len(spec.seeds)
     assert {c.init.gamma for c in configs.values()} == set(spec.gammas)
+
+
+def _exit(script: object, argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as done:
+        script.main(argv)  # type: ignore[attr-defined]
+    out = capsys.readouterr()
+    return int(done.value.code or 0), out.out, out.err
+
+
+def test_a_stored_study_writes_the_docs_table_and_readme_line_from_its_records(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from helpers import load_script
+
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"size": "tiny", "gammas": [0.5, 1.0], "seeds": [1, 2, 3], "judge_per_code": 5}))
+    src = tmp_path / "study"
+    assert main(["concept-graphs", str(spec), "--out", str(src), "--quiet", "--no-figure"]) == 0
+    # tiny runs draw noise: give their records hand readings (the digests bind weights and config, not these numbers)
+    hand = {0.5: (0.125, 0.25, 0.0), 1.0: (1.0, 0.75, 0.875)}  # right-shape shares, both unseen tuples alike
+    for gamma, shares in hand.items():
+        for seed, share in zip((1, 2, 3), shares, strict=True):
+            path = src / f"gamma-{gamma:g}-seed-{seed}" / "metrics.json"
+            metrics = json.loads(path.read_text())
+            metrics["final"] = _final(share, share, n=8) | {"seen": {}}
+            metrics["elapsed_s"] = 60.0 * seed
+            path.write_text(json.dumps(metrics))
+    capsys.readouterr()
+    records = tmp_path / "records"
+    dest = records / "concept-graphs-fig6"
+    info = [
+        "--command",
+        "interp-init concept-graphs spec.json",
+        "--commit",
+        "0a771b5",
+        "--machine",
+        "m",
+        "--beside",
+        "the tests",
+    ]
+    code, out, err = _exit(load_script("experiments/store.py"), [str(src), str(dest), *info], capsys)
+    assert code == 0, err
+    assert "stored 6 runs (6 completed) of the concept-graphs study" in out
+    kept = sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file())
+    assert "concept-graphs.json" in kept and "fig6-summary.json" in kept and "study.json" in kept
+    assert not [f for f in kept if f.endswith((".safetensors", ".pt"))]
+    assert {p.name for p in (dest / "gamma-1-seed-2").iterdir()} == {"config.json", "metrics.json", "stored.json"}
+    assert "Left behind**: model.safetensors (6 files" in (dest / "STUDY.md").read_text()
+    # the pages: a README line and the docs table, written from the stored records
+    root = tmp_path / "repo"
+    (root / "docs").mkdir(parents=True)
+    (root / "README.md").write_text("# r\n\n<!-- table:readme-fig6 -->\n<!-- /table:readme-fig6 -->\n")
+    (root / "docs" / "concept-graphs.md").write_text(
+        "# c\n\n<!-- table:fig6-concept-graphs -->\n<!-- /table:fig6-concept-graphs -->\n"
+    )
+    tables = load_script("experiments/tables.py")
+    code, out, err = _exit(tables, ["--root", str(root), "--records", str(records)], capsys)
+    assert code == 0, err
+    page = (root / "docs" / "concept-graphs.md").read_text()
+    low = np.mean([0.125, 0.25, 0.0])
+    assert f"| 0.5 | 3 / 3 / 3 | {low:.2f} [" in page and "| 1 | 3 / 3 / 3 | 0.88 [" in page  # (1 + .75 + .875) / 3
+    assert "0/3 [0.00, 0.71] | 0.00 | 0.90 | failure mode (triangles) |" in page
+    assert "3/3 [0.29, 1.00] | 0.00 | 0.90 | no failure mode (circles) |" in page
+    assert "Minutes a run (its `elapsed_s`: training and the judged samples): median 2, range 1-3, over 6" in page
+    assert "on 40 held renders" in page  # the judge, as the stored summary records it
+    assert "as in the journal's Fig. 6B" in page
+    readme = (root / "README.md").read_text()
+    assert "seeds 1, 2, 3): At gamma 0.5: failure mode (triangles); at gamma 1: no failure mode (circles)." in readme
+    assert "gamma 0.5: 0.12 (3 of 3 seeds counted); gamma 1: 0.88 (3 of 3 seeds counted)." in readme
+    assert _exit(tables, ["--root", str(root), "--records", str(records), "--check"], capsys)[0] == 0

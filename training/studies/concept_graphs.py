@@ -7,8 +7,9 @@ A study is a :class:`ConceptStudySpec` (a JSON file: ``experiments/population-sp
 its runs are ``OUT/gamma-G-seed-S`` (:meth:`ConceptStudySpec.jobs`), each a
 :class:`training.trainer.diffusion.DiffusionRunConfig`; ``OUT/study.json`` names them
 (kind ``concept-graphs``), so a rerun resumes them and a stranger is refused.  After the runs,
-:func:`summarize` reads each run's ``metrics.json`` and writes ``OUT/summary.json``,
-``OUT/table.md`` and ``OUT/fig6b.png``.
+:func:`summarize` reads each run's ``metrics.json`` (:func:`read_rows`, which reads a stored
+copy of the study, ``experiments/results/``, alike) and writes ``OUT/fig6-summary.json``,
+``OUT/fig6-table.md`` and ``OUT/fig6b.png``.
 
 **The reading** (fixed before any result; docs/concept-graphs.md#pre-registration): a run
 *counts* when it completed and draws the tuples it saw (``id_acc``, the share of its samples
@@ -42,13 +43,18 @@ from training.trainer.diffusion import DiffusionRunConfig, DiffusionTrain, diffu
 __all__ = [
     "BOOTSTRAP",
     "MIN_SEEDS",
+    "SPEC_FILE",
     "VALID_ID_ACC",
     "ConceptStudySpec",
     "GammaRow",
     "judge_accuracy",
     "png_bytes",
+    "read_rows",
     "run_concept_study",
+    "run_minutes",
     "summarize",
+    "table_markdown",
+    "verdict",
     "write_figure",
 ]
 
@@ -65,6 +71,8 @@ JUDGE_SEED = 55_055
 #: The gamma of PyTorch's default scale (kaiming-uniform, 1/sqrt(fan_in)).
 DEFAULT_GAMMA = 0.5
 STUDY_KIND = "concept-graphs"
+#: The study's spec as its folder keeps it (a rerun with another spec is refused).
+SPEC_FILE = "concept-graphs.json"
 SUMMARY = "fig6-summary.json"
 TABLE = "fig6-table.md"
 FIGURE = "fig6b.png"
@@ -143,7 +151,7 @@ def run_concept_study(spec: ConceptStudySpec, out: str | Path, launcher: Launche
 
     jobs = spec.jobs(out)
     refuse_strangers(jobs, out, "a concept-graph study")
-    spec_path = Path(out) / "concept-graphs.json"
+    spec_path = Path(out) / SPEC_FILE
 
     def held() -> None:
         if spec_path.exists() and json.loads(spec_path.read_text()) != spec.to_dict():
@@ -264,7 +272,9 @@ def _cell(value: float | None, interval: tuple[float, float] | None = None) -> s
     return f"{value:.2f}" + (f" [{interval[0]:.2f}, {interval[1]:.2f}]" if interval else "")
 
 
-def _table(rows: list[GammaRow], judge: dict[str, float]) -> str:
+def table_markdown(rows: list[GammaRow], judge: dict[str, float], minutes: list[float] | None = None) -> str:
+    """The study's table (a row per gamma), the judge's own accuracy and, given ``minutes``
+    (:func:`run_minutes`), minutes a run: what ``fig6-table.md`` and docs/concept-graphs.md show."""
     lines = [
         (
             "| gamma | runs counted / completed / all | right shape, 010 and 011 (mean over seeds [95% bootstrap]) "
@@ -294,10 +304,20 @@ def _table(rows: list[GammaRow], judge: dict[str, float]) -> str:
         f"The judge (read_concepts) on {judge['n']:,} held renders of all eight tuples: shape {judge['shape_acc']:.3f}, "
         f"size {judge['size_acc']:.3f}, colour {judge['colour_acc']:.3f}, all three {judge['all_acc']:.3f}."
     )
+    if minutes:
+        ordered = sorted(minutes)
+        middle = len(ordered) // 2
+        median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+        lines.append(
+            f"Minutes a run (its `elapsed_s`: training and the judged samples): median {median:.0f}, "
+            f"range {ordered[0]:.0f}-{ordered[-1]:.0f}, over {len(ordered)} completed runs."
+        )
     return "\n".join(lines) + "\n"
 
 
-def _verdict(rows: list[GammaRow]) -> dict[str, str]:
+def verdict(rows: list[GammaRow]) -> dict[str, str]:
+    """The pre-registered rule on ``rows``: the state at gamma 0.5 (``default``) and at the
+    row's largest gamma (``largest``), and the ``sentence`` that says what they mean."""
     by = {r.gamma: r for r in rows}
     top = max(by)
     out = {"default": by[DEFAULT_GAMMA].state if DEFAULT_GAMMA in by else "not in the row", "largest": by[top].state}
@@ -321,31 +341,55 @@ def _verdict(rows: list[GammaRow]) -> dict[str, str]:
     return out
 
 
-def summarize(spec: ConceptStudySpec, out: str | Path, figure: bool = True) -> dict[str, Any]:
-    """Read the study's runs, write ``summary.json``, ``table.md`` and (with ``figure``)
-    ``fig6b.png`` into ``out``; return the summary."""
-    out = Path(out)
-    configs = spec.configs()
+def _metrics(spec: ConceptStudySpec, folder: Path) -> dict[str, dict[str, Any] | None]:
+    """Each run's ``metrics.json`` by its name (None where it has none yet)."""
+    out = {}
+    for name in spec.configs():
+        run = RunFolder(folder / name)
+        out[name] = run.read_metrics() if run.metrics_path.exists() else None
+    return out
+
+
+def read_rows(spec: ConceptStudySpec, folder: str | Path) -> list[GammaRow]:
+    """The reading of each gamma (:func:`gamma_row`) from the runs in ``folder``: a study's
+    folder or its stored records (``experiments/results/``); writes nothing."""
+    metrics = _metrics(spec, Path(folder))
     rows = []
     for gamma in spec.gammas:
         finals: dict[int, dict[str, Any] | None] = {}
         for seed in spec.seeds:
-            folder = RunFolder(out / f"gamma-{gamma:g}-seed-{seed}")
-            metrics = folder.read_metrics() if folder.metrics_path.exists() else None
-            done = metrics is not None and metrics["status"] == RunStatus.COMPLETED
-            finals[seed] = metrics["final"] if done else None
+            m = metrics[f"gamma-{gamma:g}-seed-{seed}"]
+            finals[seed] = m["final"] if m is not None and m["status"] == RunStatus.COMPLETED else None
         rows.append(gamma_row(gamma, finals))
-    image_size = next(iter(configs.values())).model.image_size
+    return rows
+
+
+def run_minutes(spec: ConceptStudySpec, folder: str | Path) -> list[float]:
+    """Minutes of each completed run in ``folder`` (its ``elapsed_s``), in the spec's order."""
+    return [
+        m["elapsed_s"] / 60
+        for m in _metrics(spec, Path(folder)).values()
+        if m is not None and m["status"] == RunStatus.COMPLETED and isinstance(m.get("elapsed_s"), (int, float))
+    ]
+
+
+def summarize(spec: ConceptStudySpec, out: str | Path, figure: bool = True) -> dict[str, Any]:
+    """Read the study's runs (:func:`read_rows`), write ``fig6-summary.json``,
+    ``fig6-table.md`` and (with ``figure``) ``fig6b.png`` into ``out``; return the summary."""
+    out = Path(out)
+    rows = read_rows(spec, out)
+    image_size = next(iter(spec.configs().values())).model.image_size
     judge = judge_accuracy(image_size, spec.judge_per_code)
     summary = {
         "spec": spec.to_dict(),
         "rule": {"valid_id_acc": VALID_ID_ACC, "min_seeds": MIN_SEEDS, "bootstrap": BOOTSTRAP, "threshold": 0.5},
         "judge": judge,
         "rows": [r.to_dict() for r in rows],
-        "verdict": _verdict(rows),
+        "verdict": verdict(rows),
     }
     write_json(out / SUMMARY, summary)
-    atomic_write(out / TABLE, _table(rows, judge) + "\n" + summary["verdict"]["sentence"] + "\n")
+    table = table_markdown(rows, judge, run_minutes(spec, out))
+    atomic_write(out / TABLE, table + "\n" + summary["verdict"]["sentence"] + "\n")
     if figure:
         write_figure(spec, out)
     return summary
@@ -370,15 +414,15 @@ def write_figure(spec: ConceptStudySpec, out: str | Path) -> Path:
     """``OUT/fig6b.png``, like the journal's Fig. 6B: a row per gamma (in the spec's order, top
     to bottom), the first seed's first ``figure_samples`` samples of 010 (small red circle),
     then, after a gap, those of 011 (small blue circle): the very images its run judged
-    (seeded alike), 2 pixels apart on grey; a gamma whose first seed has not completed is a
-    grey row."""
+    (seeded alike; at most the size's ``eval_samples``, all a run draws), 2 pixels apart on
+    grey; a gamma whose first seed has not completed is a grey row."""
     import numpy as np
 
     from training.launch.folders import load_diffusion_run
     from training.trainer.diffusion import sample_code
 
-    out, k = Path(out), spec.figure_samples
-    size = next(iter(spec.configs().values())).model.image_size
+    first = next(iter(spec.configs().values()))
+    out, k, size = Path(out), min(spec.figure_samples, first.data.eval_samples), first.model.image_size
     pad, gap = 2, size // 2
     width = len(UNSEEN_CODES) * k * (size + pad) + (len(UNSEEN_CODES) - 1) * gap + pad
     grid = np.full((len(spec.gammas) * (size + pad) + pad, width, 3), 0.6)

@@ -676,7 +676,7 @@ if TYPE_CHECKING:
 #: A stored reproduction's spec (:func:`reproduction_record`).
 REPRODUCTION_FILE = "reproduction.json"
 #: The kinds of stored study: what ``stored-study.json``'s ``kind`` may say.
-KINDS: tuple[str, ...] = ("reproduction", "sweep", "runs", "gpu-suite")
+KINDS: tuple[str, ...] = ("reproduction", "sweep", "runs", "gpu-suite", "concept-graphs")
 #: How deep below a study folder its run folders lie at most (a population's: seed-S/task/regime).
 RUN_DEPTH = 3
 _FIX = "restore the file from the repository (git checkout), or store the study again with experiments/store.py"
@@ -747,7 +747,9 @@ class StoredStudy:
 
     @property
     def kind(self) -> str:
-        """What the study is (:data:`KINDS`): ``reproduction``, ``sweep``, ``runs`` or ``gpu-suite``."""
+        """What the study is (:data:`KINDS`): ``reproduction``, ``sweep``, ``runs``, ``gpu-suite``
+        or ``concept-graphs`` (diffusion runs: read with
+        :func:`training.studies.concept_graphs.read_rows`)."""
         return str(self.manifest["kind"])
 
     @property
@@ -781,7 +783,12 @@ class StoredStudy:
         return run_dirs(self.path, RUN_DEPTH)
 
     def records(self) -> list[RunRecord]:
-        """Every run of the study, read by the one reader."""
+        """Every run of the study, read by the one reader (a transformer's runs)."""
+        if self.kind == "concept-graphs":
+            raise ValueError(
+                f"{self.path} is a stored concept-graphs study of diffusion runs, not transformer runs; "
+                "read it with training.studies.concept_graphs.read_rows"
+            )
         return [RunRecord.read(run) for run in self.run_dirs()]
 
     def population(self, seeds: tuple[int, ...] | None = None) -> Population:
