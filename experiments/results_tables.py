@@ -86,8 +86,11 @@ STUDY_NAMES = {
     "fig2-large-404-406": "fig2-large-404-406",
     "gamma-slice-d2": "gamma-slice-d2",
     "gamma-slice-d3": "gamma-slice-d3",
-    # docs/concept-graphs.md (issue 55): the journal's Fig. 6 at CPU scale
+    # docs/concept-graphs.md (issue 55): the journal's Fig. 6 at CPU scale, and the gate pilots that chose its schedule (seed 0)
     "concept-graphs-fig6": "concept-graphs-fig6",
+    "concept-graphs-gate-1": "concept-graphs-gate-1",
+    "concept-graphs-gate-2": "concept-graphs-gate-2",
+    "concept-graphs-gate-3": "concept-graphs-gate-3",
     "gamma-slice-g1.2": "gamma-slice-g1.2",
     # docs/beyond-anchor-functions.md (issue 54): the journal's Fig. 7 at CPU scale, one sweep per task and setting
     **{
@@ -929,6 +932,40 @@ def fig6_concept_graphs(records: Records) -> str:
     judge = read_json(path / concept_graphs.SUMMARY, "restore the stored study (git checkout)")["judge"]
     table = concept_graphs.table_markdown(rows, judge, concept_graphs.run_minutes(spec, path))
     return table + "\n" + concept_graphs.verdict(rows)["sentence"]
+
+
+#: The gate pilots (docs/concept-graphs.md, "Minutes a model" and the amendment), in the order they ran.
+FIG6_GATES = ("concept-graphs-gate-1", "concept-graphs-gate-2", "concept-graphs-gate-3")
+
+
+@generator(
+    "fig6-gate",
+    *(STUDY_NAMES[g] for g in FIG6_GATES),
+    what="docs/concept-graphs.md: the gate pilots on seed 0, each run's schedule, id_acc against the gate, no-object samples and minutes",
+)
+def fig6_gate(records: Records) -> str:
+    from interp_init.runfolder import RunFolder
+    from training.studies import concept_graphs
+
+    lines = []
+    for role in FIG6_GATES:
+        study = records.study(STUDY_NAMES[role])
+        spec = concept_graphs.ConceptStudySpec.from_file(study.path / concept_graphs.SPEC_FILE)
+        for name, cfg in spec.configs().items():
+            metrics = RunFolder(study.path / name).read_metrics()
+            if metrics is None or metrics["status"] != "completed":
+                lines.append(f"- `{role}`, {name}: {metrics['status'] if metrics else 'not run'}")
+                continue
+            final, train = metrics["final"], cfg.train
+            seen = final["seen"].values()
+            passed = "passes" if final["id_acc"] >= concept_graphs.VALID_ID_ACC else "fails"
+            lines.append(
+                f"- `{role}`: gamma {cfg.init.gamma:g}, seed {cfg.seed}, lr {train.lr:g}, {train.epochs} epochs "
+                f"({train.epochs * train.steps_per_epoch:,} steps): id_acc {final['id_acc']:.2f}, {passed} the gate "
+                f"(>= {concept_graphs.VALID_ID_ACC}); no-object samples of the training tuples "
+                f"{sum(v['empty'] for v in seen) / len(seen):.2f}; {metrics['elapsed_s'] / 60:.0f} minutes"
+            )
+    return "\n".join(lines)
 
 
 @generator(

@@ -169,7 +169,7 @@ def test_a_stored_study_writes_the_docs_table_and_readme_line_from_its_records(
         for seed, share in zip((1, 2, 3), shares, strict=True):
             path = src / f"gamma-{gamma:g}-seed-{seed}" / "metrics.json"
             metrics = json.loads(path.read_text())
-            metrics["final"] = _final(share, share, n=8) | {"seen": {}}
+            metrics["final"] = _final(share, share, n=8) | {"seen": metrics["final"]["seen"]}
             metrics["elapsed_s"] = 60.0 * seed
             path.write_text(json.dumps(metrics))
     capsys.readouterr()
@@ -215,3 +215,17 @@ def test_a_stored_study_writes_the_docs_table_and_readme_line_from_its_records(
     assert "seeds 1, 2, 3): At gamma 0.5: failure mode (triangles); at gamma 1: no failure mode (circles)." in readme
     assert "gamma 0.5: 0.12 (3 of 3 seeds counted); gamma 1: 0.88 (3 of 3 seeds counted)." in readme
     assert _exit(tables, ["--root", str(root), "--records", str(records), "--check"], capsys)[0] == 0
+    # the gate pilots' block: each run's schedule and id_acc against the gate, once both pilots are stored
+    (root / "docs" / "concept-graphs.md").write_text("# c\n\n<!-- table:fig6-gate -->\n<!-- /table:fig6-gate -->\n")
+    pilots = load_script("experiments/results_tables.py").FIG6_GATES
+    for gate in pilots:
+        assert _exit(load_script("experiments/store.py"), [str(src), str(records / gate), *info], capsys)[0] == 0
+    assert _exit(tables, ["--root", str(root), "--records", str(records)], capsys)[0] == 0
+    gates = [line for line in (root / "docs" / "concept-graphs.md").read_text().splitlines() if line.startswith("- ")]
+    assert len(gates) == 6 * len(pilots)  # each pilot stored here is the six-run study
+    seen = json.loads((src / "gamma-1-seed-3" / "metrics.json").read_text())["final"]["seen"]
+    empty = np.mean([v["empty"] for v in seen.values()])
+    assert gates[5] == (
+        "- `concept-graphs-gate-1`: gamma 1, seed 3, lr 0.001, 2 epochs (4 steps): id_acc 0.90, passes the gate "
+        f"(>= 0.75); no-object samples of the training tuples {empty:.2f}; 3 minutes"
+    )
