@@ -296,15 +296,13 @@ def _plan_run(plan: Plan, source: Path, run: Path, partial: bool) -> None:
         "weights_sha256": None,
         "weights_bytes": None,
     }
-    if folder.weights_path.exists() and not _is_transformer(run):
-        folder.check_bound()  # stable ranks are a transformer's
-        marker.update(weights_sha256=file_sha256(folder.weights_path), weights_bytes=folder.weights_path.stat().st_size)
-    elif folder.weights_path.exists():
+    if folder.weights_path.exists():
         folder.check_bound()  # weights or metrics of another run are refused
-        ranks = cached_stable_ranks(run)
-        plan.files[rel + RANKS_FILE] = _json_bytes(
-            ranks_record(run, stable_ranks_of(folder.load_model()) if ranks is None else ranks)
-        )
+        if _is_transformer(run):  # stable ranks are a transformer's
+            ranks = cached_stable_ranks(run)
+            plan.files[rel + RANKS_FILE] = _json_bytes(
+                ranks_record(run, stable_ranks_of(folder.load_model()) if ranks is None else ranks)
+            )
         marker.update(weights_sha256=file_sha256(folder.weights_path), weights_bytes=folder.weights_path.stat().st_size)
     elif (run / RANKS_FILE).is_file():
         plan.files[rel + RANKS_FILE] = (run / RANKS_FILE).read_bytes()
