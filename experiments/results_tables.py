@@ -944,15 +944,15 @@ FIG6_GATES = ("concept-graphs-gate-1", "concept-graphs-gate-2", "concept-graphs-
     what="docs/concept-graphs.md: the gate pilots on seed 0, each run's schedule, id_acc against the gate, no-object samples and minutes",
 )
 def fig6_gate(records: Records) -> str:
-    from interp_init.runfolder import RunFolder
     from training.studies import concept_graphs
 
     lines = []
     for role in FIG6_GATES:
         study = records.study(STUDY_NAMES[role])
         spec = concept_graphs.ConceptStudySpec.from_file(study.path / concept_graphs.SPEC_FILE)
+        runs = concept_graphs.run_metrics(spec, study.path)
         for name, cfg in spec.configs().items():
-            metrics = RunFolder(study.path / name).read_metrics()
+            metrics = runs[name]
             if metrics is None or metrics["status"] != "completed":
                 lines.append(f"- `{role}`, {name}: {metrics['status'] if metrics else 'not run'}")
                 continue

@@ -29,6 +29,7 @@ verdict names the state at gamma 0.5 (PyTorch's default scale) and at the row's 
 from __future__ import annotations
 
 import json
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -51,6 +52,7 @@ __all__ = [
     "png_bytes",
     "read_rows",
     "run_concept_study",
+    "run_metrics",
     "run_minutes",
     "summarize",
     "table_markdown",
@@ -305,12 +307,9 @@ def table_markdown(rows: list[GammaRow], judge: dict[str, float], minutes: list[
         f"size {judge['size_acc']:.3f}, colour {judge['colour_acc']:.3f}, all three {judge['all_acc']:.3f}."
     )
     if minutes:
-        ordered = sorted(minutes)
-        middle = len(ordered) // 2
-        median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
         lines.append(
-            f"Minutes a run (its `elapsed_s`: training and the judged samples): median {median:.0f}, "
-            f"range {ordered[0]:.0f}-{ordered[-1]:.0f}, over {len(ordered)} completed runs."
+            f"Minutes a run (its `elapsed_s`: training and the judged samples): median {statistics.median(minutes):.0f}, "
+            f"range {min(minutes):.0f}-{max(minutes):.0f}, over {len(minutes)} completed runs."
         )
     return "\n".join(lines) + "\n"
 
@@ -341,8 +340,10 @@ def verdict(rows: list[GammaRow]) -> dict[str, str]:
     return out
 
 
-def _metrics(spec: ConceptStudySpec, folder: Path) -> dict[str, dict[str, Any] | None]:
-    """Each run's ``metrics.json`` by its name (None where it has none yet)."""
+def run_metrics(spec: ConceptStudySpec, folder: str | Path) -> dict[str, dict[str, Any] | None]:
+    """Each run's ``metrics.json`` in ``folder`` (a study's or its stored records), by its name
+    ``gamma-G-seed-S`` in the spec's order (None where it has none yet)."""
+    folder = Path(folder)
     out = {}
     for name in spec.configs():
         run = RunFolder(folder / name)
@@ -353,7 +354,7 @@ def _metrics(spec: ConceptStudySpec, folder: Path) -> dict[str, dict[str, Any] |
 def read_rows(spec: ConceptStudySpec, folder: str | Path) -> list[GammaRow]:
     """The reading of each gamma (:func:`gamma_row`) from the runs in ``folder``: a study's
     folder or its stored records (``experiments/results/``); writes nothing."""
-    metrics = _metrics(spec, Path(folder))
+    metrics = run_metrics(spec, folder)
     rows = []
     for gamma in spec.gammas:
         finals: dict[int, dict[str, Any] | None] = {}
@@ -368,7 +369,7 @@ def run_minutes(spec: ConceptStudySpec, folder: str | Path) -> list[float]:
     """Minutes of each completed run in ``folder`` (its ``elapsed_s``), in the spec's order."""
     return [
         m["elapsed_s"] / 60
-        for m in _metrics(spec, Path(folder)).values()
+        for m in run_metrics(spec, folder).values()
         if m is not None and m["status"] == RunStatus.COMPLETED and isinstance(m.get("elapsed_s"), (int, float))
     ]
 
