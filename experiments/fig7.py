@@ -40,6 +40,9 @@ METRICS: dict[str, tuple[str, bool, str]] = {
     "code-lm": ("test_ppl", False, "7D"),
     "prontoqa": ("ood_acc", True, "7E"),
 }
+#: Per task: the final-epoch training column of the post-hoc line (the fit the test metric is
+#: read beside): training accuracy, or a language model's training perplexity.
+TRAIN_COLUMN: dict[str, tuple[str, str]] = {"code-lm": ("train_ppl", "Training perplexity")}
 #: A run fits when its ID accuracy is at least this (rule B3); code-lm has no fit test.
 FIT = 0.9
 #: The level rule B1 calls a difference at.
@@ -58,7 +61,9 @@ class Side:
     fits: dict[int, dict[int, bool | None]]  # n_train -> seed -> fits (None: no fit test)
     unfinished: int
     seconds: dict[int, dict[int, float]] = field(default_factory=dict)  # n_train -> seed -> elapsed_s
-    train: dict[int, dict[int, float]] = field(default_factory=dict)  # n_train -> seed -> final train_acc
+    train: dict[int, dict[int, float]] = field(
+        default_factory=dict
+    )  # n_train -> seed -> TRAIN_COLUMN's, else train_acc
 
     @classmethod
     def read(cls, folders: Sequence[Path]) -> Side:
@@ -82,8 +87,9 @@ class Side:
                     unfinished += 1
                     continue
                 values[config.data.n_train][config.seed] = float(final[column])
-                if final.get("train_acc") is not None:
-                    train[config.data.n_train][config.seed] = float(final["train_acc"])
+                trained = TRAIN_COLUMN.get(record.task_name, ("train_acc",))[0]
+                if final.get(trained) is not None:
+                    train[config.data.n_train][config.seed] = float(final[trained])
                 if record.elapsed_s is not None:
                     seconds[config.data.n_train][config.seed] = record.elapsed_s
                 id_acc = final.get("id_acc")
@@ -119,6 +125,11 @@ class SizeRow:
     @property
     def difference(self) -> float | None:
         return statistics.fmean(self.small) - statistics.fmean(self.large) if self.seeds else None
+
+    @property
+    def ratio(self) -> float | None:
+        """Small init's mean over large init's (the pre-registered effect size for perplexity)."""
+        return statistics.fmean(self.small) / statistics.fmean(self.large) if self.seeds else None
 
 
 def _fit_count(fits: dict[int, bool | None], seeds: Sequence[int]) -> int | None:
@@ -210,17 +221,19 @@ def table(small: Side, large: Side) -> str:
             out.append(f"| {r.n_train:,} | - | - | - | - | - | - | - | - | {r.word} |")
             continue
         n, p = len(r.seeds), "-" if r.p is None else f"p = {r.p:.3f}"
+        effect = f"{r.difference:+.2f}" if higher_better else f"{r.difference:+.2f} (ratio {r.ratio:.2f})"
         out.append(
             f"| {r.n_train:,} | {', '.join(map(str, r.seeds))} | {_side(r.small)} | {_fits(r.small_fits, n)} "
-            f"| {_side(r.large)} | {_fits(r.large_fits, n)} | {exact_rate(r.beats, n)} | {r.difference:+.2f} | {p} | {r.word} |"
+            f"| {_side(r.large)} | {_fits(r.large_fits, n)} | {exact_rate(r.beats, n)} | {effect} | {p} | {r.word} |"
         )
-    better = "higher" if higher_better else "lower"
+    better = "higher is better" if higher_better else "lower is better; the ratio is small's mean over large's"
     word = figure_word(rows, small.task)
     left = f"runs not completed (left out): small {small.unfinished}, large {large.unfinished}"
-    out += ["", f"{column} at the final epoch ({better} is better); Fig. {letter}: {word}; {left}."]
+    out += ["", f"{column} at the final epoch ({better}); Fig. {letter}: {word}; {left}."]
+    trained = TRAIN_COLUMN.get(small.task, ("train_acc", "Training accuracy"))[1]
     for what, per_side, summary in (
         (
-            "Training accuracy at the final epoch (mean over the seeds, by training samples; post hoc, read by no rule)",
+            f"{trained} at the final epoch (mean over the seeds, by training samples; post hoc, read by no rule)",
             (small.train, large.train),
             _mean,
         ),
@@ -253,22 +266,27 @@ def _minutes(seconds: Sequence[float]) -> str:
 
 
 def figure(small: Side, large: Side):
-    """The metric against the data size, each seed a dot and each side's mean a line."""
+    """The metric against the data size, each seed a dot and each side's mean a line; the sizes
+    evenly spaced and labelled (a figure of one size is two columns of dots, not a numeric axis
+    around it), each side's dots a little to its own side of the size."""
     import plotly.graph_objects as go
 
     column, _, letter = METRICS[small.task]
+    every = sorted(set(small.values) | set(large.values))
     fig = go.Figure()
-    for label, side, colour in (("small init", small, "#1f77b4"), ("large init", large, "#d62728")):
+    for label, side, colour, offset in (
+        ("small init", small, "#1f77b4", -0.08),
+        ("large init", large, "#d62728", 0.08),
+    ):
         sizes = sorted(side.values)
-        for n in sizes:
+        x = [every.index(n) + offset for n in sizes]
+        for at, n in zip(x, sizes, strict=True):
             vals = list(side.values[n].values())
             dots = {"color": colour, "opacity": 0.5, "size": 8}
-            fig.add_trace(go.Scatter(x=[n] * len(vals), y=vals, mode="markers", marker=dots, showlegend=False))
+            fig.add_trace(go.Scatter(x=[at] * len(vals), y=vals, mode="markers", marker=dots, showlegend=False))
         means = [statistics.fmean(side.values[n].values()) for n in sizes]
         fig.add_trace(
-            go.Scatter(
-                x=sizes, y=means, mode="lines+markers", line={"color": colour}, name=f"{label} ({side.label}): mean"
-            )
+            go.Scatter(x=x, y=means, mode="lines+markers", line={"color": colour}, name=f"{label} ({side.label}): mean")
         )
     fig.update_layout(
         width=700,
@@ -278,6 +296,8 @@ def figure(small: Side, large: Side):
         yaxis_title=column,
         legend={"orientation": "h", "yanchor": "top", "y": -0.2},
     )
+    ticks = list(range(len(every)))
+    fig.update_xaxes(tickvals=ticks, ticktext=[f"{n:,}" for n in every], range=[-0.5, len(every) - 0.5])
     if column.endswith("_acc"):  # accuracies on their whole scale, so chance does not look like a spread
         fig.update_yaxes(range=[0, 1.02])
     return fig

@@ -114,7 +114,17 @@ def test_perplexity_is_better_lower_and_has_no_fit_test(tmp_path: Path) -> None:
     l = fig7.Side.read([_sweep(tmp_path / "l", task, 0.3, 0.0, [200], [1, 2, 3, 4], side(4.0))])
     (row,) = fig7.compare(s, l)
     assert row.beats == 4 and row.small_fits is None and row.word == "the journal's direction holds"
-    assert "no fit test" in fig7.table(s, l)
+    # test_ppl per seed: small 3.1..3.4 (mean 3.25), large 4.1..4.4 (mean 4.25)
+    assert row.difference == pytest.approx(-1.0) and row.ratio == pytest.approx(3.25 / 4.25)
+    text = fig7.table(s, l)
+    assert "no fit test" in text and "| -1.00 (ratio 0.76) |" in text
+    assert "Training perplexity at the final epoch" in text and "small init 200: 3.00; large init 200: 4.00" in text
+    # the figure: one size is one labelled tick, each side's seeds a column of dots beside it
+    fig = fig7.figure(s, l)
+    assert list(fig.layout.xaxis.ticktext) == ["200"] and list(fig.layout.xaxis.tickvals) == [0]
+    dots = [tr for tr in fig.data if tr.mode == "markers"]
+    assert [sorted(tr.y) for tr in dots] == [pytest.approx([3.1, 3.2, 3.3, 3.4]), pytest.approx([4.1, 4.2, 4.3, 4.4])]
+    assert dots[0].x[0] < 0 < dots[1].x[0]
 
 
 def test_sweeps_of_two_settings_or_tasks_are_refused_in_one_line(tmp_path: Path) -> None:
