@@ -43,6 +43,8 @@ METRICS: dict[str, tuple[str, bool, str]] = {
 #: Per task: the final-epoch training column of the post-hoc line (the fit the test metric is
 #: read beside): training accuracy, or a language model's training perplexity.
 TRAIN_COLUMN: dict[str, tuple[str, str]] = {"code-lm": ("train_ppl", "Training perplexity")}
+#: The other tasks' training column and its name.
+TRAIN_ACCURACY = ("train_acc", "Training accuracy")
 #: A run fits when its ID accuracy is at least this (rule B3); code-lm has no fit test.
 FIT = 0.9
 #: The level rule B1 calls a difference at.
@@ -61,9 +63,8 @@ class Side:
     fits: dict[int, dict[int, bool | None]]  # n_train -> seed -> fits (None: no fit test)
     unfinished: int
     seconds: dict[int, dict[int, float]] = field(default_factory=dict)  # n_train -> seed -> elapsed_s
-    train: dict[int, dict[int, float]] = field(
-        default_factory=dict
-    )  # n_train -> seed -> TRAIN_COLUMN's, else train_acc
+    # n_train -> seed -> the final training column (TRAIN_COLUMN's, else train_acc)
+    train: dict[int, dict[int, float]] = field(default_factory=dict)
 
     @classmethod
     def read(cls, folders: Sequence[Path]) -> Side:
@@ -87,7 +88,7 @@ class Side:
                     unfinished += 1
                     continue
                 values[config.data.n_train][config.seed] = float(final[column])
-                trained = TRAIN_COLUMN.get(record.task_name, ("train_acc",))[0]
+                trained = TRAIN_COLUMN.get(record.task_name, TRAIN_ACCURACY)[0]
                 if final.get(trained) is not None:
                     train[config.data.n_train][config.seed] = float(final[trained])
                 if record.elapsed_s is not None:
@@ -230,7 +231,7 @@ def table(small: Side, large: Side) -> str:
     word = figure_word(rows, small.task)
     left = f"runs not completed (left out): small {small.unfinished}, large {large.unfinished}"
     out += ["", f"{column} at the final epoch ({better}); Fig. {letter}: {word}; {left}."]
-    trained = TRAIN_COLUMN.get(small.task, ("train_acc", "Training accuracy"))[1]
+    trained = TRAIN_COLUMN.get(small.task, TRAIN_ACCURACY)[1]
     for what, per_side, summary in (
         (
             f"{trained} at the final epoch (mean over the seeds, by training samples; post hoc, read by no rule)",
