@@ -138,13 +138,28 @@ def _fit_count(fits: dict[int, bool | None], seeds: Sequence[int]) -> int | None
     return None if any(f is None for f in flags) else sum(bool(f) for f in flags)
 
 
-def compare(small: Side, large: Side) -> list[SizeRow]:
-    """Rule B1 per data size, on the seeds finished in both sides (rule P); rule B3's "neither
-    fits" where no run of either side fits."""
+def check_sides(small: Side, large: Side) -> None:
+    """Refuse, in one line, sides that cannot be the comparison: two tasks, one setting on both
+    sides, or the sides swapped (small init is the larger gamma)."""
     if small.task != large.task:
         raise click.ClickException(
             f"the sides train different tasks ({small.task} and {large.task}); give one task's sweeps"
         )
+    if (small.gamma, small.weight_decay) == (large.gamma, large.weight_decay):
+        raise click.ClickException(
+            f"--small and --large are both {small.label}: give the small-init sweep to --small and the large-init one to --large"
+        )
+    if small.gamma < large.gamma:
+        raise click.ClickException(
+            f"--small is gamma {small.gamma:g}, below --large's {large.gamma:g} (small init is the larger gamma): "
+            "the sides look swapped; give the small-init sweep to --small"
+        )
+
+
+def compare(small: Side, large: Side) -> list[SizeRow]:
+    """Rule B1 per data size, on the seeds finished in both sides (rule P); rule B3's "neither
+    fits" where no run of either side fits."""
+    check_sides(small, large)
     _, higher_better, _ = METRICS[small.task]
     rows = []
     for n in sorted(set(small.values) | set(large.values)):
@@ -272,6 +287,7 @@ def figure(small: Side, large: Side):
     around it), each side's dots a little to its own side of the size."""
     import plotly.graph_objects as go
 
+    check_sides(small, large)
     column, _, letter = METRICS[small.task]
     every = sorted(set(small.values) | set(large.values))
     fig = go.Figure()

@@ -127,7 +127,7 @@ def test_perplexity_is_better_lower_and_has_no_fit_test(tmp_path: Path) -> None:
     assert dots[0].x[0] < 0 < dots[1].x[0]
 
 
-def test_sweeps_of_two_settings_or_tasks_are_refused_in_one_line(tmp_path: Path) -> None:
+def test_sweeps_of_two_settings_or_tasks_or_swapped_sides_are_refused_in_one_line(tmp_path: Path) -> None:
     def final(n: int, seed: int) -> dict[str, float]:
         return {"train_acc": 1.0, "id_acc": 1.0, "ood_acc": 0.5}
 
@@ -136,5 +136,13 @@ def test_sweeps_of_two_settings_or_tasks_are_refused_in_one_line(tmp_path: Path)
     with pytest.raises(click.ClickException, match="give one setting's sweeps together"):
         fig7.Side.read([a, b])
     c = _sweep(tmp_path / "c", {"task": "prontoqa"}, 0.3, 0.0, [200], [1], final)
-    with pytest.raises(click.ClickException, match="different tasks"):
-        fig7.compare(fig7.Side.read([a]), fig7.Side.read([c]))
+    for read in (fig7.compare, fig7.figure):
+        with pytest.raises(click.ClickException, match="different tasks"):
+            read(fig7.Side.read([a]), fig7.Side.read([c]))
+        with pytest.raises(click.ClickException, match="both gamma 0.8, weight decay 0.1: give the small-init sweep"):
+            read(fig7.Side.read([a]), fig7.Side.read([a]))
+        with pytest.raises(click.ClickException, match="--small is gamma 0.3, below --large's 0.8.*look swapped"):
+            read(fig7.Side.read([b]), fig7.Side.read([a]))
+    # the same gamma at another weight decay is a comparison (weight decay alone)
+    d = _sweep(tmp_path / "d", SCAN, 0.8, 0.0, [200], [1], final)
+    assert [r.seeds for r in fig7.compare(fig7.Side.read([a]), fig7.Side.read([d]))] == [(1,)]
