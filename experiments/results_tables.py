@@ -925,13 +925,13 @@ def _fig6(records: Records) -> tuple[Any, Any, list[Any], Path]:
 @generator(
     "fig6-concept-graphs",
     STUDY_NAMES["concept-graphs-fig6"],
-    what="docs/concept-graphs.md: Fig. 6 at CPU scale, per gamma the right-shape share of the unseen tuples over seeds, the rule's reading and verdict, the judge, minutes a run",
+    what="docs/concept-graphs.md: Fig. 6 at CPU scale, per gamma the right-shape share of the unseen tuples over seeds, the rule's reading and verdict, the judge, minutes a run, and (post hoc) what every completed run drew",
 )
 def fig6_concept_graphs(records: Records) -> str:
     concept_graphs, spec, rows, path = _fig6(records)
     judge = read_json(path / concept_graphs.SUMMARY, "restore the stored study (git checkout)")["judge"]
     table = concept_graphs.table_markdown(rows, judge, concept_graphs.run_minutes(spec, path))
-    return table + "\n" + concept_graphs.verdict(rows)["sentence"]
+    return table + "\n" + concept_graphs.verdict(rows)["sentence"] + "\n\n" + concept_graphs.drawn_sentence(rows)
 
 
 #: The gate pilots (docs/concept-graphs.md, "Minutes a model" and the amendment), in the order they ran.

@@ -15,6 +15,7 @@ from training.studies.concept_graphs import (
     MIN_SEEDS,
     VALID_ID_ACC,
     ConceptStudySpec,
+    drawn_sentence,
     gamma_row,
     png_bytes,
 )
@@ -85,6 +86,24 @@ def test_the_reading_and_the_rule_by_hand() -> None:
     assert circles.state == "no failure mode (circles)" and circles.bootstrap == pytest.approx((0.85, 0.85))
     assert gamma_row(1.0, {s: _final(0.9, 0.8) for s in range(MIN_SEEDS - 1)}).state == "inconclusive"
     assert gamma_row(1.0, {1: _final(0.0, 0.0), 2: _final(1.0, 1.0), 3: _final(0.5, 0.5)}).state == "undecided"
+
+
+def test_what_every_completed_run_drew_is_counted_post_hoc_by_hand() -> None:
+    def cell(n: int, empty: float, shape: float, size: float) -> dict:
+        return {"shape_acc": shape, "size_acc": size, "colour_acc": shape, "all_acc": 0.0, "empty": empty, "n": n}
+
+    counted = {"id_acc": 0.9, "unseen": {"010": cell(10, 0.5, 0.3, 0.1), "011": cell(10, 0.2, 0.8, 0.0)}}
+    below = {"id_acc": 0.1, "unseen": {"010": cell(10, 1.0, 0.0, 0.0), "011": cell(10, 0.9, 0.1, 0.1)}}
+    row = gamma_row(0.5, {1: counted, 2: below, 3: None})
+    # samples 40; objects 5 + 8 + 0 + 1; circles 3 + 8 + 0 + 1; small 1 + 0 + 0 + 1 (the gate does not apply)
+    assert row.counted == (1,) and row.drawn == (40, 14, 12, 2)
+    blank = gamma_row(1.0, {1: below | {"unseen": {c: cell(4, 1.0, 0.0, 0.0) for c in ("010", "011")}}})
+    assert blank.drawn == (8, 0, 0, 0)
+    assert drawn_sentence([row, blank, gamma_row(1.5, {1: None})]) == (
+        "Post hoc, read by no rule (every completed run, counted or not; 010 and 011 are small circles): "
+        "gamma 0.5 (2 runs): 35% of 40 samples show an object, of those 86% circles and 14% small; "
+        "gamma 1 (1 runs): 0% of 8 samples show an object, none; gamma 1.5: no completed run."
+    )
 
 
 def test_the_figure_png_decodes_to_its_pixels() -> None:
@@ -211,6 +230,7 @@ def test_a_stored_study_writes_the_docs_table_and_readme_line_from_its_records(
     assert "Minutes a run (its `elapsed_s`: training and the judged samples): median 2, range 1-3, over 6" in page
     assert "on 40 held renders" in page  # the judge, as the stored summary records it
     assert "as in the journal's Fig. 6B" in page
+    assert "gamma 0.5 (3 runs): 100% of 48 samples show an object, of those " in page and "and 100% small" in page
     readme = (root / "README.md").read_text()
     assert "seeds 1, 2, 3): At gamma 0.5: failure mode (triangles); at gamma 1: no failure mode (circles)." in readme
     assert "gamma 0.5: 0.12 (3 of 3 seeds counted); gamma 1: 0.88 (3 of 3 seeds counted)." in readme

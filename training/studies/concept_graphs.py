@@ -48,6 +48,7 @@ __all__ = [
     "VALID_ID_ACC",
     "ConceptStudySpec",
     "GammaRow",
+    "drawn_sentence",
     "judge_accuracy",
     "png_bytes",
     "read_rows",
@@ -218,6 +219,9 @@ class GammaRow:
     empty: float | None
     id_acc: float | None
     state: str
+    #: Post hoc, read by no rule: over every completed run, counted or not, the samples of 010
+    #: and 011, those showing an object, those read as circles, those read as small (both right).
+    drawn: tuple[int, int, int, int] = (0, 0, 0, 0)
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)} | {
@@ -265,6 +269,39 @@ def gamma_row(gamma: float, finals: dict[int, dict[str, Any] | None]) -> GammaRo
         empty=sum(empty) / len(empty) if empty else None,
         id_acc=sum(f["id_acc"] for f in done.values()) / len(done) if done else None,
         state=_state(len(counted), boot),
+        drawn=_drawn([f["unseen"][c] for f in done.values() for c in UNSEEN_CODES]),
+    )
+
+
+def _drawn(cells: Sequence[dict[str, Any]]) -> tuple[int, int, int, int]:
+    """Samples, samples showing an object, read as circles, read as small, summed over ``cells``
+    (unseen tuples' readings: a sample with no object is wrong on every concept, so the right
+    shape and size of 010 and 011, circle and small, are counted among the objects)."""
+    n = sum(c["n"] for c in cells)
+    objects = sum(round((1 - c["empty"]) * c["n"]) for c in cells)
+    circles = sum(round(c["shape_acc"] * c["n"]) for c in cells)
+    small = sum(round(c["size_acc"] * c["n"]) for c in cells)
+    return n, objects, circles, small
+
+
+def drawn_sentence(rows: Sequence[GammaRow]) -> str:
+    """What every completed run drew for 010 and 011, counted or not (post hoc, read by no
+    rule): per gamma the share of samples showing an object, and of those the shares read as
+    circles and as small."""
+    parts = []
+    for r in rows:
+        n, objects, circles, small = r.drawn
+        if not n:
+            parts.append(f"gamma {r.gamma:g}: no completed run")
+            continue
+        shares = f", of those {circles / objects:.0%} circles and {small / objects:.0%} small" if objects else ", none"
+        parts.append(
+            f"gamma {r.gamma:g} ({r.completed} runs): {objects / n:.0%} of {n:,} samples show an object{shares}"
+        )
+    return (
+        "Post hoc, read by no rule (every completed run, counted or not; 010 and 011 are small circles): "
+        + "; ".join(parts)
+        + "."
     )
 
 
@@ -390,7 +427,7 @@ def summarize(spec: ConceptStudySpec, out: str | Path, figure: bool = True) -> d
     }
     write_json(out / SUMMARY, summary)
     table = table_markdown(rows, judge, run_minutes(spec, out))
-    atomic_write(out / TABLE, table + "\n" + summary["verdict"]["sentence"] + "\n")
+    atomic_write(out / TABLE, table + "\n" + summary["verdict"]["sentence"] + "\n\n" + drawn_sentence(rows) + "\n")
     if figure:
         write_figure(spec, out)
     return summary
