@@ -37,7 +37,7 @@ import click
 
 from interp_init.tasks.anchor import ID_THRESHOLD, heldout_answer
 from training.cli.errors import ScriptGroup
-from training.studies.population import exact_rate, mann_whitney
+from training.studies.population import exact_rate, init_sides_problem, mann_whitney
 from training.studies.records import Pick, RunRecord, pick_paper
 from training.studies.study import StudySpec, run_dirs
 from training.studies.sweep.spec import SPEC_FILE
@@ -361,6 +361,16 @@ def seeds_line(small: InitSweep, large: InitSweep) -> str:
     return "; ".join(parts)
 
 
+def read_sides(small: Sequence[Path], large: Sequence[Path]) -> tuple[InitSweep, InitSweep]:
+    """Both inits' sweeps, refused in one line when they cannot be the contrast (one gamma on both
+    sides, or the sides swapped)."""
+    s, l = InitSweep.read(small), InitSweep.read(large)
+    problem = init_sides_problem(s.gamma, l.gamma, same=s.gamma == l.gamma)
+    if problem:
+        raise click.ClickException(problem)
+    return s, l
+
+
 def fig2_text(small: InitSweep, large: InitSweep) -> str:
     rows = panel_rows(small, large) + panel_rows(small, large, 3)
     return "\n\n".join(
@@ -568,7 +578,7 @@ def main() -> None:
 )
 def fig2(small: tuple[Path, ...], large: tuple[Path, ...]) -> None:
     """Both inits under the papers' statistic, their picks, the strict reading and rules C1-C2."""
-    click.echo(fig2_text(InitSweep.read(small), InitSweep.read(large)))
+    click.echo(fig2_text(*read_sides(small, large)))
 
 
 @main.command(name="slice")
@@ -617,7 +627,7 @@ def figure_(small: tuple[Path, ...], large: tuple[Path, ...], slices: tuple[Path
         check_image_file(out, "--out")
     except ValueError as err:
         raise click.UsageError(str(err)) from err
-    fig = figure(InitSweep.read(small), InitSweep.read(large), slice_cells(slices) if slices else None)
+    fig = figure(*read_sides(small, large), slice_cells(slices) if slices else None)
     try:
         (written,) = write_images({out.stem: fig}, out.parent, "png", width=1000, scale=1.5, option="--out")
     except StaticExportUnavailable as err:

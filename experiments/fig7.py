@@ -29,7 +29,7 @@ from pathlib import Path
 import click
 
 from training.cli.errors import ScriptGroup
-from training.studies.population import exact_rate, mann_whitney
+from training.studies.population import exact_rate, init_sides_problem, mann_whitney
 from training.studies.records import RunRecord
 from training.studies.study import run_dirs
 
@@ -145,15 +145,10 @@ def check_sides(small: Side, large: Side) -> None:
         raise click.ClickException(
             f"the sides train different tasks ({small.task} and {large.task}); give one task's sweeps"
         )
-    if (small.gamma, small.weight_decay) == (large.gamma, large.weight_decay):
-        raise click.ClickException(
-            f"--small and --large are both {small.label}: give the small-init sweep to --small and the large-init one to --large"
-        )
-    if small.gamma < large.gamma:
-        raise click.ClickException(
-            f"--small is gamma {small.gamma:g}, below --large's {large.gamma:g} (small init is the larger gamma): "
-            "the sides look swapped; give the small-init sweep to --small"
-        )
+    same = (small.gamma, small.weight_decay) == (large.gamma, large.weight_decay)
+    problem = init_sides_problem(small.gamma, large.gamma, same=same)
+    if problem:
+        raise click.ClickException(f"{problem} (both are {small.label})" if same else problem)
 
 
 def compare(small: Side, large: Side) -> list[SizeRow]:

@@ -160,7 +160,7 @@ def test_the_gamma_slice_cells_and_the_flip_bar(tmp_path: Path) -> None:
     assert f"Fisher p = 0.143; best inferential 0.95 vs 0.40, Mann-Whitney p = {2 / comb(8, 4):.3f}: separated" in rules
 
 
-def test_the_command_prints_both_and_refuses_a_mixed_slice(tmp_path: Path) -> None:
+def test_the_command_prints_both_and_refuses_a_mixed_slice_and_swapped_or_same_sides(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
     s = _sweep(tmp_path / "s", 0.8, [1], [1e-3, 2e-3], lambda seed, lr: [FLAT] * 3)
@@ -169,6 +169,12 @@ def test_the_command_prints_both_and_refuses_a_mixed_slice(tmp_path: Path) -> No
     assert out.exit_code == 0 and "rule C1 (every epoch): not separated on either panel" in out.output
     bad = CliRunner().invoke(contrast.main, ["slice", str(s)])
     assert bad.exit_code == 1 and "runs at peak lrs [0.001, 0.002]; the slice reads one lr" in bad.output
+    for command in (["fig2"], ["figure", "--out", str(tmp_path / "f.png")]):  # refused before any figure is drawn
+        swapped = CliRunner().invoke(contrast.main, [*command, "--small", str(l), "--large", str(s)])
+        assert swapped.exit_code == 1 and "--small is gamma 0.5, below --large's 0.8" in swapped.output
+        same = CliRunner().invoke(contrast.main, [*command, "--small", str(s), "--large", str(s)])
+        assert same.exit_code == 1 and "--small and --large are the same setting" in same.output
+    assert not (tmp_path / "f.png").exists()
 
 
 def test_the_figure_shows_each_seeds_pick_and_the_slice(tmp_path: Path) -> None:

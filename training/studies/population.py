@@ -72,6 +72,7 @@ __all__ = [
     "exact_interval",
     "exact_rate",
     "failed_criteria",
+    "init_sides_problem",
     "mann_whitney",
     "protocol_summary",
     "read_population",
@@ -129,6 +130,20 @@ def mann_whitney(x: Sequence[float], y: Sequence[float]) -> float | None:
     if not len(x) or not len(y):
         return None
     return float(mannwhitneyu(list(x), list(y), alternative="two-sided", method="exact").pvalue)
+
+
+def init_sides_problem(small_gamma: float, large_gamma: float, *, same: bool) -> str | None:
+    """What is wrong with a small-init against large-init comparison given as ``--small`` and
+    ``--large`` (experiments/contrast.py, experiments/fig7.py), in one line, or None: one setting
+    on both sides (``same``), or small init's gamma below large init's (the sides swapped)."""
+    if same:
+        return "--small and --large are the same setting: give the small-init sweep to --small and the large-init one to --large"
+    if small_gamma < large_gamma:
+        return (
+            f"--small is gamma {small_gamma:g}, below --large's {large_gamma:g} (small init is the larger gamma): "
+            "the sides look swapped; give the small-init sweep to --small"
+        )
+    return None
 
 
 def check_flip(
