@@ -69,9 +69,24 @@ def test_interp_init_help_commands_import_neither(argv: list[str]) -> None:
 def test_group_help_lists_every_command_with_its_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--help"]) == 0
     text = capsys.readouterr().out
-    for name in ("train", "sweep", "reproduce", "report", "phase-diagram"):
-        line = next(line for line in text.splitlines() if line.strip().startswith(name + " "))
-        assert len(line.split(None, 1)[1]) > 20, line
+    lines = text.split("Commands:")[1].splitlines()
+    for name in cli.commands:
+        at = next(i for i, line in enumerate(lines) if line.strip().startswith(name + " "))
+        # the summary and its wrapped lines, whole: not cut at the first ". " of a name like "Fig. 6"
+        said = " ".join(
+            [lines[at].split(None, 1)[1], *(ln.strip() for ln in lines[at + 1 :] if ln.startswith(" " * 6))]
+        )
+        assert len(said) > 20 and not said.endswith(("Fig.", "...")), said
+
+
+def test_a_summary_is_the_first_sentence_whole() -> None:
+    from training.cli.summaries import first_sentence
+
+    assert first_sentence("Fig. 2 at CPU scale, e.g. lr 1e-3. Then more.\n\nDetails.") == (
+        "Fig. 2 at CPU scale, e.g. lr 1e-3."
+    )
+    assert first_sentence("One line\n  wrapped here. And a second.") == "One line wrapped here."
+    assert first_sentence("No full stop at all") == "No full stop at all" and first_sentence("") == ""
 
 
 # ----------------------------------------------------------------- what options say

@@ -49,6 +49,7 @@ from training.cli.flags import (
     run_options,
     slurm_options,
 )
+from training.cli.summaries import SummaryGroup
 from training.config import PRECISIONS, check_cores, check_device, default_preset, parse_workers
 from training.launch.backends import backend_names
 from training.launch.executor import ignore_stopping
@@ -61,7 +62,7 @@ from training.studies.report.config import IMAGE_FORMATS, PROJECTIONS, ReportCon
 from training.studies.study import REGIMES, REPRODUCE_TASKS, VARY, StudySpec
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=SummaryGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(
     interp_init.__version__,
     "--version",
@@ -288,7 +289,10 @@ def reproduce_command(
 # ---------------------------------------------------------------- concept-graphs
 
 
-@cli.command("concept-graphs")
+@cli.command(
+    "concept-graphs",
+    short_help="Train the journal's Fig. 6 concept-graph diffusion study and write its table and figure.",
+)
 @click.argument("spec", type=click.Path(dir_okay=False))
 @click.option(
     "--out", required=True, help="The study folder: one run folder per gamma and seed, the table and the figure."

@@ -21,8 +21,9 @@ from typing import Any, NoReturn
 
 import click
 
-from training.launch.executor import Stopped, ignore_stopping, signals_raise
+from training.cli.summaries import SummaryCommand, SummaryGroup
 from training.config import one_line
+from training.launch.executor import Stopped, ignore_stopping, signals_raise
 
 
 def run_command(command: click.Command, args: Sequence[str], prog: str, obj: Any = None) -> int:
@@ -96,9 +97,9 @@ def script_name(command: click.Command) -> str:
         return command.name or "command"
 
 
-class Script(_ThroughTheLayer, click.Command):
+class Script(_ThroughTheLayer, SummaryCommand):
     """A script's command (``@click.command(cls=Script)``): its errors through the one layer."""
 
 
-class ScriptGroup(_ThroughTheLayer, click.Group):
+class ScriptGroup(_ThroughTheLayer, SummaryGroup):
     """A script's group of commands (``@click.group(cls=ScriptGroup)``): errors through the one layer."""
