@@ -143,6 +143,14 @@ def test_a_bad_spec_is_refused_in_one_line(
     assert message in capsys.readouterr().err and not (tmp_path / "out").exists()
 
 
+def test_a_bad_size_option_is_refused_naming_the_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"size": "tiny", "gammas": [0.5], "seeds": [1]}))
+    assert main(["concept-graphs", str(spec), "--size", "huge", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "Invalid value for '--size': unknown diffusion size 'huge'" in err and not (tmp_path / "out").exists()
+
+
 def test_the_ensemble_backend_is_refused_in_one_line_before_anything_is_written(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

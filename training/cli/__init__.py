@@ -354,7 +354,10 @@ def concept_graphs_command(
         check_cores(threads, "--threads", "torch threads")
     study = ConceptStudySpec.from_file(spec)
     if size is not None:
-        study = replace(study, size=size)
+        try:
+            study = replace(study, size=size)
+        except ValueError as err:
+            raise click.BadParameter(str(err), param_hint="'--size'") from None
     # local: --threads for the one process with --workers 1, else a pool of one-thread processes
     threads = 1 if backend == "local" and workers != 1 else threads
     launcher = build_launcher(backend, device=device, workers=workers, threads=threads, progress=not quiet, **options)
