@@ -73,8 +73,8 @@ class DataConfig:
         "",
         "scan task only: the benchmark's split, turn-left or jump (SCAN's add-primitive splits) [default: turn-left].",
     )
-    hops: int = option(
-        0,
+    hops: int | None = option(
+        None,
         "prontoqa task only: the deepest chain of rules a training question needs, 1..5 (the held-out questions need one more) [default: 3].",
     )
 
@@ -287,7 +287,7 @@ LATER_OPTIONS: dict[str, Any] = {
     "drop_last": False,
     "stop_below_loss": 0.0,
     "split": "",
-    "hops": 0,
+    "hops": None,
 }
 
 #: The random sources of a run: the init's draw, and the data's (the three sample sets and the order).
