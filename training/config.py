@@ -374,6 +374,10 @@ class RunConfig:
     def from_dict(cls, data: dict[str, Any], where: str = "config") -> RunConfig:
         if not isinstance(data, dict):
             raise ValueError(f"{where} must be a mapping")
+        if data.get("kind", "transformer") != "transformer":  # another kind of run (training.launch.register_run_kind)
+            raise ValueError(
+                f"{where} is a {data['kind']!r} run's config; this reads transformer runs: give their folders"
+            )
         unknown = sorted(set(data) - set(SECTIONS) - {*SEED_OPTIONS, "preset", "seeds", "data_version"})
         if unknown:
             raise ValueError(f"{where}: unknown section(s) {unknown}")

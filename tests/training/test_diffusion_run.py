@@ -40,6 +40,21 @@ def test_a_tiny_run_trains_through_the_executor_and_is_read_after(tmp_path: Path
     assert loaded.config == cfg and loaded.metrics["final"] == final
 
 
+def test_a_transformer_command_refuses_a_diffusion_run_naming_its_kind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from training.cli import main
+
+    run = tmp_path / "run"
+    assert execute([Job("run", diffusion_config("tiny", seed=1), run)], device="cpu")[0].status == "completed"
+    assert main(["report", str(run), "--out", str(tmp_path / "page.html")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"interp-init: error: {run / 'config.json'} is a 'concept-diffusion' run's config; "
+        "this reads transformer runs: give their folders"
+    )
+    assert not (tmp_path / "page.html").exists()
+
+
 def test_a_run_stopped_at_its_deadline_resumes_to_the_uninterrupted_weights(tmp_path: Path) -> None:
     cfg = diffusion_config("tiny", gamma=1.0, seed=2, epochs=3)
     whole, stopped = tmp_path / "whole", tmp_path / "stopped"
