@@ -60,6 +60,9 @@ def test_one_command_trains_a_tiny_row_and_writes_its_table_and_figure(
     assert main(["concept-graphs", str(other), "--out", str(out), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "another spec" in err or "not one of them" in err
+    assert main(["phase-diagram", str(out)]) == 2  # a transformer command names what the folder is
+    assert f"{out} is a concept-graphs study, not a sweep" in capsys.readouterr().err
+    assert not (out / "phase_diagram.html").exists()
 
 
 def test_the_reading_and_the_rule_by_hand() -> None:

@@ -25,7 +25,7 @@ from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
 from interp_init.fileio import folder_is_held
-from interp_init.outputs import check_output_pages, looks_like_run, refuse_inside_run, write_page
+from interp_init.outputs import check_output_pages, looks_like_run, refuse_inside_run, study_kind, write_page
 from interp_init.paths import check_path_names
 from interp_init.tasks.addition import AdditionTask
 from interp_init.tasks.anchor import (
@@ -621,6 +621,11 @@ def phase_diagrams(
         raise ValueError(
             f"{sweep_dir} is a run folder, not a sweep folder; phase diagrams are drawn over the runs of a sweep folder "
             "(interp-init sweep SPEC --out DIR): give that folder"
+        )
+    if study_kind(sweep_dir) == "concept-graphs":  # diffusion runs: no phase diagram reads them
+        raise ValueError(
+            f"{sweep_dir} is a concept-graphs study, not a sweep: its table and figure are written by "
+            f"interp-init concept-graphs SPEC --out {sweep_dir}"
         )
     refuse_inside_run(sweep_dir, "phase diagrams", option="SWEEP_DIR")
     check_sweep_spec(sweep_dir)  # a damaged sweep.json is refused here as by the sweep itself
