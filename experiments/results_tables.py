@@ -978,7 +978,9 @@ def readme_fig6(records: Records) -> str:
         return "- **Fig. 6** (concept-graph diffusion): not run yet (pre-registered in `docs/concept-graphs.md`)."
     concept_graphs, spec, rows, _ = _fig6(records)
     shares = "; ".join(
-        f"gamma {r.gamma:g}: {'-' if r.mean is None else f'{r.mean:.2f}'} ({len(r.counted)} of {r.runs} seeds counted)"
+        f"gamma {r.gamma:g}: {'-' if r.mean is None else f'{r.mean:.2f}'} ({len(r.counted)} of {r.runs} seeds counted"
+        + ("" if r.id_acc is None else f", id_acc {r.id_acc:.2f}")
+        + ")"
         for r in rows
     )
     return (

@@ -244,7 +244,10 @@ def test_a_stored_study_writes_the_docs_table_and_readme_line_from_its_records(
     assert "gamma 0.5 (3 runs): 100% of 48 samples show an object, of those " in page and "and 100% small" in page
     readme = (root / "README.md").read_text()
     assert "seeds 1, 2, 3): At gamma 0.5: failure mode (triangles); at gamma 1: no failure mode (circles)." in readme
-    assert "gamma 0.5: 0.12 (3 of 3 seeds counted); gamma 1: 0.88 (3 of 3 seeds counted)." in readme
+    assert (
+        "gamma 0.5: 0.12 (3 of 3 seeds counted, id_acc 0.90); gamma 1: 0.88 (3 of 3 seeds counted, id_acc 0.90)."
+        in readme
+    )
     assert _exit(tables, ["--root", str(root), "--records", str(records), "--check"], capsys)[0] == 0
     # the gate pilots' block: each run's schedule and id_acc against the gate, once both pilots are stored
     (root / "docs" / "concept-graphs.md").write_text("# c\n\n<!-- table:fig6-gate -->\n<!-- /table:fig6-gate -->\n")
