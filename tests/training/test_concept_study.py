@@ -105,7 +105,7 @@ def test_what_every_completed_run_drew_is_counted_post_hoc_by_hand() -> None:
     assert drawn_sentence([row, blank, gamma_row(1.5, {1: None})]) == (
         "Post hoc, read by no rule (every completed run, counted or not; 010 and 011 are small circles): "
         "gamma 0.5 (2 runs): 35% of 40 samples show an object, of those 86% circles and 14% small; "
-        "gamma 1 (1 runs): 0% of 8 samples show an object, none; gamma 1.5: no completed run."
+        "gamma 1 (1 run): 0% of 8 samples show an object, none; gamma 1.5: no completed run."
     )
 
 

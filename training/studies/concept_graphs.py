@@ -296,7 +296,7 @@ def drawn_sentence(rows: Sequence[GammaRow]) -> str:
             continue
         shares = f", of those {circles / objects:.0%} circles and {small / objects:.0%} small" if objects else ", none"
         parts.append(
-            f"gamma {r.gamma:g} ({r.completed} runs): {objects / n:.0%} of {n:,} samples show an object{shares}"
+            f"gamma {r.gamma:g} ({r.completed} run{'s' * (r.completed != 1)}): {objects / n:.0%} of {n:,} samples show an object{shares}"
         )
     return (
         "Post hoc, read by no rule (every completed run, counted or not; 010 and 011 are small circles): "
