@@ -119,9 +119,7 @@ class DataConfig:
                     options[f.name] = value
             elif value != f.default:
                 names = " or ".join(repr(n) for n in tasks_taking(f.name))
-                raise ValueError(
-                    f"{f.name} applies to the {names} task only; task {self.task!r} takes {f.name}={f.default!r}: leave it unset"
-                )
+                raise ValueError(f"{f.name} applies to the {names} task only, not {self.task!r}: leave it unset")
         return make_task(self.task, **options)
 
 

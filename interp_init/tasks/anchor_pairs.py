@@ -174,7 +174,7 @@ def task_spec(task: Task | str, k: int = 0, offset: int = 4) -> TaskSpec:
             f"offset must be a non-zero integer (the shift of a non-inferential target from f), got {offset!r}"
         )
     if task != "complexity" and k != 0:
-        raise ValueError(f"k applies to the 'complexity' task only; task {task!r} takes k=0")
+        raise ValueError(f"k applies to the 'complexity' task only, not {task!r}: leave it unset")
     if task == "symmetric":
         train = tuple(p for p in ALL_PAIRS if p != (4, 3))
         return TaskSpec(

@@ -85,7 +85,7 @@ def test_prontoqa_trains_from_the_cli_with_hops(tmp_path: Path, capsys: pytest.C
         (["--task", "prontoqa", "--hops", "9"], "prontoqa task: hops must be an integer in 1..5, got 9 (--hops)"),
         # 0 is a value, not "unset": refused, not read as the default 3
         (["--task", "prontoqa", "--hops", "0"], "prontoqa task: hops must be an integer in 1..5, got 0 (--hops)"),
-        (["--hops", "2"], "hops applies to the 'prontoqa' task only; task 'symmetric' takes hops=None: leave it unset"),
+        (["--hops", "2"], "hops applies to the 'prontoqa' task only, not 'symmetric': leave it unset"),
     ):
         out = tmp_path / "bad"
         assert main(["train", "--preset", "tiny", "--out", str(out), "--quiet", *args]) == 2

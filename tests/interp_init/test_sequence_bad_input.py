@@ -134,7 +134,7 @@ def test_an_unknown_split_is_refused_by_train_in_one_line_leaving_nothing(
     if task == "scan":  # SCAN's benchmark splits
         assert err == "scan task: unknown split 'nope'; choose one of ('turn-left', 'jump') (--split)"
     else:  # the other tasks have no --split
-        assert err == f"split applies to the 'scan' task only; task {task!r} takes split='': leave it unset"
+        assert err == f"split applies to the 'scan' task only, not {task!r}: leave it unset"
     assert not out.exists()
 
 

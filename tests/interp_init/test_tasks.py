@@ -153,7 +153,7 @@ def test_an_incomplete_task_class_is_refused_naming_what_it_lacks() -> None:
 def test_an_option_a_task_does_not_take_is_refused() -> None:
     from training.config import DataConfig
 
-    with pytest.raises(ValueError, match="k applies to the 'complexity' task only; task 'symmetric' takes k=0"):
+    with pytest.raises(ValueError, match="k applies to the 'complexity' task only, not 'symmetric': leave it unset"):
         DataConfig(task="symmetric", k=2)
     with pytest.raises(ValueError, match="do\\(es\\) not apply to task 'addition'"):
         make_task("addition", k=1)

@@ -87,7 +87,7 @@ def test_balanced_sizes_are_checked_where_the_config_is_made() -> None:
         make_run_config("tiny", task="id-ood", balanced_pairs=True, n_train=1400, n_test=490, n_heldout=11)
     with pytest.raises(
         ValueError,
-        match=r"balanced_pairs applies to the .*'symmetric'.* task only; task 'addition' takes balanced_pairs=False",
+        match=r"balanced_pairs applies to the .*'symmetric'.* task only, not 'addition': leave it unset",
     ):
         make_run_config("tiny", task="addition", balanced_pairs=True)
     with pytest.raises(ValueError, match="task 'complexity' has none: leave --n-heldout unset"):
