@@ -69,8 +69,8 @@ class DataConfig:
         4,
         "complexity task only: the shift (non-zero) of a non-inferential target from the composite x + s(a1) + s(a2).",
     )
-    split: str = option(
-        "",
+    split: str | None = option(
+        None,
         "scan task only: the benchmark's split, turn-left or jump (SCAN's add-primitive splits) [default: turn-left].",
     )
     hops: int | None = option(
@@ -284,7 +284,7 @@ LATER_OPTIONS: dict[str, Any] = {
     "balanced_pairs": False,
     "drop_last": False,
     "stop_below_loss": 0.0,
-    "split": "",
+    "split": None,
     "hops": None,
 }
 
@@ -514,6 +514,7 @@ _KINDS: dict[str, str] = {
     "float | None": "float",
     "bool": "bool",
     "str": "str",
+    "str | None": "str",
 }
 
 

@@ -133,6 +133,9 @@ def test_an_unknown_split_is_refused_by_train_in_one_line_leaving_nothing(
     err = _one_line_error(capsys)
     if task == "scan":  # SCAN's benchmark splits
         assert err == "scan task: unknown split 'nope'; choose one of ('turn-left', 'jump') (--split)"
+        # an empty split is a value, not "unset": refused, not read as turn-left
+        assert main(_train(task, out, "--split", "")) == 2
+        assert _one_line_error(capsys) == "scan task: unknown split ''; choose one of ('turn-left', 'jump') (--split)"
     else:  # the other tasks have no --split
         assert err == f"split applies to the 'scan' task only, not {task!r}: leave it unset"
     assert not out.exists()
