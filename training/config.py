@@ -115,7 +115,7 @@ class DataConfig:
                 continue
             value = getattr(self, f.name)
             if f.name in takes:
-                if f.name not in ("split", "hops") or value != f.default:  # unset: the task's own default
+                if value is not None or f.default is not None:  # an option unset (None) leaves the task's own default
                     options[f.name] = value
             elif value != f.default:
                 names = " or ".join(repr(n) for n in tasks_taking(f.name))
